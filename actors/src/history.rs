@@ -1,0 +1,203 @@
+//! History → model messages (OpenCode `toModelMessages`, opencode-engine.md §3.5).
+//!
+//! Rules:
+//! - user text parts are joined; empty messages are skipped;
+//! - an assistant message with an error is skipped unless it was aborted and has content;
+//! - every tool call sent has exactly one result: completed → output (or
+//!   `[Old tool result content cleared]` once pruned), error → the error text, pending/running
+//!   → `[Tool execution was interrupted]`; a call without a valid JSON object input is sent
+//!   with `{}`.
+//!
+//! [`ChatCache`] converts each finished message once and appends, so a step costs O(new
+//! messages), not O(history).
+
+use troupe_llm::{ChatMessage, ToolCallRequest};
+use troupe_session::{Message, MessageWithParts, PartKind, ToolState};
+
+/// Text sent in place of a pruned tool output.
+pub const CLEARED_OUTPUT: &str = "[Old tool result content cleared]";
+/// Result sent for a tool call that never finished.
+pub const INTERRUPTED_OUTPUT: &str = "[Tool execution was interrupted]";
+
+/// Convert one message into zero or more model messages, appending to `out`.
+pub fn convert(m: &MessageWithParts, out: &mut Vec<ChatMessage>) {
+    match &m.info {
+        Message::User(_) => {
+            let mut text = String::new();
+            for p in &m.parts {
+                if let PartKind::Text { text: t, .. } = &p.kind
+                    && !t.is_empty()
+                {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(t);
+                }
+                if let PartKind::Compaction { .. } = &p.kind {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str("What did we do so far?");
+                }
+            }
+            if !text.is_empty() {
+                out.push(ChatMessage::User { content: text });
+            }
+        }
+        Message::Assistant(a) => {
+            let has_content = m.parts.iter().any(|p| {
+                matches!(p.kind, PartKind::Text { .. } | PartKind::Tool { .. })
+            });
+            if let Some(err) = &a.error
+                && !(err.name == "MessageAbortedError" && has_content)
+            {
+                return;
+            }
+            let mut text = String::new();
+            let mut reasoning = String::new();
+            let mut signature = None;
+            let mut calls = Vec::new();
+            let mut results = Vec::new();
+            for p in &m.parts {
+                match &p.kind {
+                    PartKind::Text { text: t, .. } => text.push_str(t),
+                    PartKind::Reasoning { text: t, metadata, .. } => {
+                        reasoning.push_str(t);
+                        if let Some(sig) = metadata.as_ref().and_then(|m| m.get("signature")).and_then(|s| s.as_str()) {
+                            signature = Some(sig.to_string());
+                        }
+                    }
+                    PartKind::Tool { call_id, tool, state } => {
+                        let input = match state.input() {
+                            v @ serde_json::Value::Object(_) => v.clone(),
+                            _ => serde_json::json!({}),
+                        };
+                        calls.push(ToolCallRequest { id: call_id.clone(), name: tool.clone(), input });
+                        let (content, is_error) = match state {
+                            ToolState::Completed { output, time, .. } => {
+                                if time.compacted.is_some() {
+                                    (CLEARED_OUTPUT.to_string(), false)
+                                } else {
+                                    (output.clone(), false)
+                                }
+                            }
+                            ToolState::Error { error, .. } => (error.clone(), true),
+                            ToolState::Pending { .. } | ToolState::Running { .. } => {
+                                (INTERRUPTED_OUTPUT.to_string(), true)
+                            }
+                        };
+                        results.push(ChatMessage::Tool { call_id: call_id.clone(), content, is_error });
+                    }
+                    _ => {}
+                }
+            }
+            if text.is_empty() && calls.is_empty() && reasoning.is_empty() {
+                return;
+            }
+            out.push(ChatMessage::Assistant {
+                content: (!text.is_empty()).then_some(text),
+                reasoning: (!reasoning.is_empty()).then_some(reasoning),
+                reasoning_signature: signature,
+                tool_calls: calls,
+            });
+            out.extend(results);
+        }
+    }
+}
+
+/// Incrementally converted history.
+#[derive(Debug, Default, Clone)]
+pub struct ChatCache {
+    messages: Vec<ChatMessage>,
+    converted: usize,
+}
+
+impl ChatCache {
+    /// Convert the messages of `history` not converted yet. Only call with finished
+    /// messages; the history must only grow (call [`ChatCache::reset`] after rewriting it).
+    pub fn extend(&mut self, history: &[MessageWithParts]) -> &[ChatMessage] {
+        for m in &history[self.converted.min(history.len())..] {
+            convert(m, &mut self.messages);
+        }
+        self.converted = history.len();
+        &self.messages
+    }
+
+    /// Forget everything (history was rewritten, e.g. by prune or compaction).
+    pub fn reset(&mut self) {
+        self.messages.clear();
+        self.converted = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_session::*;
+
+    fn assistant(parts: Vec<PartKind>, error: Option<MessageError>) -> MessageWithParts {
+        let a = AssistantMessage {
+            id: "msg_2".into(),
+            session_id: "ses".into(),
+            parent_id: "msg_1".into(),
+            time: AssistantTime::default(),
+            agent: "build".into(),
+            model_id: "m".into(),
+            provider_id: "p".into(),
+            path: MessagePath::default(),
+            summary: false,
+            cost: Default::default(),
+            tokens: Default::default(),
+            finish: None,
+            error,
+        };
+        MessageWithParts {
+            info: Message::Assistant(a),
+            parts: parts.into_iter().map(|k| Part::new("ses", "msg_2", k)).collect(),
+        }
+    }
+
+    #[test]
+    fn every_tool_call_gets_exactly_one_result() {
+        let m = assistant(
+            vec![
+                PartKind::Tool {
+                    call_id: "a".into(),
+                    tool: "bash".into(),
+                    state: ToolState::Running { input: serde_json::json!({"command": "ls"}), title: None, metadata: None, time: ToolTime::default() },
+                },
+                PartKind::Tool {
+                    call_id: "b".into(),
+                    tool: "read".into(),
+                    state: ToolState::Completed {
+                        input: serde_json::json!({}),
+                        output: "big".into(),
+                        title: String::new(),
+                        metadata: serde_json::json!({}),
+                        time: ToolTime { start: 0, end: Some(1), compacted: Some(2) },
+                    },
+                },
+            ],
+            None,
+        );
+        let mut out = Vec::new();
+        convert(&m, &mut out);
+        assert_eq!(out.len(), 3);
+        match &out[0] {
+            ChatMessage::Assistant { tool_calls, .. } => assert_eq!(tool_calls.len(), 2),
+            o => panic!("{o:?}"),
+        }
+        assert_eq!(out[1], ChatMessage::Tool { call_id: "a".into(), content: INTERRUPTED_OUTPUT.into(), is_error: true });
+        assert_eq!(out[2], ChatMessage::Tool { call_id: "b".into(), content: CLEARED_OUTPUT.into(), is_error: false });
+    }
+
+    #[test]
+    fn failed_assistant_is_skipped_but_aborted_with_text_is_kept() {
+        let text = PartKind::Text { text: "partial".into(), synthetic: false, time: None };
+        let mut out = Vec::new();
+        convert(&assistant(vec![text.clone()], Some(MessageError::new("APIError", "x"))), &mut out);
+        assert!(out.is_empty());
+        convert(&assistant(vec![text], Some(MessageError::new("MessageAbortedError", "x"))), &mut out);
+        assert_eq!(out.len(), 1);
+    }
+}

@@ -1,0 +1,334 @@
+//! troupe-actors: the supervised runtime.
+//!
+//! ```text
+//! Runtime (root supervisor, one per process)
+//! └── SessionActor ses_…      serializes prompts; runs the loop
+//!     └── Processor msg_…     one per step: provider stream → parts
+//!         └── ToolCall call_… one per tool invocation; panic/timeout → error part
+//! ```
+//!
+//! Every parent overrides `handle_supervisor_evt`, so a child's end becomes state (an error
+//! part, a failed step) and never stops the parent (ractor's default would). Streams and
+//! waits run in tasks that cast back to their actor, so handlers stay short and an abort is
+//! never stuck behind a long await. Cancellation flows down the tree as a
+//! `CancellationToken`.
+
+pub mod history;
+pub mod processor;
+pub mod progress;
+pub mod session_actor;
+pub mod tool_call;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use rust_decimal::Decimal;
+use serde::Serialize;
+use tokio::sync::oneshot;
+use troupe_config::{LoadedConfig, ResolvedModel};
+use troupe_llm::provider::Provider;
+use troupe_session::{AssistantMessage, Bus, MessageError, Session, Store, Tokens, Write};
+use troupe_tools::{PermissionAsker, Registry};
+
+use crate::session_actor::{PendingPrompt, SessionActor, SessionArgs, SessionMsg};
+
+/// Runtime tuning.
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    /// Safety-net timeout for one tool call (the actor is stopped past it). Default 10 min;
+    /// `bash` gets at least its own `timeout` argument + 10 s.
+    pub tool_timeout: Duration,
+    /// Default maximum steps per turn for agents without `steps`. Default 100.
+    pub max_steps: u32,
+    /// Retries of a retryable provider failure per step. Default 8.
+    pub max_retries: u32,
+    /// Upper bound on one retry wait (a server may ask for hours). Default 5 min.
+    pub max_retry_delay: Duration,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        Self {
+            tool_timeout: Duration::from_secs(600),
+            max_steps: 100,
+            max_retries: 8,
+            max_retry_delay: Duration::from_secs(300),
+        }
+    }
+}
+
+impl RuntimeOptions {
+    /// The timeout for one call of `tool` with `input`.
+    pub fn tool_timeout_for(&self, tool: &str, input: &serde_json::Value) -> Duration {
+        if tool == "bash"
+            && let Some(ms) = input.get("timeout").and_then(|v| v.as_u64())
+        {
+            return self.tool_timeout.max(Duration::from_millis(ms) + Duration::from_secs(10));
+        }
+        self.tool_timeout
+    }
+}
+
+/// Counters of the runtime (exported later as metrics).
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Steps started.
+    pub steps: AtomicU64,
+    /// Tool actors that crashed.
+    pub tool_crashes: AtomicU64,
+    /// Processor actors that crashed.
+    pub processor_crashes: AtomicU64,
+}
+
+/// What every actor of the runtime shares.
+pub struct RuntimeShared {
+    /// Store (and, through it, the bus).
+    pub store: Store,
+    /// Merged configuration.
+    pub config: Arc<LoadedConfig>,
+    /// Tools.
+    pub registry: Arc<Registry>,
+    /// Permission asker handed to tools.
+    pub permissions: Arc<dyn PermissionAsker>,
+    /// Options.
+    pub opts: RuntimeOptions,
+    /// Live session actors by session id.
+    pub sessions: DashMap<String, ActorRef<SessionMsg>>,
+    /// Counters.
+    pub counters: Counters,
+    http: reqwest::Client,
+    providers: DashMap<String, Arc<Provider>>,
+    spawn_lock: tokio::sync::Mutex<()>,
+}
+
+impl RuntimeShared {
+    /// The provider client for a model (one per `provider/model`, sharing one HTTP pool).
+    pub fn provider(&self, model: &ResolvedModel) -> Arc<Provider> {
+        let key = model.full_id();
+        if let Some(p) = self.providers.get(&key) {
+            return p.clone();
+        }
+        let p = Arc::new(Provider::new(self.http.clone(), model.clone()));
+        self.providers.insert(key, p.clone());
+        p
+    }
+}
+
+/// What to send in a prompt.
+#[derive(Debug, Clone, Default)]
+pub struct PromptInput {
+    /// The user's text.
+    pub text: String,
+    /// Agent name (default `build`).
+    pub agent: Option<String>,
+    /// `provider/model` (default: agent's, session's, config's).
+    pub model: Option<String>,
+    /// Extra system prompt for this message.
+    pub system: Option<String>,
+    /// Synthetic text parts to attach (reminders).
+    pub synthetic: Vec<String>,
+}
+
+/// The result of one turn.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnResult {
+    /// Session.
+    pub session_id: String,
+    /// The turn's last assistant message.
+    pub message: Option<AssistantMessage>,
+    /// Its text.
+    pub text: String,
+    /// Why the turn failed, if it did.
+    pub error: Option<MessageError>,
+    /// Steps run.
+    pub steps: u32,
+    /// Cost of this turn, USD.
+    pub cost: Decimal,
+    /// Session tokens after the turn.
+    pub tokens: Tokens,
+}
+
+/// Runtime errors (before a turn could run).
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// No such session.
+    #[error("session not found: {0}")]
+    SessionNotFound(String),
+    /// Store failure.
+    #[error(transparent)]
+    Store(#[from] troupe_session::StoreError),
+    /// Could not start an actor.
+    #[error("could not start actor: {0}")]
+    Spawn(String),
+    /// The turn could not run (bad agent, model, …).
+    #[error("{0}")]
+    Turn(String),
+}
+
+/// The root supervisor.
+struct RootActor;
+
+impl Actor for RootActor {
+    type Msg = ();
+    type State = Arc<RuntimeShared>;
+    type Arguments = Arc<RuntimeShared>;
+
+    async fn pre_start(&self, _m: ActorRef<()>, rt: Arc<RuntimeShared>) -> Result<Arc<RuntimeShared>, ActorProcessingErr> {
+        Ok(rt)
+    }
+
+    async fn handle_supervisor_evt(&self, _m: ActorRef<()>, evt: SupervisionEvent, rt: &mut Arc<RuntimeShared>) -> Result<(), ActorProcessingErr> {
+        match evt {
+            SupervisionEvent::ActorFailed(cell, err) => {
+                tracing::error!("session actor crashed: {err}");
+                rt.sessions.retain(|_, a| a.get_id() != cell.get_id());
+            }
+            SupervisionEvent::ActorTerminated(cell, _, _) => {
+                rt.sessions.retain(|_, a| a.get_id() != cell.get_id());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The runtime: one per process.
+#[derive(Clone)]
+pub struct Runtime {
+    shared: Arc<RuntimeShared>,
+    root: ActorRef<()>,
+}
+
+impl Runtime {
+    /// Start the root supervisor.
+    pub async fn start(
+        store: Store,
+        config: LoadedConfig,
+        registry: Registry,
+        permissions: Arc<dyn PermissionAsker>,
+        opts: RuntimeOptions,
+    ) -> Result<Runtime, RuntimeError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
+        let shared = Arc::new(RuntimeShared {
+            store,
+            config: Arc::new(config),
+            registry: Arc::new(registry),
+            permissions,
+            opts,
+            sessions: DashMap::new(),
+            counters: Counters::default(),
+            http,
+            providers: DashMap::new(),
+            spawn_lock: tokio::sync::Mutex::new(()),
+        });
+        let (root, _) = Actor::spawn(None, RootActor, shared.clone()).await.map_err(|e| RuntimeError::Spawn(e.to_string()))?;
+        Ok(Runtime { shared, root })
+    }
+
+    /// Shared parts (store, config, counters).
+    pub fn shared(&self) -> &Arc<RuntimeShared> {
+        &self.shared
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    /// The bus.
+    pub fn bus(&self) -> &Bus {
+        self.shared.store.bus()
+    }
+
+    /// Create and store a new session in `directory` (optionally a child of `parent`).
+    pub async fn create_session(&self, directory: &Path, parent: Option<String>) -> Result<Session, RuntimeError> {
+        let dir = directory.canonicalize().unwrap_or_else(|_| directory.to_path_buf());
+        let s = Session::new(&dir.display().to_string(), parent);
+        self.shared.store.write1(Write::Session { info: s.clone(), created: true });
+        self.shared.store.flush().await?;
+        Ok(s)
+    }
+
+    async fn session_actor(&self, session_id: &str) -> Result<ActorRef<SessionMsg>, RuntimeError> {
+        if let Some(a) = self.shared.sessions.get(session_id) {
+            return Ok(a.clone());
+        }
+        let _guard = self.shared.spawn_lock.lock().await;
+        if let Some(a) = self.shared.sessions.get(session_id) {
+            return Ok(a.clone());
+        }
+        let sid = session_id.to_string();
+        let (session, mut history) = self
+            .shared
+            .store
+            .read(move |r| Ok((r.session(&sid)?, r.messages(&sid)?)))
+            .await?;
+        let session = session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
+        troupe_session::store::sweep_interrupted(&self.shared.store, &mut history);
+        let args = SessionArgs { rt: self.shared.clone(), session, history };
+        let (actor, _) = Actor::spawn_linked(None, SessionActor, args, self.root.get_cell())
+            .await
+            .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
+        self.shared.sessions.insert(session_id.to_string(), actor.clone());
+        Ok(actor)
+    }
+
+    /// Send a prompt and wait for its turn to finish. Prompts to a busy session queue and
+    /// run in order.
+    pub async fn prompt(&self, session_id: &str, input: PromptInput) -> Result<TurnResult, RuntimeError> {
+        loop {
+            let actor = self.session_actor(session_id).await?;
+            let accepted = Arc::new(AtomicBool::new(false));
+            let (tx, rx) = oneshot::channel();
+            let msg = SessionMsg::Prompt(PendingPrompt { input: input.clone(), accepted: accepted.clone(), reply: tx });
+            if actor.cast(msg).is_err() {
+                // The actor stopped between lookup and send: start a fresh one.
+                self.shared.sessions.remove_if(session_id, |_, a| a.get_id() == actor.get_id());
+                continue;
+            }
+            match rx.await {
+                Ok(Ok(r)) => return Ok(r),
+                Ok(Err(e)) => return Err(RuntimeError::Turn(e)),
+                Err(_) if !accepted.load(Ordering::SeqCst) => {
+                    self.shared.sessions.remove_if(session_id, |_, a| a.get_id() == actor.get_id());
+                    continue;
+                }
+                Err(_) => return Err(RuntimeError::Turn("the session actor stopped during the turn".into())),
+            }
+        }
+    }
+
+    /// Abort a session's running turn (and its queued prompts). No-op when idle.
+    pub fn abort(&self, session_id: &str) {
+        if let Some(a) = self.shared.sessions.get(session_id) {
+            let _ = a.cast(SessionMsg::Abort);
+        }
+    }
+
+    /// Abort everything.
+    pub fn abort_all(&self) {
+        for a in self.shared.sessions.iter() {
+            let _ = a.cast(SessionMsg::Abort);
+        }
+    }
+
+    /// Number of live session actors.
+    pub fn live_sessions(&self) -> usize {
+        self.shared.sessions.len()
+    }
+
+    /// Stop the root supervisor and flush the store.
+    pub async fn shutdown(self) {
+        self.abort_all();
+        let _ = self.shared.store.flush().await;
+        self.root.stop(None);
+    }
+}

@@ -1,0 +1,746 @@
+//! Processor actor: one per assistant step.
+//!
+//! It streams one LLM request through the provider (in a task that casts each normalized
+//! [`StreamEvent`] back to the actor), turns events into parts written through the store,
+//! retries retryable failures with the pure retry policy, and, once the stream finished,
+//! runs the step's tool calls each in its own linked [`ToolCallActor`]. When everything has
+//! settled it stops; its final state ([`StepOutcome`]) reaches the SessionActor in
+//! `ActorTerminated`.
+//!
+//! Tool calls run after the stream finished, so a retried attempt never re-runs a tool that
+//! already ran, and a call cut off by the output limit is never executed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use troupe_config::ResolvedModel;
+use troupe_llm::{ChatRequest, ErrorKind, FinishReason, LlmError, StreamEvent};
+use troupe_session::cost::{StepUsage, usage_cost};
+use troupe_session::{
+    AssistantMessage, Event, Message, MessageError, MessageWithParts, Part, PartKind, PartTime, SessionStatus, Store,
+    ToolState, ToolTime, Write, now_ms,
+};
+use troupe_tools::{ToolContext, ToolError, ToolOutput};
+
+use crate::RuntimeShared;
+use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallState};
+
+/// What the session loop does after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepResult {
+    /// Run another step if the loop condition says so.
+    Continue,
+    /// Stop the turn (error, abort).
+    Stop,
+}
+
+/// Final state of a processor: the finished assistant message and the decision.
+pub struct StepOutcome {
+    /// The assistant message with all its parts, as stored.
+    pub message: MessageWithParts,
+    /// Continue or stop.
+    pub result: StepResult,
+}
+
+/// Messages of a processor.
+#[derive(Debug)]
+pub enum ProcMsg {
+    /// A normalized stream event.
+    Stream(StreamEvent),
+    /// The stream ended normally.
+    StreamEnded,
+    /// The stream failed for good.
+    StreamFailed(LlmError),
+    /// A retryable failure: the next attempt starts at `next` (ms since epoch).
+    Retrying {
+        /// 1-based attempt that failed.
+        attempt: u32,
+        /// Why.
+        message: String,
+        /// Next attempt time, ms.
+        next: i64,
+    },
+    /// A new attempt starts: drop what the failed attempt produced.
+    ResetAttempt,
+    /// A tool call ran past its timeout.
+    ToolTimeout(String),
+    /// The turn was cancelled.
+    Cancelled,
+    /// Grace period after cancellation is over: kill what still runs.
+    SettleDeadline,
+}
+
+/// Arguments to start a processor.
+pub struct ProcessorArgs {
+    /// Shared runtime parts.
+    pub rt: Arc<RuntimeShared>,
+    /// The (already stored) assistant message for this step.
+    pub assistant: AssistantMessage,
+    /// The request to send.
+    pub request: ChatRequest,
+    /// Model (limits, prices).
+    pub model: Arc<ResolvedModel>,
+    /// Cancellation of the turn.
+    pub cancel: CancellationToken,
+    /// Template for tool contexts (session, directories, agent, permission asker).
+    pub tool_ctx: ToolContext,
+}
+
+/// The processor actor.
+pub struct ProcessorActor;
+
+struct PendingCall {
+    call_id: String,
+    name: String,
+    input: String,
+    truncated: bool,
+}
+
+/// Processor state.
+pub struct ProcessorState {
+    rt: Arc<RuntimeShared>,
+    store: Store,
+    assistant: AssistantMessage,
+    parts: Vec<Part>,
+    index: HashMap<String, usize>,
+    text_block: HashMap<String, usize>,
+    reasoning_block: HashMap<String, usize>,
+    tool_block: HashMap<String, usize>,
+    calls: Vec<PendingCall>,
+    running: HashMap<ActorId, (String, ActorCell, CancellationToken)>,
+    model: Arc<ResolvedModel>,
+    cancel: CancellationToken,
+    tool_ctx: ToolContext,
+    attempt_start: usize,
+    stream_done: bool,
+    tools_started: bool,
+    result: StepResult,
+    request: Option<ChatRequest>,
+}
+
+impl ProcessorState {
+    fn push_part(&mut self, kind: PartKind) -> usize {
+        let part = Part::new(&self.assistant.session_id, &self.assistant.id, kind);
+        self.index.insert(part.id.clone(), self.parts.len());
+        self.store.write1(Write::Part(part.clone()));
+        self.parts.push(part);
+        self.parts.len() - 1
+    }
+
+    fn save_part(&self, i: usize) {
+        self.store.write1(Write::Part(self.parts[i].clone()));
+    }
+
+    fn tool_part(&mut self, call_id: &str, name: &str) -> usize {
+        if let Some(&i) = self.tool_block.get(call_id) {
+            return i;
+        }
+        let i = self.push_part(PartKind::Tool {
+            call_id: call_id.to_string(),
+            tool: name.to_string(),
+            state: ToolState::Pending { input: Value::Object(Default::default()), raw: String::new() },
+        });
+        self.tool_block.insert(call_id.to_string(), i);
+        i
+    }
+
+    fn set_tool_state(&mut self, i: usize, new_state: ToolState, tool_name: Option<String>) {
+        if let PartKind::Tool { state, tool, .. } = &mut self.parts[i].kind {
+            *state = new_state;
+            if let Some(n) = tool_name {
+                *tool = n;
+            }
+        }
+        self.save_part(i);
+    }
+
+    fn close_open_blocks(&mut self) {
+        let now = now_ms();
+        let open: Vec<usize> = self.text_block.drain().map(|(_, i)| i).chain(self.reasoning_block.drain().map(|(_, i)| i)).collect();
+        for i in open {
+            match &mut self.parts[i].kind {
+                PartKind::Text { time: Some(t), .. } if t.end.is_none() => t.end = Some(now),
+                PartKind::Reasoning { time, .. } if time.end.is_none() => time.end = Some(now),
+                _ => continue,
+            }
+            self.save_part(i);
+        }
+    }
+
+    /// End every unfinished tool part with `error`.
+    fn fail_unfinished_tools(&mut self, error: &str, interrupted: bool) {
+        let now = now_ms();
+        for i in 0..self.parts.len() {
+            let new_state = match &self.parts[i].kind {
+                PartKind::Tool { state, .. } if !state.is_final() => {
+                    let start = match state {
+                        ToolState::Running { time, .. } => time.start,
+                        _ => now,
+                    };
+                    let metadata = match state {
+                        ToolState::Running { metadata: Some(m), .. } => {
+                            let mut m = m.clone();
+                            if interrupted && let Some(o) = m.as_object_mut() {
+                                o.insert("interrupted".into(), Value::Bool(true));
+                            }
+                            Some(m)
+                        }
+                        _ if interrupted => Some(serde_json::json!({"interrupted": true})),
+                        _ => None,
+                    };
+                    ToolState::Error {
+                        input: state.input().clone(),
+                        error: error.to_string(),
+                        metadata,
+                        time: ToolTime { start, end: Some(now), compacted: None },
+                    }
+                }
+                _ => continue,
+            };
+            self.set_tool_state(i, new_state, None);
+        }
+    }
+
+    fn save_message(&self) {
+        self.store.write1(Write::Message(Message::Assistant(self.assistant.clone())));
+    }
+}
+
+fn llm_error_to_message(e: &LlmError, provider_id: &str) -> MessageError {
+    let name = match e.kind {
+        ErrorKind::Auth => "ProviderAuthError",
+        ErrorKind::ContextOverflow => "ContextOverflowError",
+        ErrorKind::Aborted => "MessageAbortedError",
+        _ => "APIError",
+    };
+    let mut data = serde_json::json!({
+        "message": e.message,
+        "kind": e.kind,
+        "isRetryable": e.is_retryable(),
+        "providerID": provider_id,
+    });
+    if let Some(s) = e.status {
+        data["statusCode"] = s.into();
+    }
+    if let Some(b) = &e.body {
+        data["responseBody"] = b.clone().into();
+    }
+    MessageError { name: name.to_string(), data }
+}
+
+fn parse_input(raw: &str) -> Result<Value, String> {
+    let trimmed = raw.trim();
+    if trimmed.is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    match serde_json::from_str::<Value>(trimmed) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(other) => Err(format!("arguments must be a JSON object, got {}", json_kind(&other))),
+        Err(e) => {
+            let shown: String = trimmed.chars().take(200).collect();
+            Err(format!("arguments are not valid JSON ({e}): {shown}"))
+        }
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn spawn_stream_task(myself: ActorRef<ProcMsg>, rt: Arc<RuntimeShared>, model: Arc<ResolvedModel>, request: ChatRequest, cancel: CancellationToken) {
+    tokio::spawn(async move {
+        let provider = rt.provider(&model);
+        let max_attempts = rt.opts.max_retries.saturating_add(1).max(1);
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let failure = match provider.stream(request.clone(), cancel.clone()).await {
+                Ok(mut stream) => {
+                    let mut failure = None;
+                    loop {
+                        let next = tokio::select! {
+                            _ = cancel.cancelled() => { failure = Some(LlmError::new(ErrorKind::Aborted, "aborted")); break; }
+                            n = stream.next() => n,
+                        };
+                        match next {
+                            Some(Ok(ev)) => {
+                                if myself.cast(ProcMsg::Stream(ev)).is_err() {
+                                    return;
+                                }
+                            }
+                            Some(Err(e)) => {
+                                failure = Some(e);
+                                break;
+                            }
+                            None => break,
+                        }
+                    }
+                    match failure {
+                        None => {
+                            let _ = myself.cast(ProcMsg::StreamEnded);
+                            return;
+                        }
+                        Some(f) => f,
+                    }
+                }
+                Err(e) => e,
+            };
+            if cancel.is_cancelled() {
+                let _ = myself.cast(ProcMsg::StreamFailed(LlmError::new(ErrorKind::Aborted, "aborted")));
+                return;
+            }
+            if !failure.is_retryable() || attempt >= max_attempts {
+                let _ = myself.cast(ProcMsg::StreamFailed(failure));
+                return;
+            }
+            let delay = troupe_llm::retry::retry_delay(attempt, &failure.retry_headers, SystemTime::now());
+            let delay = delay.min(rt.opts.max_retry_delay);
+            let next = now_ms() + delay.as_millis() as i64;
+            let _ = myself.cast(ProcMsg::Retrying { attempt, message: failure.message.clone(), next });
+            tokio::select! {
+                _ = cancel.cancelled() => {
+                    let _ = myself.cast(ProcMsg::StreamFailed(LlmError::new(ErrorKind::Aborted, "aborted")));
+                    return;
+                }
+                _ = tokio::time::sleep(delay) => {}
+            }
+            if myself.cast(ProcMsg::ResetAttempt).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+impl ProcessorActor {
+    fn handle_event(&self, state: &mut ProcessorState, ev: StreamEvent) {
+        match ev {
+            StreamEvent::TextStart { id } => {
+                let i = state.push_part(PartKind::Text {
+                    text: String::new(),
+                    synthetic: false,
+                    time: Some(PartTime { start: now_ms(), end: None }),
+                });
+                state.text_block.insert(id, i);
+            }
+            StreamEvent::TextDelta { id, text } => {
+                let i = match state.text_block.get(&id) {
+                    Some(&i) => i,
+                    None => {
+                        // Some servers skip the start: open the block on first delta.
+                        self.handle_event(state, StreamEvent::TextStart { id: id.clone() });
+                        state.text_block[&id]
+                    }
+                };
+                if let PartKind::Text { text: t, .. } = &mut state.parts[i].kind {
+                    t.push_str(&text);
+                }
+                let p = &state.parts[i];
+                state.store.write1(Write::Publish(Event::PartDelta {
+                    session_id: p.session_id.clone(),
+                    message_id: p.message_id.clone(),
+                    part_id: p.id.clone(),
+                    field: "text".into(),
+                    delta: text,
+                }));
+            }
+            StreamEvent::TextEnd { id } => {
+                if let Some(i) = state.text_block.remove(&id) {
+                    if let PartKind::Text { time: Some(t), .. } = &mut state.parts[i].kind {
+                        t.end = Some(now_ms());
+                    }
+                    state.save_part(i);
+                }
+            }
+            StreamEvent::ReasoningStart { id } => {
+                let i = state.push_part(PartKind::Reasoning {
+                    text: String::new(),
+                    metadata: None,
+                    time: PartTime { start: now_ms(), end: None },
+                });
+                state.reasoning_block.insert(id, i);
+            }
+            StreamEvent::ReasoningDelta { id, text } => {
+                let i = match state.reasoning_block.get(&id) {
+                    Some(&i) => i,
+                    None => {
+                        self.handle_event(state, StreamEvent::ReasoningStart { id: id.clone() });
+                        state.reasoning_block[&id]
+                    }
+                };
+                if let PartKind::Reasoning { text: t, .. } = &mut state.parts[i].kind {
+                    t.push_str(&text);
+                }
+                let p = &state.parts[i];
+                state.store.write1(Write::Publish(Event::PartDelta {
+                    session_id: p.session_id.clone(),
+                    message_id: p.message_id.clone(),
+                    part_id: p.id.clone(),
+                    field: "text".into(),
+                    delta: text,
+                }));
+            }
+            StreamEvent::ReasoningEnd { id, signature } => {
+                if let Some(i) = state.reasoning_block.remove(&id) {
+                    if let PartKind::Reasoning { time, metadata, .. } = &mut state.parts[i].kind {
+                        time.end = Some(now_ms());
+                        if let Some(sig) = signature {
+                            *metadata = Some(serde_json::json!({"signature": sig}));
+                        }
+                    }
+                    state.save_part(i);
+                }
+            }
+            StreamEvent::ToolInputStart { id, name } => {
+                state.tool_part(&id, &name);
+            }
+            StreamEvent::ToolInputDelta { .. } => {}
+            StreamEvent::ToolCall { id, name, input, truncated } => {
+                let i = state.tool_part(&id, &name);
+                if let PartKind::Tool { state: ToolState::Pending { raw, .. }, .. } = &mut state.parts[i].kind {
+                    raw.clone_from(&input);
+                }
+                state.calls.push(PendingCall { call_id: id, name, input, truncated });
+            }
+            StreamEvent::FinishStep { reason, usage, .. } => {
+                let step = StepUsage {
+                    input: usage.input,
+                    output: usage.output,
+                    reasoning: usage.reasoning,
+                    cache_read: usage.cache_read,
+                    cache_write: usage.cache_write,
+                };
+                let (tokens, cost) = usage_cost(step, state.model.cost.as_ref());
+                state.assistant.tokens = tokens;
+                state.assistant.cost += cost;
+                state.assistant.finish = Some(reason.as_str().to_string());
+                state.push_part(PartKind::StepFinish { reason: reason.as_str().to_string(), cost, tokens });
+                state.save_message();
+                if reason == FinishReason::Length && state.calls.is_empty() {
+                    tracing::debug!(session = %state.assistant.session_id, "step hit the output limit");
+                }
+            }
+        }
+    }
+
+    /// Start the step's tool calls (after the stream finished).
+    async fn start_tools(&self, myself: &ActorRef<ProcMsg>, state: &mut ProcessorState) {
+        state.tools_started = true;
+        let calls = std::mem::take(&mut state.calls);
+        let registry = state.rt.registry.clone();
+        for call in calls {
+            let i = state.tool_part(&call.call_id, &call.name);
+            let start = now_ms();
+            let done_err = |input: Value, error: String| ToolState::Error {
+                input,
+                error,
+                metadata: None,
+                time: ToolTime { start, end: Some(now_ms()), compacted: None },
+            };
+            if call.truncated {
+                let st = done_err(
+                    Value::Object(Default::default()),
+                    "This tool call was cut off by the output token limit before its arguments were complete, so it was not executed. Retry with shorter arguments.".into(),
+                );
+                state.set_tool_state(i, st, None);
+                continue;
+            }
+            let Some(name) = registry.repair(&call.name) else {
+                let msg = troupe_tools::invalid_tool_message(&call.name, &registry.names());
+                let input = parse_input(&call.input).unwrap_or_else(|_| Value::Object(Default::default()));
+                state.set_tool_state(i, done_err(input, msg), None);
+                continue;
+            };
+            let input = match parse_input(&call.input) {
+                Ok(v) => v,
+                Err(detail) => {
+                    let err = ToolError::InvalidArguments { tool: name.clone(), detail };
+                    state.set_tool_state(i, done_err(Value::Object(Default::default()), err.to_string()), Some(name));
+                    continue;
+                }
+            };
+            let Some(tool) = registry.get(&name) else {
+                let msg = troupe_tools::invalid_tool_message(&call.name, &registry.names());
+                state.set_tool_state(i, done_err(input, msg), None);
+                continue;
+            };
+            state.set_tool_state(
+                i,
+                ToolState::Running { input: input.clone(), title: None, metadata: None, time: ToolTime { start, end: None, compacted: None } },
+                Some(name.clone()),
+            );
+            let token = state.cancel.child_token();
+            let mut ctx = state.tool_ctx.clone();
+            ctx.call_id = call.call_id.clone();
+            ctx.message_id = state.assistant.id.clone();
+            ctx.abort = token.clone();
+            ctx.progress = Arc::new(crate::progress::PartProgress::new(state.store.clone(), state.parts[i].clone()));
+            let timeout = state.rt.opts.tool_timeout_for(&name, &input);
+            let args = ToolCallArgs { call_id: call.call_id.clone(), tool, args: input, ctx };
+            let me = myself.clone();
+            let call_id = call.call_id.clone();
+            // spawn_linked awaits pre_start, which only casts a message to itself.
+            match Actor::spawn_linked(None, ToolCallActor, args, myself.get_cell()).await {
+                Ok((actor, _)) => {
+                    state.running.insert(actor.get_id(), (call_id.clone(), actor.get_cell(), token));
+                    tokio::spawn(async move {
+                        tokio::time::sleep(timeout).await;
+                        let _ = me.cast(ProcMsg::ToolTimeout(call_id));
+                    });
+                }
+                Err(e) => {
+                    let st = done_err(Value::Object(Default::default()), format!("could not start the tool: {e}"));
+                    state.set_tool_state(i, st, None);
+                }
+            }
+        }
+    }
+
+    fn maybe_finish(&self, myself: &ActorRef<ProcMsg>, state: &mut ProcessorState) {
+        if state.stream_done && state.tools_started && state.running.is_empty() {
+            state.close_open_blocks();
+            state.fail_unfinished_tools("Tool execution aborted", true);
+            if state.cancel.is_cancelled() && state.assistant.error.is_none() {
+                state.assistant.error = Some(MessageError::new("MessageAbortedError", "aborted"));
+                state.result = StepResult::Stop;
+            }
+            state.assistant.time.completed = Some(now_ms());
+            state.save_message();
+            myself.stop(None);
+        }
+    }
+}
+
+impl Actor for ProcessorActor {
+    type Msg = ProcMsg;
+    type State = ProcessorState;
+    type Arguments = ProcessorArgs;
+
+    async fn pre_start(&self, _myself: ActorRef<ProcMsg>, args: ProcessorArgs) -> Result<ProcessorState, ActorProcessingErr> {
+        Ok(ProcessorState {
+            store: args.rt.store.clone(),
+            rt: args.rt,
+            assistant: args.assistant,
+            parts: Vec::new(),
+            index: HashMap::new(),
+            text_block: HashMap::new(),
+            reasoning_block: HashMap::new(),
+            tool_block: HashMap::new(),
+            calls: Vec::new(),
+            running: HashMap::new(),
+            model: args.model,
+            cancel: args.cancel,
+            tool_ctx: args.tool_ctx,
+            attempt_start: 0,
+            stream_done: false,
+            tools_started: false,
+            result: StepResult::Continue,
+            request: Some(args.request),
+        })
+    }
+
+    async fn post_start(&self, myself: ActorRef<ProcMsg>, state: &mut ProcessorState) -> Result<(), ActorProcessingErr> {
+        state.push_part(PartKind::StepStart { snapshot: None });
+        state.attempt_start = state.parts.len();
+        let request = state.request.take().unwrap_or_default();
+        spawn_stream_task(myself.clone(), state.rt.clone(), state.model.clone(), request, state.cancel.clone());
+        let cancel = state.cancel.clone();
+        let me = myself.clone();
+        tokio::spawn(async move {
+            cancel.cancelled().await;
+            let _ = me.cast(ProcMsg::Cancelled);
+        });
+        Ok(())
+    }
+
+    async fn handle(&self, myself: ActorRef<ProcMsg>, msg: ProcMsg, state: &mut ProcessorState) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ProcMsg::Stream(ev) => {
+                if !state.stream_done {
+                    self.handle_event(state, ev);
+                }
+            }
+            ProcMsg::StreamEnded => {
+                state.stream_done = true;
+                state.close_open_blocks();
+                if state.assistant.finish.is_none() {
+                    state.assistant.finish = Some(FinishReason::Unknown.as_str().to_string());
+                    state.save_message();
+                }
+                if state.cancel.is_cancelled() {
+                    state.calls.clear();
+                }
+                self.start_tools(&myself, state).await;
+                self.maybe_finish(&myself, state);
+            }
+            ProcMsg::StreamFailed(e) => {
+                state.stream_done = true;
+                state.tools_started = true;
+                state.calls.clear();
+                state.close_open_blocks();
+                state.fail_unfinished_tools(
+                    if e.kind == ErrorKind::Aborted { "Tool execution aborted" } else { "Tool call not executed: the step failed" },
+                    e.kind == ErrorKind::Aborted,
+                );
+                state.assistant.error = Some(llm_error_to_message(&e, &state.model.provider_id));
+                if state.assistant.finish.is_none() {
+                    state.assistant.finish = Some(FinishReason::Error.as_str().to_string());
+                }
+                state.result = StepResult::Stop;
+                if e.kind != ErrorKind::Aborted {
+                    state.store.write1(Write::Publish(Event::SessionError {
+                        session_id: state.assistant.session_id.clone(),
+                        error: llm_error_to_message(&e, &state.model.provider_id),
+                    }));
+                }
+                self.maybe_finish(&myself, state);
+            }
+            ProcMsg::Retrying { attempt, message, next } => {
+                state.store.write1(Write::Publish(Event::SessionStatus {
+                    session_id: state.assistant.session_id.clone(),
+                    status: SessionStatus::Retry { attempt, message, next },
+                }));
+            }
+            ProcMsg::ResetAttempt => {
+                // Drop what the failed attempt produced; the step starts over.
+                let removed: Vec<Part> = state.parts.drain(state.attempt_start..).collect();
+                for p in removed {
+                    state.index.remove(&p.id);
+                    state.store.write1(Write::RemovePart(p));
+                }
+                state.text_block.clear();
+                state.reasoning_block.clear();
+                state.tool_block.clear();
+                state.calls.clear();
+                state.assistant.finish = None;
+                state.store.write1(Write::Publish(Event::SessionStatus {
+                    session_id: state.assistant.session_id.clone(),
+                    status: SessionStatus::Busy,
+                }));
+            }
+            ProcMsg::ToolTimeout(call_id) => {
+                let found = state.running.iter().find(|(_, (c, _, _))| *c == call_id).map(|(id, _)| *id);
+                if let Some(id) = found
+                    && let Some((call_id, cell, token)) = state.running.remove(&id)
+                {
+                    token.cancel();
+                    cell.kill();
+                    if let Some(&i) = state.tool_block.get(&call_id) {
+                        let input = match &state.parts[i].kind {
+                            PartKind::Tool { state: s, .. } => s.input().clone(),
+                            _ => Value::Null,
+                        };
+                        let ms = state.rt.opts.tool_timeout.as_millis();
+                        state.set_tool_state(
+                            i,
+                            ToolState::Error {
+                                input,
+                                error: format!("Tool execution timed out after {ms} ms and was stopped"),
+                                metadata: Some(serde_json::json!({"timeout": true})),
+                                time: ToolTime { start: now_ms(), end: Some(now_ms()), compacted: None },
+                            },
+                            None,
+                        );
+                    }
+                    self.maybe_finish(&myself, state);
+                }
+            }
+            ProcMsg::Cancelled => {
+                let me = myself.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(1000)).await;
+                    let _ = me.cast(ProcMsg::SettleDeadline);
+                });
+            }
+            ProcMsg::SettleDeadline => {
+                for (_, (_, cell, _)) in state.running.drain() {
+                    cell.kill();
+                }
+                state.stream_done = true;
+                state.tools_started = true;
+                self.maybe_finish(&myself, state);
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(&self, myself: ActorRef<ProcMsg>, evt: SupervisionEvent, state: &mut ProcessorState) -> Result<(), ActorProcessingErr> {
+        // Never stop because a child ended: turn it into the tool part's final state.
+        match evt {
+            SupervisionEvent::ActorTerminated(cell, boxed, _reason) => {
+                let Some((call_id, _, _)) = state.running.remove(&cell.get_id()) else { return Ok(()) };
+                let result = boxed.and_then(|mut b| b.take::<ToolCallState>().ok()).and_then(|s| s.result);
+                let Some(&i) = state.tool_block.get(&call_id) else { return Ok(()) };
+                let (input, start, metadata) = match &state.parts[i].kind {
+                    PartKind::Tool { state: ToolState::Running { input, time, metadata, .. }, .. } => {
+                        (input.clone(), time.start, metadata.clone())
+                    }
+                    PartKind::Tool { state: s, .. } => (s.input().clone(), now_ms(), None),
+                    _ => (Value::Null, now_ms(), None),
+                };
+                let time = ToolTime { start, end: Some(now_ms()), compacted: None };
+                let new_state = match result {
+                    Some(Ok(ToolOutput { title, output, metadata })) => {
+                        ToolState::Completed { input, output, title, metadata: Value::Object(metadata), time }
+                    }
+                    Some(Err(ToolError::Aborted)) => {
+                        let mut m = metadata.unwrap_or_else(|| serde_json::json!({}));
+                        if let Some(o) = m.as_object_mut() {
+                            o.insert("interrupted".into(), Value::Bool(true));
+                        }
+                        ToolState::Error { input, error: "Tool execution aborted".into(), metadata: Some(m), time }
+                    }
+                    Some(Err(e)) => ToolState::Error { input, error: e.to_string(), metadata, time },
+                    None => ToolState::Error { input, error: "Tool execution aborted".into(), metadata, time },
+                };
+                state.set_tool_state(i, new_state, None);
+                self.maybe_finish(&myself, state);
+            }
+            SupervisionEvent::ActorFailed(cell, err) => {
+                let Some((call_id, _, _)) = state.running.remove(&cell.get_id()) else { return Ok(()) };
+                if let Some(&i) = state.tool_block.get(&call_id) {
+                    let (input, start) = match &state.parts[i].kind {
+                        PartKind::Tool { state: ToolState::Running { input, time, .. }, .. } => (input.clone(), time.start),
+                        PartKind::Tool { state: s, .. } => (s.input().clone(), now_ms()),
+                        _ => (Value::Null, now_ms()),
+                    };
+                    state.rt.counters.tool_crashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    state.set_tool_state(
+                        i,
+                        ToolState::Error {
+                            input,
+                            error: format!("Tool crashed: {err}"),
+                            metadata: Some(serde_json::json!({"crashed": true})),
+                            time: ToolTime { start, end: Some(now_ms()), compacted: None },
+                        },
+                        None,
+                    );
+                }
+                self.maybe_finish(&myself, state);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl ProcessorState {
+    /// The outcome handed to the session once the processor stopped.
+    pub fn into_outcome(self) -> StepOutcome {
+        StepOutcome {
+            message: MessageWithParts { info: Message::Assistant(self.assistant), parts: self.parts },
+            result: self.result,
+        }
+    }
+}

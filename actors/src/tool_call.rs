@@ -1,0 +1,70 @@
+//! ToolCall actor: one per tool invocation, linked under its Processor.
+//!
+//! The tool runs inside the actor's handler, so a panic in the tool is caught by ractor and
+//! reaches the Processor as `ActorFailed` (→ an error part). The result travels back as the
+//! actor's final state in `ActorTerminated`, which avoids any race between a result message
+//! and the termination event (supervision events outrank user messages in ractor's mailbox).
+//! Cancellation goes through the context's token, never through the mailbox; the Processor
+//! enforces the timeout and kills the actor when it runs over.
+
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use serde_json::Value;
+use troupe_tools::{Tool, ToolContext, ToolError, ToolOutput};
+
+/// Messages of a tool-call actor.
+#[derive(Debug)]
+pub enum ToolCallMsg {
+    /// Run the tool (sent to itself once started).
+    Run,
+}
+
+/// The tool-call actor (configuration only; state lives in [`ToolCallState`]).
+pub struct ToolCallActor;
+
+/// Arguments to start a tool call.
+pub struct ToolCallArgs {
+    /// Provider call id.
+    pub call_id: String,
+    /// The tool.
+    pub tool: Arc<dyn Tool>,
+    /// Parsed arguments.
+    pub args: Value,
+    /// Context.
+    pub ctx: ToolContext,
+}
+
+/// State of a tool-call actor; its final value is the call's result.
+pub struct ToolCallState {
+    /// Provider call id.
+    pub call_id: String,
+    /// Result once the tool returned.
+    pub result: Option<Result<ToolOutput, ToolError>>,
+    pending: Option<(Arc<dyn Tool>, Value, ToolContext)>,
+}
+
+impl Actor for ToolCallActor {
+    type Msg = ToolCallMsg;
+    type State = ToolCallState;
+    type Arguments = ToolCallArgs;
+
+    async fn pre_start(&self, myself: ActorRef<Self::Msg>, args: ToolCallArgs) -> Result<ToolCallState, ActorProcessingErr> {
+        // Keep pre_start trivial: a panic here would never reach the supervisor.
+        myself.cast(ToolCallMsg::Run)?;
+        Ok(ToolCallState { call_id: args.call_id, result: None, pending: Some((args.tool, args.args, args.ctx)) })
+    }
+
+    async fn handle(&self, myself: ActorRef<Self::Msg>, msg: ToolCallMsg, state: &mut ToolCallState) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ToolCallMsg::Run => {
+                if let Some((tool, args, ctx)) = state.pending.take() {
+                    let result = tool.execute(args, ctx).await;
+                    state.result = Some(result);
+                }
+                myself.stop(None);
+            }
+        }
+        Ok(())
+    }
+}

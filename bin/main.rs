@@ -1,0 +1,312 @@
+//! `troupe`: the command-line interface. Wires config → runtime → output; no business logic.
+
+mod output;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use troupe_actors::{PromptInput, Runtime, RuntimeOptions};
+use troupe_config::{LoadOptions, LoadedConfig};
+use troupe_session::{Bus, Store};
+use troupe_tools::{AllowAll, Registry};
+
+/// troupe: a multi-agent coding orchestrator built as a supervised actor system.
+#[derive(Parser, Debug)]
+#[command(name = "troupe", version, about)]
+struct Cli {
+    /// SQLite store file (default: $TROUPE_DB, else ~/.local/share/troupe/troupe.db).
+    #[arg(long, global = true, env = "TROUPE_DB")]
+    db: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run one prompt to completion, streaming text and tool calls.
+    Run(RunArgs),
+    /// Inspect stored sessions.
+    Session {
+        #[command(subcommand)]
+        command: SessionCommand,
+    },
+    /// List the model catalog: provider/model, context, output, prices.
+    Models {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Default)]
+        format: Format,
+        /// Working directory whose config is used.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum SessionCommand {
+    /// List sessions, newest first.
+    List {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Default)]
+        format: Format,
+        /// Maximum number of sessions.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Show a session with its messages and parts.
+    Show {
+        /// Session id (or a unique prefix).
+        id: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Default)]
+        format: Format,
+    },
+    /// Export a session as one JSON document (session, messages, parts).
+    Export {
+        /// Session id (or a unique prefix).
+        id: String,
+    },
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Human-readable.
+    Default,
+    /// Machine-readable JSON.
+    Json,
+}
+
+#[derive(Parser, Debug)]
+struct RunArgs {
+    /// The prompt (words are joined with spaces; piped stdin is appended).
+    message: Vec<String>,
+    /// `default` streams text; `json` prints every bus event as one JSON line.
+    #[arg(long, value_enum, default_value_t = Format::Default)]
+    format: Format,
+    /// Continue the most recent session in this directory.
+    #[arg(short = 'c', long = "continue")]
+    continue_: bool,
+    /// Continue a given session.
+    #[arg(short = 's', long)]
+    session: Option<String>,
+    /// Model as provider/model.
+    #[arg(short = 'm', long)]
+    model: Option<String>,
+    /// Agent name.
+    #[arg(long)]
+    agent: Option<String>,
+    /// Working directory (default: current).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TROUPE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("troupe: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            // One line: the chain joined.
+            let msg = format!("{e:#}").replace('\n', " ");
+            eprintln!("troupe: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn db_path(cli_db: Option<PathBuf>) -> PathBuf {
+    cli_db.unwrap_or_else(|| troupe_config::data_dir().join("troupe.db"))
+}
+
+fn open_store(db: Option<PathBuf>) -> Result<Store> {
+    let path = db_path(db);
+    Store::open(&path, Bus::new()).map_err(|e| anyhow!("{e}"))
+}
+
+async fn dispatch(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Run(args) => run(cli.db, args).await,
+        Command::Session { command } => {
+            let store = open_store(cli.db)?;
+            output::session_command(&store, command).await
+        }
+        Command::Models { format, dir } => {
+            let cwd = resolve_dir(dir)?;
+            let config = load_config(&cwd)?;
+            output::models(&config, format == Format::Json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn resolve_dir(dir: Option<PathBuf>) -> Result<PathBuf> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let d = match dir {
+        Some(d) if d.is_absolute() => d,
+        Some(d) => cwd.join(d),
+        None => cwd,
+    };
+    d.canonicalize().map_err(|e| anyhow!("directory {}: {e}", d.display()))
+}
+
+fn load_config(cwd: &Path) -> Result<LoadedConfig> {
+    troupe_config::load(&LoadOptions::from_env(cwd)).map_err(|e| anyhow!("config: {e}"))
+}
+
+/// Pick the model: flag, config, API-key defaults, else a local llama.cpp server if one answers.
+async fn choose_model(flag: Option<String>, config: &LoadedConfig) -> Result<Option<String>> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    if let Some(m) = config.default_model() {
+        return Ok(Some(m));
+    }
+    let local = config.resolve_model("local/default").map(|m| m.base_url).unwrap_or_else(|_| "http://127.0.0.1:8080/v1".into());
+    match probe_local(&local).await {
+        Some(id) => Ok(Some(format!("local/{id}"))),
+        None => bail!(
+            "no model configured: set \"model\" in troupe.json, pass --model provider/model, set OPENAI_API_KEY or ANTHROPIC_API_KEY, or start a llama.cpp server at {local}"
+        ),
+    }
+}
+
+/// The first model id an OpenAI-compatible server at `base` lists, if it answers quickly.
+async fn probe_local(base: &str) -> Option<String> {
+    let client = reqwest::Client::builder().timeout(Duration::from_millis(800)).build().ok()?;
+    let resp = client.get(format!("{base}/models")).send().await.ok()?;
+    if !resp.status().is_success() {
+        return None;
+    }
+    let v: serde_json::Value = resp.json().await.ok()?;
+    v["data"][0]["id"].as_str().map(str::to_string)
+}
+
+async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
+    let cwd = resolve_dir(args.dir.clone())?;
+    let mut text = args.message.join(" ");
+    if !std::io::IsTerminal::is_terminal(&std::io::stdin()) && std::env::var_os("TROUPE_NO_STDIN").is_none() {
+        let mut piped = String::new();
+        let _ = tokio::task::spawn_blocking(move || {
+            let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut piped);
+            piped
+        })
+        .await
+        .map(|p| {
+            if !p.trim().is_empty() {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(p.trim_end());
+            }
+        });
+    }
+    if text.trim().is_empty() {
+        bail!("no prompt given: troupe run \"what to do\"");
+    }
+    let config = load_config(&cwd)?;
+    let model = choose_model(args.model.clone(), &config).await?;
+    if let Some(m) = &model {
+        // Fail before touching the store when the model cannot be resolved.
+        config.resolve_model(m).map_err(|e| anyhow!("model: {e}"))?;
+    }
+    let store = open_store(db)?;
+    let mut registry = Registry::builtin();
+    if std::env::var("TROUPE_TEST_TOOLS").is_ok_and(|v| v == "1") {
+        registry = registry.with_test_tools();
+    }
+    let mut opts = RuntimeOptions::default();
+    if let Some(ms) = std::env::var("TROUPE_TOOL_TIMEOUT_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        opts.tool_timeout = Duration::from_millis(ms);
+    }
+    if let Some(n) = std::env::var("TROUPE_MAX_RETRIES").ok().and_then(|v| v.parse::<u32>().ok()) {
+        opts.max_retries = n;
+    }
+    let runtime = Runtime::start(store.clone(), config, registry, Arc::new(AllowAll), opts).await?;
+
+    let session = if let Some(id) = &args.session {
+        let id = id.clone();
+        store
+            .read(move |r| r.find_session(&id))
+            .await?
+            .ok_or_else(|| anyhow!("session not found: {}", args.session.clone().unwrap_or_default()))?
+    } else if args.continue_ {
+        let d = cwd.display().to_string();
+        match store.read(move |r| r.latest_root(Some(&d))).await? {
+            Some(s) => s,
+            None => runtime.create_session(&cwd, None).await?,
+        }
+    } else {
+        runtime.create_session(&cwd, None).await?
+    };
+
+    let json = args.format == Format::Json;
+    let mut rx = runtime.bus().subscribe();
+    let printer = output::Printer::new(json, session.id.clone());
+    let sid = session.id.clone();
+    let input = PromptInput { text, agent: args.agent.clone(), model, system: None, synthetic: Vec::new() };
+    let rt2 = runtime.clone();
+    let mut turn = tokio::spawn(async move { rt2.prompt(&sid, input).await });
+
+    let mut interrupts = 0u32;
+    let mut printer = printer;
+    let result = loop {
+        tokio::select! {
+            r = &mut turn => break r,
+            ev = rx.recv() => match ev {
+                Ok(ev) => printer.event(&ev),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    eprintln!("troupe: output fell behind; {n} events skipped");
+                }
+                Err(_) => {}
+            },
+            _ = tokio::signal::ctrl_c() => {
+                interrupts += 1;
+                if interrupts >= 2 {
+                    let _ = std::io::stdout().flush();
+                    eprintln!("\ntroupe: interrupted twice, exiting now");
+                    std::process::exit(130);
+                }
+                eprintln!("\ntroupe: interrupting (press Ctrl-C again to exit at once)");
+                runtime.abort(&session.id);
+            }
+        }
+    };
+    // Everything the turn wrote is committed and published; print the rest.
+    let _ = runtime.store().flush().await;
+    while let Ok(ev) = rx.try_recv() {
+        printer.event(&ev);
+    }
+    printer.finish();
+    let result = result.map_err(|e| anyhow!("the turn task failed: {e}"))?;
+    runtime.shutdown().await;
+    match result {
+        Ok(turn) => match turn.error {
+            None => Ok(ExitCode::SUCCESS),
+            Some(e) if e.name == "MessageAbortedError" => {
+                eprintln!("troupe: aborted; session {} can be continued with --continue", turn.session_id);
+                Ok(ExitCode::from(130))
+            }
+            Some(e) => {
+                eprintln!("troupe: {}: {}", e.name, e.message().replace('\n', " "));
+                Ok(ExitCode::from(1))
+            }
+        },
+        Err(e) => Err(anyhow!("{e}")),
+    }
+}

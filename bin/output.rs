@@ -1,0 +1,226 @@
+//! Printing: the streaming view of `troupe run`, JSON lines, and the session/model listings.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use anyhow::{Result, anyhow};
+use troupe_config::LoadedConfig;
+use troupe_session::{Event, Message, MessageWithParts, PartKind, Session, Store, ToolState};
+
+use crate::SessionCommand;
+
+/// Prints bus events of one session as they arrive.
+pub struct Printer {
+    json: bool,
+    session_id: String,
+    out: std::io::BufWriter<std::io::Stdout>,
+    mid_line: bool,
+}
+
+impl Printer {
+    /// A printer for `session_id`; `json` prints every event as one JSON line.
+    pub fn new(json: bool, session_id: String) -> Self {
+        Self { json, session_id, out: std::io::BufWriter::new(std::io::stdout()), mid_line: false }
+    }
+
+    /// Handle one event.
+    pub fn event(&mut self, ev: &Event) {
+        if ev.session_id() != Some(self.session_id.as_str()) {
+            return;
+        }
+        if self.json {
+            if let Ok(line) = serde_json::to_string(ev) {
+                let _ = writeln!(self.out, "{line}");
+                let _ = self.out.flush();
+            }
+            return;
+        }
+        match ev {
+            Event::PartDelta { delta, field, .. } if field == "text" => {
+                let _ = write!(self.out, "{delta}");
+                self.mid_line = !delta.ends_with('\n');
+                let _ = self.out.flush();
+            }
+            Event::PartUpdated { part } => {
+                if let PartKind::Tool { tool, state, .. } = &part.kind {
+                    let line = match state {
+                        ToolState::Completed { title, .. } => Some(format!("✓ {tool} {}", one_line(title, 100))),
+                        ToolState::Error { error, input, .. } => {
+                            Some(format!("✗ {tool} {}: {}", summarize_input(input), one_line(error, 200)))
+                        }
+                        _ => None,
+                    };
+                    if let Some(line) = line {
+                        if self.mid_line {
+                            let _ = writeln!(self.out);
+                            self.mid_line = false;
+                        }
+                        let _ = writeln!(self.out, "{line}");
+                        let _ = self.out.flush();
+                    }
+                }
+            }
+            Event::SessionStatus { status: troupe_session::SessionStatus::Retry { attempt, message, next }, .. } => {
+                let wait = (next - troupe_session::now_ms()).max(0) as f64 / 1000.0;
+                eprintln!("troupe: attempt {attempt} failed ({}); retrying in {wait:.1}s", one_line(message, 160));
+            }
+            _ => {}
+        }
+    }
+
+    /// End the output (final newline).
+    pub fn finish(&mut self) {
+        if self.mid_line {
+            let _ = writeln!(self.out);
+            self.mid_line = false;
+        }
+        let _ = self.out.flush();
+    }
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > max { format!("{}…", line.chars().take(max).collect::<String>()) } else { line }
+}
+
+fn summarize_input(v: &serde_json::Value) -> String {
+    let s = match v {
+        serde_json::Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => other.to_string(),
+    };
+    one_line(&s, 80)
+}
+
+/// `troupe session list|show|export`.
+pub async fn session_command(store: &Store, cmd: SessionCommand) -> Result<ExitCode> {
+    match cmd {
+        SessionCommand::List { format, limit } => {
+            let sessions = store.read(move |r| r.sessions(limit, false)).await.map_err(|e| anyhow!("{e}"))?;
+            if format == crate::Format::Json {
+                println!("{}", serde_json::to_string_pretty(&sessions)?);
+            } else if sessions.is_empty() {
+                println!("no sessions");
+            } else {
+                for s in &sessions {
+                    println!(
+                        "{}  {}  {:>8} tok  ${:<9}  {}{}",
+                        s.id,
+                        troupe_session::iso_time(s.time.updated).get(..19).unwrap_or(""),
+                        s.tokens.total(),
+                        s.cost.round_dp(6),
+                        s.parent_id.as_ref().map(|_| "↳ ").unwrap_or(""),
+                        one_line(&s.title, 60)
+                    );
+                }
+            }
+        }
+        SessionCommand::Show { id, format } => {
+            let (session, messages) = load(store, &id).await?;
+            if format == crate::Format::Json {
+                let doc = serde_json::json!({"info": session, "messages": messages});
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+            } else {
+                print_session(&session, &messages);
+            }
+        }
+        SessionCommand::Export { id } => {
+            let (session, messages) = load(store, &id).await?;
+            let doc = serde_json::json!({"info": session, "messages": messages});
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn load(store: &Store, id: &str) -> Result<(Session, Vec<MessageWithParts>)> {
+    let key = id.to_string();
+    let session = store
+        .read(move |r| r.find_session(&key))
+        .await
+        .map_err(|e| anyhow!("{e}"))?
+        .ok_or_else(|| anyhow!("session not found: {id}"))?;
+    let sid = session.id.clone();
+    let messages = store.read(move |r| r.messages(&sid)).await.map_err(|e| anyhow!("{e}"))?;
+    Ok((session, messages))
+}
+
+fn print_session(s: &Session, messages: &[MessageWithParts]) {
+    println!("session {}  {}", s.id, s.title);
+    println!("  directory: {}", s.directory);
+    if let Some(p) = &s.parent_id {
+        println!("  parent: {p}");
+    }
+    println!(
+        "  tokens: {} (input {}, output {}, reasoning {}, cache read {}, cache write {})  cost: ${}",
+        s.tokens.total(),
+        s.tokens.input,
+        s.tokens.output,
+        s.tokens.reasoning,
+        s.tokens.cache.read,
+        s.tokens.cache.write,
+        s.cost.round_dp(6)
+    );
+    for m in messages {
+        match &m.info {
+            Message::User(u) => println!("\n── user {}  agent={} model={}", u.id, u.agent, u.model.full()),
+            Message::Assistant(a) => {
+                let mut line = format!("\n── assistant {}  {}/{}", a.id, a.provider_id, a.model_id);
+                if a.summary {
+                    line.push_str("  [summary]");
+                }
+                if let Some(f) = &a.finish {
+                    line.push_str(&format!("  finish={f}"));
+                }
+                line.push_str(&format!("  tokens={}  cost=${}", a.tokens.total(), a.cost.round_dp(6)));
+                println!("{line}");
+                if let Some(e) = &a.error {
+                    println!("   error: {}: {}", e.name, one_line(&e.message(), 200));
+                }
+            }
+        }
+        for p in &m.parts {
+            match &p.kind {
+                PartKind::Text { text, synthetic, .. } => {
+                    let tag = if *synthetic { "text (synthetic)" } else { "text" };
+                    println!("   [{tag}] {}", text.trim_end().replace('\n', "\n          "));
+                }
+                PartKind::Reasoning { text, .. } => println!("   [reasoning] {}", one_line(text, 200)),
+                PartKind::Tool { tool, state, call_id } => {
+                    let detail = match state {
+                        ToolState::Completed { output, time, .. } => {
+                            let mark = if time.compacted.is_some() { " [compacted]" } else { "" };
+                            format!("completed{mark}: {}", one_line(output, 120))
+                        }
+                        ToolState::Error { error, .. } => format!("error: {}", one_line(error, 160)),
+                        other => other.status().to_string(),
+                    };
+                    println!("   [tool {tool} {call_id}] {} → {detail}", summarize_input(state.input()));
+                }
+                PartKind::StepStart { .. } => println!("   [step-start]"),
+                PartKind::StepFinish { reason, tokens, cost } => {
+                    println!("   [step-finish] reason={reason} tokens={} cost=${}", tokens.total(), cost.round_dp(6))
+                }
+                PartKind::Compaction { auto, .. } => println!("   [compaction] auto={auto}"),
+            }
+        }
+    }
+}
+
+/// `troupe models`.
+pub fn models(config: &LoadedConfig, json: bool) -> Result<()> {
+    let models = config.models();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&models)?);
+        return Ok(());
+    }
+    println!("{:<48} {:>9} {:>8} {:>10} {:>10}", "MODEL", "CONTEXT", "OUTPUT", "$IN/1M", "$OUT/1M");
+    for m in models {
+        let (i, o) = m.cost.as_ref().map(|c| (c.base.input.to_string(), c.base.output.to_string())).unwrap_or(("-".into(), "-".into()));
+        println!("{:<48} {:>9} {:>8} {:>10} {:>10}", m.full_id(), m.limits.context, m.limits.output, i, o);
+    }
+    Ok(())
+}

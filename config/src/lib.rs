@@ -1,0 +1,74 @@
+//! Configuration for troupe: `troupe.json(c)` loading and merging, the provider settings and the
+//! embedded models.dev catalog, and `provider/model` resolution into a [`ResolvedModel`].
+//!
+//! ```no_run
+//! let loaded = troupe_config::load(&troupe_config::LoadOptions::from_env(".")).unwrap();
+//! let spec = loaded.default_model().unwrap_or_else(|| "local/default".into());
+//! let model = loaded.resolve_model(&spec).unwrap();
+//! println!("{} at {}", model.full_id(), model.base_url);
+//! ```
+
+pub mod model;
+
+mod catalog;
+mod error;
+mod jsonc;
+mod load;
+mod resolve;
+mod schema;
+#[cfg(test)]
+mod tests;
+
+pub use catalog::{
+    BUILTIN_PROVIDERS, BuiltinProvider, CATALOG_JSON, CatalogProvider, builtin_provider, catalog,
+    parse_catalog, protocol_for_npm,
+};
+pub use error::ConfigError;
+pub use load::{
+    CONFIG_FILE_NAMES, ENV_CONTENT_LABEL, LoadOptions, LoadedConfig, find_worktree, load,
+    load_with_env,
+};
+pub use model::*;
+pub use resolve::{
+    DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, UNKNOWN_MODEL_CONTEXT, UNKNOWN_MODEL_OUTPUT,
+};
+pub use schema::{
+    CompactionConfig, Config, CostConfig, LimitConfig, ModelConfig, PriceConfig, ProviderConfig,
+    ProviderOptions, TierConfig, TierSpec, Timeout,
+};
+
+use std::path::PathBuf;
+
+fn env_dir(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+fn home() -> PathBuf {
+    dirs::home_dir().unwrap_or_else(std::env::temp_dir)
+}
+
+/// Global config directory: `$TROUPE_CONFIG_DIR`, else `$XDG_CONFIG_HOME/troupe`, else
+/// `~/.config/troupe` (the XDG layout on every OS, like OpenCode's `~/.config/opencode`).
+/// Relative env values are ignored (XDG spec); with no home directory, the temp dir stands in.
+pub fn global_config_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TROUPE_CONFIG_DIR").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    env_dir("XDG_CONFIG_HOME")
+        .map(|d| d.join("troupe"))
+        .unwrap_or_else(|| home().join(".config").join("troupe"))
+}
+
+/// Data directory (session store, logs): `$TROUPE_DATA_DIR`, else `$XDG_DATA_HOME/troupe`,
+/// else `~/.local/share/troupe`.
+pub fn data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TROUPE_DATA_DIR").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    env_dir("XDG_DATA_HOME")
+        .map(|d| d.join("troupe"))
+        .unwrap_or_else(|| home().join(".local").join("share").join("troupe"))
+}

@@ -1,0 +1,383 @@
+//! Finding, parsing, substituting and merging config sources.
+//!
+//! Merge order (later wins; objects deep-merged, arrays and scalars replaced), modelled on
+//! OpenCode's `config/config.ts` loader:
+//! 1. global: `<global_dir>/troupe.jsonc`, then `<global_dir>/troupe.json`;
+//! 2. project: `troupe.jsonc` then `troupe.json` in every directory from the worktree root down
+//!    to `cwd` (root first); the worktree root is the nearest ancestor of `cwd` (or `cwd`
+//!    itself) containing `.git`, else the filesystem root;
+//! 3. `.troupe/troupe.jsonc` then `.troupe/troupe.json` in the same directories, root first;
+//! 4. `TROUPE_CONFIG_CONTENT` (JSON(C) text; `{file:…}` relative to `cwd`).
+//!
+//! Inside string values, `{env:NAME}` becomes the variable's value (empty when unset) and
+//! `{file:path}` the file's content with surrounding whitespace trimmed (path relative to the
+//! config file's directory, `~/` = home; a missing file is an error). Substitution happens after
+//! comments are stripped, so tokens inside comments are ignored.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use crate::error::ConfigError;
+use crate::jsonc;
+use crate::schema::{Config, KNOWN_TOP_LEVEL_KEYS};
+
+/// Label used for the `TROUPE_CONFIG_CONTENT` source in errors and [`LoadedConfig::origin`].
+pub const ENV_CONTENT_LABEL: &str = "TROUPE_CONFIG_CONTENT";
+
+/// Config file names looked up in each directory, in load order (`.json` wins over `.jsonc`).
+pub const CONFIG_FILE_NAMES: &[&str] = &["troupe.jsonc", "troupe.json"];
+
+/// Where to look for config.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Working directory the project search starts from.
+    pub cwd: PathBuf,
+    /// Global config directory; `None` skips global config (tests). [`LoadOptions::from_env`]
+    /// sets it to [`crate::global_config_dir`].
+    pub global_dir: Option<PathBuf>,
+    /// JSON(C) text applied last (normally the `TROUPE_CONFIG_CONTENT` env var).
+    pub env_content: Option<String>,
+}
+
+impl LoadOptions {
+    /// Options from the process environment: global dir from `TROUPE_CONFIG_DIR` /
+    /// `XDG_CONFIG_HOME` / `~/.config/troupe`, content from `TROUPE_CONFIG_CONTENT`.
+    pub fn from_env(cwd: impl Into<PathBuf>) -> LoadOptions {
+        LoadOptions {
+            cwd: cwd.into(),
+            global_dir: Some(crate::global_config_dir()),
+            env_content: std::env::var(ENV_CONTENT_LABEL)
+                .ok()
+                .filter(|s| !s.trim().is_empty()),
+        }
+    }
+
+    /// Options that read only project files under `cwd` (no global dir, no env content).
+    pub fn isolated(cwd: impl Into<PathBuf>) -> LoadOptions {
+        LoadOptions {
+            cwd: cwd.into(),
+            global_dir: None,
+            env_content: None,
+        }
+    }
+}
+
+/// The merged config plus where it came from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadedConfig {
+    /// Merged config.
+    pub config: Config,
+    /// Config files that were read, in merge order (the env content is not a file and is not
+    /// listed; see [`LoadedConfig::origin`]).
+    pub sources: Vec<PathBuf>,
+    /// Worktree root: nearest ancestor of `cwd` with `.git`, else the filesystem root.
+    pub worktree: PathBuf,
+    /// Top-level key → label of the last source that set it (file path, or
+    /// [`ENV_CONTENT_LABEL`]).
+    pub origins: BTreeMap<String, String>,
+}
+
+impl LoadedConfig {
+    /// Wraps an already-built `Config` (no sources; worktree = current dir or empty).
+    pub fn from_config(config: Config) -> LoadedConfig {
+        LoadedConfig {
+            config,
+            sources: Vec::new(),
+            worktree: std::env::current_dir().unwrap_or_default(),
+            origins: BTreeMap::new(),
+        }
+    }
+
+    /// Label of the last source that set top-level `key` (a file path or
+    /// `TROUPE_CONFIG_CONTENT`), `None` when no source set it (built-in default).
+    pub fn origin(&self, key: &str) -> Option<&str> {
+        self.origins.get(key).map(String::as_str)
+    }
+}
+
+/// Loads and merges every config source; env vars come from the process environment.
+pub fn load(opts: &LoadOptions) -> Result<LoadedConfig, ConfigError> {
+    load_with_env(opts, &|name| std::env::var(name).ok())
+}
+
+/// [`load`] with `{env:NAME}` values looked up through `env` (for tests and embedding).
+pub fn load_with_env(
+    opts: &LoadOptions,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<LoadedConfig, ConfigError> {
+    let cwd = absolute(&opts.cwd);
+    let worktree = find_worktree(&cwd);
+    // Directories from the worktree root down to cwd.
+    let mut dirs: Vec<&Path> = Vec::new();
+    for dir in cwd.ancestors() {
+        dirs.push(dir);
+        if dir == worktree {
+            break;
+        }
+    }
+    dirs.reverse();
+
+    let mut files: Vec<PathBuf> = Vec::new();
+    if let Some(global) = &opts.global_dir {
+        files.extend(CONFIG_FILE_NAMES.iter().map(|n| global.join(n)));
+    }
+    for dir in &dirs {
+        files.extend(CONFIG_FILE_NAMES.iter().map(|n| dir.join(n)));
+    }
+    for dir in &dirs {
+        files.extend(
+            CONFIG_FILE_NAMES
+                .iter()
+                .map(|n| dir.join(".troupe").join(n)),
+        );
+    }
+
+    let mut merged = Value::Object(Map::new());
+    let mut origins = BTreeMap::new();
+    let mut sources: Vec<PathBuf> = Vec::new();
+    for file in files {
+        if !file.is_file() || sources.contains(&file) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Io {
+            path: file.clone(),
+            source,
+        })?;
+        let label = file.display().to_string();
+        let map = parse_document(&label, &text, file.parent(), env)?;
+        apply(&mut merged, &mut origins, &label, map);
+        sources.push(file);
+    }
+    if let Some(content) = &opts.env_content {
+        let map = parse_document(ENV_CONTENT_LABEL, content, Some(&cwd), env)?;
+        apply(&mut merged, &mut origins, ENV_CONTENT_LABEL, map);
+    }
+
+    // `merged` starts as an object and merging objects into it keeps it one.
+    let map = match merged {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    let config = config_from_map("merged config", map)?;
+    Ok(LoadedConfig {
+        config,
+        sources,
+        worktree,
+        origins,
+    })
+}
+
+fn apply(
+    merged: &mut Value,
+    origins: &mut BTreeMap<String, String>,
+    label: &str,
+    map: Map<String, Value>,
+) {
+    for key in map.keys() {
+        origins.insert(key.clone(), label.to_owned());
+    }
+    deep_merge(merged, Value::Object(map));
+}
+
+/// Deep merge: objects merge key by key; anything else in `src` replaces `dst`.
+pub(crate) fn deep_merge(dst: &mut Value, src: Value) {
+    match (dst, src) {
+        (Value::Object(d), Value::Object(s)) => {
+            for (k, v) in s {
+                match d.get_mut(&k) {
+                    Some(existing) => deep_merge(existing, v),
+                    None => {
+                        d.insert(k, v);
+                    }
+                }
+            }
+        }
+        (dst, src) => *dst = src,
+    }
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+/// Nearest ancestor of `cwd` (inclusive) containing `.git` (dir or file), else the root.
+pub fn find_worktree(cwd: &Path) -> PathBuf {
+    let mut last = cwd;
+    for dir in cwd.ancestors() {
+        if dir.join(".git").exists() {
+            return dir.to_path_buf();
+        }
+        last = dir;
+    }
+    last.to_path_buf()
+}
+
+fn strip_position(msg: String, line: usize, column: usize) -> String {
+    let suffix = format!(" at line {line} column {column}");
+    match msg.strip_suffix(&suffix) {
+        Some(m) => m.to_owned(),
+        None => msg,
+    }
+}
+
+/// Parses one source: JSONC → JSON, syntax check, type check with key paths, substitution.
+pub(crate) fn parse_document(
+    label: &str,
+    text: &str,
+    base_dir: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Map<String, Value>, ConfigError> {
+    let json = jsonc::to_json(text);
+    if json.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    let value: Value = serde_json::from_str(&json).map_err(|e| ConfigError::Syntax {
+        file: label.to_owned(),
+        line: e.line(),
+        column: e.column(),
+        message: strip_position(e.to_string(), e.line(), e.column()),
+    })?;
+    let Value::Object(mut map) = value else {
+        let start = json.len() - json.trim_start().len();
+        let (line, column) = jsonc::line_col(&json, start);
+        return Err(ConfigError::Syntax {
+            file: label.to_owned(),
+            line,
+            column,
+            message: "expected an object at the top level".to_owned(),
+        });
+    };
+    // Type check against the schema on the text itself, so errors carry line:column.
+    let mut de = serde_json::Deserializer::from_str(&json);
+    if let Err(e) = serde_path_to_error::deserialize::<_, Config>(&mut de) {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let (line, column) = (inner.line(), inner.column());
+        return Err(ConfigError::Type {
+            file: label.to_owned(),
+            line,
+            column,
+            path,
+            message: strip_position(inner.to_string(), line, column),
+        });
+    }
+    for value in map.values_mut() {
+        substitute(value, label, &json, base_dir, env)?;
+    }
+    Ok(map)
+}
+
+/// Deserializes a merged map into `Config` and fills `extra` with unknown top-level keys.
+pub(crate) fn config_from_map(label: &str, map: Map<String, Value>) -> Result<Config, ConfigError> {
+    let extra: Map<String, Value> = map
+        .iter()
+        .filter(|(k, _)| !KNOWN_TOP_LEVEL_KEYS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut config: Config =
+        serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| ConfigError::Type {
+            file: label.to_owned(),
+            line: 0,
+            column: 0,
+            path: e.path().to_string(),
+            message: e.into_inner().to_string(),
+        })?;
+    config.extra = extra;
+    Ok(config)
+}
+
+static TOKEN: LazyLock<Regex> = LazyLock::new(|| {
+    // A literal pattern; it is covered by tests, so construction cannot fail at runtime.
+    Regex::new(r"\{(env|file):([^}]*)\}").unwrap_or_else(|e| panic!("bad token regex: {e}"))
+});
+
+fn substitute(
+    value: &mut Value,
+    label: &str,
+    json: &str,
+    base_dir: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    match value {
+        Value::String(s) if s.contains('{') => {
+            *s = substitute_str(s, label, json, base_dir, env)?;
+        }
+        Value::Array(items) => {
+            for v in items {
+                substitute(v, label, json, base_dir, env)?;
+            }
+        }
+        Value::Object(map) => {
+            for v in map.values_mut() {
+                substitute(v, label, json, base_dir, env)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn substitute_str(
+    s: &str,
+    label: &str,
+    json: &str,
+    base_dir: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, ConfigError> {
+    let mut out = String::with_capacity(s.len());
+    let mut last = 0;
+    for cap in TOKEN.captures_iter(s) {
+        let (Some(whole), Some(kind), Some(arg)) = (cap.get(0), cap.get(1), cap.get(2)) else {
+            continue;
+        };
+        out.push_str(&s[last..whole.start()]);
+        last = whole.end();
+        let arg = arg.as_str().trim();
+        if kind.as_str() == "env" {
+            out.push_str(&env(arg).unwrap_or_default());
+            continue;
+        }
+        let path = resolve_file_path(arg, base_dir);
+        match std::fs::read_to_string(&path) {
+            Ok(content) => out.push_str(content.trim()),
+            Err(err) => {
+                let offset = json.find(whole.as_str()).unwrap_or(0);
+                let (line, column) = jsonc::line_col(json, offset);
+                return Err(ConfigError::Substitution {
+                    file: label.to_owned(),
+                    line,
+                    column,
+                    message: format!("{}: cannot read {}: {err}", whole.as_str(), path.display()),
+                });
+            }
+        }
+    }
+    out.push_str(&s[last..]);
+    Ok(out)
+}
+
+fn resolve_file_path(arg: &str, base_dir: Option<&Path>) -> PathBuf {
+    if let Some(rest) = arg.strip_prefix("~/")
+        && let Some(home) = dirs::home_dir()
+    {
+        return home.join(rest);
+    }
+    let p = Path::new(arg);
+    if p.is_absolute() {
+        return p.to_path_buf();
+    }
+    match base_dir {
+        Some(dir) => dir.join(p),
+        None => absolute(p),
+    }
+}

@@ -1,0 +1,380 @@
+//! The `troupe.json` schema. The `provider` / `model` keys have the shape of OpenCode's
+//! `opencode.json` (and model entries the shape of models.dev `api.json`), so a block copied
+//! from `opencode.json` works unchanged. Unknown keys are accepted everywhere; unknown
+//! top-level keys are kept in [`Config::extra`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use rust_decimal::Decimal;
+use serde::de::{self, MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// Top-level keys that [`Config`] parses itself; every other top-level key goes to `extra`.
+pub(crate) const KNOWN_TOP_LEVEL_KEYS: &[&str] = &[
+    "$schema",
+    "model",
+    "small_model",
+    "default_agent",
+    "provider",
+    "agent",
+    "permission",
+    "instructions",
+    "compaction",
+    "tools",
+    "server",
+];
+
+/// The merged configuration (all sources; see [`crate::load`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// `$schema` URL (ignored).
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// Default model, `provider/model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Model for small jobs (titles, summaries), `provider/model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub small_model: Option<String>,
+    /// Name of the agent used when none is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_agent: Option<String>,
+    /// Provider blocks by provider id (OpenCode `provider` shape); merged over the built-in
+    /// providers and the embedded catalog at resolution time.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub provider: BTreeMap<String, ProviderConfig>,
+    /// Agent definitions (OpenCode `agent` shape), raw; interpreted by troupe-agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<Value>,
+    /// Permission rules (OpenCode `permission` shape), raw; interpreted by troupe-agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission: Option<Value>,
+    /// Extra instruction files / globs added to the system prompt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<String>,
+    /// Compaction settings (OpenCode `compaction`).
+    #[serde(default)]
+    pub compaction: CompactionConfig,
+    /// Legacy `tools: {name: bool}` switches, raw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Value>,
+    /// HTTP server settings (`port`, `hostname`, …), raw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<Value>,
+    /// Every other top-level key, verbatim (filled by the loader; not read by `Deserialize`,
+    /// written back flat by `Serialize`).
+    #[serde(flatten, skip_deserializing)]
+    pub extra: Map<String, Value>,
+}
+
+impl Config {
+    /// Parses one JSON(C) document into a `Config` (no file merging, no substitution).
+    /// Handy for tests of other crates. Errors name `label` and the position.
+    pub fn from_jsonc(label: &str, text: &str) -> Result<Config, crate::ConfigError> {
+        let map = crate::load::parse_document(label, text, None, &|_| None)?;
+        crate::load::config_from_map(label, map)
+    }
+}
+
+/// `compaction` block. Source: OpenCode engine §5.2 (`auto` default true; `prune` defaults to
+/// true here as the OpenCode docs say; `reserved` = token buffer, default
+/// `min(20_000, max output tokens)` applied by the overflow policy, not here).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CompactionConfig {
+    /// Compact automatically on overflow. Default true.
+    pub auto: bool,
+    /// Prune old tool outputs after each loop. Default true.
+    pub prune: bool,
+    /// Token buffer kept free below the input limit; `None` = policy default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved: Option<u64>,
+    /// Number of recent turns kept verbatim after a compaction; `None` = policy default (2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tail_turns: Option<u32>,
+    /// Token budget for the retained tail; `None` = policy default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preserve_recent_tokens: Option<u64>,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        CompactionConfig {
+            auto: true,
+            prune: true,
+            reserved: None,
+            tail_turns: None,
+            preserve_recent_tokens: None,
+        }
+    }
+}
+
+/// One `provider.<id>` block (OpenCode shape). All fields optional so a later config file can
+/// override a single key.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProviderConfig {
+    /// Display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// AI-SDK package name. Only `@ai-sdk/anthropic` means something here (Anthropic Messages
+    /// protocol); any other value means OpenAI Chat Completions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub npm: Option<String>,
+    /// Base URL (models.dev `api`); `options.baseURL` wins over it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    /// Env vars holding the API key, tried in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<Vec<String>>,
+    /// Connection options plus request-body options.
+    #[serde(default)]
+    pub options: ProviderOptions,
+    /// Models by the id used in `provider/model`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, ModelConfig>,
+}
+
+/// Request timeout (OpenCode `options.timeout`: milliseconds, or `false` to disable; OpenCode's
+/// default is 300,000 ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timeout {
+    /// Timeout in milliseconds.
+    Millis(u64),
+    /// `false`: no timeout.
+    Disabled,
+}
+
+impl Serialize for Timeout {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Timeout::Millis(ms) => s.serialize_u64(*ms),
+            Timeout::Disabled => s.serialize_bool(false),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Timeout {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Timeout;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a timeout in milliseconds or false")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Timeout, E> {
+                Ok(Timeout::Millis(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Timeout, E> {
+                u64::try_from(v)
+                    .map(Timeout::Millis)
+                    .map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Timeout, E> {
+                if v {
+                    Err(E::invalid_value(de::Unexpected::Bool(true), &self))
+                } else {
+                    Ok(Timeout::Disabled)
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `provider.<id>.options`: the known connection keys, plus every other key, which is sent in
+/// the request body (`extra`). `chunkTimeout` is parsed AND kept in `extra` (troupe-llm reads
+/// it from the resolved options).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProviderOptions {
+    /// `baseURL`.
+    pub base_url: Option<String>,
+    /// `apiKey` (after `{env:…}` substitution).
+    pub api_key: Option<String>,
+    /// `headers`: extra HTTP headers.
+    pub headers: BTreeMap<String, String>,
+    /// `timeout`.
+    pub timeout: Option<Timeout>,
+    /// `chunkTimeout`: max milliseconds between two stream chunks.
+    pub chunk_timeout: Option<u64>,
+    /// Every other key (and `chunkTimeout`), in file order.
+    pub extra: Map<String, Value>,
+}
+
+impl Serialize for ProviderOptions {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        if let Some(v) = &self.base_url {
+            m.serialize_entry("baseURL", v)?;
+        }
+        if self.api_key.is_some() {
+            // Never write secrets back out (e.g. `troupe debug config`).
+            m.serialize_entry("apiKey", "<redacted>")?;
+        }
+        if !self.headers.is_empty() {
+            m.serialize_entry("headers", &self.headers)?;
+        }
+        if let Some(v) = &self.timeout {
+            m.serialize_entry("timeout", v)?;
+        }
+        if let (Some(v), false) = (self.chunk_timeout, self.extra.contains_key("chunkTimeout")) {
+            m.serialize_entry("chunkTimeout", &v)?;
+        }
+        for (k, v) in &self.extra {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ProviderOptions {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ProviderOptions;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an options object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ProviderOptions, A::Error> {
+                let mut out = ProviderOptions::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "baseURL" => out.base_url = map.next_value()?,
+                        "apiKey" => out.api_key = map.next_value()?,
+                        "headers" => out.headers = map.next_value()?,
+                        "timeout" => out.timeout = map.next_value()?,
+                        "chunkTimeout" => {
+                            let ms: u64 = map.next_value()?;
+                            out.chunk_timeout = Some(ms);
+                            out.extra.insert(key, Value::from(ms));
+                        }
+                        _ => {
+                            let v: Value = map.next_value()?;
+                            out.extra.insert(key, v);
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// One model entry: user `provider.<id>.models.<model>` or a models.dev catalog model.
+/// Every field is optional; resolution fills gaps from the catalog, then from safe defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    /// Model id sent on the wire, when it differs from the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Human name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Token limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<LimitConfig>,
+    /// Prices, USD per 1M tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostConfig>,
+    /// Request-body options for this model, merged over the provider's.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub options: Map<String, Value>,
+    /// Extra HTTP headers for this model, merged over the provider's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Accepts tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<bool>,
+    /// Produces reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<bool>,
+    /// Accepts `temperature`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<bool>,
+}
+
+/// models.dev `limit`, tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitConfig {
+    /// Context window (input + output), tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<u64>,
+    /// Max prompt, tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<u64>,
+    /// Max completion, tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<u64>,
+}
+
+/// models.dev `cost`, USD per 1M tokens.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CostConfig {
+    /// Input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Decimal>,
+    /// Output price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Decimal>,
+    /// Cache-read price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read: Option<Decimal>,
+    /// Cache-write price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<Decimal>,
+    /// Legacy models.dev tier for input > 200,000 tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_over_200k: Option<PriceConfig>,
+    /// models.dev `tiers` (`[{tier: {type: "context", size}, input, output, …}]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<Vec<TierConfig>>,
+}
+
+/// A set of prices, USD per 1M tokens; missing cache prices are 0.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PriceConfig {
+    /// Input price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Decimal>,
+    /// Output price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Decimal>,
+    /// Cache-read price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read: Option<Decimal>,
+    /// Cache-write price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<Decimal>,
+}
+
+/// One models.dev `cost.tiers[]` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierConfig {
+    /// `{type: "context", size: N}`.
+    pub tier: TierSpec,
+    /// Input price in this tier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Decimal>,
+    /// Output price in this tier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Decimal>,
+    /// Cache-read price in this tier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read: Option<Decimal>,
+    /// Cache-write price in this tier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<Decimal>,
+}
+
+/// Tier condition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierSpec {
+    /// Tier kind; only `"context"` exists in models.dev.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Threshold in tokens; the tier applies when the step's input exceeds it.
+    pub size: u64,
+}

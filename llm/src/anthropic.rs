@@ -1,0 +1,730 @@
+//! Anthropic Messages: request body building and streamed event assembly (wire-formats.md §2).
+
+use serde_json::{Map, Value, json};
+use troupe_config::model::ResolvedModel;
+
+use crate::error::{ErrorKind, LlmError};
+use crate::openai::{CONTROL_OPTION_KEYS, excerpt, is_overflow_message};
+use crate::types::{ChatMessage, ChatRequest, FinishReason, StreamEvent, Usage};
+
+/// Value of the `anthropic-version` header.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Build the JSON body of `POST {base_url}/messages`.
+///
+/// Shape: `model`, `max_tokens` (`req.max_tokens`, else [`ResolvedModel::max_output_tokens`];
+/// the API requires it), `stream: true`, `system` as text blocks (one per system message, the
+/// last one with `cache_control: {type: "ephemeral"}`), `messages` with consecutive same-role
+/// turns merged (tool results are `user` turns of `tool_result` blocks), assistant turns as
+/// `thinking` (only when a signature is known) / `text` / `tool_use` blocks, `cache_control` on
+/// the last block of the last message, `tools: [{name, description, input_schema}]` when
+/// non-empty, `temperature`/`top_p` when set, then `req.extra` (minus control keys) merged last.
+pub fn build_request_body(model: &ResolvedModel, req: &ChatRequest) -> Value {
+    let mut body = Map::new();
+    let model_id = if req.model.is_empty() {
+        model.model_id.clone()
+    } else {
+        req.model.clone()
+    };
+    body.insert("model".into(), json!(model_id));
+    body.insert(
+        "max_tokens".into(),
+        json!(req.max_tokens.unwrap_or_else(|| model.max_output_tokens())),
+    );
+    body.insert("stream".into(), json!(true));
+
+    let mut system: Vec<Value> = req
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ChatMessage::System { content } if !content.is_empty() => {
+                Some(json!({"type": "text", "text": content}))
+            }
+            _ => None,
+        })
+        .collect();
+    if let Some(Value::Object(last)) = system.last_mut() {
+        last.insert("cache_control".into(), ephemeral());
+    }
+    if !system.is_empty() {
+        body.insert("system".into(), Value::Array(system));
+    }
+
+    let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
+    for m in &req.messages {
+        let (role, blocks) = match m {
+            ChatMessage::System { .. } => continue,
+            ChatMessage::User { content } => {
+                ("user", vec![json!({"type": "text", "text": content})])
+            }
+            ChatMessage::Tool {
+                call_id,
+                content,
+                is_error,
+            } => {
+                let mut b =
+                    json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
+                if *is_error {
+                    b["is_error"] = json!(true);
+                }
+                ("user", vec![b])
+            }
+            ChatMessage::Assistant {
+                content,
+                reasoning,
+                reasoning_signature,
+                tool_calls,
+            } => {
+                let mut blocks = Vec::new();
+                if let (Some(r), Some(sig)) = (reasoning, reasoning_signature) {
+                    blocks.push(json!({"type": "thinking", "thinking": r, "signature": sig}));
+                }
+                if let Some(t) = content.as_ref().filter(|t| !t.is_empty()) {
+                    blocks.push(json!({"type": "text", "text": t}));
+                }
+                for c in tool_calls {
+                    let input = match &c.input {
+                        Value::Object(_) => c.input.clone(),
+                        Value::String(s) => serde_json::from_str::<Value>(s)
+                            .ok()
+                            .filter(Value::is_object)
+                            .unwrap_or_else(|| json!({})),
+                        _ => json!({}),
+                    };
+                    blocks.push(
+                        json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}),
+                    );
+                }
+                ("assistant", blocks)
+            }
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match messages.last_mut() {
+            Some((r, b)) if r == role => b.extend(blocks),
+            _ => messages.push((role.to_string(), blocks)),
+        }
+    }
+    if let Some((_, blocks)) = messages.last_mut()
+        && let Some(Value::Object(last)) = blocks.last_mut()
+    {
+        last.insert("cache_control".into(), ephemeral());
+    }
+    let messages: Vec<Value> = messages
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+    body.insert("messages".into(), Value::Array(messages));
+
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(t) = req.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = req.top_p {
+        body.insert("top_p".into(), json!(p));
+    }
+    for (k, v) in &req.extra {
+        if !CONTROL_OPTION_KEYS.contains(&k.as_str()) {
+            body.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(body)
+}
+
+#[derive(Debug)]
+enum Block {
+    Text {
+        id: String,
+    },
+    Thinking {
+        id: String,
+        signature: Option<String>,
+    },
+    Tool {
+        id: String,
+        name: String,
+        args: String,
+        initial: Option<String>,
+    },
+    Other,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct RawUsage {
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+}
+
+impl RawUsage {
+    fn update(&mut self, u: &Value) {
+        let get = |k: &str| u.get(k).and_then(Value::as_u64);
+        if let Some(n) = get("input_tokens") {
+            self.input = n;
+        }
+        if let Some(n) = get("output_tokens") {
+            self.output = n;
+        }
+        if let Some(n) = get("cache_read_input_tokens") {
+            self.cache_read = n;
+        }
+        if let Some(n) = get("cache_creation_input_tokens") {
+            self.cache_write = n;
+        }
+    }
+
+    /// Anthropic `input_tokens` excludes cache reads and writes (wire-formats.md §2.2).
+    fn normalized(self) -> Usage {
+        Usage {
+            input: self
+                .input
+                .saturating_add(self.cache_read)
+                .saturating_add(self.cache_write),
+            output: self.output,
+            reasoning: 0,
+            cache_read: self.cache_read,
+            cache_write: self.cache_write,
+        }
+    }
+}
+
+/// Assembles Anthropic Messages SSE events into [`StreamEvent`]s. Pure and synchronous.
+///
+/// `message_start` and every `message_delta` update the usage (cumulative, last value wins per
+/// field); blocks map to text / reasoning (with the `signature_delta` passed on
+/// `ReasoningEnd`) / tool calls; open blocks are closed at `content_block_stop`, or at
+/// `message_delta` when the stream skipped it (`max_tokens` mid tool JSON: the call is emitted
+/// with `truncated: true` when its JSON is incomplete); `message_stop` emits the one
+/// `FinishStep`. `error` events fail the stream (`overloaded_error` → `Overloaded`). Unknown
+/// event and block types are ignored. `redacted_thinking` blocks are skipped (no event shape
+/// carries their opaque data yet). A second `message_start` is ignored.
+#[derive(Debug, Default)]
+pub struct MessageAssembler {
+    blocks: Vec<(u64, Block)>,
+    usage: RawUsage,
+    stop_reason: Option<String>,
+    ended: bool,
+}
+
+impl MessageAssembler {
+    /// New assembler.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether `FinishStep` has been emitted.
+    pub fn is_done(&self) -> bool {
+        self.ended
+    }
+
+    /// Feed one SSE event (`event` name, `data` JSON). The JSON `type` decides; the event name is
+    /// only used when `type` is missing.
+    pub fn push(&mut self, event: &str, data: &str) -> Result<Vec<StreamEvent>, LlmError> {
+        let mut out = Vec::new();
+        if self.ended || data.trim().is_empty() {
+            return Ok(out);
+        }
+        let v: Value = serde_json::from_str(data.trim()).map_err(|e| {
+            LlmError::new(
+                ErrorKind::MalformedChunk,
+                format!(
+                    "malformed stream chunk (invalid JSON: {e}): {}",
+                    excerpt(data, 200)
+                ),
+            )
+        })?;
+        if !v.is_object() {
+            return Err(LlmError::new(
+                ErrorKind::MalformedChunk,
+                format!(
+                    "malformed stream chunk (not a JSON object): {}",
+                    excerpt(data, 200)
+                ),
+            ));
+        }
+        let typ = v.get("type").and_then(Value::as_str).unwrap_or(event);
+        match typ {
+            "message_start" => {
+                if let Some(u) = v.get("message").and_then(|m| m.get("usage")) {
+                    self.usage.update(u);
+                }
+            }
+            "content_block_start" => self.block_start(&v, &mut out),
+            "content_block_delta" => self.block_delta(&v, &mut out),
+            "content_block_stop" => {
+                let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+                if let Some(pos) = self.blocks.iter().position(|(i, _)| *i == index) {
+                    let (_, block) = self.blocks.remove(pos);
+                    self.close_block(block, false, &mut out);
+                }
+            }
+            "message_delta" => {
+                if let Some(sr) = v
+                    .get("delta")
+                    .and_then(|d| d.get("stop_reason"))
+                    .and_then(Value::as_str)
+                {
+                    self.stop_reason = Some(sr.to_string());
+                }
+                if let Some(u) = v.get("usage") {
+                    self.usage.update(u);
+                }
+                if self.stop_reason.is_some() {
+                    self.close_all(&mut out);
+                }
+            }
+            "message_stop" => {
+                self.close_all(&mut out);
+                self.emit_finish(&mut out);
+            }
+            "error" => return Err(error_event(&v, data)),
+            _ => {}
+        }
+        Ok(out)
+    }
+
+    /// End of the byte stream: emits the finish when a `stop_reason` was seen (lost
+    /// `message_stop`), else `Transport` "stream ended before the step finished".
+    pub fn finish(&mut self) -> Result<Vec<StreamEvent>, LlmError> {
+        let mut out = Vec::new();
+        if self.ended {
+            return Ok(out);
+        }
+        if self.stop_reason.is_none() {
+            return Err(LlmError::new(
+                ErrorKind::Transport,
+                "stream ended before the step finished",
+            ));
+        }
+        self.close_all(&mut out);
+        self.emit_finish(&mut out);
+        Ok(out)
+    }
+
+    fn block_start(&mut self, v: &Value, out: &mut Vec<StreamEvent>) {
+        let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let cb = v.get("content_block").cloned().unwrap_or(Value::Null);
+        let block = match cb.get("type").and_then(Value::as_str).unwrap_or("") {
+            "text" => {
+                let id = format!("text-{index}");
+                out.push(StreamEvent::TextStart { id: id.clone() });
+                if let Some(t) = cb
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                {
+                    out.push(StreamEvent::TextDelta {
+                        id: id.clone(),
+                        text: t.to_string(),
+                    });
+                }
+                Block::Text { id }
+            }
+            "thinking" => {
+                let id = format!("reasoning-{index}");
+                out.push(StreamEvent::ReasoningStart { id: id.clone() });
+                if let Some(t) = cb
+                    .get("thinking")
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                {
+                    out.push(StreamEvent::ReasoningDelta {
+                        id: id.clone(),
+                        text: t.to_string(),
+                    });
+                }
+                let signature = cb
+                    .get("signature")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string);
+                Block::Thinking { id, signature }
+            }
+            "tool_use" => {
+                let id = cb
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("toolu_{index}"));
+                let name = cb
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                out.push(StreamEvent::ToolInputStart {
+                    id: id.clone(),
+                    name: name.clone(),
+                });
+                let initial = cb
+                    .get("input")
+                    .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
+                    .map(Value::to_string);
+                Block::Tool {
+                    id,
+                    name,
+                    args: String::new(),
+                    initial,
+                }
+            }
+            _ => Block::Other,
+        };
+        self.blocks.retain(|(i, _)| *i != index);
+        self.blocks.push((index, block));
+    }
+
+    fn block_delta(&mut self, v: &Value, out: &mut Vec<StreamEvent>) {
+        let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let Some(delta) = v.get("delta") else { return };
+        let Some((_, block)) = self.blocks.iter_mut().find(|(i, _)| *i == index) else {
+            return;
+        };
+        let s = |k: &str| {
+            delta
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        match (
+            delta.get("type").and_then(Value::as_str).unwrap_or(""),
+            block,
+        ) {
+            ("text_delta", Block::Text { id }) => {
+                let text = s("text");
+                if !text.is_empty() {
+                    out.push(StreamEvent::TextDelta {
+                        id: id.clone(),
+                        text,
+                    });
+                }
+            }
+            ("thinking_delta", Block::Thinking { id, .. }) => {
+                let text = s("thinking");
+                if !text.is_empty() {
+                    out.push(StreamEvent::ReasoningDelta {
+                        id: id.clone(),
+                        text,
+                    });
+                }
+            }
+            ("signature_delta", Block::Thinking { signature, .. }) => {
+                let sig = s("signature");
+                match signature {
+                    Some(existing) => existing.push_str(&sig),
+                    None => *signature = Some(sig),
+                }
+            }
+            ("input_json_delta", Block::Tool { id, args, .. }) => {
+                let part = s("partial_json");
+                if !part.is_empty() {
+                    args.push_str(&part);
+                    out.push(StreamEvent::ToolInputDelta {
+                        id: id.clone(),
+                        delta: part,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn close_block(&self, block: Block, at_message_end: bool, out: &mut Vec<StreamEvent>) {
+        match block {
+            Block::Text { id } => out.push(StreamEvent::TextEnd { id }),
+            Block::Thinking { id, signature } => {
+                out.push(StreamEvent::ReasoningEnd { id, signature })
+            }
+            Block::Tool {
+                id,
+                name,
+                args,
+                initial,
+            } => {
+                let input = if args.is_empty() {
+                    initial.unwrap_or_default()
+                } else {
+                    args
+                };
+                let cut = at_message_end
+                    && self.stop_reason.as_deref().map(FinishReason::from_wire)
+                        == Some(FinishReason::Length);
+                let truncated = cut
+                    && !input.trim().is_empty()
+                    && serde_json::from_str::<Value>(&input).is_err();
+                out.push(StreamEvent::ToolCall {
+                    id,
+                    name,
+                    input,
+                    truncated,
+                });
+            }
+            Block::Other => {}
+        }
+    }
+
+    fn close_all(&mut self, out: &mut Vec<StreamEvent>) {
+        let blocks = std::mem::take(&mut self.blocks);
+        for (_, b) in blocks {
+            self.close_block(b, true, out);
+        }
+    }
+
+    fn emit_finish(&mut self, out: &mut Vec<StreamEvent>) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        let raw = self.stop_reason.clone();
+        out.push(StreamEvent::FinishStep {
+            reason: raw
+                .as_deref()
+                .map(FinishReason::from_wire)
+                .unwrap_or(FinishReason::Unknown),
+            usage: self.usage.normalized(),
+            raw_reason: raw,
+        });
+    }
+}
+
+fn error_event(v: &Value, raw: &str) -> LlmError {
+    let err = v.get("error").cloned().unwrap_or(Value::Null);
+    let typ = err.get("type").and_then(Value::as_str).unwrap_or("");
+    let message = err
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("stream error: {}", excerpt(raw, 200)));
+    let kind = if typ == "overloaded_error" {
+        ErrorKind::Overloaded
+    } else if is_overflow_message(&message) {
+        ErrorKind::ContextOverflow
+    } else {
+        ErrorKind::StreamError
+    };
+    let mut e = LlmError::new(kind, message);
+    e.body = Some(excerpt(raw, 4096));
+    e
+}
+
+/// Parse a non-streamed Anthropic `message` body into the same events a stream would give.
+pub fn events_from_message(body: &str) -> Result<Vec<StreamEvent>, LlmError> {
+    let v: Value = serde_json::from_str(body.trim()).map_err(|e| {
+        LlmError::new(
+            ErrorKind::MalformedChunk,
+            format!(
+                "malformed message body (invalid JSON: {e}): {}",
+                excerpt(body, 200)
+            ),
+        )
+    })?;
+    if v.get("type").and_then(Value::as_str) == Some("error") {
+        return Err(error_event(&v, body));
+    }
+    let mut asm = MessageAssembler::new();
+    let mut out = Vec::new();
+    let usage = v.get("usage").cloned().unwrap_or(Value::Null);
+    let mut feed = |ev: Value, out: &mut Vec<StreamEvent>| -> Result<(), LlmError> {
+        out.extend(asm.push("", &ev.to_string())?);
+        Ok(())
+    };
+    feed(
+        json!({"type": "message_start", "message": {"usage": usage}}),
+        &mut out,
+    )?;
+    let blocks = v
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (i, b) in blocks.iter().enumerate() {
+        let typ = b.get("type").and_then(Value::as_str).unwrap_or("");
+        let mut start = b.clone();
+        let delta = match typ {
+            "text" => {
+                start["text"] = json!("");
+                Some(
+                    json!({"type": "text_delta", "text": b.get("text").cloned().unwrap_or(json!(""))}),
+                )
+            }
+            "thinking" => {
+                start["thinking"] = json!("");
+                Some(
+                    json!({"type": "thinking_delta", "thinking": b.get("thinking").cloned().unwrap_or(json!(""))}),
+                )
+            }
+            "tool_use" => {
+                start["input"] = json!({});
+                let input = b.get("input").cloned().unwrap_or(json!({}));
+                Some(json!({"type": "input_json_delta", "partial_json": input.to_string()}))
+            }
+            _ => None,
+        };
+        feed(
+            json!({"type": "content_block_start", "index": i, "content_block": start}),
+            &mut out,
+        )?;
+        if let Some(d) = delta {
+            feed(
+                json!({"type": "content_block_delta", "index": i, "delta": d}),
+                &mut out,
+            )?;
+        }
+        feed(json!({"type": "content_block_stop", "index": i}), &mut out)?;
+    }
+    let stop = v.get("stop_reason").cloned().unwrap_or(json!("end_turn"));
+    feed(
+        json!({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": usage}),
+        &mut out,
+    )?;
+    feed(json!({"type": "message_stop"}), &mut out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{ToolCallRequest, ToolSpec};
+
+    fn model() -> ResolvedModel {
+        ResolvedModel {
+            provider_id: "anthropic".into(),
+            model_id: "claude-x".into(),
+            name: "C".into(),
+            protocol: troupe_config::model::Protocol::AnthropicMessages,
+            base_url: "http://127.0.0.1:9/v1".into(),
+            api_key: Some("k".into()),
+            headers: vec![],
+            options: Map::new(),
+            limits: Default::default(),
+            cost: None,
+            tool_call: true,
+            reasoning: true,
+            temperature: true,
+            unknown: false,
+        }
+    }
+
+    #[test]
+    fn body_shape() {
+        let req = ChatRequest {
+            model: String::new(),
+            messages: vec![
+                ChatMessage::System {
+                    content: "a".into(),
+                },
+                ChatMessage::System {
+                    content: "b".into(),
+                },
+                ChatMessage::User {
+                    content: "hi".into(),
+                },
+                ChatMessage::Assistant {
+                    content: Some("ok".into()),
+                    reasoning: Some("th".into()),
+                    reasoning_signature: Some("sig".into()),
+                    tool_calls: vec![ToolCallRequest {
+                        id: "t1".into(),
+                        name: "read".into(),
+                        input: json!({"p": 1}),
+                    }],
+                },
+                ChatMessage::Tool {
+                    call_id: "t1".into(),
+                    content: "out".into(),
+                    is_error: true,
+                },
+                ChatMessage::User {
+                    content: "next".into(),
+                },
+            ],
+            tools: vec![ToolSpec {
+                name: "read".into(),
+                description: "d".into(),
+                parameters: json!({"type":"object"}),
+            }],
+            temperature: None,
+            top_p: None,
+            max_tokens: None,
+            extra: Map::new(),
+            headers: vec![],
+        };
+        let b = build_request_body(&model(), &req);
+        assert_eq!(b["model"], "claude-x");
+        assert_eq!(b["max_tokens"], 32_000);
+        assert_eq!(b["system"][0], json!({"type":"text","text":"a"}));
+        assert_eq!(b["system"][1]["cache_control"]["type"], "ephemeral");
+        let msgs = b["messages"].as_array().expect("array");
+        assert_eq!(msgs.len(), 3, "tool result merged with the next user turn");
+        assert_eq!(
+            msgs[1]["content"][0],
+            json!({"type":"thinking","thinking":"th","signature":"sig"})
+        );
+        assert_eq!(msgs[1]["content"][2]["type"], "tool_use");
+        assert_eq!(msgs[1]["content"][2]["input"], json!({"p": 1}));
+        assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
+        assert_eq!(msgs[2]["content"][0]["is_error"], true);
+        assert_eq!(msgs[2]["content"][1]["cache_control"]["type"], "ephemeral");
+        assert!(msgs[2]["content"][0].get("cache_control").is_none());
+        assert_eq!(b["tools"][0]["input_schema"]["type"], "object");
+    }
+
+    #[test]
+    fn error_event_overloaded() {
+        let mut a = MessageAssembler::new();
+        let e = a
+            .push("error", r#"{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}"#)
+            .expect_err("e");
+        assert_eq!(e.kind, ErrorKind::Overloaded);
+        assert_eq!(e.message, "Overloaded");
+        let e = a
+            .push(
+                "error",
+                r#"{"type":"error","error":{"type":"api_error","message":"boom"}}"#,
+            )
+            .expect_err("e");
+        assert_eq!(e.kind, ErrorKind::StreamError);
+    }
+
+    #[test]
+    fn eof_before_stop_is_transport() {
+        let mut a = MessageAssembler::new();
+        a.push(
+            "",
+            r#"{"type":"message_start","message":{"usage":{"input_tokens":1}}}"#,
+        )
+        .expect("ok");
+        assert_eq!(a.finish().expect_err("e").kind, ErrorKind::Transport);
+    }
+
+    #[test]
+    fn non_streaming_message() {
+        let body = r#"{"type":"message","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"t","name":"f","input":{"a":1}}],"stop_reason":"tool_use","usage":{"input_tokens":5,"cache_read_input_tokens":10,"output_tokens":3}}"#;
+        let ev = events_from_message(body).expect("ok");
+        assert!(ev.contains(&StreamEvent::TextDelta {
+            id: "text-0".into(),
+            text: "hi".into()
+        }));
+        assert!(ev.contains(&StreamEvent::ToolCall {
+            id: "t".into(),
+            name: "f".into(),
+            input: "{\"a\":1}".into(),
+            truncated: false
+        }));
+        assert!(
+            matches!(ev.last(), Some(StreamEvent::FinishStep { reason: FinishReason::ToolCalls, usage, .. }) if usage.input == 15 && usage.output == 3)
+        );
+    }
+}

@@ -1,0 +1,958 @@
+//! OpenAI Chat Completions: request body building and streamed chunk assembly
+//! (wire-formats.md §1 and §3; OpenAI-compatible servers: llama.cpp, vLLM, Ollama, OpenRouter,
+//! DeepSeek, Groq, Mistral, xAI).
+
+use serde_json::{Map, Value, json};
+use troupe_config::model::ResolvedModel;
+
+use crate::error::{ErrorKind, LlmError};
+use crate::types::{ChatMessage, ChatRequest, FinishReason, StreamEvent, Usage};
+
+/// Model/request option keys that steer this crate and are never sent in the request body:
+/// `chunkTimeout` (idle timeout, ms), `sendReasoning` (send `reasoning_content` back),
+/// `timeout` (OpenCode provider option).
+pub const CONTROL_OPTION_KEYS: &[&str] = &["chunkTimeout", "sendReasoning", "timeout"];
+
+/// Whether assistant messages must carry their reasoning back as `reasoning_content`:
+/// provider `deepseek` (its thinking mode rejects tool-call turns without it, wire-formats.md
+/// §3.5) or model option `"sendReasoning": true`.
+pub fn sends_reasoning(model: &ResolvedModel) -> bool {
+    model.provider_id == "deepseek"
+        || model
+            .options
+            .get("sendReasoning")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+}
+
+/// Build the JSON body of `POST {base_url}/chat/completions` for `req`.
+///
+/// Shape: `model` (`req.model`, or `model.model_id` when empty), `messages`, `tools` (only when
+/// non-empty), `stream: true`, `stream_options: {include_usage: true}`, `temperature` / `top_p`
+/// when set, `max_completion_tokens` (provider `openai`) or `max_tokens` (everyone else) when
+/// set, then `req.extra` merged last (overrides computed keys; [`CONTROL_OPTION_KEYS`] are
+/// dropped).
+pub fn build_request_body(model: &ResolvedModel, req: &ChatRequest) -> Value {
+    let send_reasoning = sends_reasoning(model);
+    let mut body = Map::new();
+    let model_id = if req.model.is_empty() {
+        model.model_id.clone()
+    } else {
+        req.model.clone()
+    };
+    body.insert("model".into(), Value::String(model_id));
+    let messages: Vec<Value> = req
+        .messages
+        .iter()
+        .map(|m| message_json(m, send_reasoning))
+        .collect();
+    body.insert("messages".into(), Value::Array(messages));
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters}})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    body.insert("stream".into(), Value::Bool(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    if let Some(t) = req.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = req.top_p {
+        body.insert("top_p".into(), json!(p));
+    }
+    if let Some(n) = req.max_tokens {
+        let key = if model.provider_id == "openai" {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body.insert(key.into(), json!(n));
+    }
+    for (k, v) in &req.extra {
+        if CONTROL_OPTION_KEYS.contains(&k.as_str()) {
+            continue;
+        }
+        body.insert(k.clone(), v.clone());
+    }
+    Value::Object(body)
+}
+
+fn message_json(m: &ChatMessage, send_reasoning: bool) -> Value {
+    match m {
+        ChatMessage::System { content } => json!({"role": "system", "content": content}),
+        ChatMessage::User { content } => json!({"role": "user", "content": content}),
+        ChatMessage::Assistant {
+            content,
+            reasoning,
+            tool_calls,
+            ..
+        } => {
+            let mut o = Map::new();
+            o.insert("role".into(), json!("assistant"));
+            let content = match content {
+                Some(c) => Value::String(c.clone()),
+                None if !tool_calls.is_empty() => Value::Null,
+                None => Value::String(String::new()),
+            };
+            o.insert("content".into(), content);
+            if send_reasoning && let Some(r) = reasoning {
+                o.insert("reasoning_content".into(), Value::String(r.clone()));
+            }
+            if !tool_calls.is_empty() {
+                let calls: Vec<Value> = tool_calls
+                    .iter()
+                    .map(|c| {
+                        let args = match &c.input {
+                            Value::String(s) => s.clone(),
+                            Value::Null => "{}".to_string(),
+                            other => other.to_string(),
+                        };
+                        json!({"id": c.id, "type": "function",
+                               "function": {"name": c.name, "arguments": args}})
+                    })
+                    .collect();
+                o.insert("tool_calls".into(), Value::Array(calls));
+            }
+            Value::Object(o)
+        }
+        ChatMessage::Tool {
+            call_id, content, ..
+        } => {
+            json!({"role": "tool", "tool_call_id": call_id, "content": content})
+        }
+    }
+}
+
+/// Regexes (case-insensitive) whose match in a provider error message means context overflow
+/// (OpenCode `provider/error.ts`, opencode-engine.md §3.4).
+pub const OVERFLOW_PATTERNS: &[&str] = &[
+    r"prompt is too long",
+    r"input is too long for requested model",
+    r"exceeds the context window",
+    r"input token count.*exceeds the maximum",
+    r"maximum prompt length is \d+",
+    r"reduce the length of the messages",
+    r"maximum context length is \d+ tokens",
+    r"exceeds the limit of \d+",
+    r"exceeds the available context size",
+    r"greater than the context length",
+    r"context window exceeds limit",
+    r"exceeded model token limit",
+    r"context[_ ]length[_ ]exceeded",
+    r"request entity too large",
+    r"context length is only \d+ tokens",
+    r"input length.*exceeds.*context length",
+    r"prompt too long; exceeded (?:max )?context length",
+    r"too large for model with \d+ maximum context length",
+    r"model_context_window_exceeded",
+    r"^4(00|13)\s*(status code)?\s*\(no body\)",
+];
+
+/// True when `message` matches one of [`OVERFLOW_PATTERNS`].
+pub fn is_overflow_message(message: &str) -> bool {
+    static SET: std::sync::OnceLock<Option<regex::RegexSet>> = std::sync::OnceLock::new();
+    let set = SET.get_or_init(|| {
+        regex::RegexSetBuilder::new(OVERFLOW_PATTERNS)
+            .case_insensitive(true)
+            .build()
+            .ok()
+    });
+    set.as_ref().is_some_and(|s| s.is_match(message))
+}
+
+/// First `max` bytes of `s`, cut at a char boundary, with `…` when cut.
+pub(crate) fn excerpt(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// Turn a data payload's top-level `error` value into an [`LlmError`]: `ContextOverflow` when the
+/// code is `context_length_exceeded` or the message matches [`OVERFLOW_PATTERNS`],
+/// `QuotaExceeded` for `insufficient_quota` (never retried, opencode-engine.md §3.4), else
+/// `StreamError`.
+pub(crate) fn stream_error(err: &Value, raw: &str) -> LlmError {
+    let (message, code, typ) = match err {
+        Value::String(s) => (s.clone(), String::new(), String::new()),
+        Value::Object(o) => {
+            let msg = o
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| err.to_string());
+            let code = o.get("code").map(value_to_code).unwrap_or_default();
+            let typ = o
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            (msg, code, typ)
+        }
+        other => (other.to_string(), String::new(), String::new()),
+    };
+    let kind = if code == "context_length_exceeded" || is_overflow_message(&message) {
+        ErrorKind::ContextOverflow
+    } else if code == "insufficient_quota" || typ == "insufficient_quota" {
+        ErrorKind::QuotaExceeded
+    } else {
+        ErrorKind::StreamError
+    };
+    let mut e = LlmError::new(kind, message);
+    e.body = Some(excerpt(raw, 4096));
+    e
+}
+
+pub(crate) fn value_to_code(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn malformed(problem: &str, data: &str) -> LlmError {
+    LlmError::new(
+        ErrorKind::MalformedChunk,
+        format!("malformed stream chunk ({problem}): {}", excerpt(data, 200)),
+    )
+}
+
+fn as_count(v: Option<&Value>) -> u64 {
+    match v {
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f.round() as u64))
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Normalize an OpenAI `usage` object into the inclusive [`Usage`]:
+/// `input = prompt_tokens` (includes cached), `cache_read = prompt_tokens_details.cached_tokens`
+/// (DeepSeek `prompt_cache_hit_tokens` as fallback), `cache_write =
+/// prompt_tokens_details.cache_write_tokens`, `reasoning =
+/// completion_tokens_details.reasoning_tokens`, `output = completion_tokens`, plus reasoning
+/// when `output_excludes_reasoning` (xAI, wire-formats.md §3.7). Inconsistent counts are
+/// clamped so that `input >= cache_read + cache_write` and `output >= reasoning`.
+pub fn normalize_usage(u: &Value, output_excludes_reasoning: bool) -> Usage {
+    let prompt = as_count(u.get("prompt_tokens"));
+    let completion = as_count(u.get("completion_tokens"));
+    let pd = u.get("prompt_tokens_details");
+    let mut cache_read = as_count(pd.and_then(|d| d.get("cached_tokens")));
+    if cache_read == 0 {
+        cache_read = as_count(u.get("prompt_cache_hit_tokens"));
+    }
+    let cache_write = as_count(pd.and_then(|d| d.get("cache_write_tokens")));
+    let reasoning = as_count(
+        u.get("completion_tokens_details")
+            .and_then(|d| d.get("reasoning_tokens")),
+    );
+    let mut output = completion;
+    if output_excludes_reasoning {
+        output = output.saturating_add(reasoning);
+    }
+    Usage {
+        input: prompt.max(cache_read.saturating_add(cache_write)),
+        output: output.max(reasoning),
+        reasoning,
+        cache_read,
+        cache_write,
+    }
+}
+
+#[derive(Debug)]
+struct ToolState {
+    index: Option<u64>,
+    id: String,
+    name: String,
+    args: String,
+    started: bool,
+}
+
+/// Assembles OpenAI `chat.completion.chunk` data payloads into [`StreamEvent`]s. Pure and
+/// synchronous: feed each SSE `data` string to [`push`](Self::push) and call
+/// [`finish`](Self::finish) at end of stream.
+///
+/// Rules (wire-formats.md §1.4): only choice index 0 is used; text and reasoning
+/// (`reasoning_content` or `reasoning`) become start/delta/end blocks, reasoning closing when
+/// text or a tool call begins; `refusal` text is shown as text; tool-call fragments are keyed by
+/// non-empty `id`, else `index`, else the latest open call, and a name is never overwritten with
+/// `""`; usage is accepted on any chunk (last wins); `finish_reason` closes all blocks and
+/// emits the `ToolCall`s; exactly one `FinishStep` is emitted, at `[DONE]` or EOF.
+#[derive(Debug)]
+pub struct ChunkAssembler {
+    output_excludes_reasoning: bool,
+    block_seq: u64,
+    text: Option<String>,
+    reasoning: Option<String>,
+    tools: Vec<ToolState>,
+    tools_emitted: bool,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+    ended: bool,
+}
+
+impl ChunkAssembler {
+    /// New assembler for `provider_id` (`xai` switches on "completion_tokens excludes reasoning").
+    pub fn new(provider_id: &str) -> Self {
+        Self {
+            output_excludes_reasoning: provider_id == "xai",
+            block_seq: 0,
+            text: None,
+            reasoning: None,
+            tools: Vec::new(),
+            tools_emitted: false,
+            finish_reason: None,
+            usage: None,
+            ended: false,
+        }
+    }
+
+    /// Whether the step has ended (`FinishStep` emitted); later input is ignored.
+    pub fn is_done(&self) -> bool {
+        self.ended
+    }
+
+    /// Whether a `finish_reason` has been seen for choice 0.
+    pub fn has_finish_reason(&self) -> bool {
+        self.finish_reason.is_some()
+    }
+
+    /// Feed one SSE `data` payload (JSON chunk or `[DONE]`).
+    ///
+    /// Errors: a top-level `error` key → `StreamError`/`ContextOverflow`/`QuotaExceeded` with the
+    /// provider's message; invalid JSON or a non-object → `MalformedChunk` quoting the first
+    /// 200 bytes.
+    pub fn push(&mut self, data: &str) -> Result<Vec<StreamEvent>, LlmError> {
+        let mut out = Vec::new();
+        if self.ended {
+            return Ok(out);
+        }
+        let trimmed = data.trim();
+        if trimmed.starts_with("[DONE]") {
+            self.close_all(&mut out);
+            self.emit_finish(&mut out);
+            return Ok(out);
+        }
+        if trimmed.is_empty() {
+            return Ok(out);
+        }
+        let v: Value = serde_json::from_str(trimmed)
+            .map_err(|e| malformed(&format!("invalid JSON: {e}"), data))?;
+        let Value::Object(obj) = &v else {
+            return Err(malformed("not a JSON object", data));
+        };
+        if let Some(err) = obj.get("error").filter(|e| is_truthy(e)) {
+            return Err(stream_error(err, data));
+        }
+        if let Some(u) = obj.get("usage").filter(|u| u.is_object()) {
+            self.usage = Some(normalize_usage(u, self.output_excludes_reasoning));
+        }
+        let Some(choices) = obj.get("choices").and_then(Value::as_array) else {
+            return Ok(out);
+        };
+        let Some(choice) = choices
+            .iter()
+            .find(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
+        else {
+            return Ok(out);
+        };
+        if self.finish_reason.is_none() {
+            if let Some(delta) = choice.get("delta").filter(|d| d.is_object()) {
+                self.apply_delta(delta, &mut out);
+            }
+            if let Some(fr) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish_reason = Some(fr.to_string());
+                self.close_all(&mut out);
+            }
+        }
+        Ok(out)
+    }
+
+    /// End of the byte stream. Emits the final events when a finish reason was seen (a missing
+    /// `[DONE]` is fine); otherwise fails with `Transport` "stream ended before the step
+    /// finished" (retryable).
+    pub fn finish(&mut self) -> Result<Vec<StreamEvent>, LlmError> {
+        let mut out = Vec::new();
+        if self.ended {
+            return Ok(out);
+        }
+        if self.finish_reason.is_none() {
+            return Err(LlmError::new(
+                ErrorKind::Transport,
+                "stream ended before the step finished",
+            ));
+        }
+        self.close_all(&mut out);
+        self.emit_finish(&mut out);
+        Ok(out)
+    }
+
+    fn next_block_id(&mut self, prefix: &str) -> String {
+        let id = format!("{prefix}-{}", self.block_seq);
+        self.block_seq += 1;
+        id
+    }
+
+    fn close_reasoning(&mut self, out: &mut Vec<StreamEvent>) {
+        if let Some(id) = self.reasoning.take() {
+            out.push(StreamEvent::ReasoningEnd {
+                id,
+                signature: None,
+            });
+        }
+    }
+
+    fn close_text(&mut self, out: &mut Vec<StreamEvent>) {
+        if let Some(id) = self.text.take() {
+            out.push(StreamEvent::TextEnd { id });
+        }
+    }
+
+    fn apply_delta(&mut self, delta: &Value, out: &mut Vec<StreamEvent>) {
+        let reasoning = delta
+            .get("reasoning_content")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .or_else(|| {
+                delta
+                    .get("reasoning")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+            });
+        if let Some(r) = reasoning {
+            self.close_text(out);
+            let id = match &self.reasoning {
+                Some(id) => id.clone(),
+                None => {
+                    let id = self.next_block_id("reasoning");
+                    out.push(StreamEvent::ReasoningStart { id: id.clone() });
+                    self.reasoning = Some(id.clone());
+                    id
+                }
+            };
+            out.push(StreamEvent::ReasoningDelta {
+                id,
+                text: r.to_string(),
+            });
+        }
+        for key in ["content", "refusal"] {
+            if let Some(t) = delta
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
+                self.close_reasoning(out);
+                let id = match &self.text {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = self.next_block_id("text");
+                        out.push(StreamEvent::TextStart { id: id.clone() });
+                        self.text = Some(id.clone());
+                        id
+                    }
+                };
+                out.push(StreamEvent::TextDelta {
+                    id,
+                    text: t.to_string(),
+                });
+            }
+        }
+        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+            for call in calls {
+                self.apply_tool_delta(call, out);
+            }
+        }
+    }
+
+    fn apply_tool_delta(&mut self, call: &Value, out: &mut Vec<StreamEvent>) {
+        if !call.is_object() {
+            return;
+        }
+        self.close_reasoning(out);
+        self.close_text(out);
+        let id = call
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let index = call.get("index").and_then(Value::as_u64);
+        let func = call.get("function");
+        let name = func
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let args = match func.and_then(|f| f.get("arguments")) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        let pos = if let Some(id) = id {
+            self.tools.iter().position(|t| t.id == id)
+        } else if let Some(ix) = index {
+            self.tools.iter().rposition(|t| t.index == Some(ix))
+        } else if self.tools.is_empty() {
+            None
+        } else {
+            Some(self.tools.len() - 1)
+        };
+        let pos = match pos {
+            Some(p) => p,
+            None => {
+                let id = match id {
+                    Some(id) => id.to_string(),
+                    None => format!("call_{}", self.tools.len()),
+                };
+                self.tools.push(ToolState {
+                    index,
+                    id,
+                    name: String::new(),
+                    args: String::new(),
+                    started: false,
+                });
+                self.tools.len() - 1
+            }
+        };
+        let tool = &mut self.tools[pos];
+        if tool.name.is_empty() && !name.is_empty() {
+            tool.name = name.to_string();
+        }
+        if !tool.started && !tool.name.is_empty() {
+            tool.started = true;
+            out.push(StreamEvent::ToolInputStart {
+                id: tool.id.clone(),
+                name: tool.name.clone(),
+            });
+            if !tool.args.is_empty() {
+                out.push(StreamEvent::ToolInputDelta {
+                    id: tool.id.clone(),
+                    delta: tool.args.clone(),
+                });
+            }
+        }
+        if !args.is_empty() {
+            tool.args.push_str(&args);
+            if tool.started {
+                out.push(StreamEvent::ToolInputDelta {
+                    id: tool.id.clone(),
+                    delta: args,
+                });
+            }
+        }
+    }
+
+    fn close_all(&mut self, out: &mut Vec<StreamEvent>) {
+        self.close_reasoning(out);
+        self.close_text(out);
+        if self.tools_emitted {
+            return;
+        }
+        self.tools_emitted = true;
+        let length = self.finish_reason.as_deref().map(FinishReason::from_wire)
+            == Some(FinishReason::Length);
+        for t in &mut self.tools {
+            if !t.started {
+                t.started = true;
+                out.push(StreamEvent::ToolInputStart {
+                    id: t.id.clone(),
+                    name: t.name.clone(),
+                });
+                if !t.args.is_empty() {
+                    out.push(StreamEvent::ToolInputDelta {
+                        id: t.id.clone(),
+                        delta: t.args.clone(),
+                    });
+                }
+            }
+            let incomplete =
+                !t.args.trim().is_empty() && serde_json::from_str::<Value>(&t.args).is_err();
+            out.push(StreamEvent::ToolCall {
+                id: t.id.clone(),
+                name: t.name.clone(),
+                input: t.args.clone(),
+                truncated: length && incomplete,
+            });
+        }
+    }
+
+    fn emit_finish(&mut self, out: &mut Vec<StreamEvent>) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        let raw = self.finish_reason.clone();
+        let reason = raw
+            .as_deref()
+            .map(FinishReason::from_wire)
+            .unwrap_or(FinishReason::Unknown);
+        out.push(StreamEvent::FinishStep {
+            reason,
+            usage: self.usage.unwrap_or_default(),
+            raw_reason: raw,
+        });
+    }
+}
+
+fn is_truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::String(s) => !s.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Number(_) => true,
+    }
+}
+
+/// Parse a non-streamed `chat.completion` body (a server that ignored `stream: true` and
+/// answered `application/json`) into the same events a stream would give.
+pub fn events_from_completion(body: &str, provider_id: &str) -> Result<Vec<StreamEvent>, LlmError> {
+    let v: Value = serde_json::from_str(body.trim())
+        .map_err(|e| malformed(&format!("invalid JSON completion body: {e}"), body))?;
+    let Value::Object(obj) = &v else {
+        return Err(malformed("completion body is not a JSON object", body));
+    };
+    if let Some(err) = obj.get("error").filter(|e| is_truthy(e)) {
+        return Err(stream_error(err, body));
+    }
+    let mut choices_out = Vec::new();
+    if let Some(choices) = obj.get("choices").and_then(Value::as_array) {
+        for c in choices {
+            let mut delta = c.get("message").cloned().unwrap_or_else(|| json!({}));
+            if let Some(calls) = delta.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                for (i, call) in calls.iter_mut().enumerate() {
+                    if let Some(o) = call.as_object_mut() {
+                        o.entry("index").or_insert(json!(i));
+                    }
+                }
+            }
+            let fr = c
+                .get("finish_reason")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown")
+                .to_string();
+            choices_out.push(json!({
+                "index": c.get("index").cloned().unwrap_or(json!(0)),
+                "delta": delta,
+                "finish_reason": fr,
+            }));
+        }
+    }
+    if choices_out.is_empty() {
+        return Err(malformed("completion body has no choices", body));
+    }
+    let chunk =
+        json!({"choices": choices_out, "usage": obj.get("usage").cloned().unwrap_or(Value::Null)});
+    let mut asm = ChunkAssembler::new(provider_id);
+    let mut events = asm.push(&chunk.to_string())?;
+    events.extend(asm.finish()?);
+    Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{ToolCallRequest, ToolSpec};
+
+    pub(crate) fn model(provider: &str) -> ResolvedModel {
+        ResolvedModel {
+            provider_id: provider.into(),
+            model_id: "m1".into(),
+            name: "M1".into(),
+            protocol: Default::default(),
+            base_url: "http://127.0.0.1:9/v1".into(),
+            api_key: None,
+            headers: vec![],
+            options: Map::new(),
+            limits: Default::default(),
+            cost: None,
+            tool_call: true,
+            reasoning: false,
+            temperature: true,
+            unknown: false,
+        }
+    }
+
+    fn req() -> ChatRequest {
+        ChatRequest {
+            model: "gpt-x".into(),
+            messages: vec![
+                ChatMessage::System {
+                    content: "sys".into(),
+                },
+                ChatMessage::User {
+                    content: "hi".into(),
+                },
+                ChatMessage::Assistant {
+                    content: None,
+                    reasoning: Some("think".into()),
+                    reasoning_signature: None,
+                    tool_calls: vec![ToolCallRequest {
+                        id: "call_1".into(),
+                        name: "read".into(),
+                        input: json!({"path": "a"}),
+                    }],
+                },
+                ChatMessage::Tool {
+                    call_id: "call_1".into(),
+                    content: "data".into(),
+                    is_error: false,
+                },
+            ],
+            tools: vec![ToolSpec {
+                name: "read".into(),
+                description: "Read".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            temperature: Some(0.5),
+            top_p: None,
+            max_tokens: Some(100),
+            extra: Map::new(),
+            headers: vec![],
+        }
+    }
+
+    #[test]
+    fn body_shape_openai() {
+        let b = build_request_body(&model("openai"), &req());
+        assert_eq!(b["model"], "gpt-x");
+        assert_eq!(b["stream"], true);
+        assert_eq!(b["stream_options"]["include_usage"], true);
+        assert_eq!(b["max_completion_tokens"], 100);
+        assert!(b.get("max_tokens").is_none());
+        assert!(b.get("top_p").is_none());
+        assert_eq!(b["temperature"], 0.5);
+        let msgs = b["messages"].as_array().expect("array");
+        assert_eq!(msgs[0], json!({"role": "system", "content": "sys"}));
+        assert_eq!(msgs[2]["content"], Value::Null);
+        assert!(msgs[2].get("reasoning_content").is_none());
+        assert_eq!(
+            msgs[2]["tool_calls"][0]["function"]["arguments"],
+            "{\"path\":\"a\"}"
+        );
+        assert_eq!(msgs[2]["tool_calls"][0]["type"], "function");
+        assert_eq!(
+            msgs[3],
+            json!({"role": "tool", "tool_call_id": "call_1", "content": "data"})
+        );
+        assert_eq!(b["tools"][0]["function"]["name"], "read");
+        assert_eq!(b["tools"][0]["type"], "function");
+    }
+
+    #[test]
+    fn body_deepseek_reasoning_extra_override_and_no_tools() {
+        let mut r = req();
+        r.tools.clear();
+        r.extra.insert("temperature".into(), json!(0.1));
+        r.extra.insert("grammar".into(), json!("root ::= x"));
+        r.extra.insert("chunkTimeout".into(), json!(1000));
+        let b = build_request_body(&model("deepseek"), &r);
+        assert!(b.get("tools").is_none());
+        assert_eq!(b["max_tokens"], 100);
+        assert_eq!(b["temperature"], 0.1);
+        assert_eq!(b["grammar"], "root ::= x");
+        assert!(b.get("chunkTimeout").is_none());
+        assert_eq!(b["messages"][2]["reasoning_content"], "think");
+        let mut m = model("local");
+        m.options.insert("sendReasoning".into(), json!(true));
+        assert_eq!(
+            build_request_body(&m, &r)["messages"][2]["reasoning_content"],
+            "think"
+        );
+    }
+
+    fn run(provider: &str, chunks: &[&str]) -> Result<Vec<StreamEvent>, LlmError> {
+        let mut a = ChunkAssembler::new(provider);
+        let mut out = Vec::new();
+        for c in chunks {
+            out.extend(a.push(c)?);
+        }
+        out.extend(a.finish()?);
+        Ok(out)
+    }
+
+    #[test]
+    fn eof_without_finish_is_retryable_transport() {
+        let e = run(
+            "x",
+            &[r#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#],
+        )
+        .expect_err("e");
+        assert_eq!(e.kind, ErrorKind::Transport);
+        assert_eq!(e.message, "stream ended before the step finished");
+        assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn error_payloads_classify() {
+        let e = run(
+            "x",
+            &[r#"{"error":{"message":"The server had an error","type":"server_error"}}"#],
+        )
+        .expect_err("e");
+        assert_eq!(e.kind, ErrorKind::StreamError);
+        assert_eq!(e.message, "The server had an error");
+        let e = run("x", &[r#"{"error":{"message":"This model's maximum context length is 4097 tokens.","code":"x"}}"#])
+            .expect_err("e");
+        assert_eq!(e.kind, ErrorKind::ContextOverflow);
+        let e = run(
+            "x",
+            &[r#"{"error":{"message":"m","type":"error","code":"context_length_exceeded"}}"#],
+        )
+        .expect_err("e");
+        assert_eq!(e.kind, ErrorKind::ContextOverflow);
+        // `"error": null` is not an error.
+        let ok = run(
+            "x",
+            &[r#"{"error":null,"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#],
+        );
+        assert!(ok.is_ok());
+    }
+
+    #[test]
+    fn malformed_json_names_problem_and_quotes_chunk() {
+        let long = format!("{{\"choices\": [{}", "x".repeat(500));
+        let e = run("x", &[&long]).expect_err("e");
+        assert_eq!(e.kind, ErrorKind::MalformedChunk);
+        assert!(e.message.contains("invalid JSON"), "{}", e.message);
+        assert!(e.message.contains("{\"choices\": [xxx"), "{}", e.message);
+        assert!(e.message.len() < 400);
+        let e = run("x", &["42"]).expect_err("e");
+        assert!(e.message.contains("not a JSON object"));
+    }
+
+    #[test]
+    fn length_with_incomplete_tool_json_is_truncated() {
+        let ev = run(
+            "x",
+            &[
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"write","arguments":"{\"a\":"}}]}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"c0","function":{"name":"ok","arguments":"{}"}}]}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
+                "[DONE]",
+            ],
+        )
+        .expect("ok");
+        let calls: Vec<_> = ev
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::ToolCall {
+                    id,
+                    truncated,
+                    input,
+                    ..
+                } => Some((id.clone(), *truncated, input.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            calls,
+            vec![
+                ("c1".into(), true, "{\"a\":".into()),
+                ("c0".into(), false, "{}".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn reasoning_closes_when_text_begins_and_usage_last_wins() {
+        let ev = run(
+            "x",
+            &[
+                r#"{"choices":[{"index":0,"delta":{"reasoning":"hm"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+                r#"{"choices":[{"index":0,"delta":{"content":"A"},"finish_reason":"stop"}]}"#,
+                r#"{"choices":null,"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4,"cache_write_tokens":2},"completion_tokens_details":{"reasoning_tokens":3}}}"#,
+            ],
+        )
+        .expect("ok");
+        assert_eq!(
+            ev[0],
+            StreamEvent::ReasoningStart {
+                id: "reasoning-0".into()
+            }
+        );
+        assert_eq!(
+            ev[2],
+            StreamEvent::ReasoningEnd {
+                id: "reasoning-0".into(),
+                signature: None
+            }
+        );
+        assert_eq!(
+            ev[3],
+            StreamEvent::TextStart {
+                id: "text-1".into()
+            }
+        );
+        assert_eq!(
+            ev.last(),
+            Some(&StreamEvent::FinishStep {
+                reason: FinishReason::Stop,
+                usage: Usage {
+                    input: 10,
+                    output: 5,
+                    reasoning: 3,
+                    cache_read: 4,
+                    cache_write: 2
+                },
+                raw_reason: Some("stop".into()),
+            })
+        );
+        assert_eq!(
+            ev.iter()
+                .filter(|e| matches!(e, StreamEvent::FinishStep { .. }))
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn xai_output_adds_reasoning() {
+        let u = json!({"prompt_tokens":291,"completion_tokens":26,"completion_tokens_details":{"reasoning_tokens":196}});
+        assert_eq!(normalize_usage(&u, true).output, 222);
+        // Elsewhere completion includes reasoning; inconsistent counts clamp to reasoning.
+        assert_eq!(normalize_usage(&u, false).output, 196);
+    }
+
+    #[test]
+    fn non_streaming_completion_fallback() {
+        let body = r#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
+        let ev = events_from_completion(body, "x").expect("ok");
+        assert!(ev.contains(&StreamEvent::TextDelta {
+            id: "text-0".into(),
+            text: "hi".into()
+        }));
+        assert!(ev.contains(&StreamEvent::ToolCall {
+            id: "c".into(),
+            name: "f".into(),
+            input: "{\"a\":1}".into(),
+            truncated: false
+        }));
+        assert!(
+            matches!(ev.last(), Some(StreamEvent::FinishStep { reason: FinishReason::ToolCalls, usage, .. }) if usage.input == 3)
+        );
+        assert!(events_from_completion("nope", "x").is_err());
+    }
+
+    #[test]
+    fn overflow_patterns_match() {
+        assert!(is_overflow_message(
+            "prompt is too long: 205429 tokens > 200000 maximum"
+        ));
+        assert!(is_overflow_message(
+            "request (13392 tokens) exceeds the available context size (8192 tokens)"
+        ));
+        assert!(is_overflow_message("413 status code (no body)"));
+        assert!(!is_overflow_message("Rate limit reached"));
+    }
+}

@@ -1,0 +1,678 @@
+//! [`Provider`]: one model of one provider, spoken to over real HTTP (reqwest). `stream()` opens
+//! one step and yields normalized [`StreamEvent`]s. No retries here: the caller owns the single
+//! retry loop (see [`crate::retry`]).
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use troupe_config::model::{Protocol, ResolvedModel};
+
+use crate::anthropic;
+use crate::error::{ErrorKind, LlmError};
+use crate::openai::{self, ChunkAssembler, excerpt, is_overflow_message, value_to_code};
+use crate::sse::{SseStream, sse_events};
+use crate::types::{ChatRequest, StreamEvent};
+
+/// The events of one step; ends after the first error. A successful stream always ends with
+/// exactly one [`StreamEvent::FinishStep`].
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, LlmError>> + Send>>;
+
+/// Default idle timeout between stream bytes: 300 s (used when the model has no `chunkTimeout`).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Cap on an HTTP error body read for classification: 64 KiB.
+pub const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+/// Cap on a non-streamed (`application/json`) success body: 32 MiB.
+pub const MAX_JSON_BODY_BYTES: usize = 32 * 1024 * 1024;
+/// Cap on the response body kept in [`LlmError::body`]: 4 KiB.
+pub const MAX_KEPT_BODY_BYTES: usize = 4 * 1024;
+
+/// One model of one provider.
+#[derive(Debug, Clone)]
+pub struct Provider {
+    client: reqwest::Client,
+    model: ResolvedModel,
+    idle_timeout: Duration,
+}
+
+impl Provider {
+    /// Wrap `model`. The idle timeout is model option `chunkTimeout` (milliseconds, > 0) when
+    /// present, else [`DEFAULT_IDLE_TIMEOUT`].
+    pub fn new(client: reqwest::Client, model: ResolvedModel) -> Self {
+        let idle_timeout = model
+            .options
+            .get("chunkTimeout")
+            .and_then(Value::as_f64)
+            .filter(|ms| ms.is_finite() && *ms > 0.0)
+            .map(|ms| Duration::from_millis(ms as u64))
+            .unwrap_or(DEFAULT_IDLE_TIMEOUT);
+        Self {
+            client,
+            model,
+            idle_timeout,
+        }
+    }
+
+    /// Override the idle timeout (no byte for this long → `Transport` error).
+    pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle_timeout = idle;
+        self
+    }
+
+    /// The model this provider talks to.
+    pub fn model(&self) -> &ResolvedModel {
+        &self.model
+    }
+
+    /// The idle timeout in use.
+    pub fn idle_timeout(&self) -> Duration {
+        self.idle_timeout
+    }
+
+    /// The request URL: `{base_url}/chat/completions` (OpenAI) or `{base_url}/messages`
+    /// (Anthropic); a trailing `/` on `base_url` is tolerated.
+    pub fn endpoint(&self) -> String {
+        let base = self.model.base_url.trim_end_matches('/');
+        match self.model.protocol {
+            Protocol::OpenaiChat => format!("{base}/chat/completions"),
+            Protocol::AnthropicMessages => format!("{base}/messages"),
+        }
+    }
+
+    /// Open one step: POST the request and return its event stream.
+    ///
+    /// Errors before the stream: HTTP errors classified by [`classify_http_error`]; connection
+    /// failures as `Transport` ("cannot reach provider P at URL: reason"); `Aborted` when
+    /// `cancel` fires. Inside the stream: `Transport` on a cut connection, idle timeout or EOF
+    /// before the finish; `StreamError`/`ContextOverflow` for in-stream error payloads;
+    /// `MalformedChunk`; `Aborted` on cancel (events already yielded stay valid).
+    pub async fn stream(
+        &self,
+        req: ChatRequest,
+        cancel: CancellationToken,
+    ) -> Result<EventStream, LlmError> {
+        let url = self.endpoint();
+        let (body, mut builder) = match self.model.protocol {
+            Protocol::OpenaiChat => {
+                let body = openai::build_request_body(&self.model, &req);
+                let mut b = self.client.post(&url);
+                if let Some(key) = &self.model.api_key {
+                    b = b.bearer_auth(key);
+                }
+                (body, b)
+            }
+            Protocol::AnthropicMessages => {
+                let body = anthropic::build_request_body(&self.model, &req);
+                let mut b = self
+                    .client
+                    .post(&url)
+                    .header("anthropic-version", anthropic::ANTHROPIC_VERSION);
+                if let Some(key) = &self.model.api_key {
+                    b = b.header("x-api-key", key);
+                }
+                (body, b)
+            }
+        };
+        builder = builder.header("accept", "text/event-stream");
+        for (k, v) in self.model.headers.iter().chain(req.headers.iter()) {
+            builder = builder.header(k.as_str(), v.as_str());
+        }
+        builder = builder.json(&body);
+        tracing::debug!(url = %url, model = %self.model.full_id(), "opening provider stream");
+
+        let resp = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(aborted()),
+            r = builder.send() => r.map_err(|e| self.connect_error(&e))?,
+        };
+        let status = resp.status();
+        let headers = retry_headers(resp.headers());
+        let content_type = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if !status.is_success() {
+            let body = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(aborted()),
+                b = read_capped(resp, MAX_ERROR_BODY_BYTES) => b.unwrap_or_default(),
+            };
+            return Err(classify_http_error(
+                status.as_u16(),
+                &body,
+                headers,
+                &self.model,
+            ));
+        }
+        let provider_id = self.model.provider_id.clone();
+        if content_type.starts_with("application/json") {
+            let body = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(aborted()),
+                b = read_capped(resp, MAX_JSON_BODY_BYTES) => b.map_err(|e| self.read_error(&e))?,
+            };
+            let events = match self.model.protocol {
+                Protocol::OpenaiChat => openai::events_from_completion(&body, &provider_id)?,
+                Protocol::AnthropicMessages => anthropic::events_from_message(&body)?,
+            };
+            return Ok(Box::pin(futures::stream::iter(events.into_iter().map(Ok))));
+        }
+        let url_for_err = url.clone();
+        let bytes = resp
+            .bytes_stream()
+            .map(move |r: Result<Bytes, reqwest::Error>| {
+                r.map_err(|e| {
+                    LlmError::new(
+                        ErrorKind::Transport,
+                        format!("stream from {url_for_err} broke: {}", root_cause(&e)),
+                    )
+                })
+            });
+        let sse = sse_events(bytes, self.idle_timeout);
+        Ok(assemble_stream(
+            sse,
+            self.model.protocol,
+            &provider_id,
+            cancel,
+        ))
+    }
+
+    fn connect_error(&self, e: &reqwest::Error) -> LlmError {
+        let what = if e.is_timeout() {
+            "timed out".to_string()
+        } else {
+            root_cause(e)
+        };
+        LlmError::new(
+            ErrorKind::Transport,
+            format!(
+                "cannot reach provider {} at {}: {what}",
+                self.model.provider_id, self.model.base_url
+            ),
+        )
+    }
+
+    fn read_error(&self, e: &reqwest::Error) -> LlmError {
+        LlmError::new(
+            ErrorKind::Transport,
+            format!(
+                "reading the response of provider {} failed: {}",
+                self.model.provider_id,
+                root_cause(e)
+            ),
+        )
+    }
+}
+
+fn aborted() -> LlmError {
+    LlmError::new(ErrorKind::Aborted, "request cancelled")
+}
+
+/// A one-line reason from an error's source chain: I/O error kinds get short lowercase names
+/// ("connection refused", "connection reset"), others the innermost message.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let mut last = e.to_string();
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as K;
+            let s = match io.kind() {
+                K::ConnectionRefused => "connection refused",
+                K::ConnectionReset => "connection reset",
+                K::ConnectionAborted => "connection aborted",
+                K::TimedOut => "timed out",
+                K::UnexpectedEof => "connection closed early",
+                K::NotFound => "host not found",
+                _ => "",
+            };
+            if !s.is_empty() {
+                return s.to_string();
+            }
+        }
+        last = err.to_string();
+        cur = err.source();
+    }
+    last.lines().next().unwrap_or("").to_string()
+}
+
+fn retry_headers(h: &reqwest::header::HeaderMap) -> Vec<(String, String)> {
+    ["retry-after-ms", "retry-after"]
+        .iter()
+        .filter_map(|name| {
+            h.get(*name)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| (name.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+async fn read_capped(resp: reqwest::Response, cap: usize) -> Result<String, reqwest::Error> {
+    let mut out = Vec::new();
+    let mut s = resp.bytes_stream();
+    while let Some(chunk) = s.next().await {
+        let chunk = chunk?;
+        let room = cap.saturating_sub(out.len());
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if out.len() >= cap {
+            break;
+        }
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Classify an HTTP error response (status + body, body already capped) into an [`LlmError`].
+///
+/// Message: the provider's `error.message` (also a string `error`, vLLM's flat
+/// `{"object":"error","message":…}`, or the first line of a plain-text body). Class:
+/// 401/403 → `Auth`; 413, `error.code == "context_length_exceeded"`, llama.cpp
+/// `exceed_context_size_error`, or a message matching the overflow patterns → `ContextOverflow`;
+/// 429 with code/type `insufficient_quota` → `QuotaExceeded`, else `RateLimit`; 402 →
+/// `QuotaExceeded` (billing/credits); 529 or "overloaded" in type/code/message → `Overloaded`;
+/// other 5xx → `Server`; other 4xx → `BadRequest` (404 without a body message says "model X not
+/// found at URL"). `retry_headers` are kept; the body is kept up to 4 KiB.
+pub fn classify_http_error(
+    status: u16,
+    body: &str,
+    retry_headers: Vec<(String, String)>,
+    model: &ResolvedModel,
+) -> LlmError {
+    let parsed: Option<Value> = serde_json::from_str(body.trim()).ok();
+    let mut message = String::new();
+    let mut code = String::new();
+    let mut typ = String::new();
+    if let Some(Value::Object(o)) = &parsed {
+        match o.get("error") {
+            Some(Value::Object(e)) => {
+                message = e
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                code = e.get("code").map(value_to_code).unwrap_or_default();
+                typ = e
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+            }
+            Some(Value::String(s)) => message = s.clone(),
+            _ => {}
+        }
+        if message.is_empty() {
+            message = o
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+        }
+        if code.is_empty() {
+            code = o.get("code").map(value_to_code).unwrap_or_default();
+        }
+        if typ.is_empty() {
+            typ = o
+                .get("type")
+                .and_then(Value::as_str)
+                .filter(|t| *t != "error")
+                .unwrap_or("")
+                .to_string();
+        }
+    }
+    let plain = if parsed.is_none() {
+        body.trim()
+            .lines()
+            .next()
+            .map(|l| excerpt(l.trim(), 300))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let looks_html = plain.starts_with('<');
+    if message.is_empty() {
+        message = match status {
+            404 => {
+                let mut m = format!("model {} not found at {}", model.model_id, model.base_url);
+                if !plain.is_empty() && !looks_html {
+                    m.push_str(&format!(" ({plain})"));
+                }
+                m
+            }
+            401 | 403 if plain.is_empty() || looks_html => {
+                format!(
+                    "authentication failed for provider {} (HTTP {status})",
+                    model.provider_id
+                )
+            }
+            _ if !plain.is_empty() && !looks_html => plain.clone(),
+            _ => format!("HTTP {status} from provider {}", model.provider_id),
+        };
+    }
+    let lower = |s: &str| s.to_ascii_lowercase();
+    let overloaded = status == 529
+        || lower(&typ).contains("overloaded")
+        || lower(&code).contains("overloaded")
+        || lower(&message).contains("overloaded");
+    let kind = if status == 401 || status == 403 {
+        ErrorKind::Auth
+    } else if status == 413
+        || code == "context_length_exceeded"
+        || typ == "exceed_context_size_error"
+        || (status < 500 && is_overflow_message(&message))
+    {
+        ErrorKind::ContextOverflow
+    } else if status == 429 {
+        if code == "insufficient_quota" || typ == "insufficient_quota" {
+            ErrorKind::QuotaExceeded
+        } else {
+            ErrorKind::RateLimit
+        }
+    } else if status == 402 {
+        ErrorKind::QuotaExceeded
+    } else if overloaded {
+        ErrorKind::Overloaded
+    } else if status >= 500 {
+        ErrorKind::Server
+    } else {
+        ErrorKind::BadRequest
+    };
+    LlmError {
+        kind,
+        message,
+        status: Some(status),
+        retry_headers,
+        body: if body.is_empty() {
+            None
+        } else {
+            Some(excerpt(body, MAX_KEPT_BODY_BYTES))
+        },
+    }
+}
+
+enum Assembler {
+    OpenAi(ChunkAssembler),
+    Anthropic(anthropic::MessageAssembler),
+}
+
+impl Assembler {
+    fn push(&mut self, event: &str, data: &str) -> Result<Vec<StreamEvent>, LlmError> {
+        match self {
+            Self::OpenAi(a) => a.push(data),
+            Self::Anthropic(a) => a.push(event, data),
+        }
+    }
+    fn finish(&mut self) -> Result<Vec<StreamEvent>, LlmError> {
+        match self {
+            Self::OpenAi(a) => a.finish(),
+            Self::Anthropic(a) => a.finish(),
+        }
+    }
+    fn is_done(&self) -> bool {
+        match self {
+            Self::OpenAi(a) => a.is_done(),
+            Self::Anthropic(a) => a.is_done(),
+        }
+    }
+}
+
+struct Drive {
+    sse: SseStream,
+    asm: Assembler,
+    queue: VecDeque<Result<StreamEvent, LlmError>>,
+    cancel: CancellationToken,
+    done: bool,
+}
+
+/// Turn framed SSE events into normalized events with the assembler of `protocol`
+/// (`provider_id` selects provider quirks, e.g. xAI usage). This is what [`Provider::stream`]
+/// does after the HTTP exchange; exposed for replaying recorded streams. The stream ends with
+/// exactly one `FinishStep`, or with the first error; `cancel` ends it with `Aborted`.
+pub fn assemble_stream(
+    sse: SseStream,
+    protocol: Protocol,
+    provider_id: &str,
+    cancel: CancellationToken,
+) -> EventStream {
+    let asm = match protocol {
+        Protocol::OpenaiChat => Assembler::OpenAi(ChunkAssembler::new(provider_id)),
+        Protocol::AnthropicMessages => Assembler::Anthropic(anthropic::MessageAssembler::new()),
+    };
+    let st = Drive {
+        sse,
+        asm,
+        queue: VecDeque::new(),
+        cancel,
+        done: false,
+    };
+    Box::pin(futures::stream::unfold(st, |mut st| async move {
+        loop {
+            if let Some(item) = st.queue.pop_front() {
+                return Some((item, st));
+            }
+            if st.done {
+                return None;
+            }
+            if st.cancel.is_cancelled() {
+                st.done = true;
+                return Some((Err(aborted()), st));
+            }
+            let next = tokio::select! {
+                biased;
+                _ = st.cancel.cancelled() => {
+                    st.done = true;
+                    return Some((Err(aborted()), st));
+                }
+                n = st.sse.next() => n,
+            };
+            let result = match next {
+                Some(Ok(ev)) => match st.asm.push(&ev.event, &ev.data) {
+                    // A cut-off last fragment (no terminating blank line) is not a protocol
+                    // error: the end-of-stream check below decides.
+                    Err(e) if ev.at_eof && e.kind == ErrorKind::MalformedChunk => Ok(Vec::new()),
+                    r => r,
+                },
+                Some(Err(e)) => Err(e),
+                None => {
+                    st.done = true;
+                    st.asm.finish()
+                }
+            };
+            match result {
+                Ok(events) => {
+                    st.queue.extend(events.into_iter().map(Ok));
+                    if st.asm.is_done() {
+                        st.done = true;
+                    }
+                }
+                Err(e) => {
+                    st.done = true;
+                    st.queue.push_back(Err(e));
+                }
+            }
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> ResolvedModel {
+        ResolvedModel {
+            provider_id: "mock".into(),
+            model_id: "m1".into(),
+            name: "M1".into(),
+            protocol: Protocol::OpenaiChat,
+            base_url: "http://127.0.0.1:9/v1".into(),
+            api_key: None,
+            headers: vec![],
+            options: serde_json::Map::new(),
+            limits: Default::default(),
+            cost: None,
+            tool_call: true,
+            reasoning: false,
+            temperature: true,
+            unknown: false,
+        }
+    }
+
+    fn kind(status: u16, body: &str) -> (ErrorKind, String) {
+        let e = classify_http_error(status, body, vec![], &model());
+        (e.kind, e.message)
+    }
+
+    #[test]
+    fn classify_table() {
+        use ErrorKind::*;
+        let cases: Vec<(u16, &str, ErrorKind, &str)> = vec![
+            (
+                401,
+                r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#,
+                Auth,
+                "Incorrect API key provided",
+            ),
+            (
+                403,
+                "<html>forbidden</html>",
+                Auth,
+                "authentication failed for provider mock (HTTP 403)",
+            ),
+            (
+                400,
+                r#"{"error":{"message":"Please reduce the length of the messages.","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+                ContextOverflow,
+                "Please reduce the length of the messages.",
+            ),
+            (
+                400,
+                r#"{"error":{"code":400,"message":"request (13392 tokens) exceeds the available context size (8192 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":13392,"n_ctx":8192}}"#,
+                ContextOverflow,
+                "request (13392 tokens) exceeds the available context size (8192 tokens), try increasing it",
+            ),
+            (
+                400,
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 205429 tokens > 200000 maximum"}}"#,
+                ContextOverflow,
+                "prompt is too long: 205429 tokens > 200000 maximum",
+            ),
+            (
+                413,
+                "Request Entity Too Large",
+                ContextOverflow,
+                "Request Entity Too Large",
+            ),
+            (
+                429,
+                r#"{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}"#,
+                QuotaExceeded,
+                "You exceeded your current quota",
+            ),
+            (
+                429,
+                r#"{"error":{"message":"Rate limit reached for gpt-4","type":"tokens","code":"rate_limit_exceeded"}}"#,
+                RateLimit,
+                "Rate limit reached for gpt-4",
+            ),
+            (
+                529,
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                Overloaded,
+                "Overloaded",
+            ),
+            (
+                503,
+                r#"{"error":{"message":"busy","type":"service_unavailable_error","code":"server_is_overloaded"}}"#,
+                Overloaded,
+                "busy",
+            ),
+            (
+                500,
+                r#"{"error":{"message":"The server had an error","type":"server_error","code":null}}"#,
+                Server,
+                "The server had an error",
+            ),
+            (502, "Bad Gateway", Server, "Bad Gateway"),
+            (
+                400,
+                r#"{"object":"error","message":"bad param","type":"BadRequestError","param":null,"code":400}"#,
+                BadRequest,
+                "bad param",
+            ),
+            (
+                404,
+                "404 page not found",
+                BadRequest,
+                "model m1 not found at http://127.0.0.1:9/v1 (404 page not found)",
+            ),
+            (
+                404,
+                r#"{"error":{"message":"The model `m1` does not exist","type":"invalid_request_error"}}"#,
+                BadRequest,
+                "The model `m1` does not exist",
+            ),
+            (422, "", BadRequest, "HTTP 422 from provider mock"),
+            (
+                402,
+                r#"{"error":"Insufficient Balance"}"#,
+                QuotaExceeded,
+                "Insufficient Balance",
+            ),
+        ];
+        for (status, body, want_kind, want_msg) in cases {
+            assert_eq!(
+                kind(status, body),
+                (want_kind, want_msg.to_string()),
+                "status {status} body {body}"
+            );
+        }
+    }
+
+    #[test]
+    fn classify_keeps_headers_status_and_capped_body() {
+        let big = "x".repeat(10_000);
+        let e = classify_http_error(
+            429,
+            &big,
+            vec![("retry-after".into(), "3".into())],
+            &model(),
+        );
+        assert_eq!(e.status, Some(429));
+        assert_eq!(
+            e.retry_headers,
+            vec![("retry-after".to_string(), "3".to_string())]
+        );
+        assert!(
+            e.body
+                .as_ref()
+                .is_some_and(|b| b.len() <= MAX_KEPT_BODY_BYTES + 4)
+        );
+        assert!(e.message.len() < 400);
+    }
+
+    #[test]
+    fn stream_future_and_stream_are_send() {
+        fn assert_send<T: Send>(_: &T) {}
+        let p = Provider::new(reqwest::Client::new(), model());
+        let fut = p.stream(ChatRequest::default(), CancellationToken::new());
+        assert_send(&fut);
+    }
+
+    #[test]
+    fn chunk_timeout_option() {
+        let mut m = model();
+        assert_eq!(
+            Provider::new(reqwest::Client::new(), m.clone()).idle_timeout(),
+            DEFAULT_IDLE_TIMEOUT
+        );
+        m.options
+            .insert("chunkTimeout".into(), serde_json::json!(1500));
+        assert_eq!(
+            Provider::new(reqwest::Client::new(), m).idle_timeout(),
+            Duration::from_millis(1500)
+        );
+    }
+}

@@ -1,0 +1,213 @@
+//! Bus events and the in-process bus.
+//!
+//! Every state change is published as an [`Event`] after the store committed it (the store's
+//! writer thread publishes; see [`crate::store`]). The CLI's JSON output, the HTTP server's
+//! SSE stream and the monitor all read the bus. Text deltas are bus-only
+//! (`message.part.delta`), never stored: the finished part is.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::types::{Message, MessageError, Part, Session, SessionStatus};
+
+/// A bus event. JSON: `{"type": "<name>", "properties": {…}}` (OpenCode's `/event` shape).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "properties")]
+pub enum Event {
+    /// A session was created.
+    #[serde(rename = "session.created")]
+    SessionCreated {
+        /// The session.
+        info: Session,
+    },
+    /// A session changed (title, totals, summary).
+    #[serde(rename = "session.updated")]
+    SessionUpdated {
+        /// The session.
+        info: Session,
+    },
+    /// A session was deleted.
+    #[serde(rename = "session.deleted")]
+    SessionDeleted {
+        /// The session.
+        info: Session,
+    },
+    /// Status changed: idle, busy, retry.
+    #[serde(rename = "session.status")]
+    SessionStatus {
+        /// Session.
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        /// New status.
+        status: SessionStatus,
+    },
+    /// The session finished its queued work.
+    #[serde(rename = "session.idle")]
+    SessionIdle {
+        /// Session.
+        #[serde(rename = "sessionID")]
+        session_id: String,
+    },
+    /// A turn failed.
+    #[serde(rename = "session.error")]
+    SessionError {
+        /// Session.
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        /// What went wrong.
+        error: MessageError,
+    },
+    /// The history was compacted.
+    #[serde(rename = "session.compacted")]
+    SessionCompacted {
+        /// Session.
+        #[serde(rename = "sessionID")]
+        session_id: String,
+    },
+    /// A message was created or changed.
+    #[serde(rename = "message.updated")]
+    MessageUpdated {
+        /// The message.
+        info: Message,
+    },
+    /// A message was removed.
+    #[serde(rename = "message.removed")]
+    MessageRemoved {
+        /// Session.
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        /// Message.
+        #[serde(rename = "messageID")]
+        message_id: String,
+    },
+    /// A part was created or changed.
+    #[serde(rename = "message.part.updated")]
+    PartUpdated {
+        /// The part, whole.
+        part: Part,
+    },
+    /// A part was removed (e.g. the partial output of a failed attempt before a retry).
+    #[serde(rename = "message.part.removed")]
+    PartRemoved {
+        /// Session.
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        /// Message.
+        #[serde(rename = "messageID")]
+        message_id: String,
+        /// Part.
+        #[serde(rename = "partID")]
+        part_id: String,
+    },
+    /// Text appended to a streaming part (bus only; not stored).
+    #[serde(rename = "message.part.delta")]
+    PartDelta {
+        /// Session.
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        /// Message.
+        #[serde(rename = "messageID")]
+        message_id: String,
+        /// Part.
+        #[serde(rename = "partID")]
+        part_id: String,
+        /// Field appended to (`text`).
+        field: String,
+        /// Appended text.
+        delta: String,
+    },
+    /// A permission request waits for an answer.
+    #[serde(rename = "permission.asked")]
+    PermissionAsked(Value),
+    /// A permission request was answered.
+    #[serde(rename = "permission.replied")]
+    PermissionReplied {
+        /// Session.
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        /// Request.
+        #[serde(rename = "requestID")]
+        request_id: String,
+        /// `once`, `always`, `reject`.
+        reply: String,
+    },
+}
+
+impl Event {
+    /// The session the event is about, if any.
+    pub fn session_id(&self) -> Option<&str> {
+        match self {
+            Event::SessionCreated { info } | Event::SessionUpdated { info } | Event::SessionDeleted { info } => {
+                Some(&info.id)
+            }
+            Event::SessionStatus { session_id, .. }
+            | Event::SessionIdle { session_id }
+            | Event::SessionError { session_id, .. }
+            | Event::SessionCompacted { session_id }
+            | Event::MessageRemoved { session_id, .. }
+            | Event::PartDelta { session_id, .. }
+            | Event::PartRemoved { session_id, .. }
+            | Event::PermissionReplied { session_id, .. } => Some(session_id),
+            Event::MessageUpdated { info } => Some(info.session_id()),
+            Event::PartUpdated { part } => Some(&part.session_id),
+            Event::PermissionAsked(v) => v.get("sessionID").and_then(Value::as_str),
+        }
+    }
+
+    /// The event's type name (`session.status`, …).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Event::SessionCreated { .. } => "session.created",
+            Event::SessionUpdated { .. } => "session.updated",
+            Event::SessionDeleted { .. } => "session.deleted",
+            Event::SessionStatus { .. } => "session.status",
+            Event::SessionIdle { .. } => "session.idle",
+            Event::SessionError { .. } => "session.error",
+            Event::SessionCompacted { .. } => "session.compacted",
+            Event::MessageUpdated { .. } => "message.updated",
+            Event::MessageRemoved { .. } => "message.removed",
+            Event::PartUpdated { .. } => "message.part.updated",
+            Event::PartDelta { .. } => "message.part.delta",
+            Event::PartRemoved { .. } => "message.part.removed",
+            Event::PermissionAsked(_) => "permission.asked",
+            Event::PermissionReplied { .. } => "permission.replied",
+        }
+    }
+}
+
+/// Capacity of the bus ring buffer, events. A subscriber that falls this far behind loses
+/// the oldest events (and is told so by `RecvError::Lagged`) instead of slowing the runtime.
+pub const BUS_CAPACITY: usize = 65_536;
+
+/// The in-process broadcast bus.
+#[derive(Debug, Clone)]
+pub struct Bus {
+    tx: broadcast::Sender<Arc<Event>>,
+}
+
+impl Default for Bus {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Bus {
+    /// A new bus with [`BUS_CAPACITY`].
+    pub fn new() -> Self {
+        let (tx, _) = broadcast::channel(BUS_CAPACITY);
+        Self { tx }
+    }
+
+    /// Publish (never blocks; dropped when nobody listens).
+    pub fn publish(&self, ev: Event) {
+        let _ = self.tx.send(Arc::new(ev));
+    }
+
+    /// Subscribe to events published from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.tx.subscribe()
+    }
+}

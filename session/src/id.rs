@@ -1,0 +1,108 @@
+//! Sortable, prefixed identifiers (`ses_…`, `msg_…`, `prt_…`, `per_…`, `evt_…`).
+//!
+//! Layout (after OpenCode `id/id.ts`): `prefix + "_" + 12 hex + 14 base62`. The hex part is
+//! 6 bytes of `(unix_ms * 0x1000 + counter)`, the counter resetting each millisecond, so ids
+//! made in one process sort by creation time as plain strings; the random tail keeps ids
+//! from different processes unique. "The assistant answered the newest user message" is
+//! therefore the string comparison `last_user.id < last_assistant.id`.
+
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rand::Rng;
+
+const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// Id prefixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefix {
+    /// Session.
+    Session,
+    /// Message.
+    Message,
+    /// Part.
+    Part,
+    /// Permission request.
+    Permission,
+    /// Bus/store event.
+    Event,
+}
+
+impl Prefix {
+    fn as_str(self) -> &'static str {
+        match self {
+            Prefix::Session => "ses",
+            Prefix::Message => "msg",
+            Prefix::Part => "prt",
+            Prefix::Permission => "per",
+            Prefix::Event => "evt",
+        }
+    }
+}
+
+static CLOCK: Mutex<(u64, u64)> = Mutex::new((0, 0));
+
+/// Make a new ascending id with the given prefix.
+pub fn ascending(prefix: Prefix) -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    let value = {
+        let mut guard = CLOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let (last_ms, counter) = *guard;
+        // Never go backwards, even if the wall clock does.
+        let (ms, c) = if now > last_ms { (now, 0) } else { (last_ms, counter + 1) };
+        // Counter overflow (>4095 ids in one ms): borrow the next millisecond.
+        let (ms, c) = if c >= 0x1000 { (ms + 1, 0) } else { (ms, c) };
+        *guard = (ms, c);
+        ms.wrapping_mul(0x1000).wrapping_add(c)
+    };
+    let bytes = value.to_be_bytes();
+    let mut out = String::with_capacity(4 + 26);
+    out.push_str(prefix.as_str());
+    out.push('_');
+    for b in &bytes[2..8] {
+        out.push_str(&format!("{b:02x}"));
+    }
+    let mut rng = rand::rng();
+    for _ in 0..14 {
+        out.push(BASE62[rng.random_range(0..BASE62.len())] as char);
+    }
+    out
+}
+
+/// New session id.
+pub fn session() -> String {
+    ascending(Prefix::Session)
+}
+
+/// New message id.
+pub fn message() -> String {
+    ascending(Prefix::Message)
+}
+
+/// New part id.
+pub fn part() -> String {
+    ascending(Prefix::Part)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_sort_by_creation() {
+        let ids: Vec<String> = (0..5000).map(|_| message()).collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+        assert!(ids[0].starts_with("msg_"));
+        assert_eq!(ids[0].len(), 4 + 26);
+    }
+
+    #[test]
+    fn ids_are_unique() {
+        let mut ids: Vec<String> = (0..10000).map(|_| part()).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 10000);
+    }
+}

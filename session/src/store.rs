@@ -1,0 +1,709 @@
+//! The SQLite store: one file in WAL mode, written by one writer thread with group commit.
+//!
+//! - Every write goes through [`Store::write`] as a list of [`Write`]s. The writer thread
+//!   drains its queue, applies everything queued in ONE transaction, commits, and only then
+//!   publishes the matching bus events, in queue order. So a write is always committed
+//!   before its bus event, and bus order equals commit order for every session.
+//! - Bus-only events (text deltas, status) ride the same queue, so they never overtake the
+//!   writes they follow.
+//! - Writes are fire-and-forget for the caller; [`Store::flush`] waits until everything
+//!   queued so far is committed and returns the first write error since the last flush
+//!   (e.g. a full disk), so a turn can end with a clear error instead of losing data silently.
+//! - Reads use a separate connection (WAL readers don't block the writer) and run on the
+//!   blocking pool.
+//! - Schema changes are numbered migrations tracked in `PRAGMA user_version`.
+//! - An append-only `event` table logs every stored change with a per-session sequence.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::oneshot;
+
+use crate::event::{Bus, Event};
+use crate::types::{Message, MessageWithParts, Part, PartKind, Session, ToolState, ToolTime, now_ms};
+
+/// Store failure. The message says what and where (`database path: …`).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite failed (open, migrate, write, read).
+    #[error("store {path}: {message}")]
+    Sqlite {
+        /// Database file.
+        path: String,
+        /// SQLite's message.
+        message: String,
+    },
+    /// A stored row could not be decoded.
+    #[error("store {path}: corrupt row {id}: {message}")]
+    Decode {
+        /// Database file.
+        path: String,
+        /// Row id.
+        id: String,
+        /// Decoder message.
+        message: String,
+    },
+    /// The writer thread is gone.
+    #[error("store writer stopped")]
+    Closed,
+    /// Not found.
+    #[error("session not found: {0}")]
+    NotFound(String),
+}
+
+/// One write (or bus-only event) in the writer queue.
+#[derive(Debug, Clone)]
+pub enum Write {
+    /// Insert or replace a session; publishes `session.created` or `session.updated`.
+    Session {
+        /// The session.
+        info: Session,
+        /// Publish `session.created` (true) or `session.updated`.
+        created: bool,
+    },
+    /// Insert or replace a message; publishes `message.updated`.
+    Message(Message),
+    /// Insert or replace a part; publishes `message.part.updated`.
+    Part(Part),
+    /// Delete a part; publishes `message.part.removed`.
+    RemovePart(Part),
+    /// Delete a session and everything under it; publishes `session.deleted`.
+    DeleteSession(Session),
+    /// Bus-only event published in queue order (deltas, status, errors).
+    Publish(Event),
+}
+
+enum Job {
+    Writes(Vec<Write>),
+    Flush(oneshot::Sender<Result<(), StoreError>>),
+}
+
+/// Handle to the store. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    tx: Mutex<Option<std_mpsc::Sender<Job>>>,
+    reader: Mutex<Connection>,
+    bus: Bus,
+}
+
+const MIGRATIONS: &[&str] = &[
+    // 1: core tables
+    "CREATE TABLE session (
+        id TEXT PRIMARY KEY,
+        parent_id TEXT,
+        directory TEXT NOT NULL,
+        title TEXT NOT NULL,
+        time_created INTEGER NOT NULL,
+        time_updated INTEGER NOT NULL,
+        data TEXT NOT NULL
+     );
+     CREATE INDEX session_parent ON session(parent_id);
+     CREATE INDEX session_updated ON session(time_updated);
+     CREATE TABLE message (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+        role TEXT NOT NULL,
+        time_created INTEGER NOT NULL,
+        data TEXT NOT NULL
+     );
+     CREATE INDEX message_session ON message(session_id, id);
+     CREATE TABLE part (
+        id TEXT PRIMARY KEY,
+        message_id TEXT NOT NULL REFERENCES message(id) ON DELETE CASCADE,
+        session_id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        status TEXT,
+        data TEXT NOT NULL
+     );
+     CREATE INDEX part_message ON part(message_id, id);
+     CREATE INDEX part_session ON part(session_id);
+     CREATE TABLE event (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        time INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+     ) WITHOUT ROWID;
+     CREATE TABLE permission (
+        project TEXT PRIMARY KEY,
+        data TEXT NOT NULL
+     );
+     CREATE TABLE todo (
+        session_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (session_id, position)
+     );",
+];
+
+fn sql_err(path: &Path, e: rusqlite::Error) -> StoreError {
+    StoreError::Sqlite { path: path.display().to_string(), message: e.to_string() }
+}
+
+fn open_conn(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(|e| sql_err(path, e))?;
+    conn.busy_timeout(std::time::Duration::from_millis(5000)).map_err(|e| sql_err(path, e))?;
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-16000;",
+    )
+    .map_err(|e| sql_err(path, e))?;
+    Ok(conn)
+}
+
+fn migrate(path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| sql_err(path, e))?;
+    if version as usize > MIGRATIONS.len() {
+        return Err(StoreError::Sqlite {
+            path: path.display().to_string(),
+            message: format!(
+                "schema version {version} is newer than this troupe understands ({}); upgrade troupe",
+                MIGRATIONS.len()
+            ),
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let tx = conn.transaction().map_err(|e| sql_err(path, e))?;
+        tx.execute_batch(sql).map_err(|e| sql_err(path, e))?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64).map_err(|e| sql_err(path, e))?;
+        tx.commit().map_err(|e| sql_err(path, e))?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Open (creating directories and the file) and migrate. `bus` receives the events of
+    /// committed writes.
+    pub fn open(path: impl AsRef<Path>, bus: Bus) -> Result<Store, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Sqlite {
+                path: path.display().to_string(),
+                message: format!("cannot create directory {}: {e}", dir.display()),
+            })?;
+        }
+        let mut writer = open_conn(&path)?;
+        migrate(&path, &mut writer)?;
+        let reader = open_conn(&path)?;
+        let (tx, rx) = std_mpsc::channel::<Job>();
+        let wpath = path.clone();
+        let wbus = bus.clone();
+        std::thread::Builder::new()
+            .name("troupe-store".into())
+            .spawn(move || writer_loop(wpath, writer, rx, wbus))
+            .map_err(|e| StoreError::Sqlite { path: path.display().to_string(), message: e.to_string() })?;
+        Ok(Store { inner: Arc::new(Inner { path, tx: Mutex::new(Some(tx)), reader: Mutex::new(reader), bus }) })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The bus committed writes are published on.
+    pub fn bus(&self) -> &Bus {
+        &self.inner.bus
+    }
+
+    /// Queue writes (fire-and-forget, ordered). Errors surface at the next [`Store::flush`].
+    pub fn write(&self, writes: Vec<Write>) {
+        let guard = self.inner.tx.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = guard.as_ref() {
+            let _ = tx.send(Job::Writes(writes));
+        }
+    }
+
+    /// Queue one write.
+    pub fn write1(&self, w: Write) {
+        self.write(vec![w]);
+    }
+
+    /// Wait until everything queued so far is committed and published; returns the first
+    /// write error since the previous flush.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let guard = self.inner.tx.lock().unwrap_or_else(|e| e.into_inner());
+            match guard.as_ref() {
+                Some(s) => s.send(Job::Flush(tx)).map_err(|_| StoreError::Closed)?,
+                None => return Err(StoreError::Closed),
+            }
+        }
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Blocking flush, for non-async callers (tests, shutdown).
+    pub fn flush_blocking(&self) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let guard = self.inner.tx.lock().unwrap_or_else(|e| e.into_inner());
+            match guard.as_ref() {
+                Some(s) => s.send(Job::Flush(tx)).map_err(|_| StoreError::Closed)?,
+                None => return Err(StoreError::Closed),
+            }
+        }
+        rx.blocking_recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// Run a read on the blocking pool with the reader connection.
+    pub async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Reader<'_>) -> Result<T, StoreError> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = inner.reader.lock().unwrap_or_else(|e| e.into_inner());
+            f(&Reader { conn: &conn, path: &inner.path })
+        })
+        .await
+        .map_err(|e| StoreError::Sqlite { path: self.inner.path.display().to_string(), message: e.to_string() })?
+    }
+
+    /// Run a read on the current thread (CLI commands that are not async).
+    pub fn read_blocking<T>(&self, f: impl FnOnce(&Reader<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let conn = self.inner.reader.lock().unwrap_or_else(|e| e.into_inner());
+        f(&Reader { conn: &conn, path: &self.inner.path })
+    }
+}
+
+/// Read access to the store.
+pub struct Reader<'a> {
+    conn: &'a Connection,
+    path: &'a Path,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(path: &Path, id: &str, data: &str) -> Result<T, StoreError> {
+    serde_json::from_str(data).map_err(|e| StoreError::Decode {
+        path: path.display().to_string(),
+        id: id.to_string(),
+        message: e.to_string(),
+    })
+}
+
+impl Reader<'_> {
+    /// One session.
+    pub fn session(&self, id: &str) -> Result<Option<Session>, StoreError> {
+        let row: Option<String> = self
+            .conn
+            .query_row("SELECT data FROM session WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .map_err(|e| sql_err(self.path, e))?;
+        row.map(|d| decode(self.path, id, &d)).transpose()
+    }
+
+    /// Sessions, newest updated first. `roots_only` skips child sessions.
+    pub fn sessions(&self, limit: usize, roots_only: bool) -> Result<Vec<Session>, StoreError> {
+        let sql = if roots_only {
+            "SELECT id, data FROM session WHERE parent_id IS NULL ORDER BY time_updated DESC, id DESC LIMIT ?1"
+        } else {
+            "SELECT id, data FROM session ORDER BY time_updated DESC, id DESC LIMIT ?1"
+        };
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| sql_err(self.path, e))?;
+        let rows = stmt
+            .query_map([limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| sql_err(self.path, e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, data) = row.map_err(|e| sql_err(self.path, e))?;
+            out.push(decode(self.path, &id, &data)?);
+        }
+        Ok(out)
+    }
+
+    /// Child sessions of `parent`, oldest first.
+    pub fn children(&self, parent: &str) -> Result<Vec<Session>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, data FROM session WHERE parent_id = ?1 ORDER BY id")
+            .map_err(|e| sql_err(self.path, e))?;
+        let rows = stmt
+            .query_map([parent], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| sql_err(self.path, e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, data) = row.map_err(|e| sql_err(self.path, e))?;
+            out.push(decode(self.path, &id, &data)?);
+        }
+        Ok(out)
+    }
+
+    /// All messages of a session with their parts, ordered by id.
+    pub fn messages(&self, session_id: &str) -> Result<Vec<MessageWithParts>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, data FROM message WHERE session_id = ?1 ORDER BY id")
+            .map_err(|e| sql_err(self.path, e))?;
+        let rows = stmt
+            .query_map([session_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| sql_err(self.path, e))?;
+        let mut out: Vec<MessageWithParts> = Vec::new();
+        let mut index = std::collections::HashMap::new();
+        for row in rows {
+            let (id, data) = row.map_err(|e| sql_err(self.path, e))?;
+            let info: Message = decode(self.path, &id, &data)?;
+            index.insert(id, out.len());
+            out.push(MessageWithParts { info, parts: Vec::new() });
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, message_id, data FROM part WHERE session_id = ?1 ORDER BY id")
+            .map_err(|e| sql_err(self.path, e))?;
+        let rows = stmt
+            .query_map([session_id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+            })
+            .map_err(|e| sql_err(self.path, e))?;
+        for row in rows {
+            let (id, mid, data) = row.map_err(|e| sql_err(self.path, e))?;
+            let part: Part = decode(self.path, &id, &data)?;
+            if let Some(&i) = index.get(&mid) {
+                out[i].parts.push(part);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The newest root session, optionally only among sessions in `directory`.
+    pub fn latest_root(&self, directory: Option<&str>) -> Result<Option<Session>, StoreError> {
+        let row: Option<(String, String)> = match directory {
+            Some(d) => self.conn.query_row(
+                "SELECT id, data FROM session WHERE parent_id IS NULL AND directory = ?1 ORDER BY time_updated DESC, id DESC LIMIT 1",
+                [d],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            ),
+            None => self.conn.query_row(
+                "SELECT id, data FROM session WHERE parent_id IS NULL ORDER BY time_updated DESC, id DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            ),
+        }
+        .optional()
+        .map_err(|e| sql_err(self.path, e))?;
+        row.map(|(id, d)| decode(self.path, &id, &d)).transpose()
+    }
+
+    /// Find a session by id or unique id prefix.
+    pub fn find_session(&self, id_or_prefix: &str) -> Result<Option<Session>, StoreError> {
+        if let Some(s) = self.session(id_or_prefix)? {
+            return Ok(Some(s));
+        }
+        let pattern = format!("{}%", id_or_prefix.replace(['%', '_'], ""));
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, data FROM session WHERE id LIKE ?1 LIMIT 2")
+            .map_err(|e| sql_err(self.path, e))?;
+        let rows: Vec<(String, String)> = stmt
+            .query_map([pattern], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(|e| sql_err(self.path, e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| sql_err(self.path, e))?;
+        match rows.as_slice() {
+            [(id, d)] => Ok(Some(decode(self.path, id, d)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Number of events logged for a session.
+    pub fn event_count(&self, session_id: &str) -> Result<u64, StoreError> {
+        self.conn
+            .query_row("SELECT COUNT(*) FROM event WHERE session_id = ?1", [session_id], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
+            .map_err(|e| sql_err(self.path, e))
+    }
+
+    /// Stored approvals ruleset for a project (raw JSON), if any.
+    pub fn approvals(&self, project: &str) -> Result<Option<String>, StoreError> {
+        self.conn
+            .query_row("SELECT data FROM permission WHERE project = ?1", [project], |r| r.get(0))
+            .optional()
+            .map_err(|e| sql_err(self.path, e))
+    }
+}
+
+fn writer_loop(path: PathBuf, mut conn: Connection, rx: std_mpsc::Receiver<Job>, bus: Bus) {
+    let mut pending_error: Option<StoreError> = None;
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < 512 {
+            match rx.try_recv() {
+                Ok(j) => batch.push(j),
+                Err(_) => break,
+            }
+        }
+        let mut writes: Vec<Write> = Vec::new();
+        let mut flushes = Vec::new();
+        for job in batch {
+            match job {
+                Job::Writes(w) => writes.extend(w),
+                Job::Flush(tx) => flushes.push((writes.len(), tx)),
+            }
+        }
+        let result = apply(&path, &mut conn, &writes);
+        match result {
+            Ok(()) => {
+                for w in writes {
+                    if let Some(ev) = event_of(w) {
+                        bus.publish(ev);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!("{e}");
+                // Bus-only events still go out, so watchers see status changes and errors.
+                for w in writes {
+                    if let Write::Publish(ev) = w {
+                        bus.publish(ev);
+                    }
+                }
+                if pending_error.is_none() {
+                    pending_error = Some(e);
+                }
+            }
+        }
+        for (_, tx) in flushes {
+            let r = match pending_error.take() {
+                Some(e) => Err(e),
+                None => Ok(()),
+            };
+            let _ = tx.send(r);
+        }
+    }
+}
+
+fn event_of(w: Write) -> Option<Event> {
+    Some(match w {
+        Write::Session { info, created: true } => Event::SessionCreated { info },
+        Write::Session { info, created: false } => Event::SessionUpdated { info },
+        Write::Message(info) => Event::MessageUpdated { info },
+        Write::Part(part) => Event::PartUpdated { part },
+        Write::DeleteSession(info) => Event::SessionDeleted { info },
+        Write::RemovePart(p) => {
+            Event::PartRemoved { session_id: p.session_id, message_id: p.message_id, part_id: p.id }
+        }
+        Write::Publish(ev) => ev,
+    })
+}
+
+fn apply(path: &Path, conn: &mut Connection, writes: &[Write]) -> Result<(), StoreError> {
+    if writes.iter().all(|w| matches!(w, Write::Publish(_))) {
+        return Ok(());
+    }
+    let tx = conn.transaction().map_err(|e| sql_err(path, e))?;
+    {
+        let mut seqs: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
+        let now = now_ms();
+        let mut log = |tx: &rusqlite::Transaction<'_>, sid: &str, ty: &str, data: &str| -> Result<(), StoreError> {
+            let seq = match seqs.get(sid) {
+                Some(s) => s + 1,
+                None => {
+                    tx.query_row("SELECT COALESCE(MAX(seq), 0) FROM event WHERE session_id = ?1", [sid], |r| {
+                        r.get::<_, i64>(0)
+                    })
+                    .map_err(|e| sql_err(path, e))?
+                        + 1
+                }
+            };
+            seqs.insert(sid.to_string(), seq);
+            tx.prepare_cached("INSERT INTO event (session_id, seq, type, time, data) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .and_then(|mut s| s.execute(params![sid, seq, ty, now, data]))
+                .map_err(|e| sql_err(path, e))?;
+            Ok(())
+        };
+        for w in writes {
+            match w {
+                Write::Session { info, created } => {
+                    let data = json(info);
+                    tx.prepare_cached(
+                        "INSERT INTO session (id, parent_id, directory, title, time_created, time_updated, data)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                         ON CONFLICT(id) DO UPDATE SET title = excluded.title, time_updated = excluded.time_updated, data = excluded.data",
+                    )
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            info.id,
+                            info.parent_id,
+                            info.directory,
+                            info.title,
+                            info.time.created,
+                            info.time.updated,
+                            data
+                        ])
+                    })
+                    .map_err(|e| sql_err(path, e))?;
+                    log(&tx, &info.id, if *created { "session.created" } else { "session.updated" }, &data)?;
+                }
+                Write::Message(m) => {
+                    let data = json(m);
+                    let role = if matches!(m, Message::User(_)) { "user" } else { "assistant" };
+                    tx.prepare_cached(
+                        "INSERT INTO message (id, session_id, role, time_created, data) VALUES (?1, ?2, ?3, ?4, ?5)
+                         ON CONFLICT(id) DO UPDATE SET data = excluded.data",
+                    )
+                    .and_then(|mut s| s.execute(params![m.id(), m.session_id(), role, m.created(), data]))
+                    .map_err(|e| sql_err(path, e))?;
+                    log(&tx, m.session_id(), "message.updated", &data)?;
+                }
+                Write::Part(p) => {
+                    let data = json(p);
+                    let status = match &p.kind {
+                        PartKind::Tool { state, .. } => Some(state.status()),
+                        _ => None,
+                    };
+                    tx.prepare_cached(
+                        "INSERT INTO part (id, message_id, session_id, type, status, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                         ON CONFLICT(id) DO UPDATE SET status = excluded.status, data = excluded.data",
+                    )
+                    .and_then(|mut s| s.execute(params![p.id, p.message_id, p.session_id, p.type_name(), status, data]))
+                    .map_err(|e| sql_err(path, e))?;
+                    log(&tx, &p.session_id, "message.part.updated", &data)?;
+                }
+                Write::DeleteSession(s) => {
+                    tx.execute("DELETE FROM part WHERE session_id = ?1", [&s.id]).map_err(|e| sql_err(path, e))?;
+                    tx.execute("DELETE FROM message WHERE session_id = ?1", [&s.id])
+                        .map_err(|e| sql_err(path, e))?;
+                    tx.execute("DELETE FROM session WHERE id = ?1", [&s.id]).map_err(|e| sql_err(path, e))?;
+                    tx.execute("DELETE FROM event WHERE session_id = ?1", [&s.id]).map_err(|e| sql_err(path, e))?;
+                }
+                Write::RemovePart(p) => {
+                    tx.prepare_cached("DELETE FROM part WHERE id = ?1")
+                        .and_then(|mut s| s.execute([&p.id]))
+                        .map_err(|e| sql_err(path, e))?;
+                    log(&tx, &p.session_id, "message.part.removed", &json(&p.id))?;
+                }
+                Write::Publish(_) => {}
+            }
+        }
+    }
+    tx.commit().map_err(|e| sql_err(path, e))
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    // Serializing our own types cannot fail; keep a readable marker if it ever does.
+    serde_json::to_string(v).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+/// Repair a session left inconsistent by a crashed or killed process: tool parts still
+/// `pending`/`running` become `error` "Tool execution aborted" (metadata `interrupted`), and
+/// assistant messages that never completed get `time.completed` and a `MessageAbortedError`.
+/// Returns the repaired writes (already queued). Call before driving a loaded session.
+pub fn sweep_interrupted(store: &Store, history: &mut [MessageWithParts]) -> usize {
+    let mut writes = Vec::new();
+    let now = now_ms();
+    for m in history.iter_mut() {
+        for p in m.parts.iter_mut() {
+            if let PartKind::Tool { state, .. } = &mut p.kind
+                && !state.is_final()
+            {
+                let start = match state {
+                    ToolState::Running { time, .. } => time.start,
+                    _ => now,
+                };
+                *state = ToolState::Error {
+                    input: state.input().clone(),
+                    error: "Tool execution aborted".into(),
+                    metadata: Some(serde_json::json!({"interrupted": true})),
+                    time: ToolTime { start, end: Some(now), compacted: None },
+                };
+                writes.push(Write::Part(p.clone()));
+            }
+        }
+        if let Message::Assistant(a) = &mut m.info
+            && a.time.completed.is_none()
+        {
+            a.time.completed = Some(now);
+            if a.error.is_none() && a.finish.is_none() {
+                a.error = Some(crate::types::MessageError::new(
+                    "MessageAbortedError",
+                    "the process driving this step ended before it finished",
+                ));
+            }
+            writes.push(Write::Message(m.info.clone()));
+        }
+    }
+    let n = writes.len();
+    if n > 0 {
+        store.write(writes);
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path().join("t.db"), Bus::new()).unwrap();
+        (dir, s)
+    }
+
+    #[tokio::test]
+    async fn write_then_read_roundtrip_and_event_order() {
+        let (_d, store) = store();
+        let mut rx = store.bus().subscribe();
+        let s = Session::new("/tmp", None);
+        let m = Message::User(UserMessage {
+            id: crate::id::message(),
+            session_id: s.id.clone(),
+            time: UserTime { created: 1 },
+            agent: "build".into(),
+            model: ModelRef { provider_id: "p".into(), model_id: "m".into() },
+            system: None,
+        });
+        let p = Part::new(&s.id, m.id(), PartKind::Text { text: "hi".into(), synthetic: false, time: None });
+        store.write(vec![Write::Session { info: s.clone(), created: true }, Write::Message(m.clone())]);
+        store.write1(Write::Part(p.clone()));
+        store.flush().await.unwrap();
+        let sid = s.id.clone();
+        let msgs = store.read(move |r| r.messages(&sid)).await.unwrap();
+        assert_eq!(msgs.len(), 1);
+        assert_eq!(msgs[0].parts, vec![p]);
+        let types: Vec<&str> = (0..3).map(|_| rx.try_recv().unwrap().type_name()).collect();
+        assert_eq!(types, ["session.created", "message.updated", "message.part.updated"]);
+        let sid = s.id.clone();
+        assert_eq!(store.read(move |r| r.event_count(&sid)).await.unwrap(), 3);
+    }
+
+    #[tokio::test]
+    async fn reopen_keeps_data_and_migrations_are_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let s = Session::new("/x", None);
+        {
+            let store = Store::open(&path, Bus::new()).unwrap();
+            store.write1(Write::Session { info: s.clone(), created: true });
+            store.flush().await.unwrap();
+        }
+        let store = Store::open(&path, Bus::new()).unwrap();
+        let id = s.id.clone();
+        assert_eq!(store.read(move |r| r.session(&id)).await.unwrap(), Some(s));
+    }
+
+    #[tokio::test]
+    async fn write_error_surfaces_at_flush() {
+        let (_d, store) = store();
+        // A message whose session does not exist violates the foreign key.
+        let m = Message::User(UserMessage {
+            id: crate::id::message(),
+            session_id: "ses_missing".into(),
+            time: UserTime { created: 1 },
+            agent: "build".into(),
+            model: ModelRef { provider_id: "p".into(), model_id: "m".into() },
+            system: None,
+        });
+        store.write1(Write::Message(m));
+        let err = store.flush().await.unwrap_err();
+        assert!(err.to_string().contains("FOREIGN KEY"), "{err}");
+        // The next flush is clean again.
+        store.flush().await.unwrap();
+    }
+}

@@ -1,0 +1,46 @@
+//! `troupe-testkit`: a scripted, OpenAI- and Anthropic-compatible streaming provider on
+//! 127.0.0.1 for tests and benchmarks, with fault injection and request recording.
+//!
+//! This crate deliberately depends on no other troupe crate: it is an independent
+//! implementation of the wire formats in `shared/reference/wire-formats.md` (§1 OpenAI Chat
+//! Completions, §2 Anthropic Messages), so a bug in `troupe-llm`'s parser is not mirrored here.
+//!
+//! Endpoints: `POST /v1/chat/completions` (and `/chat/completions`), `POST /v1/messages` (and
+//! `/messages`), `GET /v1/models` (lists [`MOCK_MODEL`]), `GET /health`, `GET /_mock/requests`
+//! (the [`RecordedRequest`] list as JSON).
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use troupe_testkit::{Fault, MockServer, Script, Step};
+//! use serde_json::json;
+//!
+//! let script = Script::single(vec![
+//!     Step::tool("bash", json!({"command": "ls"})).with_fault(Fault::rate_limited(1)),
+//!     Step::text("done"),
+//! ]);
+//! let server = MockServer::start(script).await?;
+//! let base = server.base_url(); // http://127.0.0.1:PORT/v1
+//! # let _ = base;
+//! // ... point the client at `base`, run, then inspect:
+//! let reqs = server.requests();
+//! # let _ = reqs;
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! The script format is documented on [`Script`], [`Step`] and [`Fault`] and in the crate
+//! README.
+
+mod script;
+mod server;
+mod wire;
+
+pub use script::{
+    Conversation, DEFAULT_CHUNK_SIZE, EXHAUSTED_TEXT, Exhausted, Fault, Script, ScriptError, Step,
+    ToolCallSpec, UsageSpec,
+};
+pub use server::{
+    HANG_LIMIT, MOCK_MODEL, MockOptions, MockServer, RecordedHeaders, RecordedRequest,
+    SHUTDOWN_GRACE,
+};
+pub use wire::Dialect;

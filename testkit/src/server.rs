@@ -1,0 +1,770 @@
+//! The HTTP server: routing, fault attempts, streaming and request recording.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::script::{EXHAUSTED_TEXT, Exhausted, Fault, Script, Step};
+use crate::wire::{self, Dialect, Ending, Plan};
+
+/// Longest time a `hang_after` fault keeps a connection open: 10 minutes.
+pub const HANG_LIMIT: Duration = Duration::from_secs(600);
+
+/// How long [`MockServer::shutdown`] waits for in-flight responses before dropping them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Pause before a `cut_after` abort so the frames sent before it reach the client.
+const ABORT_FLUSH_PAUSE: Duration = Duration::from_millis(20);
+
+/// Model id listed by `GET /v1/models`.
+pub const MOCK_MODEL: &str = "mock-model";
+
+/// Selected request headers kept in a [`RecordedRequest`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedHeaders {
+    /// `authorization` value, verbatim.
+    pub authorization: Option<String>,
+    /// `x-session-affinity` value.
+    pub x_session_affinity: Option<String>,
+    /// `user-agent` value.
+    pub user_agent: Option<String>,
+    /// `anthropic-version` value.
+    pub anthropic_version: Option<String>,
+    /// Whether an `x-api-key` header was present (the value is not kept).
+    pub x_api_key_present: bool,
+}
+
+/// One request as the server saw it. Serialized as one JSONL line in the `--log` file and as an
+/// element of `GET /_mock/requests`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedRequest {
+    /// Arrival order, from 0.
+    pub seq: u64,
+    /// Dialect of a completion request (`openai` / `anthropic`); `None` for other endpoints.
+    pub dialect: Option<Dialect>,
+    /// Index of the conversation that answered, if one was selected.
+    pub conversation: Option<usize>,
+    /// Step index (number of assistant messages in the request), if the body was understood.
+    pub step: Option<usize>,
+    /// 1-based attempt number for (session key, conversation, step); 0 when not counted.
+    pub attempt: u32,
+    /// `x-session-affinity` header, else the first user message text.
+    pub session_key: String,
+    /// Whether the request asked for streaming.
+    pub stream: bool,
+    /// Unix time in milliseconds when the request arrived.
+    pub start_ms: u64,
+    /// Unix time in milliseconds when the response finished (body fully sent, aborted, or
+    /// dropped by the client); `None` while it is still streaming.
+    pub end_ms: Option<u64>,
+    /// HTTP method.
+    pub method: String,
+    /// Request path.
+    pub path: String,
+    /// Selected headers.
+    pub headers: RecordedHeaders,
+    /// Parsed JSON body (`null` for an empty body, a JSON string holding the raw text if it did
+    /// not parse).
+    pub body: Value,
+    /// HTTP status sent.
+    pub status: u16,
+    /// The fault applied to this attempt, if any.
+    pub fault: Option<Fault>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these short locks cannot leave the data inconsistent
+    // (single push / insert), so recover from poisoning.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+enum LogMsg {
+    Line(String),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+struct Shared {
+    script: Script,
+    seq: AtomicU64,
+    attempts: Mutex<HashMap<(String, usize, usize), u32>>,
+    records: Mutex<Vec<RecordedRequest>>,
+    log: Option<mpsc::UnboundedSender<LogMsg>>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Shared {
+    fn record(&self, rec: RecordedRequest) {
+        let done = rec.end_ms.is_some();
+        let line = if done {
+            serde_json::to_string(&rec).ok()
+        } else {
+            None
+        };
+        lock(&self.records).push(rec);
+        if let (Some(tx), Some(line)) = (&self.log, line) {
+            let _ = tx.send(LogMsg::Line(line));
+        }
+    }
+
+    fn finish(&self, seq: u64) {
+        let line = {
+            let mut recs = lock(&self.records);
+            let Some(rec) = recs.iter_mut().rev().find(|r| r.seq == seq) else {
+                return;
+            };
+            if rec.end_ms.is_some() {
+                return;
+            }
+            rec.end_ms = Some(now_ms());
+            serde_json::to_string(rec).ok()
+        };
+        if let (Some(tx), Some(line)) = (&self.log, line) {
+            let _ = tx.send(LogMsg::Line(line));
+        }
+    }
+
+    fn next_attempt(&self, key: (String, usize, usize)) -> u32 {
+        let mut map = lock(&self.attempts);
+        let n = map.entry(key).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+}
+
+/// Marks a record finished when dropped (body completed, aborted or dropped by the client).
+struct FinishGuard {
+    shared: Arc<Shared>,
+    seq: u64,
+}
+
+impl Drop for FinishGuard {
+    fn drop(&mut self) {
+        self.shared.finish(self.seq);
+    }
+}
+
+fn selected_headers(h: &HeaderMap) -> RecordedHeaders {
+    let get = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    RecordedHeaders {
+        authorization: get("authorization"),
+        x_session_affinity: get("x-session-affinity"),
+        user_agent: get("user-agent"),
+        anthropic_version: get("anthropic-version"),
+        x_api_key_present: h.contains_key("x-api-key"),
+    }
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+/// Everything a completion handler knows before it decides what to send.
+struct Incoming {
+    seq: u64,
+    start_ms: u64,
+    method: Method,
+    path: String,
+    headers: RecordedHeaders,
+    session_header: Option<String>,
+}
+
+impl Incoming {
+    fn new(shared: &Shared, method: Method, uri: &Uri, headers: &HeaderMap) -> Self {
+        let rec_headers = selected_headers(headers);
+        Incoming {
+            seq: shared.seq.fetch_add(1, Ordering::Relaxed),
+            start_ms: now_ms(),
+            method,
+            path: uri.path().to_owned(),
+            session_header: rec_headers.x_session_affinity.clone(),
+            headers: rec_headers,
+        }
+    }
+
+    fn record(&self, body: Value, status: StatusCode) -> RecordedRequest {
+        RecordedRequest {
+            seq: self.seq,
+            dialect: None,
+            conversation: None,
+            step: None,
+            attempt: 0,
+            session_key: self.session_header.clone().unwrap_or_default(),
+            stream: false,
+            start_ms: self.start_ms,
+            end_ms: Some(now_ms()),
+            method: self.method.to_string(),
+            path: self.path.clone(),
+            headers: self.headers.clone(),
+            body,
+            status: status.as_u16(),
+            fault: None,
+        }
+    }
+}
+
+async fn openai_handler(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    completion(shared, Dialect::OpenAi, method, uri, headers, body).await
+}
+
+async fn anthropic_handler(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    completion(shared, Dialect::Anthropic, method, uri, headers, body).await
+}
+
+async fn completion(
+    shared: Arc<Shared>,
+    dialect: Dialect,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> Response {
+    let inc = Incoming::new(&shared, method, &uri, &headers);
+    let seq = inc.seq;
+    let reject = |body: Value, status: StatusCode, msg: &str| {
+        let mut rec = inc.record(body, status);
+        rec.dialect = Some(dialect);
+        shared.record(rec);
+        json_response(
+            status,
+            &wire::error_body(dialect, status.as_u16(), msg, seq),
+        )
+    };
+
+    let body: Value = match serde_json::from_slice(&raw) {
+        Ok(v) => v,
+        Err(e) => {
+            let text = Value::String(String::from_utf8_lossy(&raw).into_owned());
+            return reject(
+                text,
+                StatusCode::BAD_REQUEST,
+                &format!("invalid JSON body: {e}"),
+            );
+        }
+    };
+    let info = match wire::analyze(&body, dialect) {
+        Ok(i) => i,
+        Err(msg) => return reject(body, StatusCode::BAD_REQUEST, &msg),
+    };
+    let Some(conv_idx) = shared
+        .script
+        .select(&info.first_user_text, &info.system_text)
+    else {
+        let msg = format!(
+            "no scripted conversation matches first user message {:?}",
+            info.first_user_text
+        );
+        return reject(body, StatusCode::NOT_FOUND, &msg);
+    };
+    let conv = &shared.script.conversations[conv_idx];
+    let session_key = inc
+        .session_header
+        .clone()
+        .unwrap_or_else(|| info.first_user_text.clone());
+    let attempt = shared.next_attempt((session_key.clone(), conv_idx, info.step_index));
+
+    let exhausted_step;
+    let step: &Step = match conv.steps.get(info.step_index) {
+        Some(s) => s,
+        None => match conv.exhausted {
+            Exhausted::Text => {
+                exhausted_step = Step::text(EXHAUSTED_TEXT);
+                &exhausted_step
+            }
+            Exhausted::Error => {
+                let msg = format!(
+                    "script exhausted: conversation {conv_idx} has {} steps, request is for step {}",
+                    conv.steps.len(),
+                    info.step_index
+                );
+                let mut rec = inc.record(body, StatusCode::BAD_REQUEST);
+                rec.dialect = Some(dialect);
+                rec.conversation = Some(conv_idx);
+                rec.step = Some(info.step_index);
+                rec.attempt = attempt;
+                rec.session_key = session_key;
+                rec.stream = info.stream;
+                shared.record(rec);
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &wire::error_body(dialect, 400, &msg, seq),
+                );
+            }
+        },
+    };
+    let fault = usize::try_from(attempt)
+        .ok()
+        .and_then(|a| step.faults.get(a.saturating_sub(1)))
+        .cloned();
+
+    if let Some(ms) = step.first_byte_delay_ms.filter(|ms| *ms > 0) {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+
+    let mut rec = inc.record(body, StatusCode::OK);
+    rec.dialect = Some(dialect);
+    rec.conversation = Some(conv_idx);
+    rec.step = Some(info.step_index);
+    rec.attempt = attempt;
+    rec.session_key = session_key;
+    rec.stream = info.stream;
+    rec.fault = fault.clone();
+
+    if let Some(Fault::Http {
+        status,
+        headers: extra,
+        body: fault_body,
+    }) = &fault
+    {
+        let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        rec.status = status.as_u16();
+        shared.record(rec);
+        let mut resp = match fault_body {
+            Some(Value::String(s)) => (
+                status,
+                [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"))],
+                s.clone(),
+            )
+                .into_response(),
+            Some(v) => json_response(status, v),
+            None => json_response(
+                status,
+                &wire::error_body(
+                    dialect,
+                    status.as_u16(),
+                    &format!("mock fault: HTTP {}", status.as_u16()),
+                    seq,
+                ),
+            ),
+        };
+        for (k, v) in extra {
+            if let (Ok(k), Ok(v)) = (
+                HeaderName::from_bytes(k.as_bytes()),
+                HeaderValue::from_str(v),
+            ) {
+                resp.headers_mut().insert(k, v);
+            }
+        }
+        return resp;
+    }
+
+    let created = now_ms() / 1000;
+    let plan = Plan::new(
+        step,
+        conv_idx,
+        info.step_index,
+        seq,
+        created,
+        &info.model,
+        raw.len(),
+    );
+
+    if !info.stream {
+        return non_streaming(&shared, rec, dialect, &plan, fault.as_ref()).await;
+    }
+
+    let frames = match dialect {
+        Dialect::OpenAi => wire::openai_frames(&plan, info.include_usage),
+        Dialect::Anthropic => wire::anthropic_frames(&plan),
+    };
+    let (frames, ending) = wire::apply_fault(frames, fault.as_ref(), dialect);
+    rec.end_ms = None;
+    shared.record(rec);
+    let guard = FinishGuard {
+        shared: Arc::clone(&shared),
+        seq,
+    };
+    let body = sse_body(
+        frames,
+        ending,
+        Duration::from_millis(step.delay_ms.unwrap_or(0)),
+        shared.shutdown.clone(),
+        guard,
+    );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .header("x-request-id", format!("req_mock_{seq}"))
+        .body(body)
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// Non-streaming answer. Stream faults map to: `cut_after` → half the JSON body then an aborted
+/// connection; `malformed_after` → body `{not json`; `error_event_after` → HTTP 500 with the
+/// error object; `hang_after` → headers sent, body hangs.
+async fn non_streaming(
+    shared: &Arc<Shared>,
+    mut rec: RecordedRequest,
+    dialect: Dialect,
+    plan: &Plan,
+    fault: Option<&Fault>,
+) -> Response {
+    let full = match dialect {
+        Dialect::OpenAi => wire::openai_completion(plan),
+        Dialect::Anthropic => wire::anthropic_message(plan),
+    };
+    let seq = rec.seq;
+    let (frames, ending) = match fault {
+        Some(Fault::CutAfter(_)) => {
+            let full = full.to_string();
+            let mut cut = full.len() / 2;
+            while !full.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            (vec![Bytes::from(full[..cut].to_owned())], Ending::Abort)
+        }
+        Some(Fault::MalformedAfter(_)) => (vec![Bytes::from_static(b"{not json")], Ending::Done),
+        Some(Fault::HangAfter(_)) => (Vec::new(), Ending::Hang),
+        Some(Fault::ErrorEventAfter { error, .. }) => {
+            rec.status = 500;
+            shared.record(rec);
+            let body = match dialect {
+                Dialect::OpenAi => json!({ "error": error }),
+                Dialect::Anthropic => wire::error_body(
+                    dialect,
+                    500,
+                    error
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("mock error"),
+                    seq,
+                ),
+            };
+            return json_response(StatusCode::INTERNAL_SERVER_ERROR, &body);
+        }
+        _ => {
+            shared.record(rec);
+            return json_response(StatusCode::OK, &full);
+        }
+    };
+    rec.end_ms = None;
+    shared.record(rec);
+    let guard = FinishGuard {
+        shared: Arc::clone(shared),
+        seq,
+    };
+    let body = sse_body(
+        frames,
+        ending,
+        Duration::ZERO,
+        shared.shutdown.clone(),
+        guard,
+    );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+struct BodyState {
+    frames: std::vec::IntoIter<Bytes>,
+    ending: Option<Ending>,
+    delay: Duration,
+    first: bool,
+    shutdown: watch::Receiver<bool>,
+    _guard: FinishGuard,
+}
+
+/// A body that yields `frames` with `delay` between them, then ends per `ending`. The guard is
+/// dropped (recording `end_ms`) when the body finishes or the client goes away.
+fn sse_body(
+    frames: Vec<Bytes>,
+    ending: Ending,
+    delay: Duration,
+    shutdown: watch::Receiver<bool>,
+    guard: FinishGuard,
+) -> Body {
+    let state = BodyState {
+        frames: frames.into_iter(),
+        ending: Some(ending),
+        delay,
+        first: true,
+        shutdown,
+        _guard: guard,
+    };
+    let stream = futures::stream::unfold(state, |mut st| async move {
+        if let Some(frame) = st.frames.next() {
+            if !st.first && !st.delay.is_zero() {
+                tokio::time::sleep(st.delay).await;
+            }
+            st.first = false;
+            return Some((Ok::<Bytes, std::io::Error>(frame), st));
+        }
+        match st.ending.take()? {
+            Ending::Done => None,
+            Ending::Abort => {
+                // Let hyper flush the frames already queued: an error returned right after
+                // them would tear the connection down with the frames still buffered.
+                tokio::time::sleep(ABORT_FLUSH_PAUSE).await;
+                Some((
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionAborted,
+                        "mock fault: connection cut",
+                    )),
+                    st,
+                ))
+            }
+            Ending::Hang => {
+                let mut rx = st.shutdown.clone();
+                tokio::select! {
+                    _ = tokio::time::sleep(HANG_LIMIT) => {}
+                    _ = rx.wait_for(|down| *down) => {}
+                }
+                None
+            }
+        }
+    });
+    Body::from_stream(stream)
+}
+
+async fn models(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let inc = Incoming::new(&shared, method, &uri, &headers);
+    shared.record(inc.record(Value::Null, StatusCode::OK));
+    json_response(
+        StatusCode::OK,
+        &json!({"object": "list", "data": [
+            {"id": MOCK_MODEL, "object": "model", "created": 0, "owned_by": "troupe-testkit"}
+        ]}),
+    )
+}
+
+async fn list_requests(State(shared): State<Arc<Shared>>) -> Response {
+    let recs = lock(&shared.records).clone();
+    json_response(
+        StatusCode::OK,
+        &serde_json::to_value(recs).unwrap_or(Value::Null),
+    )
+}
+
+async fn not_found(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let inc = Incoming::new(&shared, method, &uri, &headers);
+    let parsed = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    shared.record(inc.record(parsed, StatusCode::NOT_FOUND));
+    let msg = format!("mock: no route for {} {}", inc.method, inc.path);
+    json_response(
+        StatusCode::NOT_FOUND,
+        &wire::error_body(Dialect::OpenAi, 404, &msg, inc.seq),
+    )
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(openai_handler))
+        .route("/chat/completions", post(openai_handler))
+        .route("/v1/messages", post(anthropic_handler))
+        .route("/messages", post(anthropic_handler))
+        .route("/v1/models", get(models))
+        .route("/models", get(models))
+        .route("/health", any(|| async { "ok" }))
+        .route("/_mock/requests", get(list_requests))
+        .fallback(not_found)
+        .with_state(shared)
+}
+
+/// Server options beyond the script.
+#[derive(Debug, Clone, Default)]
+pub struct MockOptions {
+    /// Port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Append every finished request as one JSON line ([`RecordedRequest`]) to this file.
+    pub log: Option<PathBuf>,
+}
+
+/// A running mock provider on 127.0.0.1. Dropping it without [`MockServer::shutdown`] signals
+/// shutdown but does not wait.
+pub struct MockServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown_tx: watch::Sender<bool>,
+    serve: Option<JoinHandle<std::io::Result<()>>>,
+    logger: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for MockServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockServer")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl MockServer {
+    /// Starts serving `script` on `127.0.0.1:0` (a free port).
+    pub async fn start(script: Script) -> std::io::Result<MockServer> {
+        Self::start_with(script, MockOptions::default()).await
+    }
+
+    /// Starts serving `script` on `127.0.0.1:port` (0 = any free port).
+    pub async fn start_on(script: Script, port: u16) -> std::io::Result<MockServer> {
+        Self::start_with(
+            script,
+            MockOptions {
+                port,
+                ..MockOptions::default()
+            },
+        )
+        .await
+    }
+
+    /// Starts with explicit [`MockOptions`]. Fails if the script is invalid
+    /// (`InvalidInput`), the log file cannot be opened, or the port cannot be bound.
+    pub async fn start_with(script: Script, opts: MockOptions) -> std::io::Result<MockServer> {
+        script
+            .validate()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+        let (log, logger) = match &opts.log {
+            Some(path) => {
+                let mut file = tokio::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .await?;
+                let (tx, mut rx) = mpsc::unbounded_channel::<LogMsg>();
+                let task = tokio::spawn(async move {
+                    let mut failed = false;
+                    while let Some(msg) = rx.recv().await {
+                        match msg {
+                            LogMsg::Line(mut line) if !failed => {
+                                line.push('\n');
+                                failed = file.write_all(line.as_bytes()).await.is_err()
+                                    || file.flush().await.is_err();
+                            }
+                            LogMsg::Line(_) => {}
+                            LogMsg::Flush(ack) => {
+                                let _ = ack.send(());
+                            }
+                        }
+                    }
+                });
+                (Some(tx), Some(task))
+            }
+            None => (None, None),
+        };
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", opts.port)).await?;
+        let addr = listener.local_addr()?;
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            script,
+            seq: AtomicU64::new(0),
+            attempts: Mutex::new(HashMap::new()),
+            records: Mutex::new(Vec::new()),
+            log,
+            shutdown: shutdown_rx.clone(),
+        });
+        let app = router(Arc::clone(&shared));
+        let mut rx = shutdown_rx;
+        let serve = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = rx.wait_for(|down| *down).await;
+                })
+                .await
+        });
+        Ok(MockServer {
+            addr,
+            shared,
+            shutdown_tx,
+            serve: Some(serve),
+            logger,
+        })
+    }
+
+    /// OpenAI-style base URL, `http://127.0.0.1:PORT/v1` (append `/chat/completions` or
+    /// `/messages`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The bound socket address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A snapshot of all recorded requests, in arrival order (also `GET /_mock/requests`).
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.records).clone()
+    }
+
+    /// Stops accepting, ends hanging responses, waits up to [`SHUTDOWN_GRACE`] for in-flight
+    /// responses, and flushes the log file.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown_tx.send(true);
+        if let Some(serve) = self.serve.take() {
+            let abort = serve.abort_handle();
+            if tokio::time::timeout(SHUTDOWN_GRACE, serve).await.is_err() {
+                abort.abort();
+            }
+        }
+        // Every finished record was queued before its response ended; wait until the writer
+        // has flushed everything queued so far.
+        if let Some(tx) = &self.shared.log {
+            let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
+            if tx.send(LogMsg::Flush(ack_tx)).is_ok() {
+                let _ = tokio::time::timeout(Duration::from_secs(5), ack_rx).await;
+            }
+        }
+        if let Some(logger) = self.logger.take() {
+            logger.abort();
+        }
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        let _ = self.shutdown_tx.send(true);
+    }
+}

@@ -1,0 +1,796 @@
+//! Request analysis and response rendering for the two wire dialects.
+//!
+//! Shapes follow `/work/shared/reference/wire-formats.md` §1 (OpenAI Chat Completions) and §2
+//! (Anthropic Messages), checked against the recorded fixtures in `shared/fixtures/wire/`.
+//! This module is pure (no I/O) so the frame sequences are unit-tested directly.
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use crate::script::{Fault, Step};
+
+/// The provider dialect a request arrived in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    /// OpenAI Chat Completions (`/v1/chat/completions`).
+    OpenAi,
+    /// Anthropic Messages (`/v1/messages`).
+    Anthropic,
+}
+
+/// What the router needs to know about a completion request.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RequestInfo {
+    pub model: String,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub step_index: usize,
+    pub first_user_text: String,
+    pub system_text: String,
+}
+
+/// Text of a message `content`: a string, or the `text` of each part of an array, joined by `\n`.
+fn content_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Extracts routing facts from a parsed request body; `Err` carries a client-facing message.
+pub(crate) fn analyze(body: &Value, dialect: Dialect) -> Result<RequestInfo, String> {
+    let obj = body
+        .as_object()
+        .ok_or("request body must be a JSON object")?;
+    let messages = obj
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or("`messages` must be an array")?;
+    let role = |m: &Value| m.get("role").and_then(Value::as_str).map(str::to_owned);
+    let step_index = messages
+        .iter()
+        .filter(|m| role(m).as_deref() == Some("assistant"))
+        .count();
+    let first_user_text = messages
+        .iter()
+        .find(|m| role(m).as_deref() == Some("user"))
+        .and_then(|m| m.get("content"))
+        .map(content_text)
+        .unwrap_or_default();
+    let system_text = match dialect {
+        Dialect::OpenAi => messages
+            .iter()
+            .filter(|m| matches!(role(m).as_deref(), Some("system" | "developer")))
+            .filter_map(|m| m.get("content"))
+            .map(content_text)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Dialect::Anthropic => obj.get("system").map(content_text).unwrap_or_default(),
+    };
+    let model = obj
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("mock-model")
+        .to_owned();
+    let stream = obj.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let include_usage = obj
+        .get("stream_options")
+        .and_then(|o| o.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Ok(RequestInfo {
+        model,
+        stream,
+        include_usage,
+        step_index,
+        first_user_text,
+        system_text,
+    })
+}
+
+/// Token counts after defaults (see [`crate::UsageSpec`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Usage {
+    pub prompt: u64,
+    pub completion: u64,
+    pub cached: u64,
+    pub reasoning: u64,
+}
+
+/// A step resolved for one request: ids, argument strings, finish reason and usage fixed.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+    pub reasoning: Option<String>,
+    pub signature: String,
+    pub text: Option<String>,
+    /// (id, name, argument string)
+    pub tool_calls: Vec<(String, String, String)>,
+    pub finish_reason: String,
+    pub usage: Usage,
+    pub chunk_size: usize,
+}
+
+fn quarter_at_least_one(n: usize) -> u64 {
+    ((n / 4) as u64).max(1)
+}
+
+impl Plan {
+    /// Resolves `step` for conversation `conv`, step `step_idx`; `body_len` is the request body
+    /// size in bytes; `seq` makes the response id unique.
+    pub fn new(
+        step: &Step,
+        conv: usize,
+        step_idx: usize,
+        seq: u64,
+        created: u64,
+        model: &str,
+        body_len: usize,
+    ) -> Plan {
+        let non_empty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
+        let reasoning = non_empty(&step.reasoning);
+        let text = non_empty(&step.text);
+        let tool_calls: Vec<(String, String, String)> = step
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(i, tc)| {
+                let id = tc
+                    .id
+                    .clone()
+                    .unwrap_or_else(|| format!("call_{conv}_{step_idx}_{i}"));
+                (id, tc.name.clone(), tc.arguments_string())
+            })
+            .collect();
+        let reasoning_chars = reasoning.as_deref().map_or(0, |r| r.chars().count());
+        let out_chars = reasoning_chars
+            + text.as_deref().map_or(0, |t| t.chars().count())
+            + tool_calls
+                .iter()
+                .map(|(_, n, a)| n.chars().count() + a.chars().count())
+                .sum::<usize>();
+        let spec = step.usage.unwrap_or_default();
+        let usage = Usage {
+            prompt: spec
+                .prompt_tokens
+                .unwrap_or_else(|| quarter_at_least_one(body_len)),
+            completion: spec
+                .completion_tokens
+                .unwrap_or_else(|| quarter_at_least_one(out_chars)),
+            cached: spec.cached_tokens.unwrap_or(0),
+            reasoning: spec.reasoning_tokens.unwrap_or(if reasoning_chars > 0 {
+                quarter_at_least_one(reasoning_chars)
+            } else {
+                0
+            }),
+        };
+        Plan {
+            id: format!("{seq}"),
+            created,
+            model: model.to_owned(),
+            reasoning,
+            signature: step
+                .signature
+                .clone()
+                .unwrap_or_else(|| format!("mock-signature-{conv}-{step_idx}")),
+            text,
+            tool_calls,
+            finish_reason: step.effective_finish_reason(),
+            usage,
+            chunk_size: step.effective_chunk_size(),
+        }
+    }
+}
+
+/// Splits `s` into pieces of at most `n` chars, on char boundaries. Empty input gives no piece.
+pub(crate) fn split_chars(s: &str, n: usize) -> Vec<&str> {
+    let n = n.max(1);
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut count = 0;
+    for (i, _) in s.char_indices() {
+        if count == n {
+            out.push(&s[start..i]);
+            start = i;
+            count = 0;
+        }
+        count += 1;
+    }
+    if start < s.len() {
+        out.push(&s[start..]);
+    }
+    out
+}
+
+/// How a streamed body ends after its frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// End the body normally.
+    Done,
+    /// Abort the connection (the chunked body is never terminated).
+    Abort,
+    /// Keep the connection open, silent, up to the hang limit.
+    Hang,
+}
+
+/// Applies a stream fault to the normal frame sequence.
+pub(crate) fn apply_fault(
+    mut frames: Vec<Bytes>,
+    fault: Option<&Fault>,
+    dialect: Dialect,
+) -> (Vec<Bytes>, Ending) {
+    match fault {
+        None | Some(Fault::Http { .. }) => (frames, Ending::Done),
+        Some(Fault::CutAfter(n)) => {
+            frames.truncate(*n);
+            (frames, Ending::Abort)
+        }
+        Some(Fault::MalformedAfter(n)) => {
+            frames.truncate(*n);
+            frames.push(Bytes::from_static(match dialect {
+                Dialect::OpenAi => b"data: {not json\n\n",
+                Dialect::Anthropic => b"event: content_block_delta\ndata: {not json\n\n",
+            }));
+            (frames, Ending::Done)
+        }
+        Some(Fault::ErrorEventAfter { after, error }) => {
+            frames.truncate(*after);
+            frames.push(match dialect {
+                Dialect::OpenAi => sse_data(&json!({ "error": error })),
+                Dialect::Anthropic => sse_event("error", &anthropic_error_event(error)),
+            });
+            (frames, Ending::Done)
+        }
+        Some(Fault::HangAfter(n)) => {
+            frames.truncate(*n);
+            (frames, Ending::Hang)
+        }
+    }
+}
+
+fn sse_data(v: &Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+fn sse_event(name: &str, v: &Value) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {v}\n\n"))
+}
+
+// ---------------------------------------------------------------- OpenAI
+
+fn openai_chunk(plan: &Plan, delta: Value, finish: Option<&str>) -> Bytes {
+    sse_data(&json!({
+        "id": format!("chatcmpl-mock-{}", plan.id),
+        "object": "chat.completion.chunk",
+        "created": plan.created,
+        "model": plan.model,
+        "system_fingerprint": "fp_mock",
+        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+    }))
+}
+
+fn openai_usage(u: &Usage) -> Value {
+    json!({
+        "prompt_tokens": u.prompt,
+        "completion_tokens": u.completion,
+        "total_tokens": u.prompt + u.completion,
+        "prompt_tokens_details": {"cached_tokens": u.cached},
+        "completion_tokens_details": {"reasoning_tokens": u.reasoning},
+    })
+}
+
+/// The normal OpenAI SSE frame sequence for `plan` (§1.2): role chunk (merged with the first
+/// tool-call opening when there is no text/reasoning, as recorded), reasoning_content deltas,
+/// content deltas, per tool call an opening fragment then argument fragments, the empty-delta
+/// finish chunk, the usage chunk (if requested) and `[DONE]`.
+pub(crate) fn openai_frames(plan: &Plan, include_usage: bool) -> Vec<Bytes> {
+    let n = plan.chunk_size;
+    let mut frames = Vec::new();
+    let merge_role_with_tool = plan.reasoning.is_none() && plan.text.is_none();
+    if !merge_role_with_tool || plan.tool_calls.is_empty() {
+        frames.push(openai_chunk(
+            plan,
+            json!({"role": "assistant", "content": ""}),
+            None,
+        ));
+    }
+    if let Some(r) = &plan.reasoning {
+        for piece in split_chars(r, n) {
+            frames.push(openai_chunk(
+                plan,
+                json!({"reasoning_content": piece}),
+                None,
+            ));
+        }
+    }
+    if let Some(t) = &plan.text {
+        for piece in split_chars(t, n) {
+            frames.push(openai_chunk(plan, json!({"content": piece}), None));
+        }
+    }
+    for (i, (id, name, args)) in plan.tool_calls.iter().enumerate() {
+        let opening = json!({
+            "index": i, "id": id, "type": "function",
+            "function": {"name": name, "arguments": ""},
+        });
+        let delta = if i == 0 && merge_role_with_tool {
+            json!({"role": "assistant", "content": null, "tool_calls": [opening]})
+        } else {
+            json!({"tool_calls": [opening]})
+        };
+        frames.push(openai_chunk(plan, delta, None));
+        for piece in split_chars(args, n) {
+            frames.push(openai_chunk(
+                plan,
+                json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
+                None,
+            ));
+        }
+    }
+    frames.push(openai_chunk(plan, json!({}), Some(&plan.finish_reason)));
+    if include_usage {
+        frames.push(sse_data(&json!({
+            "id": format!("chatcmpl-mock-{}", plan.id),
+            "object": "chat.completion.chunk",
+            "created": plan.created,
+            "model": plan.model,
+            "system_fingerprint": "fp_mock",
+            "choices": [],
+            "usage": openai_usage(&plan.usage),
+        })));
+    }
+    frames.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    frames
+}
+
+/// A non-streaming `chat.completion` object for `plan`.
+pub(crate) fn openai_completion(plan: &Plan) -> Value {
+    let mut message = Map::new();
+    message.insert("role".into(), json!("assistant"));
+    message.insert(
+        "content".into(),
+        plan.text.clone().map_or(Value::Null, Value::String),
+    );
+    if let Some(r) = &plan.reasoning {
+        message.insert("reasoning_content".into(), json!(r));
+    }
+    if !plan.tool_calls.is_empty() {
+        let calls: Vec<Value> = plan
+            .tool_calls
+            .iter()
+            .map(|(id, name, args)| {
+                json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})
+            })
+            .collect();
+        message.insert("tool_calls".into(), Value::Array(calls));
+    }
+    message.insert("refusal".into(), Value::Null);
+    json!({
+        "id": format!("chatcmpl-mock-{}", plan.id),
+        "object": "chat.completion",
+        "created": plan.created,
+        "model": plan.model,
+        "system_fingerprint": "fp_mock",
+        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": plan.finish_reason}],
+        "usage": openai_usage(&plan.usage),
+    })
+}
+
+/// OpenAI error `type` and `code` for an HTTP status (§1.5 table).
+fn openai_error_kind(status: u16) -> (&'static str, Option<&'static str>) {
+    match status {
+        401 => ("invalid_request_error", Some("invalid_api_key")),
+        404 => ("invalid_request_error", Some("model_not_found")),
+        429 => ("requests", Some("rate_limit_exceeded")),
+        503 => ("service_unavailable_error", Some("server_is_overloaded")),
+        s if s >= 500 => ("server_error", None),
+        _ => ("invalid_request_error", None),
+    }
+}
+
+/// Anthropic error `type` for an HTTP status (§2.3 table).
+fn anthropic_error_kind(status: u16) -> &'static str {
+    match status {
+        401 => "authentication_error",
+        402 => "billing_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        409 => "conflict_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        504 => "timeout_error",
+        529 => "overloaded_error",
+        s if s >= 500 => "api_error",
+        _ => "invalid_request_error",
+    }
+}
+
+/// The dialect's standard HTTP error body.
+pub(crate) fn error_body(dialect: Dialect, status: u16, message: &str, seq: u64) -> Value {
+    match dialect {
+        Dialect::OpenAi => {
+            let (ty, code) = openai_error_kind(status);
+            json!({"error": {"message": message, "type": ty, "param": null, "code": code}})
+        }
+        Dialect::Anthropic => json!({
+            "type": "error",
+            "error": {"type": anthropic_error_kind(status), "message": message},
+            "request_id": format!("req_mock_{seq}"),
+        }),
+    }
+}
+
+// ---------------------------------------------------------------- Anthropic
+
+/// Maps an OpenAI finish reason to an Anthropic stop_reason.
+pub(crate) fn anthropic_stop_reason(finish: &str) -> &str {
+    match finish {
+        "tool_calls" => "tool_use",
+        "stop" => "end_turn",
+        "length" => "max_tokens",
+        "content_filter" => "refusal",
+        other => other,
+    }
+}
+
+fn anthropic_error_event(error: &Value) -> Value {
+    let ty = match error.get("type").and_then(Value::as_str) {
+        None | Some("server_error") => "api_error",
+        Some(t) => t,
+    };
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("mock error event");
+    json!({"type": "error", "error": {"type": ty, "message": message}})
+}
+
+fn anthropic_usage(u: &Usage) -> Value {
+    json!({
+        "input_tokens": u.prompt.saturating_sub(u.cached),
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": u.cached,
+        "output_tokens": u.completion,
+    })
+}
+
+/// Tool input object for non-streaming answers: the argument string parsed as JSON, or
+/// `{"_raw": <string>}` if it is not valid JSON (a non-streaming answer cannot carry invalid
+/// JSON input).
+fn tool_input(args: &str) -> Value {
+    match serde_json::from_str::<Value>(args) {
+        Ok(v) => v,
+        Err(_) => json!({"_raw": args}),
+    }
+}
+
+/// The normal Anthropic SSE event sequence for `plan` (§2.1): `message_start`; per block
+/// (thinking, text, tool_use…) `content_block_start`, deltas, `content_block_stop` with a
+/// `ping` after the first block start; `message_delta` with the stop reason and cumulative
+/// usage; `message_stop`.
+pub(crate) fn anthropic_frames(plan: &Plan) -> Vec<Bytes> {
+    let n = plan.chunk_size;
+    let mut frames = Vec::new();
+    let mut start_usage = anthropic_usage(&plan.usage);
+    start_usage["output_tokens"] = json!(1);
+    frames.push(sse_event(
+        "message_start",
+        &json!({"type": "message_start", "message": {
+            "id": format!("msg_mock_{}", plan.id), "type": "message", "role": "assistant",
+            "model": plan.model, "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": start_usage,
+        }}),
+    ));
+    let mut index = 0usize;
+    let mut pinged = false;
+    let mut open = |frames: &mut Vec<Bytes>, index: usize, block: Value| {
+        frames.push(sse_event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index, "content_block": block}),
+        ));
+        if !pinged {
+            frames.push(sse_event("ping", &json!({"type": "ping"})));
+            pinged = true;
+        }
+    };
+    let delta = |index: usize, d: Value| {
+        sse_event(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": index, "delta": d}),
+        )
+    };
+    let stop = |index: usize| {
+        sse_event(
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": index}),
+        )
+    };
+    if let Some(r) = &plan.reasoning {
+        open(
+            &mut frames,
+            index,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+        );
+        for piece in split_chars(r, n) {
+            frames.push(delta(
+                index,
+                json!({"type": "thinking_delta", "thinking": piece}),
+            ));
+        }
+        frames.push(delta(
+            index,
+            json!({"type": "signature_delta", "signature": plan.signature}),
+        ));
+        frames.push(stop(index));
+        index += 1;
+    }
+    if let Some(t) = &plan.text {
+        open(&mut frames, index, json!({"type": "text", "text": ""}));
+        for piece in split_chars(t, n) {
+            frames.push(delta(index, json!({"type": "text_delta", "text": piece})));
+        }
+        frames.push(stop(index));
+        index += 1;
+    }
+    for (id, name, args) in &plan.tool_calls {
+        open(
+            &mut frames,
+            index,
+            json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+        );
+        frames.push(delta(
+            index,
+            json!({"type": "input_json_delta", "partial_json": ""}),
+        ));
+        for piece in split_chars(args, n) {
+            frames.push(delta(
+                index,
+                json!({"type": "input_json_delta", "partial_json": piece}),
+            ));
+        }
+        frames.push(stop(index));
+        index += 1;
+    }
+    if !pinged {
+        frames.push(sse_event("ping", &json!({"type": "ping"})));
+    }
+    frames.push(sse_event(
+        "message_delta",
+        &json!({"type": "message_delta",
+            "delta": {"stop_reason": anthropic_stop_reason(&plan.finish_reason), "stop_sequence": null},
+            "usage": anthropic_usage(&plan.usage)}),
+    ));
+    frames.push(sse_event("message_stop", &json!({"type": "message_stop"})));
+    frames
+}
+
+/// A non-streaming Anthropic `message` object for `plan`.
+pub(crate) fn anthropic_message(plan: &Plan) -> Value {
+    let mut content = Vec::new();
+    if let Some(r) = &plan.reasoning {
+        content.push(json!({"type": "thinking", "thinking": r, "signature": plan.signature}));
+    }
+    if let Some(t) = &plan.text {
+        content.push(json!({"type": "text", "text": t}));
+    }
+    for (id, name, args) in &plan.tool_calls {
+        content
+            .push(json!({"type": "tool_use", "id": id, "name": name, "input": tool_input(args)}));
+    }
+    json!({
+        "id": format!("msg_mock_{}", plan.id), "type": "message", "role": "assistant",
+        "model": plan.model, "content": content,
+        "stop_reason": anthropic_stop_reason(&plan.finish_reason), "stop_sequence": null,
+        "usage": anthropic_usage(&plan.usage),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data_payloads(frames: &[Bytes]) -> Vec<Value> {
+        frames
+            .iter()
+            .filter_map(|f| {
+                let s = std::str::from_utf8(f).expect("utf8");
+                let line = s.lines().find(|l| l.starts_with("data: "))?;
+                serde_json::from_str(&line["data: ".len()..]).ok()
+            })
+            .collect()
+    }
+
+    fn plan(step: &Step) -> Plan {
+        Plan::new(step, 0, 0, 7, 1_700_000_000, "m", 400)
+    }
+
+    #[test]
+    fn split_on_char_boundaries() {
+        assert_eq!(split_chars("héllo", 2), vec!["hé", "ll", "o"]);
+        assert!(split_chars("", 3).is_empty());
+        assert_eq!(split_chars("abc", 16), vec!["abc"]);
+    }
+
+    #[test]
+    fn openai_text_sequence() {
+        let p = plan(&Step::text("Hello world!").with_chunk_size(5));
+        let frames = openai_frames(&p, true);
+        let v = data_payloads(&frames);
+        assert_eq!(v[0]["choices"][0]["delta"]["role"], "assistant");
+        let text: String = v
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+            .collect();
+        assert_eq!(text, "Hello world!");
+        assert_eq!(v[1]["choices"][0]["delta"]["content"], "Hello");
+        let finish = &v[v.len() - 2];
+        assert_eq!(finish["choices"][0]["finish_reason"], "stop");
+        let usage = &v[v.len() - 1];
+        assert_eq!(usage["choices"], json!([]));
+        assert_eq!(usage["usage"]["prompt_tokens"], 100);
+        assert_eq!(usage["usage"]["completion_tokens"], 3);
+        assert_eq!(usage["usage"]["total_tokens"], 103);
+        assert_eq!(
+            frames.last().map(|b| &b[..]),
+            Some(&b"data: [DONE]\n\n"[..])
+        );
+        assert!(
+            v.iter()
+                .all(|c| c["model"] == "m" && c["id"] == "chatcmpl-mock-7")
+        );
+    }
+
+    #[test]
+    fn openai_tool_call_merges_role_into_first_fragment() {
+        let p = plan(&Step::tool("bash", json!({"command": "ls -la"})).with_chunk_size(4));
+        let v = data_payloads(&openai_frames(&p, false));
+        let first = &v[0]["choices"][0]["delta"];
+        assert_eq!(first["role"], "assistant");
+        assert_eq!(first["tool_calls"][0]["id"], "call_0_0_0");
+        assert_eq!(first["tool_calls"][0]["function"]["name"], "bash");
+        assert_eq!(first["tool_calls"][0]["function"]["arguments"], "");
+        let args: String = v[1..]
+            .iter()
+            .filter_map(|c| {
+                c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str()
+            })
+            .collect();
+        assert_eq!(args, r#"{"command":"ls -la"}"#);
+        assert_eq!(
+            v.last().expect("finish")["choices"][0]["finish_reason"],
+            "tool_calls"
+        );
+    }
+
+    #[test]
+    fn faults_truncate_and_append() {
+        let p = plan(&Step::text("abcdefgh").with_chunk_size(2));
+        let normal = openai_frames(&p, false);
+        let (f, end) = apply_fault(normal.clone(), Some(&Fault::cut_after(2)), Dialect::OpenAi);
+        assert_eq!((f.len(), end), (2, Ending::Abort));
+        let (f, end) = apply_fault(
+            normal.clone(),
+            Some(&Fault::malformed_after(1)),
+            Dialect::OpenAi,
+        );
+        assert_eq!(end, Ending::Done);
+        assert_eq!(&f[1][..], b"data: {not json\n\n");
+        let (f, _) = apply_fault(
+            normal.clone(),
+            Some(&Fault::error_event_after(3, "boom")),
+            Dialect::Anthropic,
+        );
+        let s = std::str::from_utf8(&f[3]).expect("utf8");
+        assert!(s.starts_with("event: error\n"), "{s}");
+        assert!(s.contains(r#""type":"api_error""#), "{s}");
+        let (f, end) = apply_fault(
+            normal.clone(),
+            Some(&Fault::hang_after(100)),
+            Dialect::OpenAi,
+        );
+        assert_eq!((f.len(), end), (normal.len(), Ending::Hang));
+    }
+
+    #[test]
+    fn anthropic_sequence_with_thinking_text_tool() {
+        let step = Step::text("Hi there")
+            .with_reasoning("Let me think")
+            .with_tool("read", json!({"path": "a"}))
+            .with_usage(crate::UsageSpec {
+                prompt_tokens: Some(100),
+                cached_tokens: Some(30),
+                completion_tokens: Some(9),
+                reasoning_tokens: None,
+            });
+        let frames = anthropic_frames(&plan(&step));
+        let names: Vec<String> = frames
+            .iter()
+            .map(|f| {
+                let s = std::str::from_utf8(f).expect("utf8");
+                s.lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("event: ")
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(names[0], "message_start");
+        assert_eq!(names[1], "content_block_start");
+        assert_eq!(names[2], "ping");
+        assert_eq!(names.last().map(String::as_str), Some("message_stop"));
+        let v = data_payloads(&frames);
+        let sig = v
+            .iter()
+            .find(|e| e["delta"]["type"] == "signature_delta")
+            .expect("signature");
+        assert_eq!(sig["delta"]["signature"], "mock-signature-0-0");
+        let tool_start = v
+            .iter()
+            .find(|e| e["content_block"]["type"] == "tool_use")
+            .expect("tool start");
+        assert_eq!(tool_start["index"], 2);
+        let md = v
+            .iter()
+            .find(|e| e["type"] == "message_delta")
+            .expect("delta");
+        assert_eq!(md["delta"]["stop_reason"], "tool_use");
+        assert_eq!(md["usage"]["input_tokens"], 70);
+        assert_eq!(md["usage"]["cache_read_input_tokens"], 30);
+        assert_eq!(md["usage"]["output_tokens"], 9);
+        let json_args: String = v
+            .iter()
+            .filter_map(|e| e["delta"]["partial_json"].as_str())
+            .collect();
+        assert_eq!(json_args, r#"{"path":"a"}"#);
+    }
+
+    #[test]
+    fn analyze_both_dialects() {
+        let body = json!({"model": "gpt", "stream": true, "stream_options": {"include_usage": true},
+            "messages": [
+                {"role": "system", "content": "You are X"},
+                {"role": "user", "content": [{"type": "text", "text": "first"}]},
+                {"role": "assistant", "content": "a"},
+                {"role": "tool", "content": "r"},
+                {"role": "assistant", "content": "b"},
+                {"role": "user", "content": "second"}]});
+        let i = analyze(&body, Dialect::OpenAi).expect("ok");
+        assert_eq!(i.step_index, 2);
+        assert_eq!(i.first_user_text, "first");
+        assert_eq!(i.system_text, "You are X");
+        assert!(i.stream && i.include_usage);
+        let body = json!({"model": "claude", "system": [{"type": "text", "text": "SYS"}],
+            "messages": [{"role": "user", "content": "go"},
+                         {"role": "assistant", "content": [{"type": "tool_use"}]},
+                         {"role": "user", "content": [{"type": "tool_result", "content": "x"}]}]});
+        let i = analyze(&body, Dialect::Anthropic).expect("ok");
+        assert_eq!(
+            (i.step_index, i.system_text.as_str(), i.stream),
+            (1, "SYS", false)
+        );
+        assert!(analyze(&json!({"model": "x"}), Dialect::OpenAi).is_err());
+        assert!(analyze(&json!([1]), Dialect::OpenAi).is_err());
+    }
+
+    #[test]
+    fn non_streaming_shapes() {
+        let p = plan(&Step::raw_tool("bash", "{oops"));
+        let c = openai_completion(&p);
+        assert_eq!(
+            c["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+            "{oops"
+        );
+        assert_eq!(c["choices"][0]["message"]["content"], Value::Null);
+        let m = anthropic_message(&p);
+        assert_eq!(m["content"][0]["input"]["_raw"], "{oops");
+        assert_eq!(m["stop_reason"], "tool_use");
+    }
+}

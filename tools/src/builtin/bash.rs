@@ -1,0 +1,804 @@
+//! `bash {command, description, timeout?, workdir?}`: run a shell command in its own process
+//! group (OpenCode `tool/shell.ts`, §6.4 and §7.3 "bash, in detail").
+//!
+//! The command runs under `/bin/bash -c` (or `/bin/sh -c` when bash is absent) with stdin
+//! null and stdout+stderr combined in arrival order. On timeout or abort the whole process
+//! group gets SIGTERM, then SIGKILL after [`KILL_GRACE`]; if the future is dropped while the
+//! command runs, the group is SIGKILLed.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use crate::paths::{self, PathKind};
+use crate::shell::bash_permission_patterns;
+use crate::truncate::{self, Direction, MAX_BYTES, MAX_LINES};
+use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+
+/// Default timeout in ms (OpenCode 120_000).
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// Chars of output kept in `metadata.output` (OpenCode `MAX_METADATA_LENGTH`).
+pub const MAX_METADATA_LENGTH: usize = 30_000;
+/// Grace between SIGTERM and SIGKILL of the process group (OpenCode uses 3 s; we cancel
+/// interactively, so shorter).
+pub const KILL_GRACE: Duration = Duration::from_millis(200);
+/// Minimum interval between progress updates.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+/// How long to keep collecting output after the shell exits (background children may hold
+/// the pipes open; their later output is dropped).
+pub const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(150);
+
+/// The `bash` tool.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BashTool;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Args {
+    command: String,
+    #[serde(default)]
+    description: Option<String>,
+    timeout: Option<f64>,
+    workdir: Option<String>,
+}
+
+impl Tool for BashTool {
+    fn name(&self) -> &'static str {
+        "bash"
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Run a shell command (bash -c) and return its combined stdout/stderr and exit code.\n\
+             - `command`: the command line. Chain dependent steps with `&&`; quote paths with spaces.\n\
+             - `description`: 5-10 words saying what the command does (shown to the user).\n\
+             - `workdir`: directory to run in (default: the project directory); prefer it over `cd`.\n\
+             - `timeout`: milliseconds before the command is killed (default {DEFAULT_TIMEOUT_MS}).\n\
+             - Output longer than {MAX_LINES} lines or {} KB is cut to its tail; the full text is saved to a file.\n\
+             - stdin is closed: do not run interactive commands. Use the read/glob/grep/edit tools \
+             instead of cat/find/grep/sed where possible.",
+            MAX_BYTES / 1024
+        )
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command to execute"},
+                "timeout": {"type": "integer", "minimum": 1, "description": "Optional timeout in milliseconds"},
+                "workdir": {"type": "string", "description": "Working directory for the command (default: the project directory)"},
+                "description": {"type": "string", "description": "Clear, concise description of what this command does in 5-10 words"}
+            },
+            "required": ["command", "description"]
+        })
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let args: Args = parse_args("bash", args)?;
+            run(args, ctx).await
+        })
+    }
+}
+
+/// Send `sig` to every process of group `pgid` (no-op for pgid ≤ 1).
+#[allow(unsafe_code)]
+pub fn kill_group(pgid: i32, sig: i32) {
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours; a negative pid
+    // addresses the process group. Errors (ESRCH when the group is gone) are ignored.
+    unsafe {
+        libc::kill(-pgid, sig);
+    }
+}
+
+/// SIGKILLs the group on drop unless disarmed (the tool future was dropped mid-run).
+struct GroupGuard {
+    pgid: i32,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            kill_group(self.pgid, libc::SIGKILL);
+        }
+    }
+}
+
+fn shell_path() -> &'static str {
+    if Path::new("/bin/bash").exists() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    }
+}
+
+fn expand_home(arg: &str) -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    match (arg, home) {
+        ("~", Some(h)) => h,
+        (a, Some(h)) if a.starts_with("~/") => h.join(&a[2..]),
+        (a, _) => PathBuf::from(a),
+    }
+}
+
+/// The external directories (`<dir>/*` globs) touched by a command's file-command arguments
+/// (`path_args` of [`crate::BashPermissions`]), resolved against `cwd` (`~` expanded, symlinks
+/// followed): a directory gives `<dir>/*`, anything else `<parent>/*`. Deduplicated, in order.
+pub async fn external_globs(ctx: &ToolContext, cwd: &Path, path_args: &[String]) -> Vec<String> {
+    let mut globs = Vec::new();
+    for arg in path_args {
+        let p = expand_home(arg);
+        let abs = paths::normalize(&if p.is_absolute() { p } else { cwd.join(p) });
+        if paths::is_inside_project(ctx, &abs).await {
+            continue;
+        }
+        let real = paths::real_path(&abs).await;
+        let dir = match paths::kind_of(&real).await {
+            PathKind::Directory => real,
+            PathKind::File => real.parent().map(Path::to_path_buf).unwrap_or(real),
+        };
+        let g = paths::external_glob(&dir);
+        if !globs.contains(&g) {
+            globs.push(g);
+        }
+    }
+    globs
+}
+
+/// Output collected so far: a bounded tail in memory, spilled to a file once it exceeds
+/// [`MAX_BYTES`].
+struct OutputBuf {
+    tail: Vec<u8>,
+    total: usize,
+    newlines: usize,
+    last_byte: Option<u8>,
+    spill: Option<(PathBuf, tokio::fs::File)>,
+    dirty: bool,
+}
+
+impl OutputBuf {
+    fn new() -> Self {
+        Self {
+            tail: Vec::new(),
+            total: 0,
+            newlines: 0,
+            last_byte: None,
+            spill: None,
+            dirty: false,
+        }
+    }
+
+    async fn push(&mut self, chunk: &[u8]) {
+        if chunk.is_empty() {
+            return;
+        }
+        self.dirty = true;
+        self.total += chunk.len();
+        self.newlines += chunk.iter().filter(|&&b| b == b'\n').count();
+        self.last_byte = chunk.last().copied();
+        self.tail.extend_from_slice(chunk);
+        if let Some((_, file)) = &mut self.spill {
+            if file.write_all(chunk).await.is_err() {
+                self.spill = None;
+            }
+        } else if self.total > MAX_BYTES {
+            let path = truncate::new_output_path();
+            let opened = async {
+                if let Some(dir) = path.parent() {
+                    tokio::fs::create_dir_all(dir).await?;
+                }
+                let mut f = tokio::fs::File::create(&path).await?;
+                f.write_all(&self.tail).await?;
+                Ok::<_, std::io::Error>(f)
+            }
+            .await;
+            match opened {
+                Ok(f) => self.spill = Some((path, f)),
+                Err(e) => tracing::warn!(error = %e, "cannot spill bash output"),
+            }
+        }
+        if self.tail.len() > 4 * MAX_BYTES {
+            let mut cut = self.tail.len() - 2 * MAX_BYTES;
+            // Do not start inside a UTF-8 sequence.
+            while cut < self.tail.len() && (self.tail[cut] & 0xC0) == 0x80 {
+                cut += 1;
+            }
+            self.tail.drain(..cut);
+        }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.tail).into_owned()
+    }
+
+    fn lines(&self) -> usize {
+        self.newlines + usize::from(self.last_byte.is_some_and(|b| b != b'\n'))
+    }
+
+    /// Final output text (tail-truncated with the saved-file note) and the saved path.
+    async fn finish(mut self) -> (String, bool, Option<PathBuf>) {
+        let text = self.text();
+        if self.total <= MAX_BYTES && self.lines() <= MAX_LINES {
+            return (text, false, None);
+        }
+        let path = match self.spill.take() {
+            Some((path, mut file)) => {
+                let _ = file.flush().await;
+                Some(path)
+            }
+            None => truncate::save_full_output(&text).await,
+        };
+        let preview = match truncate::cut(&text, MAX_LINES, MAX_BYTES, Direction::Tail) {
+            Some((p, _, _)) => p,
+            None => text,
+        };
+        let saved = path
+            .as_ref()
+            .map(|p| format!("Full output saved to: {}\n\n", p.display()))
+            .unwrap_or_default();
+        (
+            format!("...output truncated...\n\n{saved}{preview}"),
+            true,
+            path,
+        )
+    }
+}
+
+/// Last `max` chars of `s`.
+fn last_chars(s: &str, max: usize) -> String {
+    let count = s.chars().count();
+    if count <= max {
+        s.to_string()
+    } else {
+        s.chars().skip(count - max).collect()
+    }
+}
+
+async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+    let timeout_ms = match args.timeout {
+        None => DEFAULT_TIMEOUT_MS,
+        Some(t) if t.is_finite() && t > 0.0 => t.round() as u64,
+        Some(t) => {
+            return Err(crate::args::invalid(
+                "bash",
+                format!("timeout must be a positive number of milliseconds, got {t}"),
+            ));
+        }
+    };
+    let description = args.description.unwrap_or_default();
+    let cwd = match &args.workdir {
+        Some(w) if !w.trim().is_empty() => paths::normalize(&ctx.resolve(w)),
+        _ => paths::normalize(&ctx.directory),
+    };
+
+    // Permissions: external directories first (workdir, then file-command arguments), then bash.
+    paths::assert_external_directory(&ctx, &cwd, PathKind::Directory).await?;
+    let perms = bash_permission_patterns(&args.command);
+    let globs = external_globs(&ctx, &cwd, &perms.path_args).await;
+    if !globs.is_empty() {
+        paths::ask(
+            &ctx,
+            "external_directory",
+            globs.clone(),
+            globs,
+            json!({"command": args.command}),
+        )
+        .await?;
+    }
+    if !perms.patterns.is_empty() {
+        paths::ask(
+            &ctx,
+            "bash",
+            perms.patterns.clone(),
+            perms.always.clone(),
+            json!({"command": args.command, "description": description}),
+        )
+        .await?;
+    }
+    if ctx.abort.is_cancelled() {
+        return Err(ToolError::Aborted);
+    }
+    match tokio::fs::metadata(&cwd).await {
+        Ok(m) if m.is_dir() => {}
+        _ => {
+            return Err(ToolError::Failed(format!(
+                "Working directory does not exist: {}",
+                cwd.display()
+            )));
+        }
+    }
+
+    let (mut child, reader) = spawn_shell(&args.command, &cwd)
+        .map_err(|e| ToolError::Failed(format!("Failed to start shell: {e}")))?;
+    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    let mut guard = GroupGuard { pgid, armed: true };
+
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+    let readers = vec![tokio::spawn(pump(reader, tx))];
+
+    let publish = |buf: &OutputBuf| {
+        let mut m = serde_json::Map::new();
+        m.insert(
+            "output".into(),
+            Value::String(last_chars(&buf.text(), MAX_METADATA_LENGTH)),
+        );
+        m.insert("description".into(), Value::String(description.clone()));
+        ctx.progress.update(Some(description.clone()), m);
+    };
+
+    let mut buf = OutputBuf::new();
+    let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms.saturating_add(100)));
+    tokio::pin!(deadline);
+    let mut ticker = tokio::time::interval(PROGRESS_INTERVAL);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut rx_open = true;
+    let mut status = None;
+    let mut timed_out = false;
+    let mut aborted = false;
+    loop {
+        tokio::select! {
+            chunk = rx.recv(), if rx_open => match chunk {
+                Some(c) => buf.push(&c).await,
+                None => rx_open = false,
+            },
+            st = child.wait() => {
+                status = st.ok();
+                break;
+            }
+            _ = &mut deadline => { timed_out = true; break; }
+            _ = ctx.abort.cancelled() => { aborted = true; break; }
+            _ = ticker.tick() => {
+                if buf.dirty {
+                    buf.dirty = false;
+                    publish(&buf);
+                }
+            }
+        }
+    }
+
+    if timed_out || aborted {
+        kill_group(pgid, libc::SIGTERM);
+        status = tokio::time::timeout(KILL_GRACE, child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok);
+        kill_group(pgid, libc::SIGKILL);
+        if status.is_none() {
+            status = child.wait().await.ok();
+        }
+    }
+    guard.armed = false;
+
+    // Collect what is still in the pipes.
+    let drain_until = tokio::time::Instant::now() + DRAIN_AFTER_EXIT;
+    while rx_open {
+        match tokio::time::timeout_at(drain_until, rx.recv()).await {
+            Ok(Some(c)) => buf.push(&c).await,
+            Ok(None) | Err(_) => rx_open = false,
+        }
+    }
+    for r in readers {
+        r.abort();
+    }
+
+    if aborted {
+        publish(&buf);
+        return Err(ToolError::Aborted);
+    }
+
+    let meta_output = last_chars(&buf.text(), MAX_METADATA_LENGTH);
+    let (mut output, truncated, output_path) = buf.finish().await;
+    if output.is_empty() {
+        output = "(no output)".into();
+    }
+    if timed_out {
+        output.push_str(&format!(
+            "\n\n<shell_metadata>\nshell tool terminated command after exceeding timeout {timeout_ms} ms. If this command is expected to take longer and is not waiting for interactive input, retry with a larger timeout value in milliseconds.\n</shell_metadata>"
+        ));
+    }
+    let exit = if timed_out {
+        None
+    } else {
+        status.and_then(|s| s.code())
+    };
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("output".into(), Value::String(meta_output));
+    metadata.insert("exit".into(), exit.map_or(Value::Null, |c| json!(c)));
+    metadata.insert("description".into(), Value::String(description.clone()));
+    metadata.insert("truncated".into(), Value::Bool(truncated));
+    if let Some(p) = output_path {
+        metadata.insert(
+            "outputPath".into(),
+            Value::String(p.to_string_lossy().into_owned()),
+        );
+    }
+    Ok(ToolOutput {
+        title: description,
+        output,
+        metadata,
+    })
+}
+
+/// Spawn `<shell> -c command` in `cwd` as the leader of a new process group, stdin null,
+/// stdout and stderr both writing to one pipe (so their output interleaves exactly as
+/// written). Returns the child and the pipe's read end.
+fn spawn_shell(
+    command: &str,
+    cwd: &Path,
+) -> std::io::Result<(tokio::process::Child, tokio::net::unix::pipe::Receiver)> {
+    let (reader, writer) = std::io::pipe()?;
+    let writer_err = writer.try_clone()?;
+    let child = {
+        // The Command owns the write ends; dropping it right after spawn closes the parent's
+        // copies so EOF arrives when the command's processes close theirs.
+        let mut cmd = tokio::process::Command::new(shell_path());
+        cmd.arg("-c")
+            .arg(command)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::from(writer_err))
+            .process_group(0);
+        cmd.spawn()?
+    };
+    let reader =
+        tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))?;
+    Ok((child, reader))
+}
+
+async fn pump(mut r: impl tokio::io::AsyncRead + Unpin, tx: mpsc::Sender<Vec<u8>>) {
+    let mut b = vec![0u8; 8192];
+    loop {
+        match r.read(&mut b).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if tx.send(b[..n].to_vec()).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paths::test_support::Recorder;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Default)]
+    struct Progress(Mutex<Vec<serde_json::Map<String, Value>>>);
+    impl crate::ProgressSink for Progress {
+        fn update(&self, _t: Option<String>, m: serde_json::Map<String, Value>) {
+            if let Ok(mut g) = self.0.lock() {
+                g.push(m);
+            }
+        }
+    }
+    impl Progress {
+        fn last_output(&self) -> String {
+            self.0
+                .lock()
+                .ok()
+                .and_then(|g| {
+                    g.last()
+                        .and_then(|m| m.get("output").and_then(|v| v.as_str()).map(String::from))
+                })
+                .unwrap_or_default()
+        }
+    }
+
+    async fn bash(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {
+        BashTool.execute(args, ToolContext::simple(dir)).await
+    }
+
+    /// Live (non-zombie) processes whose process group is `pgid`.
+    fn live_in_group(pgid: i32) -> Vec<String> {
+        let mut out = Vec::new();
+        let Ok(rd) = std::fs::read_dir("/proc") else {
+            return out;
+        };
+        for e in rd.flatten() {
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                continue;
+            };
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            if f.len() > 2 && f[2] == pgid.to_string() && f[0] != "Z" {
+                out.push(stat);
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn exit_code_and_output() {
+        let d = tempfile::tempdir().unwrap();
+        let out = bash(
+            d.path(),
+            json!({"command": "echo hi; echo err >&2; exit 3", "description": "test"}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            out.output.contains("hi\n") && out.output.contains("err"),
+            "{}",
+            out.output
+        );
+        assert_eq!(out.metadata["exit"], json!(3));
+        assert_eq!(out.title, "test");
+        let out = bash(d.path(), json!({"command": "true", "description": "t"}))
+            .await
+            .unwrap();
+        assert_eq!(out.output, "(no output)");
+        assert_eq!(out.metadata["exit"], json!(0));
+        let out = bash(
+            d.path(),
+            json!({"command": "pwd", "description": "t", "workdir": "."}),
+        )
+        .await
+        .unwrap();
+        let real = std::fs::canonicalize(d.path()).unwrap();
+        assert_eq!(std::fs::canonicalize(out.output.trim()).unwrap(), real);
+    }
+
+    #[tokio::test]
+    async fn negative_timeout_invalid() {
+        let d = tempfile::tempdir().unwrap();
+        let err = bash(
+            d.path(),
+            json!({"command": "true", "description": "t", "timeout": -5}),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, ToolError::InvalidArguments { .. }));
+        let err = bash(d.path(), json!({"description": "t"}))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ToolError::InvalidArguments { ref detail, .. } if detail.contains("command"))
+        );
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_and_notes() {
+        let d = tempfile::tempdir().unwrap();
+        let start = std::time::Instant::now();
+        let out = bash(
+            d.path(),
+            json!({"command": "echo start; sleep 30", "description": "t", "timeout": 300}),
+        )
+        .await
+        .unwrap();
+        assert!(start.elapsed() < Duration::from_secs(3));
+        assert!(out.output.starts_with("start\n"));
+        assert!(
+            out.output.contains(
+                "<shell_metadata>\nshell tool terminated command after exceeding timeout 300 ms."
+            ),
+            "{}",
+            out.output
+        );
+        assert_eq!(out.metadata["exit"], Value::Null);
+    }
+
+    #[tokio::test]
+    async fn abort_kills_whole_group() {
+        let d = tempfile::tempdir().unwrap();
+        let progress = Arc::new(Progress::default());
+        let mut ctx = ToolContext::simple(d.path());
+        ctx.progress = progress.clone();
+        let abort = ctx.abort.clone();
+        let task = tokio::spawn(BashTool.execute(
+            json!({"command": "echo $$; sleep 30 & sleep 30; wait", "description": "sleepers"}),
+            ctx,
+        ));
+        // Wait for the pid to show up in progress.
+        let mut pgid = 0;
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if let Ok(p) = progress.last_output().trim().parse::<i32>() {
+                pgid = p;
+                break;
+            }
+        }
+        assert!(pgid > 1, "no pid published");
+        // Both sleeps running.
+        for _ in 0..50 {
+            if live_in_group(pgid).len() >= 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(live_in_group(pgid).len() >= 3, "{:?}", live_in_group(pgid));
+        let t0 = std::time::Instant::now();
+        abort.cancel();
+        let res = task.await.unwrap();
+        assert_eq!(res, Err(ToolError::Aborted));
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        let mut left = live_in_group(pgid);
+        for _ in 0..20 {
+            if left.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            left = live_in_group(pgid);
+        }
+        assert!(left.is_empty(), "survivors: {left:?}");
+        assert!(t0.elapsed() < Duration::from_secs(1));
+    }
+
+    async fn wait_for_pid(progress: &Progress) -> i32 {
+        for _ in 0..150 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if let Some(p) = progress
+                .last_output()
+                .lines()
+                .next()
+                .and_then(|l| l.trim().parse::<i32>().ok())
+            {
+                return p;
+            }
+        }
+        panic!("no pid published");
+    }
+
+    async fn wait_gone(pgid: i32) -> Vec<String> {
+        let mut left = live_in_group(pgid);
+        for _ in 0..20 {
+            if left.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            left = live_in_group(pgid);
+        }
+        left
+    }
+
+    #[tokio::test]
+    async fn abort_kills_term_ignoring_grandchildren() {
+        let d = tempfile::tempdir().unwrap();
+        let progress = Arc::new(Progress::default());
+        let mut ctx = ToolContext::simple(d.path());
+        ctx.progress = progress.clone();
+        let abort = ctx.abort.clone();
+        let task = tokio::spawn(BashTool.execute(
+            json!({"command": "echo $$; trap '' TERM; sleep 30 & sleep 30; wait", "description": "stubborn"}),
+            ctx,
+        ));
+        let pgid = wait_for_pid(&progress).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let t0 = std::time::Instant::now();
+        abort.cancel();
+        assert_eq!(task.await.unwrap(), Err(ToolError::Aborted));
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        let left = wait_gone(pgid).await;
+        assert!(left.is_empty(), "survivors: {left:?}");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_future_kills_the_group() {
+        let d = tempfile::tempdir().unwrap();
+        let progress = Arc::new(Progress::default());
+        let mut ctx = ToolContext::simple(d.path());
+        ctx.progress = progress.clone();
+        let task = tokio::spawn(BashTool.execute(
+            json!({"command": "echo $$; sleep 30 & sleep 30; wait", "description": "dropped"}),
+            ctx,
+        ));
+        let pgid = wait_for_pid(&progress).await;
+        task.abort();
+        let _ = task.await;
+        let left = wait_gone(pgid).await;
+        assert!(left.is_empty(), "survivors: {left:?}");
+    }
+
+    #[tokio::test]
+    async fn stdout_and_stderr_interleave_in_order() {
+        let d = tempfile::tempdir().unwrap();
+        let out = bash(
+            d.path(),
+            json!({"command": "echo a; echo b >&2; echo c; echo d >&2", "description": "t"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.output, "a\nb\nc\nd\n");
+    }
+
+    #[tokio::test]
+    async fn output_cap_keeps_tail() {
+        let d = tempfile::tempdir().unwrap();
+        let out = bash(
+            d.path(),
+            json!({"command": "seq 1 5000", "description": "t"}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            out.output
+                .starts_with("...output truncated...\n\nFull output saved to: "),
+            "{}",
+            &out.output[..200]
+        );
+        assert!(out.output.ends_with("5000\n"));
+        assert!(!out.output.contains("\n1000\n"));
+        assert_eq!(out.metadata["truncated"], json!(true));
+        let path = out.metadata["outputPath"].as_str().unwrap().to_string();
+        let full = std::fs::read_to_string(&path).unwrap();
+        assert!(full.starts_with("1\n2\n") && full.ends_with("5000\n"));
+        let _ = std::fs::remove_file(path);
+        // Byte cap: 200 KB in a few lines.
+        let out = bash(d.path(), json!({"command": "head -c 200000 /dev/zero | tr '\\0' a; echo; echo END", "description": "t"})).await.unwrap();
+        assert!(out.output.ends_with("END\n"));
+        assert!(out.output.len() < MAX_BYTES + 500);
+        assert!(out.metadata["output"].as_str().unwrap().chars().count() <= MAX_METADATA_LENGTH);
+        if let Some(p) = out.metadata["outputPath"].as_str() {
+            assert_eq!(std::fs::metadata(p).unwrap().len(), 200_000 + 5);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
+    #[tokio::test]
+    async fn background_child_does_not_block() {
+        let d = tempfile::tempdir().unwrap();
+        let start = std::time::Instant::now();
+        let out = bash(
+            d.path(),
+            json!({"command": "sleep 2 & echo done", "description": "t"}),
+        )
+        .await
+        .unwrap();
+        assert!(out.output.contains("done"));
+        assert!(start.elapsed() < Duration::from_millis(1500));
+    }
+
+    #[tokio::test]
+    async fn asks_bash_and_external() {
+        let d = tempfile::tempdir().unwrap();
+        let proj = d.path().join("p");
+        std::fs::create_dir(&proj).unwrap();
+        std::fs::create_dir(d.path().join("other")).unwrap();
+        let rec = Recorder::new();
+        let mut ctx = ToolContext::simple(&proj);
+        ctx.permissions = rec.clone();
+        BashTool
+            .execute(
+                json!({"command": "cd ../other && rm -rf y && ls", "description": "t"}),
+                ctx.clone(),
+            )
+            .await
+            .unwrap();
+        let reqs = rec.requests();
+        assert_eq!(reqs[0].permission, "external_directory");
+        let other = std::fs::canonicalize(d.path().join("other")).unwrap();
+        assert_eq!(reqs[0].patterns, vec![format!("{}/*", other.display())]);
+        assert_eq!(reqs[1].permission, "bash");
+        assert_eq!(reqs[1].patterns, vec!["rm -rf y", "ls"]);
+        assert_eq!(reqs[1].always, vec!["rm *", "ls *"]);
+        // Denied bash never runs.
+        ctx.permissions = Recorder::denying("bash");
+        let err = BashTool
+            .execute(json!({"command": "touch made", "description": "t"}), ctx)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::PermissionDenied(_)));
+        assert!(!proj.join("made").exists());
+    }
+}

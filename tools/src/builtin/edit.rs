@@ -1,0 +1,430 @@
+//! `edit {filePath, oldString, newString, replaceAll?}`: exact string replacement with a
+//! line-trimmed fallback (OpenCode `tool/edit.ts`, §7.3 "edit, in detail").
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::write::BOM;
+use super::{diff_counts, unified_diff};
+use crate::paths::{self, PathKind};
+use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+
+/// Error when no replacer finds `oldString` (OpenCode text).
+pub const NOT_FOUND: &str = "Could not find oldString in the file. It must match exactly, including whitespace, indentation, and line endings.";
+/// Error when `oldString` matches several places and `replaceAll` is false (OpenCode text).
+pub const MULTIPLE: &str = "Found multiple matches for oldString. Provide more surrounding context to make the match unique.";
+/// Error when `oldString == newString` (OpenCode text).
+pub const IDENTICAL: &str = "No changes to apply: oldString and newString are identical.";
+
+/// The `edit` tool.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EditTool;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Args {
+    file_path: String,
+    old_string: String,
+    new_string: String,
+    #[serde(default)]
+    replace_all: Option<bool>,
+}
+
+/// Per-file locks so concurrent edits of one file apply one after the other.
+static LOCKS: LazyLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn file_lock(path: &std::path::Path) -> Arc<tokio::sync::Mutex<()>> {
+    match LOCKS.lock() {
+        Ok(mut map) => {
+            map.retain(|_, l| Arc::strong_count(l) > 1);
+            map.entry(path.to_path_buf()).or_default().clone()
+        }
+        Err(_) => Arc::new(tokio::sync::Mutex::new(())),
+    }
+}
+
+impl Tool for EditTool {
+    fn name(&self) -> &'static str {
+        "edit"
+    }
+
+    fn description(&self) -> String {
+        "Replace text in a file.\n\
+         - `oldString` must match the file exactly (whitespace and indentation included; copy it \
+         from `read` output without the `N: ` line-number prefix) and must be unique unless \
+         `replaceAll` is true; add surrounding lines to make it unique.\n\
+         - `newString` must differ from `oldString`. `replaceAll` replaces every occurrence \
+         (e.g. renaming a variable).\n\
+         - An empty `oldString` creates the file (or replaces its whole content) with `newString`.\n\
+         - Read the file first; prefer editing existing files over creating new ones."
+            .to_string()
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "filePath": {"type": "string", "description": "Absolute path of the file to modify"},
+                "oldString": {"type": "string", "description": "The text to replace"},
+                "newString": {"type": "string", "description": "The text to replace it with (must be different from oldString)"},
+                "replaceAll": {"type": "boolean", "description": "Replace all occurrences of oldString (default false)"}
+            },
+            "required": ["filePath", "oldString", "newString"]
+        })
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let args: Args = parse_args("edit", args)?;
+            run(args, ctx).await
+        })
+    }
+}
+
+async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+    if args.old_string == args.new_string {
+        return Err(ToolError::Failed(IDENTICAL.into()));
+    }
+    let path = paths::normalize(&ctx.resolve(&args.file_path));
+    let shown = path.to_string_lossy().into_owned();
+    paths::assert_external_directory(&ctx, &path, PathKind::File).await?;
+    let lock = file_lock(&path);
+    let _guard = lock.lock().await;
+
+    let meta = tokio::fs::metadata(&path).await.ok();
+    if meta.as_ref().is_some_and(|m| m.is_dir()) {
+        return Err(ToolError::Failed(format!(
+            "Path is a directory, not a file: {shown}"
+        )));
+    }
+    let (old_content, new_content) = if args.old_string.is_empty() {
+        let old = match meta {
+            Some(_) => read_text(&path, &shown).await?,
+            None => String::new(),
+        };
+        (old, args.new_string)
+    } else {
+        if meta.is_none() {
+            return Err(ToolError::Failed(format!("File {shown} not found")));
+        }
+        let old = read_text(&path, &shown).await?;
+        let (bom, body) = match old.strip_prefix(BOM) {
+            Some(rest) => (BOM, rest),
+            None => ("", old.as_str()),
+        };
+        let crlf = body.contains("\r\n");
+        let fix = |s: &str| {
+            if crlf {
+                s.replace("\r\n", "\n").replace('\n', "\r\n")
+            } else {
+                s.to_string()
+            }
+        };
+        let replaced = replace(
+            body,
+            &fix(&args.old_string),
+            &fix(&args.new_string),
+            args.replace_all.unwrap_or(false),
+        )?;
+        let new = format!("{bom}{replaced}");
+        (old, new)
+    };
+
+    let rel = paths::worktree_relative(&ctx, &path).await;
+    let diff = unified_diff(&rel, &old_content, &new_content);
+    paths::ask(
+        &ctx,
+        "edit",
+        vec![rel.clone()],
+        vec!["*".into()],
+        json!({"filepath": shown, "diff": diff}),
+    )
+    .await?;
+    if ctx.abort.is_cancelled() {
+        return Err(ToolError::Aborted);
+    }
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await.map_err(|e| {
+            ToolError::Failed(format!("Cannot create directory {}: {e}", parent.display()))
+        })?;
+    }
+    tokio::fs::write(&path, &new_content)
+        .await
+        .map_err(|e| ToolError::Failed(format!("Cannot write file {shown}: {e}")))?;
+
+    let (additions, deletions) = diff_counts(&old_content, &new_content);
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("diff".into(), Value::String(diff.clone()));
+    metadata.insert("additions".into(), json!(additions));
+    metadata.insert("deletions".into(), json!(deletions));
+    metadata.insert("filepath".into(), Value::String(shown.clone()));
+    metadata.insert(
+        "filediff".into(),
+        json!({"file": shown, "patch": diff, "additions": additions, "deletions": deletions}),
+    );
+    Ok(ToolOutput {
+        title: rel,
+        output: "Edit applied successfully.".into(),
+        metadata,
+    })
+}
+
+async fn read_text(path: &std::path::Path, shown: &str) -> Result<String, ToolError> {
+    let bytes = tokio::fs::read(path)
+        .await
+        .map_err(|e| ToolError::Failed(format!("Cannot read file {shown}: {e}")))?;
+    String::from_utf8(bytes)
+        .map_err(|_| ToolError::Failed(format!("Cannot edit non-UTF-8 file: {shown}")))
+}
+
+/// Apply the replacement as OpenCode's `replace()`: each replacer (exact, line-trimmed,
+/// trimmed-boundary) proposes candidate substrings of `content`; the first candidate present
+/// is replaced everywhere (`replace_all`) or, if it occurs once, at that place. Errors with
+/// [`NOT_FOUND`] when no candidate occurs, [`MULTIPLE`] when all that occur are ambiguous.
+pub fn replace(
+    content: &str,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+) -> Result<String, ToolError> {
+    if old == new {
+        return Err(ToolError::Failed(IDENTICAL.into()));
+    }
+    let mut found = false;
+    let candidates = simple(old)
+        .into_iter()
+        .chain(line_trimmed(content, old))
+        .chain(trimmed_boundary(old));
+    for search in candidates {
+        if search.is_empty() {
+            continue;
+        }
+        let Some(index) = content.find(&search) else {
+            continue;
+        };
+        found = true;
+        if replace_all {
+            return Ok(content.replace(&search, new));
+        }
+        if content.rfind(&search) != Some(index) {
+            continue;
+        }
+        return Ok(format!(
+            "{}{new}{}",
+            &content[..index],
+            &content[index + search.len()..]
+        ));
+    }
+    Err(ToolError::Failed(
+        if found { MULTIPLE } else { NOT_FOUND }.into(),
+    ))
+}
+
+fn simple(old: &str) -> Vec<String> {
+    vec![old.to_string()]
+}
+
+/// Blocks of `content` whose lines equal `old`'s lines after trimming each (a trailing empty
+/// line of `old` is ignored). Yields the exact text of each such block.
+fn line_trimmed(content: &str, old: &str) -> Vec<String> {
+    let mut search: Vec<&str> = old.split('\n').collect();
+    if search.last() == Some(&"") {
+        search.pop();
+    }
+    if search.is_empty() {
+        return Vec::new();
+    }
+    // Line start offsets in content.
+    let lines: Vec<&str> = content.split('\n').collect();
+    let mut starts = Vec::with_capacity(lines.len());
+    let mut off = 0;
+    for l in &lines {
+        starts.push(off);
+        off += l.len() + 1;
+    }
+    let mut out = Vec::new();
+    if search.len() > lines.len() {
+        return out;
+    }
+    for i in 0..=lines.len() - search.len() {
+        let matches = search
+            .iter()
+            .enumerate()
+            .all(|(j, s)| lines[i + j].trim() == s.trim());
+        if matches {
+            let start = starts[i];
+            let last = i + search.len() - 1;
+            let end = starts[last] + lines[last].len();
+            out.push(content[start..end].to_string());
+        }
+    }
+    out
+}
+
+fn trimmed_boundary(old: &str) -> Vec<String> {
+    let t = old.trim();
+    if t != old && !t.is_empty() {
+        vec![t.to_string()]
+    } else {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn edit(dir: &std::path::Path, args: Value) -> Result<ToolOutput, ToolError> {
+        EditTool.execute(args, ToolContext::simple(dir)).await
+    }
+
+    #[tokio::test]
+    async fn replaces_unique_match() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("f.rs"), "fn a() {}\nfn b() {}\n").unwrap();
+        let out = edit(
+            d.path(),
+            json!({"filePath": "f.rs", "oldString": "fn b", "newString": "fn c"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.output, "Edit applied successfully.");
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("f.rs")).unwrap(),
+            "fn a() {}\nfn c() {}\n"
+        );
+        assert_eq!(out.metadata["additions"], json!(1));
+        assert_eq!(out.metadata["deletions"], json!(1));
+        assert!(
+            out.metadata["diff"]
+                .as_str()
+                .unwrap()
+                .contains("+fn c() {}")
+        );
+    }
+
+    #[tokio::test]
+    async fn errors_match_opencode() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("f.txt"), "x\nx\n").unwrap();
+        let e = edit(
+            d.path(),
+            json!({"filePath": "f.txt", "oldString": "y", "newString": "z"}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.to_string(), NOT_FOUND);
+        let e = edit(
+            d.path(),
+            json!({"filePath": "f.txt", "oldString": "x", "newString": "z"}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.to_string(), MULTIPLE);
+        let e = edit(
+            d.path(),
+            json!({"filePath": "f.txt", "oldString": "x", "newString": "x"}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.to_string(), IDENTICAL);
+        let e = edit(
+            d.path(),
+            json!({"filePath": "nope.txt", "oldString": "x", "newString": "y"}),
+        )
+        .await
+        .unwrap_err();
+        assert!(e.to_string().contains("not found"));
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("f.txt")).unwrap(),
+            "x\nx\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn replace_all() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("f.txt"), "x\nx\n").unwrap();
+        edit(
+            d.path(),
+            json!({"filePath": "f.txt", "oldString": "x", "newString": "y", "replaceAll": true}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("f.txt")).unwrap(),
+            "y\ny\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn crlf_preserved() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("f.txt"), "a\r\nb\r\nc\r\n").unwrap();
+        edit(
+            d.path(),
+            json!({"filePath": "f.txt", "oldString": "a\nb", "newString": "a\nB\nb2"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("f.txt")).unwrap(),
+            "a\r\nB\r\nb2\r\nc\r\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn line_trimmed_fallback() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("f.py"), "def f():\n    return 1\n").unwrap();
+        edit(d.path(), json!({"filePath": "f.py", "oldString": "def f():\n  return 1", "newString": "def f():\n    return 2"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("f.py")).unwrap(),
+            "def f():\n    return 2\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn empty_old_creates_and_bom_kept() {
+        let d = tempfile::tempdir().unwrap();
+        edit(
+            d.path(),
+            json!({"filePath": "n/new.txt", "oldString": "", "newString": "hello"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("n/new.txt")).unwrap(),
+            "hello"
+        );
+        std::fs::write(d.path().join("b.txt"), "\u{feff}abc").unwrap();
+        edit(
+            d.path(),
+            json!({"filePath": "b.txt", "oldString": "abc", "newString": "xyz"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("b.txt")).unwrap(),
+            "\u{feff}xyz"
+        );
+    }
+
+    #[test]
+    fn pure_replace() {
+        assert_eq!(replace("a b c", "b", "x", false).unwrap(), "a x c");
+        assert_eq!(replace("  a\n  b\n", "a\nb", "z", false).unwrap(), "z\n");
+    }
+}

@@ -1,0 +1,352 @@
+//! `grep {pattern, path?, include?}`: regex search over files with ripgrep's crates
+//! (OpenCode `tool/grep.ts`, which runs `rg --json --hidden --glob=!.git/* [--glob=include]`).
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use futures::future::BoxFuture;
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::Lossy};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{PathGlob, blocking, mtime, walker};
+use crate::paths;
+use crate::truncate::{self, Direction, MAX_BYTES, MAX_LINES};
+use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+
+/// Maximum number of matching lines returned (OpenCode 100).
+pub const LIMIT: usize = 100;
+/// Matching lines longer than this many chars are cut and suffixed with `...`.
+pub const MAX_LINE_LENGTH: usize = 2000;
+
+/// The `grep` tool.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GrepTool;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Args {
+    pattern: String,
+    path: Option<String>,
+    include: Option<String>,
+}
+
+#[derive(Debug)]
+struct Match {
+    path: PathBuf,
+    mtime: SystemTime,
+    line: u64,
+    text: String,
+}
+
+impl Tool for GrepTool {
+    fn name(&self) -> &'static str {
+        "grep"
+    }
+
+    fn description(&self) -> String {
+        "Search file contents with a regular expression (Rust regex syntax, e.g. `fn\\s+\\w+`, \
+         `log.*Error`).\n\
+         - `path`: file or directory to search (default: the working directory).\n\
+         - `include`: glob restricting which files are searched, e.g. `*.rs` or `*.{ts,tsx}`.\n\
+         - Honours .gitignore; includes hidden files; skips .git/ and binary files.\n\
+         - Returns up to 100 matching lines grouped by file (most recently modified files first), \
+         with line numbers."
+            .to_string()
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "The regex pattern to search for in file contents"},
+                "path": {"type": "string", "description": "The file or directory to search in (default: the working directory)"},
+                "include": {"type": "string", "description": "File pattern to include in the search (e.g. \"*.js\", \"*.{ts,tsx}\")"}
+            },
+            "required": ["pattern"]
+        })
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let args: Args = parse_args("grep", args)?;
+            run(args, ctx).await
+        })
+    }
+}
+
+async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+    if args.pattern.is_empty() {
+        return Err(crate::args::invalid("grep", "pattern must not be empty"));
+    }
+    let root = match args.path.as_deref() {
+        Some(p) if !p.trim().is_empty() => paths::normalize(&ctx.resolve(p)),
+        _ => paths::normalize(&ctx.directory),
+    };
+    let kind = paths::kind_of(&root).await;
+    paths::assert_external_directory(&ctx, &root, kind).await?;
+    paths::ask(
+        &ctx,
+        "grep",
+        vec![args.pattern.clone()],
+        vec!["*".into()],
+        json!({"pattern": args.pattern, "path": root.to_string_lossy(), "include": args.include}),
+    )
+    .await?;
+    if tokio::fs::metadata(&root).await.is_err() {
+        return Err(ToolError::Failed(format!(
+            "Path not found: {}",
+            root.display()
+        )));
+    }
+    let matcher = RegexMatcherBuilder::new()
+        .line_terminator(Some(b'\n'))
+        .build(&args.pattern)
+        .map_err(|e| ToolError::Failed(format!("Invalid regex pattern '{}': {e}", args.pattern)))?;
+    let include = match args.include.as_deref() {
+        Some(i) if !i.trim().is_empty() => Some(PathGlob::new(i).map_err(ToolError::Failed)?),
+        _ => None,
+    };
+    let abort = ctx.abort.clone();
+    let walk_root = root.clone();
+    let (mut matches, had_errors) =
+        blocking(move || search(&walk_root, &matcher, include.as_ref(), &abort)).await?;
+    if ctx.abort.is_cancelled() {
+        return Err(ToolError::Aborted);
+    }
+
+    let mut metadata = serde_json::Map::new();
+    if matches.is_empty() {
+        metadata.insert("matches".into(), json!(0));
+        metadata.insert("truncated".into(), Value::Bool(false));
+        return Ok(ToolOutput {
+            title: args.pattern,
+            output: "No files found".into(),
+            metadata,
+        });
+    }
+    // Newest files first; within a file, by line.
+    matches.sort_by(|a, b| {
+        b.mtime
+            .cmp(&a.mtime)
+            .then_with(|| a.path.cmp(&b.path))
+            .then(a.line.cmp(&b.line))
+    });
+    let total = matches.len();
+    let truncated = total > LIMIT;
+    matches.truncate(LIMIT);
+
+    let mut lines = vec![if truncated {
+        format!("Found {total} matches (showing first {LIMIT})")
+    } else {
+        format!("Found {total} matches")
+    }];
+    let mut current: Option<&Path> = None;
+    for m in &matches {
+        if current != Some(m.path.as_path()) {
+            if current.is_some() {
+                lines.push(String::new());
+            }
+            current = Some(m.path.as_path());
+            lines.push(format!("{}:", m.path.display()));
+        }
+        lines.push(format!("  Line {}: {}", m.line, m.text));
+    }
+    if truncated {
+        lines.push(String::new());
+        lines.push(format!(
+            "(Results truncated: showing {LIMIT} of {total} matches ({} hidden). Consider using a more specific path or pattern.)",
+            total - LIMIT
+        ));
+    }
+    if had_errors {
+        lines.push(String::new());
+        lines.push("(Some paths were inaccessible and skipped)".into());
+    }
+    let text = lines.join("\n");
+    let t = truncate::truncate_output(&text, MAX_LINES, MAX_BYTES, Direction::Head).await;
+    metadata.insert("matches".into(), json!(total));
+    metadata.insert("truncated".into(), Value::Bool(truncated || t.truncated));
+    if let Some(p) = t.output_path {
+        metadata.insert(
+            "outputPath".into(),
+            Value::String(p.to_string_lossy().into_owned()),
+        );
+    }
+    Ok(ToolOutput {
+        title: args.pattern,
+        output: t.content,
+        metadata,
+    })
+}
+
+fn cut_line(line: &str) -> String {
+    let line = line.trim_end_matches(['\n', '\r']);
+    if line.chars().count() > MAX_LINE_LENGTH {
+        let mut s: String = line.chars().take(MAX_LINE_LENGTH).collect();
+        s.push_str("...");
+        s
+    } else {
+        line.to_string()
+    }
+}
+
+fn search(
+    root: &Path,
+    matcher: &grep_regex::RegexMatcher,
+    include: Option<&PathGlob>,
+    abort: &tokio_util::sync::CancellationToken,
+) -> (Vec<Match>, bool) {
+    let mut searcher = SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(0))
+        .line_number(true)
+        .build();
+    let mut out = Vec::new();
+    let mut had_errors = false;
+    let mut search_file = |path: &Path, out: &mut Vec<Match>| {
+        let mt = mtime(path);
+        let res = searcher.search_path(
+            matcher,
+            path,
+            Lossy(|lnum, line| {
+                out.push(Match {
+                    path: path.to_path_buf(),
+                    mtime: mt,
+                    line: lnum,
+                    text: cut_line(line),
+                });
+                Ok(!abort.is_cancelled())
+            }),
+        );
+        res.is_err()
+    };
+    if root.is_file() {
+        had_errors |= search_file(root, &mut out);
+        return (out, had_errors);
+    }
+    for entry in walker(root).build() {
+        if abort.is_cancelled() {
+            break;
+        }
+        let entry = match entry {
+            Ok(e) => e,
+            Err(_) => {
+                had_errors = true;
+                continue;
+            }
+        };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let path = entry.path();
+        if let Some(g) = include {
+            let rel = path.strip_prefix(root).unwrap_or(path);
+            if !g.is_match(rel) {
+                continue;
+            }
+        }
+        had_errors |= search_file(path, &mut out);
+    }
+    (out, had_errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn finds_and_formats() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        std::fs::write(r.join("a.rs"), "fn main() {}\nlet x = 1;\nfn helper() {}\n").unwrap();
+        std::fs::write(r.join("b.txt"), "fn in text\n").unwrap();
+        std::fs::write(r.join(".gitignore"), "skip.rs\n").unwrap();
+        std::fs::write(r.join("skip.rs"), "fn skipped\n").unwrap();
+        std::fs::write(r.join("bin.rs"), b"fn x\0binary").unwrap();
+        let out = GrepTool
+            .execute(
+                json!({"pattern": "fn \\w+", "include": "*.rs"}),
+                ToolContext::simple(r),
+            )
+            .await
+            .unwrap();
+        let a = r.join("a.rs");
+        assert_eq!(
+            out.output,
+            format!(
+                "Found 2 matches\n{}:\n  Line 1: fn main() {{}}\n  Line 3: fn helper() {{}}",
+                a.display()
+            )
+        );
+        assert_eq!(out.metadata["matches"], json!(2));
+        let out = GrepTool
+            .execute(json!({"pattern": "^fn"}), ToolContext::simple(r))
+            .await
+            .unwrap();
+        assert!(out.output.starts_with("Found 3 matches"), "{}", out.output);
+        assert!(out.output.contains("b.txt:\n  Line 1: fn in text"));
+        assert!(!out.output.contains("skipped"));
+        let out = GrepTool
+            .execute(json!({"pattern": "nothing-here"}), ToolContext::simple(r))
+            .await
+            .unwrap();
+        assert_eq!(out.output, "No files found");
+        // A single file path.
+        let out = GrepTool
+            .execute(
+                json!({"pattern": "let", "path": "a.rs"}),
+                ToolContext::simple(r),
+            )
+            .await
+            .unwrap();
+        assert!(out.output.contains("  Line 2: let x = 1;"));
+    }
+
+    #[tokio::test]
+    async fn invalid_regex_is_clear() {
+        let d = tempfile::tempdir().unwrap();
+        let e = GrepTool
+            .execute(json!({"pattern": "fn("}), ToolContext::simple(d.path()))
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().starts_with("Invalid regex pattern 'fn('"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn limit_and_long_lines() {
+        let d = tempfile::tempdir().unwrap();
+        let mut text: String = (0..150).map(|i| format!("hit {i}\n")).collect();
+        text.push_str(&format!("hit {}\n", "z".repeat(3000)));
+        std::fs::write(d.path().join("f.txt"), text).unwrap();
+        let out = GrepTool
+            .execute(json!({"pattern": "hit"}), ToolContext::simple(d.path()))
+            .await
+            .unwrap();
+        assert!(
+            out.output
+                .starts_with("Found 151 matches (showing first 100)")
+        );
+        assert!(
+            out.output
+                .contains("(Results truncated: showing 100 of 151 matches (51 hidden).")
+        );
+        std::fs::write(
+            d.path().join("f.txt"),
+            format!("hit {}\n", "z".repeat(3000)),
+        )
+        .unwrap();
+        let out = GrepTool
+            .execute(json!({"pattern": "hit"}), ToolContext::simple(d.path()))
+            .await
+            .unwrap();
+        assert!(out.output.ends_with(&format!("{}...", "z".repeat(1996))));
+    }
+}

@@ -1,0 +1,138 @@
+//! The built-in tools, one module each, with OpenCode's names and parameter names (§7.3).
+
+use std::time::SystemTime;
+
+pub mod bash;
+pub mod edit;
+pub mod glob;
+pub mod grep;
+pub mod invalid;
+pub mod list;
+pub mod read;
+pub mod write;
+
+pub use bash::BashTool;
+pub use edit::EditTool;
+pub use glob::GlobTool;
+pub use grep::GrepTool;
+pub use invalid::InvalidTool;
+pub use list::ListTool;
+pub use read::ReadTool;
+pub use write::WriteTool;
+
+/// Lines per diff count: `(additions, deletions)` between two texts (line diff via `similar`).
+pub fn diff_counts(old: &str, new: &str) -> (usize, usize) {
+    let diff = similar::TextDiff::from_lines(old, new);
+    let mut add = 0;
+    let mut del = 0;
+    for change in diff.iter_all_changes() {
+        match change.tag() {
+            similar::ChangeTag::Insert => add += 1,
+            similar::ChangeTag::Delete => del += 1,
+            similar::ChangeTag::Equal => {}
+        }
+    }
+    (add, del)
+}
+
+/// Unified diff (3 lines of context) with `--- <path>` / `+++ <path>` headers.
+pub fn unified_diff(path: &str, old: &str, new: &str) -> String {
+    let diff = similar::TextDiff::from_lines(old, new);
+    diff.unified_diff()
+        .context_radius(3)
+        .header(path, path)
+        .to_string()
+}
+
+/// Build the `ignore` walker used by glob, grep and list: respects `.gitignore` (also outside
+/// git repositories), `.ignore` and global git excludes; includes hidden files; skips `.git/`.
+pub(crate) fn walker(root: &std::path::Path) -> ignore::WalkBuilder {
+    let mut b = ignore::WalkBuilder::new(root);
+    b.hidden(false)
+        .git_ignore(true)
+        .git_global(true)
+        .git_exclude(true)
+        .ignore(true)
+        .parents(true)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|e| e.file_name() != ".git");
+    b
+}
+
+/// Modification time of a path, `UNIX_EPOCH` when unknown.
+pub(crate) fn mtime(path: &std::path::Path) -> SystemTime {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+/// A gitignore-style glob matcher as ripgrep's `--glob` uses it: a pattern without `/` matches
+/// the file name at any depth, one with `/` matches the path relative to the search root.
+pub(crate) struct PathGlob {
+    set: globset::GlobMatcher,
+    by_name: bool,
+}
+
+impl PathGlob {
+    /// Compile `pattern`; the error text is shown to the model.
+    pub(crate) fn new(pattern: &str) -> Result<Self, String> {
+        let trimmed = pattern.trim_start_matches("./");
+        let by_name = !trimmed.contains('/');
+        let trimmed = trimmed.trim_start_matches('/');
+        let glob = globset::GlobBuilder::new(trimmed)
+            .literal_separator(!by_name)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| format!("Invalid glob pattern '{pattern}': {e}"))?;
+        Ok(Self {
+            set: glob.compile_matcher(),
+            by_name,
+        })
+    }
+
+    /// Match a path given relative to the search root.
+    pub(crate) fn is_match(&self, rel: &std::path::Path) -> bool {
+        if self.by_name {
+            rel.file_name().is_some_and(|n| self.set.is_match(n))
+        } else {
+            self.set.is_match(rel)
+        }
+    }
+}
+
+/// Run blocking work off the async runtime; a panic in it becomes a tool failure.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, crate::ToolError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| crate::ToolError::Failed(format!("internal error: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_diff() {
+        assert_eq!(diff_counts("a\nb\n", "a\nc\nd\n"), (2, 1));
+        let d = unified_diff("f.txt", "a\n", "b\n");
+        assert!(
+            d.contains("--- f.txt") && d.contains("-a") && d.contains("+b"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn path_glob_semantics() {
+        let g = PathGlob::new("*.rs").unwrap();
+        assert!(g.is_match(std::path::Path::new("src/a/b.rs")));
+        let g = PathGlob::new("src/*.rs").unwrap();
+        assert!(g.is_match(std::path::Path::new("src/b.rs")));
+        assert!(!g.is_match(std::path::Path::new("src/x/b.rs")));
+        let g = PathGlob::new("**/*.rs").unwrap();
+        assert!(g.is_match(std::path::Path::new("src/x/b.rs")));
+        assert!(PathGlob::new("a[").is_err());
+    }
+}

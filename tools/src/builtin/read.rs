@@ -1,0 +1,681 @@
+//! `read {filePath, offset?, limit?}`: numbered file contents or a directory listing
+//! (OpenCode `tool/read.ts`, §7.3 "read, in detail").
+
+use std::path::Path;
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::paths;
+use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+
+/// Default number of lines returned (OpenCode `DEFAULT_READ_LIMIT`).
+pub const DEFAULT_READ_LIMIT: usize = 2000;
+/// Lines longer than this many chars are cut (OpenCode `MAX_LINE_LENGTH`).
+pub const MAX_LINE_LENGTH: usize = 2000;
+/// Suffix of a cut line.
+pub const MAX_LINE_SUFFIX: &str = "... (line truncated to 2000 chars)";
+/// Cap of the returned content in bytes (50 KB, OpenCode `MAX_BYTES`).
+pub const MAX_BYTES: usize = 50 * 1024;
+/// Label of [`MAX_BYTES`] in the footer.
+pub const MAX_BYTES_LABEL: &str = "50 KB";
+/// Bytes sniffed for binary detection (OpenCode `SAMPLE_BYTES`).
+pub const SAMPLE_BYTES: usize = 4096;
+/// Lines kept in `metadata.preview`.
+pub const PREVIEW_LINES: usize = 20;
+
+/// Extensions always treated as binary.
+pub const BINARY_EXTENSIONS: &[&str] = &[
+    "zip", "tar", "gz", "tgz", "bz2", "xz", "zst", "7z", "rar", "exe", "dll", "so", "dylib",
+    "class", "jar", "war", "doc", "docx", "xls", "xlsx", "ppt", "pptx", "odt", "ods", "odp", "bin",
+    "dat", "obj", "o", "a", "lib", "wasm", "pyc", "pyo", "png", "jpg", "jpeg", "gif", "webp",
+    "bmp", "ico", "tiff", "pdf", "mp3", "mp4", "mov", "avi", "mkv", "wav", "flac", "ogg", "woff",
+    "woff2", "ttf", "otf", "eot", "sqlite", "db", "iso", "dmg", "img",
+];
+
+/// The `read` tool.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReadTool;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Args {
+    file_path: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+}
+
+impl Tool for ReadTool {
+    fn name(&self) -> &'static str {
+        "read"
+    }
+
+    fn description(&self) -> String {
+        "Read a file or list a directory.\n\
+         - `filePath`: absolute path (relative paths resolve against the working directory).\n\
+         - Returns lines prefixed with their 1-based number (`12: text`). By default up to 2000 \
+         lines from the start; use `offset` (1-based first line) and `limit` for large files.\n\
+         - Lines longer than 2000 characters are cut; output is capped at 50 KB, and a footer \
+         says which offset to use to continue.\n\
+         - A directory returns its entries (subdirectories end with `/`).\n\
+         - Binary files are refused. Prefer reading several relevant files in parallel."
+            .to_string()
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "filePath": {"type": "string", "description": "Absolute path of the file or directory to read"},
+                "offset": {"type": "integer", "minimum": 0, "description": "1-based line (or entry) number to start from"},
+                "limit": {"type": "integer", "minimum": 0, "description": "Maximum number of lines (or entries) to return (default 2000)"}
+            },
+            "required": ["filePath"]
+        })
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let args: Args = parse_args("read", args)?;
+            run(args, ctx).await
+        })
+    }
+}
+
+async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+    let path = paths::normalize(&ctx.resolve(&args.file_path));
+    let shown = path.to_string_lossy().into_owned();
+    let kind = paths::kind_of(&path).await;
+    paths::assert_external_directory(&ctx, &path, kind).await?;
+    let rel = paths::worktree_relative(&ctx, &path).await;
+    paths::ask(
+        &ctx,
+        "read",
+        vec![rel.clone()],
+        vec!["*".into()],
+        json!({"filepath": shown}),
+    )
+    .await?;
+
+    let meta = match tokio::fs::metadata(&path).await {
+        Ok(m) => m,
+        Err(_) => return Err(ToolError::Failed(not_found_message(&path).await)),
+    };
+    // offset is 1-based; 0 is accepted as 1.
+    let offset = args.offset.unwrap_or(1).max(1) as usize;
+    let limit = args.limit.map(|l| l as usize).unwrap_or(DEFAULT_READ_LIMIT);
+
+    if meta.is_dir() {
+        return read_dir(&path, &shown, &rel, offset, limit).await;
+    }
+
+    let (output, preview, truncated) = read_text_file(&path, &shown, offset, limit).await?;
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("preview".into(), Value::String(preview));
+    metadata.insert("truncated".into(), Value::Bool(truncated));
+    metadata.insert("loaded".into(), Value::Array(Vec::new()));
+    Ok(ToolOutput {
+        title: rel,
+        output,
+        metadata,
+    })
+}
+
+/// Bytes of one line kept while streaming (enough for [`MAX_LINE_LENGTH`] chars of UTF-8);
+/// the rest of a longer line is skipped without being stored.
+const LINE_KEEP: usize = MAX_LINE_LENGTH * 4 + 4;
+
+/// Accumulates lines as OpenCode's read loop does (offset/limit, line cut, byte cap).
+struct Collector {
+    offset: usize,
+    limit: usize,
+    raw: Vec<String>,
+    bytes: usize,
+    total: usize,
+    capped: bool,
+    more: bool,
+}
+
+impl Collector {
+    fn new(offset: usize, limit: usize) -> Self {
+        Self {
+            offset,
+            limit,
+            raw: Vec::new(),
+            bytes: 0,
+            total: 0,
+            capped: false,
+            more: false,
+        }
+    }
+
+    /// Whether the next line's text matters (otherwise only counting continues).
+    fn wants_text(&self) -> bool {
+        !self.capped && self.total + 1 >= self.offset && self.raw.len() < self.limit
+    }
+
+    /// Whether reading can stop (the byte cap was hit; OpenCode stops there too).
+    fn done(&self) -> bool {
+        self.capped
+    }
+
+    fn push(&mut self, line: &str) {
+        self.total += 1;
+        if self.total < self.offset || self.capped {
+            return;
+        }
+        if self.raw.len() >= self.limit {
+            self.more = true;
+            return;
+        }
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let line = if line.chars().count() > MAX_LINE_LENGTH {
+            let cut: String = line.chars().take(MAX_LINE_LENGTH).collect();
+            format!("{cut}{MAX_LINE_SUFFIX}")
+        } else {
+            line.to_string()
+        };
+        let size = line.len() + usize::from(!self.raw.is_empty());
+        if self.bytes + size > MAX_BYTES {
+            self.capped = true;
+            self.more = true;
+            return;
+        }
+        self.bytes += size;
+        self.raw.push(line);
+    }
+
+    /// `(output, preview, truncated)` or the out-of-range error.
+    fn finish(self, shown: &str) -> Result<(String, String, bool), ToolError> {
+        let Self {
+            offset,
+            raw,
+            total,
+            capped,
+            more,
+            ..
+        } = self;
+        if total < offset && !(total == 0 && offset == 1) {
+            return Err(ToolError::Failed(format!(
+                "Offset {offset} is out of range for this file ({total} lines)"
+            )));
+        }
+        let numbered: Vec<String> = raw
+            .iter()
+            .enumerate()
+            .map(|(i, l)| format!("{}: {l}", i + offset))
+            .collect();
+        let mut output = format!("<path>{shown}</path>\n<type>file</type>\n<content>\n");
+        output.push_str(&numbered.join("\n"));
+        let last = offset + raw.len() - 1;
+        let next = last + 1;
+        if capped {
+            output.push_str(&format!(
+                "\n\n(Output capped at {MAX_BYTES_LABEL}. Showing lines {offset}-{last}. Use offset={next} to continue.)"
+            ));
+        } else if more {
+            output.push_str(&format!(
+                "\n\n(Showing lines {offset}-{last} of {total}. Use offset={next} to continue.)"
+            ));
+        } else {
+            output.push_str(&format!("\n\n(End of file - total {total} lines)"));
+        }
+        output.push_str("\n</content>");
+        let preview = raw
+            .iter()
+            .take(PREVIEW_LINES)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n");
+        Ok((output, preview, more))
+    }
+}
+
+/// Render text as OpenCode's read does (`<path>…</path>\n<type>file</type>\n<content>\n1: …`
+/// plus footer). Returns `(output, preview, truncated)`; `offset` is 1-based (≥ 1).
+pub fn format_text(
+    text: &str,
+    shown: &str,
+    offset: usize,
+    limit: usize,
+) -> Result<(String, String, bool), ToolError> {
+    let mut c = Collector::new(offset.max(1), limit);
+    if !text.is_empty() {
+        for line in text.strip_suffix('\n').unwrap_or(text).split('\n') {
+            c.push(line);
+            if c.done() {
+                break;
+            }
+        }
+    }
+    c.finish(shown)
+}
+
+/// Stream a file through the [`Collector`] with bounded memory: binary sniffing on the first
+/// [`SAMPLE_BYTES`], at most [`LINE_KEEP`] bytes kept per line, reading stops at the byte cap.
+async fn read_text_file(
+    path: &Path,
+    shown: &str,
+    offset: usize,
+    limit: usize,
+) -> Result<(String, String, bool), ToolError> {
+    use tokio::io::AsyncReadExt;
+    let fail = |e: std::io::Error| ToolError::Failed(format!("Cannot read file {shown}: {e}"));
+    let mut file = tokio::fs::File::open(path).await.map_err(fail)?;
+    let mut chunk = vec![0u8; 64 * 1024];
+    // First chunk: at least SAMPLE_BYTES unless the file is shorter.
+    let mut filled = 0;
+    while filled < SAMPLE_BYTES {
+        let n = file.read(&mut chunk[filled..]).await.map_err(fail)?;
+        if n == 0 {
+            break;
+        }
+        filled += n;
+    }
+    if is_binary(path, &chunk[..filled]) {
+        return Err(ToolError::Failed(format!(
+            "Cannot read binary file: {shown}"
+        )));
+    }
+    let mut c = Collector::new(offset, limit);
+    let mut line: Vec<u8> = Vec::new();
+    let mut pending = false; // bytes seen since the last newline
+    let mut n = filled;
+    'outer: while n > 0 {
+        let mut rest = &chunk[..n];
+        while !rest.is_empty() {
+            match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    if c.wants_text() {
+                        let room = LINE_KEEP.saturating_sub(line.len());
+                        line.extend_from_slice(&rest[..i.min(room)]);
+                    }
+                    c.push(&String::from_utf8_lossy(&line));
+                    line.clear();
+                    pending = false;
+                    rest = &rest[i + 1..];
+                    if c.done() {
+                        break 'outer;
+                    }
+                }
+                None => {
+                    if c.wants_text() {
+                        let room = LINE_KEEP.saturating_sub(line.len());
+                        line.extend_from_slice(&rest[..rest.len().min(room)]);
+                    }
+                    pending = true;
+                    rest = &[];
+                }
+            }
+        }
+        n = file.read(&mut chunk).await.map_err(fail)?;
+    }
+    if pending && !c.done() {
+        c.push(&String::from_utf8_lossy(&line));
+    }
+    c.finish(shown)
+}
+
+async fn read_dir(
+    path: &Path,
+    shown: &str,
+    rel: &str,
+    offset: usize,
+    limit: usize,
+) -> Result<ToolOutput, ToolError> {
+    let mut rd = tokio::fs::read_dir(path)
+        .await
+        .map_err(|e| ToolError::Failed(format!("Cannot read directory {shown}: {e}")))?;
+    let mut entries = Vec::new();
+    while let Ok(Some(e)) = rd.next_entry().await {
+        let name = e.file_name().to_string_lossy().into_owned();
+        // Follow symlinks to decide whether the entry is a directory.
+        let is_dir = tokio::fs::metadata(e.path())
+            .await
+            .map(|m| m.is_dir())
+            .unwrap_or(false);
+        entries.push(if is_dir { format!("{name}/") } else { name });
+    }
+    entries.sort();
+    let total = entries.len();
+    let start = (offset - 1).min(total);
+    let end = start.saturating_add(limit).min(total);
+    let slice = &entries[start..end];
+    let mut output = format!("<path>{shown}</path>\n<type>directory</type>\n<entries>\n");
+    output.push_str(&slice.join("\n"));
+    let truncated = end < total;
+    if truncated {
+        output.push_str(&format!(
+            "\n\n(Showing {} of {total} entries. Use 'offset' parameter to read beyond entry {})",
+            slice.len(),
+            end
+        ));
+    } else {
+        output.push_str(&format!("\n\n({total} entries)"));
+    }
+    output.push_str("\n</entries>");
+    let mut metadata = serde_json::Map::new();
+    metadata.insert(
+        "preview".into(),
+        Value::String(
+            slice
+                .iter()
+                .take(PREVIEW_LINES)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+    );
+    metadata.insert("truncated".into(), Value::Bool(truncated));
+    metadata.insert("loaded".into(), Value::Array(Vec::new()));
+    Ok(ToolOutput {
+        title: if rel.is_empty() {
+            ".".into()
+        } else {
+            rel.to_string()
+        },
+        output,
+        metadata,
+    })
+}
+
+/// `File not found: <p>`, plus up to 3 "Did you mean" entries from the same directory whose
+/// names contain (or are contained in) the requested name, case-insensitively.
+async fn not_found_message(path: &Path) -> String {
+    let shown = path.to_string_lossy();
+    let mut msg = format!("File not found: {shown}");
+    let (Some(dir), Some(base)) = (path.parent(), path.file_name()) else {
+        return msg;
+    };
+    let base = base.to_string_lossy().to_lowercase();
+    let mut names = Vec::new();
+    if let Ok(mut rd) = tokio::fs::read_dir(dir).await {
+        while let Ok(Some(e)) = rd.next_entry().await {
+            names.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    let suggestions: Vec<String> = names
+        .into_iter()
+        .filter(|n| {
+            let l = n.to_lowercase();
+            l.contains(&base) || base.contains(&l) || same_stem(&l, &base)
+        })
+        .take(3)
+        .map(|n| dir.join(n).to_string_lossy().into_owned())
+        .collect();
+    if !suggestions.is_empty() {
+        msg.push_str("\n\nDid you mean one of these?\n");
+        msg.push_str(&suggestions.join("\n"));
+    }
+    msg
+}
+
+/// `main.rs` vs `main.ts`: same name before the extension.
+fn same_stem(a: &str, b: &str) -> bool {
+    let stem = |s: &str| {
+        s.rsplit_once('.')
+            .map(|(x, _)| x.to_string())
+            .unwrap_or_else(|| s.to_string())
+    };
+    let (sa, sb) = (stem(a), stem(b));
+    !sa.is_empty() && sa == sb
+}
+
+/// Binary detection: a known binary extension, a NUL byte in the first [`SAMPLE_BYTES`], or
+/// more than 30% non-printable bytes there (bytes < 9 or 14..=31, as OpenCode counts).
+pub fn is_binary(path: &Path, bytes: &[u8]) -> bool {
+    if let Some(ext) = path.extension().and_then(|e| e.to_str())
+        && BINARY_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str())
+    {
+        return true;
+    }
+    let sample = &bytes[..bytes.len().min(SAMPLE_BYTES)];
+    if sample.is_empty() {
+        return false;
+    }
+    if sample.contains(&0) {
+        return true;
+    }
+    let non_printable = sample
+        .iter()
+        .filter(|&&b| b < 9 || (b > 13 && b < 32))
+        .count();
+    non_printable * 10 > sample.len() * 3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paths::test_support::Recorder;
+
+    async fn read(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {
+        ReadTool.execute(args, ToolContext::simple(dir)).await
+    }
+
+    #[tokio::test]
+    async fn reads_with_numbers_and_footer() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.txt"), "one\ntwo\r\nthree\n").unwrap();
+        let out = read(d.path(), json!({"filePath": "a.txt"})).await.unwrap();
+        let p = d.path().join("a.txt");
+        assert_eq!(
+            out.output,
+            format!(
+                "<path>{}</path>\n<type>file</type>\n<content>\n1: one\n2: two\n3: three\n\n(End of file - total 3 lines)\n</content>",
+                p.display()
+            )
+        );
+        assert_eq!(out.title, "a.txt");
+        assert_eq!(out.metadata["truncated"], json!(false));
+    }
+
+    #[tokio::test]
+    async fn offset_and_limit() {
+        let d = tempfile::tempdir().unwrap();
+        let text: String = (1..=10).map(|i| format!("l{i}\n")).collect();
+        std::fs::write(d.path().join("a.txt"), text).unwrap();
+        let out = read(
+            d.path(),
+            json!({"filePath": "a.txt", "offset": 3, "limit": 2}),
+        )
+        .await
+        .unwrap();
+        assert!(out.output.contains("<content>\n3: l3\n4: l4\n\n(Showing lines 3-4 of 10. Use offset=5 to continue.)\n</content>"), "{}", out.output);
+        assert_eq!(out.metadata["truncated"], json!(true));
+        let err = read(d.path(), json!({"filePath": "a.txt", "offset": 11}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Offset 11 is out of range for this file (10 lines)"
+        );
+        // Last line exactly reachable.
+        let out = read(d.path(), json!({"filePath": "a.txt", "offset": 10}))
+            .await
+            .unwrap();
+        assert!(
+            out.output
+                .contains("10: l10\n\n(End of file - total 10 lines)")
+        );
+    }
+
+    #[tokio::test]
+    async fn empty_file_and_long_lines_and_cap() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("e.txt"), "").unwrap();
+        let out = read(d.path(), json!({"filePath": "e.txt"})).await.unwrap();
+        assert!(out.output.contains("(End of file - total 0 lines)"));
+        std::fs::write(d.path().join("long.txt"), "x".repeat(2500)).unwrap();
+        let out = read(d.path(), json!({"filePath": "long.txt"}))
+            .await
+            .unwrap();
+        assert!(
+            out.output
+                .contains(&format!("1: {}{MAX_LINE_SUFFIX}\n", "x".repeat(2000)))
+        );
+        let big: String = (0..2000)
+            .map(|_| format!("{}\n", "y".repeat(100)))
+            .collect();
+        std::fs::write(d.path().join("big.txt"), big).unwrap();
+        let out = read(d.path(), json!({"filePath": "big.txt"}))
+            .await
+            .unwrap();
+        assert!(
+            out.output
+                .contains("(Output capped at 50 KB. Showing lines 1-"),
+            "{}",
+            &out.output[out.output.len() - 200..]
+        );
+        assert!(out.output.len() < MAX_BYTES + 20_000);
+    }
+
+    #[tokio::test]
+    async fn streams_counts_and_matches_format_text() {
+        let d = tempfile::tempdir().unwrap();
+        let mut text: String = (1..=5000).map(|i| format!("line {i}\n")).collect();
+        text.push_str(&"w".repeat(100_000));
+        text.push_str("\nlast");
+        std::fs::write(d.path().join("s.txt"), &text).unwrap();
+        let p = d.path().join("s.txt");
+        let shown = p.to_string_lossy().to_string();
+        for (offset, limit) in [(1, 2000), (4990, 20), (5001, 1), (5002, 5), (3, 0)] {
+            let streamed = read_text_file(&p, &shown, offset, limit).await.unwrap();
+            let whole = format_text(&text, &shown, offset, limit).unwrap();
+            assert_eq!(streamed, whole, "offset {offset} limit {limit}");
+        }
+        let out = read(
+            d.path(),
+            json!({"filePath": "s.txt", "offset": 4999, "limit": 2}),
+        )
+        .await
+        .unwrap();
+        assert!(out.output.contains("4999: line 4999\n5000: line 5000\n\n(Showing lines 4999-5000 of 5002. Use offset=5001 to continue.)"), "{}", out.output);
+        let err = read(d.path(), json!({"filePath": "s.txt", "offset": 5003}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Offset 5003 is out of range for this file (5002 lines)"
+        );
+    }
+
+    #[tokio::test]
+    async fn binary_refused() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("b.txt"), b"abc\0def").unwrap();
+        let err = read(d.path(), json!({"filePath": "b.txt"}))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().starts_with("Cannot read binary file: "));
+        std::fs::write(d.path().join("c.txt"), [1u8, 2, 3, 4, 5, b'a', b'b']).unwrap();
+        assert!(read(d.path(), json!({"filePath": "c.txt"})).await.is_err());
+        std::fs::write(d.path().join("x.zip"), "plain").unwrap();
+        assert!(read(d.path(), json!({"filePath": "x.zip"})).await.is_err());
+        std::fs::write(d.path().join("u.txt"), "héllo wörld ✓").unwrap();
+        assert!(read(d.path(), json!({"filePath": "u.txt"})).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn not_found_suggests() {
+        let d = tempfile::tempdir().unwrap();
+        for n in ["config.rs", "config.toml", "Config.md", "other.txt"] {
+            std::fs::write(d.path().join(n), "").unwrap();
+        }
+        let err = read(d.path(), json!({"filePath": "config"}))
+            .await
+            .unwrap_err()
+            .to_string();
+        let dir = d.path().display();
+        assert!(
+            err.starts_with(&format!(
+                "File not found: {dir}/config\n\nDid you mean one of these?\n"
+            )),
+            "{err}"
+        );
+        assert_eq!(
+            err.lines()
+                .filter(|l| l.starts_with(&dir.to_string()))
+                .count(),
+            3
+        );
+        assert!(!err.contains("other.txt"));
+        let err = read(d.path(), json!({"filePath": "zzz"}))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, format!("File not found: {dir}/zzz"));
+    }
+
+    #[tokio::test]
+    async fn lists_directories() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        std::fs::write(d.path().join("b.txt"), "").unwrap();
+        std::fs::write(d.path().join("a.txt"), "").unwrap();
+        let out = read(d.path(), json!({"filePath": "."})).await.unwrap();
+        assert!(
+            out.output.contains(
+                "<type>directory</type>\n<entries>\na.txt\nb.txt\nsub/\n\n(3 entries)\n</entries>"
+            ),
+            "{}",
+            out.output
+        );
+        let out = read(d.path(), json!({"filePath": ".", "limit": 2}))
+            .await
+            .unwrap();
+        assert!(
+            out.output.contains(
+                "(Showing 2 of 3 entries. Use 'offset' parameter to read beyond entry 2)"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn asks_read_then_external() {
+        let d = tempfile::tempdir().unwrap();
+        let proj = d.path().join("p");
+        std::fs::create_dir(&proj).unwrap();
+        std::fs::write(d.path().join("out.txt"), "hi").unwrap();
+        std::fs::write(proj.join("in.txt"), "hi").unwrap();
+        let rec = Recorder::new();
+        let mut ctx = ToolContext::simple(&proj);
+        ctx.permissions = rec.clone();
+        ReadTool
+            .execute(json!({"filePath": "in.txt"}), ctx.clone())
+            .await
+            .unwrap();
+        assert_eq!(rec.permissions(), vec!["read"]);
+        assert_eq!(rec.requests()[0].patterns, vec!["in.txt"]);
+        ReadTool
+            .execute(json!({"filePath": "../out.txt"}), ctx.clone())
+            .await
+            .unwrap();
+        assert_eq!(
+            rec.permissions(),
+            vec!["read", "external_directory", "read"]
+        );
+        assert_eq!(rec.requests()[2].patterns, vec!["../out.txt"]);
+        let deny = Recorder::denying("read");
+        ctx.permissions = deny;
+        let err = ReadTool
+            .execute(json!({"filePath": "in.txt"}), ctx)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::PermissionDenied(_)));
+    }
+
+    #[tokio::test]
+    async fn missing_file_path_is_invalid() {
+        let d = tempfile::tempdir().unwrap();
+        let err = read(d.path(), json!({"path": "x"})).await.unwrap_err();
+        assert!(
+            matches!(err, ToolError::InvalidArguments { ref detail, .. } if detail.contains("filePath"))
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! `write {filePath, content}`: create or overwrite a file, creating parent directories
+//! (OpenCode `tool/write.ts`, §7.3). Asks `edit` (with the diff) before writing.
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{diff_counts, unified_diff};
+use crate::paths::{self, PathKind};
+use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+
+/// UTF-8 byte-order mark, preserved when the overwritten file had one.
+pub const BOM: &str = "\u{feff}";
+
+/// The `write` tool.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WriteTool;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Args {
+    file_path: String,
+    content: String,
+}
+
+impl Tool for WriteTool {
+    fn name(&self) -> &'static str {
+        "write"
+    }
+
+    fn description(&self) -> String {
+        "Write a file, replacing it if it exists; missing parent directories are created.\n\
+         - `filePath`: absolute path (relative paths resolve against the working directory).\n\
+         - `content`: the complete new file content.\n\
+         - Read an existing file before overwriting it, and prefer `edit` for changes to \
+         existing files. Do not create documentation files unless asked."
+            .to_string()
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "content": {"type": "string", "description": "The content to write to the file"},
+                "filePath": {"type": "string", "description": "Absolute path of the file to write"}
+            },
+            "required": ["content", "filePath"]
+        })
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let args: Args = parse_args("write", args)?;
+            let path = paths::normalize(&ctx.resolve(&args.file_path));
+            let shown = path.to_string_lossy().into_owned();
+            paths::assert_external_directory(&ctx, &path, PathKind::File).await?;
+            let meta = tokio::fs::metadata(&path).await.ok();
+            if meta.as_ref().is_some_and(|m| m.is_dir()) {
+                return Err(ToolError::Failed(format!(
+                    "Path is a directory, not a file: {shown}"
+                )));
+            }
+            let exists = meta.is_some();
+            let old = if exists {
+                tokio::fs::read(&path)
+                    .await
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            };
+            let mut content = args.content;
+            if old.starts_with(BOM) && !content.starts_with(BOM) {
+                content.insert_str(0, BOM);
+            }
+            let rel = paths::worktree_relative(&ctx, &path).await;
+            let diff = unified_diff(&rel, &old, &content);
+            paths::ask(
+                &ctx,
+                "edit",
+                vec![rel.clone()],
+                vec!["*".into()],
+                json!({"filepath": shown, "diff": diff}),
+            )
+            .await?;
+            if ctx.abort.is_cancelled() {
+                return Err(ToolError::Aborted);
+            }
+            if let Some(parent) = path.parent() {
+                tokio::fs::create_dir_all(parent).await.map_err(|e| {
+                    ToolError::Failed(format!("Cannot create directory {}: {e}", parent.display()))
+                })?;
+            }
+            tokio::fs::write(&path, &content)
+                .await
+                .map_err(|e| ToolError::Failed(format!("Cannot write file {shown}: {e}")))?;
+            let (additions, deletions) = diff_counts(&old, &content);
+            let mut metadata = serde_json::Map::new();
+            metadata.insert("filepath".into(), Value::String(shown));
+            metadata.insert("exists".into(), Value::Bool(exists));
+            metadata.insert("additions".into(), json!(additions));
+            metadata.insert("deletions".into(), json!(deletions));
+            metadata.insert("diff".into(), Value::String(diff));
+            Ok(ToolOutput {
+                title: rel,
+                output: "Wrote file successfully.".into(),
+                metadata,
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paths::test_support::Recorder;
+
+    #[tokio::test]
+    async fn creates_parent_dirs_and_reports() {
+        let d = tempfile::tempdir().unwrap();
+        let rec = Recorder::new();
+        let mut ctx = ToolContext::simple(d.path());
+        ctx.permissions = rec.clone();
+        let out = WriteTool
+            .execute(
+                json!({"filePath": "a/b/c.txt", "content": "x\ny\n"}),
+                ctx.clone(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.output, "Wrote file successfully.");
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("a/b/c.txt")).unwrap(),
+            "x\ny\n"
+        );
+        assert_eq!(out.metadata["exists"], json!(false));
+        assert_eq!(out.metadata["additions"], json!(2));
+        assert_eq!(rec.permissions(), vec!["edit"]);
+        assert_eq!(rec.requests()[0].patterns, vec!["a/b/c.txt"]);
+        let out = WriteTool
+            .execute(json!({"filePath": "a/b/c.txt", "content": "x\nz\n"}), ctx)
+            .await
+            .unwrap();
+        assert_eq!(out.metadata["exists"], json!(true));
+        assert_eq!(
+            (
+                out.metadata["additions"].clone(),
+                out.metadata["deletions"].clone()
+            ),
+            (json!(1), json!(1))
+        );
+    }
+
+    #[tokio::test]
+    async fn denied_does_not_write() {
+        let d = tempfile::tempdir().unwrap();
+        let mut ctx = ToolContext::simple(d.path());
+        ctx.permissions = Recorder::denying("edit");
+        let err = WriteTool
+            .execute(json!({"filePath": "x.txt", "content": "x"}), ctx)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::PermissionDenied(_)));
+        assert!(!d.path().join("x.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn outside_asks_external_first() {
+        let d = tempfile::tempdir().unwrap();
+        let proj = d.path().join("p");
+        std::fs::create_dir(&proj).unwrap();
+        let rec = Recorder::new();
+        let mut ctx = ToolContext::simple(&proj);
+        ctx.permissions = rec.clone();
+        WriteTool
+            .execute(json!({"filePath": "../o.txt", "content": "x"}), ctx)
+            .await
+            .unwrap();
+        assert_eq!(rec.permissions(), vec!["external_directory", "edit"]);
+    }
+}

@@ -1,0 +1,196 @@
+//! troupe-tools: the [`Tool`] trait, the [`ToolContext`] a tool runs with, the registry of
+//! built-in tools (OpenCode names and parameters: `bash`, `read`, `write`, `edit`, `glob`,
+//! `grep`, `list`, `invalid`), output truncation and tool-name repair.
+//!
+//! Tools are plain async functions of (arguments, context). They know nothing of actors: the
+//! actor layer runs each call in its own supervised tool-call actor, enforces the timeout and
+//! cancels through [`ToolContext::abort`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub mod args;
+pub mod builtin;
+pub mod paths;
+pub mod registry;
+pub mod shell;
+pub mod testing;
+pub mod truncate;
+
+pub use args::parse_args;
+pub use registry::{Registry, invalid_tool_message};
+pub use shell::{BashPermissions, bash_permission_patterns, split_commands};
+pub use truncate::{Direction, Truncated, apply_truncation, truncate_output};
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// What a finished tool call returns.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolOutput {
+    /// Short title shown in UIs (e.g. the file path, the command's description).
+    pub title: String,
+    /// Text sent back to the model as the tool result.
+    pub output: String,
+    /// Structured metadata kept on the tool part (e.g. `{"exit": 0}` for bash).
+    pub metadata: serde_json::Map<String, Value>,
+}
+
+/// A tool failure. Its `Display` text is what the model sees as the error result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// Arguments were not valid JSON or failed the tool's schema.
+    #[error(
+        "The {tool} tool was called with invalid arguments: {detail}\nPlease rewrite the input so it satisfies the expected schema."
+    )]
+    InvalidArguments {
+        /// Tool name.
+        tool: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The tool ran and failed; the message says why (e.g. "File not found: …").
+    #[error("{0}")]
+    Failed(String),
+    /// The call was aborted (session cancelled).
+    #[error("Tool execution aborted")]
+    Aborted,
+    /// Permission denied by a rule or rejected by the user (message says which).
+    #[error("{0}")]
+    PermissionDenied(String),
+}
+
+/// Decision of a permission check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PermissionReply {
+    /// Go ahead.
+    Allow,
+    /// Refused; the text explains (and may carry the user's feedback).
+    Deny(String),
+}
+
+/// A permission request a tool raises before acting (OpenCode `ctx.ask`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionRequest {
+    /// Permission key: `read`, `edit`, `bash`, `glob`, `grep`, `list`, `external_directory`, …
+    pub permission: String,
+    /// Patterns checked against the rules (paths relative to the worktree, sub-commands, …).
+    pub patterns: Vec<String>,
+    /// Patterns remembered when the user answers "always".
+    pub always: Vec<String>,
+    /// Extra information for the UI.
+    pub metadata: Value,
+}
+
+/// Who answers permission requests. The actor layer supplies the real one (rulesets, asking
+/// the user); [`AllowAll`] answers yes to everything.
+pub trait PermissionAsker: Send + Sync {
+    /// Ask; resolves when a rule or the user decides.
+    fn ask(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionReply>;
+}
+
+/// A [`PermissionAsker`] that allows everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllowAll;
+
+impl PermissionAsker for AllowAll {
+    fn ask(&self, _req: PermissionRequest) -> BoxFuture<'static, PermissionReply> {
+        Box::pin(async { PermissionReply::Allow })
+    }
+}
+
+/// Progress sink: a tool may publish a title/metadata update while it runs (e.g. bash
+/// streaming output into `metadata.output`).
+pub trait ProgressSink: Send + Sync {
+    /// Publish an update of the running tool part.
+    fn update(&self, title: Option<String>, metadata: serde_json::Map<String, Value>);
+}
+
+/// A sink that drops updates.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProgress;
+
+impl ProgressSink for NoProgress {
+    fn update(&self, _title: Option<String>, _metadata: serde_json::Map<String, Value>) {}
+}
+
+/// Everything a tool call runs with.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// Session id (`ses_…`).
+    pub session_id: String,
+    /// Assistant message id (`msg_…`) the call belongs to.
+    pub message_id: String,
+    /// Provider call id.
+    pub call_id: String,
+    /// Agent name running the call.
+    pub agent: String,
+    /// Session working directory: relative paths resolve against it.
+    pub directory: PathBuf,
+    /// Worktree root (git root, else `directory`): permission patterns are relative to it.
+    pub worktree: PathBuf,
+    /// Fires when the call must stop (session aborted, timeout). Tools check it at await
+    /// points; bash kills its process group.
+    pub abort: CancellationToken,
+    /// Permission checks.
+    pub permissions: Arc<dyn PermissionAsker>,
+    /// Progress updates.
+    pub progress: Arc<dyn ProgressSink>,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("session_id", &self.session_id)
+            .field("call_id", &self.call_id)
+            .field("directory", &self.directory)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolContext {
+    /// A context for tests and one-off runs: allow-all permissions, no progress sink.
+    pub fn simple(directory: impl Into<PathBuf>) -> Self {
+        let directory = directory.into();
+        Self {
+            session_id: "ses_test".into(),
+            message_id: "msg_test".into(),
+            call_id: "call_test".into(),
+            agent: "build".into(),
+            worktree: directory.clone(),
+            directory,
+            abort: CancellationToken::new(),
+            permissions: Arc::new(AllowAll),
+            progress: Arc::new(NoProgress),
+        }
+    }
+
+    /// Resolve a path argument against the session directory (absolute paths unchanged).
+    pub fn resolve(&self, p: &str) -> PathBuf {
+        let path = Path::new(p);
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.directory.join(path)
+        }
+    }
+}
+
+/// A tool the model can call.
+pub trait Tool: Send + Sync + 'static {
+    /// Name the model calls it by (e.g. `read`).
+    fn name(&self) -> &'static str;
+    /// Description sent to the model.
+    fn description(&self) -> String;
+    /// JSON Schema (draft 2020-12 subset: `type: object`, `properties`, `required`) of the
+    /// arguments object.
+    fn parameters(&self) -> Value;
+    /// Run the call. `args` has been parsed as JSON but not validated: the tool validates
+    /// and returns [`ToolError::InvalidArguments`] on a mismatch.
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>>;
+}

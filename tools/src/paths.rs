@@ -1,0 +1,313 @@
+//! Path resolution and the permission asks shared by the built-in tools (OpenCode §6.3:
+//! `external_directory` for anything outside the project, then the tool's own permission).
+
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::{PermissionReply, PermissionRequest, ToolContext, ToolError};
+
+/// Whether a path names a file or a directory; decides which directory the
+/// `external_directory` pattern covers (the directory itself, or the file's parent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    /// A file (or something that may become one): the pattern is `<parent>/*`.
+    File,
+    /// A directory: the pattern is `<dir>/*`.
+    Directory,
+}
+
+/// Ask `permission` for `patterns` through `ctx.permissions`. `Deny(msg)` becomes
+/// [`ToolError::PermissionDenied`]; an abort while waiting becomes [`ToolError::Aborted`].
+pub async fn ask(
+    ctx: &ToolContext,
+    permission: &str,
+    patterns: Vec<String>,
+    always: Vec<String>,
+    metadata: Value,
+) -> Result<(), ToolError> {
+    let req = PermissionRequest {
+        permission: permission.to_string(),
+        patterns,
+        always,
+        metadata,
+    };
+    let fut = ctx.permissions.ask(req);
+    tokio::select! {
+        reply = fut => match reply {
+            PermissionReply::Allow => Ok(()),
+            PermissionReply::Deny(msg) => Err(ToolError::PermissionDenied(msg)),
+        },
+        _ = ctx.abort.cancelled() => Err(ToolError::Aborted),
+    }
+}
+
+/// Lexically normalise a path: drop `.`, apply `..` (never above the root). No file access.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for comp in path.components() {
+        match comp {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The real location of `path` (absolute): the longest existing prefix is canonicalized
+/// (symlinks and `..` resolved physically); the non-existing rest is applied lexically.
+pub async fn real_path(path: &Path) -> PathBuf {
+    let mut real = PathBuf::new();
+    let mut exists = true;
+    for comp in path.components() {
+        match comp {
+            Component::Prefix(_) | Component::RootDir => real.push(comp),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                // `real` is canonical while it exists, so popping is the physical parent.
+                real.pop();
+            }
+            Component::Normal(c) => {
+                let next = real.join(c);
+                if exists {
+                    match tokio::fs::canonicalize(&next).await {
+                        Ok(p) => real = p,
+                        Err(_) => {
+                            exists = false;
+                            real = next;
+                        }
+                    }
+                } else {
+                    real = next;
+                }
+            }
+        }
+    }
+    real
+}
+
+/// `target` relative to `base` (both absolute, normalised), with `..` steps when `target` is
+/// outside (like Node's `path.relative`). Returns `"."`-free text; equal paths give `""`.
+pub fn relative_path(base: &Path, target: &Path) -> String {
+    let b: Vec<Component> = base.components().collect();
+    let t: Vec<Component> = target.components().collect();
+    let common = b.iter().zip(t.iter()).take_while(|(x, y)| x == y).count();
+    let mut parts: Vec<String> = Vec::new();
+    for _ in common..b.len() {
+        parts.push("..".into());
+    }
+    for c in &t[common..] {
+        parts.push(c.as_os_str().to_string_lossy().into_owned());
+    }
+    parts.join("/")
+}
+
+/// Roots that count as "inside the project": the real session directory and the real worktree
+/// (a worktree of `/` is ignored, as OpenCode does for non-git projects).
+async fn project_roots(ctx: &ToolContext) -> Vec<PathBuf> {
+    let mut roots = Vec::with_capacity(2);
+    for p in [&ctx.directory, &ctx.worktree] {
+        let r = real_path(&absolute(p)).await;
+        if r.parent().is_some() && !roots.contains(&r) {
+            roots.push(r);
+        }
+    }
+    roots
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        normalize(p)
+    } else {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        normalize(&cwd.join(p))
+    }
+}
+
+/// True when the real location of `path` lies inside the session directory or the worktree.
+pub async fn is_inside_project(ctx: &ToolContext, path: &Path) -> bool {
+    let real = real_path(&absolute(path)).await;
+    project_roots(ctx)
+        .await
+        .iter()
+        .any(|root| real.starts_with(root))
+}
+
+/// The permission pattern for `path`: its real location relative to the real worktree
+/// (`"."` for the worktree itself; `../…` when outside).
+pub async fn worktree_relative(ctx: &ToolContext, path: &Path) -> String {
+    let real = real_path(&absolute(path)).await;
+    let root = real_path(&absolute(&ctx.worktree)).await;
+    let rel = relative_path(&root, &real);
+    if rel.is_empty() { ".".into() } else { rel }
+}
+
+/// If `target` resolves outside the project, ask `external_directory` with pattern
+/// `<dir>/*` (dir = `target` for [`PathKind::Directory`], its parent for a file), with
+/// metadata `{filepath, parentDir}`. Inside the project this is a no-op.
+pub async fn assert_external_directory(
+    ctx: &ToolContext,
+    target: &Path,
+    kind: PathKind,
+) -> Result<(), ToolError> {
+    if is_inside_project(ctx, target).await {
+        return Ok(());
+    }
+    let real = real_path(&absolute(target)).await;
+    let dir = match kind {
+        PathKind::Directory => real.clone(),
+        PathKind::File => real
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| real.clone()),
+    };
+    let glob = external_glob(&dir);
+    ask(
+        ctx,
+        "external_directory",
+        vec![glob.clone()],
+        vec![glob],
+        json!({"filepath": real.to_string_lossy(), "parentDir": dir.to_string_lossy()}),
+    )
+    .await
+}
+
+/// `<dir>/*` with `/` separators (`/*` for the root).
+pub fn external_glob(dir: &Path) -> String {
+    let d = dir.to_string_lossy().replace('\\', "/");
+    let d = d.trim_end_matches('/');
+    format!("{d}/*")
+}
+
+/// Kind of an existing path (directory or not); a missing path counts as a file.
+pub async fn kind_of(path: &Path) -> PathKind {
+    match tokio::fs::metadata(path).await {
+        Ok(m) if m.is_dir() => PathKind::Directory,
+        _ => PathKind::File,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::sync::{Arc, Mutex};
+
+    use futures::future::BoxFuture;
+
+    use crate::{PermissionAsker, PermissionReply, PermissionRequest};
+
+    /// Records every request; denies the permissions listed in `deny`.
+    #[derive(Default)]
+    pub struct Recorder {
+        pub seen: Mutex<Vec<PermissionRequest>>,
+        pub deny: Vec<String>,
+    }
+
+    impl Recorder {
+        pub fn new() -> Arc<Self> {
+            Arc::new(Self::default())
+        }
+        pub fn denying(perm: &str) -> Arc<Self> {
+            Arc::new(Self {
+                seen: Mutex::new(Vec::new()),
+                deny: vec![perm.to_string()],
+            })
+        }
+        pub fn requests(&self) -> Vec<PermissionRequest> {
+            self.seen.lock().map(|g| g.clone()).unwrap_or_default()
+        }
+        pub fn permissions(&self) -> Vec<String> {
+            self.requests().into_iter().map(|r| r.permission).collect()
+        }
+    }
+
+    impl PermissionAsker for Recorder {
+        fn ask(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionReply> {
+            let deny = self.deny.contains(&req.permission);
+            let perm = req.permission.clone();
+            if let Ok(mut g) = self.seen.lock() {
+                g.push(req);
+            }
+            Box::pin(async move {
+                if deny {
+                    PermissionReply::Deny(format!("denied {perm}"))
+                } else {
+                    PermissionReply::Allow
+                }
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::Recorder;
+    use super::*;
+
+    #[test]
+    fn relative_and_normalize() {
+        assert_eq!(
+            relative_path(Path::new("/a/b"), Path::new("/a/b/c/d")),
+            "c/d"
+        );
+        assert_eq!(
+            relative_path(Path::new("/a/b"), Path::new("/etc/passwd")),
+            "../../etc/passwd"
+        );
+        assert_eq!(relative_path(Path::new("/a/b"), Path::new("/a/b")), "");
+        assert_eq!(
+            normalize(Path::new("/a/b/../../etc/./x")),
+            PathBuf::from("/etc/x")
+        );
+        assert_eq!(external_glob(Path::new("/")), "/*");
+    }
+
+    #[tokio::test]
+    async fn dotdot_escape_asks_external() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("proj");
+        std::fs::create_dir(&root).unwrap();
+        let rec = Recorder::new();
+        let mut ctx = ToolContext::simple(&root);
+        ctx.permissions = rec.clone();
+        let target = ctx.resolve("../../etc/passwd");
+        assert!(!is_inside_project(&ctx, &target).await);
+        assert_external_directory(&ctx, &target, PathKind::File)
+            .await
+            .unwrap();
+        let reqs = rec.requests();
+        assert_eq!(reqs.len(), 1);
+        assert_eq!(reqs[0].permission, "external_directory");
+        let expected_dir = real_path(&normalize(&root.join("../../etc"))).await;
+        assert_eq!(reqs[0].patterns, vec![external_glob(&expected_dir)]);
+    }
+
+    #[tokio::test]
+    async fn symlink_pointing_outside_is_external() {
+        let outside = tempfile::tempdir().unwrap();
+        let proj = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), proj.path().join("link")).unwrap();
+        let rec = Recorder::denying("external_directory");
+        let mut ctx = ToolContext::simple(proj.path());
+        ctx.permissions = rec.clone();
+        let target = ctx.resolve("link/secret.txt");
+        let err = assert_external_directory(&ctx, &target, PathKind::File)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::PermissionDenied(_)));
+        let real_outside = std::fs::canonicalize(outside.path()).unwrap();
+        assert_eq!(
+            rec.requests()[0].patterns,
+            vec![external_glob(&real_outside)]
+        );
+        // A file really inside is not external.
+        std::fs::write(proj.path().join("in.txt"), "x").unwrap();
+        assert!(is_inside_project(&ctx, &ctx.resolve("in.txt")).await);
+        assert!(is_inside_project(&ctx, &ctx.resolve("new/dir/file.txt")).await);
+    }
+}
