@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use troupe_actors::{PromptInput, Runtime, RuntimeOptions};
 use troupe_config::{LoadOptions, LoadedConfig};
 use troupe_session::{Bus, Store};
-use troupe_tools::{AllowAll, Registry};
+use troupe_tools::Registry;
 
 /// troupe: a multi-agent coding orchestrator built as a supervised actor system.
 #[derive(Parser, Debug)]
@@ -35,11 +35,61 @@ enum Command {
         #[command(subcommand)]
         command: SessionCommand,
     },
+    /// Agents: list them or show one with its effective permission ruleset.
+    Agent {
+        #[command(subcommand)]
+        command: AgentCommand,
+    },
+    /// Debugging aids.
+    Debug {
+        #[command(subcommand)]
+        command: DebugCommand,
+    },
+    /// Tokens and cost per session, model and day.
+    Stats {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Default)]
+        format: Format,
+    },
     /// List the model catalog: provider/model, context, output, prices.
     Models {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Default)]
         format: Format,
+        /// Working directory whose config is used.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AgentCommand {
+    /// List agents: name, mode, model, description.
+    List {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Default)]
+        format: Format,
+        /// Include hidden agents.
+        #[arg(long)]
+        all: bool,
+        /// Working directory whose config is used.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Show the resolved record of one agent and its effective ruleset.
+    Show {
+        /// Agent name.
+        name: String,
+        /// Working directory whose config is used.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum DebugCommand {
+    /// Print the merged config and where each top-level key came from.
+    Config {
         /// Working directory whose config is used.
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -102,6 +152,20 @@ struct RunArgs {
     /// Working directory (default: current).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// How to answer permission asks: `ask` prompts in a terminal (the default when stdin
+    /// and stderr are terminals), `allow` or `deny` answer by policy (no terminal: deny).
+    #[arg(long, value_enum)]
+    permission: Option<PermissionMode>,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum PermissionMode {
+    /// Prompt in the terminal.
+    Ask,
+    /// Allow every ask once.
+    Allow,
+    /// Reject every ask.
+    Deny,
 }
 
 fn main() -> ExitCode {
@@ -109,10 +173,15 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TROUPE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+            tracing_subscriber::EnvFilter::try_from_env("TROUPE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
         )
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("troupe: cannot start the async runtime: {e}");
@@ -146,6 +215,35 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             let store = open_store(cli.db)?;
             output::session_command(&store, command).await
         }
+        Command::Agent { command } => {
+            match command {
+                AgentCommand::List { format, all, dir } => {
+                    let cwd = resolve_dir(dir)?;
+                    let (_, agents) = load_agents(&cwd)?;
+                    output::agent_list(&agents, all, format == Format::Json)?;
+                }
+                AgentCommand::Show { name, dir } => {
+                    let cwd = resolve_dir(dir)?;
+                    let (_, agents) = load_agents(&cwd)?;
+                    let agent = agents.require(&name).map_err(|e| anyhow!("{e}"))?;
+                    println!("{}", serde_json::to_string_pretty(agent)?);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Debug {
+            command: DebugCommand::Config { dir },
+        } => {
+            let cwd = resolve_dir(dir)?;
+            let config = load_config(&cwd)?;
+            output::debug_config(&config)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Stats { format } => {
+            let store = open_store(cli.db)?;
+            output::stats(&store, format == Format::Json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Models { format, dir } => {
             let cwd = resolve_dir(dir)?;
             let config = load_config(&cwd)?;
@@ -162,11 +260,19 @@ fn resolve_dir(dir: Option<PathBuf>) -> Result<PathBuf> {
         Some(d) => cwd.join(d),
         None => cwd,
     };
-    d.canonicalize().map_err(|e| anyhow!("directory {}: {e}", d.display()))
+    d.canonicalize()
+        .map_err(|e| anyhow!("directory {}: {e}", d.display()))
 }
 
 fn load_config(cwd: &Path) -> Result<LoadedConfig> {
     troupe_config::load(&LoadOptions::from_env(cwd)).map_err(|e| anyhow!("config: {e}"))
+}
+
+fn load_agents(cwd: &Path) -> Result<(LoadedConfig, troupe_agents::AgentSet)> {
+    let config = load_config(cwd)?;
+    let dirs = troupe_agents::project_dirs(cwd, &config.worktree);
+    let agents = troupe_agents::AgentSet::load(&config, &dirs).map_err(|e| anyhow!("{e}"))?;
+    Ok((config, agents))
 }
 
 /// Pick the model: flag, config, API-key defaults, else a local llama.cpp server if one answers.
@@ -177,7 +283,10 @@ async fn choose_model(flag: Option<String>, config: &LoadedConfig) -> Result<Opt
     if let Some(m) = config.default_model() {
         return Ok(Some(m));
     }
-    let local = config.resolve_model("local/default").map(|m| m.base_url).unwrap_or_else(|_| "http://127.0.0.1:8080/v1".into());
+    let local = config
+        .resolve_model("local/default")
+        .map(|m| m.base_url)
+        .unwrap_or_else(|_| "http://127.0.0.1:8080/v1".into());
     match probe_local(&local).await {
         Some(id) => Ok(Some(format!("local/{id}"))),
         None => bail!(
@@ -188,7 +297,10 @@ async fn choose_model(flag: Option<String>, config: &LoadedConfig) -> Result<Opt
 
 /// The first model id an OpenAI-compatible server at `base` lists, if it answers quickly.
 async fn probe_local(base: &str) -> Option<String> {
-    let client = reqwest::Client::builder().timeout(Duration::from_millis(800)).build().ok()?;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_millis(800))
+        .build()
+        .ok()?;
     let resp = client.get(format!("{base}/models")).send().await.ok()?;
     if !resp.status().is_success() {
         return None;
@@ -200,7 +312,9 @@ async fn probe_local(base: &str) -> Option<String> {
 async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     let cwd = resolve_dir(args.dir.clone())?;
     let mut text = args.message.join(" ");
-    if !std::io::IsTerminal::is_terminal(&std::io::stdin()) && std::env::var_os("TROUPE_NO_STDIN").is_none() {
+    if !std::io::IsTerminal::is_terminal(&std::io::stdin())
+        && std::env::var_os("TROUPE_NO_STDIN").is_none()
+    {
         let mut piped = String::new();
         let _ = tokio::task::spawn_blocking(move || {
             let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut piped);
@@ -219,7 +333,10 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     if text.trim().is_empty() {
         bail!("no prompt given: troupe run \"what to do\"");
     }
-    let config = load_config(&cwd)?;
+    let (config, agents) = load_agents(&cwd)?;
+    if let Some(a) = &args.agent {
+        agents.require(a).map_err(|e| anyhow!("{e}"))?;
+    }
     let model = choose_model(args.model.clone(), &config).await?;
     if let Some(m) = &model {
         // Fail before touching the store when the model cannot be resolved.
@@ -231,20 +348,43 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         registry = registry.with_test_tools();
     }
     let mut opts = RuntimeOptions::default();
-    if let Some(ms) = std::env::var("TROUPE_TOOL_TIMEOUT_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+    if let Some(ms) = std::env::var("TROUPE_TOOL_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
         opts.tool_timeout = Duration::from_millis(ms);
     }
-    if let Some(n) = std::env::var("TROUPE_MAX_RETRIES").ok().and_then(|v| v.parse::<u32>().ok()) {
+    if let Some(n) = std::env::var("TROUPE_MAX_RETRIES")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
         opts.max_retries = n;
     }
-    let runtime = Runtime::start(store.clone(), config, registry, Arc::new(AllowAll), opts).await?;
+    let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
+        && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let responder: Arc<dyn troupe_tools::PermissionAsker> = match args.permission {
+        Some(PermissionMode::Allow) => Arc::new(troupe_actors::permission::Policy::Allow),
+        Some(PermissionMode::Deny) => Arc::new(troupe_actors::permission::Policy::Deny),
+        Some(PermissionMode::Ask) | None if interactive => {
+            Arc::new(output::TerminalAsker::default())
+        }
+        _ => Arc::new(troupe_actors::permission::Policy::Deny),
+    };
+    let runtime =
+        Runtime::start_with_agents(store.clone(), config, agents, registry, responder, opts)
+            .await?;
 
     let session = if let Some(id) = &args.session {
         let id = id.clone();
         store
             .read(move |r| r.find_session(&id))
             .await?
-            .ok_or_else(|| anyhow!("session not found: {}", args.session.clone().unwrap_or_default()))?
+            .ok_or_else(|| {
+                anyhow!(
+                    "session not found: {}",
+                    args.session.clone().unwrap_or_default()
+                )
+            })?
     } else if args.continue_ {
         let d = cwd.display().to_string();
         match store.read(move |r| r.latest_root(Some(&d))).await? {
@@ -259,7 +399,13 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     let mut rx = runtime.bus().subscribe();
     let printer = output::Printer::new(json, session.id.clone());
     let sid = session.id.clone();
-    let input = PromptInput { text, agent: args.agent.clone(), model, system: None, synthetic: Vec::new() };
+    let input = PromptInput {
+        text,
+        agent: args.agent.clone(),
+        model,
+        system: None,
+        synthetic: Vec::new(),
+    };
     let rt2 = runtime.clone();
     let mut turn = tokio::spawn(async move { rt2.prompt(&sid, input).await });
 
@@ -299,7 +445,10 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         Ok(turn) => match turn.error {
             None => Ok(ExitCode::SUCCESS),
             Some(e) if e.name == "MessageAbortedError" => {
-                eprintln!("troupe: aborted; session {} can be continued with --continue", turn.session_id);
+                eprintln!(
+                    "troupe: aborted; session {} can be continued with --continue",
+                    turn.session_id
+                );
                 Ok(ExitCode::from(130))
             }
             Some(e) => {

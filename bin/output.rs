@@ -20,7 +20,12 @@ pub struct Printer {
 impl Printer {
     /// A printer for `session_id`; `json` prints every event as one JSON line.
     pub fn new(json: bool, session_id: String) -> Self {
-        Self { json, session_id, out: std::io::BufWriter::new(std::io::stdout()), mid_line: false }
+        Self {
+            json,
+            session_id,
+            out: std::io::BufWriter::new(std::io::stdout()),
+            mid_line: false,
+        }
     }
 
     /// Handle one event.
@@ -44,10 +49,14 @@ impl Printer {
             Event::PartUpdated { part } => {
                 if let PartKind::Tool { tool, state, .. } = &part.kind {
                     let line = match state {
-                        ToolState::Completed { title, .. } => Some(format!("✓ {tool} {}", one_line(title, 100))),
-                        ToolState::Error { error, input, .. } => {
-                            Some(format!("✗ {tool} {}: {}", summarize_input(input), one_line(error, 200)))
+                        ToolState::Completed { title, .. } => {
+                            Some(format!("✓ {tool} {}", one_line(title, 100)))
                         }
+                        ToolState::Error { error, input, .. } => Some(format!(
+                            "✗ {tool} {}: {}",
+                            summarize_input(input),
+                            one_line(error, 200)
+                        )),
                         _ => None,
                     };
                     if let Some(line) = line {
@@ -60,9 +69,20 @@ impl Printer {
                     }
                 }
             }
-            Event::SessionStatus { status: troupe_session::SessionStatus::Retry { attempt, message, next }, .. } => {
+            Event::SessionStatus {
+                status:
+                    troupe_session::SessionStatus::Retry {
+                        attempt,
+                        message,
+                        next,
+                    },
+                ..
+            } => {
                 let wait = (next - troupe_session::now_ms()).max(0) as f64 / 1000.0;
-                eprintln!("troupe: attempt {attempt} failed ({}); retrying in {wait:.1}s", one_line(message, 160));
+                eprintln!(
+                    "troupe: attempt {attempt} failed ({}); retrying in {wait:.1}s",
+                    one_line(message, 160)
+                );
             }
             _ => {}
         }
@@ -80,14 +100,25 @@ impl Printer {
 
 fn one_line(s: &str, max: usize) -> String {
     let line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() > max { format!("{}…", line.chars().take(max).collect::<String>()) } else { line }
+    if line.chars().count() > max {
+        format!("{}…", line.chars().take(max).collect::<String>())
+    } else {
+        line
+    }
 }
 
 fn summarize_input(v: &serde_json::Value) -> String {
     let s = match v {
         serde_json::Value::Object(m) => m
             .iter()
-            .map(|(k, v)| format!("{k}={}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
+            .map(|(k, v)| {
+                format!(
+                    "{k}={}",
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string())
+                )
+            })
             .collect::<Vec<_>>()
             .join(" "),
         other => other.to_string(),
@@ -99,7 +130,10 @@ fn summarize_input(v: &serde_json::Value) -> String {
 pub async fn session_command(store: &Store, cmd: SessionCommand) -> Result<ExitCode> {
     match cmd {
         SessionCommand::List { format, limit } => {
-            let sessions = store.read(move |r| r.sessions(limit, false)).await.map_err(|e| anyhow!("{e}"))?;
+            let sessions = store
+                .read(move |r| r.sessions(limit, false))
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
             if format == crate::Format::Json {
                 println!("{}", serde_json::to_string_pretty(&sessions)?);
             } else if sessions.is_empty() {
@@ -109,7 +143,9 @@ pub async fn session_command(store: &Store, cmd: SessionCommand) -> Result<ExitC
                     println!(
                         "{}  {}  {:>8} tok  ${:<9}  {}{}",
                         s.id,
-                        troupe_session::iso_time(s.time.updated).get(..19).unwrap_or(""),
+                        troupe_session::iso_time(s.time.updated)
+                            .get(..19)
+                            .unwrap_or(""),
                         s.tokens.total(),
                         s.cost.round_dp(6),
                         s.parent_id.as_ref().map(|_| "↳ ").unwrap_or(""),
@@ -144,7 +180,10 @@ async fn load(store: &Store, id: &str) -> Result<(Session, Vec<MessageWithParts>
         .map_err(|e| anyhow!("{e}"))?
         .ok_or_else(|| anyhow!("session not found: {id}"))?;
     let sid = session.id.clone();
-    let messages = store.read(move |r| r.messages(&sid)).await.map_err(|e| anyhow!("{e}"))?;
+    let messages = store
+        .read(move |r| r.messages(&sid))
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
     Ok((session, messages))
 }
 
@@ -166,7 +205,12 @@ fn print_session(s: &Session, messages: &[MessageWithParts]) {
     );
     for m in messages {
         match &m.info {
-            Message::User(u) => println!("\n── user {}  agent={} model={}", u.id, u.agent, u.model.full()),
+            Message::User(u) => println!(
+                "\n── user {}  agent={} model={}",
+                u.id,
+                u.agent,
+                u.model.full()
+            ),
             Message::Assistant(a) => {
                 let mut line = format!("\n── assistant {}  {}/{}", a.id, a.provider_id, a.model_id);
                 if a.summary {
@@ -175,7 +219,11 @@ fn print_session(s: &Session, messages: &[MessageWithParts]) {
                 if let Some(f) = &a.finish {
                     line.push_str(&format!("  finish={f}"));
                 }
-                line.push_str(&format!("  tokens={}  cost=${}", a.tokens.total(), a.cost.round_dp(6)));
+                line.push_str(&format!(
+                    "  tokens={}  cost=${}",
+                    a.tokens.total(),
+                    a.cost.round_dp(6)
+                ));
                 println!("{line}");
                 if let Some(e) = &a.error {
                     println!("   error: {}: {}", e.name, one_line(&e.message(), 200));
@@ -184,25 +232,57 @@ fn print_session(s: &Session, messages: &[MessageWithParts]) {
         }
         for p in &m.parts {
             match &p.kind {
-                PartKind::Text { text, synthetic, .. } => {
-                    let tag = if *synthetic { "text (synthetic)" } else { "text" };
-                    println!("   [{tag}] {}", text.trim_end().replace('\n', "\n          "));
+                PartKind::Text {
+                    text, synthetic, ..
+                } => {
+                    let tag = if *synthetic {
+                        "text (synthetic)"
+                    } else {
+                        "text"
+                    };
+                    println!(
+                        "   [{tag}] {}",
+                        text.trim_end().replace('\n', "\n          ")
+                    );
                 }
-                PartKind::Reasoning { text, .. } => println!("   [reasoning] {}", one_line(text, 200)),
-                PartKind::Tool { tool, state, call_id } => {
+                PartKind::Reasoning { text, .. } => {
+                    println!("   [reasoning] {}", one_line(text, 200))
+                }
+                PartKind::Tool {
+                    tool,
+                    state,
+                    call_id,
+                } => {
                     let detail = match state {
                         ToolState::Completed { output, time, .. } => {
-                            let mark = if time.compacted.is_some() { " [compacted]" } else { "" };
+                            let mark = if time.compacted.is_some() {
+                                " [compacted]"
+                            } else {
+                                ""
+                            };
                             format!("completed{mark}: {}", one_line(output, 120))
                         }
-                        ToolState::Error { error, .. } => format!("error: {}", one_line(error, 160)),
+                        ToolState::Error { error, .. } => {
+                            format!("error: {}", one_line(error, 160))
+                        }
                         other => other.status().to_string(),
                     };
-                    println!("   [tool {tool} {call_id}] {} → {detail}", summarize_input(state.input()));
+                    println!(
+                        "   [tool {tool} {call_id}] {} → {detail}",
+                        summarize_input(state.input())
+                    );
                 }
                 PartKind::StepStart { .. } => println!("   [step-start]"),
-                PartKind::StepFinish { reason, tokens, cost } => {
-                    println!("   [step-finish] reason={reason} tokens={} cost=${}", tokens.total(), cost.round_dp(6))
+                PartKind::StepFinish {
+                    reason,
+                    tokens,
+                    cost,
+                } => {
+                    println!(
+                        "   [step-finish] reason={reason} tokens={} cost=${}",
+                        tokens.total(),
+                        cost.round_dp(6)
+                    )
                 }
                 PartKind::Compaction { auto, .. } => println!("   [compaction] auto={auto}"),
             }
@@ -217,10 +297,204 @@ pub fn models(config: &LoadedConfig, json: bool) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&models)?);
         return Ok(());
     }
-    println!("{:<48} {:>9} {:>8} {:>10} {:>10}", "MODEL", "CONTEXT", "OUTPUT", "$IN/1M", "$OUT/1M");
+    println!(
+        "{:<48} {:>9} {:>8} {:>10} {:>10}",
+        "MODEL", "CONTEXT", "OUTPUT", "$IN/1M", "$OUT/1M"
+    );
     for m in models {
-        let (i, o) = m.cost.as_ref().map(|c| (c.base.input.to_string(), c.base.output.to_string())).unwrap_or(("-".into(), "-".into()));
-        println!("{:<48} {:>9} {:>8} {:>10} {:>10}", m.full_id(), m.limits.context, m.limits.output, i, o);
+        let (i, o) = m
+            .cost
+            .as_ref()
+            .map(|c| (c.base.input.to_string(), c.base.output.to_string()))
+            .unwrap_or(("-".into(), "-".into()));
+        println!(
+            "{:<48} {:>9} {:>8} {:>10} {:>10}",
+            m.full_id(),
+            m.limits.context,
+            m.limits.output,
+            i,
+            o
+        );
     }
     Ok(())
+}
+
+/// Usage totals of one group (session, model or day).
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct UsageRow {
+    /// Group key.
+    pub key: String,
+    /// Assistant messages (steps).
+    pub steps: u64,
+    /// Tokens by category.
+    pub tokens: troupe_session::Tokens,
+    /// Cost, USD (decimal sum).
+    #[serde(with = "rust_decimal::serde::float")]
+    pub cost: rust_decimal::Decimal,
+}
+
+/// `troupe stats`: tokens and cost per session, per model and per day (UTC), summed in
+/// decimal from the stored assistant messages.
+pub async fn stats(store: &Store, json: bool) -> Result<()> {
+    use std::collections::BTreeMap;
+    let msgs = store
+        .read(|r| r.assistant_messages())
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let mut by: [BTreeMap<String, UsageRow>; 3] = Default::default();
+    let mut total = UsageRow {
+        key: "total".into(),
+        ..Default::default()
+    };
+    for a in &msgs {
+        let day = troupe_session::iso_time(a.time.created)
+            .get(..10)
+            .unwrap_or("")
+            .to_string();
+        let keys = [
+            a.session_id.clone(),
+            format!("{}/{}", a.provider_id, a.model_id),
+            day,
+        ];
+        for (map, key) in by.iter_mut().zip(keys) {
+            let row = map.entry(key.clone()).or_insert_with(|| UsageRow {
+                key,
+                ..Default::default()
+            });
+            row.steps += 1;
+            row.tokens.add(&a.tokens);
+            row.cost += a.cost;
+        }
+        total.steps += 1;
+        total.tokens.add(&a.tokens);
+        total.cost += a.cost;
+    }
+    let [sessions, models, days] = by;
+    if json {
+        let doc = serde_json::json!({
+            "sessions": sessions.into_values().collect::<Vec<_>>(),
+            "models": models.into_values().collect::<Vec<_>>(),
+            "days": days.into_values().collect::<Vec<_>>(),
+            "total": total,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    for (title, map) in [("session", &sessions), ("model", &models), ("day", &days)] {
+        println!(
+            "{:<40} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
+            title.to_uppercase(),
+            "STEPS",
+            "INPUT",
+            "OUTPUT",
+            "REASON",
+            "CACHE R",
+            "CACHE W",
+            "COST $"
+        );
+        for r in map.values() {
+            print_usage_row(r);
+        }
+        println!();
+    }
+    print_usage_row(&total);
+    Ok(())
+}
+
+fn print_usage_row(r: &UsageRow) {
+    println!(
+        "{:<40} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
+        r.key,
+        r.steps,
+        r.tokens.input,
+        r.tokens.output,
+        r.tokens.reasoning,
+        r.tokens.cache.read,
+        r.tokens.cache.write,
+        r.cost.round_dp(6)
+    );
+}
+
+/// `troupe agent list`.
+pub fn agent_list(agents: &troupe_agents::AgentSet, all: bool, json: bool) -> Result<()> {
+    let list = agents.list(all);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(());
+    }
+    println!("{:<14} {:<9} {:<32} DESCRIPTION", "NAME", "MODE", "MODEL");
+    for a in list {
+        let mut name = a.name.clone();
+        if a.hidden {
+            name.push_str(" (hidden)");
+        }
+        println!(
+            "{:<14} {:<9} {:<32} {}",
+            name,
+            a.mode.as_str(),
+            a.model.as_deref().unwrap_or("(session model)"),
+            one_line(&a.description, 100)
+        );
+    }
+    Ok(())
+}
+
+/// `troupe debug config`: the merged config, then the origin of each top-level key.
+pub fn debug_config(config: &LoadedConfig) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(&config.config)?);
+    println!();
+    println!("worktree: {}", config.worktree.display());
+    for f in &config.sources {
+        println!("source: {}", f.display());
+    }
+    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&config.config) {
+        for k in m.keys() {
+            println!("{k}: {}", config.origin(k).unwrap_or("default"));
+        }
+    }
+    Ok(())
+}
+
+/// Prompts on the terminal for permission asks: `[o]nce`, `[a]lways`, `[r]eject` (then
+/// optional feedback). Used by `troupe run` when stdin and stderr are terminals.
+#[derive(Debug, Default)]
+pub struct TerminalAsker {
+    lock: std::sync::Arc<tokio::sync::Mutex<()>>,
+}
+
+impl troupe_tools::PermissionAsker for TerminalAsker {
+    fn ask(
+        &self,
+        req: troupe_tools::PermissionRequest,
+    ) -> futures::future::BoxFuture<'static, troupe_tools::PermissionReply> {
+        let lock = self.lock.clone();
+        Box::pin(async move {
+            let _g = lock.lock().await;
+            let question = format!(
+                "\npermission: {} {}\n  allow? [o]nce / [a]lways / [r]eject (text after r = feedback): ",
+                req.permission,
+                req.patterns.join(", ")
+            );
+            let answer = tokio::task::spawn_blocking(move || {
+                eprint!("{question}");
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line).map(|_| line)
+            })
+            .await;
+            match answer {
+                Ok(Ok(line)) => {
+                    let t = line.trim();
+                    match t.chars().next().map(|c| c.to_ascii_lowercase()) {
+                        Some('o') | Some('y') => troupe_tools::PermissionReply::Allow,
+                        Some('a') => troupe_tools::PermissionReply::AllowAlways,
+                        _ => {
+                            let fb = t.get(1..).unwrap_or("").trim().to_string();
+                            troupe_tools::PermissionReply::Deny(fb)
+                        }
+                    }
+                }
+                _ => troupe_tools::PermissionReply::Deny(String::new()),
+            }
+        })
+    }
 }

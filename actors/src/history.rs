@@ -45,9 +45,10 @@ pub fn convert(m: &MessageWithParts, out: &mut Vec<ChatMessage>) {
             }
         }
         Message::Assistant(a) => {
-            let has_content = m.parts.iter().any(|p| {
-                matches!(p.kind, PartKind::Text { .. } | PartKind::Tool { .. })
-            });
+            let has_content = m
+                .parts
+                .iter()
+                .any(|p| matches!(p.kind, PartKind::Text { .. } | PartKind::Tool { .. }));
             if let Some(err) = &a.error
                 && !(err.name == "MessageAbortedError" && has_content)
             {
@@ -61,18 +62,32 @@ pub fn convert(m: &MessageWithParts, out: &mut Vec<ChatMessage>) {
             for p in &m.parts {
                 match &p.kind {
                     PartKind::Text { text: t, .. } => text.push_str(t),
-                    PartKind::Reasoning { text: t, metadata, .. } => {
+                    PartKind::Reasoning {
+                        text: t, metadata, ..
+                    } => {
                         reasoning.push_str(t);
-                        if let Some(sig) = metadata.as_ref().and_then(|m| m.get("signature")).and_then(|s| s.as_str()) {
+                        if let Some(sig) = metadata
+                            .as_ref()
+                            .and_then(|m| m.get("signature"))
+                            .and_then(|s| s.as_str())
+                        {
                             signature = Some(sig.to_string());
                         }
                     }
-                    PartKind::Tool { call_id, tool, state } => {
+                    PartKind::Tool {
+                        call_id,
+                        tool,
+                        state,
+                    } => {
                         let input = match state.input() {
                             v @ serde_json::Value::Object(_) => v.clone(),
                             _ => serde_json::json!({}),
                         };
-                        calls.push(ToolCallRequest { id: call_id.clone(), name: tool.clone(), input });
+                        calls.push(ToolCallRequest {
+                            id: call_id.clone(),
+                            name: tool.clone(),
+                            input,
+                        });
                         let (content, is_error) = match state {
                             ToolState::Completed { output, time, .. } => {
                                 if time.compacted.is_some() {
@@ -86,7 +101,11 @@ pub fn convert(m: &MessageWithParts, out: &mut Vec<ChatMessage>) {
                                 (INTERRUPTED_OUTPUT.to_string(), true)
                             }
                         };
-                        results.push(ChatMessage::Tool { call_id: call_id.clone(), content, is_error });
+                        results.push(ChatMessage::Tool {
+                            call_id: call_id.clone(),
+                            content,
+                            is_error,
+                        });
                     }
                     _ => {}
                 }
@@ -153,7 +172,10 @@ mod tests {
         };
         MessageWithParts {
             info: Message::Assistant(a),
-            parts: parts.into_iter().map(|k| Part::new("ses", "msg_2", k)).collect(),
+            parts: parts
+                .into_iter()
+                .map(|k| Part::new("ses", "msg_2", k))
+                .collect(),
         }
     }
 
@@ -164,7 +186,12 @@ mod tests {
                 PartKind::Tool {
                     call_id: "a".into(),
                     tool: "bash".into(),
-                    state: ToolState::Running { input: serde_json::json!({"command": "ls"}), title: None, metadata: None, time: ToolTime::default() },
+                    state: ToolState::Running {
+                        input: serde_json::json!({"command": "ls"}),
+                        title: None,
+                        metadata: None,
+                        time: ToolTime::default(),
+                    },
                 },
                 PartKind::Tool {
                     call_id: "b".into(),
@@ -174,7 +201,11 @@ mod tests {
                         output: "big".into(),
                         title: String::new(),
                         metadata: serde_json::json!({}),
-                        time: ToolTime { start: 0, end: Some(1), compacted: Some(2) },
+                        time: ToolTime {
+                            start: 0,
+                            end: Some(1),
+                            compacted: Some(2),
+                        },
                     },
                 },
             ],
@@ -187,17 +218,44 @@ mod tests {
             ChatMessage::Assistant { tool_calls, .. } => assert_eq!(tool_calls.len(), 2),
             o => panic!("{o:?}"),
         }
-        assert_eq!(out[1], ChatMessage::Tool { call_id: "a".into(), content: INTERRUPTED_OUTPUT.into(), is_error: true });
-        assert_eq!(out[2], ChatMessage::Tool { call_id: "b".into(), content: CLEARED_OUTPUT.into(), is_error: false });
+        assert_eq!(
+            out[1],
+            ChatMessage::Tool {
+                call_id: "a".into(),
+                content: INTERRUPTED_OUTPUT.into(),
+                is_error: true
+            }
+        );
+        assert_eq!(
+            out[2],
+            ChatMessage::Tool {
+                call_id: "b".into(),
+                content: CLEARED_OUTPUT.into(),
+                is_error: false
+            }
+        );
     }
 
     #[test]
     fn failed_assistant_is_skipped_but_aborted_with_text_is_kept() {
-        let text = PartKind::Text { text: "partial".into(), synthetic: false, time: None };
+        let text = PartKind::Text {
+            text: "partial".into(),
+            synthetic: false,
+            time: None,
+        };
         let mut out = Vec::new();
-        convert(&assistant(vec![text.clone()], Some(MessageError::new("APIError", "x"))), &mut out);
+        convert(
+            &assistant(vec![text.clone()], Some(MessageError::new("APIError", "x"))),
+            &mut out,
+        );
         assert!(out.is_empty());
-        convert(&assistant(vec![text], Some(MessageError::new("MessageAbortedError", "x"))), &mut out);
+        convert(
+            &assistant(
+                vec![text],
+                Some(MessageError::new("MessageAbortedError", "x")),
+            ),
+            &mut out,
+        );
         assert_eq!(out.len(), 1);
     }
 }

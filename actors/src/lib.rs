@@ -13,7 +13,9 @@
 //! never stuck behind a long await. Cancellation flows down the tree as a
 //! `CancellationToken`.
 
+pub mod doom;
 pub mod history;
+pub mod permission;
 pub mod processor;
 pub mod progress;
 pub mod session_actor;
@@ -67,7 +69,9 @@ impl RuntimeOptions {
         if tool == "bash"
             && let Some(ms) = input.get("timeout").and_then(|v| v.as_u64())
         {
-            return self.tool_timeout.max(Duration::from_millis(ms) + Duration::from_secs(10));
+            return self
+                .tool_timeout
+                .max(Duration::from_millis(ms) + Duration::from_secs(10));
         }
         self.tool_timeout
     }
@@ -92,8 +96,10 @@ pub struct RuntimeShared {
     pub config: Arc<LoadedConfig>,
     /// Tools.
     pub registry: Arc<Registry>,
-    /// Permission asker handed to tools.
-    pub permissions: Arc<dyn PermissionAsker>,
+    /// Agents (built-in, config, markdown).
+    pub agents: Arc<troupe_agents::AgentSet>,
+    /// Pending permission requests and approvals.
+    pub broker: Arc<crate::permission::PermissionBroker>,
     /// Options.
     pub opts: RuntimeOptions,
     /// Live session actors by session id.
@@ -177,11 +183,20 @@ impl Actor for RootActor {
     type State = Arc<RuntimeShared>;
     type Arguments = Arc<RuntimeShared>;
 
-    async fn pre_start(&self, _m: ActorRef<()>, rt: Arc<RuntimeShared>) -> Result<Arc<RuntimeShared>, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _m: ActorRef<()>,
+        rt: Arc<RuntimeShared>,
+    ) -> Result<Arc<RuntimeShared>, ActorProcessingErr> {
         Ok(rt)
     }
 
-    async fn handle_supervisor_evt(&self, _m: ActorRef<()>, evt: SupervisionEvent, rt: &mut Arc<RuntimeShared>) -> Result<(), ActorProcessingErr> {
+    async fn handle_supervisor_evt(
+        &self,
+        _m: ActorRef<()>,
+        evt: SupervisionEvent,
+        rt: &mut Arc<RuntimeShared>,
+    ) -> Result<(), ActorProcessingErr> {
         match evt {
             SupervisionEvent::ActorFailed(cell, err) => {
                 tracing::error!("session actor crashed: {err}");
@@ -204,12 +219,32 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Start the root supervisor.
+    /// Start the root supervisor. Agents are loaded from `config` (built-ins, `agent` keys,
+    /// markdown agents in the global dir and the worktree's `.troupe/`). `responder` answers
+    /// permission asks nobody else answers first (a policy or a terminal prompt; see
+    /// [`permission`]).
     pub async fn start(
         store: Store,
         config: LoadedConfig,
         registry: Registry,
-        permissions: Arc<dyn PermissionAsker>,
+        responder: Arc<dyn PermissionAsker>,
+        opts: RuntimeOptions,
+    ) -> Result<Runtime, RuntimeError> {
+        let cfg = config.clone();
+        let agents = tokio::task::spawn_blocking(move || troupe_agents::AgentSet::load(&cfg, &[]))
+            .await
+            .map_err(|e| RuntimeError::Spawn(e.to_string()))?
+            .map_err(|e| RuntimeError::Turn(e.to_string()))?;
+        Self::start_with_agents(store, config, agents, registry, responder, opts).await
+    }
+
+    /// [`Runtime::start`] with an already loaded agent set.
+    pub async fn start_with_agents(
+        store: Store,
+        config: LoadedConfig,
+        agents: troupe_agents::AgentSet,
+        registry: Registry,
+        responder: Arc<dyn PermissionAsker>,
         opts: RuntimeOptions,
     ) -> Result<Runtime, RuntimeError> {
         let http = reqwest::Client::builder()
@@ -218,10 +253,14 @@ impl Runtime {
             .build()
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
         let shared = Arc::new(RuntimeShared {
-            store,
+            store: store.clone(),
             config: Arc::new(config),
             registry: Arc::new(registry),
-            permissions,
+            agents: Arc::new(agents),
+            broker: Arc::new(crate::permission::PermissionBroker::new(
+                store.clone(),
+                responder,
+            )),
             opts,
             sessions: DashMap::new(),
             counters: Counters::default(),
@@ -229,7 +268,9 @@ impl Runtime {
             providers: DashMap::new(),
             spawn_lock: tokio::sync::Mutex::new(()),
         });
-        let (root, _) = Actor::spawn(None, RootActor, shared.clone()).await.map_err(|e| RuntimeError::Spawn(e.to_string()))?;
+        let (root, _) = Actor::spawn(None, RootActor, shared.clone())
+            .await
+            .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
         Ok(Runtime { shared, root })
     }
 
@@ -249,10 +290,19 @@ impl Runtime {
     }
 
     /// Create and store a new session in `directory` (optionally a child of `parent`).
-    pub async fn create_session(&self, directory: &Path, parent: Option<String>) -> Result<Session, RuntimeError> {
-        let dir = directory.canonicalize().unwrap_or_else(|_| directory.to_path_buf());
+    pub async fn create_session(
+        &self,
+        directory: &Path,
+        parent: Option<String>,
+    ) -> Result<Session, RuntimeError> {
+        let dir = directory
+            .canonicalize()
+            .unwrap_or_else(|_| directory.to_path_buf());
         let s = Session::new(&dir.display().to_string(), parent);
-        self.shared.store.write1(Write::Session { info: s.clone(), created: true });
+        self.shared.store.write1(Write::Session {
+            info: s.clone(),
+            created: true,
+        });
         self.shared.store.flush().await?;
         Ok(s)
     }
@@ -271,37 +321,60 @@ impl Runtime {
             .store
             .read(move |r| Ok((r.session(&sid)?, r.messages(&sid)?)))
             .await?;
-        let session = session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
+        let session =
+            session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
         troupe_session::store::sweep_interrupted(&self.shared.store, &mut history);
-        let args = SessionArgs { rt: self.shared.clone(), session, history };
+        let args = SessionArgs {
+            rt: self.shared.clone(),
+            session,
+            history,
+        };
         let (actor, _) = Actor::spawn_linked(None, SessionActor, args, self.root.get_cell())
             .await
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
-        self.shared.sessions.insert(session_id.to_string(), actor.clone());
+        self.shared
+            .sessions
+            .insert(session_id.to_string(), actor.clone());
         Ok(actor)
     }
 
     /// Send a prompt and wait for its turn to finish. Prompts to a busy session queue and
     /// run in order.
-    pub async fn prompt(&self, session_id: &str, input: PromptInput) -> Result<TurnResult, RuntimeError> {
+    pub async fn prompt(
+        &self,
+        session_id: &str,
+        input: PromptInput,
+    ) -> Result<TurnResult, RuntimeError> {
         loop {
             let actor = self.session_actor(session_id).await?;
             let accepted = Arc::new(AtomicBool::new(false));
             let (tx, rx) = oneshot::channel();
-            let msg = SessionMsg::Prompt(PendingPrompt { input: input.clone(), accepted: accepted.clone(), reply: tx });
+            let msg = SessionMsg::Prompt(PendingPrompt {
+                input: input.clone(),
+                accepted: accepted.clone(),
+                reply: tx,
+            });
             if actor.cast(msg).is_err() {
                 // The actor stopped between lookup and send: start a fresh one.
-                self.shared.sessions.remove_if(session_id, |_, a| a.get_id() == actor.get_id());
+                self.shared
+                    .sessions
+                    .remove_if(session_id, |_, a| a.get_id() == actor.get_id());
                 continue;
             }
             match rx.await {
                 Ok(Ok(r)) => return Ok(r),
                 Ok(Err(e)) => return Err(RuntimeError::Turn(e)),
                 Err(_) if !accepted.load(Ordering::SeqCst) => {
-                    self.shared.sessions.remove_if(session_id, |_, a| a.get_id() == actor.get_id());
+                    self.shared
+                        .sessions
+                        .remove_if(session_id, |_, a| a.get_id() == actor.get_id());
                     continue;
                 }
-                Err(_) => return Err(RuntimeError::Turn("the session actor stopped during the turn".into())),
+                Err(_) => {
+                    return Err(RuntimeError::Turn(
+                        "the session actor stopped during the turn".into(),
+                    ));
+                }
             }
         }
     }
@@ -318,6 +391,11 @@ impl Runtime {
         for a in self.shared.sessions.iter() {
             let _ = a.cast(SessionMsg::Abort);
         }
+    }
+
+    /// Answer a pending permission request (`permission.asked` id).
+    pub fn reply_permission(&self, request_id: &str, reply: crate::permission::Reply) -> bool {
+        self.shared.broker.reply(request_id, reply)
     }
 
     /// Number of live session actors.

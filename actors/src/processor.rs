@@ -22,8 +22,8 @@ use troupe_config::ResolvedModel;
 use troupe_llm::{ChatRequest, ErrorKind, FinishReason, LlmError, StreamEvent};
 use troupe_session::cost::{StepUsage, usage_cost};
 use troupe_session::{
-    AssistantMessage, Event, Message, MessageError, MessageWithParts, Part, PartKind, PartTime, SessionStatus, Store,
-    ToolState, ToolTime, Write, now_ms,
+    AssistantMessage, Event, Message, MessageError, MessageWithParts, Part, PartKind, PartTime,
+    SessionStatus, Store, ToolState, ToolTime, Write, now_ms,
 };
 use troupe_tools::{ToolContext, ToolError, ToolOutput};
 
@@ -89,6 +89,9 @@ pub struct ProcessorArgs {
     pub cancel: CancellationToken,
     /// Template for tool contexts (session, directories, agent, permission asker).
     pub tool_ctx: ToolContext,
+    /// Tool calls made earlier in this user turn (name, input), oldest first, for doom-loop
+    /// detection.
+    pub prior_calls: Vec<(String, Value)>,
 }
 
 /// The processor actor.
@@ -121,6 +124,7 @@ pub struct ProcessorState {
     tools_started: bool,
     result: StepResult,
     request: Option<ChatRequest>,
+    prior_calls: Vec<(String, Value)>,
 }
 
 impl ProcessorState {
@@ -143,7 +147,10 @@ impl ProcessorState {
         let i = self.push_part(PartKind::Tool {
             call_id: call_id.to_string(),
             tool: name.to_string(),
-            state: ToolState::Pending { input: Value::Object(Default::default()), raw: String::new() },
+            state: ToolState::Pending {
+                input: Value::Object(Default::default()),
+                raw: String::new(),
+            },
         });
         self.tool_block.insert(call_id.to_string(), i);
         i
@@ -161,7 +168,12 @@ impl ProcessorState {
 
     fn close_open_blocks(&mut self) {
         let now = now_ms();
-        let open: Vec<usize> = self.text_block.drain().map(|(_, i)| i).chain(self.reasoning_block.drain().map(|(_, i)| i)).collect();
+        let open: Vec<usize> = self
+            .text_block
+            .drain()
+            .map(|(_, i)| i)
+            .chain(self.reasoning_block.drain().map(|(_, i)| i))
+            .collect();
         for i in open {
             match &mut self.parts[i].kind {
                 PartKind::Text { time: Some(t), .. } if t.end.is_none() => t.end = Some(now),
@@ -183,7 +195,9 @@ impl ProcessorState {
                         _ => now,
                     };
                     let metadata = match state {
-                        ToolState::Running { metadata: Some(m), .. } => {
+                        ToolState::Running {
+                            metadata: Some(m), ..
+                        } => {
                             let mut m = m.clone();
                             if interrupted && let Some(o) = m.as_object_mut() {
                                 o.insert("interrupted".into(), Value::Bool(true));
@@ -197,7 +211,11 @@ impl ProcessorState {
                         input: state.input().clone(),
                         error: error.to_string(),
                         metadata,
-                        time: ToolTime { start, end: Some(now), compacted: None },
+                        time: ToolTime {
+                            start,
+                            end: Some(now),
+                            compacted: None,
+                        },
                     }
                 }
                 _ => continue,
@@ -207,7 +225,8 @@ impl ProcessorState {
     }
 
     fn save_message(&self) {
-        self.store.write1(Write::Message(Message::Assistant(self.assistant.clone())));
+        self.store
+            .write1(Write::Message(Message::Assistant(self.assistant.clone())));
     }
 }
 
@@ -230,7 +249,10 @@ fn llm_error_to_message(e: &LlmError, provider_id: &str) -> MessageError {
     if let Some(b) = &e.body {
         data["responseBody"] = b.clone().into();
     }
-    MessageError { name: name.to_string(), data }
+    MessageError {
+        name: name.to_string(),
+        data,
+    }
 }
 
 fn parse_input(raw: &str) -> Result<Value, String> {
@@ -240,7 +262,10 @@ fn parse_input(raw: &str) -> Result<Value, String> {
     }
     match serde_json::from_str::<Value>(trimmed) {
         Ok(v @ Value::Object(_)) => Ok(v),
-        Ok(other) => Err(format!("arguments must be a JSON object, got {}", json_kind(&other))),
+        Ok(other) => Err(format!(
+            "arguments must be a JSON object, got {}",
+            json_kind(&other)
+        )),
         Err(e) => {
             let shown: String = trimmed.chars().take(200).collect();
             Err(format!("arguments are not valid JSON ({e}): {shown}"))
@@ -259,8 +284,15 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
-fn spawn_stream_task(myself: ActorRef<ProcMsg>, rt: Arc<RuntimeShared>, model: Arc<ResolvedModel>, request: ChatRequest, cancel: CancellationToken) {
-    tokio::spawn(async move {
+fn spawn_stream_task(
+    myself: ActorRef<ProcMsg>,
+    rt: Arc<RuntimeShared>,
+    model: Arc<ResolvedModel>,
+    request: ChatRequest,
+    cancel: CancellationToken,
+) {
+    let watcher = myself.clone();
+    let task = tokio::spawn(async move {
         let provider = rt.provider(&model);
         let max_attempts = rt.opts.max_retries.saturating_add(1).max(1);
         let mut attempt: u32 = 0;
@@ -298,17 +330,25 @@ fn spawn_stream_task(myself: ActorRef<ProcMsg>, rt: Arc<RuntimeShared>, model: A
                 Err(e) => e,
             };
             if cancel.is_cancelled() {
-                let _ = myself.cast(ProcMsg::StreamFailed(LlmError::new(ErrorKind::Aborted, "aborted")));
+                let _ = myself.cast(ProcMsg::StreamFailed(LlmError::new(
+                    ErrorKind::Aborted,
+                    "aborted",
+                )));
                 return;
             }
             if !failure.is_retryable() || attempt >= max_attempts {
                 let _ = myself.cast(ProcMsg::StreamFailed(failure));
                 return;
             }
-            let delay = troupe_llm::retry::retry_delay(attempt, &failure.retry_headers, SystemTime::now());
+            let delay =
+                troupe_llm::retry::retry_delay(attempt, &failure.retry_headers, SystemTime::now());
             let delay = delay.min(rt.opts.max_retry_delay);
             let next = now_ms() + delay.as_millis() as i64;
-            let _ = myself.cast(ProcMsg::Retrying { attempt, message: failure.message.clone(), next });
+            let _ = myself.cast(ProcMsg::Retrying {
+                attempt,
+                message: failure.message.clone(),
+                next,
+            });
             tokio::select! {
                 _ = cancel.cancelled() => {
                     let _ = myself.cast(ProcMsg::StreamFailed(LlmError::new(ErrorKind::Aborted, "aborted")));
@@ -321,6 +361,24 @@ fn spawn_stream_task(myself: ActorRef<ProcMsg>, rt: Arc<RuntimeShared>, model: A
             }
         }
     });
+    // A panic in the provider task fails this step with an error instead of leaving the
+    // processor waiting forever.
+    tokio::spawn(async move {
+        if let Err(e) = task.await
+            && e.is_panic()
+        {
+            let payload = e.into_panic();
+            let msg = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            let _ = watcher.cast(ProcMsg::StreamFailed(LlmError::new(
+                ErrorKind::Transport,
+                format!("the provider task panicked: {msg}"),
+            )));
+        }
+    });
 }
 
 impl ProcessorActor {
@@ -330,7 +388,10 @@ impl ProcessorActor {
                 let i = state.push_part(PartKind::Text {
                     text: String::new(),
                     synthetic: false,
-                    time: Some(PartTime { start: now_ms(), end: None }),
+                    time: Some(PartTime {
+                        start: now_ms(),
+                        end: None,
+                    }),
                 });
                 state.text_block.insert(id, i);
             }
@@ -367,7 +428,10 @@ impl ProcessorActor {
                 let i = state.push_part(PartKind::Reasoning {
                     text: String::new(),
                     metadata: None,
-                    time: PartTime { start: now_ms(), end: None },
+                    time: PartTime {
+                        start: now_ms(),
+                        end: None,
+                    },
                 });
                 state.reasoning_block.insert(id, i);
             }
@@ -406,12 +470,26 @@ impl ProcessorActor {
                 state.tool_part(&id, &name);
             }
             StreamEvent::ToolInputDelta { .. } => {}
-            StreamEvent::ToolCall { id, name, input, truncated } => {
+            StreamEvent::ToolCall {
+                id,
+                name,
+                input,
+                truncated,
+            } => {
                 let i = state.tool_part(&id, &name);
-                if let PartKind::Tool { state: ToolState::Pending { raw, .. }, .. } = &mut state.parts[i].kind {
+                if let PartKind::Tool {
+                    state: ToolState::Pending { raw, .. },
+                    ..
+                } = &mut state.parts[i].kind
+                {
                     raw.clone_from(&input);
                 }
-                state.calls.push(PendingCall { call_id: id, name, input, truncated });
+                state.calls.push(PendingCall {
+                    call_id: id,
+                    name,
+                    input,
+                    truncated,
+                });
             }
             StreamEvent::FinishStep { reason, usage, .. } => {
                 let step = StepUsage {
@@ -425,7 +503,11 @@ impl ProcessorActor {
                 state.assistant.tokens = tokens;
                 state.assistant.cost += cost;
                 state.assistant.finish = Some(reason.as_str().to_string());
-                state.push_part(PartKind::StepFinish { reason: reason.as_str().to_string(), cost, tokens });
+                state.push_part(PartKind::StepFinish {
+                    reason: reason.as_str().to_string(),
+                    cost,
+                    tokens,
+                });
                 state.save_message();
                 if reason == FinishReason::Length && state.calls.is_empty() {
                     tracing::debug!(session = %state.assistant.session_id, "step hit the output limit");
@@ -446,7 +528,11 @@ impl ProcessorActor {
                 input,
                 error,
                 metadata: None,
-                time: ToolTime { start, end: Some(now_ms()), compacted: None },
+                time: ToolTime {
+                    start,
+                    end: Some(now_ms()),
+                    compacted: None,
+                },
             };
             if call.truncated {
                 let st = done_err(
@@ -458,18 +544,64 @@ impl ProcessorActor {
             }
             let Some(name) = registry.repair(&call.name) else {
                 let msg = troupe_tools::invalid_tool_message(&call.name, &registry.names());
-                let input = parse_input(&call.input).unwrap_or_else(|_| Value::Object(Default::default()));
+                let input =
+                    parse_input(&call.input).unwrap_or_else(|_| Value::Object(Default::default()));
                 state.set_tool_state(i, done_err(input, msg), None);
                 continue;
             };
             let input = match parse_input(&call.input) {
                 Ok(v) => v,
                 Err(detail) => {
-                    let err = ToolError::InvalidArguments { tool: name.clone(), detail };
-                    state.set_tool_state(i, done_err(Value::Object(Default::default()), err.to_string()), Some(name));
+                    let err = ToolError::InvalidArguments {
+                        tool: name.clone(),
+                        detail,
+                    };
+                    state.set_tool_state(
+                        i,
+                        done_err(Value::Object(Default::default()), err.to_string()),
+                        Some(name),
+                    );
                     continue;
                 }
             };
+            if state.result == StepResult::Stop {
+                state.set_tool_state(
+                    i,
+                    done_err(
+                        input,
+                        "Tool call not executed: the turn was stopped.".into(),
+                    ),
+                    Some(name),
+                );
+                continue;
+            }
+            state.prior_calls.push((name.clone(), input.clone()));
+            let seen: Vec<crate::doom::Call<'_>> = state
+                .prior_calls
+                .iter()
+                .map(|(t, v)| crate::doom::Call { tool: t, input: v })
+                .collect();
+            if let Some(dl) = crate::doom::detect(&seen) {
+                let tools = dl.tools();
+                let req = troupe_tools::PermissionRequest {
+                    permission: "doom_loop".into(),
+                    patterns: tools.clone(),
+                    always: tools,
+                    metadata: serde_json::json!({"tool": name, "input": input, "reason": dl.describe()}),
+                };
+                let ask = state.tool_ctx.permissions.ask(req);
+                let reply = tokio::select! {
+                    r = ask => r,
+                    _ = state.cancel.cancelled() => troupe_tools::PermissionReply::Deny("aborted".into()),
+                };
+                if let troupe_tools::PermissionReply::Deny(msg) = reply {
+                    let text = format!("Stopped a doom loop: {}. {msg}", dl.describe());
+                    state.set_tool_state(i, done_err(input, text.clone()), Some(name));
+                    state.assistant.error = Some(MessageError::new("DoomLoopError", text));
+                    state.result = StepResult::Stop;
+                    continue;
+                }
+            }
             let Some(tool) = registry.get(&name) else {
                 let msg = troupe_tools::invalid_tool_message(&call.name, &registry.names());
                 state.set_tool_state(i, done_err(input, msg), None);
@@ -477,7 +609,16 @@ impl ProcessorActor {
             };
             state.set_tool_state(
                 i,
-                ToolState::Running { input: input.clone(), title: None, metadata: None, time: ToolTime { start, end: None, compacted: None } },
+                ToolState::Running {
+                    input: input.clone(),
+                    title: None,
+                    metadata: None,
+                    time: ToolTime {
+                        start,
+                        end: None,
+                        compacted: None,
+                    },
+                },
                 Some(name.clone()),
             );
             let token = state.cancel.child_token();
@@ -485,22 +626,35 @@ impl ProcessorActor {
             ctx.call_id = call.call_id.clone();
             ctx.message_id = state.assistant.id.clone();
             ctx.abort = token.clone();
-            ctx.progress = Arc::new(crate::progress::PartProgress::new(state.store.clone(), state.parts[i].clone()));
+            ctx.progress = Arc::new(crate::progress::PartProgress::new(
+                state.store.clone(),
+                state.parts[i].clone(),
+            ));
             let timeout = state.rt.opts.tool_timeout_for(&name, &input);
-            let args = ToolCallArgs { call_id: call.call_id.clone(), tool, args: input, ctx };
+            let args = ToolCallArgs {
+                call_id: call.call_id.clone(),
+                tool,
+                args: input,
+                ctx,
+            };
             let me = myself.clone();
             let call_id = call.call_id.clone();
             // spawn_linked awaits pre_start, which only casts a message to itself.
             match Actor::spawn_linked(None, ToolCallActor, args, myself.get_cell()).await {
                 Ok((actor, _)) => {
-                    state.running.insert(actor.get_id(), (call_id.clone(), actor.get_cell(), token));
+                    state
+                        .running
+                        .insert(actor.get_id(), (call_id.clone(), actor.get_cell(), token));
                     tokio::spawn(async move {
                         tokio::time::sleep(timeout).await;
                         let _ = me.cast(ProcMsg::ToolTimeout(call_id));
                     });
                 }
                 Err(e) => {
-                    let st = done_err(Value::Object(Default::default()), format!("could not start the tool: {e}"));
+                    let st = done_err(
+                        Value::Object(Default::default()),
+                        format!("could not start the tool: {e}"),
+                    );
                     state.set_tool_state(i, st, None);
                 }
             }
@@ -527,7 +681,11 @@ impl Actor for ProcessorActor {
     type State = ProcessorState;
     type Arguments = ProcessorArgs;
 
-    async fn pre_start(&self, _myself: ActorRef<ProcMsg>, args: ProcessorArgs) -> Result<ProcessorState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<ProcMsg>,
+        args: ProcessorArgs,
+    ) -> Result<ProcessorState, ActorProcessingErr> {
         Ok(ProcessorState {
             store: args.rt.store.clone(),
             rt: args.rt,
@@ -547,14 +705,25 @@ impl Actor for ProcessorActor {
             tools_started: false,
             result: StepResult::Continue,
             request: Some(args.request),
+            prior_calls: args.prior_calls,
         })
     }
 
-    async fn post_start(&self, myself: ActorRef<ProcMsg>, state: &mut ProcessorState) -> Result<(), ActorProcessingErr> {
+    async fn post_start(
+        &self,
+        myself: ActorRef<ProcMsg>,
+        state: &mut ProcessorState,
+    ) -> Result<(), ActorProcessingErr> {
         state.push_part(PartKind::StepStart { snapshot: None });
         state.attempt_start = state.parts.len();
         let request = state.request.take().unwrap_or_default();
-        spawn_stream_task(myself.clone(), state.rt.clone(), state.model.clone(), request, state.cancel.clone());
+        spawn_stream_task(
+            myself.clone(),
+            state.rt.clone(),
+            state.model.clone(),
+            request,
+            state.cancel.clone(),
+        );
         let cancel = state.cancel.clone();
         let me = myself.clone();
         tokio::spawn(async move {
@@ -564,7 +733,12 @@ impl Actor for ProcessorActor {
         Ok(())
     }
 
-    async fn handle(&self, myself: ActorRef<ProcMsg>, msg: ProcMsg, state: &mut ProcessorState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<ProcMsg>,
+        msg: ProcMsg,
+        state: &mut ProcessorState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             ProcMsg::Stream(ev) => {
                 if !state.stream_done {
@@ -590,7 +764,11 @@ impl Actor for ProcessorActor {
                 state.calls.clear();
                 state.close_open_blocks();
                 state.fail_unfinished_tools(
-                    if e.kind == ErrorKind::Aborted { "Tool execution aborted" } else { "Tool call not executed: the step failed" },
+                    if e.kind == ErrorKind::Aborted {
+                        "Tool execution aborted"
+                    } else {
+                        "Tool call not executed: the step failed"
+                    },
                     e.kind == ErrorKind::Aborted,
                 );
                 state.assistant.error = Some(llm_error_to_message(&e, &state.model.provider_id));
@@ -606,10 +784,18 @@ impl Actor for ProcessorActor {
                 }
                 self.maybe_finish(&myself, state);
             }
-            ProcMsg::Retrying { attempt, message, next } => {
+            ProcMsg::Retrying {
+                attempt,
+                message,
+                next,
+            } => {
                 state.store.write1(Write::Publish(Event::SessionStatus {
                     session_id: state.assistant.session_id.clone(),
-                    status: SessionStatus::Retry { attempt, message, next },
+                    status: SessionStatus::Retry {
+                        attempt,
+                        message,
+                        next,
+                    },
                 }));
             }
             ProcMsg::ResetAttempt => {
@@ -630,7 +816,11 @@ impl Actor for ProcessorActor {
                 }));
             }
             ProcMsg::ToolTimeout(call_id) => {
-                let found = state.running.iter().find(|(_, (c, _, _))| *c == call_id).map(|(id, _)| *id);
+                let found = state
+                    .running
+                    .iter()
+                    .find(|(_, (c, _, _))| *c == call_id)
+                    .map(|(id, _)| *id);
                 if let Some(id) = found
                     && let Some((call_id, cell, token)) = state.running.remove(&id)
                 {
@@ -646,9 +836,15 @@ impl Actor for ProcessorActor {
                             i,
                             ToolState::Error {
                                 input,
-                                error: format!("Tool execution timed out after {ms} ms and was stopped"),
+                                error: format!(
+                                    "Tool execution timed out after {ms} ms and was stopped"
+                                ),
                                 metadata: Some(serde_json::json!({"timeout": true})),
-                                time: ToolTime { start: now_ms(), end: Some(now_ms()), compacted: None },
+                                time: ToolTime {
+                                    start: now_ms(),
+                                    end: Some(now_ms()),
+                                    compacted: None,
+                                },
                             },
                             None,
                         );
@@ -675,54 +871,112 @@ impl Actor for ProcessorActor {
         Ok(())
     }
 
-    async fn handle_supervisor_evt(&self, myself: ActorRef<ProcMsg>, evt: SupervisionEvent, state: &mut ProcessorState) -> Result<(), ActorProcessingErr> {
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<ProcMsg>,
+        evt: SupervisionEvent,
+        state: &mut ProcessorState,
+    ) -> Result<(), ActorProcessingErr> {
         // Never stop because a child ended: turn it into the tool part's final state.
         match evt {
             SupervisionEvent::ActorTerminated(cell, boxed, _reason) => {
-                let Some((call_id, _, _)) = state.running.remove(&cell.get_id()) else { return Ok(()) };
-                let result = boxed.and_then(|mut b| b.take::<ToolCallState>().ok()).and_then(|s| s.result);
-                let Some(&i) = state.tool_block.get(&call_id) else { return Ok(()) };
+                let Some((call_id, _, _)) = state.running.remove(&cell.get_id()) else {
+                    return Ok(());
+                };
+                let result = boxed
+                    .and_then(|mut b| b.take::<ToolCallState>().ok())
+                    .and_then(|s| s.result);
+                let Some(&i) = state.tool_block.get(&call_id) else {
+                    return Ok(());
+                };
                 let (input, start, metadata) = match &state.parts[i].kind {
-                    PartKind::Tool { state: ToolState::Running { input, time, metadata, .. }, .. } => {
-                        (input.clone(), time.start, metadata.clone())
-                    }
+                    PartKind::Tool {
+                        state:
+                            ToolState::Running {
+                                input,
+                                time,
+                                metadata,
+                                ..
+                            },
+                        ..
+                    } => (input.clone(), time.start, metadata.clone()),
                     PartKind::Tool { state: s, .. } => (s.input().clone(), now_ms(), None),
                     _ => (Value::Null, now_ms(), None),
                 };
-                let time = ToolTime { start, end: Some(now_ms()), compacted: None };
+                let time = ToolTime {
+                    start,
+                    end: Some(now_ms()),
+                    compacted: None,
+                };
                 let new_state = match result {
-                    Some(Ok(ToolOutput { title, output, metadata })) => {
-                        ToolState::Completed { input, output, title, metadata: Value::Object(metadata), time }
-                    }
+                    Some(Ok(ToolOutput {
+                        title,
+                        output,
+                        metadata,
+                    })) => ToolState::Completed {
+                        input,
+                        output,
+                        title,
+                        metadata: Value::Object(metadata),
+                        time,
+                    },
                     Some(Err(ToolError::Aborted)) => {
                         let mut m = metadata.unwrap_or_else(|| serde_json::json!({}));
                         if let Some(o) = m.as_object_mut() {
                             o.insert("interrupted".into(), Value::Bool(true));
                         }
-                        ToolState::Error { input, error: "Tool execution aborted".into(), metadata: Some(m), time }
+                        ToolState::Error {
+                            input,
+                            error: "Tool execution aborted".into(),
+                            metadata: Some(m),
+                            time,
+                        }
                     }
-                    Some(Err(e)) => ToolState::Error { input, error: e.to_string(), metadata, time },
-                    None => ToolState::Error { input, error: "Tool execution aborted".into(), metadata, time },
+                    Some(Err(e)) => ToolState::Error {
+                        input,
+                        error: e.to_string(),
+                        metadata,
+                        time,
+                    },
+                    None => ToolState::Error {
+                        input,
+                        error: "Tool execution aborted".into(),
+                        metadata,
+                        time,
+                    },
                 };
                 state.set_tool_state(i, new_state, None);
                 self.maybe_finish(&myself, state);
             }
             SupervisionEvent::ActorFailed(cell, err) => {
-                let Some((call_id, _, _)) = state.running.remove(&cell.get_id()) else { return Ok(()) };
+                let Some((call_id, _, _)) = state.running.remove(&cell.get_id()) else {
+                    return Ok(());
+                };
                 if let Some(&i) = state.tool_block.get(&call_id) {
                     let (input, start) = match &state.parts[i].kind {
-                        PartKind::Tool { state: ToolState::Running { input, time, .. }, .. } => (input.clone(), time.start),
+                        PartKind::Tool {
+                            state: ToolState::Running { input, time, .. },
+                            ..
+                        } => (input.clone(), time.start),
                         PartKind::Tool { state: s, .. } => (s.input().clone(), now_ms()),
                         _ => (Value::Null, now_ms()),
                     };
-                    state.rt.counters.tool_crashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    state
+                        .rt
+                        .counters
+                        .tool_crashes
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     state.set_tool_state(
                         i,
                         ToolState::Error {
                             input,
                             error: format!("Tool crashed: {err}"),
                             metadata: Some(serde_json::json!({"crashed": true})),
-                            time: ToolTime { start, end: Some(now_ms()), compacted: None },
+                            time: ToolTime {
+                                start,
+                                end: Some(now_ms()),
+                                compacted: None,
+                            },
                         },
                         None,
                     );
@@ -739,7 +993,10 @@ impl ProcessorState {
     /// The outcome handed to the session once the processor stopped.
     pub fn into_outcome(self) -> StepOutcome {
         StepOutcome {
-            message: MessageWithParts { info: Message::Assistant(self.assistant), parts: self.parts },
+            message: MessageWithParts {
+                info: Message::Assistant(self.assistant),
+                parts: self.parts,
+            },
             result: self.result,
         }
     }

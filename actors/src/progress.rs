@@ -16,14 +16,26 @@ pub struct PartProgress {
 impl PartProgress {
     /// Track `part` (a tool part in `running` state).
     pub fn new(store: Store, part: Part) -> Self {
-        Self { store, part: Mutex::new(part) }
+        Self {
+            store,
+            part: Mutex::new(part),
+        }
     }
 }
 
 impl ProgressSink for PartProgress {
     fn update(&self, title: Option<String>, metadata: serde_json::Map<String, Value>) {
         let mut part = self.part.lock().unwrap_or_else(|e| e.into_inner());
-        if let PartKind::Tool { state: ToolState::Running { title: t, metadata: m, .. }, .. } = &mut part.kind {
+        if let PartKind::Tool {
+            state:
+                ToolState::Running {
+                    title: t,
+                    metadata: m,
+                    ..
+                },
+            ..
+        } = &mut part.kind
+        {
             if title.is_some() {
                 *t = title;
             }

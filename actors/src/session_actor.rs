@@ -20,8 +20,8 @@ use troupe_agents::Agent;
 use troupe_config::ResolvedModel;
 use troupe_llm::{ChatMessage, ChatRequest, ToolSpec};
 use troupe_session::{
-    AssistantMessage, AssistantTime, Event, Message, MessageError, MessagePath, MessageWithParts, ModelRef, Part,
-    PartKind, Session, SessionStatus, UserMessage, UserTime, Write, now_ms,
+    AssistantMessage, AssistantTime, Event, Message, MessageError, MessagePath, MessageWithParts,
+    ModelRef, Part, PartKind, Session, SessionStatus, UserMessage, UserTime, Write, now_ms,
 };
 use troupe_tools::ToolContext;
 
@@ -71,6 +71,7 @@ struct Turn {
     max_steps: u32,
     system: String,
     tools: Vec<ToolSpec>,
+    rules: Arc<troupe_agents::Ruleset>,
     started_cost: rust_decimal::Decimal,
 }
 
@@ -107,9 +108,12 @@ impl SessionActor {
                 myself.stop(Some("idle".into()));
                 return;
             };
-            match self.begin_turn(state, p.input) {
+            match self.begin_turn(state, p.input).await {
                 Ok(turn) => {
-                    state.turn = Some(Turn { reply: p.reply, ..turn });
+                    state.turn = Some(Turn {
+                        reply: p.reply,
+                        ..turn
+                    });
                     state.rt.store.write1(Write::Publish(Event::SessionStatus {
                         session_id: state.session.id.clone(),
                         status: SessionStatus::Busy,
@@ -123,59 +127,147 @@ impl SessionActor {
         }
     }
 
-    /// Create the user message and resolve agent and model.
-    fn begin_turn(&self, state: &mut SessionState, input: PromptInput) -> Result<Turn, String> {
-        let rt = &state.rt;
-        let agent_name = input.agent.clone().unwrap_or_else(|| "build".to_string());
-        let agent = troupe_agents::resolve(&agent_name, rt.config.config.agent.as_ref())?;
+    /// Create the user message and resolve agent, model, tools, permissions and the system
+    /// prompt (instruction files are read on the blocking pool).
+    async fn begin_turn(
+        &self,
+        state: &mut SessionState,
+        input: PromptInput,
+    ) -> Result<Turn, String> {
+        let rt = state.rt.clone();
+        let agent = match &input.agent {
+            Some(name) => rt.agents.require(name).map_err(|e| e.to_string())?.clone(),
+            None => rt
+                .agents
+                .default_agent(rt.config.config.default_agent.as_deref())
+                .map_err(|e| e.to_string())?
+                .clone(),
+        };
         let model_spec = input
             .model
             .clone()
             .or_else(|| agent.model.clone())
             .or_else(|| state.session.model.as_ref().map(ModelRef::full))
             .or_else(|| rt.config.default_model())
-            .ok_or_else(|| "no model configured: set \"model\" in troupe.json or pass --model provider/model".to_string())?;
-        let model = Arc::new(rt.config.resolve_model(&model_spec).map_err(|e| e.to_string())?);
+            .ok_or_else(|| {
+                "no model configured: set \"model\" in troupe.json or pass --model provider/model"
+                    .to_string()
+            })?;
+        let model = Arc::new(
+            rt.config
+                .resolve_model(&model_spec)
+                .map_err(|e| e.to_string())?,
+        );
         let user = UserMessage {
             id: troupe_session::id::message(),
             session_id: state.session.id.clone(),
             time: UserTime { created: now_ms() },
             agent: agent.name.clone(),
-            model: ModelRef { provider_id: model.provider_id.clone(), model_id: model.model_id.clone() },
+            model: ModelRef {
+                provider_id: model.provider_id.clone(),
+                model_id: model.model_id.clone(),
+            },
             system: input.system.clone(),
         };
         let mut parts = vec![Part::new(
             &state.session.id,
             &user.id,
-            PartKind::Text { text: input.text.clone(), synthetic: false, time: None },
+            PartKind::Text {
+                text: input.text.clone(),
+                synthetic: false,
+                time: None,
+            },
         )];
-        for extra in &input.synthetic {
+        // Agent switching: a synthetic reminder on the new user message (plan → read-only;
+        // plan → build → edits allowed again).
+        let previous_agent = state.history.iter().rev().find_map(|m| match &m.info {
+            Message::Assistant(a) => Some(a.agent.clone()),
+            Message::User(u) => Some(u.agent.clone()),
+        });
+        let reminder = troupe_agents::switch_reminder(previous_agent.as_deref(), &agent.name);
+        for extra in input.synthetic.iter().cloned().chain(reminder) {
             parts.push(Part::new(
                 &state.session.id,
                 &user.id,
-                PartKind::Text { text: extra.clone(), synthetic: true, time: None },
+                PartKind::Text {
+                    text: extra,
+                    synthetic: true,
+                    time: None,
+                },
             ));
         }
         state.session.agent = Some(agent.name.clone());
         state.session.model = Some(user.model.clone());
         state.session.time.updated = now_ms();
-        let mut writes = vec![Write::Session { info: state.session.clone(), created: false }, Write::Message(Message::User(user.clone()))];
+        let mut writes = vec![
+            Write::Session {
+                info: state.session.clone(),
+                created: false,
+            },
+            Write::Message(Message::User(user.clone())),
+        ];
         writes.extend(parts.iter().cloned().map(Write::Part));
         rt.store.write(writes);
         let user_id = user.id.clone();
-        state.history.push(MessageWithParts { info: Message::User(user), parts });
+        state.history.push(MessageWithParts {
+            info: Message::User(user),
+            parts,
+        });
 
-        let env = troupe_agents::environment(&model.full_id(), &state.directory, &state.worktree, &today());
-        let system = troupe_agents::system_prompt(&agent, &env, input.system.as_deref());
+        // Session rules (e.g. a subagent's derived ruleset) come after the agent's.
+        let session_rules: troupe_agents::Ruleset = state
+            .session
+            .permission
+            .as_ref()
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default();
+        let rules = Arc::new(troupe_agents::Ruleset::merge(&[
+            &agent.permission,
+            &session_rules,
+        ]));
         let tools = if model.tool_call {
+            let names = rt.registry.names();
+            let disabled = agent.disabled_tools(&names, &session_rules);
             rt.registry
                 .specs()
                 .into_iter()
-                .map(|(name, description, parameters)| ToolSpec { name, description, parameters })
+                .filter(|(name, _, _)| !disabled.contains(name))
+                .map(|(name, description, parameters)| ToolSpec {
+                    name,
+                    description,
+                    parameters,
+                })
                 .collect()
         } else {
             Vec::new()
         };
+        let (dir, wt, full_id, ag) = (
+            state.directory.clone(),
+            state.worktree.clone(),
+            model.full_id(),
+            agent.clone(),
+        );
+        let instructions = rt.config.config.instructions.clone();
+        let user_system = input.system.clone();
+        let system = tokio::task::spawn_blocking(move || {
+            let files = troupe_agents::find_instruction_files(
+                &dir,
+                &wt,
+                &instructions,
+                &troupe_config::global_config_dir(),
+            );
+            troupe_agents::build_system_prompt(
+                &ag,
+                &full_id,
+                &dir,
+                &wt,
+                &today(),
+                &files,
+                user_system.as_deref(),
+            )
+        })
+        .await
+        .map_err(|e| format!("could not build the system prompt: {e}"))?;
         let max_steps = agent.steps.unwrap_or(rt.opts.max_steps).max(1);
         let (tx, _rx) = oneshot::channel();
         Ok(Turn {
@@ -188,27 +280,35 @@ impl SessionActor {
             max_steps,
             system,
             tools,
+            rules,
             started_cost: state.session.cost,
         })
     }
 
     /// Decide whether the loop goes on; start the next step or finish the turn.
     async fn next_step(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
-        let Some(turn) = state.turn.as_mut() else { return };
+        let Some(turn) = state.turn.as_mut() else {
+            return;
+        };
         if turn.cancel.is_cancelled() {
             self.finish_turn(myself, state, None).await;
             return;
         }
         // Exit condition (OpenCode runLoop): the newest assistant answers the newest user
         // message and finished for a reason other than tool calls, without tool parts.
-        if let Some(MessageWithParts { info: Message::Assistant(a), parts }) = state.history.last()
+        if let Some(MessageWithParts {
+            info: Message::Assistant(a),
+            parts,
+        }) = state.history.last()
             && a.id.as_str() > turn.user_id.as_str()
         {
             if a.error.is_some() {
                 self.finish_turn(myself, state, None).await;
                 return;
             }
-            let has_tools = parts.iter().any(|p| matches!(p.kind, PartKind::Tool { .. }));
+            let has_tools = parts
+                .iter()
+                .any(|p| matches!(p.kind, PartKind::Tool { .. }));
             if let Some(f) = &a.finish
                 && f != "tool-calls"
                 && !has_tools
@@ -219,13 +319,19 @@ impl SessionActor {
         }
         turn.step += 1;
         if turn.step > turn.max_steps {
-            let msg = format!("stopped after the maximum of {} steps for agent {}", turn.max_steps, turn.agent.name);
-            self.finish_turn(myself, state, Some(MessageError::new("MaxStepsError", msg))).await;
+            let msg = format!(
+                "stopped after the maximum of {} steps for agent {}",
+                turn.max_steps, turn.agent.name
+            );
+            self.finish_turn(myself, state, Some(MessageError::new("MaxStepsError", msg)))
+                .await;
             return;
         }
         let is_last = turn.step >= turn.max_steps;
         let mut messages = Vec::with_capacity(state.history.len() * 2 + 2);
-        messages.push(ChatMessage::System { content: turn.system.clone() });
+        messages.push(ChatMessage::System {
+            content: turn.system.clone(),
+        });
         messages.extend_from_slice(state.cache.extend(&state.history));
         if is_last && turn.max_steps > 1 {
             messages.push(ChatMessage::Assistant {
@@ -243,7 +349,11 @@ impl SessionActor {
         let request = ChatRequest {
             model: model.model_id.clone(),
             messages,
-            tools: if is_last && turn.max_steps > 1 { Vec::new() } else { turn.tools.clone() },
+            tools: if is_last && turn.max_steps > 1 {
+                Vec::new()
+            } else {
+                turn.tools.clone()
+            },
             temperature: turn.agent.temperature.filter(|_| model.temperature),
             top_p: turn.agent.top_p,
             max_tokens: Some(model.max_output_tokens()),
@@ -254,7 +364,10 @@ impl SessionActor {
             id: troupe_session::id::message(),
             session_id: state.session.id.clone(),
             parent_id: turn.user_id.clone(),
-            time: AssistantTime { created: now_ms(), completed: None },
+            time: AssistantTime {
+                created: now_ms(),
+                completed: None,
+            },
             agent: turn.agent.name.clone(),
             model_id: model.model_id.clone(),
             provider_id: model.provider_id.clone(),
@@ -268,7 +381,10 @@ impl SessionActor {
             finish: None,
             error: None,
         };
-        state.rt.store.write1(Write::Message(Message::Assistant(assistant.clone())));
+        state
+            .rt
+            .store
+            .write1(Write::Message(Message::Assistant(assistant.clone())));
         let tool_ctx = ToolContext {
             session_id: state.session.id.clone(),
             message_id: assistant.id.clone(),
@@ -277,38 +393,90 @@ impl SessionActor {
             directory: state.directory.clone(),
             worktree: state.worktree.clone(),
             abort: turn.cancel.clone(),
-            permissions: state.rt.permissions.clone(),
+            permissions: Arc::new(crate::permission::TurnPermissions {
+                broker: state.rt.broker.clone(),
+                session_id: state.session.id.clone(),
+                project: state.worktree.display().to_string(),
+                rules: turn.rules.clone(),
+            }),
             progress: Arc::new(troupe_tools::NoProgress),
         };
-        let args = ProcessorArgs { rt: state.rt.clone(), assistant: assistant.clone(), request, model, cancel: turn.cancel.clone(), tool_ctx };
+        let prior_calls: Vec<(String, serde_json::Value)> = state
+            .history
+            .iter()
+            .filter(|m| matches!(&m.info, Message::Assistant(a) if a.parent_id == turn.user_id))
+            .flat_map(|m| m.parts.iter())
+            .filter_map(|p| match &p.kind {
+                PartKind::Tool { tool, state, .. } => Some((tool.clone(), state.input().clone())),
+                _ => None,
+            })
+            .collect();
+        let args = ProcessorArgs {
+            rt: state.rt.clone(),
+            assistant: assistant.clone(),
+            request,
+            model,
+            cancel: turn.cancel.clone(),
+            tool_ctx,
+            prior_calls,
+        };
         state.rt.counters.steps.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = Actor::spawn_linked(None, ProcessorActor, args, myself.get_cell()).await {
             let mut a = assistant;
-            a.error = Some(MessageError::new("UnknownError", format!("could not start the step: {e}")));
+            a.error = Some(MessageError::new(
+                "UnknownError",
+                format!("could not start the step: {e}"),
+            ));
             a.time.completed = Some(now_ms());
-            state.rt.store.write1(Write::Message(Message::Assistant(a.clone())));
-            state.history.push(MessageWithParts { info: Message::Assistant(a), parts: Vec::new() });
+            state
+                .rt
+                .store
+                .write1(Write::Message(Message::Assistant(a.clone())));
+            state.history.push(MessageWithParts {
+                info: Message::Assistant(a),
+                parts: Vec::new(),
+            });
             self.finish_turn(myself, state, None).await;
         }
     }
 
     /// End the turn: totals, status idle, reply, then the next queued prompt.
-    async fn finish_turn(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState, error: Option<MessageError>) {
-        let Some(turn) = state.turn.take() else { return };
+    async fn finish_turn(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        error: Option<MessageError>,
+    ) {
+        let Some(turn) = state.turn.take() else {
+            return;
+        };
         state.session.time.updated = now_ms();
         let sid = state.session.id.clone();
         state.rt.store.write(vec![
-            Write::Session { info: state.session.clone(), created: false },
-            Write::Publish(Event::SessionStatus { session_id: sid.clone(), status: SessionStatus::Idle }),
-            Write::Publish(Event::SessionIdle { session_id: sid.clone() }),
+            Write::Session {
+                info: state.session.clone(),
+                created: false,
+            },
+            Write::Publish(Event::SessionStatus {
+                session_id: sid.clone(),
+                status: SessionStatus::Idle,
+            }),
+            Write::Publish(Event::SessionIdle {
+                session_id: sid.clone(),
+            }),
         ]);
         if let Some(e) = &error {
-            state.rt.store.write1(Write::Publish(Event::SessionError { session_id: sid.clone(), error: e.clone() }));
+            state.rt.store.write1(Write::Publish(Event::SessionError {
+                session_id: sid.clone(),
+                error: e.clone(),
+            }));
         }
         let flushed = state.rt.store.flush().await;
         // The turn's newest assistant message.
         let last = state.history.iter().rev().find_map(|m| match &m.info {
-            Message::Assistant(a) if a.parent_id == turn.user_id => Some((a.clone(), m.parts.clone())),
+            Message::Assistant(a) if a.parent_id == turn.user_id => {
+                Some((a.clone(), m.parts.clone()))
+            }
             _ => None,
         });
         let (message, text) = match &last {
@@ -316,7 +484,11 @@ impl SessionActor {
                 let text = parts
                     .iter()
                     .filter_map(|p| match &p.kind {
-                        PartKind::Text { text, synthetic: false, .. } => Some(text.as_str()),
+                        PartKind::Text {
+                            text,
+                            synthetic: false,
+                            ..
+                        } => Some(text.as_str()),
                         _ => None,
                     })
                     .collect::<Vec<_>>()
@@ -353,7 +525,11 @@ impl Actor for SessionActor {
     type State = SessionState;
     type Arguments = SessionArgs;
 
-    async fn pre_start(&self, _myself: ActorRef<SessionMsg>, args: SessionArgs) -> Result<SessionState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<SessionMsg>,
+        args: SessionArgs,
+    ) -> Result<SessionState, ActorProcessingErr> {
         let directory = PathBuf::from(&args.session.directory);
         let worktree = worktree_of(&directory);
         Ok(SessionState {
@@ -368,7 +544,12 @@ impl Actor for SessionActor {
         })
     }
 
-    async fn handle(&self, myself: ActorRef<SessionMsg>, msg: SessionMsg, state: &mut SessionState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<SessionMsg>,
+        msg: SessionMsg,
+        state: &mut SessionState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             SessionMsg::Prompt(p) => {
                 p.accepted.store(true, Ordering::SeqCst);
@@ -389,10 +570,17 @@ impl Actor for SessionActor {
         Ok(())
     }
 
-    async fn handle_supervisor_evt(&self, myself: ActorRef<SessionMsg>, evt: SupervisionEvent, state: &mut SessionState) -> Result<(), ActorProcessingErr> {
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<SessionMsg>,
+        evt: SupervisionEvent,
+        state: &mut SessionState,
+    ) -> Result<(), ActorProcessingErr> {
         match evt {
             SupervisionEvent::ActorTerminated(_cell, boxed, _) => {
-                let outcome = boxed.and_then(|mut b| b.take::<ProcessorState>().ok()).map(ProcessorState::into_outcome);
+                let outcome = boxed
+                    .and_then(|mut b| b.take::<ProcessorState>().ok())
+                    .map(ProcessorState::into_outcome);
                 if let Some(o) = outcome {
                     if let Message::Assistant(a) = &o.message.info {
                         state.session.cost += a.cost;
@@ -409,23 +597,43 @@ impl Actor for SessionActor {
                         self.next_step(&myself, state).await;
                     }
                 } else if state.turn.is_some() {
-                    let e = MessageError::new("UnknownError", "the step was stopped before it finished");
+                    let e = MessageError::new(
+                        "UnknownError",
+                        "the step was stopped before it finished",
+                    );
                     self.finish_turn(&myself, state, Some(e)).await;
                 }
             }
             SupervisionEvent::ActorFailed(_cell, err) => {
                 // The processor crashed: the step fails, the session goes on serving.
-                state.rt.counters.processor_crashes.fetch_add(1, Ordering::Relaxed);
+                state
+                    .rt
+                    .counters
+                    .processor_crashes
+                    .fetch_add(1, Ordering::Relaxed);
                 let sid = state.session.id.clone();
-                let mut history = state.rt.store.read(move |r| r.messages(&sid)).await.unwrap_or_default();
+                let mut history = state
+                    .rt
+                    .store
+                    .read(move |r| r.messages(&sid))
+                    .await
+                    .unwrap_or_default();
                 if let Some(turn) = &state.turn {
-                    let last_assistant = history.iter().rposition(|m| matches!(&m.info, Message::Assistant(a) if a.parent_id == turn.user_id));
+                    let last_assistant = history.iter().rposition(
+                        |m| matches!(&m.info, Message::Assistant(a) if a.parent_id == turn.user_id),
+                    );
                     if let Some(i) = last_assistant {
                         let mut fixed = vec![history[i].clone()];
                         troupe_session::store::sweep_interrupted(&state.rt.store, &mut fixed);
                         if let Message::Assistant(a) = &mut fixed[0].info {
-                            a.error = Some(MessageError::new("UnknownError", format!("the step crashed: {err}")));
-                            state.rt.store.write1(Write::Message(Message::Assistant(a.clone())));
+                            a.error = Some(MessageError::new(
+                                "UnknownError",
+                                format!("the step crashed: {err}"),
+                            ));
+                            state
+                                .rt
+                                .store
+                                .write1(Write::Message(Message::Assistant(a.clone())));
                         }
                         history[i] = fixed.remove(0);
                     }
@@ -440,7 +648,11 @@ impl Actor for SessionActor {
         Ok(())
     }
 
-    async fn post_stop(&self, _myself: ActorRef<SessionMsg>, state: &mut SessionState) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<SessionMsg>,
+        state: &mut SessionState,
+    ) -> Result<(), ActorProcessingErr> {
         for p in state.queue.drain(..) {
             let _ = p.reply.send(Err("session actor stopped".into()));
         }
@@ -451,4 +663,3 @@ impl Actor for SessionActor {
         Ok(())
     }
 }
-

@@ -49,13 +49,26 @@ impl Actor for ToolCallActor {
     type State = ToolCallState;
     type Arguments = ToolCallArgs;
 
-    async fn pre_start(&self, myself: ActorRef<Self::Msg>, args: ToolCallArgs) -> Result<ToolCallState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: ToolCallArgs,
+    ) -> Result<ToolCallState, ActorProcessingErr> {
         // Keep pre_start trivial: a panic here would never reach the supervisor.
         myself.cast(ToolCallMsg::Run)?;
-        Ok(ToolCallState { call_id: args.call_id, result: None, pending: Some((args.tool, args.args, args.ctx)) })
+        Ok(ToolCallState {
+            call_id: args.call_id,
+            result: None,
+            pending: Some((args.tool, args.args, args.ctx)),
+        })
     }
 
-    async fn handle(&self, myself: ActorRef<Self::Msg>, msg: ToolCallMsg, state: &mut ToolCallState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: ToolCallMsg,
+        state: &mut ToolCallState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             ToolCallMsg::Run => {
                 if let Some((tool, args, ctx)) = state.pending.take() {

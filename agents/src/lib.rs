@@ -1,11 +1,27 @@
 //! troupe-agents: agents as configuration records, the built-in agents and their prompt
-//! files, and system-prompt layering.
+//! files, permission rulesets, and system-prompt layering.
 //!
-//! An agent is a record, not code: every agent runs through the one session loop.
+//! An agent is a record, not code: every agent runs through the one session loop. What differs
+//! between agents is data: the system prompt (layer 1), the permission ruleset (which tools are
+//! offered and what they may touch), the model and sampling settings, and the step budget.
+//!
+//! - [`Agent`], [`Mode`]: the record (OpenCode `Agent.Info`, reference §12.1).
+//! - [`AgentSet`]: built-ins + `agent.<name>` config + markdown agents (§6.5, §12.2).
+//! - [`permission`]: rules, wildcard matching, evaluation, defaults, sub-agent derivation (§6).
+//! - [`prompt`]: provider prompts, environment, instruction files, layering, reminders (§12.3–12.5).
 
-use std::path::Path;
+pub mod agent_set;
+pub mod permission;
+pub mod prompt;
 
 use serde::{Deserialize, Serialize};
+
+pub use agent_set::{AgentError, AgentSet, builtin_agents, project_dirs};
+pub use permission::{Action, PermissionError, Rule, Ruleset};
+pub use prompt::{
+    build_system_prompt, environment, find_instruction_files, provider_prompt, switch_reminder,
+    system_prompt,
+};
 
 /// Agent mode (OpenCode `mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -20,10 +36,31 @@ pub enum Mode {
     All,
 }
 
-/// An agent record.
+impl Mode {
+    /// Parses `primary | subagent | all`; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "primary" => Some(Mode::Primary),
+            "subagent" => Some(Mode::Subagent),
+            "all" => Some(Mode::All),
+            _ => None,
+        }
+    }
+
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Primary => "primary",
+            Mode::Subagent => "subagent",
+            Mode::All => "all",
+        }
+    }
+}
+
+/// An agent record (OpenCode `Agent.Info`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Agent {
-    /// Name (`build`, `plan`, …).
+    /// Name (`build`, `plan`, …); for markdown agents the file path below `agent/` minus `.md`.
     pub name: String,
     /// Shown to task callers.
     #[serde(default)]
@@ -40,111 +77,104 @@ pub struct Agent {
     /// `provider/model` override.
     #[serde(default)]
     pub model: Option<String>,
+    /// Model variant (e.g. a reasoning-effort preset); applies only with the agent's own model.
+    #[serde(default)]
+    pub variant: Option<String>,
     /// Sampling temperature.
     #[serde(default)]
     pub temperature: Option<f64>,
     /// Nucleus sampling.
     #[serde(default)]
     pub top_p: Option<f64>,
-    /// System prompt replacing the default prompt.
+    /// System prompt replacing the provider prompt (layer 1).
     #[serde(default)]
     pub prompt: Option<String>,
-    /// Extra request-body options.
+    /// Extra request-body options (config `options` plus unknown agent keys).
     #[serde(default)]
     pub options: serde_json::Map<String, serde_json::Value>,
+    /// Display colour: `#RRGGBB` or a theme colour name.
+    #[serde(default)]
+    pub color: Option<String>,
     /// Maximum loop steps per turn; the last step is told to answer without tools.
     #[serde(default)]
     pub steps: Option<u32>,
+    /// Permission ruleset: `merge(defaults, agent-specific, user config, agent.<name>.permission)`
+    /// (see [`AgentSet::load`]). Session rules and approvals are layered after it at evaluation.
+    #[serde(default)]
+    pub permission: Ruleset,
 }
 
-/// Default system prompt (layer 1 when the agent has none).
-pub const DEFAULT_PROMPT: &str = include_str!("../prompts/build.txt");
+impl Agent {
+    /// Whether the agent can be the main agent of a session (mode primary or all, not hidden).
+    pub fn is_selectable(&self) -> bool {
+        self.mode != Mode::Subagent && !self.hidden
+    }
+
+    /// Whether the task tool may start it (mode subagent or all, not hidden).
+    pub fn is_subagent(&self) -> bool {
+        self.mode != Mode::Primary && !self.hidden
+    }
+
+    /// Evaluates one request against the agent's ruleset plus extra `layers` (session rules,
+    /// approvals), last match wins, default ask (see [`permission::evaluate`]).
+    pub fn evaluate(&self, permission: &str, pattern: &str, layers: &[&Ruleset]) -> Action {
+        let mut all: Vec<&Ruleset> = Vec::with_capacity(layers.len() + 1);
+        all.push(&self.permission);
+        all.extend_from_slice(layers);
+        permission::evaluate(permission, pattern, &all)
+    }
+
+    /// Tools of `tool_names` not to offer to the model under `merge(agent.permission, session)`
+    /// (see [`permission::disabled_tools`]).
+    pub fn disabled_tools<S: AsRef<str>>(
+        &self,
+        tool_names: &[S],
+        session: &Ruleset,
+    ) -> std::collections::BTreeSet<String> {
+        permission::disabled_tools(tool_names, &Ruleset::merge(&[&self.permission, session]))
+    }
+}
+
+/// Default system prompt (layer 1 when the agent has no prompt and the model family has no
+/// specific prompt); `prompts/provider/default.txt`.
+pub const DEFAULT_PROMPT: &str = include_str!("../prompts/provider/default.txt");
 
 /// Text appended as an assistant prefill on the last allowed step (OpenCode `max-steps.txt`).
 pub const MAX_STEPS_PROMPT: &str = include_str!("../prompts/max-steps.txt");
 
-/// The built-in `build` agent: the default, all tools.
+/// The built-in `build` agent: the default, all tools. Its permission ruleset is the defaults
+/// plus `question: allow, plan_enter: allow` (no user config applied).
 pub fn build_agent() -> Agent {
-    Agent {
-        name: "build".into(),
-        description: "The default agent. Executes tools based on configured permissions.".into(),
-        mode: Mode::Primary,
-        hidden: false,
-        native: true,
-        model: None,
-        temperature: None,
-        top_p: None,
-        prompt: None,
-        options: Default::default(),
-        steps: None,
-    }
+    builtin_agents(&Ruleset::new())
+        .into_iter()
+        .find(|a| a.name == "build")
+        .unwrap_or_else(|| Agent {
+            name: "build".into(),
+            description: String::new(),
+            mode: Mode::Primary,
+            hidden: false,
+            native: true,
+            model: None,
+            variant: None,
+            temperature: None,
+            top_p: None,
+            prompt: None,
+            options: Default::default(),
+            color: None,
+            steps: None,
+            permission: permission::default_ruleset(),
+        })
 }
 
-/// Look up an agent by name among the built-ins merged with config `agent.<name>` entries.
-/// Config fields override built-in ones; an unknown name that config defines becomes a new
-/// agent of mode `all`.
+/// Looks up an agent by name among the built-ins merged with config `agent.<name>` entries
+/// (no markdown agents, no top-level `permission`; use [`AgentSet::load`] for the full set).
+/// Config fields override built-in ones; an unknown name that config defines becomes a new agent
+/// of mode `all`. Errors: invalid config (`agent.foo.mode: unknown mode …`), a disabled agent,
+/// or `agent not found: <name>. Available agents: …`.
 pub fn resolve(name: &str, config_agents: Option<&serde_json::Value>) -> Result<Agent, String> {
-    let mut agent = match name {
-        "build" => build_agent(),
-        _ => {
-            let defined = config_agents.and_then(|a| a.get(name)).is_some();
-            if !defined {
-                return Err(format!("agent not found: {name}. Available agents: build"));
-            }
-            Agent { name: name.to_string(), native: false, mode: Mode::All, ..build_agent() }
-        }
-    };
-    if let Some(cfg) = config_agents.and_then(|a| a.get(name)).and_then(|v| v.as_object()) {
-        if let Some(p) = cfg.get("prompt").and_then(|v| v.as_str()) {
-            agent.prompt = Some(p.to_string());
-        }
-        if let Some(m) = cfg.get("model").and_then(|v| v.as_str()) {
-            agent.model = Some(m.to_string());
-        }
-        if let Some(t) = cfg.get("temperature").and_then(|v| v.as_f64()) {
-            agent.temperature = Some(t);
-        }
-        if let Some(t) = cfg.get("top_p").and_then(|v| v.as_f64()) {
-            agent.top_p = Some(t);
-        }
-        if let Some(s) = cfg.get("steps").or_else(|| cfg.get("maxSteps")).and_then(|v| v.as_u64()) {
-            agent.steps = Some(s.clamp(1, u32::MAX as u64) as u32);
-        }
-        if let Some(d) = cfg.get("description").and_then(|v| v.as_str()) {
-            agent.description = d.to_string();
-        }
-        if let Some(o) = cfg.get("options").and_then(|v| v.as_object()) {
-            agent.options.extend(o.clone());
-        }
-    }
-    Ok(agent)
-}
-
-/// Environment block of the system prompt (layer 2).
-pub fn environment(model_full_id: &str, directory: &Path, worktree: &Path, date: &str) -> String {
-    let is_git = worktree.join(".git").exists();
-    format!(
-        "You are powered by the model named {model}.\nHere is some useful information about the environment you are running in:\n<env>\n  Working directory: {dir}\n  Workspace root folder: {root}\n  Is directory a git repo: {git}\n  Platform: {platform}\n  Today's date: {date}\n</env>",
-        model = model_full_id,
-        dir = directory.display(),
-        root = worktree.display(),
-        git = if is_git { "yes" } else { "no" },
-        platform = std::env::consts::OS,
-    )
-}
-
-/// Build the system prompt: layer 1 (agent prompt or default), layer 2 (environment),
-/// layer 3 (the user message's own `system`), joined with newlines.
-pub fn system_prompt(agent: &Agent, env_block: &str, user_system: Option<&str>) -> String {
-    let mut out = String::new();
-    out.push_str(agent.prompt.as_deref().unwrap_or(DEFAULT_PROMPT).trim_end());
-    out.push('\n');
-    out.push_str(env_block);
-    if let Some(s) = user_system.filter(|s| !s.is_empty()) {
-        out.push('\n');
-        out.push_str(s);
-    }
-    out
+    let set = AgentSet::from_config_value(config_agents, None, None, "config")
+        .map_err(|e| e.to_string())?;
+    set.require(name).cloned().map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -159,14 +189,46 @@ mod tests {
         assert_eq!(b.temperature, Some(0.2));
         let m = resolve("mine", Some(&cfg)).unwrap();
         assert_eq!(m.prompt.as_deref(), Some("hi"));
-        assert!(resolve("nope", Some(&cfg)).unwrap_err().contains("agent not found: nope"));
+        assert_eq!(m.mode, Mode::All);
+        assert!(!m.native);
+        assert!(
+            resolve("nope", Some(&cfg))
+                .unwrap_err()
+                .contains("agent not found: nope")
+        );
+        let bad = serde_json::json!({"foo": {"mode": "primry"}});
+        assert_eq!(
+            resolve("foo", Some(&bad)).unwrap_err(),
+            r#"config: agent.foo.mode: unknown mode "primry" (expected primary, subagent or all)"#
+        );
     }
 
     #[test]
     fn system_prompt_layers_in_order() {
         let a = build_agent();
         let s = system_prompt(&a, "ENV", Some("USER"));
-        let (i, e, u) = (s.find("troupe").unwrap(), s.find("ENV").unwrap(), s.find("USER").unwrap());
+        let (i, e, u) = (
+            s.find("troupe").unwrap(),
+            s.find("ENV").unwrap(),
+            s.find("USER").unwrap(),
+        );
         assert!(i < e && e < u);
+    }
+
+    #[test]
+    fn build_agent_has_defaults() {
+        let b = build_agent();
+        assert_eq!(b.mode, Mode::Primary);
+        assert!(b.native);
+        assert_eq!(b.evaluate("edit", "src/main.rs", &[]), Action::Allow);
+        assert_eq!(b.evaluate("question", "*", &[]), Action::Allow);
+        assert_eq!(b.evaluate("read", ".env", &[]), Action::Ask);
+        let session = permission::noninteractive_session_ruleset();
+        assert_eq!(b.evaluate("question", "*", &[&session]), Action::Deny);
+        let dis = b.disabled_tools(&["question", "bash", "plan_enter"], &session);
+        assert_eq!(
+            dis.into_iter().collect::<Vec<_>>(),
+            ["plan_enter", "question"]
+        );
     }
 }

@@ -51,7 +51,13 @@ pub struct LlmError {
 impl LlmError {
     /// Build an error without HTTP details.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), status: None, retry_headers: Vec::new(), body: None }
+        Self {
+            kind,
+            message: message.into(),
+            status: None,
+            retry_headers: Vec::new(),
+            body: None,
+        }
     }
 
     /// Whether the retry layer may try again (rate limit, overloaded, 5xx, stream error,
@@ -72,4 +78,3 @@ impl LlmError {
         self.kind == ErrorKind::ContextOverflow
     }
 }
-

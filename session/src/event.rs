@@ -140,9 +140,9 @@ impl Event {
     /// The session the event is about, if any.
     pub fn session_id(&self) -> Option<&str> {
         match self {
-            Event::SessionCreated { info } | Event::SessionUpdated { info } | Event::SessionDeleted { info } => {
-                Some(&info.id)
-            }
+            Event::SessionCreated { info }
+            | Event::SessionUpdated { info }
+            | Event::SessionDeleted { info } => Some(&info.id),
             Event::SessionStatus { session_id, .. }
             | Event::SessionIdle { session_id }
             | Event::SessionError { session_id, .. }

@@ -44,12 +44,19 @@ static CLOCK: Mutex<(u64, u64)> = Mutex::new((0, 0));
 
 /// Make a new ascending id with the given prefix.
 pub fn ascending(prefix: Prefix) -> String {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
     let value = {
         let mut guard = CLOCK.lock().unwrap_or_else(|e| e.into_inner());
         let (last_ms, counter) = *guard;
         // Never go backwards, even if the wall clock does.
-        let (ms, c) = if now > last_ms { (now, 0) } else { (last_ms, counter + 1) };
+        let (ms, c) = if now > last_ms {
+            (now, 0)
+        } else {
+            (last_ms, counter + 1)
+        };
         // Counter overflow (>4095 ids in one ms): borrow the next millisecond.
         let (ms, c) = if c >= 0x1000 { (ms + 1, 0) } else { (ms, c) };
         *guard = (ms, c);

@@ -37,6 +37,9 @@ mod tests {
     #[test]
     fn iso_time_known_values() {
         assert_eq!(super::iso_time(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(super::iso_time(1_796_006_560_123), "2026-11-30T02:42:40.123Z");
+        assert_eq!(
+            super::iso_time(1_796_006_560_123),
+            "2026-11-30T02:42:40.123Z"
+        );
     }
 }

@@ -22,7 +22,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 use crate::event::{Bus, Event};
-use crate::types::{Message, MessageWithParts, Part, PartKind, Session, ToolState, ToolTime, now_ms};
+use crate::types::{
+    Message, MessageWithParts, Part, PartKind, Session, ToolState, ToolTime, now_ms,
+};
 
 /// Store failure. The message says what and where (`database path: …`).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -71,6 +73,13 @@ pub enum Write {
     RemovePart(Part),
     /// Delete a session and everything under it; publishes `session.deleted`.
     DeleteSession(Session),
+    /// Replace the stored "always" approvals of a project (raw ruleset JSON). No bus event.
+    Approvals {
+        /// Project key (worktree path).
+        project: String,
+        /// Ruleset JSON.
+        data: String,
+    },
     /// Bus-only event published in queue order (deltas, status, errors).
     Publish(Event),
 }
@@ -145,12 +154,16 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 fn sql_err(path: &Path, e: rusqlite::Error) -> StoreError {
-    StoreError::Sqlite { path: path.display().to_string(), message: e.to_string() }
+    StoreError::Sqlite {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
 }
 
 fn open_conn(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(path).map_err(|e| sql_err(path, e))?;
-    conn.busy_timeout(std::time::Duration::from_millis(5000)).map_err(|e| sql_err(path, e))?;
+    conn.busy_timeout(std::time::Duration::from_millis(5000))
+        .map_err(|e| sql_err(path, e))?;
     conn.execute_batch(
         "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-16000;",
     )
@@ -159,7 +172,9 @@ fn open_conn(path: &Path) -> Result<Connection, StoreError> {
 }
 
 fn migrate(path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(|e| sql_err(path, e))?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| sql_err(path, e))?;
     if version as usize > MIGRATIONS.len() {
         return Err(StoreError::Sqlite {
             path: path.display().to_string(),
@@ -172,7 +187,8 @@ fn migrate(path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let tx = conn.transaction().map_err(|e| sql_err(path, e))?;
         tx.execute_batch(sql).map_err(|e| sql_err(path, e))?;
-        tx.pragma_update(None, "user_version", (i + 1) as i64).map_err(|e| sql_err(path, e))?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)
+            .map_err(|e| sql_err(path, e))?;
         tx.commit().map_err(|e| sql_err(path, e))?;
     }
     Ok(())
@@ -198,8 +214,18 @@ impl Store {
         std::thread::Builder::new()
             .name("troupe-store".into())
             .spawn(move || writer_loop(wpath, writer, rx, wbus))
-            .map_err(|e| StoreError::Sqlite { path: path.display().to_string(), message: e.to_string() })?;
-        Ok(Store { inner: Arc::new(Inner { path, tx: Mutex::new(Some(tx)), reader: Mutex::new(reader), bus }) })
+            .map_err(|e| StoreError::Sqlite {
+                path: path.display().to_string(),
+                message: e.to_string(),
+            })?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                path,
+                tx: Mutex::new(Some(tx)),
+                reader: Mutex::new(reader),
+                bus,
+            }),
+        })
     }
 
     /// The database file.
@@ -261,16 +287,28 @@ impl Store {
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
             let conn = inner.reader.lock().unwrap_or_else(|e| e.into_inner());
-            f(&Reader { conn: &conn, path: &inner.path })
+            f(&Reader {
+                conn: &conn,
+                path: &inner.path,
+            })
         })
         .await
-        .map_err(|e| StoreError::Sqlite { path: self.inner.path.display().to_string(), message: e.to_string() })?
+        .map_err(|e| StoreError::Sqlite {
+            path: self.inner.path.display().to_string(),
+            message: e.to_string(),
+        })?
     }
 
     /// Run a read on the current thread (CLI commands that are not async).
-    pub fn read_blocking<T>(&self, f: impl FnOnce(&Reader<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    pub fn read_blocking<T>(
+        &self,
+        f: impl FnOnce(&Reader<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let conn = self.inner.reader.lock().unwrap_or_else(|e| e.into_inner());
-        f(&Reader { conn: &conn, path: &self.inner.path })
+        f(&Reader {
+            conn: &conn,
+            path: &self.inner.path,
+        })
     }
 }
 
@@ -280,7 +318,11 @@ pub struct Reader<'a> {
     path: &'a Path,
 }
 
-fn decode<T: serde::de::DeserializeOwned>(path: &Path, id: &str, data: &str) -> Result<T, StoreError> {
+fn decode<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    id: &str,
+    data: &str,
+) -> Result<T, StoreError> {
     serde_json::from_str(data).map_err(|e| StoreError::Decode {
         path: path.display().to_string(),
         id: id.to_string(),
@@ -306,9 +348,14 @@ impl Reader<'_> {
         } else {
             "SELECT id, data FROM session ORDER BY time_updated DESC, id DESC LIMIT ?1"
         };
-        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| sql_err(self.path, e))?;
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql)
+            .map_err(|e| sql_err(self.path, e))?;
         let rows = stmt
-            .query_map([limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .query_map([limit as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
             .map_err(|e| sql_err(self.path, e))?;
         let mut out = Vec::new();
         for row in rows {
@@ -325,7 +372,9 @@ impl Reader<'_> {
             .prepare_cached("SELECT id, data FROM session WHERE parent_id = ?1 ORDER BY id")
             .map_err(|e| sql_err(self.path, e))?;
         let rows = stmt
-            .query_map([parent], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .query_map([parent], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
             .map_err(|e| sql_err(self.path, e))?;
         let mut out = Vec::new();
         for row in rows {
@@ -342,7 +391,9 @@ impl Reader<'_> {
             .prepare_cached("SELECT id, data FROM message WHERE session_id = ?1 ORDER BY id")
             .map_err(|e| sql_err(self.path, e))?;
         let rows = stmt
-            .query_map([session_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .query_map([session_id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
             .map_err(|e| sql_err(self.path, e))?;
         let mut out: Vec<MessageWithParts> = Vec::new();
         let mut index = std::collections::HashMap::new();
@@ -350,15 +401,24 @@ impl Reader<'_> {
             let (id, data) = row.map_err(|e| sql_err(self.path, e))?;
             let info: Message = decode(self.path, &id, &data)?;
             index.insert(id, out.len());
-            out.push(MessageWithParts { info, parts: Vec::new() });
+            out.push(MessageWithParts {
+                info,
+                parts: Vec::new(),
+            });
         }
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT id, message_id, data FROM part WHERE session_id = ?1 ORDER BY id")
+            .prepare_cached(
+                "SELECT id, message_id, data FROM part WHERE session_id = ?1 ORDER BY id",
+            )
             .map_err(|e| sql_err(self.path, e))?;
         let rows = stmt
             .query_map([session_id], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
             })
             .map_err(|e| sql_err(self.path, e))?;
         for row in rows {
@@ -414,15 +474,42 @@ impl Reader<'_> {
     /// Number of events logged for a session.
     pub fn event_count(&self, session_id: &str) -> Result<u64, StoreError> {
         self.conn
-            .query_row("SELECT COUNT(*) FROM event WHERE session_id = ?1", [session_id], |r| r.get::<_, i64>(0))
+            .query_row(
+                "SELECT COUNT(*) FROM event WHERE session_id = ?1",
+                [session_id],
+                |r| r.get::<_, i64>(0),
+            )
             .map(|n| n as u64)
             .map_err(|e| sql_err(self.path, e))
+    }
+
+    /// Every assistant message in the store (for usage statistics), oldest first.
+    pub fn assistant_messages(&self) -> Result<Vec<crate::types::AssistantMessage>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, data FROM message WHERE role = 'assistant' ORDER BY id")
+            .map_err(|e| sql_err(self.path, e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| sql_err(self.path, e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, data) = row.map_err(|e| sql_err(self.path, e))?;
+            if let Message::Assistant(a) = decode(self.path, &id, &data)? {
+                out.push(a);
+            }
+        }
+        Ok(out)
     }
 
     /// Stored approvals ruleset for a project (raw JSON), if any.
     pub fn approvals(&self, project: &str) -> Result<Option<String>, StoreError> {
         self.conn
-            .query_row("SELECT data FROM permission WHERE project = ?1", [project], |r| r.get(0))
+            .query_row(
+                "SELECT data FROM permission WHERE project = ?1",
+                [project],
+                |r| r.get(0),
+            )
             .optional()
             .map_err(|e| sql_err(self.path, e))
     }
@@ -480,15 +567,24 @@ fn writer_loop(path: PathBuf, mut conn: Connection, rx: std_mpsc::Receiver<Job>,
 
 fn event_of(w: Write) -> Option<Event> {
     Some(match w {
-        Write::Session { info, created: true } => Event::SessionCreated { info },
-        Write::Session { info, created: false } => Event::SessionUpdated { info },
+        Write::Session {
+            info,
+            created: true,
+        } => Event::SessionCreated { info },
+        Write::Session {
+            info,
+            created: false,
+        } => Event::SessionUpdated { info },
         Write::Message(info) => Event::MessageUpdated { info },
         Write::Part(part) => Event::PartUpdated { part },
         Write::DeleteSession(info) => Event::SessionDeleted { info },
-        Write::RemovePart(p) => {
-            Event::PartRemoved { session_id: p.session_id, message_id: p.message_id, part_id: p.id }
-        }
+        Write::RemovePart(p) => Event::PartRemoved {
+            session_id: p.session_id,
+            message_id: p.message_id,
+            part_id: p.id,
+        },
         Write::Publish(ev) => ev,
+        Write::Approvals { .. } => return None,
     })
 }
 
@@ -500,21 +596,29 @@ fn apply(path: &Path, conn: &mut Connection, writes: &[Write]) -> Result<(), Sto
     {
         let mut seqs: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
         let now = now_ms();
-        let mut log = |tx: &rusqlite::Transaction<'_>, sid: &str, ty: &str, data: &str| -> Result<(), StoreError> {
+        let mut log = |tx: &rusqlite::Transaction<'_>,
+                       sid: &str,
+                       ty: &str,
+                       data: &str|
+         -> Result<(), StoreError> {
             let seq = match seqs.get(sid) {
                 Some(s) => s + 1,
                 None => {
-                    tx.query_row("SELECT COALESCE(MAX(seq), 0) FROM event WHERE session_id = ?1", [sid], |r| {
-                        r.get::<_, i64>(0)
-                    })
+                    tx.query_row(
+                        "SELECT COALESCE(MAX(seq), 0) FROM event WHERE session_id = ?1",
+                        [sid],
+                        |r| r.get::<_, i64>(0),
+                    )
                     .map_err(|e| sql_err(path, e))?
                         + 1
                 }
             };
             seqs.insert(sid.to_string(), seq);
-            tx.prepare_cached("INSERT INTO event (session_id, seq, type, time, data) VALUES (?1, ?2, ?3, ?4, ?5)")
-                .and_then(|mut s| s.execute(params![sid, seq, ty, now, data]))
-                .map_err(|e| sql_err(path, e))?;
+            tx.prepare_cached(
+                "INSERT INTO event (session_id, seq, type, time, data) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .and_then(|mut s| s.execute(params![sid, seq, ty, now, data]))
+            .map_err(|e| sql_err(path, e))?;
             Ok(())
         };
         for w in writes {
@@ -538,11 +642,24 @@ fn apply(path: &Path, conn: &mut Connection, writes: &[Write]) -> Result<(), Sto
                         ])
                     })
                     .map_err(|e| sql_err(path, e))?;
-                    log(&tx, &info.id, if *created { "session.created" } else { "session.updated" }, &data)?;
+                    log(
+                        &tx,
+                        &info.id,
+                        if *created {
+                            "session.created"
+                        } else {
+                            "session.updated"
+                        },
+                        &data,
+                    )?;
                 }
                 Write::Message(m) => {
                     let data = json(m);
-                    let role = if matches!(m, Message::User(_)) { "user" } else { "assistant" };
+                    let role = if matches!(m, Message::User(_)) {
+                        "user"
+                    } else {
+                        "assistant"
+                    };
                     tx.prepare_cached(
                         "INSERT INTO message (id, session_id, role, time_created, data) VALUES (?1, ?2, ?3, ?4, ?5)
                          ON CONFLICT(id) DO UPDATE SET data = excluded.data",
@@ -566,17 +683,27 @@ fn apply(path: &Path, conn: &mut Connection, writes: &[Write]) -> Result<(), Sto
                     log(&tx, &p.session_id, "message.part.updated", &data)?;
                 }
                 Write::DeleteSession(s) => {
-                    tx.execute("DELETE FROM part WHERE session_id = ?1", [&s.id]).map_err(|e| sql_err(path, e))?;
+                    tx.execute("DELETE FROM part WHERE session_id = ?1", [&s.id])
+                        .map_err(|e| sql_err(path, e))?;
                     tx.execute("DELETE FROM message WHERE session_id = ?1", [&s.id])
                         .map_err(|e| sql_err(path, e))?;
-                    tx.execute("DELETE FROM session WHERE id = ?1", [&s.id]).map_err(|e| sql_err(path, e))?;
-                    tx.execute("DELETE FROM event WHERE session_id = ?1", [&s.id]).map_err(|e| sql_err(path, e))?;
+                    tx.execute("DELETE FROM session WHERE id = ?1", [&s.id])
+                        .map_err(|e| sql_err(path, e))?;
+                    tx.execute("DELETE FROM event WHERE session_id = ?1", [&s.id])
+                        .map_err(|e| sql_err(path, e))?;
                 }
                 Write::RemovePart(p) => {
                     tx.prepare_cached("DELETE FROM part WHERE id = ?1")
                         .and_then(|mut s| s.execute([&p.id]))
                         .map_err(|e| sql_err(path, e))?;
                     log(&tx, &p.session_id, "message.part.removed", &json(&p.id))?;
+                }
+                Write::Approvals { project, data } => {
+                    tx.prepare_cached(
+                        "INSERT INTO permission (project, data) VALUES (?1, ?2) ON CONFLICT(project) DO UPDATE SET data = excluded.data",
+                    )
+                    .and_then(|mut s| s.execute(params![project, data]))
+                    .map_err(|e| sql_err(path, e))?;
                 }
                 Write::Publish(_) => {}
             }
@@ -610,7 +737,11 @@ pub fn sweep_interrupted(store: &Store, history: &mut [MessageWithParts]) -> usi
                     input: state.input().clone(),
                     error: "Tool execution aborted".into(),
                     metadata: Some(serde_json::json!({"interrupted": true})),
-                    time: ToolTime { start, end: Some(now), compacted: None },
+                    time: ToolTime {
+                        start,
+                        end: Some(now),
+                        compacted: None,
+                    },
                 };
                 writes.push(Write::Part(p.clone()));
             }
@@ -656,11 +787,28 @@ mod tests {
             session_id: s.id.clone(),
             time: UserTime { created: 1 },
             agent: "build".into(),
-            model: ModelRef { provider_id: "p".into(), model_id: "m".into() },
+            model: ModelRef {
+                provider_id: "p".into(),
+                model_id: "m".into(),
+            },
             system: None,
         });
-        let p = Part::new(&s.id, m.id(), PartKind::Text { text: "hi".into(), synthetic: false, time: None });
-        store.write(vec![Write::Session { info: s.clone(), created: true }, Write::Message(m.clone())]);
+        let p = Part::new(
+            &s.id,
+            m.id(),
+            PartKind::Text {
+                text: "hi".into(),
+                synthetic: false,
+                time: None,
+            },
+        );
+        store.write(vec![
+            Write::Session {
+                info: s.clone(),
+                created: true,
+            },
+            Write::Message(m.clone()),
+        ]);
         store.write1(Write::Part(p.clone()));
         store.flush().await.unwrap();
         let sid = s.id.clone();
@@ -668,7 +816,10 @@ mod tests {
         assert_eq!(msgs.len(), 1);
         assert_eq!(msgs[0].parts, vec![p]);
         let types: Vec<&str> = (0..3).map(|_| rx.try_recv().unwrap().type_name()).collect();
-        assert_eq!(types, ["session.created", "message.updated", "message.part.updated"]);
+        assert_eq!(
+            types,
+            ["session.created", "message.updated", "message.part.updated"]
+        );
         let sid = s.id.clone();
         assert_eq!(store.read(move |r| r.event_count(&sid)).await.unwrap(), 3);
     }
@@ -680,7 +831,10 @@ mod tests {
         let s = Session::new("/x", None);
         {
             let store = Store::open(&path, Bus::new()).unwrap();
-            store.write1(Write::Session { info: s.clone(), created: true });
+            store.write1(Write::Session {
+                info: s.clone(),
+                created: true,
+            });
             store.flush().await.unwrap();
         }
         let store = Store::open(&path, Bus::new()).unwrap();
@@ -697,7 +851,10 @@ mod tests {
             session_id: "ses_missing".into(),
             time: UserTime { created: 1 },
             agent: "build".into(),
-            model: ModelRef { provider_id: "p".into(), model_id: "m".into() },
+            model: ModelRef {
+                provider_id: "p".into(),
+                model_id: "m".into(),
+            },
             system: None,
         });
         store.write1(Write::Message(m));

@@ -72,8 +72,10 @@ impl ModelRef {
     /// Parse `provider/model` (split at the first `/`).
     pub fn parse(spec: &str) -> Option<Self> {
         let (p, m) = spec.split_once('/')?;
-        (!p.is_empty() && !m.is_empty())
-            .then(|| Self { provider_id: p.to_string(), model_id: m.to_string() })
+        (!p.is_empty() && !m.is_empty()).then(|| Self {
+            provider_id: p.to_string(),
+            model_id: m.to_string(),
+        })
     }
 
     /// `provider/model`.
@@ -169,7 +171,11 @@ impl Session {
             directory: directory.to_string(),
             agent: None,
             model: None,
-            time: SessionTime { created: now, updated: now, compacting: None },
+            time: SessionTime {
+                created: now,
+                updated: now,
+                compacting: None,
+            },
             cost: Decimal::ZERO,
             tokens: Tokens::default(),
             summary: None,
@@ -196,12 +202,19 @@ pub struct MessageError {
 impl MessageError {
     /// Build from a name and a message.
     pub fn new(name: &str, message: impl Into<String>) -> Self {
-        Self { name: name.to_string(), data: serde_json::json!({ "message": message.into() }) }
+        Self {
+            name: name.to_string(),
+            data: serde_json::json!({ "message": message.into() }),
+        }
     }
 
     /// The human message.
     pub fn message(&self) -> String {
-        self.data.get("message").and_then(Value::as_str).unwrap_or(&self.name).to_string()
+        self.data
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or(&self.name)
+            .to_string()
     }
 }
 
@@ -292,6 +305,9 @@ pub struct AssistantMessage {
 /// A message: user or assistant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "lowercase")]
+// Messages live in per-session vectors where most entries are assistant messages; boxing
+// would add an allocation per message and noise at every match site.
+#[allow(clippy::large_enum_variant)]
 pub enum Message {
     /// User.
     User(UserMessage),
@@ -580,7 +596,11 @@ mod tests {
                     output: "x".into(),
                     title: "ls".into(),
                     metadata: serde_json::json!({"exit": 0}),
-                    time: ToolTime { start: 1, end: Some(2), compacted: None },
+                    time: ToolTime {
+                        start: 1,
+                        end: Some(2),
+                        compacted: None,
+                    },
                 },
             },
         );
@@ -600,7 +620,10 @@ mod tests {
             session_id: "ses_1".into(),
             time: UserTime { created: 5 },
             agent: "build".into(),
-            model: ModelRef { provider_id: "mock".into(), model_id: "m".into() },
+            model: ModelRef {
+                provider_id: "mock".into(),
+                model_id: "m".into(),
+            },
             system: None,
         });
         let s = serde_json::to_string(&m).unwrap();

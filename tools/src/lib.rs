@@ -66,6 +66,8 @@ pub enum ToolError {
 pub enum PermissionReply {
     /// Go ahead.
     Allow,
+    /// Go ahead, and remember the request's `always` patterns as allowed for this project.
+    AllowAlways,
     /// Refused; the text explains (and may carry the user's feedback).
     Deny(String),
 }

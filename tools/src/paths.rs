@@ -35,7 +35,7 @@ pub async fn ask(
     let fut = ctx.permissions.ask(req);
     tokio::select! {
         reply = fut => match reply {
-            PermissionReply::Allow => Ok(()),
+            PermissionReply::Allow | PermissionReply::AllowAlways => Ok(()),
             PermissionReply::Deny(msg) => Err(ToolError::PermissionDenied(msg)),
         },
         _ = ctx.abort.cancelled() => Err(ToolError::Aborted),

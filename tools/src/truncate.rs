@@ -14,6 +14,9 @@ pub const MAX_BYTES: usize = 50 * 1024;
 /// `std::env::temp_dir()/troupe-tool-output`.
 pub const OUTPUT_DIR_ENV: &str = "TROUPE_TOOL_OUTPUT_DIR";
 
+/// How long saved full outputs are kept (OpenCode: 7 days); see [`cleanup_outputs`].
+pub const RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
 /// Which end of the text to keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Direction {
@@ -182,6 +185,30 @@ pub async fn save_full_output(text: &str) -> Option<PathBuf> {
     }
 }
 
+/// Delete saved outputs (`tool_*` files in [`output_dir`]) older than `retention` (use
+/// [`RETENTION`]). Returns how many files were removed; a missing directory counts as 0.
+/// OpenCode runs this hourly.
+pub async fn cleanup_outputs(retention: std::time::Duration) -> usize {
+    let Ok(mut rd) = tokio::fs::read_dir(output_dir()).await else {
+        return 0;
+    };
+    let now = SystemTime::now();
+    let mut removed = 0;
+    while let Ok(Some(e)) = rd.next_entry().await {
+        if !e.file_name().to_string_lossy().starts_with("tool_") {
+            continue;
+        }
+        let old = match e.metadata().await.and_then(|m| m.modified()) {
+            Ok(t) => now.duration_since(t).is_ok_and(|age| age > retention),
+            Err(_) => false,
+        };
+        if old && tokio::fs::remove_file(e.path()).await.is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +236,24 @@ mod tests {
         let (p, n, unit) = cut(text, 100, 9, Direction::Head).unwrap();
         assert_eq!((p.as_str(), unit), ("aaaa\nbbbb", "bytes"));
         assert_eq!(n, 5);
+    }
+
+    #[tokio::test]
+    async fn cleanup_removes_only_old_outputs() {
+        let fresh = save_full_output("fresh").await.unwrap();
+        let old = save_full_output("old").await.unwrap();
+        let past = SystemTime::now() - std::time::Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&old)
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+        let removed = cleanup_outputs(std::time::Duration::from_secs(60)).await;
+        assert!(removed >= 1);
+        assert!(!old.exists());
+        assert!(fresh.exists());
+        let _ = std::fs::remove_file(fresh);
     }
 
     #[tokio::test]

@@ -30,9 +30,11 @@ pub const MAX_METADATA_LENGTH: usize = 30_000;
 pub const KILL_GRACE: Duration = Duration::from_millis(200);
 /// Minimum interval between progress updates.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
-/// How long to keep collecting output after the shell exits (background children may hold
-/// the pipes open; their later output is dropped).
+/// After the shell exits, output is still collected until the pipe has been quiet this long
+/// (background children may hold it open; their later output is dropped).
 pub const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(150);
+/// Upper bound on collecting output after the shell exits.
+pub const DRAIN_MAX: Duration = Duration::from_secs(1);
 
 /// The `bash` tool.
 #[derive(Debug, Default, Clone, Copy)]
@@ -384,10 +386,12 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     }
     guard.armed = false;
 
-    // Collect what is still in the pipes.
-    let drain_until = tokio::time::Instant::now() + DRAIN_AFTER_EXIT;
+    // Collect what is still in the pipe: until it closes, or goes quiet for
+    // DRAIN_AFTER_EXIT (a background child may keep it open), or DRAIN_MAX has passed.
+    let drain_cap = tokio::time::Instant::now() + DRAIN_MAX;
     while rx_open {
-        match tokio::time::timeout_at(drain_until, rx.recv()).await {
+        let until = (tokio::time::Instant::now() + DRAIN_AFTER_EXIT).min(drain_cap);
+        match tokio::time::timeout_at(until, rx.recv()).await {
             Ok(Some(c)) => buf.push(&c).await,
             Ok(None) | Err(_) => rx_open = false,
         }

@@ -60,9 +60,15 @@ impl Tool for GlobTool {
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             let args: Args = parse_args("glob", args)?;
-            let root = match args.path.as_deref() {
-                Some(p) if !p.trim().is_empty() => paths::normalize(&ctx.resolve(p)),
-                _ => paths::normalize(&ctx.directory),
+            let (root, pattern) = match split_absolute(&args.pattern) {
+                Some((base, rest)) => (paths::normalize(&base), rest),
+                None => {
+                    let root = match args.path.as_deref() {
+                        Some(p) if !p.trim().is_empty() => paths::normalize(&ctx.resolve(p)),
+                        _ => paths::normalize(&ctx.directory),
+                    };
+                    (root, args.pattern.clone())
+                }
             };
             paths::assert_external_directory(&ctx, &root, PathKind::Directory).await?;
             paths::ask(
@@ -88,7 +94,7 @@ impl Tool for GlobTool {
                     )));
                 }
             }
-            let matcher = PathGlob::new(&args.pattern).map_err(ToolError::Failed)?;
+            let matcher = PathGlob::new(&pattern).map_err(ToolError::Failed)?;
             let abort = ctx.abort.clone();
             let walk_root = root.clone();
             let mut files = blocking(move || find(&walk_root, &matcher, &abort)).await?;
@@ -122,6 +128,28 @@ impl Tool for GlobTool {
             })
         })
     }
+}
+
+/// An absolute pattern is split into its literal leading directory and the rest:
+/// `/a/b/**/*.rs` → (`/a/b`, `**/*.rs`); `/a/b/c.rs` → (`/a/b`, `c.rs`). `None` for relative
+/// patterns.
+pub fn split_absolute(pattern: &str) -> Option<(PathBuf, String)> {
+    if !pattern.starts_with('/') {
+        return None;
+    }
+    let parts: Vec<&str> = pattern.split('/').collect();
+    let first_glob = parts
+        .iter()
+        .position(|c| c.contains(['*', '?', '[', '{']))
+        .unwrap_or(parts.len() - 1)
+        .max(1);
+    let base = parts[..first_glob].join("/");
+    let base = if base.is_empty() {
+        "/".to_string()
+    } else {
+        base
+    };
+    Some((PathBuf::from(base), parts[first_glob..].join("/")))
 }
 
 fn find(
@@ -205,6 +233,36 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(out.output, "No files found");
+    }
+
+    #[test]
+    fn absolute_patterns_split() {
+        assert_eq!(
+            split_absolute("/a/b/**/*.rs"),
+            Some((PathBuf::from("/a/b"), "**/*.rs".to_string()))
+        );
+        assert_eq!(
+            split_absolute("/a/b/c.rs"),
+            Some((PathBuf::from("/a/b"), "c.rs".to_string()))
+        );
+        assert_eq!(
+            split_absolute("/*.rs"),
+            Some((PathBuf::from("/"), "*.rs".to_string()))
+        );
+        assert_eq!(split_absolute("src/*.rs"), None);
+    }
+
+    #[tokio::test]
+    async fn absolute_pattern_searches_its_base() {
+        let d = tempfile::tempdir().unwrap();
+        touch(&d.path().join("sub/x.rs"), 1);
+        touch(&d.path().join("y.rs"), 1);
+        let pattern = format!("{}/sub/**/*.rs", d.path().display());
+        let out = GlobTool
+            .execute(json!({"pattern": pattern}), ToolContext::simple(d.path()))
+            .await
+            .unwrap();
+        assert_eq!(out.output, d.path().join("sub/x.rs").to_string_lossy());
     }
 
     #[tokio::test]

@@ -114,7 +114,7 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     };
     let abort = ctx.abort.clone();
     let walk_root = root.clone();
-    let (mut matches, had_errors) =
+    let (mut matches, total, had_errors) =
         blocking(move || search(&walk_root, &matcher, include.as_ref(), &abort)).await?;
     if ctx.abort.is_cancelled() {
         return Err(ToolError::Aborted);
@@ -137,7 +137,6 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
             .then_with(|| a.path.cmp(&b.path))
             .then(a.line.cmp(&b.line))
     });
-    let total = matches.len();
     let truncated = total > LIMIT;
     matches.truncate(LIMIT);
 
@@ -201,19 +200,27 @@ fn search(
     matcher: &grep_regex::RegexMatcher,
     include: Option<&PathGlob>,
     abort: &tokio_util::sync::CancellationToken,
-) -> (Vec<Match>, bool) {
+) -> (Vec<Match>, usize, bool) {
     let mut searcher = SearcherBuilder::new()
         .binary_detection(BinaryDetection::quit(0))
         .line_number(true)
         .build();
     let mut out = Vec::new();
+    let mut total = 0usize;
     let mut had_errors = false;
-    let mut search_file = |path: &Path, out: &mut Vec<Match>| {
+    // Every matching line is counted; at most LIMIT per file are kept (no more can be shown).
+    let mut search_file = |path: &Path, out: &mut Vec<Match>, total: &mut usize| {
         let mt = mtime(path);
+        let mut in_file = 0usize;
         let res = searcher.search_path(
             matcher,
             path,
             Lossy(|lnum, line| {
+                *total += 1;
+                in_file += 1;
+                if in_file > LIMIT {
+                    return Ok(!abort.is_cancelled());
+                }
                 out.push(Match {
                     path: path.to_path_buf(),
                     mtime: mt,
@@ -226,8 +233,8 @@ fn search(
         res.is_err()
     };
     if root.is_file() {
-        had_errors |= search_file(root, &mut out);
-        return (out, had_errors);
+        had_errors |= search_file(root, &mut out, &mut total);
+        return (out, total, had_errors);
     }
     for entry in walker(root).build() {
         if abort.is_cancelled() {
@@ -250,9 +257,9 @@ fn search(
                 continue;
             }
         }
-        had_errors |= search_file(path, &mut out);
+        had_errors |= search_file(path, &mut out, &mut total);
     }
-    (out, had_errors)
+    (out, total, had_errors)
 }
 
 #[cfg(test)]

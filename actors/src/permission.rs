@@ -1,0 +1,405 @@
+//! Permission asking: rulesets decide, `ask` waits for an answer.
+//!
+//! A tool asks through its context's [`TurnPermissions`]. Each pattern is evaluated against
+//! the layers agent ruleset → session rules → the project's "always" approvals (last match
+//! wins, default ask; troupe-agents `permission`). Any deny refuses; all allow proceeds;
+//! otherwise the [`PermissionBroker`] publishes `permission.asked` and waits for a reply
+//! (`once`, `always`, `reject` with optional feedback the model sees). A reply comes from
+//! [`PermissionBroker::reply`] (the HTTP API, a terminal prompt) or from the runtime's
+//! responder (a policy for non-interactive runs), whichever is first. "Always" approvals are
+//! stored per project and apply to later sessions too.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use dashmap::DashMap;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use troupe_agents::{Action, Rule, Ruleset};
+use troupe_session::{Event, Store, Write};
+use troupe_tools::{PermissionAsker, PermissionReply, PermissionRequest};
+
+/// A reply to a pending request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Allow this call.
+    Once,
+    /// Allow this call and remember the request's `always` patterns for the project.
+    Always,
+    /// Refuse; optional feedback is shown to the model.
+    Reject(Option<String>),
+}
+
+impl Reply {
+    /// `once`, `always`, `reject`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Reply::Once => "once",
+            Reply::Always => "always",
+            Reply::Reject(_) => "reject",
+        }
+    }
+}
+
+struct Pending {
+    info: Value,
+    session_id: String,
+    project: String,
+    permission: String,
+    patterns: Vec<String>,
+    always: Vec<String>,
+    rules: Arc<Ruleset>,
+    tx: oneshot::Sender<PermissionReply>,
+}
+
+/// Holds pending permission requests and the projects' "always" approvals.
+pub struct PermissionBroker {
+    store: Store,
+    pending: DashMap<String, Pending>,
+    approvals: Mutex<HashMap<String, Ruleset>>,
+    responder: Arc<dyn PermissionAsker>,
+}
+
+impl PermissionBroker {
+    /// A broker writing approvals to `store`; `responder` answers asks that nobody else
+    /// answers first (a policy, or a terminal prompt).
+    pub fn new(store: Store, responder: Arc<dyn PermissionAsker>) -> Self {
+        Self {
+            store,
+            pending: DashMap::new(),
+            approvals: Mutex::new(HashMap::new()),
+            responder,
+        }
+    }
+
+    async fn approvals_for(&self, project: &str) -> Ruleset {
+        if let Some(r) = self
+            .approvals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(project)
+        {
+            return r.clone();
+        }
+        let key = project.to_string();
+        let stored = self
+            .store
+            .read(move |r| r.approvals(&key))
+            .await
+            .ok()
+            .flatten();
+        let rules: Ruleset = stored
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default();
+        self.approvals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(project.to_string())
+            .or_insert(rules)
+            .clone()
+    }
+
+    /// Evaluate a request against `rules` + approvals; ask when needed.
+    pub async fn ask(
+        self: &Arc<Self>,
+        session_id: &str,
+        project: &str,
+        rules: Arc<Ruleset>,
+        req: PermissionRequest,
+        tool: Option<(String, String)>,
+    ) -> PermissionReply {
+        let approvals = self.approvals_for(project).await;
+        let mut needs_ask = false;
+        for p in &req.patterns {
+            match troupe_agents::permission::evaluate(&req.permission, p, &[&rules, &approvals]) {
+                Action::Deny => {
+                    return PermissionReply::Deny(format!(
+                        "Permission denied by a rule: {} {p}. Do not retry this call; choose another approach or ask the user.",
+                        req.permission
+                    ));
+                }
+                Action::Ask => needs_ask = true,
+                Action::Allow => {}
+            }
+        }
+        if !needs_ask {
+            return PermissionReply::Allow;
+        }
+        let id = troupe_session::id::ascending(troupe_session::id::Prefix::Permission);
+        let mut info = json!({
+            "id": id,
+            "sessionID": session_id,
+            "permission": req.permission,
+            "patterns": req.patterns,
+            "always": req.always,
+            "metadata": req.metadata,
+        });
+        if let Some((message_id, call_id)) = tool {
+            info["tool"] = json!({"messageID": message_id, "callID": call_id});
+        }
+        let (tx, rx) = oneshot::channel();
+        self.pending.insert(
+            id.clone(),
+            Pending {
+                info: info.clone(),
+                session_id: session_id.to_string(),
+                project: project.to_string(),
+                permission: req.permission.clone(),
+                patterns: req.patterns.clone(),
+                always: req.always.clone(),
+                rules,
+                tx,
+            },
+        );
+        self.store
+            .write1(Write::Publish(Event::PermissionAsked(info)));
+        let me = self.clone();
+        let fut = self.responder.ask(req);
+        let rid = id.clone();
+        let responder = tokio::spawn(async move {
+            let reply = match fut.await {
+                PermissionReply::Allow => Reply::Once,
+                PermissionReply::AllowAlways => Reply::Always,
+                PermissionReply::Deny(msg) => Reply::Reject((!msg.is_empty()).then_some(msg)),
+            };
+            me.reply(&rid, reply);
+        });
+        let out = rx
+            .await
+            .unwrap_or_else(|_| PermissionReply::Deny("the permission request was dropped".into()));
+        responder.abort();
+        // If nobody answered (e.g. the call was aborted), forget the request.
+        self.pending.remove(&id);
+        out
+    }
+
+    /// Answer a pending request. Returns false when no such request is pending.
+    pub fn reply(&self, request_id: &str, reply: Reply) -> bool {
+        let Some((_, p)) = self.pending.remove(request_id) else {
+            return false;
+        };
+        self.store.write1(Write::Publish(Event::PermissionReplied {
+            session_id: p.session_id.clone(),
+            request_id: request_id.to_string(),
+            reply: reply.as_str().to_string(),
+        }));
+        match reply {
+            Reply::Once => {
+                let _ = p.tx.send(PermissionReply::Allow);
+            }
+            Reply::Always => {
+                let data = {
+                    let mut map = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+                    let rules = map.entry(p.project.clone()).or_default();
+                    for pat in &p.always {
+                        rules
+                            .0
+                            .push(Rule::new(p.permission.clone(), pat.clone(), Action::Allow));
+                    }
+                    serde_json::to_string(&rules).unwrap_or_else(|_| "[]".into())
+                };
+                self.store.write1(Write::Approvals {
+                    project: p.project.clone(),
+                    data,
+                });
+                let _ = p.tx.send(PermissionReply::AllowAlways);
+                // Other pending requests of the session that the approval now covers proceed.
+                let covered: Vec<String> = self
+                    .pending
+                    .iter()
+                    .filter(|e| e.session_id == p.session_id && e.project == p.project)
+                    .filter(|e| {
+                        let approvals = self
+                            .approvals
+                            .lock()
+                            .unwrap_or_else(|er| er.into_inner())
+                            .get(&e.project)
+                            .cloned()
+                            .unwrap_or_default();
+                        e.patterns.iter().all(|pat| {
+                            troupe_agents::permission::evaluate(
+                                &e.permission,
+                                pat,
+                                &[&e.rules, &approvals],
+                            ) == Action::Allow
+                        })
+                    })
+                    .map(|e| e.key().clone())
+                    .collect();
+                for id in covered {
+                    self.reply(&id, Reply::Once);
+                }
+            }
+            Reply::Reject(feedback) => {
+                let msg = match feedback {
+                    Some(f) => format!("The user rejected this call and said: {f}"),
+                    None => "The user rejected permission to run this tool call.".to_string(),
+                };
+                let _ = p.tx.send(PermissionReply::Deny(msg));
+                // A rejection also rejects the session's other pending requests.
+                let others: Vec<String> = self
+                    .pending
+                    .iter()
+                    .filter(|e| e.session_id == p.session_id)
+                    .map(|e| e.key().clone())
+                    .collect();
+                for id in others {
+                    self.reply(&id, Reply::Reject(None));
+                }
+            }
+        }
+        true
+    }
+
+    /// Pending requests (their `permission.asked` payloads), oldest first.
+    pub fn pending(&self) -> Vec<Value> {
+        let mut v: Vec<(String, Value)> = self
+            .pending
+            .iter()
+            .map(|e| (e.key().clone(), e.info.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.into_iter().map(|(_, i)| i).collect()
+    }
+}
+
+/// The permission asker handed to the tools of one turn.
+#[derive(Clone)]
+pub struct TurnPermissions {
+    /// Broker.
+    pub broker: Arc<PermissionBroker>,
+    /// Session.
+    pub session_id: String,
+    /// Project key for approvals (worktree path).
+    pub project: String,
+    /// Agent ruleset merged with the session's rules.
+    pub rules: Arc<Ruleset>,
+}
+
+impl PermissionAsker for TurnPermissions {
+    fn ask(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionReply> {
+        let me = self.clone();
+        Box::pin(async move {
+            me.broker
+                .ask(&me.session_id, &me.project, me.rules.clone(), req, None)
+                .await
+        })
+    }
+}
+
+/// A responder that answers every ask with a fixed policy (non-interactive runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Allow once.
+    Allow,
+    /// Reject.
+    Deny,
+}
+
+impl PermissionAsker for Policy {
+    fn ask(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionReply> {
+        let reply = match self {
+            Policy::Allow => PermissionReply::Allow,
+            Policy::Deny => PermissionReply::Deny(format!(
+                "permission {} for {} needs approval and this run is non-interactive (auto-rejected; run in a terminal or pass --permission allow)",
+                req.permission,
+                req.patterns.join(", ")
+            )),
+        };
+        Box::pin(async move { reply })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_session::Bus;
+
+    fn broker(responder: Arc<dyn PermissionAsker>) -> (tempfile::TempDir, Arc<PermissionBroker>) {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path().join("t.db"), Bus::new()).unwrap();
+        (d, Arc::new(PermissionBroker::new(store, responder)))
+    }
+
+    fn req(perm: &str, pat: &str) -> PermissionRequest {
+        PermissionRequest {
+            permission: perm.into(),
+            patterns: vec![pat.into()],
+            always: vec!["*".into()],
+            metadata: Value::Null,
+        }
+    }
+
+    struct Never;
+    impl PermissionAsker for Never {
+        fn ask(&self, _r: PermissionRequest) -> BoxFuture<'static, PermissionReply> {
+            Box::pin(futures::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn rules_decide_without_asking() {
+        let (_d, b) = broker(Arc::new(Never));
+        let mut rules = Ruleset::new();
+        rules.0.push(Rule::new("*", "*", Action::Allow));
+        rules.0.push(Rule::new("bash", "rm *", Action::Deny));
+        let rules = Arc::new(rules);
+        assert_eq!(
+            b.ask("s", "/p", rules.clone(), req("bash", "ls -la"), None)
+                .await,
+            PermissionReply::Allow
+        );
+        assert!(matches!(
+            b.ask("s", "/p", rules, req("bash", "rm -rf x"), None).await,
+            PermissionReply::Deny(_)
+        ));
+    }
+
+    #[tokio::test]
+    async fn ask_waits_for_reply_and_always_is_remembered() {
+        let (_d, b) = broker(Arc::new(Never));
+        let rules = Arc::new(Ruleset::new()); // default: ask
+        let b2 = b.clone();
+        let r2 = rules.clone();
+        let h =
+            tokio::spawn(async move { b2.ask("s", "/p", r2, req("edit", "a.txt"), None).await });
+        let id = loop {
+            if let Some(p) = b.pending().first() {
+                break p["id"].as_str().unwrap().to_string();
+            }
+            tokio::task::yield_now().await;
+        };
+        assert!(b.reply(&id, Reply::Always));
+        assert_eq!(h.await.unwrap(), PermissionReply::AllowAlways);
+        // Now covered by the approval: no ask.
+        assert_eq!(
+            b.ask("s2", "/p", rules, req("edit", "b.txt"), None).await,
+            PermissionReply::Allow
+        );
+    }
+
+    #[tokio::test]
+    async fn reject_feedback_reaches_the_caller_and_policy_answers() {
+        let (_d, b) = broker(Arc::new(Never));
+        let rules = Arc::new(Ruleset::new());
+        let b2 = b.clone();
+        let r2 = rules.clone();
+        let h = tokio::spawn(async move { b2.ask("s", "/p", r2, req("bash", "make"), None).await });
+        let id = loop {
+            if let Some(p) = b.pending().first() {
+                break p["id"].as_str().unwrap().to_string();
+            }
+            tokio::task::yield_now().await;
+        };
+        b.reply(&id, Reply::Reject(Some("use cargo instead".into())));
+        match h.await.unwrap() {
+            PermissionReply::Deny(m) => assert!(m.contains("use cargo instead")),
+            o => panic!("{o:?}"),
+        }
+        let (_d2, b) = broker(Arc::new(Policy::Deny));
+        assert!(
+            matches!(b.ask("s", "/p", rules, req("bash", "make"), None).await, PermissionReply::Deny(m) if m.contains("non-interactive"))
+        );
+    }
+}

@@ -1,0 +1,875 @@
+//! Permission rulesets: format, parsing, wildcard matching and evaluation.
+//!
+//! Modelled on OpenCode's `permission/` module (reference `opencode-engine.md` §6):
+//! a [`Rule`] is `{permission, pattern, action}`, a [`Ruleset`] is an ordered list of rules, and
+//! [`evaluate`] picks the **last** matching rule across the concatenated layers (default
+//! [`Action::Ask`]). Config has the shape `permission: action | {key: action | {pattern: action}}`
+//! and the user's key order is precedence (serde_json `preserve_order` keeps it).
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What to do when a rule matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Run without asking.
+    Allow,
+    /// Ask the user (the default when no rule matches).
+    Ask,
+    /// Refuse.
+    Deny,
+}
+
+impl Action {
+    /// Parses `"allow" | "ask" | "deny"` (exact, lowercase).
+    pub fn parse(s: &str) -> Option<Action> {
+        match s {
+            "allow" => Some(Action::Allow),
+            "ask" => Some(Action::Ask),
+            "deny" => Some(Action::Deny),
+            _ => None,
+        }
+    }
+
+    /// The config spelling (`allow`, `ask`, `deny`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::Ask => "ask",
+            Action::Deny => "deny",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One rule. Both `permission` and `pattern` are wildcard patterns (see [`wildcard_match`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Rule {
+    /// Permission key (`read`, `edit`, `bash`, `external_directory`, a tool name, or `*`).
+    pub permission: String,
+    /// What the rule applies to: a relative path, a bash command, a URL, … (`*` = everything).
+    pub pattern: String,
+    /// Action taken when the rule is the last match.
+    pub action: Action,
+}
+
+impl Rule {
+    /// Convenience constructor.
+    pub fn new(permission: impl Into<String>, pattern: impl Into<String>, action: Action) -> Rule {
+        Rule {
+            permission: permission.into(),
+            pattern: pattern.into(),
+            action,
+        }
+    }
+}
+
+/// An ordered list of rules; later rules take precedence (OpenCode `PermissionV1.Ruleset`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Ruleset(pub Vec<Rule>);
+
+impl Ruleset {
+    /// Empty ruleset.
+    pub fn new() -> Ruleset {
+        Ruleset(Vec::new())
+    }
+
+    /// Appends one rule.
+    pub fn push(
+        &mut self,
+        permission: impl Into<String>,
+        pattern: impl Into<String>,
+        action: Action,
+    ) {
+        self.0.push(Rule::new(permission, pattern, action));
+    }
+
+    /// Appends all rules of `other` (OpenCode `merge` is concatenation).
+    pub fn extend(&mut self, other: &Ruleset) {
+        self.0.extend(other.0.iter().cloned());
+    }
+
+    /// Concatenation of `layers` in order.
+    pub fn merge(layers: &[&Ruleset]) -> Ruleset {
+        Ruleset(layers.iter().flat_map(|r| r.0.iter().cloned()).collect())
+    }
+
+    /// The rules.
+    pub fn rules(&self) -> &[Rule] {
+        &self.0
+    }
+
+    /// Whether there are no rules.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// [`evaluate`] against this ruleset alone.
+    pub fn evaluate(&self, permission: &str, pattern: &str) -> Action {
+        evaluate(permission, pattern, &[self])
+    }
+}
+
+/// A malformed `permission` config value. `path` is the dotted key path (`permission.bash."rm *"`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct PermissionError {
+    /// Dotted key path of the bad value, e.g. `permission.bash."rm *"`.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Appends `key` to a dotted path, quoting it unless it is a plain identifier
+/// (`[A-Za-z0-9_-]+`): `permission` + `rm *` → `permission."rm *"`.
+pub fn push_key_path(path: &str, key: &str) -> String {
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let seg = if plain {
+        key.to_string()
+    } else {
+        format!("{key:?}")
+    };
+    if path.is_empty() {
+        seg
+    } else {
+        format!("{path}.{seg}")
+    }
+}
+
+fn parse_action(v: &Value, path: &str) -> Result<Action, PermissionError> {
+    match v {
+        Value::String(s) => Action::parse(s).ok_or_else(|| PermissionError {
+            path: path.to_string(),
+            message: format!("unknown action {s:?} (expected allow, ask or deny)"),
+        }),
+        other => Err(PermissionError {
+            path: path.to_string(),
+            message: format!(
+                "expected \"allow\", \"ask\" or \"deny\", got {}",
+                json_kind(other)
+            ),
+        }),
+    }
+}
+
+pub(crate) fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Parses a `permission` config value into rules, in the user's key order
+/// (OpenCode `Permission.fromConfig`, §6.1). Errors are reported under the path `permission`.
+///
+/// Shapes: `"deny"` → `{*, *, deny}`; `{"bash": "ask"}` → `{bash, *, ask}`;
+/// `{"bash": {"rm *": "deny"}}` → `{bash, "rm *", deny}`. Patterns starting with `~/`, `~`,
+/// `$HOME/` or `$HOME` are expanded to the home directory.
+pub fn from_config(value: &Value) -> Result<Ruleset, PermissionError> {
+    from_config_at(value, "permission")
+}
+
+/// [`from_config`] reporting errors under `path` (e.g. `agent.plan.permission`).
+pub fn from_config_at(value: &Value, path: &str) -> Result<Ruleset, PermissionError> {
+    let mut out = Ruleset::new();
+    match value {
+        Value::String(_) => out.push("*", "*", parse_action(value, path)?),
+        Value::Object(map) => {
+            for (key, v) in map {
+                let kpath = push_key_path(path, key);
+                match v {
+                    Value::Object(patterns) => {
+                        for (pattern, a) in patterns {
+                            let ppath = push_key_path(&kpath, pattern);
+                            out.push(key.clone(), expand_home(pattern), parse_action(a, &ppath)?);
+                        }
+                    }
+                    _ => out.push(key.clone(), "*", parse_action(v, &kpath)?),
+                }
+            }
+        }
+        other => {
+            return Err(PermissionError {
+                path: path.to_string(),
+                message: format!(
+                    "expected an action or an object of actions, got {}",
+                    json_kind(other)
+                ),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Converts legacy `tools: {name: bool}` switches to rules (`true` → allow, `false` → deny,
+/// pattern `*`); `write`, `edit`, `patch`, `apply_patch` and `multiedit` map to `edit`
+/// (OpenCode §6.5 "Legacy tools"). Errors are reported under `path`.
+pub fn from_legacy_tools(value: &Value, path: &str) -> Result<Ruleset, PermissionError> {
+    let map = value.as_object().ok_or_else(|| PermissionError {
+        path: path.to_string(),
+        message: format!(
+            "expected an object of tool name → boolean, got {}",
+            json_kind(value)
+        ),
+    })?;
+    let mut out = Ruleset::new();
+    for (tool, v) in map {
+        let enabled = v.as_bool().ok_or_else(|| PermissionError {
+            path: push_key_path(path, tool),
+            message: format!("expected a boolean, got {}", json_kind(v)),
+        })?;
+        let action = if enabled { Action::Allow } else { Action::Deny };
+        out.push(tool_permission(tool), "*", action);
+    }
+    Ok(out)
+}
+
+/// The permission key a tool is checked under: `edit`, `write`, `patch`, `apply_patch` and
+/// `multiedit` share `edit`; every other tool uses its own name (§6.2 `disabled`).
+pub fn tool_permission(tool: &str) -> &str {
+    match tool {
+        "edit" | "write" | "patch" | "apply_patch" | "multiedit" => "edit",
+        other => other,
+    }
+}
+
+fn home_dir() -> Option<PathBuf> {
+    dirs::home_dir()
+}
+
+/// Expands a leading `~/`, `~`, `$HOME/` or `$HOME` to the home directory (unchanged when the
+/// home directory is unknown or the pattern has none of these prefixes).
+pub fn expand_home(pattern: &str) -> String {
+    let Some(home) = home_dir() else {
+        return pattern.to_string();
+    };
+    let home = home.to_string_lossy().trim_end_matches('/').to_string();
+    for prefix in ["~/", "$HOME/"] {
+        if let Some(rest) = pattern.strip_prefix(prefix) {
+            return format!("{home}/{rest}");
+        }
+    }
+    if pattern == "~" || pattern == "$HOME" {
+        return home;
+    }
+    pattern.to_string()
+}
+
+/// Wildcard match (OpenCode `Wildcard.match`, §6.2): `\` in both is normalised to `/`;
+/// `*` matches any run of characters (including `/` and newlines), `?` exactly one; every other
+/// character is literal; a pattern ending in `" *"` also matches the text without that tail
+/// (`"ls *"` matches `ls` and `ls -la`). The match is anchored at both ends; case-insensitive on
+/// Windows.
+pub fn wildcard_match(s: &str, pattern: &str) -> bool {
+    let s = s.replace('\\', "/");
+    let pattern = pattern.replace('\\', "/");
+    // Fast paths.
+    if pattern == "*" {
+        return true;
+    }
+    if !pattern.contains(['*', '?']) {
+        return if cfg!(windows) {
+            s.eq_ignore_ascii_case(&pattern)
+        } else {
+            s == pattern
+        };
+    }
+    let (body, optional_tail) = match pattern.strip_suffix(" *") {
+        Some(b) => (b, true),
+        None => (pattern.as_str(), false),
+    };
+    let mut re = String::with_capacity(body.len() * 2 + 16);
+    re.push_str(if cfg!(windows) { "(?si)^" } else { "(?s)^" });
+    let mut buf = [0u8; 4];
+    for c in body.chars() {
+        match c {
+            '*' => re.push_str(".*"),
+            '?' => re.push('.'),
+            _ => re.push_str(&regex::escape(c.encode_utf8(&mut buf))),
+        }
+    }
+    if optional_tail {
+        re.push_str("( .*)?");
+    }
+    re.push('$');
+    regex::Regex::new(&re)
+        .map(|r| r.is_match(&s))
+        .unwrap_or(false)
+}
+
+/// The last rule across `layers` (concatenated in order) whose permission and pattern both
+/// match, or `None`.
+pub fn find_rule<'a>(permission: &str, pattern: &str, layers: &[&'a Ruleset]) -> Option<&'a Rule> {
+    layers
+        .iter()
+        .rev()
+        .flat_map(|r| r.0.iter().rev())
+        .find(|r| wildcard_match(permission, &r.permission) && wildcard_match(pattern, &r.pattern))
+}
+
+/// Evaluates one request (OpenCode `evaluate`, §6.2): the last matching rule across the
+/// concatenated `layers` wins; [`Action::Ask`] when nothing matches. Typical layers:
+/// `[agent.permission, session rules, approvals]`.
+pub fn evaluate(permission: &str, pattern: &str, layers: &[&Ruleset]) -> Action {
+    find_rule(permission, pattern, layers)
+        .map(|r| r.action)
+        .unwrap_or(Action::Ask)
+}
+
+/// Tools that must not be offered to the model (OpenCode `disabled`, §6.2): for each tool, the
+/// last rule whose permission matches the tool's permission key ([`tool_permission`]; the
+/// pattern is ignored) is looked up, and the tool is disabled iff that rule is a blanket
+/// `pattern "*" → deny`. Returns the disabled tool names.
+pub fn disabled_tools<S: AsRef<str>>(tool_names: &[S], ruleset: &Ruleset) -> BTreeSet<String> {
+    tool_names
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|tool| {
+            let perm = tool_permission(tool);
+            ruleset
+                .0
+                .iter()
+                .rev()
+                .find(|r| wildcard_match(perm, &r.permission))
+                .is_some_and(|r| r.pattern == "*" && r.action == Action::Deny)
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Env var naming the saved-tool-output directory; mirrors `troupe_tools::truncate::OUTPUT_DIR_ENV`
+/// (agents cannot depend on tools, so the rule is repeated here).
+pub const TOOL_OUTPUT_DIR_ENV: &str = "TROUPE_TOOL_OUTPUT_DIR";
+
+/// Directory where truncated tool outputs are saved: `$TROUPE_TOOL_OUTPUT_DIR`, else
+/// `<temp_dir>/troupe-tool-output` (same rule as `troupe_tools::truncate::output_dir`).
+pub fn tool_output_dir() -> PathBuf {
+    match std::env::var_os(TOOL_OUTPUT_DIR_ENV) {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => std::env::temp_dir().join("troupe-tool-output"),
+    }
+}
+
+/// `<dir>/*` with forward slashes, as used in `external_directory` rules.
+pub fn dir_glob(dir: &Path) -> String {
+    format!(
+        "{}/*",
+        dir.to_string_lossy()
+            .replace('\\', "/")
+            .trim_end_matches('/')
+    )
+}
+
+/// The default ruleset every agent starts from (OpenCode `agent.ts` defaults, §6.5, in this
+/// exact order), with the saved-tool-output glob and temp dir given explicitly:
+///
+/// ```text
+/// "*": allow
+/// doom_loop: ask
+/// external_directory: { "*": ask, <tool_output_dir>/*: allow, <tmp_dir>/*: allow }
+/// question, plan_enter, plan_exit, repo_clone, repo_overview: deny
+/// read: { "*": allow, "*.env": ask, "*.env.*": ask, "*.env.example": allow }
+/// ```
+pub fn default_ruleset_with(tool_output_dir: &Path, tmp_dir: &Path) -> Ruleset {
+    let mut r = Ruleset::new();
+    r.push("*", "*", Action::Allow);
+    r.push("doom_loop", "*", Action::Ask);
+    r.push("external_directory", "*", Action::Ask);
+    r.push(
+        "external_directory",
+        dir_glob(tool_output_dir),
+        Action::Allow,
+    );
+    r.push("external_directory", dir_glob(tmp_dir), Action::Allow);
+    for p in [
+        "question",
+        "plan_enter",
+        "plan_exit",
+        "repo_clone",
+        "repo_overview",
+    ] {
+        r.push(p, "*", Action::Deny);
+    }
+    r.push("read", "*", Action::Allow);
+    r.push("read", "*.env", Action::Ask);
+    r.push("read", "*.env.*", Action::Ask);
+    r.push("read", "*.env.example", Action::Allow);
+    r
+}
+
+/// [`default_ruleset_with`] using [`tool_output_dir`] and `std::env::temp_dir()`.
+pub fn default_ruleset() -> Ruleset {
+    default_ruleset_with(&tool_output_dir(), &std::env::temp_dir())
+}
+
+/// Rules for a sub-agent's child session (OpenCode `agent/subagent-permissions.ts`, §6.5):
+///
+/// 1. the parent agent's `edit` denials (plan-mode read-only is inherited);
+/// 2. the parent session's `external_directory` rules and all its denials;
+/// 3. `todowrite * deny` unless the sub-agent has any `todowrite` rule;
+/// 4. `task * deny` unless the sub-agent has any `task` rule.
+///
+/// The result is the child *session* ruleset: evaluate with
+/// `[&subagent.permission, &derived, approvals]`.
+pub fn derive_subagent_ruleset(
+    parent_agent_rules: &Ruleset,
+    parent_session_rules: &Ruleset,
+    subagent_rules: &Ruleset,
+) -> Ruleset {
+    let mut out = Ruleset::new();
+    out.0.extend(
+        parent_agent_rules
+            .0
+            .iter()
+            .filter(|r| r.action == Action::Deny && r.permission == "edit")
+            .cloned(),
+    );
+    out.0.extend(
+        parent_session_rules
+            .0
+            .iter()
+            .filter(|r| r.permission == "external_directory" || r.action == Action::Deny)
+            .cloned(),
+    );
+    for key in ["todowrite", "task"] {
+        if !subagent_rules.0.iter().any(|r| r.permission == key) {
+            out.push(key, "*", Action::Deny);
+        }
+    }
+    out
+}
+
+/// Session rules for non-interactive runs (`troupe run`; OpenCode §6.5): nobody can answer a
+/// question or approve a mode switch, so `question`, `plan_enter` and `plan_exit` are denied.
+pub fn noninteractive_session_ruleset() -> Ruleset {
+    let mut r = Ruleset::new();
+    for p in ["question", "plan_enter", "plan_exit"] {
+        r.push(p, "*", Action::Deny);
+    }
+    r
+}
+
+/// Number of leading tokens that form "the command" for a known command prefix (OpenCode
+/// `permission/arity.ts` idea, own table). Looked up longest-prefix-first by
+/// [`bash_always_pattern`]; commands not listed use 1 token.
+pub const BASH_ARITY: &[(&str, usize)] = &[
+    ("git", 2),
+    ("git remote", 3),
+    ("git stash", 3),
+    ("git config", 3),
+    ("npm", 2),
+    ("npm run", 3),
+    ("npm exec", 3),
+    ("npx", 2),
+    ("pnpm", 2),
+    ("pnpm run", 3),
+    ("pnpm exec", 3),
+    ("pnpm dlx", 3),
+    ("yarn", 2),
+    ("yarn run", 3),
+    ("bun", 2),
+    ("bun run", 3),
+    ("bun x", 3),
+    ("bunx", 2),
+    ("deno", 2),
+    ("deno task", 3),
+    ("cargo", 2),
+    ("rustup", 2),
+    ("rustup toolchain", 3),
+    ("go", 2),
+    ("go mod", 3),
+    ("docker", 2),
+    ("docker compose", 3),
+    ("docker container", 3),
+    ("docker image", 3),
+    ("docker network", 3),
+    ("docker volume", 3),
+    ("podman", 2),
+    ("kubectl", 2),
+    ("helm", 2),
+    ("terraform", 2),
+    ("gh", 3),
+    ("glab", 3),
+    ("aws", 3),
+    ("gcloud", 3),
+    ("az", 3),
+    ("pip", 2),
+    ("pip3", 2),
+    ("uv", 2),
+    ("uv pip", 3),
+    ("poetry", 2),
+    ("python -m", 3),
+    ("python3 -m", 3),
+    ("brew", 2),
+    ("apt", 2),
+    ("apt-get", 2),
+    ("dnf", 2),
+    ("yum", 2),
+    ("pacman", 2),
+    ("systemctl", 2),
+    ("make", 2),
+    ("just", 2),
+    ("mvn", 2),
+    ("gradle", 2),
+    ("dotnet", 2),
+    ("composer", 2),
+    ("bundle", 2),
+    ("bundle exec", 3),
+    ("rails", 2),
+    ("mix", 2),
+    ("swift", 2),
+    ("zig", 2),
+];
+
+/// Splits a command into whitespace-separated tokens, honouring single and double quotes and
+/// backslash escapes (enough for arity prefixes; not a full shell parser).
+fn shell_tokens(command: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_token = false;
+    let mut quote: Option<char> = None;
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some('"') if c == '\\' => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            Some(_) => cur.push(c),
+            None if c == '\'' || c == '"' => {
+                quote = Some(c);
+                in_token = true;
+            }
+            None if c == '\\' => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                    in_token = true;
+                }
+            }
+            None if c.is_whitespace() => {
+                if in_token {
+                    out.push(std::mem::take(&mut cur));
+                    in_token = false;
+                }
+            }
+            None => {
+                cur.push(c);
+                in_token = true;
+            }
+        }
+    }
+    if in_token {
+        out.push(cur);
+    }
+    out
+}
+
+fn is_env_assignment(tok: &str) -> bool {
+    match tok.split_once('=') {
+        Some((name, _)) => {
+            !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        }
+        None => false,
+    }
+}
+
+/// The "always allow" pattern for one simple bash command (OpenCode `BashArity.prefix(tokens)
+/// + " *"`, §6.4): leading `VAR=value` assignments are skipped, the longest prefix found in
+/// [`BASH_ARITY`] decides how many tokens form the command, unknown commands use the first
+/// token. `git checkout main` → `git checkout *`; `npm run dev` → `npm run dev *`;
+/// `ls -la` → `ls *`; an empty command → `*`.
+pub fn bash_always_pattern(command: &str) -> String {
+    let tokens: Vec<String> = shell_tokens(command)
+        .into_iter()
+        .skip_while(|t| is_env_assignment(t))
+        .collect();
+    if tokens.is_empty() {
+        return "*".to_string();
+    }
+    let mut arity = 1;
+    for len in (1..=tokens.len()).rev() {
+        let prefix = tokens[..len].join(" ");
+        if let Some((_, n)) = BASH_ARITY.iter().find(|(p, _)| *p == prefix) {
+            arity = *n;
+            break;
+        }
+    }
+    let n = arity.min(tokens.len());
+    format!("{} *", tokens[..n].join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn wildcard_table() {
+        let cases: &[(&str, &str, bool)] = &[
+            ("ls", "ls *", true),
+            ("ls -la", "ls *", true),
+            ("lsof", "ls *", false),
+            ("git push --force origin", "git push *", true),
+            ("git push", "git push *", true),
+            ("git pushx", "git push *", false),
+            ("git pull", "git push *", false),
+            ("kill -9 123", "kill *", true),
+            ("kill", "kill *", true),
+            ("pkill x", "kill *", false),
+            ("a.txt", "?.txt", true),
+            ("ab.txt", "?.txt", false),
+            ("axtxt", "a.txt", false),
+            ("a+b(1).txt", "a+b(1).txt", true),
+            ("aab(1).txt", "a+b(1).txt", false),
+            ("a+b(1).txt", "a+b(?).txt", true),
+            ("[x].md", "[x].md", true),
+            ("x.md", "[x].md", false),
+            ("[x].md", "[?].md", true),
+            ("src/a/b.rs", "src/*", true),
+            ("src\\a\\b.rs", "src/*.rs", true),
+            ("line1\nline2", "line1*", true),
+            ("echo $HOME^", "echo $HOME^", true),
+            ("{a|b}", "{?|?}", true),
+            ("anything", "*", true),
+            ("", "*", true),
+            ("x", "", false),
+            (".env", "*.env", true),
+            ("config/.env.local", "*.env.*", true),
+            ("prefix-ls", "ls *", false),
+        ];
+        for (s, p, want) in cases {
+            assert_eq!(wildcard_match(s, p), *want, "wildcard_match({s:?}, {p:?})");
+        }
+    }
+
+    #[test]
+    fn from_config_keeps_order_and_shapes() {
+        let v: Value = serde_json::from_str(
+            r#"{"bash": {"*": "ask", "git *": "allow", "rm *": "deny"}, "edit": "deny", "*": "ask"}"#,
+        )
+        .unwrap();
+        let r = from_config(&v).unwrap();
+        let got: Vec<(&str, &str, Action)> =
+            r.0.iter()
+                .map(|r| (r.permission.as_str(), r.pattern.as_str(), r.action))
+                .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("bash", "*", Action::Ask),
+                ("bash", "git *", Action::Allow),
+                ("bash", "rm *", Action::Deny),
+                ("edit", "*", Action::Deny),
+                ("*", "*", Action::Ask),
+            ]
+        );
+        assert_eq!(
+            from_config(&json!("deny")).unwrap(),
+            Ruleset(vec![Rule::new("*", "*", Action::Deny)])
+        );
+    }
+
+    #[test]
+    fn from_config_errors_name_the_key() {
+        let cases: &[(Value, &str)] = &[
+            (
+                json!({"bash": {"rm *": "dney"}}),
+                r#"permission.bash."rm *": unknown action "dney""#,
+            ),
+            (
+                json!({"edit": "alow"}),
+                r#"permission.edit: unknown action "alow""#,
+            ),
+            (json!({"edit": 3}), "permission.edit: expected"),
+            (json!(["allow"]), "permission: expected an action"),
+            (json!("nope"), r#"permission: unknown action "nope""#),
+        ];
+        for (v, want) in cases {
+            let e = from_config(v).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{e:?} should start with {want:?}");
+        }
+    }
+
+    #[test]
+    fn home_expansion() {
+        let Some(home) = dirs::home_dir() else { return };
+        let home = home.to_string_lossy().trim_end_matches('/').to_string();
+        assert_eq!(expand_home("~/x/*"), format!("{home}/x/*"));
+        assert_eq!(expand_home("$HOME/y"), format!("{home}/y"));
+        assert_eq!(expand_home("~"), home);
+        assert_eq!(expand_home("a/~/b"), "a/~/b");
+        let r = from_config(&json!({"external_directory": {"~/code/*": "allow"}})).unwrap();
+        assert_eq!(r.0[0].pattern, format!("{home}/code/*"));
+    }
+
+    #[test]
+    fn last_match_wins_across_layers() {
+        let agent = from_config(&json!({"bash": {"*": "allow", "rm *": "deny"}})).unwrap();
+        let session = from_config(&json!({"bash": {"rm -rf /tmp/x": "ask"}})).unwrap();
+        let approved = Ruleset(vec![Rule::new("bash", "git *", Action::Allow)]);
+        let cases: &[(&str, &str, Action)] = &[
+            ("bash", "ls", Action::Allow),
+            ("bash", "rm -rf y", Action::Deny),
+            ("bash", "rm -rf /tmp/x", Action::Ask),
+            ("bash", "git push", Action::Allow),
+            ("edit", "a.rs", Action::Ask), // nothing matches → ask
+        ];
+        for (perm, pat, want) in cases {
+            assert_eq!(
+                evaluate(perm, pat, &[&agent, &session, &approved]),
+                *want,
+                "{perm} {pat}"
+            );
+        }
+        // Order of layers matters: the same rules reversed give the agent's deny the last word.
+        assert_eq!(
+            evaluate("bash", "rm -rf /tmp/x", &[&session, &agent]),
+            Action::Deny
+        );
+        // The permission field itself may be a wildcard.
+        let all = from_config(&json!({"*": "deny"})).unwrap();
+        assert_eq!(
+            evaluate("webfetch", "https://x", &[&agent, &all]),
+            Action::Deny
+        );
+    }
+
+    #[test]
+    fn defaults_env_files_ask() {
+        let d = default_ruleset_with(Path::new("/data/tool-output"), Path::new("/tmp"));
+        let cases: &[(&str, &str, Action)] = &[
+            ("read", "src/main.rs", Action::Allow),
+            ("read", ".env", Action::Ask),
+            ("read", "app/.env", Action::Ask),
+            ("read", ".env.local", Action::Ask),
+            ("read", ".env.example", Action::Allow),
+            ("read", "web/.env.example", Action::Allow),
+            ("edit", "x.rs", Action::Allow),
+            ("bash", "ls", Action::Allow),
+            ("doom_loop", "bash", Action::Ask),
+            ("question", "*", Action::Deny),
+            ("plan_exit", "*", Action::Deny),
+            ("external_directory", "/etc/*", Action::Ask),
+            ("external_directory", "/tmp/foo/*", Action::Allow),
+            ("external_directory", "/data/tool-output/*", Action::Allow),
+        ];
+        for (perm, pat, want) in cases {
+            assert_eq!(d.evaluate(perm, pat), *want, "{perm} {pat}");
+        }
+    }
+
+    #[test]
+    fn blanket_deny_disables_tool() {
+        let tools = [
+            "read",
+            "edit",
+            "write",
+            "apply_patch",
+            "bash",
+            "todowrite",
+            "question",
+        ];
+        let base = default_ruleset_with(Path::new("/o"), Path::new("/t"));
+        let user = from_config(&json!({"edit": "deny", "bash": {"rm *": "deny"}, "todowrite": {"*": "deny", "x": "allow"}})).unwrap();
+        let merged = Ruleset::merge(&[&base, &user]);
+        let got = disabled_tools(&tools, &merged);
+        let want: BTreeSet<String> = ["edit", "write", "apply_patch", "question"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(got, want);
+        // A later allow re-enables.
+        let again = Ruleset::merge(&[
+            &merged,
+            &from_config(&json!({"edit": {"*.md": "allow"}})).unwrap(),
+        ]);
+        assert!(!disabled_tools(&tools, &again).contains("edit"));
+        // `"*": deny` disables everything.
+        let none = from_config(&json!({"*": "deny"})).unwrap();
+        assert_eq!(disabled_tools(&tools, &none).len(), tools.len());
+    }
+
+    #[test]
+    fn legacy_tools_map_to_edit() {
+        let r = from_legacy_tools(&json!({"write": false, "bash": true}), "tools").unwrap();
+        assert_eq!(
+            r.0,
+            vec![
+                Rule::new("edit", "*", Action::Deny),
+                Rule::new("bash", "*", Action::Allow)
+            ]
+        );
+        let e = from_legacy_tools(&json!({"bash": "yes"}), "agent.x.tools").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "agent.x.tools.bash: expected a boolean, got a string"
+        );
+    }
+
+    #[test]
+    fn subagent_inherits_edit_denials() {
+        let plan = from_config(&json!({"edit": {"*": "deny", ".troupe/plans/*.md": "allow"}, "bash": {"rm *": "deny"}})).unwrap();
+        let session = from_config(
+            &json!({"external_directory": {"/x/*": "allow"}, "webfetch": "deny", "read": "allow"}),
+        )
+        .unwrap();
+        let sub = from_config(&json!({"*": "allow", "todowrite": "allow"})).unwrap();
+        let d = derive_subagent_ruleset(&plan, &session, &sub);
+        assert_eq!(
+            d.0,
+            vec![
+                Rule::new("edit", "*", Action::Deny),
+                Rule::new("external_directory", "/x/*", Action::Allow),
+                Rule::new("webfetch", "*", Action::Deny),
+                Rule::new("task", "*", Action::Deny),
+            ]
+        );
+        assert_eq!(evaluate("edit", "src/main.rs", &[&sub, &d]), Action::Deny);
+        assert_eq!(evaluate("todowrite", "*", &[&sub, &d]), Action::Allow);
+        assert_eq!(evaluate("task", "general", &[&sub, &d]), Action::Deny);
+    }
+
+    #[test]
+    fn bash_arity_table() {
+        let cases = [
+            ("git checkout main", "git checkout *"),
+            ("git", "git *"),
+            ("npm run dev", "npm run dev *"),
+            ("npm run dev -- --port 3000", "npm run dev *"),
+            ("npm install left-pad", "npm install *"),
+            ("docker compose up -d", "docker compose up *"),
+            ("docker ps -a", "docker ps *"),
+            ("ls -la", "ls *"),
+            ("FOO=1 BAR=2 cargo test -p x", "cargo test *"),
+            ("  ", "*"),
+            ("gh pr list --limit 3", "gh pr list *"),
+            ("'my tool' --flag", "my tool *"),
+            ("git remote add origin x", "git remote add *"),
+        ];
+        for (cmd, want) in cases {
+            assert_eq!(bash_always_pattern(cmd), want, "{cmd}");
+        }
+    }
+}
