@@ -382,7 +382,7 @@ pub async fn stats(store: &Store, json: bool) -> Result<()> {
     }
     for (title, map) in [("session", &sessions), ("model", &models), ("day", &days)] {
         println!(
-            "{:<40} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
+            "{:<40} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}  COST $",
             title.to_uppercase(),
             "STEPS",
             "INPUT",
@@ -390,7 +390,6 @@ pub async fn stats(store: &Store, json: bool) -> Result<()> {
             "REASON",
             "CACHE R",
             "CACHE W",
-            "COST $"
         );
         for r in map.values() {
             print_usage_row(r);

@@ -180,9 +180,9 @@ impl SessionActor {
         )];
         // Agent switching: a synthetic reminder on the new user message (plan → read-only;
         // plan → build → edits allowed again).
-        let previous_agent = state.history.iter().rev().find_map(|m| match &m.info {
-            Message::Assistant(a) => Some(a.agent.clone()),
-            Message::User(u) => Some(u.agent.clone()),
+        let previous_agent = state.history.last().map(|m| match &m.info {
+            Message::Assistant(a) => a.agent.clone(),
+            Message::User(u) => u.agent.clone(),
         });
         let reminder = troupe_agents::switch_reminder(previous_agent.as_deref(), &agent.name);
         for extra in input.synthetic.iter().cloned().chain(reminder) {
@@ -345,6 +345,27 @@ impl SessionActor {
         let mut extra = model.options.clone();
         for (k, v) in &turn.agent.options {
             extra.insert(k.clone(), v.clone());
+        }
+        // `firstStep`: options merged only into the first request of a turn (e.g. llama.cpp's
+        // `tool_choice: "required"` for a small model), with `prefill` sent as the start of
+        // the assistant's answer (a response prefill, as llama.cpp and Anthropic support).
+        if let Some(serde_json::Value::Object(first)) = extra.remove("firstStep")
+            && turn.step == 1
+        {
+            for (k, v) in first {
+                if k == "prefill" {
+                    if let Some(text) = v.as_str().filter(|t| !t.is_empty()) {
+                        messages.push(ChatMessage::Assistant {
+                            content: Some(text.to_string()),
+                            reasoning: None,
+                            reasoning_signature: None,
+                            tool_calls: Vec::new(),
+                        });
+                    }
+                } else {
+                    extra.insert(k, v);
+                }
+            }
         }
         let request = ChatRequest {
             model: model.model_id.clone(),

@@ -1,0 +1,402 @@
+//! Integration tests of the runtime against the scripted provider: prompts to one session are
+//! serialized, and idle session actors are released.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use troupe_actors::{PromptInput, Runtime, RuntimeOptions, TurnResult};
+use troupe_config::{Config, LoadedConfig};
+use troupe_session::{Bus, Message, MessageWithParts, PartKind, Store};
+use troupe_testkit::{MockServer, RecordedRequest, Script, Step};
+use troupe_tools::{AllowAll, Registry};
+
+/// Bound on any single wait in these tests, so a deadlock fails instead of hanging.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn config(base_url: &str) -> LoadedConfig {
+    let text = json!({
+        "model": "mock/mock-model",
+        "provider": {"mock": {
+            "name": "Mock",
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": base_url, "apiKey": "test"},
+            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
+        }}
+    })
+    .to_string();
+    LoadedConfig::from_config(Config::from_jsonc("test", &text).expect("test config parses"))
+}
+
+async fn start_runtime(dir: &TempDir, base_url: &str) -> Runtime {
+    let store = Store::open(dir.path().join("troupe.db"), Bus::new()).expect("store");
+    Runtime::start(
+        store,
+        config(base_url),
+        Registry::builtin(),
+        Arc::new(AllowAll),
+        RuntimeOptions::default(),
+    )
+    .await
+    .expect("runtime")
+}
+
+fn prompt(text: &str) -> PromptInput {
+    PromptInput {
+        text: text.into(),
+        ..Default::default()
+    }
+}
+
+async fn messages(rt: &Runtime, sid: &str) -> Vec<MessageWithParts> {
+    let sid = sid.to_string();
+    rt.store().flush().await.expect("flush");
+    rt.store()
+        .read(move |r| r.messages(&sid))
+        .await
+        .expect("messages")
+}
+
+fn msg_id(m: &MessageWithParts) -> &str {
+    match &m.info {
+        Message::User(u) => &u.id,
+        Message::Assistant(a) => &a.id,
+    }
+}
+
+fn is_user(m: &MessageWithParts) -> bool {
+    matches!(m.info, Message::User(_))
+}
+
+fn texts(m: &MessageWithParts) -> Vec<String> {
+    m.parts
+        .iter()
+        .filter_map(|p| match &p.kind {
+            PartKind::Text { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn completions(server: &MockServer) -> Vec<RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect()
+}
+
+fn first_user_text(r: &RecordedRequest) -> Vec<String> {
+    r.body["messages"]
+        .as_array()
+        .map(|ms| {
+            ms.iter()
+                .filter(|m| m["role"] == "user")
+                .map(|m| match &m["content"] {
+                    Value::String(s) => s.clone(),
+                    Value::Array(ps) => ps
+                        .iter()
+                        .filter_map(|p| p["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    _ => String::new(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn run_prompt(rt: &Runtime, sid: &str, text: &str) -> TurnResult {
+    tokio::time::timeout(DEADLINE, rt.prompt(sid, prompt(text)))
+        .await
+        .unwrap_or_else(|_| panic!("prompt {text:?} did not finish"))
+        .unwrap_or_else(|e| panic!("prompt {text:?} failed: {e}"))
+}
+
+fn session_dir(dir: &TempDir) -> &Path {
+    dir.path()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_prompts_to_one_session_run_one_after_the_other() {
+    // Step 0 answers turn 1 (slowly: ~40 SSE events 15 ms apart); step 1 answers turn 2 (its
+    // request holds turn 1's assistant message). Were the turns interleaved, turn 2's first
+    // request would overlap turn 1's and would be answered by step 0.
+    let slow = "turn one streams slowly, a few characters at a time, on purpose.";
+    let script = Script::single(vec![
+        Step::text(slow).with_chunk_size(2).with_delay_ms(15),
+        Step::text("turn two answer"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let session = rt
+        .create_session(session_dir(&dir), None)
+        .await
+        .expect("session");
+    let sid = session.id.clone();
+
+    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let t1 = tokio::spawn(async move { run_prompt(&rt1, &sid1, "first prompt").await });
+    // Send the second prompt while turn 1's request is still streaming.
+    wait_until("turn 1's request", || !completions(&server).is_empty()).await;
+    assert!(
+        completions(&server)[0].end_ms.is_none(),
+        "turn 1 finished before the second prompt was sent; slow it down"
+    );
+    let (rt2, sid2) = (rt.clone(), sid.clone());
+    let t2 = tokio::spawn(async move { run_prompt(&rt2, &sid2, "second prompt").await });
+
+    let r1 = t1.await.expect("turn 1 task");
+    let r2 = t2.await.expect("turn 2 task");
+    assert!(r1.error.is_none(), "turn 1 failed: {:?}", r1.error);
+    assert!(r2.error.is_none(), "turn 2 failed: {:?}", r2.error);
+    assert_eq!(r1.text, slow);
+    assert_eq!(r2.text, "turn two answer");
+
+    let history = messages(&rt, &sid).await;
+    let roles: Vec<bool> = history.iter().map(is_user).collect();
+    assert_eq!(
+        roles,
+        [true, false, true, false],
+        "user/assistant order: {history:#?}"
+    );
+    assert_eq!(texts(&history[0]), ["first prompt"]);
+    assert_eq!(texts(&history[2]), ["second prompt"]);
+    // Ids are ascending: everything of turn 1 < turn 2's user message < turn 2's assistant.
+    let turn2_user = msg_id(&history[2]);
+    for m in &history[..2] {
+        assert!(
+            msg_id(m) < turn2_user,
+            "{} (turn 1) is not before {turn2_user}",
+            msg_id(m)
+        );
+    }
+    for m in &history[3..] {
+        assert!(
+            msg_id(m) > turn2_user,
+            "{} (turn 2 assistant) is not after {turn2_user}",
+            msg_id(m)
+        );
+    }
+    if let Message::Assistant(a) = &history[3].info {
+        assert_eq!(
+            a.parent_id, turn2_user,
+            "turn 2's assistant answers turn 2's user message"
+        );
+    }
+    if let Message::Assistant(a) = &history[1].info {
+        assert_eq!(
+            a.parent_id,
+            msg_id(&history[0]),
+            "turn 1's assistant answers turn 1's user message"
+        );
+    }
+
+    // The provider saw turn 2's request only after turn 1's ended, with turn 1 in it.
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2, "requests: {reqs:#?}");
+    let end1 = reqs[0].end_ms.expect("turn 1's request ended");
+    assert!(
+        reqs[1].start_ms >= end1,
+        "turn 2 started at {} before turn 1 ended at {end1}",
+        reqs[1].start_ms
+    );
+    assert_eq!(reqs[0].step, Some(0));
+    assert_eq!(reqs[1].step, Some(1));
+    let users = first_user_text(&reqs[1]);
+    assert_eq!(users.len(), 2, "turn 2's request users: {users:?}");
+    assert!(
+        users[0].contains("first prompt") && users[1].contains("second prompt"),
+        "{users:?}"
+    );
+
+    rt.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_session_actor_is_released_and_reloaded() {
+    let script = Script::single(vec![
+        Step::text("first answer"),
+        Step::text("second answer"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let session = rt
+        .create_session(session_dir(&dir), None)
+        .await
+        .expect("session");
+    let sid = session.id.clone();
+    assert_eq!(rt.live_sessions(), 0, "no actor before the first prompt");
+
+    let r1 = run_prompt(&rt, &sid, "hello there").await;
+    assert!(r1.error.is_none(), "{:?}", r1.error);
+    assert_eq!(r1.text, "first answer");
+    // The actor stops itself once idle; the supervisor forgets it right after.
+    wait_until("the idle session actor to be released", || {
+        rt.live_sessions() == 0
+    })
+    .await;
+
+    // A later prompt loads the session again and sees the whole history.
+    let r2 = run_prompt(&rt, &sid, "and again").await;
+    assert!(r2.error.is_none(), "{:?}", r2.error);
+    assert_eq!(r2.text, "second answer");
+    wait_until("the session actor to be released again", || {
+        rt.live_sessions() == 0
+    })
+    .await;
+
+    let history = messages(&rt, &sid).await;
+    assert_eq!(
+        history.iter().map(is_user).collect::<Vec<_>>(),
+        [true, false, true, false]
+    );
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(
+        reqs[1].step,
+        Some(1),
+        "the reloaded actor sent turn 1's answer back"
+    );
+    let users = first_user_text(&reqs[1]);
+    assert_eq!(users.len(), 2, "{users:?}");
+
+    rt.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_prompts_run_in_arrival_order() {
+    // Step i answers the request holding i assistant messages, so each turn's answer names
+    // its position in the session, whatever prompt it answers.
+    let script = Script::single(vec![
+        Step::text("answer zero")
+            .with_chunk_size(2)
+            .with_delay_ms(10),
+        Step::text("answer one"),
+        Step::text("answer two"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let sid = rt
+        .create_session(session_dir(&dir), None)
+        .await
+        .expect("session")
+        .id;
+
+    let spawn = |text: &'static str| {
+        let (rt, sid) = (rt.clone(), sid.clone());
+        tokio::spawn(async move { run_prompt(&rt, &sid, text).await })
+    };
+    let t1 = spawn("prompt A");
+    wait_until("turn A's request", || !completions(&server).is_empty()).await;
+    let t2 = spawn("prompt B");
+    // B is queued before C is sent.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let t3 = spawn("prompt C");
+    let (r1, r2, r3) = (
+        t1.await.expect("A"),
+        t2.await.expect("B"),
+        t3.await.expect("C"),
+    );
+    assert_eq!(
+        (r1.text.as_str(), r2.text.as_str(), r3.text.as_str()),
+        ("answer zero", "answer one", "answer two")
+    );
+
+    let history = messages(&rt, &sid).await;
+    let users: Vec<Vec<String>> = history.iter().filter(|m| is_user(m)).map(texts).collect();
+    assert_eq!(users, [["prompt A"], ["prompt B"], ["prompt C"]]);
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 3);
+    for w in reqs.windows(2) {
+        assert!(
+            w[1].start_ms >= w[0].end_ms.expect("ended"),
+            "requests overlap: {w:#?}"
+        );
+    }
+    rt.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_ends_the_turn_drops_the_queue_and_the_session_stays_usable() {
+    let script = Script::single(vec![
+        Step::text("this stream hangs")
+            .with_chunk_size(4)
+            .with_fault(troupe_testkit::Fault::hang_after(2)),
+        Step::text("after the abort"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let sid = rt
+        .create_session(session_dir(&dir), None)
+        .await
+        .expect("session")
+        .id;
+
+    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let t1 = tokio::spawn(async move { rt1.prompt(&sid1, prompt("hang please")).await });
+    wait_until("the hanging request", || !completions(&server).is_empty()).await;
+    let (rt2, sid2) = (rt.clone(), sid.clone());
+    let t2 = tokio::spawn(async move { rt2.prompt(&sid2, prompt("queued behind the hang")).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    rt.abort(&sid);
+
+    let r1 = tokio::time::timeout(DEADLINE, t1)
+        .await
+        .expect("turn 1 ended")
+        .expect("task")
+        .expect("turn 1 result");
+    eprintln!("abort took {:?}", started.elapsed());
+    assert_eq!(
+        r1.error.as_ref().map(|e| e.name.as_str()),
+        Some("MessageAbortedError"),
+        "{r1:?}"
+    );
+    let r2 = tokio::time::timeout(DEADLINE, t2)
+        .await
+        .expect("queued prompt answered")
+        .expect("task");
+    assert!(
+        r2.is_err(),
+        "the queued prompt should be dropped by the abort: {r2:?}"
+    );
+    wait_until("the aborted session actor to be released", || {
+        rt.live_sessions() == 0
+    })
+    .await;
+
+    // The session still works and the next turn sees the aborted step's history.
+    let r3 = run_prompt(&rt, &sid, "try again").await;
+    assert!(r3.error.is_none(), "{:?}", r3.error);
+    assert_eq!(r3.text, "after the abort");
+    let history = messages(&rt, &sid).await;
+    let users: Vec<Vec<String>> = history.iter().filter(|m| is_user(m)).map(texts).collect();
+    assert_eq!(
+        users,
+        [
+            vec!["hang please".to_string()],
+            vec!["try again".to_string()]
+        ],
+        "dropped prompt must not be stored"
+    );
+    rt.shutdown().await;
+    server.shutdown().await;
+}

@@ -1,0 +1,1011 @@
+//! End-to-end tests of the `troupe` binary against the scripted provider (`troupe-testkit`).
+//!
+//! Each test gets its own temp project directory (with a `troupe.json` pointing at its own
+//! `MockServer`), its own SQLite store and an empty global config directory, so tests run in
+//! parallel without sharing anything.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use troupe_testkit::{Fault, MockServer, RecordedRequest, Script, Step};
+
+/// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
+const CLI_DEADLINE: Duration = Duration::from_secs(30);
+
+/// One isolated project: working dir, store, empty global config dir.
+struct Project {
+    /// Keeps the project directory alive.
+    _dir: TempDir,
+    global: TempDir,
+    /// Canonical path of `dir` (the session's `directory`).
+    root: PathBuf,
+}
+
+impl Project {
+    /// A project whose `troupe.json` points the `mock` provider at `base_url`.
+    fn new(base_url: &str) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let global = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonicalize");
+        let p = Project {
+            _dir: dir,
+            global,
+            root,
+        };
+        p.write_config(&config_json(base_url).to_string());
+        p
+    }
+
+    fn write_config(&self, text: &str) {
+        std::fs::write(self.root.join("troupe.json"), text).expect("write troupe.json");
+    }
+
+    fn db(&self) -> PathBuf {
+        // Keep the store outside the project so glob/grep do not see it.
+        self.global.path().join("troupe.db")
+    }
+
+    /// Run the binary in the project dir with the isolation env vars plus `envs`.
+    async fn troupe(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        let config_dir = self.global.path().join("config");
+        std::fs::create_dir_all(&config_dir).expect("config dir");
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+        cmd.args(args)
+            .current_dir(&self.root)
+            .env("TROUPE_DB", self.db())
+            .env("TROUPE_CONFIG_DIR", &config_dir)
+            .env("TROUPE_NO_STDIN", "1")
+            .env("TROUPE_TEST_TOOLS", "1")
+            .env_remove("TROUPE_CONFIG_CONTENT")
+            .env_remove("TROUPE_LOG")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        tokio::time::timeout(CLI_DEADLINE, cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish within {CLI_DEADLINE:?}"))
+            .expect("spawn troupe")
+    }
+
+    /// `troupe session show ID --format json`, parsed.
+    async fn show(&self, id: &str) -> Value {
+        let out = self
+            .troupe(&["session", "show", id, "--format", "json"], &[])
+            .await;
+        assert_success(&out, "session show");
+        serde_json::from_slice(&out.stdout).expect("session show JSON")
+    }
+
+    /// `troupe session list --format json`, parsed.
+    async fn list(&self) -> Vec<Value> {
+        let out = self
+            .troupe(&["session", "list", "--format", "json"], &[])
+            .await;
+        assert_success(&out, "session list");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("session list JSON");
+        v.as_array().expect("session list is an array").clone()
+    }
+
+    /// The only session in the store (asserts there is exactly one).
+    async fn only_session(&self) -> Value {
+        let sessions = self.list().await;
+        assert_eq!(sessions.len(), 1, "expected one session: {sessions:#?}");
+        sessions[0].clone()
+    }
+}
+
+fn config_json(base_url: &str) -> Value {
+    json!({
+        "model": "mock/mock-model",
+        "provider": {"mock": {
+            "name": "Mock",
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": base_url, "apiKey": "test"},
+            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
+        }}
+    })
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// Asserts a failed run: non-zero exit and exactly one non-empty stderr line starting with
+/// `troupe: `; returns that line.
+fn assert_one_line_failure(out: &Output, what: &str) -> String {
+    assert!(
+        !out.status.success(),
+        "{what}: expected failure, got {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{what}: stderr should be one line, got:\n{stderr}"
+    );
+    assert!(
+        lines[0].starts_with("troupe: "),
+        "{what}: stderr line should start with `troupe: `: {stderr}"
+    );
+    eprintln!("{what}: {}", lines[0]);
+    lines[0].to_string()
+}
+
+/// Parses `--format json` stdout: every non-empty line must be a JSON bus event.
+fn parse_events(stdout: &[u8]) -> Vec<Value> {
+    text(stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"));
+            assert!(v["type"].is_string(), "event without type: {l}");
+            assert!(v["properties"].is_object(), "event without properties: {l}");
+            v
+        })
+        .collect()
+}
+
+/// The session id from the `session.created` / first event carrying one.
+fn session_id_of(events: &[Value]) -> String {
+    events
+        .iter()
+        .find_map(|e| {
+            e["properties"]["sessionID"]
+                .as_str()
+                .or_else(|| {
+                    e["properties"]["info"]["id"]
+                        .as_str()
+                        .filter(|id| id.starts_with("ses"))
+                })
+                .map(str::to_string)
+        })
+        .expect("an event naming the session")
+}
+
+fn role(m: &Value) -> &str {
+    m["info"]["role"].as_str().unwrap_or("")
+}
+
+fn parts_of_type<'a>(m: &'a Value, ty: &str) -> Vec<&'a Value> {
+    m["parts"]
+        .as_array()
+        .map(|ps| ps.iter().filter(|p| p["type"] == ty).collect())
+        .unwrap_or_default()
+}
+
+fn all_parts_of_type<'a>(messages: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    messages.iter().flat_map(|m| parts_of_type(m, ty)).collect()
+}
+
+/// The `messages` array of a request body.
+fn req_messages(r: &RecordedRequest) -> Vec<Value> {
+    r.body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// Completion requests only (the mock also records e.g. `GET /v1/models`).
+fn completions(server: &MockServer) -> Vec<RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect()
+}
+
+/// Text content of a request message (string content or joined text parts).
+fn content_text(m: &Value) -> String {
+    match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn contains_file(dir: &Path, name: &str) -> bool {
+    dir.join(name).is_file()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_step_session() {
+    // The project files are created before the mock so the script can use absolute paths.
+    let project = Project::new("http://127.0.0.1:1/v1");
+
+    let root = project.root.display().to_string();
+    std::fs::write(project.root.join("notes.md"), "TODO: fix it\n").expect("notes.md");
+    let notes = format!("{root}/notes.md");
+    let out_file = format!("{root}/out.txt");
+    let written = "written by troupe\nsecond line\n";
+    let final_text = "All six steps are done.";
+    let script = Script::single(vec![
+        Step::tool(
+            "bash",
+            json!({"command": "ls", "description": "list files"}),
+        ),
+        Step::tool("read", json!({"filePath": notes})),
+        Step::tool("write", json!({"filePath": out_file, "content": written})),
+        Step::tool("glob", json!({"pattern": "**/*.md"})),
+        Step::tool("grep", json!({"pattern": "TODO"})),
+        Step::text(final_text),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&config_json(&server.base_url()).to_string());
+
+    let started = Instant::now();
+    let out = project
+        .troupe(&["run", "--format", "json", "please", "work"], &[])
+        .await;
+    let elapsed = started.elapsed();
+    assert_success(&out, "troupe run");
+    eprintln!("six_step_session: run took {elapsed:?}");
+
+    // The write tool wrote the file.
+    assert!(contains_file(&project.root, "out.txt"), "out.txt missing");
+    assert_eq!(
+        std::fs::read_to_string(project.root.join("out.txt")).expect("read out.txt"),
+        written
+    );
+
+    // Every stdout line is a JSON bus event of this session.
+    let events = parse_events(&out.stdout);
+    assert!(!events.is_empty(), "no events printed");
+    let sid = session_id_of(&events);
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    for expected in ["message.updated", "message.part.updated", "session.status"] {
+        assert!(
+            types.contains(&expected),
+            "no {expected} event in {types:?}"
+        );
+    }
+
+    // Stored session: 1 user + 6 assistant messages.
+    let doc = project.show(&sid).await;
+    assert_eq!(doc["info"]["id"], sid.as_str());
+    let messages = doc["messages"].as_array().expect("messages").clone();
+    let roles: Vec<&str> = messages.iter().map(role).collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "assistant",
+            "assistant",
+            "assistant",
+            "assistant",
+            "assistant"
+        ]
+    );
+    for (i, m) in messages.iter().enumerate().skip(1) {
+        assert_eq!(
+            parts_of_type(m, "step-start").len(),
+            1,
+            "assistant {i} step-start: {m:#}"
+        );
+        assert_eq!(
+            parts_of_type(m, "step-finish").len(),
+            1,
+            "assistant {i} step-finish: {m:#}"
+        );
+        assert!(
+            m["info"]["error"].is_null(),
+            "assistant {i} has an error: {m:#}"
+        );
+        let parts = m["parts"].as_array().expect("parts");
+        assert_eq!(
+            parts.first().map(|p| &p["type"]),
+            Some(&json!("step-start")),
+            "assistant {i} starts with step-start"
+        );
+        assert_eq!(
+            parts.last().map(|p| &p["type"]),
+            Some(&json!("step-finish")),
+            "assistant {i} ends with step-finish"
+        );
+    }
+    let tools = all_parts_of_type(&messages, "tool");
+    let names: Vec<&str> = tools.iter().filter_map(|p| p["tool"].as_str()).collect();
+    assert_eq!(names, ["bash", "read", "write", "glob", "grep"]);
+    for t in &tools {
+        assert_eq!(
+            t["state"]["status"], "completed",
+            "tool part not completed: {t:#}"
+        );
+        assert!(t["callID"].is_string(), "tool part without callID: {t:#}");
+    }
+    assert!(
+        tools[1]["state"]["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("TODO: fix it"),
+        "read output: {:#}",
+        tools[1]
+    );
+    assert!(
+        tools[3]["state"]["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("notes.md"),
+        "glob output: {:#}",
+        tools[3]
+    );
+    assert!(
+        tools[4]["state"]["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("notes.md"),
+        "grep output: {:#}",
+        tools[4]
+    );
+    let last = messages.last().expect("last message");
+    let last_texts: Vec<&str> = parts_of_type(last, "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(last_texts, [final_text]);
+    assert_eq!(last["info"]["finish"], "stop");
+
+    // Human view names the tools.
+    let out = project.troupe(&["session", "show", &sid], &[]).await;
+    assert_success(&out, "session show (plain)");
+    let plain = text(&out.stdout);
+    for name in ["bash", "read", "write", "glob", "grep"] {
+        assert!(
+            plain.contains(&format!("[tool {name} ")),
+            "plain show lacks tool {name}:\n{plain}"
+        );
+    }
+    assert!(
+        plain.contains(final_text),
+        "plain show lacks the final text:\n{plain}"
+    );
+
+    // The session is listed.
+    let sessions = project.list().await;
+    assert!(
+        sessions.iter().any(|s| s["id"] == sid.as_str()),
+        "session {sid} not listed: {sessions:#?}"
+    );
+
+    // The provider saw 6 requests; request k+1 carries the tool result of request k.
+    let reqs = completions(&server);
+    assert_eq!(
+        reqs.len(),
+        6,
+        "requests: {:#?}",
+        reqs.iter().map(|r| (r.seq, r.step)).collect::<Vec<_>>()
+    );
+    for (k, tool) in tools.iter().enumerate() {
+        let call_id = tool["callID"].as_str().expect("callID");
+        let next = req_messages(&reqs[k + 1]);
+        let result = next
+            .iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+            .unwrap_or_else(|| {
+                panic!(
+                    "request {} lacks the tool result {call_id}: {next:#?}",
+                    k + 1
+                )
+            });
+        let output = tool["state"]["output"].as_str().unwrap_or("");
+        assert!(
+            content_text(result).contains(output.lines().next().unwrap_or("")),
+            "tool result in request {} does not carry the output of {call_id}",
+            k + 1
+        );
+        // And the request before does not have it yet.
+        assert!(
+            !req_messages(&reqs[k])
+                .iter()
+                .any(|m| m["role"] == "tool" && m["tool_call_id"] == call_id),
+            "request {k} already has the result of {call_id}"
+        );
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panicking_and_timed_out_tools_become_error_parts() {
+    let panic_message = "kaboom-7f3a";
+    let script = Script::single(vec![
+        Step::tool("test_panic", json!({"message": panic_message}))
+            .with_tool("test_sleep", json!({"ms": 30000})),
+        Step::text("recovered after the tool errors"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+
+    let started = Instant::now();
+    let out = project
+        .troupe(
+            &["run", "--format", "json", "break", "things"],
+            &[("TROUPE_TOOL_TIMEOUT_MS", "500")],
+        )
+        .await;
+    let elapsed = started.elapsed();
+    eprintln!("panicking_and_timed_out_tools: run took {elapsed:?}");
+    assert_success(&out, "troupe run");
+    assert!(elapsed < Duration::from_secs(10), "run took {elapsed:?}");
+
+    let sid = session_id_of(&parse_events(&out.stdout));
+    let doc = project.show(&sid).await;
+    let messages = doc["messages"].as_array().expect("messages").clone();
+    let tools = all_parts_of_type(&messages, "tool");
+    assert_eq!(tools.len(), 2, "tool parts: {tools:#?}");
+    let by_name = |n: &str| {
+        *tools
+            .iter()
+            .find(|p| p["tool"] == n)
+            .unwrap_or_else(|| panic!("no {n} part"))
+    };
+    let panicked = by_name("test_panic");
+    let slept = by_name("test_sleep");
+    assert_eq!(panicked["state"]["status"], "error", "{panicked:#}");
+    assert_eq!(slept["state"]["status"], "error", "{slept:#}");
+    let perr = panicked["state"]["error"].as_str().unwrap_or("");
+    assert!(
+        perr.contains(panic_message),
+        "panic error does not mention the panic message: {perr}"
+    );
+    let serr = slept["state"]["error"]
+        .as_str()
+        .unwrap_or("")
+        .to_lowercase();
+    assert!(
+        serr.contains("timeout") || serr.contains("timed out"),
+        "sleep error does not mention a timeout: {serr}"
+    );
+
+    let last = messages.last().expect("last");
+    assert_eq!(role(last), "assistant");
+    let texts: Vec<&str> = parts_of_type(last, "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(texts, ["recovered after the tool errors"]);
+
+    // The model was told about both errors.
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2);
+    let tool_msgs: Vec<Value> = req_messages(&reqs[1])
+        .into_iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(
+        tool_msgs.len(),
+        2,
+        "second request tool messages: {tool_msgs:#?}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn continue_keeps_history() {
+    let script = Script::single(vec![
+        Step::text("first answer"),
+        Step::text("second answer"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+
+    let out = project.troupe(&["run", "first", "prompt"], &[]).await;
+    assert_success(&out, "first run");
+    assert!(
+        text(&out.stdout).contains("first answer"),
+        "stdout: {}",
+        text(&out.stdout)
+    );
+    let first = project.only_session().await;
+    let sid = first["id"].as_str().expect("id").to_string();
+
+    let out = project
+        .troupe(&["run", "--continue", "second", "prompt"], &[])
+        .await;
+    assert_success(&out, "continued run");
+    assert!(
+        text(&out.stdout).contains("second answer"),
+        "stdout: {}",
+        text(&out.stdout)
+    );
+
+    // Still one session, now with both turns.
+    let again = project.only_session().await;
+    assert_eq!(again["id"], sid.as_str());
+    let doc = project.show(&sid).await;
+    let messages = doc["messages"].as_array().expect("messages");
+    let roles: Vec<&str> = messages.iter().map(role).collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+
+    // The second run's first request carries the first turn.
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2);
+    let msgs = req_messages(&reqs[1]);
+    let convo: Vec<(String, String)> = msgs
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or("").to_string(),
+                content_text(m),
+            )
+        })
+        .collect();
+    let expect = [
+        ("user", "first prompt"),
+        ("assistant", "first answer"),
+        ("user", "second prompt"),
+    ];
+    assert_eq!(convo.len(), expect.len(), "conversation: {convo:#?}");
+    for ((r, t), (er, et)) in convo.iter().zip(expect) {
+        assert_eq!(r, er, "conversation: {convo:#?}");
+        assert!(t.contains(et), "{r} message {t:?} should contain {et:?}");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_bad_config_names_file_and_line() {
+    let server = MockServer::start(Script::single(vec![Step::text("never")]))
+        .await
+        .expect("mock");
+    let project = Project::new(&server.base_url());
+    // Line 3 has the error (a bare word where a value belongs).
+    project.write_config("{\n  \"model\": \"mock/mock-model\",\n  \"provider\": nope\n}\n");
+    let out = project.troupe(&["run", "hello"], &[]).await;
+    let line = assert_one_line_failure(&out, "bad config");
+    assert!(line.contains("troupe.json"), "no file name: {line}");
+    assert!(
+        line.contains("troupe.json:3") || line.contains("line 3"),
+        "no line number 3: {line}"
+    );
+    assert!(
+        completions(&server).is_empty(),
+        "a request was sent despite the bad config"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_unreachable_provider_keeps_user_message() {
+    let url = "http://127.0.0.1:1/v1";
+    let project = Project::new(url);
+    let started = Instant::now();
+    let out = project
+        .troupe(
+            &["run", "are", "you", "there"],
+            &[("TROUPE_MAX_RETRIES", "0")],
+        )
+        .await;
+    eprintln!("unreachable provider: run took {:?}", started.elapsed());
+    let line = assert_one_line_failure(&out, "unreachable provider");
+    let lower = line.to_lowercase();
+    assert!(
+        lower.contains("127.0.0.1:1") || lower.contains("connect"),
+        "line names neither URL nor connect: {line}"
+    );
+
+    let session = project.only_session().await;
+    let sid = session["id"].as_str().expect("id");
+    let doc = project.show(sid).await;
+    let messages = doc["messages"].as_array().expect("messages");
+    let user = messages
+        .iter()
+        .find(|m| role(m) == "user")
+        .expect("user message stored");
+    let texts: Vec<&str> = parts_of_type(user, "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(texts, ["are you there"]);
+    // The failed step is recorded too, with its error.
+    let roles: Vec<&str> = messages.iter().map(role).collect();
+    assert_eq!(roles, ["user", "assistant"], "{doc:#}");
+    assert_eq!(
+        messages[1]["info"]["error"]["name"], "APIError",
+        "{:#}",
+        messages[1]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_unknown_model_is_named() {
+    let server = MockServer::start(Script::single(vec![Step::text("never")]))
+        .await
+        .expect("mock");
+    let project = Project::new(&server.base_url());
+    let out = project
+        .troupe(&["run", "--model", "nosuch/x", "hello"], &[])
+        .await;
+    let line = assert_one_line_failure(&out, "unknown model");
+    assert!(line.contains("nosuch"), "model not named: {line}");
+    assert!(
+        completions(&server).is_empty(),
+        "a request was sent for an unknown model"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_malformed_chunk_keeps_failed_message() {
+    let script = Script::single(vec![
+        Step::text("this answer will be cut by a malformed chunk")
+            .with_chunk_size(4)
+            .with_fault(Fault::malformed_after(2)),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let out = project
+        .troupe(
+            &["run", "--format", "json", "stream", "please"],
+            &[("TROUPE_MAX_RETRIES", "0")],
+        )
+        .await;
+    let line = assert_one_line_failure(&out, "malformed chunk");
+    let events = parse_events(&out.stdout);
+    assert!(
+        events.iter().any(|e| e["type"] == "session.error"),
+        "no session.error event: {events:#?}"
+    );
+    let lower = line.to_lowercase();
+    assert!(
+        lower.contains("malformed")
+            || lower.contains("not json")
+            || lower.contains("parse")
+            || lower.contains("invalid json"),
+        "line does not mention the malformed chunk: {line}"
+    );
+
+    let session = project.only_session().await;
+    let sid = session["id"].as_str().expect("id");
+    let doc = project.show(sid).await;
+    let messages = doc["messages"].as_array().expect("messages");
+    let roles: Vec<&str> = messages.iter().map(role).collect();
+    assert_eq!(roles, ["user", "assistant"], "{doc:#}");
+    let user_texts: Vec<&str> = parts_of_type(&messages[0], "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(user_texts, ["stream please"]);
+    let err = &messages[1]["info"]["error"];
+    assert!(
+        err.is_object(),
+        "assistant message has no error: {:#}",
+        messages[1]
+    );
+    assert!(err["name"].is_string(), "error without name: {err}");
+    assert_eq!(err["name"], "APIError", "{err}");
+    // The text streamed before the bad chunk (role chunk, then "this") is kept.
+    let partial: Vec<&str> = parts_of_type(&messages[1], "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(
+        partial,
+        ["this"],
+        "partial text before the malformed chunk: {:#}",
+        messages[1]
+    );
+    assert!(
+        messages[1]["info"]["time"]["completed"].is_number(),
+        "failed assistant message not completed: {:#}",
+        messages[1]
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_then_success() {
+    let script = Script::single(vec![
+        Step::text("made it after a retry").with_fault(Fault::rate_limited(1)),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let started = Instant::now();
+    let out = project
+        .troupe(&["run", "--format", "json", "retry", "me"], &[])
+        .await;
+    let elapsed = started.elapsed();
+    eprintln!("retry_then_success: run took {elapsed:?}");
+    assert_success(&out, "troupe run");
+    assert!(
+        elapsed >= Duration::from_millis(900),
+        "retry-after 1 s was not honoured ({elapsed:?})"
+    );
+
+    let events = parse_events(&out.stdout);
+    let retry_at = events
+        .iter()
+        .position(|e| e["type"] == "session.status" && e["properties"]["status"]["type"] == "retry")
+        .unwrap_or_else(|| panic!("no retry status event: {events:#?}"));
+    let retry = &events[retry_at]["properties"]["status"];
+    assert_eq!(retry["attempt"], 1, "{retry}");
+    assert!(retry["message"].is_string(), "{retry}");
+    assert!(retry["next"].is_number(), "{retry}");
+    let idle_at = events
+        .iter()
+        .rposition(|e| {
+            e["type"] == "session.idle"
+                || (e["type"] == "session.status" && e["properties"]["status"]["type"] == "idle")
+        })
+        .expect("an idle event");
+    assert!(retry_at < idle_at, "retry event after the final idle");
+
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].status, 429);
+    assert_eq!(reqs[1].status, 200);
+    let waited = reqs[1].start_ms.saturating_sub(reqs[0].start_ms);
+    assert!(
+        waited >= 900,
+        "second attempt only {waited} ms after the first"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_flag_export_and_models() {
+    let script = Script::single(vec![Step::text("one"), Step::text("two")]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+
+    let out = project.troupe(&["run", "start", "here"], &[]).await;
+    assert_success(&out, "first run");
+    let sid = project.only_session().await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+
+    // Continue by explicit id (a unique prefix is accepted too, per the CLI help).
+    let out = project
+        .troupe(&["run", "--session", &sid, "more"], &[])
+        .await;
+    assert_success(&out, "run --session");
+    assert!(
+        text(&out.stdout).contains("two"),
+        "stdout: {}",
+        text(&out.stdout)
+    );
+    project.only_session().await;
+
+    // Export is one JSON document with both turns.
+    let out = project.troupe(&["session", "export", &sid], &[]).await;
+    assert_success(&out, "session export");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("export JSON");
+    assert_eq!(doc["info"]["id"], sid.as_str());
+    assert_eq!(doc["messages"].as_array().map(Vec::len), Some(4));
+
+    // An unknown session id is one line naming it.
+    let out = project
+        .troupe(&["run", "--session", "ses_doesnotexist", "hi"], &[])
+        .await;
+    let line = assert_one_line_failure(&out, "unknown session");
+    assert!(line.contains("ses_doesnotexist"), "{line}");
+    let out = project
+        .troupe(&["session", "show", "ses_doesnotexist"], &[])
+        .await;
+    assert_one_line_failure(&out, "show unknown session");
+
+    // The configured model is in the catalog.
+    let out = project.troupe(&["models"], &[]).await;
+    assert_success(&out, "models");
+    assert!(
+        text(&out.stdout).contains("mock/mock-model"),
+        "models:\n{}",
+        text(&out.stdout)
+    );
+
+    // An empty prompt is refused before anything is stored.
+    let out = project.troupe(&["run"], &[]).await;
+    assert_one_line_failure(&out, "empty prompt");
+    assert_eq!(completions(&server).len(), 2);
+    server.shutdown().await;
+}
+
+/// Sends SIGINT to a running `troupe` (the CLI's Ctrl-C path).
+fn interrupt(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -INT {pid} failed");
+}
+
+/// Starts `troupe run` in the background (same isolation as `Project::troupe`).
+fn spawn_run(project: &Project, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::Child {
+    let config_dir = project.global.path().join("config");
+    std::fs::create_dir_all(&config_dir).expect("config dir");
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+    cmd.args(args)
+        .current_dir(&project.root)
+        .env("TROUPE_DB", project.db())
+        .env("TROUPE_CONFIG_DIR", &config_dir)
+        .env("TROUPE_NO_STDIN", "1")
+        .env("TROUPE_TEST_TOOLS", "1")
+        .env_remove("TROUPE_CONFIG_CONTENT")
+        .env_remove("TROUPE_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawn troupe")
+}
+
+async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < CLI_DEADLINE,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_a_hung_stream_aborts_and_keeps_partial_text() {
+    let script = Script::single(vec![
+        Step::text("partial words then silence")
+            .with_chunk_size(8)
+            .with_fault(Fault::hang_after(2)),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let child = spawn_run(&project, &["run", "hang", "now"], &[]);
+    let pid = child.id().expect("pid");
+    wait_for("the request", || !completions(&server).is_empty()).await;
+    // Let the two chunks reach the client and the store.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    interrupt(pid);
+    let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("troupe did not exit after Ctrl-C")
+        .expect("wait");
+    eprintln!(
+        "ctrl_c (stream): exited {:?} after {:?}; stderr: {}",
+        out.status.code(),
+        started.elapsed(),
+        text(&out.stderr)
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "stderr: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("aborted"),
+        "stderr: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("partial "),
+        "streamed text not printed: {}",
+        text(&out.stdout)
+    );
+
+    let sid = project.only_session().await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let doc = project.show(&sid).await;
+    let messages = doc["messages"].as_array().expect("messages");
+    let roles: Vec<&str> = messages.iter().map(role).collect();
+    assert_eq!(roles, ["user", "assistant"], "{doc:#}");
+    assert_eq!(
+        messages[1]["info"]["error"]["name"], "MessageAbortedError",
+        "{:#}",
+        messages[1]
+    );
+    let partial: Vec<&str> = parts_of_type(&messages[1], "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(partial, ["partial "], "{:#}", messages[1]);
+    // The client dropped the hung response.
+    wait_for("the hung response to end", || {
+        completions(&server)[0].end_ms.is_some()
+    })
+    .await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_a_tool_marks_it_interrupted() {
+    let script = Script::single(vec![
+        Step::tool("test_sleep", json!({"ms": 30000})),
+        Step::text("never reached"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let child = spawn_run(&project, &["run", "sleep", "a", "while"], &[]);
+    let pid = child.id().expect("pid");
+    wait_for("the request to finish", || {
+        completions(&server)
+            .first()
+            .is_some_and(|r| r.end_ms.is_some())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    interrupt(pid);
+    let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("troupe did not exit after Ctrl-C")
+        .expect("wait");
+    eprintln!(
+        "ctrl_c (tool): exited {:?} after {:?}",
+        out.status.code(),
+        started.elapsed()
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "stderr: {}",
+        text(&out.stderr)
+    );
+
+    let sid = project.only_session().await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let doc = project.show(&sid).await;
+    let messages = doc["messages"].as_array().expect("messages").clone();
+    let tools = all_parts_of_type(&messages, "tool");
+    assert_eq!(tools.len(), 1, "{doc:#}");
+    assert_eq!(tools[0]["state"]["status"], "error", "{:#}", tools[0]);
+    assert_eq!(
+        tools[0]["state"]["metadata"]["interrupted"], true,
+        "{:#}",
+        tools[0]
+    );
+    assert_eq!(
+        completions(&server).len(),
+        1,
+        "the loop went on after the abort"
+    );
+
+    // The aborted session can be continued: the next request carries the interrupted call's
+    // result so the history stays valid for the provider.
+    let out = project
+        .troupe(&["run", "--continue", "go", "on"], &[])
+        .await;
+    assert_success(&out, "continue after abort");
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2);
+    let call_id = tools[0]["callID"].as_str().expect("callID");
+    assert!(
+        req_messages(&reqs[1])
+            .iter()
+            .any(|m| m["role"] == "tool" && m["tool_call_id"] == call_id),
+        "continued request lacks the result of the interrupted call: {:#?}",
+        req_messages(&reqs[1])
+    );
+    server.shutdown().await;
+}
