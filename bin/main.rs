@@ -177,6 +177,21 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
         )
         .init();
+    // A panic inside an actor is caught by its supervisor and becomes an error part or a
+    // failed step; log it as one line instead of a backtrace on the user's terminal.
+    std::panic::set_hook(Box::new(|info| {
+        let location = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let payload = info
+            .payload()
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        tracing::warn!("panic{location}: {payload}");
+    }));
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -359,6 +374,18 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         .and_then(|v| v.parse::<u32>().ok())
     {
         opts.max_retries = n;
+    }
+    if let Some(ms) = std::env::var("TROUPE_TASK_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        opts.task_timeout = Duration::from_millis(ms);
+    }
+    if let Some(n) = std::env::var("TROUPE_MAX_SUBAGENTS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        opts.max_subagents = n.max(1);
     }
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
         && std::io::IsTerminal::is_terminal(&std::io::stderr());

@@ -19,6 +19,7 @@ pub mod permission;
 pub mod processor;
 pub mod progress;
 pub mod session_actor;
+pub mod task;
 pub mod tool_call;
 
 use std::path::Path;
@@ -50,6 +51,13 @@ pub struct RuntimeOptions {
     pub max_retries: u32,
     /// Upper bound on one retry wait (a server may ask for hours). Default 5 min.
     pub max_retry_delay: Duration,
+    /// Timeout of one `task` call (a subagent's whole turn). Default 30 min.
+    pub task_timeout: Duration,
+    /// Maximum subagent nesting depth (a root session's children are depth 1). Default 3.
+    pub max_depth: u32,
+    /// Maximum concurrently running subagent sessions per runtime; more task calls wait.
+    /// Default 32.
+    pub max_subagents: usize,
 }
 
 impl Default for RuntimeOptions {
@@ -59,6 +67,9 @@ impl Default for RuntimeOptions {
             max_steps: 100,
             max_retries: 8,
             max_retry_delay: Duration::from_secs(300),
+            task_timeout: Duration::from_secs(1800),
+            max_depth: 3,
+            max_subagents: 32,
         }
     }
 }
@@ -66,6 +77,9 @@ impl Default for RuntimeOptions {
 impl RuntimeOptions {
     /// The timeout for one call of `tool` with `input`.
     pub fn tool_timeout_for(&self, tool: &str, input: &serde_json::Value) -> Duration {
+        if tool == "task" {
+            return self.task_timeout;
+        }
         if tool == "bash"
             && let Some(ms) = input.get("timeout").and_then(|v| v.as_u64())
         {
@@ -86,6 +100,28 @@ pub struct Counters {
     pub tool_crashes: AtomicU64,
     /// Processor actors that crashed.
     pub processor_crashes: AtomicU64,
+    /// Live actors of the runtime (sessions, processors, tool calls), kept by [`ActorGauge`]s.
+    pub live_actors: Arc<std::sync::atomic::AtomicI64>,
+}
+
+/// Counts one live actor while it exists: created in `pre_start`, kept in the actor's state,
+/// dropped with the state however the actor ends (stop, panic or kill), so the count never
+/// leaks the way `post_stop`-based bookkeeping would.
+#[derive(Debug)]
+pub struct ActorGauge(Arc<std::sync::atomic::AtomicI64>);
+
+impl ActorGauge {
+    /// Count one more live actor.
+    pub fn new(counter: &Arc<std::sync::atomic::AtomicI64>) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self(counter.clone())
+    }
+}
+
+impl Drop for ActorGauge {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// What every actor of the runtime shares.
@@ -106,6 +142,13 @@ pub struct RuntimeShared {
     pub sessions: DashMap<String, ActorRef<SessionMsg>>,
     /// Counters.
     pub counters: Counters,
+    /// Subagent depth by session id (absent = root, depth 0).
+    pub depth: DashMap<String, u32>,
+    /// Slots for concurrently running subagents.
+    pub subagent_slots: Arc<tokio::sync::Semaphore>,
+    /// Per-provider back-off: no request to the provider starts before this time (ms since
+    /// epoch). Set when one session gets a 429, so parallel sessions back off together.
+    pub rate_limits: DashMap<String, i64>,
     http: reqwest::Client,
     providers: DashMap<String, Arc<Provider>>,
     spawn_lock: tokio::sync::Mutex<()>,
@@ -252,21 +295,29 @@ impl Runtime {
             .pool_idle_timeout(Duration::from_secs(90))
             .build()
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
-        let shared = Arc::new(RuntimeShared {
-            store: store.clone(),
-            config: Arc::new(config),
-            registry: Arc::new(registry),
-            agents: Arc::new(agents),
-            broker: Arc::new(crate::permission::PermissionBroker::new(
-                store.clone(),
-                responder,
-            )),
-            opts,
-            sessions: DashMap::new(),
-            counters: Counters::default(),
-            http,
-            providers: DashMap::new(),
-            spawn_lock: tokio::sync::Mutex::new(()),
+        let mut registry = registry;
+        let max_subagents = opts.max_subagents.max(1);
+        let shared = Arc::new_cyclic(|weak| {
+            registry.register(Arc::new(crate::task::TaskTool::new(weak.clone())));
+            RuntimeShared {
+                store: store.clone(),
+                config: Arc::new(config),
+                registry: Arc::new(registry),
+                agents: Arc::new(agents),
+                broker: Arc::new(crate::permission::PermissionBroker::new(
+                    store.clone(),
+                    responder,
+                )),
+                opts,
+                sessions: DashMap::new(),
+                counters: Counters::default(),
+                depth: DashMap::new(),
+                subagent_slots: Arc::new(tokio::sync::Semaphore::new(max_subagents)),
+                rate_limits: DashMap::new(),
+                http,
+                providers: DashMap::new(),
+                spawn_lock: tokio::sync::Mutex::new(()),
+            }
         });
         let (root, _) = Actor::spawn(None, RootActor, shared.clone())
             .await
@@ -401,6 +452,11 @@ impl Runtime {
     /// Number of live session actors.
     pub fn live_sessions(&self) -> usize {
         self.shared.sessions.len()
+    }
+
+    /// Number of live actors below the root (sessions, processors, tool calls).
+    pub fn live_actors(&self) -> i64 {
+        self.shared.counters.live_actors.load(Ordering::Relaxed)
     }
 
     /// Stop the root supervisor and flush the store.

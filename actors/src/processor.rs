@@ -106,6 +106,7 @@ struct PendingCall {
 
 /// Processor state.
 pub struct ProcessorState {
+    _gauge: crate::ActorGauge,
     rt: Arc<RuntimeShared>,
     store: Store,
     assistant: AssistantMessage,
@@ -296,8 +297,21 @@ fn spawn_stream_task(
         let provider = rt.provider(&model);
         let max_attempts = rt.opts.max_retries.saturating_add(1).max(1);
         let mut attempt: u32 = 0;
+        let limiter_key = model.provider_id.clone();
         loop {
             attempt += 1;
+            // Shared back-off: another session's 429 holds every request to this provider.
+            let until = rt.rate_limits.get(&limiter_key).map(|v| *v).unwrap_or(0);
+            let wait = until - now_ms();
+            if wait > 0 {
+                tokio::select! {
+                    _ = cancel.cancelled() => {
+                        let _ = myself.cast(ProcMsg::StreamFailed(LlmError::new(ErrorKind::Aborted, "aborted")));
+                        return;
+                    }
+                    _ = tokio::time::sleep(Duration::from_millis(wait as u64)) => {}
+                }
+            }
             let failure = match provider.stream(request.clone(), cancel.clone()).await {
                 Ok(mut stream) => {
                     let mut failure = None;
@@ -344,6 +358,12 @@ fn spawn_stream_task(
                 troupe_llm::retry::retry_delay(attempt, &failure.retry_headers, SystemTime::now());
             let delay = delay.min(rt.opts.max_retry_delay);
             let next = now_ms() + delay.as_millis() as i64;
+            if failure.kind == ErrorKind::RateLimit {
+                rt.rate_limits
+                    .entry(limiter_key.clone())
+                    .and_modify(|v| *v = (*v).max(next))
+                    .or_insert(next);
+            }
             let _ = myself.cast(ProcMsg::Retrying {
                 attempt,
                 message: failure.message.clone(),
@@ -636,6 +656,7 @@ impl ProcessorActor {
                 tool,
                 args: input,
                 ctx,
+                gauge: crate::ActorGauge::new(&state.rt.counters.live_actors),
             };
             let me = myself.clone();
             let call_id = call.call_id.clone();
@@ -687,6 +708,7 @@ impl Actor for ProcessorActor {
         args: ProcessorArgs,
     ) -> Result<ProcessorState, ActorProcessingErr> {
         Ok(ProcessorState {
+            _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
             store: args.rt.store.clone(),
             rt: args.rt,
             assistant: args.assistant,
@@ -831,7 +853,12 @@ impl Actor for ProcessorActor {
                             PartKind::Tool { state: s, .. } => s.input().clone(),
                             _ => Value::Null,
                         };
-                        let ms = state.rt.opts.tool_timeout.as_millis();
+                        let ms = match &state.parts[i].kind {
+                            PartKind::Tool { tool, state: s, .. } => {
+                                state.rt.opts.tool_timeout_for(tool, s.input()).as_millis()
+                            }
+                            _ => state.rt.opts.tool_timeout.as_millis(),
+                        };
                         state.set_tool_state(
                             i,
                             ToolState::Error {

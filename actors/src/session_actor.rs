@@ -77,6 +77,7 @@ struct Turn {
 
 /// Session actor state.
 pub struct SessionState {
+    _gauge: crate::ActorGauge,
     rt: Arc<RuntimeShared>,
     session: Session,
     history: Vec<MessageWithParts>,
@@ -421,6 +422,7 @@ impl SessionActor {
                 rules: turn.rules.clone(),
             }),
             progress: Arc::new(troupe_tools::NoProgress),
+            extra: None,
         };
         let prior_calls: Vec<(String, serde_json::Value)> = state
             .history
@@ -554,6 +556,7 @@ impl Actor for SessionActor {
         let directory = PathBuf::from(&args.session.directory);
         let worktree = worktree_of(&directory);
         Ok(SessionState {
+            _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
             rt: args.rt,
             session: args.session,
             history: args.history,

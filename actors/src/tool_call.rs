@@ -33,6 +33,8 @@ pub struct ToolCallArgs {
     pub args: Value,
     /// Context.
     pub ctx: ToolContext,
+    /// Live-actor count for this actor.
+    pub gauge: crate::ActorGauge,
 }
 
 /// State of a tool-call actor; its final value is the call's result.
@@ -42,6 +44,7 @@ pub struct ToolCallState {
     /// Result once the tool returned.
     pub result: Option<Result<ToolOutput, ToolError>>,
     pending: Option<(Arc<dyn Tool>, Value, ToolContext)>,
+    _gauge: crate::ActorGauge,
 }
 
 impl Actor for ToolCallActor {
@@ -60,6 +63,7 @@ impl Actor for ToolCallActor {
             call_id: args.call_id,
             result: None,
             pending: Some((args.tool, args.args, args.ctx)),
+            _gauge: args.gauge,
         })
     }
 
@@ -71,13 +75,26 @@ impl Actor for ToolCallActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             ToolCallMsg::Run => {
-                if let Some((tool, args, ctx)) = state.pending.take() {
+                if let Some((tool, args, mut ctx)) = state.pending.take() {
+                    // Subagent sessions started by this call are supervised by this actor.
+                    ctx.extra = Some(Arc::new(myself.get_cell()));
                     let result = tool.execute(args, ctx).await;
                     state.result = Some(result);
                 }
                 myself.stop(None);
             }
         }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        _evt: ractor::SupervisionEvent,
+        _state: &mut ToolCallState,
+    ) -> Result<(), ActorProcessingErr> {
+        // A subagent session ending (normally or not) is seen by the task tool through its
+        // reply channel; the tool-call actor itself must never stop because of it.
         Ok(())
     }
 }

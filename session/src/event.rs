@@ -180,7 +180,9 @@ impl Event {
 
 /// Capacity of the bus ring buffer, events. A subscriber that falls this far behind loses
 /// the oldest events (and is told so by `RecvError::Lagged`) instead of slowing the runtime.
-pub const BUS_CAPACITY: usize = 65_536;
+/// The ring keeps its last `BUS_CAPACITY` events alive, so this also bounds the memory the
+/// bus holds (a few MiB) however many sessions have run.
+pub const BUS_CAPACITY: usize = 8_192;
 
 /// The in-process broadcast bus.
 #[derive(Debug, Clone)]

@@ -1,6 +1,7 @@
 //! troupe-session: ids, the Session/Message/Part model, bus events, the SQLite store, and
 //! pure policies on history (cost; later overflow, prune, filter-compacted).
 
+pub mod compaction;
 pub mod cost;
 pub mod event;
 pub mod id;

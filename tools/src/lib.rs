@@ -139,6 +139,9 @@ pub struct ToolContext {
     pub permissions: Arc<dyn PermissionAsker>,
     /// Progress updates.
     pub progress: Arc<dyn ProgressSink>,
+    /// Runtime-specific handle for tools defined outside this crate (the actor layer puts
+    /// the calling tool-call actor here so the task tool can supervise its subagent).
+    pub extra: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -165,6 +168,7 @@ impl ToolContext {
             abort: CancellationToken::new(),
             permissions: Arc::new(AllowAll),
             progress: Arc::new(NoProgress),
+            extra: None,
         }
     }
 

@@ -1,0 +1,355 @@
+//! The `task` tool: run a subagent as a child session actor.
+//!
+//! `task {description, prompt, subagent_type, task_id?}` (OpenCode's parameters) creates a
+//! child session (`parentID` = the calling session) — or continues `task_id` — with the
+//! subagent's model (or the parent's) and a ruleset derived from the parent (its edit
+//! denials and session denials carry down; `task`/`todowrite` are denied unless the subagent
+//! has its own rule for them), spawns its SessionActor linked under the calling tool-call
+//! actor, and waits for the child's turn. The result is the child's final text plus its
+//! session id. While it runs, the parent's tool part shows the child's progress (current
+//! tool, step count) as metadata.
+//!
+//! Failure isolation: a child that fails, panics or is killed becomes an error result for
+//! this call only. Aborting the parent aborts the child (through the call's token); if the
+//! call itself is stopped (timeout), a drop guard aborts the child and the supervision link
+//! stops its actors.
+
+use std::sync::{Arc, Weak};
+
+use futures::future::BoxFuture;
+use ractor::{Actor, ActorCell};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use troupe_session::{Event, PartKind, Session, ToolState, Write};
+use troupe_tools::{PermissionReply, PermissionRequest, Tool, ToolContext, ToolError, ToolOutput};
+
+use crate::session_actor::{PendingPrompt, SessionActor, SessionArgs, SessionMsg};
+use crate::{PromptInput, RuntimeShared};
+
+/// The task tool.
+pub struct TaskTool {
+    rt: Weak<RuntimeShared>,
+}
+
+impl TaskTool {
+    /// A task tool bound to a runtime.
+    pub fn new(rt: Weak<RuntimeShared>) -> Self {
+        Self { rt }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    description: String,
+    prompt: String,
+    subagent_type: String,
+    #[serde(default)]
+    task_id: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    command: Option<String>,
+}
+
+/// Aborts the child session when the task call ends early (dropped future).
+struct AbortChild {
+    rt: Arc<RuntimeShared>,
+    session_id: String,
+    armed: bool,
+}
+
+impl Drop for AbortChild {
+    fn drop(&mut self) {
+        if self.armed
+            && let Some(a) = self.rt.sessions.get(&self.session_id)
+        {
+            let _ = a.cast(SessionMsg::Abort);
+        }
+    }
+}
+
+impl Tool for TaskTool {
+    fn name(&self) -> &'static str {
+        "task"
+    }
+
+    fn description(&self) -> String {
+        let mut d = String::from(
+            "Launch a subagent to handle a multi-step task on its own, in a separate session. Several task calls in one response run in parallel. The subagent does not see this conversation: give it a complete, self-contained prompt and say exactly what it should return. Its final message comes back to you as the result. Pass task_id to continue an earlier subagent session.\n\nAvailable agent types:",
+        );
+        if let Some(rt) = self.rt.upgrade() {
+            for a in rt.agents.subagents() {
+                d.push_str(&format!("\n- {}: {}", a.name, a.description));
+            }
+        }
+        d
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "description": {"type": "string", "description": "A short (3-5 words) description of the task"},
+                "prompt": {"type": "string", "description": "The task for the subagent to perform"},
+                "subagent_type": {"type": "string", "description": "The type of specialized agent to use for this task"},
+                "task_id": {"type": "string", "description": "Continue an earlier subagent session (the id a previous task call returned)"}
+            },
+            "required": ["description", "prompt", "subagent_type"]
+        })
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        let rt = self.rt.clone();
+        Box::pin(async move {
+            let rt = rt
+                .upgrade()
+                .ok_or_else(|| ToolError::Failed("the runtime is shutting down".into()))?;
+            let args: Args =
+                serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments {
+                    tool: "task".into(),
+                    detail: e.to_string(),
+                })?;
+            run_task(rt, args, ctx).await
+        })
+    }
+}
+
+async fn run_task(
+    rt: Arc<RuntimeShared>,
+    args: Args,
+    ctx: ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let req = PermissionRequest {
+        permission: "task".into(),
+        patterns: vec![args.subagent_type.clone()],
+        always: vec!["*".into()],
+        metadata: json!({"description": args.description, "subagent_type": args.subagent_type}),
+    };
+    if let PermissionReply::Deny(m) = ctx.permissions.ask(req).await {
+        return Err(ToolError::PermissionDenied(m));
+    }
+    let sub = match rt.agents.get(&args.subagent_type) {
+        Some(a) if a.is_subagent() => a.clone(),
+        _ => {
+            let names: Vec<String> = rt
+                .agents
+                .subagents()
+                .iter()
+                .map(|a| a.name.clone())
+                .collect();
+            return Err(ToolError::Failed(format!(
+                "Unknown agent type: {} is not a valid agent type. Available: {}",
+                args.subagent_type,
+                names.join(", ")
+            )));
+        }
+    };
+    let depth = rt.depth.get(&ctx.session_id).map(|d| *d).unwrap_or(0) + 1;
+    if depth > rt.opts.max_depth {
+        return Err(ToolError::Failed(format!(
+            "Subagent depth limit reached ({}): a subagent at this depth cannot start another one.",
+            rt.opts.max_depth
+        )));
+    }
+    // Parent rules for the child's derived ruleset.
+    let parent_id = ctx.session_id.clone();
+    let parent = rt
+        .store
+        .read(move |r| r.session(&parent_id))
+        .await
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
+    let parent = parent
+        .ok_or_else(|| ToolError::Failed(format!("parent session {} not found", ctx.session_id)))?;
+    let parent_session_rules: troupe_agents::Ruleset = parent
+        .permission
+        .as_ref()
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    let parent_agent_rules = rt
+        .agents
+        .get(&ctx.agent)
+        .map(|a| a.permission.clone())
+        .unwrap_or_default();
+    let derived = troupe_agents::permission::derive_subagent_ruleset(
+        &parent_agent_rules,
+        &parent_session_rules,
+        &sub.permission,
+    );
+
+    // Resume or create the child session.
+    let child: Session = match &args.task_id {
+        Some(id) => {
+            let key = id.clone();
+            let s = rt
+                .store
+                .read(move |r| r.session(&key))
+                .await
+                .map_err(|e| ToolError::Failed(e.to_string()))?;
+            match s {
+                Some(s) if s.parent_id.as_deref() == Some(ctx.session_id.as_str()) => s,
+                Some(_) => {
+                    return Err(ToolError::Failed(format!(
+                        "task_id {id} is not a subagent session of this session"
+                    )));
+                }
+                None => return Err(ToolError::Failed(format!("task_id {id} not found"))),
+            }
+        }
+        None => {
+            let mut s = Session::new(
+                &ctx.directory.display().to_string(),
+                Some(ctx.session_id.clone()),
+            );
+            s.title = format!("{} (@{} subagent)", args.description, sub.name);
+            s.permission = serde_json::to_value(&derived).ok();
+            rt.store.write1(Write::Session {
+                info: s.clone(),
+                created: true,
+            });
+            s
+        }
+    };
+    rt.depth.insert(child.id.clone(), depth);
+
+    // Per-runtime cap on concurrent subagents: calls over it wait here.
+    let _permit = tokio::select! {
+        p = rt.subagent_slots.clone().acquire_owned() => p.map_err(|_| ToolError::Failed("the runtime is shutting down".into()))?,
+        _ = ctx.abort.cancelled() => return Err(ToolError::Aborted),
+    };
+    let model_spec = sub
+        .model
+        .clone()
+        .or_else(|| parent.model.as_ref().map(|m| m.full()));
+
+    // Spawn the child's actor under the calling tool-call actor.
+    let child_id = child.id.clone();
+    let cid = child_id.clone();
+    let history = rt
+        .store
+        .read(move |r| r.messages(&cid))
+        .await
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
+    let supervisor: Option<ActorCell> = ctx
+        .extra
+        .as_ref()
+        .and_then(|e| e.downcast_ref::<ActorCell>().cloned());
+    let actor_args = SessionArgs {
+        rt: rt.clone(),
+        session: child.clone(),
+        history,
+    };
+    let spawned = match supervisor {
+        Some(cell) => Actor::spawn_linked(None, SessionActor, actor_args, cell).await,
+        None => Actor::spawn(None, SessionActor, actor_args).await,
+    };
+    let (actor, _) =
+        spawned.map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
+    rt.sessions.insert(child_id.clone(), actor.clone());
+    let mut guard = AbortChild {
+        rt: rt.clone(),
+        session_id: child_id.clone(),
+        armed: true,
+    };
+
+    let mut bus = rt.store.bus().subscribe();
+    let accepted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    let input = PromptInput {
+        text: args.prompt.clone(),
+        agent: Some(sub.name.clone()),
+        model: model_spec,
+        system: None,
+        synthetic: Vec::new(),
+    };
+    actor
+        .cast(SessionMsg::Prompt(PendingPrompt {
+            input,
+            accepted,
+            reply: tx,
+        }))
+        .map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
+
+    let mut steps = 0u64;
+    let mut current_tool: Option<String> = None;
+    let title = args.description.clone();
+    let publish = |steps: u64, tool: &Option<String>| {
+        let mut m = serde_json::Map::new();
+        m.insert("sessionId".into(), json!(child_id));
+        m.insert("agent".into(), json!(sub.name));
+        m.insert("steps".into(), json!(steps));
+        m.insert("currentTool".into(), json!(tool));
+        ctx.progress.update(Some(title.clone()), m);
+    };
+    publish(0, &None);
+    let mut aborted = false;
+    let result = loop {
+        tokio::select! {
+            r = &mut rx => break r,
+            _ = ctx.abort.cancelled(), if !aborted => {
+                aborted = true;
+                let _ = actor.cast(SessionMsg::Abort);
+            }
+            ev = bus.recv() => {
+                let Ok(ev) = ev else { continue };
+                match &*ev {
+                    Event::PartUpdated { part } if part.session_id == child_id => match &part.kind {
+                        PartKind::StepFinish { .. } => {
+                            steps += 1;
+                            publish(steps, &current_tool);
+                        }
+                        PartKind::Tool { tool, state: ToolState::Running { .. }, .. } => {
+                            current_tool = Some(tool.clone());
+                            publish(steps, &current_tool);
+                        }
+                        _ => {}
+                    },
+                    _ => {}
+                }
+            }
+        }
+    };
+    guard.armed = false;
+    drop(guard);
+    rt.sessions
+        .remove_if(&child_id, |_, a| a.get_id() == actor.get_id());
+    if aborted || ctx.abort.is_cancelled() {
+        return Err(ToolError::Aborted);
+    }
+    let turn = match result {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            return Err(ToolError::Failed(format!(
+                "The subagent {child_id} failed: {e}"
+            )));
+        }
+        Err(_) => {
+            return Err(ToolError::Failed(format!(
+                "The subagent {child_id} stopped before it answered (it crashed or was killed)."
+            )));
+        }
+    };
+    if let Some(e) = &turn.error {
+        return Err(ToolError::Failed(format!(
+            "The subagent {child_id} failed: {}: {}\n(task_id: {child_id} to continue it)",
+            e.name,
+            e.message()
+        )));
+    }
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("sessionId".into(), json!(child_id));
+    metadata.insert("agent".into(), json!(sub.name));
+    metadata.insert("steps".into(), json!(turn.steps));
+    metadata.insert("cost".into(), json!(turn.cost.to_string()));
+    Ok(ToolOutput {
+        title: args.description,
+        output: format!(
+            "task_id: {child_id} (pass it as task_id to continue this subagent)\n\n<task id=\"{child_id}\" state=\"completed\">\n<task_result>\n{}\n</task_result>\n</task>",
+            turn.text.trim()
+        ),
+        metadata,
+    })
+}

@@ -1,0 +1,1077 @@
+//! End-to-end tests of agents and permissions through the `troupe` binary against the scripted
+//! provider (`troupe-testkit`): which tools are offered, plan mode, agent switch reminders, bash
+//! sub-command rules, external directories, config errors, markdown agents, instruction files
+//! and doom-loop detection.
+//!
+//! Each test gets its own base temp directory holding the project (`proj/`), a directory outside
+//! the project (`outside/`), the store and an empty global config dir, and its own `TMPDIR`
+//! (`tmp/`): the default ruleset allows `external_directory` under the temp dir, so the binary's
+//! temp dir must not contain the "outside" directory.
+//!
+//! The mock picks the script step from the number of assistant messages in the request, so a
+//! new session starts again at step 0 of its conversation (selected by `matching`).
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use troupe_testkit::{Conversation, MockServer, RecordedRequest, Script, Step};
+
+/// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
+const CLI_DEADLINE: Duration = Duration::from_secs(30);
+
+/// One isolated project: `<base>/proj` (cwd), `<base>/outside`, store, empty global config.
+struct Project {
+    /// Keeps everything alive.
+    _base: TempDir,
+    /// Canonical `<base>`.
+    base: PathBuf,
+    /// Canonical `<base>/proj` (the session's `directory`).
+    root: PathBuf,
+}
+
+impl Project {
+    /// A project whose `troupe.json` points the `mock` provider at `base_url`.
+    fn new(base_url: &str) -> Project {
+        Project::with_config(config_json(base_url))
+    }
+
+    /// A project with the given `troupe.json` value.
+    fn with_config(config: Value) -> Project {
+        let base_dir = tempfile::tempdir().expect("tempdir");
+        let base = base_dir.path().canonicalize().expect("canonicalize");
+        for d in ["proj", "outside", "global/config", "tmp"] {
+            std::fs::create_dir_all(base.join(d)).expect("mkdir");
+        }
+        let p = Project {
+            _base: base_dir,
+            root: base.join("proj"),
+            base,
+        };
+        p.write_config(&config.to_string());
+        p
+    }
+
+    fn write_config(&self, text: &str) {
+        std::fs::write(self.root.join("troupe.json"), text).expect("write troupe.json");
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write file");
+    }
+
+    /// Makes the project a git worktree (an empty `.git` dir is enough for worktree detection).
+    fn git(&self) {
+        std::fs::create_dir_all(self.root.join(".git")).expect(".git");
+    }
+
+    fn outside(&self) -> PathBuf {
+        self.base.join("outside")
+    }
+
+    fn db(&self) -> PathBuf {
+        self.base.join("global/troupe.db")
+    }
+
+    /// Run the binary in the project dir with the isolation env vars plus `envs`.
+    async fn troupe(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        self.troupe_in(&self.root, args, envs).await
+    }
+
+    /// Run the binary in `cwd` with the isolation env vars plus `envs`.
+    async fn troupe_in(&self, cwd: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+        cmd.args(args)
+            .current_dir(cwd)
+            .env("TROUPE_DB", self.db())
+            .env("TROUPE_CONFIG_DIR", self.base.join("global/config"))
+            .env("TROUPE_NO_STDIN", "1")
+            .env("TMPDIR", self.base.join("tmp"))
+            .env_remove("TROUPE_TOOL_OUTPUT_DIR")
+            .env_remove("TROUPE_TEST_TOOLS")
+            .env_remove("TROUPE_CONFIG_CONTENT")
+            .env_remove("TROUPE_LOG")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        tokio::time::timeout(CLI_DEADLINE, cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish within {CLI_DEADLINE:?}"))
+            .expect("spawn troupe")
+    }
+
+    /// `troupe session show ID --format json`, parsed.
+    async fn show(&self, id: &str) -> Value {
+        let out = self
+            .troupe(&["session", "show", id, "--format", "json"], &[])
+            .await;
+        assert_success(&out, "session show");
+        serde_json::from_slice(&out.stdout).expect("session show JSON")
+    }
+
+    /// `troupe session list --format json`, parsed.
+    async fn list(&self) -> Vec<Value> {
+        let out = self
+            .troupe(&["session", "list", "--format", "json"], &[])
+            .await;
+        assert_success(&out, "session list");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("session list JSON");
+        v.as_array().expect("session list is an array").clone()
+    }
+
+    /// Messages of the newest session (session list is newest first).
+    async fn latest_messages(&self) -> Vec<Value> {
+        let sessions = self.list().await;
+        let sid = sessions
+            .first()
+            .and_then(|s| s["id"].as_str())
+            .expect("a session")
+            .to_string();
+        let doc = self.show(&sid).await;
+        doc["messages"].as_array().expect("messages").clone()
+    }
+}
+
+fn config_json(base_url: &str) -> Value {
+    json!({
+        "model": "mock/mock-model",
+        "provider": {"mock": {
+            "name": "Mock",
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": base_url, "apiKey": "test"},
+            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
+        }}
+    })
+}
+
+/// [`config_json`] plus the top-level keys of `extra`.
+fn config_with(base_url: &str, extra: Value) -> Value {
+    let mut c = config_json(base_url);
+    if let (Some(c), Value::Object(extra)) = (c.as_object_mut(), extra) {
+        c.extend(extra);
+    }
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// Asserts a failed run: non-zero exit and exactly one non-empty stderr line starting with
+/// `troupe: `; returns that line.
+fn assert_one_line_failure(out: &Output, what: &str) -> String {
+    assert!(
+        !out.status.success(),
+        "{what}: expected failure, got {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{what}: stderr should be one line, got:\n{stderr}"
+    );
+    assert!(
+        lines[0].starts_with("troupe: "),
+        "{what}: stderr line should start with `troupe: `: {stderr}"
+    );
+    eprintln!("{what}: {}", lines[0]);
+    lines[0].to_string()
+}
+
+fn role(m: &Value) -> &str {
+    m["info"]["role"].as_str().unwrap_or("")
+}
+
+fn parts_of_type<'a>(m: &'a Value, ty: &str) -> Vec<&'a Value> {
+    m["parts"]
+        .as_array()
+        .map(|ps| ps.iter().filter(|p| p["type"] == ty).collect())
+        .unwrap_or_default()
+}
+
+fn all_parts_of_type<'a>(messages: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    messages.iter().flat_map(|m| parts_of_type(m, ty)).collect()
+}
+
+/// The `messages` array of a request body.
+fn req_messages(r: &RecordedRequest) -> Vec<Value> {
+    r.body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// Completion requests only (the mock also records e.g. `GET /v1/models`).
+fn completions(server: &MockServer) -> Vec<RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect()
+}
+
+/// Text content of a request message (string content or joined text parts).
+fn content_text(m: &Value) -> String {
+    match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Names of the tools a request offers (`tools[].function.name`).
+fn offered_tools(r: &RecordedRequest) -> Vec<String> {
+    r.body["tools"]
+        .as_array()
+        .map(|ts| {
+            ts.iter()
+                .filter_map(|t| t["function"]["name"].as_str().or(t["name"].as_str()))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// All system-message text of a request, joined.
+fn system_text(r: &RecordedRequest) -> String {
+    req_messages(r)
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .map(content_text)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Text of the last user message of a request.
+fn last_user_text(r: &RecordedRequest) -> String {
+    req_messages(r)
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .map(content_text)
+        .unwrap_or_default()
+}
+
+/// The whole request body as text (for "never appears" checks).
+fn body_text(r: &RecordedRequest) -> String {
+    r.body.to_string()
+}
+
+fn tool_parts(messages: &[Value]) -> Vec<Value> {
+    all_parts_of_type(messages, "tool")
+        .into_iter()
+        .cloned()
+        .collect()
+}
+
+fn tool_error(part: &Value) -> String {
+    assert_eq!(part["state"]["status"], "error", "tool part: {part:#}");
+    part["state"]["error"].as_str().unwrap_or("").to_string()
+}
+
+fn assert_denied(part: &Value) {
+    let err = tool_error(part).to_lowercase();
+    assert!(
+        err.contains("denied") || err.contains("permission") || err.contains("reject"),
+        "tool error does not mention a permission denial: {part:#}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Blanket denials remove tools from the request.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denied_tool_is_not_offered() {
+    let script = Script::single(vec![Step::text("one"), Step::text("two")]);
+    let server = MockServer::start(script).await.expect("mock");
+    let url = server.base_url();
+    let project = Project::with_config(config_with(&url, json!({"permission": {"bash": "deny"}})));
+
+    let out = project.troupe(&["run", "hello"], &[]).await;
+    assert_success(&out, "run with bash: deny");
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 1);
+    let tools = offered_tools(&reqs[0]);
+    assert!(
+        tools.iter().any(|t| t == "read"),
+        "read not offered: {tools:?}"
+    );
+    assert!(
+        !tools.iter().any(|t| t == "bash"),
+        "bash offered despite a blanket deny: {tools:?}"
+    );
+
+    // Observed rule (agents/src/permission.rs `disabled_tools`): the *last* rule whose
+    // permission matches the tool decides, its pattern is ignored for the lookup; the tool is
+    // hidden only when that rule is `"*": deny`. Here the last bash rule is
+    // `"git status": allow`, so bash stays offered (and `bash ls` would be denied at call time).
+    project.write_config(
+        &config_with(
+            &url,
+            json!({"permission": {"bash": {"*": "deny", "git status": "allow"}}}),
+        )
+        .to_string(),
+    );
+    let out = project.troupe(&["run", "hello"], &[]).await;
+    assert_success(&out, "run with bash: {*: deny, git status: allow}");
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2);
+    let tools = offered_tools(&reqs[1]);
+    assert!(
+        tools.iter().any(|t| t == "bash"),
+        "bash not offered although a later rule allows `git status`: {tools:?}"
+    );
+    server.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Plan mode is read-only except for plan files.
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `--agent plan` twice in `project`: a write to `x.txt` (refused) and a write to
+/// `.troupe/plans/p.md`; returns the stored tool parts of both runs.
+async fn plan_writes(project: &Project, server: &MockServer) -> (Value, Value) {
+    let out = project
+        .troupe(&["run", "--agent", "plan", "alpha", "write", "x"], &[])
+        .await;
+    assert_success(&out, "plan run writing x.txt");
+    assert!(
+        !project.root.join("x.txt").exists(),
+        "plan mode wrote x.txt"
+    );
+    let first = tool_parts(&project.latest_messages().await);
+    assert_eq!(first.len(), 1, "{first:#?}");
+    assert_eq!(completions(server).len(), 2);
+
+    let out = project
+        .troupe(
+            &["run", "--agent", "plan", "beta", "write", "the", "plan"],
+            &[],
+        )
+        .await;
+    assert_success(&out, "plan run writing the plan file");
+    let second = tool_parts(&project.latest_messages().await);
+    assert_eq!(second.len(), 1, "{second:#?}");
+    (first[0].clone(), second[0].clone())
+}
+
+fn plan_script() -> Script {
+    Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("write", json!({"filePath": "x.txt", "content": "hi"})),
+            Step::text("could not write"),
+        ])
+        .matching("alpha"),
+        Conversation::new(vec![
+            Step::tool(
+                "write",
+                json!({"filePath": ".troupe/plans/p.md", "content": "# Plan\n1. do it\n"}),
+            ),
+            Step::text("plan written"),
+        ])
+        .matching("beta"),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_mode_cannot_write() {
+    let server = MockServer::start(plan_script()).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    project.git();
+    let (denied, plan) = plan_writes(&project, &server).await;
+    assert_eq!(denied["tool"], "write");
+    assert_denied(&denied);
+    // The refusal reached the model as the tool result.
+    let reqs = completions(&server);
+    let call_id = denied["callID"].as_str().expect("callID");
+    assert!(
+        req_messages(&reqs[1])
+            .iter()
+            .any(|m| m["role"] == "tool" && m["tool_call_id"] == call_id),
+        "the denial was not sent back to the model"
+    );
+    assert_eq!(
+        plan["state"]["status"], "completed",
+        "plan file write: {plan:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.root.join(".troupe/plans/p.md")).expect("plan file"),
+        "# Plan\n1. do it\n"
+    );
+    server.shutdown().await;
+}
+
+/// Same as [`plan_mode_cannot_write`] in a project that is not a git repository (the common
+/// "scratch directory" case): config's worktree is then `/`, but the session actor uses the
+/// session directory as the worktree, so the plan-file pattern still matches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_mode_plan_file_without_git() {
+    let server = MockServer::start(plan_script()).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let (denied, plan) = plan_writes(&project, &server).await;
+    assert_denied(&denied);
+    assert_eq!(
+        plan["state"]["status"], "completed",
+        "plan file write: {plan:#}"
+    );
+    assert!(project.root.join(".troupe/plans/p.md").is_file());
+    server.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Plan → build switch carries the history and the build-switch reminder.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_then_build_switch() {
+    let plan_text = "Plan: 1. edit main.rs 2. run tests";
+    let script = Script::single(vec![Step::text(plan_text), Step::text("done")]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    project.git();
+
+    let out = project
+        .troupe(&["run", "--agent", "plan", "make", "a", "plan"], &[])
+        .await;
+    assert_success(&out, "plan run");
+    let out = project
+        .troupe(
+            &["run", "--agent", "build", "--continue", "now", "do", "it"],
+            &[],
+        )
+        .await;
+    assert_success(&out, "build --continue run");
+
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2);
+    // First request: plan reminder in the user message.
+    let first_user = last_user_text(&reqs[0]);
+    assert!(first_user.contains("make a plan"), "{first_user}");
+    assert!(
+        first_user.contains("Plan mode is active"),
+        "plan reminder missing from the first request: {first_user}"
+    );
+    // Second request: the whole first turn, then the new user message with the switch reminder.
+    let msgs = req_messages(&reqs[1]);
+    let convo: Vec<(String, String)> = msgs
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or("").to_string(),
+                content_text(m),
+            )
+        })
+        .collect();
+    assert_eq!(
+        convo.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>(),
+        ["user", "assistant", "user"],
+        "{convo:#?}"
+    );
+    assert!(convo[0].1.contains("make a plan"), "{convo:#?}");
+    assert!(convo[1].1.contains(plan_text), "{convo:#?}");
+    let last = &convo[2].1;
+    assert!(last.contains("now do it"), "{last}");
+    assert!(
+        last.contains("The operating mode changed from plan to build"),
+        "build-switch reminder missing: {last}"
+    );
+    assert!(
+        !last.contains("Plan mode is active"),
+        "plan reminder still sent in build mode: {last}"
+    );
+
+    // Stored: the second user message has the reminder as a synthetic text part.
+    let messages = project.latest_messages().await;
+    let roles: Vec<&str> = messages.iter().map(role).collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+    let texts = parts_of_type(&messages[2], "text");
+    let synthetic: Vec<&&Value> = texts.iter().filter(|p| p["synthetic"] == true).collect();
+    assert_eq!(synthetic.len(), 1, "{:#}", messages[2]);
+    assert!(
+        synthetic[0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Read-only mode is over"),
+        "{:#}",
+        synthetic[0]
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|p| p["text"] == "now do it" && p["synthetic"] != true),
+        "{:#}",
+        messages[2]
+    );
+    assert_eq!(messages[1]["info"]["agent"], "plan", "{:#}", messages[1]);
+    assert_eq!(messages[3]["info"]["agent"], "build", "{:#}", messages[3]);
+    server.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Bash rules apply per sub-command.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_subcommand_rules() {
+    let script = Script::single(vec![
+        Step::tool(
+            "bash",
+            json!({"command": "cd sub && rm -rf victim", "description": "delete"}),
+        ),
+        Step::tool("bash", json!({"command": "ls", "description": "list"})),
+        Step::text("done"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::with_config(config_with(
+        &server.base_url(),
+        json!({"permission": {"bash": {"*": "allow", "rm *": "deny"}}}),
+    ));
+    project.write("sub/victim/keep.txt", "precious");
+
+    let out = project.troupe(&["run", "clean", "up"], &[]).await;
+    assert_success(&out, "run");
+    assert!(
+        project.root.join("sub/victim/keep.txt").is_file(),
+        "rm ran despite `rm *: deny`"
+    );
+    let tools = tool_parts(&project.latest_messages().await);
+    assert_eq!(tools.len(), 2, "{tools:#?}");
+    assert_denied(&tools[0]);
+    assert!(
+        tool_error(&tools[0]).contains("rm"),
+        "denial does not name the rule: {:#}",
+        tools[0]
+    );
+    assert_eq!(tools[1]["state"]["status"], "completed", "{:#}", tools[1]);
+    assert!(
+        tools[1]["state"]["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("sub"),
+        "{:#}",
+        tools[1]
+    );
+    server.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Paths outside the project ask `external_directory`.
+// ---------------------------------------------------------------------------------------------
+
+const SECRET: &str = "s3cr3t-payload-91c4";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_directory_asks() {
+    // Each run is a new session, so both start at step 0 of the same conversation.
+    let script = Script::single(vec![
+        Step::tool("read", json!({"filePath": "../outside/secret.txt"})),
+        Step::tool(
+            "bash",
+            json!({"command": "cat ../outside/secret.txt", "description": "cat"}),
+        ),
+        Step::text("finished"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    project.git();
+    std::fs::write(project.outside().join("secret.txt"), SECRET).expect("secret");
+
+    let out = project.troupe(&["run", "peek"], &[]).await;
+    assert_success(&out, "default-policy run");
+    let tools = tool_parts(&project.latest_messages().await);
+    assert_eq!(tools.len(), 2, "{tools:#?}");
+    for t in &tools {
+        assert_denied(t);
+    }
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 3);
+    for r in &reqs {
+        assert!(
+            !body_text(r).contains(SECRET),
+            "secret reached the provider under the deny policy"
+        );
+    }
+
+    let out = project
+        .troupe(&["run", "--permission", "allow", "peek", "again"], &[])
+        .await;
+    assert_success(&out, "allow-policy run");
+    let tools = tool_parts(&project.latest_messages().await);
+    assert_eq!(tools.len(), 2, "{tools:#?}");
+    for t in &tools {
+        assert_eq!(t["state"]["status"], "completed", "{t:#}");
+    }
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 6);
+    for (i, what) in [(4, "read"), (5, "bash cat")] {
+        let call_id = tools[i - 4]["callID"].as_str().expect("callID");
+        let result = req_messages(&reqs[i])
+            .into_iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+            .unwrap_or_else(|| panic!("request {i} lacks the {what} result"));
+        assert!(
+            content_text(&result).contains(SECRET),
+            "the allowed {what}'s content is not in the next request"
+        );
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_directory_bash_cd() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    project.git();
+    let outside = project.outside();
+    std::fs::write(outside.join("secret.txt"), SECRET).expect("secret");
+    let cmd = format!("cd {} && cat secret.txt", outside.display());
+    // Both runs are new sessions and start at step 0.
+    let script = Script::single(vec![
+        Step::tool("bash", json!({"command": cmd, "description": "cd out"})),
+        Step::text("done"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&config_json(&server.base_url()).to_string());
+
+    let out = project.troupe(&["run", "peek"], &[]).await;
+    assert_success(&out, "default-policy run");
+    let tools = tool_parts(&project.latest_messages().await);
+    assert_eq!(tools.len(), 1, "{tools:#?}");
+    assert_denied(&tools[0]);
+    assert!(
+        completions(&server)
+            .iter()
+            .all(|r| !body_text(r).contains(SECRET)),
+        "secret reached the provider under the deny policy"
+    );
+
+    let out = project
+        .troupe(&["run", "--permission", "allow", "peek"], &[])
+        .await;
+    assert_success(&out, "allow-policy run");
+    let tools = tool_parts(&project.latest_messages().await);
+    assert_eq!(tools[0]["state"]["status"], "completed", "{:#}", tools[0]);
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 4);
+    assert!(
+        body_text(&reqs[3]).contains(SECRET),
+        "the allowed cat's output is not in the next request"
+    );
+    server.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. Config errors and the agent / debug commands.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_errors_name_file_line_and_key() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+
+    // Bad JSON on line 3.
+    project.write_config("{\n  \"model\": \"mock/mock-model\",\n  \"agent\": nope,\n}\n");
+    let out = project.troupe(&["run", "hi"], &[]).await;
+    let line = assert_one_line_failure(&out, "bad JSON");
+    assert!(line.contains("troupe.json"), "{line}");
+    assert!(
+        line.contains("troupe.json:3") || line.contains("line 3"),
+        "line number missing: {line}"
+    );
+    let out = project.troupe(&["agent", "list"], &[]).await;
+    assert_one_line_failure(&out, "agent list with bad JSON");
+
+    // Unknown agent mode.
+    let base = config_json("http://127.0.0.1:1/v1");
+    let mut c = base.clone();
+    c["agent"] = json!({"x": {"mode": "primry"}});
+    project.write_config(&c.to_string());
+    let out = project.troupe(&["run", "hi"], &[]).await;
+    let line = assert_one_line_failure(&out, "bad agent mode");
+    assert!(line.contains("agent.x.mode"), "{line}");
+    assert!(line.contains("primry"), "{line}");
+
+    // Unknown permission action.
+    let mut c = base.clone();
+    c["permission"] = json!({"bash": "dney"});
+    project.write_config(&c.to_string());
+    let out = project.troupe(&["run", "hi"], &[]).await;
+    let line = assert_one_line_failure(&out, "bad permission action");
+    assert!(line.contains("permission.bash"), "{line}");
+    assert!(line.contains("dney"), "{line}");
+    let out = project.troupe(&["agent", "show", "build"], &[]).await;
+    let line = assert_one_line_failure(&out, "agent show with bad permission");
+    assert!(line.contains("permission.bash"), "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_list_show_and_debug_config() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    // No config at all: an empty directory next to the project.
+    let empty = project.base.join("empty");
+    std::fs::create_dir_all(&empty).expect("mkdir");
+
+    let out = project
+        .troupe_in(&empty, &["agent", "list", "--format", "json"], &[])
+        .await;
+    assert_success(&out, "agent list (no config)");
+    let list: Value = serde_json::from_slice(&out.stdout).expect("agent list JSON");
+    let names: Vec<&str> = list
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .collect();
+    for n in ["build", "plan", "explore", "general"] {
+        assert!(names.contains(&n), "{n} missing from {names:?}");
+    }
+    for n in ["compaction", "title", "summary"] {
+        assert!(!names.contains(&n), "hidden {n} listed: {names:?}");
+    }
+    let out = project
+        .troupe_in(&empty, &["agent", "list", "--all", "--format", "json"], &[])
+        .await;
+    assert_success(&out, "agent list --all");
+    let list: Value = serde_json::from_slice(&out.stdout).expect("agent list JSON");
+    let names: Vec<&str> = list
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .collect();
+    for n in ["build", "plan", "compaction", "title", "summary"] {
+        assert!(names.contains(&n), "{n} missing from --all {names:?}");
+    }
+    // Plain listing too.
+    let out = project.troupe_in(&empty, &["agent", "list"], &[]).await;
+    assert_success(&out, "agent list plain");
+    let plain = text(&out.stdout);
+    assert!(
+        plain.contains("plan") && !plain.contains("compaction"),
+        "{plain}"
+    );
+
+    // `agent show plan`: JSON with its ruleset; edit denied except plan files.
+    let out = project
+        .troupe_in(&empty, &["agent", "show", "plan"], &[])
+        .await;
+    assert_success(&out, "agent show plan");
+    let plan: Value = serde_json::from_slice(&out.stdout).expect("agent show JSON");
+    assert_eq!(plan["name"], "plan");
+    let rules = plan["permission"].as_array().expect("permission rules");
+    assert!(
+        rules
+            .iter()
+            .any(|r| r["permission"] == "edit" && r["pattern"] == "*" && r["action"] == "deny"),
+        "{rules:#?}"
+    );
+    assert!(
+        rules.iter().any(|r| r["permission"] == "edit"
+            && r["pattern"] == ".troupe/plans/*.md"
+            && r["action"] == "allow"),
+        "{rules:#?}"
+    );
+    let out = project
+        .troupe_in(&empty, &["agent", "show", "nosuch"], &[])
+        .await;
+    let line = assert_one_line_failure(&out, "agent show unknown");
+    assert!(line.contains("nosuch"), "{line}");
+
+    // `debug config` names where `model` came from.
+    let out = project.troupe(&["debug", "config"], &[]).await;
+    assert_success(&out, "debug config");
+    let dbg = text(&out.stdout);
+    let model_line = dbg
+        .lines()
+        .find(|l| l.starts_with("model:"))
+        .unwrap_or_else(|| panic!("no `model:` origin line:\n{dbg}"));
+    assert!(model_line.contains("troupe.json"), "{model_line}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Markdown agents.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markdown_agent() {
+    let body = "You are Reviewer-7, a meticulous code reviewer. Never edit files.";
+    let server = MockServer::start(Script::single(vec![Step::text("looks fine")]))
+        .await
+        .expect("mock");
+    let project = Project::new(&server.base_url());
+    project.git();
+    project.write(
+        ".troupe/agent/reviewer.md",
+        &format!(
+            "---\ndescription: Reviews code for bugs\nmode: primary\ntemperature: 0.3\npermission:\n  edit: deny\n---\n{body}\n"
+        ),
+    );
+
+    let out = project
+        .troupe(&["agent", "list", "--format", "json"], &[])
+        .await;
+    assert_success(&out, "agent list");
+    let list: Value = serde_json::from_slice(&out.stdout).expect("agent list JSON");
+    let reviewer = list
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|a| a["name"] == "reviewer")
+        .unwrap_or_else(|| panic!("reviewer not listed: {list:#}"))
+        .clone();
+    assert_eq!(reviewer["description"], "Reviews code for bugs");
+    assert_eq!(reviewer["mode"], "primary");
+
+    let out = project
+        .troupe(&["run", "--agent", "reviewer", "review", "please"], &[])
+        .await;
+    assert_success(&out, "run --agent reviewer");
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 1);
+    let sys = system_text(&reqs[0]);
+    assert!(sys.contains(body), "body not in the system prompt:\n{sys}");
+    let t = reqs[0].body["temperature"].as_f64();
+    assert!(
+        t.is_some_and(|t| (t - 0.3).abs() < 1e-9),
+        "temperature: {:?}",
+        reqs[0].body["temperature"]
+    );
+    // `edit: deny` hides the edit tools.
+    let tools = offered_tools(&reqs[0]);
+    assert!(tools.iter().any(|t| t == "read"), "{tools:?}");
+    for t in ["edit", "write"] {
+        assert!(!tools.iter().any(|x| x == t), "{t} offered: {tools:?}");
+    }
+    let messages = project.latest_messages().await;
+    assert_eq!(
+        messages[1]["info"]["agent"], "reviewer",
+        "{:#}",
+        messages[1]
+    );
+    server.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. Instruction files.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instructions_from_agents_md() {
+    let rule = "Always answer in haiku (rule 4f2a).";
+    let server = MockServer::start(Script::single(vec![Step::text("ok")]))
+        .await
+        .expect("mock");
+    let project = Project::new(&server.base_url());
+    project.git();
+    project.write("AGENTS.md", &format!("# Rules\n{rule}\n"));
+
+    let out = project.troupe(&["run", "hi"], &[]).await;
+    assert_success(&out, "run");
+    let reqs = completions(&server);
+    let sys = system_text(&reqs[0]);
+    let agents_md = project.root.join("AGENTS.md");
+    let header = format!("Instructions from: {}", agents_md.display());
+    let at = sys
+        .find(&header)
+        .unwrap_or_else(|| panic!("no `{header}` in the system prompt:\n{sys}"));
+    assert!(
+        sys[at..].contains(rule),
+        "AGENTS.md content not after its header:\n{sys}"
+    );
+    server.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 9. Doom loop.
+// ---------------------------------------------------------------------------------------------
+
+fn doom_script() -> Script {
+    let read = || Step::tool("read", json!({"filePath": "a.txt"}));
+    Script::single(vec![read(), read(), read(), Step::text("finally done")])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doom_loop_is_refused_without_a_terminal() {
+    let server = MockServer::start(doom_script()).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    project.git();
+    project.write("a.txt", "alpha\n");
+
+    let out = project.troupe(&["run", "read", "a"], &[]).await;
+    let line = assert_one_line_failure(&out, "doom loop");
+    assert!(line.to_lowercase().contains("doom loop"), "{line}");
+    let messages = project.latest_messages().await;
+    let tools = tool_parts(&messages);
+    assert_eq!(tools.len(), 3, "{tools:#?}");
+    assert_eq!(tools[0]["state"]["status"], "completed");
+    assert_eq!(tools[1]["state"]["status"], "completed");
+    assert!(
+        tool_error(&tools[2]).to_lowercase().contains("doom loop"),
+        "{:#}",
+        tools[2]
+    );
+    let last = messages.last().expect("assistant");
+    assert_eq!(last["info"]["error"]["name"], "DoomLoopError", "{last:#}");
+    assert_eq!(
+        completions(&server).len(),
+        3,
+        "the loop went on after the refused doom loop"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doom_loop_allowed_by_policy_finishes() {
+    let server = MockServer::start(doom_script()).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    project.git();
+    project.write("a.txt", "alpha\n");
+
+    let out = project
+        .troupe(&["run", "--permission", "allow", "read", "a"], &[])
+        .await;
+    assert_success(&out, "doom loop allowed");
+    assert!(
+        text(&out.stdout).contains("finally done"),
+        "{}",
+        text(&out.stdout)
+    );
+    let tools = tool_parts(&project.latest_messages().await);
+    assert_eq!(tools.len(), 3);
+    for t in &tools {
+        assert_eq!(t["state"]["status"], "completed", "{t:#}");
+    }
+    assert_eq!(completions(&server).len(), 4);
+    server.shutdown().await;
+}
+
+/// Runs each of `commands` as one bash call in a single turn under
+/// `bash: {"*": allow, "rm *": deny}`; each command tries to delete its own `v<i>/` directory.
+/// Returns, per command, (tool status, whether `v<i>` still exists).
+async fn rm_variants(commands: &[&str]) -> Vec<(String, bool)> {
+    let mut steps: Vec<Step> = commands
+        .iter()
+        .map(|c| Step::tool("bash", json!({"command": c, "description": "variant"})))
+        .collect();
+    steps.push(Step::text("done"));
+    let server = MockServer::start(Script::single(steps))
+        .await
+        .expect("mock");
+    let project = Project::with_config(config_with(
+        &server.base_url(),
+        json!({"permission": {"bash": {"*": "allow", "rm *": "deny"}}}),
+    ));
+    for i in 1..=commands.len() {
+        project.write(&format!("v{i}/keep.txt"), "precious");
+    }
+    let out = project.troupe(&["run", "variants"], &[]).await;
+    assert_success(&out, "run");
+    let tools = tool_parts(&project.latest_messages().await);
+    assert_eq!(tools.len(), commands.len(), "{tools:#?}");
+    server.shutdown().await;
+    tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            (
+                t["state"]["status"].as_str().unwrap_or("").to_string(),
+                project.root.join(format!("v{}", i + 1)).exists(),
+            )
+        })
+        .collect()
+}
+
+fn assert_all_denied(commands: &[&str], got: &[(String, bool)]) {
+    let leaks: Vec<String> = commands
+        .iter()
+        .zip(got)
+        .filter(|(_, (status, exists))| status != "error" || !exists)
+        .map(|(c, (status, exists))| format!("{c:?}: status {status}, target kept: {exists}"))
+        .collect();
+    assert!(
+        leaks.is_empty(),
+        "`rm *: deny` did not stop:\n{}",
+        leaks.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_deny_applies_to_every_list_member() {
+    let commands = [
+        "ls; rm -rf v1",
+        "false || rm -rf v2",
+        "(rm -rf v3)",
+        "ls\nrm -rf v4",
+        "ls | rm -rf v5",
+    ];
+    let got = rm_variants(&commands).await;
+    assert_all_denied(&commands, &got);
+}
+
+/// OpenCode checks every `command` node of the tree-sitter parse (reference §6.4), including
+/// commands inside `$(…)`, backticks, `{ …; }` groups and `if`/`while` bodies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: tools/src/shell.rs split_commands/bash_permission_patterns keep $(…) and backticks verbatim inside the outer command and do not strip reserved words ({, then, do, …), so nested or compound sub-commands escape `rm *: deny`"]
+async fn bash_deny_applies_to_nested_commands() {
+    let commands = [
+        "echo $(rm -rf v1)",
+        "echo `rm -rf v2`",
+        "{ rm -rf v3; }",
+        "if true; then rm -rf v4; fi",
+        "for d in x; do rm -rf v5; done",
+    ];
+    let got = rm_variants(&commands).await;
+    assert_all_denied(&commands, &got);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_directory_through_a_symlink() {
+    let script = Script::single(vec![
+        Step::tool("read", json!({"filePath": "link/secret.txt"})),
+        Step::tool("grep", json!({"pattern": "s3cr3t", "path": "link"})),
+        Step::text("done"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    project.git();
+    std::fs::write(project.outside().join("secret.txt"), SECRET).expect("secret");
+    std::os::unix::fs::symlink(project.outside(), project.root.join("link")).expect("symlink");
+
+    let out = project.troupe(&["run", "peek"], &[]).await;
+    assert_success(&out, "run");
+    let tools = tool_parts(&project.latest_messages().await);
+    assert_eq!(tools.len(), 2, "{tools:#?}");
+    for t in &tools {
+        assert_denied(t);
+    }
+    assert!(
+        completions(&server)
+            .iter()
+            .all(|r| !body_text(r).contains(SECRET)),
+        "the secret behind the symlink reached the provider"
+    );
+    server.shutdown().await;
+}

@@ -1,0 +1,1179 @@
+//! Resilience end-to-end tests of the `troupe` binary against the scripted provider
+//! (`troupe-testkit`): provider errors and their classification, the retry layer (hints, status
+//! events, discarded partial attempts), Ctrl-C during a running bash command, the Anthropic
+//! protocol, tool-name repair / invalid arguments, and cost accounting up to `troupe stats`.
+//!
+//! Same isolation as `run_e2e.rs`: each test has its own temp project (with a `troupe.json`
+//! pointing at its own `MockServer`), its own SQLite store and an empty global config dir.
+//! Retry waits are real, so faults carry short `retry-after(-ms)` hints wherever the protocol
+//! allows one; only the stream-level faults (cut, error event) pay the 2 s default backoff.
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::io::AsyncBufReadExt;
+use troupe_testkit::{Fault, MockServer, RecordedRequest, Script, Step, UsageSpec};
+
+/// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
+const CLI_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Prices used by the cost tests, USD per 1M tokens.
+const PRICES: (f64, f64, f64, f64) = (3.0, 15.0, 0.3, 3.75);
+
+// ---------------------------------------------------------------------------------------------
+// Helpers (copied from run_e2e.rs, plus a few for streaming output and Anthropic).
+// ---------------------------------------------------------------------------------------------
+
+/// One isolated project: working dir, store, empty global config dir.
+struct Project {
+    /// Keeps the project directory alive.
+    _dir: TempDir,
+    global: TempDir,
+    /// Canonical path of the project dir (the session's `directory`).
+    root: PathBuf,
+}
+
+impl Project {
+    /// A project whose `troupe.json` is `config`.
+    fn with_config(config: &Value) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let global = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonicalize");
+        let p = Project {
+            _dir: dir,
+            global,
+            root,
+        };
+        p.write_config(&config.to_string());
+        p
+    }
+
+    /// A project whose `troupe.json` points the OpenAI-compatible `mock` provider at `base_url`.
+    fn new(base_url: &str) -> Project {
+        Project::with_config(&config_json(base_url, false))
+    }
+
+    fn write_config(&self, text: &str) {
+        std::fs::write(self.root.join("troupe.json"), text).expect("write troupe.json");
+    }
+
+    fn db(&self) -> PathBuf {
+        self.global.path().join("troupe.db")
+    }
+
+    fn command(&self, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::Command {
+        let config_dir = self.global.path().join("config");
+        std::fs::create_dir_all(&config_dir).expect("config dir");
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+        cmd.args(args)
+            .current_dir(&self.root)
+            .env("TROUPE_DB", self.db())
+            .env("TROUPE_CONFIG_DIR", &config_dir)
+            .env("TROUPE_NO_STDIN", "1")
+            .env("TROUPE_TEST_TOOLS", "1")
+            .env_remove("TROUPE_CONFIG_CONTENT")
+            .env_remove("TROUPE_LOG")
+            .env_remove("TROUPE_MAX_RETRIES")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Run the binary in the project dir with the isolation env vars plus `envs`.
+    async fn troupe(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        let mut cmd = self.command(args, envs);
+        tokio::time::timeout(CLI_DEADLINE, cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish within {CLI_DEADLINE:?}"))
+            .expect("spawn troupe")
+    }
+
+    /// `troupe session show ID --format json`, parsed.
+    async fn show(&self, id: &str) -> Value {
+        let out = self
+            .troupe(&["session", "show", id, "--format", "json"], &[])
+            .await;
+        assert_success(&out, "session show");
+        serde_json::from_slice(&out.stdout).expect("session show JSON")
+    }
+
+    /// The stored messages of session `id`.
+    async fn messages(&self, id: &str) -> Vec<Value> {
+        let doc = self.show(id).await;
+        doc["messages"].as_array().expect("messages").clone()
+    }
+}
+
+/// A config with one OpenAI-compatible provider `mock` (model `mock-model`), priced with
+/// [`PRICES`] when `priced`.
+fn config_json(base_url: &str, priced: bool) -> Value {
+    let mut model = json!({"name": "Mock", "limit": {"context": 128000, "output": 8192}});
+    if priced {
+        model["cost"] = prices_json();
+    }
+    json!({
+        "model": "mock/mock-model",
+        "provider": {"mock": {
+            "name": "Mock",
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": base_url, "apiKey": "test"},
+            "models": {"mock-model": model}
+        }}
+    })
+}
+
+fn prices_json() -> Value {
+    json!({
+        "input": PRICES.0,
+        "output": PRICES.1,
+        "cache_read": PRICES.2,
+        "cache_write": PRICES.3
+    })
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// Asserts a failed run: non-zero exit and exactly one non-empty stderr line starting with
+/// `troupe: `; returns that line.
+fn assert_one_line_failure(out: &Output, what: &str) -> String {
+    assert!(
+        !out.status.success(),
+        "{what}: expected failure, got {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{what}: stderr should be one line, got:\n{stderr}"
+    );
+    assert!(
+        lines[0].starts_with("troupe: "),
+        "{what}: stderr line should start with `troupe: `: {stderr}"
+    );
+    eprintln!("{what}: {}", lines[0]);
+    lines[0].to_string()
+}
+
+fn parse_line(l: &str) -> Value {
+    let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"));
+    assert!(v["type"].is_string(), "event without type: {l}");
+    assert!(v["properties"].is_object(), "event without properties: {l}");
+    v
+}
+
+/// Parses `--format json` stdout: every non-empty line must be a JSON bus event.
+fn parse_events(stdout: &[u8]) -> Vec<Value> {
+    text(stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(parse_line)
+        .collect()
+}
+
+/// The session id from the first event carrying one.
+fn session_id_of(events: &[Value]) -> String {
+    events
+        .iter()
+        .find_map(|e| {
+            e["properties"]["sessionID"]
+                .as_str()
+                .or_else(|| {
+                    e["properties"]["info"]["id"]
+                        .as_str()
+                        .filter(|id| id.starts_with("ses"))
+                })
+                .map(str::to_string)
+        })
+        .expect("an event naming the session")
+}
+
+fn role(m: &Value) -> &str {
+    m["info"]["role"].as_str().unwrap_or("")
+}
+
+fn parts_of_type<'a>(m: &'a Value, ty: &str) -> Vec<&'a Value> {
+    m["parts"]
+        .as_array()
+        .map(|ps| ps.iter().filter(|p| p["type"] == ty).collect())
+        .unwrap_or_default()
+}
+
+fn all_parts_of_type<'a>(messages: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    messages.iter().flat_map(|m| parts_of_type(m, ty)).collect()
+}
+
+/// The `messages` array of a request body.
+fn req_messages(r: &RecordedRequest) -> Vec<Value> {
+    r.body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// Completion requests only, both dialects (the mock also records e.g. `GET /v1/models`).
+fn completions(server: &MockServer) -> Vec<RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions") || r.path.ends_with("/messages"))
+        .collect()
+}
+
+/// `session.status` types of the run, consecutive duplicates collapsed.
+fn status_sequence(events: &[Value]) -> Vec<String> {
+    let mut seq: Vec<String> = Vec::new();
+    for e in events.iter().filter(|e| e["type"] == "session.status") {
+        let t = e["properties"]["status"]["type"]
+            .as_str()
+            .unwrap_or("?")
+            .to_string();
+        if seq.last() != Some(&t) {
+            seq.push(t);
+        }
+    }
+    seq
+}
+
+/// The `retry` status payloads, in order.
+fn retry_statuses(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "session.status" && e["properties"]["status"]["type"] == "retry")
+        .map(|e| e["properties"]["status"].clone())
+        .collect()
+}
+
+/// The only assistant message's `error`, after asserting roles `[user, assistant]`.
+fn only_assistant_error(messages: &[Value]) -> Value {
+    let roles: Vec<&str> = messages.iter().map(role).collect();
+    assert_eq!(roles, ["user", "assistant"], "{messages:#?}");
+    let err = messages[1]["info"]["error"].clone();
+    assert!(err.is_object(), "no error on {:#}", messages[1]);
+    err
+}
+
+/// The text of a tool result in a request (OpenAI `role: tool` message content).
+fn tool_result_text(m: &Value) -> String {
+    match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Sends SIGINT to a running `troupe` (the CLI's Ctrl-C path).
+fn interrupt(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -INT {pid} failed");
+}
+
+/// A running `troupe` whose stdout lines are collected as they arrive.
+struct Running {
+    child: tokio::process::Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    reader: tokio::task::JoinHandle<()>,
+    stderr: tokio::task::JoinHandle<String>,
+}
+
+impl Running {
+    fn spawn(project: &Project, args: &[&str], envs: &[(&str, &str)]) -> Running {
+        let mut cmd = project.command(args, envs);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn troupe");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut err = child.stderr.take().expect("stderr");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let reader = tokio::spawn(async move {
+            let mut rd = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(l)) = rd.next_line().await {
+                sink.lock().expect("lines lock").push(l);
+            }
+        });
+        let stderr = tokio::spawn(async move {
+            let mut s = String::new();
+            let _ = tokio::io::AsyncReadExt::read_to_string(&mut err, &mut s).await;
+            s
+        });
+        Running {
+            child,
+            lines,
+            reader,
+            stderr,
+        }
+    }
+
+    fn events(&self) -> Vec<Value> {
+        self.lines
+            .lock()
+            .expect("lines lock")
+            .iter()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| parse_line(l))
+            .collect()
+    }
+}
+
+async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < CLI_DEADLINE,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// PIDs whose command line contains `needle` (via `pgrep -f`), excluding pgrep itself.
+fn pgrep(needle: &str) -> Vec<String> {
+    let out = std::process::Command::new("pgrep")
+        .args(["-f", needle])
+        .output()
+        .expect("run pgrep");
+    text(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn usage(prompt: u64, completion: u64, cached: u64, reasoning: u64) -> UsageSpec {
+    UsageSpec {
+        prompt_tokens: Some(prompt),
+        completion_tokens: Some(completion),
+        cached_tokens: Some(cached),
+        reasoning_tokens: Some(reasoning),
+    }
+}
+
+fn headers(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retried failures.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_429_retry_after_2() {
+    let script = Script::single(vec![
+        Step::text("made it after waiting two seconds").with_fault(Fault::rate_limited(2)),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let started = Instant::now();
+    let out = project
+        .troupe(&["run", "--format", "json", "slow", "down"], &[])
+        .await;
+    eprintln!(
+        "rate_limit_429_retry_after_2: run took {:?}",
+        started.elapsed()
+    );
+    assert_success(&out, "troupe run");
+
+    let events = parse_events(&out.stdout);
+    let retries = retry_statuses(&events);
+    assert_eq!(retries.len(), 1, "retry statuses: {retries:#?}");
+    let retry = &retries[0];
+    assert_eq!(retry["attempt"], 1, "{retry}");
+    assert!(
+        retry["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{retry}"
+    );
+    let next = retry["next"].as_u64().expect("next is a ms epoch");
+
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2, "{reqs:#?}");
+    assert_eq!((reqs[0].status, reqs[0].attempt), (429, 1));
+    assert_eq!((reqs[1].status, reqs[1].attempt), (200, 2));
+    // `next` is ≈ 2000 ms after the 429 arrived at the client (≈ the end of request 0).
+    let failed_at = reqs[0].end_ms.unwrap_or(reqs[0].start_ms);
+    let ahead = next as i64 - failed_at as i64;
+    assert!(
+        (1500..=2600).contains(&ahead),
+        "next is {ahead} ms after the 429 (want ≈ 2000)"
+    );
+    let waited = reqs[1].start_ms - reqs[0].start_ms;
+    assert!(
+        waited >= 1900,
+        "second attempt only {waited} ms after the first"
+    );
+    assert!(
+        reqs[1].start_ms + 50 >= next,
+        "second attempt started before `next` ({} < {next})",
+        reqs[1].start_ms
+    );
+
+    assert_eq!(
+        status_sequence(&events),
+        ["busy", "retry", "busy", "idle"],
+        "status sequence"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overloaded_529_then_success() {
+    let script = Script::single(vec![Step::text("no longer overloaded").with_fault(
+        Fault::Http {
+            status: 529,
+            headers: headers(&[("retry-after-ms", "300")]),
+            body: None,
+        },
+    )]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let out = project
+        .troupe(&["run", "--format", "json", "are", "you", "busy"], &[])
+        .await;
+    assert_success(&out, "troupe run");
+    let events = parse_events(&out.stdout);
+    let retries = retry_statuses(&events);
+    assert_eq!(retries.len(), 1, "{retries:#?}");
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].status, 529);
+    let waited = reqs[1].start_ms - reqs[0].start_ms;
+    assert!(
+        (280..2000).contains(&waited),
+        "retry-after-ms 300 not honoured: waited {waited} ms"
+    );
+    let sid = session_id_of(&events);
+    let messages = project.messages(&sid).await;
+    let texts: Vec<&str> = all_parts_of_type(&messages[1..], "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(texts, ["no longer overloaded"]);
+    assert!(messages[1]["info"]["error"].is_null(), "{:#}", messages[1]);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_500_three_times_then_success() {
+    let fault = || Fault::Http {
+        status: 500,
+        headers: headers(&[("retry-after-ms", "100")]),
+        body: None,
+    };
+    let script = Script::single(vec![
+        Step::text("fourth time lucky")
+            .with_fault(fault())
+            .with_fault(fault())
+            .with_fault(fault()),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let out = project
+        .troupe(&["run", "--format", "json", "server", "errors"], &[])
+        .await;
+    assert_success(&out, "troupe run");
+    let events = parse_events(&out.stdout);
+    let attempts: Vec<u64> = retry_statuses(&events)
+        .iter()
+        .filter_map(|r| r["attempt"].as_u64())
+        .collect();
+    assert_eq!(attempts, [1, 2, 3]);
+    let reqs = completions(&server);
+    let step0: Vec<(u32, u16)> = reqs
+        .iter()
+        .filter(|r| r.step == Some(0))
+        .map(|r| (r.attempt, r.status))
+        .collect();
+    assert_eq!(step0, [(1, 500), (2, 500), (3, 500), (4, 200)]);
+    assert!(text(&out.stdout).contains("fourth time lucky"));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_mid_stream_after_half_a_tool_call() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    let long_name = format!("{}.txt", "a_rather_long_file_name_".repeat(4));
+    std::fs::write(project.root.join(&long_name), "content of the long file\n").expect("file");
+    let path = project.root.join(&long_name).display().to_string();
+    // OpenAI chunks (no text): 0 = role + tool-call opening, 1.. = 8-char argument fragments.
+    // The argument JSON is > 100 chars, so cutting after 4 chunks lands inside it.
+    let script = Script::single(vec![
+        Step::tool("read", json!({"filePath": path}))
+            .with_chunk_size(8)
+            .with_fault(Fault::cut_after(4)),
+        Step::text("read it once"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&config_json(&server.base_url(), false).to_string());
+    let started = Instant::now();
+    let out = project
+        .troupe(&["run", "--format", "json", "read", "the", "file"], &[])
+        .await;
+    eprintln!(
+        "cut_mid_stream_after_half_a_tool_call: run took {:?}",
+        started.elapsed()
+    );
+    assert_success(&out, "troupe run");
+    let events = parse_events(&out.stdout);
+    assert_eq!(retry_statuses(&events).len(), 1, "one retry expected");
+
+    let reqs = completions(&server);
+    let shape: Vec<(Option<usize>, u32)> = reqs.iter().map(|r| (r.step, r.attempt)).collect();
+    assert_eq!(shape, [(Some(0), 1), (Some(0), 2), (Some(1), 1)]);
+
+    // The partial tool part of the failed attempt was published and then removed.
+    let call_id = "call_0_0_0";
+    let retry_at = events
+        .iter()
+        .position(|e| e["type"] == "session.status" && e["properties"]["status"]["type"] == "retry")
+        .expect("retry event");
+    // The failed attempt's tool part, as published before the retry status.
+    let partial_ids: Vec<String> = events[..retry_at]
+        .iter()
+        .filter(|e| e["type"] == "message.part.updated")
+        .filter(|e| e["properties"]["part"]["type"] == "tool")
+        .filter(|e| e["properties"]["part"]["callID"] == call_id)
+        .filter_map(|e| e["properties"]["part"]["id"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        !partial_ids.is_empty(),
+        "the failed attempt published no tool part before the cut"
+    );
+    let removed: Vec<String> = events
+        .iter()
+        .filter(|e| e["type"] == "message.part.removed")
+        .map(|e| e["properties"].to_string())
+        .collect();
+    for id in &partial_ids {
+        assert!(
+            removed.iter().any(|r| r.contains(id.as_str())),
+            "part {id} of the failed attempt was not removed; removed: {removed:#?}"
+        );
+    }
+
+    let sid = session_id_of(&events);
+    let messages = project.messages(&sid).await;
+    let roles: Vec<&str> = messages.iter().map(role).collect();
+    assert_eq!(roles, ["user", "assistant", "assistant"], "{messages:#?}");
+    let tools = all_parts_of_type(&messages, "tool");
+    assert_eq!(tools.len(), 1, "tool parts: {tools:#?}");
+    assert_eq!(tools[0]["callID"], call_id);
+    assert_eq!(tools[0]["state"]["status"], "completed", "{:#}", tools[0]);
+    assert!(
+        tools[0]["state"]["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("content of the long file"),
+        "{:#}",
+        tools[0]
+    );
+    // One step-start / step-finish per assistant message, no leftover text.
+    for m in &messages[1..] {
+        assert_eq!(parts_of_type(m, "step-start").len(), 1, "{m:#}");
+        assert_eq!(parts_of_type(m, "step-finish").len(), 1, "{m:#}");
+    }
+    assert!(
+        parts_of_type(&messages[1], "text").is_empty(),
+        "{:#}",
+        messages[1]
+    );
+    // The tool ran once: the follow-up request carries exactly one tool result.
+    let results: Vec<Value> = req_messages(&reqs[2])
+        .into_iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(results.len(), 1, "{results:#?}");
+    assert_eq!(results[0]["tool_call_id"], call_id);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_event_inside_200_stream_then_success() {
+    let script = Script::single(vec![
+        Step::text("second attempt streams fine")
+            .with_chunk_size(6)
+            .with_fault(Fault::error_event_after(2, "upstream hiccup")),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let out = project
+        .troupe(&["run", "--format", "json", "error", "event"], &[])
+        .await;
+    assert_success(&out, "troupe run");
+    let events = parse_events(&out.stdout);
+    let retries = retry_statuses(&events);
+    assert_eq!(retries.len(), 1, "{retries:#?}");
+    assert!(
+        retries[0]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("upstream hiccup"),
+        "retry message should be the provider's: {}",
+        retries[0]
+    );
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2);
+    assert!(reqs.iter().all(|r| r.status == 200));
+
+    let sid = session_id_of(&events);
+    let messages = project.messages(&sid).await;
+    let texts: Vec<&str> = all_parts_of_type(&messages[1..], "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    // The partial text of the failed attempt ("second") is gone.
+    assert_eq!(texts, ["second attempt streams fine"], "{messages:#?}");
+    server.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Final failures: not retried.
+// ---------------------------------------------------------------------------------------------
+
+/// Runs one prompt against a single failing HTTP fault; returns (output, stored messages).
+async fn run_single_fault(
+    fault: Fault,
+    prompt: &str,
+) -> (Output, Vec<Value>, Vec<RecordedRequest>) {
+    let script = Script::single(vec![Step::text("never shown").with_fault(fault)]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let started = Instant::now();
+    let out = project
+        .troupe(&["run", "--format", "json", prompt], &[])
+        .await;
+    eprintln!("{prompt}: run took {:?}", started.elapsed());
+    let events = parse_events(&out.stdout);
+    assert!(
+        retry_statuses(&events).is_empty(),
+        "{prompt}: a final error was retried"
+    );
+    let sid = session_id_of(&events);
+    let messages = project.messages(&sid).await;
+    let reqs = completions(&server);
+    server.shutdown().await;
+    (out, messages, reqs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_401_is_final() {
+    let provider_message =
+        "Incorrect API key provided: test. You can find your API key at the dashboard.";
+    let (out, messages, reqs) = run_single_fault(
+        Fault::Http {
+            status: 401,
+            headers: headers(&[("retry-after-ms", "100")]),
+            body: Some(json!({"error": {
+                "message": provider_message,
+                "type": "invalid_request_error",
+                "param": null,
+                "code": "invalid_api_key"
+            }})),
+        },
+        "auth please",
+    )
+    .await;
+    let line = assert_one_line_failure(&out, "auth 401");
+    assert!(line.contains(provider_message), "{line}");
+    assert_eq!(reqs.len(), 1, "401 was retried");
+    let err = only_assistant_error(&messages);
+    assert_eq!(err["name"], "ProviderAuthError", "{err:#}");
+    assert_eq!(err["data"]["statusCode"], 401, "{err:#}");
+    assert_eq!(err["data"]["isRetryable"], false, "{err:#}");
+    assert_eq!(err["data"]["message"], provider_message, "{err:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_overflow_400_is_final() {
+    let provider_message = "This model's maximum context length is 4097 tokens. However, your messages resulted in 5000 tokens.";
+    let (out, messages, reqs) = run_single_fault(
+        Fault::Http {
+            status: 400,
+            headers: Default::default(),
+            body: Some(json!({"error": {
+                "message": provider_message,
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded"
+            }})),
+        },
+        "too long",
+    )
+    .await;
+    let line = assert_one_line_failure(&out, "context overflow 400");
+    assert!(line.contains("maximum context length"), "{line}");
+    assert_eq!(reqs.len(), 1, "context overflow was retried");
+    let err = only_assistant_error(&messages);
+    assert_eq!(err["name"], "ContextOverflowError", "{err:#}");
+    assert_eq!(err["data"]["isRetryable"], false, "{err:#}");
+    assert!(
+        err["data"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("maximum context length"),
+        "{err:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quota_429_insufficient_quota_is_final() {
+    let provider_message =
+        "You exceeded your current quota, please check your plan and billing details.";
+    let (out, messages, reqs) = run_single_fault(
+        Fault::Http {
+            status: 429,
+            // A retry hint must not turn a quota error into a retry.
+            headers: headers(&[("retry-after", "1")]),
+            body: Some(json!({"error": {
+                "message": provider_message,
+                "type": "insufficient_quota",
+                "param": null,
+                "code": "insufficient_quota"
+            }})),
+        },
+        "out of money",
+    )
+    .await;
+    let line = assert_one_line_failure(&out, "quota 429");
+    assert!(line.contains("exceeded your current quota"), "{line}");
+    assert_eq!(reqs.len(), 1, "quota error was retried");
+    let err = only_assistant_error(&messages);
+    assert_eq!(err["name"], "APIError", "{err:#}");
+    assert_eq!(err["data"]["kind"], "quota_exceeded", "{err:#}");
+    assert_eq!(err["data"]["statusCode"], 429, "{err:#}");
+    assert_eq!(err["data"]["isRetryable"], false, "{err:#}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ctrl-C during a running bash command.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_during_long_bash() {
+    // A duration no other test uses, so `pgrep` sees only this run's processes.
+    let needle = "sleep 31.37";
+    let command = format!("{needle} & {needle}; wait");
+    let script = Script::single(vec![
+        Step::tool(
+            "bash",
+            json!({"command": command, "description": "sleep for a long time"}),
+        ),
+        Step::text("continued after the interruption"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let before = pgrep(needle);
+    assert!(
+        before.is_empty(),
+        "stray processes before the test: {before:?}"
+    );
+
+    let mut run = Running::spawn(
+        &project,
+        &["run", "--format", "json", "sleep", "please"],
+        &[],
+    );
+    let pid = run.child.id().expect("pid");
+    wait_for("the bash part to be running", || {
+        run.events().iter().any(|e| {
+            e["type"] == "message.part.updated"
+                && e["properties"]["part"]["tool"] == "bash"
+                && e["properties"]["part"]["state"]["status"] == "running"
+        })
+    })
+    .await;
+    wait_for("both sleeps to start", || pgrep(needle).len() >= 2).await;
+    let running_pids = pgrep(needle);
+    let started = Instant::now();
+    interrupt(pid);
+    let status = tokio::time::timeout(Duration::from_secs(10), run.child.wait())
+        .await
+        .expect("troupe did not exit after SIGINT")
+        .expect("wait");
+    let took = started.elapsed();
+    let _ = (&mut run.reader).await;
+    let stderr = (&mut run.stderr).await.unwrap_or_default();
+    eprintln!(
+        "sigint_during_long_bash: exit {:?} after {took:?}; stderr: {stderr}",
+        status.code()
+    );
+    assert_eq!(status.code(), Some(130), "stderr: {stderr}");
+    assert!(
+        took <= Duration::from_secs(1),
+        "exit took {took:?} after SIGINT"
+    );
+
+    // Every process of the bash command is gone (the group was killed).
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut left = pgrep(needle);
+    while !left.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        left = pgrep(needle);
+    }
+    if !left.is_empty() {
+        // Do not leave them behind for other runs.
+        for p in &left {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", p])
+                .status();
+        }
+    }
+    assert!(
+        left.is_empty(),
+        "processes of the interrupted bash survive: {left:?} (were {running_pids:?})"
+    );
+
+    let events = run.events();
+    let sid = session_id_of(&events);
+    let messages = project.messages(&sid).await;
+    let tools = all_parts_of_type(&messages, "tool");
+    assert_eq!(tools.len(), 1, "{messages:#?}");
+    let state = &tools[0]["state"];
+    assert_eq!(state["status"], "error", "{:#}", tools[0]);
+    assert_eq!(state["error"], "Tool execution aborted", "{:#}", tools[0]);
+    assert_eq!(state["metadata"]["interrupted"], true, "{:#}", tools[0]);
+    let call_id = tools[0]["callID"].as_str().expect("callID").to_string();
+
+    let out = project
+        .troupe(&["run", "--continue", "go", "on"], &[])
+        .await;
+    assert_success(&out, "continue after SIGINT");
+    assert!(text(&out.stdout).contains("continued after the interruption"));
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2);
+    let results: Vec<Value> = req_messages(&reqs[1])
+        .into_iter()
+        .filter(|m| m["role"] == "tool" && m["tool_call_id"] == call_id.as_str())
+        .collect();
+    assert_eq!(results.len(), 1, "{:#?}", req_messages(&reqs[1]));
+    server.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Anthropic protocol, tool-name repair, cost.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_provider_end_to_end() {
+    let config = |base_url: &str| {
+        json!({
+            "model": "anth/claude-mock",
+            "provider": {"anth": {
+                "name": "Anthropic mock",
+                "npm": "@ai-sdk/anthropic",
+                "options": {"baseURL": base_url, "apiKey": "test-key"},
+                "models": {"claude-mock": {
+                    "name": "Claude mock",
+                    "limit": {"context": 200000, "output": 8192},
+                    "cost": prices_json()
+                }}
+            }}
+        })
+    };
+    let project = Project::with_config(&config("http://127.0.0.1:1/v1"));
+    std::fs::write(project.root.join("hello.txt"), "hello from the file\n").expect("file");
+    let path = project.root.join("hello.txt").display().to_string();
+    let script = Script::single(vec![
+        // Step 0 (no cache): input 500, output 20.
+        Step::tool("read", json!({"filePath": path})).with_usage(usage(500, 20, 0, 0)),
+        // Step 1: prompt 1200 of which 1000 cache reads (wire: input_tokens 200,
+        // cache_read_input_tokens 1000), output 30.
+        Step::text("The file says hello.").with_usage(usage(1200, 30, 1000, 0)),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&config(&server.base_url()).to_string());
+
+    let out = project
+        .troupe(&["run", "--format", "json", "read", "hello"], &[])
+        .await;
+    assert_success(&out, "anthropic run");
+    let events = parse_events(&out.stdout);
+    let sid = session_id_of(&events);
+
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2, "{reqs:#?}");
+    for r in &reqs {
+        assert_eq!(r.path, "/v1/messages");
+        assert!(
+            r.headers.anthropic_version.is_some(),
+            "no anthropic-version header: {:?}",
+            r.headers
+        );
+        assert!(r.headers.x_api_key_present, "no x-api-key header");
+        assert_eq!(r.status, 200);
+    }
+    // The tool result goes back as a `tool_result` block with the `tool_use` id.
+    let msgs = req_messages(&reqs[1]);
+    let tool_use_id = msgs
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_use")
+        .and_then(|b| b["id"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no tool_use block in {msgs:#?}"));
+    let result = msgs
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_result")
+        .unwrap_or_else(|| panic!("no tool_result block in {msgs:#?}"));
+    assert_eq!(result["tool_use_id"], tool_use_id.as_str());
+    assert!(
+        result.to_string().contains("hello from the file"),
+        "tool_result lacks the file content: {result:#}"
+    );
+
+    let messages = project.messages(&sid).await;
+    let roles: Vec<&str> = messages.iter().map(role).collect();
+    assert_eq!(roles, ["user", "assistant", "assistant"]);
+    // Step 0: (500·3 + 20·15) / 1e6 = (1500 + 300) / 1e6 = 0.0018
+    // Step 1: exclusive input 1200 − 1000 = 200;
+    //         (200·3 + 30·15 + 1000·0.3) / 1e6 = (600 + 450 + 300) / 1e6 = 0.00135
+    let expected = [
+        (
+            0.0018,
+            json!({"input": 500, "output": 20, "reasoning": 0, "cache": {"read": 0, "write": 0}}),
+        ),
+        (
+            0.00135,
+            json!({"input": 200, "output": 30, "reasoning": 0, "cache": {"read": 1000, "write": 0}}),
+        ),
+    ];
+    for (m, (cost, tokens)) in messages[1..].iter().zip(expected) {
+        assert_eq!(m["info"]["cost"].as_f64(), Some(cost), "{:#}", m["info"]);
+        assert_eq!(m["info"]["tokens"], tokens, "{:#}", m["info"]);
+        let finish = parts_of_type(m, "step-finish");
+        assert_eq!(finish.len(), 1);
+        assert_eq!(finish[0]["cost"].as_f64(), Some(cost), "{:#}", finish[0]);
+        assert_eq!(finish[0]["tokens"], tokens, "{:#}", finish[0]);
+    }
+    assert_eq!(messages[1]["info"]["finish"], "tool-calls");
+    assert_eq!(messages[2]["info"]["finish"], "stop");
+    let tools = all_parts_of_type(&messages, "tool");
+    assert_eq!(tools.len(), 1);
+    assert_eq!(tools[0]["state"]["status"], "completed");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_name_repair_and_invalid_args() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    std::fs::write(project.root.join("repair.md"), "repaired read works\n").expect("file");
+    let path = project.root.join("repair.md").display().to_string();
+    let script = Script::single(vec![
+        Step::tool("Read", json!({"filePath": path}))
+            .with_tool("  glob ", json!({"pattern": "*.md"}))
+            .with_tool("nosuchtool", json!({"x": 1}))
+            .with_tool("read", Value::String("{not json".into())),
+        Step::text("handled all four"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&config_json(&server.base_url(), false).to_string());
+    let out = project
+        .troupe(&["run", "--format", "json", "four", "calls"], &[])
+        .await;
+    assert_success(&out, "troupe run");
+    let events = parse_events(&out.stdout);
+    let sid = session_id_of(&events);
+    let messages = project.messages(&sid).await;
+    let tools = all_parts_of_type(&messages, "tool");
+    assert_eq!(tools.len(), 4, "{tools:#?}");
+    let by_id = |id: &str| {
+        *tools
+            .iter()
+            .find(|t| t["callID"] == id)
+            .unwrap_or_else(|| panic!("no tool part {id}: {tools:#?}"))
+    };
+    let read = by_id("call_0_0_0");
+    assert_eq!(read["tool"], "read", "{read:#}");
+    assert_eq!(read["state"]["status"], "completed", "{read:#}");
+    assert!(
+        read["state"]["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("repaired read works")
+    );
+    let glob = by_id("call_0_0_1");
+    assert_eq!(glob["tool"], "glob", "{glob:#}");
+    assert_eq!(glob["state"]["status"], "completed", "{glob:#}");
+    assert!(
+        glob["state"]["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("repair.md")
+    );
+    let unknown = by_id("call_0_0_2");
+    assert_eq!(unknown["state"]["status"], "error", "{unknown:#}");
+    let uerr = unknown["state"]["error"].as_str().unwrap_or("");
+    assert!(uerr.contains("nosuchtool"), "{uerr}");
+    for name in ["bash", "read", "glob", "grep"] {
+        assert!(
+            uerr.contains(name),
+            "available tools not listed ({name}): {uerr}"
+        );
+    }
+    let bad = by_id("call_0_0_3");
+    assert_eq!(bad["state"]["status"], "error", "{bad:#}");
+    let berr = bad["state"]["error"].as_str().unwrap_or("").to_lowercase();
+    assert!(berr.contains("not valid json"), "{berr}");
+
+    // The next request carries all four results, errors included.
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2);
+    let results: Vec<(String, String)> = req_messages(&reqs[1])
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap_or("").to_string(),
+                tool_result_text(m),
+            )
+        })
+        .collect();
+    let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["call_0_0_0", "call_0_0_1", "call_0_0_2", "call_0_0_3"],
+        "{results:#?}"
+    );
+    assert!(results[2].1.contains("nosuchtool"), "{results:#?}");
+    assert!(
+        results[3].1.to_lowercase().contains("not valid json"),
+        "{results:#?}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cost_stats() {
+    let script = troupe_testkit::Script::new(vec![
+        troupe_testkit::Conversation::new(vec![
+            // Exclusive: input 2000 − 1500 = 500, output 100 − 40 = 60, reasoning 40, cache
+            // read 1500. Cost: (500·3 + 60·15 + 40·15 + 1500·0.3) / 1e6
+            //                = (1500 + 900 + 600 + 450) / 1e6 = 0.00345
+            Step::text("first session answer").with_usage(usage(2000, 100, 1500, 40)),
+        ])
+        .matching("first session"),
+        troupe_testkit::Conversation::new(vec![
+            // (1000·3 + 10·15) / 1e6 = 3150 / 1e6 = 0.00315
+            Step::text("second session answer").with_usage(usage(1000, 10, 0, 0)),
+        ])
+        .matching("second session"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::with_config(&config_json(&server.base_url(), true));
+    let out = project
+        .troupe(&["run", "--format", "json", "first session"], &[])
+        .await;
+    assert_success(&out, "first run");
+    let first = session_id_of(&parse_events(&out.stdout));
+    let out = project
+        .troupe(&["run", "--format", "json", "second session"], &[])
+        .await;
+    assert_success(&out, "second run");
+    let second = session_id_of(&parse_events(&out.stdout));
+    assert_ne!(first, second);
+
+    let out = project.troupe(&["stats", "--format", "json"], &[]).await;
+    assert_success(&out, "stats");
+    let stats: Value = serde_json::from_slice(&out.stdout).expect("stats JSON");
+    let sessions = stats["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), 2, "{stats:#}");
+    let row = |key: &str| {
+        sessions
+            .iter()
+            .find(|r| r["key"] == key)
+            .unwrap_or_else(|| panic!("no stats row for {key}: {stats:#}"))
+            .clone()
+    };
+    let a = row(&first);
+    assert_eq!(a["steps"], 1);
+    assert_eq!(a["cost"].as_f64(), Some(0.00345), "{a:#}");
+    assert_eq!(
+        a["tokens"],
+        json!({"input": 500, "output": 60, "reasoning": 40, "cache": {"read": 1500, "write": 0}}),
+        "{a:#}"
+    );
+    let b = row(&second);
+    assert_eq!(b["cost"].as_f64(), Some(0.00315), "{b:#}");
+    assert_eq!(
+        b["tokens"],
+        json!({"input": 1000, "output": 10, "reasoning": 0, "cache": {"read": 0, "write": 0}}),
+        "{b:#}"
+    );
+    // Per model and per day: one row each with the decimal sum 0.00345 + 0.00315 = 0.0066.
+    let totals =
+        json!({"input": 1500, "output": 70, "reasoning": 40, "cache": {"read": 1500, "write": 0}});
+    let models = stats["models"].as_array().expect("models");
+    assert_eq!(models.len(), 1, "{stats:#}");
+    assert_eq!(models[0]["key"], "mock/mock-model");
+    assert_eq!(models[0]["steps"], 2);
+    assert_eq!(models[0]["cost"].as_f64(), Some(0.0066), "{:#}", models[0]);
+    assert_eq!(models[0]["tokens"], totals);
+    let days = stats["days"].as_array().expect("days");
+    assert!(!days.is_empty() && days.len() <= 2, "{stats:#}");
+    let day_cost: f64 = days.iter().filter_map(|d| d["cost"].as_f64()).sum();
+    assert!((day_cost - 0.0066).abs() < 1e-12, "{stats:#}");
+    let today = chrono_like_today();
+    assert!(
+        days.iter()
+            .any(|d| d["key"].as_str() == Some(today.as_str())),
+        "no row for today {today}: {stats:#}"
+    );
+    assert_eq!(stats["total"]["cost"].as_f64(), Some(0.0066), "{stats:#}");
+    assert_eq!(stats["total"]["tokens"], totals);
+    assert_eq!(stats["total"]["steps"], 2);
+    server.shutdown().await;
+}
+
+/// Today's UTC date as `YYYY-MM-DD` (civil-from-days, Howard Hinnant's algorithm).
+fn chrono_like_today() -> String {
+    let days = (now_ms() / 86_400_000) as i64;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!("{y:04}-{m:02}-{d:02}")
+}
