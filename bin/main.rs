@@ -1,5 +1,6 @@
 //! `troupe`: the command-line interface. Wires config → runtime → output; no business logic.
 
+mod batch;
 mod output;
 
 use std::io::Write as _;
@@ -30,6 +31,8 @@ struct Cli {
 enum Command {
     /// Run one prompt to completion, streaming text and tool calls.
     Run(RunArgs),
+    /// Run many independent prompts from a JSONL file under one runtime.
+    Batch(BatchArgs),
     /// Inspect stored sessions.
     Session {
         #[command(subcommand)]
@@ -158,6 +161,33 @@ struct RunArgs {
     permission: Option<PermissionMode>,
 }
 
+#[derive(Parser, Debug)]
+struct BatchArgs {
+    /// Tasks file: one JSON object per line, {"id", "prompt", "agent"?, "model"?, "dir"?}.
+    file: PathBuf,
+    /// Sessions at once.
+    #[arg(long, default_value_t = 4)]
+    parallel: usize,
+    /// Append results here as JSONL (default: standard output).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Skip task ids already present in --out.
+    #[arg(long)]
+    resume: bool,
+    /// Default model for tasks without one.
+    #[arg(short = 'm', long)]
+    model: Option<String>,
+    /// Default agent for tasks without one.
+    #[arg(long)]
+    agent: Option<String>,
+    /// Base directory (task `dir`s are relative to it; default: current).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// How to answer permission asks (no terminal is ever used: default deny).
+    #[arg(long, value_enum)]
+    permission: Option<PermissionMode>,
+}
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 enum PermissionMode {
     /// Prompt in the terminal.
@@ -226,6 +256,7 @@ fn open_store(db: Option<PathBuf>) -> Result<Store> {
 async fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run(cli.db, args).await,
+        Command::Batch(args) => run_batch(cli.db, args).await,
         Command::Session { command } => {
             let store = open_store(cli.db)?;
             output::session_command(&store, command).await
@@ -324,6 +355,86 @@ async fn probe_local(base: &str) -> Option<String> {
     v["data"][0]["id"].as_str().map(str::to_string)
 }
 
+fn runtime_options() -> RuntimeOptions {
+    let env_u64 = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let mut opts = RuntimeOptions::default();
+    if let Some(ms) = env_u64("TROUPE_TOOL_TIMEOUT_MS") {
+        opts.tool_timeout = Duration::from_millis(ms);
+    }
+    if let Some(n) = env_u64("TROUPE_MAX_RETRIES") {
+        opts.max_retries = n.min(u32::MAX as u64) as u32;
+    }
+    if let Some(ms) = env_u64("TROUPE_TASK_TIMEOUT_MS") {
+        opts.task_timeout = Duration::from_millis(ms);
+    }
+    if let Some(n) = env_u64("TROUPE_MAX_SUBAGENTS") {
+        opts.max_subagents = (n as usize).max(1);
+    }
+    opts
+}
+
+fn registry() -> Registry {
+    let r = Registry::builtin();
+    if std::env::var("TROUPE_TEST_TOOLS").is_ok_and(|v| v == "1") {
+        r.with_test_tools()
+    } else {
+        r
+    }
+}
+
+async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
+    let cwd = resolve_dir(args.dir.clone())?;
+    let (config, agents) = load_agents(&cwd)?;
+    // Validate the file before starting anything.
+    batch::read_tasks(&args.file)?;
+    let model = match args.model.clone() {
+        Some(m) => Some(m),
+        None => choose_model(None, &config).await.ok().flatten(),
+    };
+    if let Some(m) = &model {
+        config.resolve_model(m).map_err(|e| anyhow!("model: {e}"))?;
+    }
+    let store = open_store(db)?;
+    let responder: Arc<dyn troupe_tools::PermissionAsker> = match args.permission {
+        Some(PermissionMode::Allow) => Arc::new(troupe_actors::permission::Policy::Allow),
+        _ => Arc::new(troupe_actors::permission::Policy::Deny),
+    };
+    let runtime = Runtime::start_with_agents(
+        store,
+        config,
+        agents,
+        registry(),
+        responder,
+        runtime_options(),
+    )
+    .await?;
+    let rt2 = runtime.clone();
+    tokio::spawn(async move {
+        let mut n = 0;
+        while tokio::signal::ctrl_c().await.is_ok() {
+            n += 1;
+            if n >= 2 {
+                std::process::exit(130);
+            }
+            eprintln!("\ntroupe: interrupting the batch (Ctrl-C again to exit at once)");
+            rt2.abort_all();
+        }
+    });
+    batch::run(
+        runtime,
+        batch::BatchOptions {
+            file: args.file,
+            parallel: args.parallel,
+            out: args.out,
+            resume: args.resume,
+            model,
+            agent: args.agent,
+            cwd,
+        },
+    )
+    .await
+}
+
 async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     let cwd = resolve_dir(args.dir.clone())?;
     let mut text = args.message.join(" ");
@@ -358,35 +469,6 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         config.resolve_model(m).map_err(|e| anyhow!("model: {e}"))?;
     }
     let store = open_store(db)?;
-    let mut registry = Registry::builtin();
-    if std::env::var("TROUPE_TEST_TOOLS").is_ok_and(|v| v == "1") {
-        registry = registry.with_test_tools();
-    }
-    let mut opts = RuntimeOptions::default();
-    if let Some(ms) = std::env::var("TROUPE_TOOL_TIMEOUT_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        opts.tool_timeout = Duration::from_millis(ms);
-    }
-    if let Some(n) = std::env::var("TROUPE_MAX_RETRIES")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-    {
-        opts.max_retries = n;
-    }
-    if let Some(ms) = std::env::var("TROUPE_TASK_TIMEOUT_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        opts.task_timeout = Duration::from_millis(ms);
-    }
-    if let Some(n) = std::env::var("TROUPE_MAX_SUBAGENTS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        opts.max_subagents = n.max(1);
-    }
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
         && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let responder: Arc<dyn troupe_tools::PermissionAsker> = match args.permission {
@@ -397,9 +479,15 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         }
         _ => Arc::new(troupe_actors::permission::Policy::Deny),
     };
-    let runtime =
-        Runtime::start_with_agents(store.clone(), config, agents, registry, responder, opts)
-            .await?;
+    let runtime = Runtime::start_with_agents(
+        store.clone(),
+        config,
+        agents,
+        registry(),
+        responder,
+        runtime_options(),
+    )
+    .await?;
 
     let session = if let Some(id) = &args.session {
         let id = id.clone();

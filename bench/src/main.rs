@@ -1,0 +1,669 @@
+//! `troupe-bench`: run N scripted sessions of M steps through ONE troupe runtime against an
+//! in-process `troupe-mock`, and report wall time, CPU time, RSS, steps/s and the per-step
+//! orchestrator overhead (step wall time − provider time − tool time).
+//!
+//! ```text
+//! cargo run --release -p troupe-bench -- --sessions N --steps M [--parallel P] [--tools|--no-tools]
+//!                                        [--db PATH] [--json] [--chunk-size C] [--delay-ms D]
+//! ```
+//!
+//! See `bench/README.md` for what each number means and how precise it is.
+
+mod measure;
+mod script;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Parser;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use troupe_actors::{PromptInput, Runtime, RuntimeOptions, TurnResult};
+use troupe_config::{Config, LoadedConfig};
+use troupe_session::{Bus, Store};
+use troupe_testkit::{MOCK_MODEL, MockServer};
+use troupe_tools::{AllowAll, Registry};
+
+use crate::script::ToolMix;
+
+/// Command line.
+#[derive(Parser, Debug)]
+#[command(
+    name = "troupe-bench",
+    about = "N scripted sessions of M steps through one troupe runtime against an in-process mock provider"
+)]
+struct Args {
+    /// Number of sessions (N ≥ 1), each running one turn.
+    #[arg(long, default_value_t = 1)]
+    sessions: usize,
+    /// Steps per session (M ≥ 1): M−1 tool steps, then a text step.
+    #[arg(long, default_value_t = 6)]
+    steps: usize,
+    /// Maximum prompts in flight at once (default: N, i.e. all at once).
+    #[arg(long)]
+    parallel: Option<usize>,
+    /// Tool steps call list, read, write, glob, grep in rotation (the default).
+    #[arg(long, overrides_with = "no_tools")]
+    tools: bool,
+    /// Tool steps all call `read` on one small file (the cheapest tool).
+    #[arg(long, overrides_with = "tools")]
+    no_tools: bool,
+    /// SQLite store file (default: a fresh file in a temp directory).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Print one JSON object instead of the human-readable report.
+    #[arg(long)]
+    json: bool,
+    /// Characters per streamed text/argument delta of the mock (≥ 1).
+    #[arg(long, default_value_t = troupe_testkit::DEFAULT_CHUNK_SIZE)]
+    chunk_size: usize,
+    /// Print the mock script for `--steps` / `--tools` as JSON (for a standalone `troupe-mock
+    /// --script FILE`) and exit.
+    #[arg(long)]
+    print_script: bool,
+    /// Create one session workspace (the files the tool steps use) in DIR and exit.
+    #[arg(long, value_name = "DIR")]
+    init_workspace: Option<PathBuf>,
+    /// Mock delay between SSE events, ms (0 = stream as fast as possible).
+    #[arg(long, default_value_t = 0)]
+    delay_ms: u64,
+}
+
+/// Validated settings.
+#[derive(Debug, Clone)]
+struct Settings {
+    sessions: usize,
+    steps: usize,
+    parallel: usize,
+    mix: ToolMix,
+    db: Option<PathBuf>,
+    json: bool,
+    chunk_size: usize,
+    delay_ms: u64,
+}
+
+impl Args {
+    fn settings(self) -> Result<Settings> {
+        if self.sessions == 0 {
+            bail!("--sessions must be at least 1");
+        }
+        if self.steps == 0 {
+            bail!("--steps must be at least 1");
+        }
+        if self.steps > u32::MAX as usize {
+            bail!("--steps is too large (at most {})", u32::MAX);
+        }
+        let parallel = self.parallel.unwrap_or(self.sessions);
+        if parallel == 0 {
+            bail!("--parallel must be at least 1");
+        }
+        if self.chunk_size == 0 {
+            bail!("--chunk-size must be at least 1");
+        }
+        Ok(Settings {
+            sessions: self.sessions,
+            steps: self.steps,
+            parallel: parallel.min(self.sessions),
+            mix: if self.no_tools {
+                ToolMix::ReadOnly
+            } else {
+                ToolMix::Rotate
+            },
+            db: self.db,
+            json: self.json,
+            chunk_size: self.chunk_size,
+            delay_ms: self.delay_ms,
+        })
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let (print_script, init_workspace) = (args.print_script, args.init_workspace.clone());
+    let settings = match args.settings() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("troupe-bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if print_script {
+        let script = script::build_script(
+            settings.steps,
+            settings.mix,
+            settings.chunk_size,
+            settings.delay_ms,
+        );
+        println!("{}", script.to_json());
+        return ExitCode::SUCCESS;
+    }
+    if let Some(dir) = init_workspace {
+        return match script::create_workspace(&dir) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!(
+                    "troupe-bench: cannot create the workspace {}: {e}",
+                    dir.display()
+                );
+                ExitCode::from(1)
+            }
+        };
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("troupe-bench: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run(&settings)) {
+        Ok(report) => {
+            if settings.json {
+                println!("{}", report.json);
+            } else {
+                print!("{}", report.human);
+            }
+            match report.first_error {
+                None => ExitCode::SUCCESS,
+                Some(e) => {
+                    eprintln!(
+                        "troupe-bench: {} of {} sessions failed; first error: {e}",
+                        report.failed, settings.sessions
+                    );
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("troupe-bench: {}", format!("{e:#}").replace('\n', " "));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// One finished session.
+struct SessionRun {
+    index: usize,
+    session_id: Option<String>,
+    /// Wall time of the `prompt` call (the turn), ms.
+    turn_ms: f64,
+    result: Result<TurnResult, String>,
+}
+
+/// What `run` hands back to `main`.
+struct Report {
+    json: Value,
+    human: String,
+    failed: usize,
+    first_error: Option<String>,
+}
+
+/// The provider config pointing the `mock` provider (OpenAI Chat Completions) at `base_url`.
+fn bench_config(base_url: &str) -> Result<LoadedConfig> {
+    let doc = json!({
+        "model": format!("mock/{MOCK_MODEL}"),
+        "provider": {
+            "mock": {
+                "name": "troupe-mock",
+                "npm": "@ai-sdk/openai-compatible",
+                "options": {"baseURL": base_url, "apiKey": "sk-bench"},
+                "models": {MOCK_MODEL: {"name": "Mock model"}}
+            }
+        }
+    });
+    let config =
+        Config::from_jsonc("bench", &doc.to_string()).map_err(|e| anyhow!("bench config: {e}"))?;
+    Ok(LoadedConfig::from_config(config))
+}
+
+/// Distribution summary of per-session values.
+fn dist(values: &[f64]) -> Value {
+    let mean = if values.is_empty() {
+        None
+    } else {
+        Some(values.iter().sum::<f64>() / values.len() as f64)
+    };
+    json!({
+        "p50": measure::percentile(values, 50.0).map(round3),
+        "p99": measure::percentile(values, 99.0).map(round3),
+        "max": measure::percentile(values, 100.0).map(round3),
+        "mean": mean.map(round3),
+    })
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn fmt_dist(v: &Value) -> String {
+    let f = |k: &str| v[k].as_f64().map_or("-".to_string(), |x| format!("{x:.3}"));
+    format!(
+        "p50 {}  p99 {}  max {}  mean {}",
+        f("p50"),
+        f("p99"),
+        f("max"),
+        f("mean")
+    )
+}
+
+async fn run(s: &Settings) -> Result<Report> {
+    let root = tempfile::Builder::new()
+        .prefix("troupe-bench-")
+        .tempdir()
+        .context("cannot create a temp directory")?;
+    let root_path = root.path().to_path_buf();
+    let workspaces: Vec<PathBuf> = (0..s.sessions)
+        .map(|k| root_path.join("ws").join(format!("ws-{k}")))
+        .collect();
+    {
+        let dirs = workspaces.clone();
+        tokio::task::spawn_blocking(move || {
+            dirs.iter().try_for_each(|d| script::create_workspace(d))
+        })
+        .await
+        .context("workspace setup task failed")?
+        .context("cannot create the session workspaces")?;
+    }
+    let db_path = s.db.clone().unwrap_or_else(|| root_path.join("bench.db"));
+    let store = Store::open(&db_path, Bus::new()).map_err(|e| anyhow!("{e}"))?;
+
+    let server = MockServer::start(script::build_script(
+        s.steps,
+        s.mix,
+        s.chunk_size,
+        s.delay_ms,
+    ))
+    .await
+    .context("cannot start the mock provider")?;
+    let mut config = bench_config(&server.base_url())?;
+    // Agents are looked up under the worktree's `.troupe/`: point it at the (empty) bench root
+    // so the directory the bench is started from cannot change the workload.
+    config.worktree = root_path.clone();
+    // No retries: the mock injects no faults, so any provider failure is a bug to surface now.
+    let opts = RuntimeOptions {
+        max_retries: 0,
+        ..RuntimeOptions::default()
+    };
+    let runtime = Runtime::start(
+        store.clone(),
+        config,
+        Registry::builtin(),
+        Arc::new(AllowAll),
+        opts,
+    )
+    .await
+    .map_err(|e| anyhow!("runtime: {e}"))?;
+
+    let tenth = s.sessions.div_ceil(10).max(1);
+    let finished = Arc::new(AtomicUsize::new(0));
+    let rss_at_tenth: Arc<Mutex<Option<f64>>> = Arc::new(Mutex::new(None));
+    let sem = Arc::new(Semaphore::new(s.parallel));
+    let usage0 = measure::usage().unwrap_or_default();
+    let t0 = Instant::now();
+    let mut set: JoinSet<SessionRun> = JoinSet::new();
+    for (index, dir) in workspaces.iter().cloned().enumerate() {
+        let permit = sem
+            .clone()
+            .acquire_owned()
+            .await
+            .context("semaphore closed")?;
+        let runtime = runtime.clone();
+        let finished = finished.clone();
+        let rss_at_tenth = rss_at_tenth.clone();
+        set.spawn(async move {
+            let _permit = permit;
+            let run = match runtime.create_session(&dir, None).await {
+                Err(e) => SessionRun {
+                    index,
+                    session_id: None,
+                    turn_ms: 0.0,
+                    result: Err(format!("create session: {e}")),
+                },
+                Ok(session) => {
+                    let text = format!(
+                        "bench session {index}: list, read, write, glob and grep this workspace"
+                    );
+                    let start = Instant::now();
+                    let result = runtime
+                        .prompt(
+                            &session.id,
+                            PromptInput {
+                                text,
+                                ..Default::default()
+                            },
+                        )
+                        .await;
+                    let turn_ms = start.elapsed().as_secs_f64() * 1000.0;
+                    SessionRun {
+                        index,
+                        session_id: Some(session.id),
+                        turn_ms,
+                        result: result.map_err(|e| e.to_string()),
+                    }
+                }
+            };
+            if finished.fetch_add(1, Ordering::SeqCst) + 1 == tenth {
+                let rss = measure::current_rss_mib().await;
+                if let Ok(mut slot) = rss_at_tenth.lock() {
+                    *slot = rss;
+                }
+            }
+            run
+        });
+    }
+    let mut runs: Vec<SessionRun> = Vec::with_capacity(s.sessions);
+    let mut join_errors: Vec<String> = Vec::new();
+    while let Some(r) = set.join_next().await {
+        match r {
+            Ok(run) => runs.push(run),
+            Err(e) => join_errors.push(format!("session task failed: {e}")),
+        }
+    }
+    let wall = t0.elapsed();
+    let usage1 = measure::usage().unwrap_or_default();
+    runs.sort_by_key(|r| r.index);
+
+    // Session actors stop themselves right after replying; give them a moment.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while runtime.live_sessions() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let live_after = runtime.live_sessions();
+    store
+        .flush()
+        .await
+        .map_err(|e| anyhow!("store flush: {e}"))?;
+    let rss_after = measure::current_rss_mib().await;
+    // Peak RSS before the request snapshot below (which clones every recorded body).
+    let peak_rss_mib = measure::usage().map_or(usage1.max_rss_mib, |u| u.max_rss_mib);
+    let rss_tenth = rss_at_tenth.lock().ok().and_then(|g| *g);
+    let counters = &runtime.shared().counters;
+    let (steps_started, tool_crashes, processor_crashes) = (
+        counters.steps.load(Ordering::Relaxed),
+        counters.tool_crashes.load(Ordering::Relaxed),
+        counters.processor_crashes.load(Ordering::Relaxed),
+    );
+
+    // Provider time per session from the mock's request log (after the RSS readings: the
+    // snapshot clones every recorded request body).
+    let requests = server.requests();
+    // The snapshot is a deep copy of the mock's records, so the RSS it adds estimates what the
+    // mock holds (an underestimate when the allocator reuses freed memory).
+    let rss_after_snapshot = measure::current_rss_mib().await;
+    let mock_rss_estimate = match (rss_after, rss_after_snapshot) {
+        (Some(a), Some(b)) => Some((b - a).max(0.0)),
+        _ => None,
+    };
+    let provider = measure::provider_ms_by_session(&requests);
+    let mock_requests = requests.len();
+    // What the mock keeps in memory (it records every request body): serialized size, a lower
+    // bound of its share of the RSS.
+    let mock_body_mib = requests
+        .iter()
+        .map(|r| serde_json::to_string(&r.body).map_or(0, |b| b.len()))
+        .sum::<usize>() as f64
+        / (1024.0 * 1024.0);
+    drop(requests);
+
+    // Tool time per session from the stored tool parts.
+    let ids: Vec<String> = runs.iter().filter_map(|r| r.session_id.clone()).collect();
+    let tool_times: Vec<(i64, Option<String>)> = store
+        .read(move |r| {
+            ids.iter()
+                .map(|id| r.messages(id).map(|h| measure::tool_ms(&h)))
+                .collect()
+        })
+        .await
+        .map_err(|e| anyhow!("store read: {e}"))?;
+    let mut tool_iter = tool_times.into_iter();
+
+    let mut failed = join_errors.len();
+    let mut first_error = join_errors.into_iter().next();
+    let mut total_steps: u64 = 0;
+    let (mut overhead, mut prov_step, mut tool_step, mut turn_ms) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for r in &runs {
+        let tools = if r.session_id.is_some() {
+            tool_iter.next()
+        } else {
+            None
+        };
+        let err = match &r.result {
+            Err(e) => Some(e.clone()),
+            Ok(t) => {
+                total_steps += u64::from(t.steps);
+                if let Some(e) = &t.error {
+                    Some(format!("{}: {}", e.name, e.message()))
+                } else if t.steps as usize != s.steps {
+                    Some(format!("ran {} steps, expected {}", t.steps, s.steps))
+                } else {
+                    tools.as_ref().and_then(|(_, e)| e.clone())
+                }
+            }
+        };
+        if let Some(e) = err {
+            failed += 1;
+            first_error.get_or_insert_with(|| {
+                format!(
+                    "session {} ({}): {e}",
+                    r.index,
+                    r.session_id.as_deref().unwrap_or("not created")
+                )
+            });
+            continue;
+        }
+        let (Ok(t), Some((tool_total, _)), Some(sid)) = (&r.result, tools, &r.session_id) else {
+            continue;
+        };
+        let prov = provider.get(sid).copied().unwrap_or(0) as f64;
+        let steps = f64::from(t.steps.max(1));
+        if let Some(o) = measure::overhead_per_step_ms(r.turn_ms, prov, tool_total as f64, t.steps)
+        {
+            overhead.push(o);
+        }
+        prov_step.push(prov / steps);
+        tool_step.push(tool_total as f64 / steps);
+        turn_ms.push(r.turn_ms);
+    }
+
+    let wall_s = wall.as_secs_f64();
+    let cpu_s = usage1.cpu_s - usage0.cpu_s;
+    let steps_per_s = if wall_s > 0.0 {
+        total_steps as f64 / wall_s
+    } else {
+        0.0
+    };
+    let cpu_ms_per_step = if total_steps > 0 {
+        cpu_s * 1000.0 / total_steps as f64
+    } else {
+        0.0
+    };
+    let growth = match (rss_tenth, rss_after) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    let later = s.sessions.saturating_sub(tenth);
+    // Growth minus the mock's records of the later sessions (records are per request, and every
+    // session sends the same number of requests).
+    let growth_troupe = match (growth, mock_rss_estimate) {
+        (Some(g), Some(m)) => Some(g - m * later as f64 / s.sessions as f64),
+        _ => None,
+    };
+    let growth_per_session_kib = growth
+        .filter(|_| later > 0)
+        .map(|g| g * 1024.0 / later as f64);
+    let mix = match s.mix {
+        ToolMix::Rotate => "rotate (list, read, write, glob, grep)",
+        ToolMix::ReadOnly => "read only",
+    };
+    let db_shown =
+        s.db.as_ref()
+            .map_or("(temp file)".to_string(), |p| p.display().to_string());
+    let j = json!({
+        "sessions": s.sessions,
+        "steps_per_session": s.steps,
+        "parallel": s.parallel,
+        "tool_mix": mix,
+        "chunk_size": s.chunk_size,
+        "delay_ms": s.delay_ms,
+        "db": db_shown,
+        "total_steps": total_steps,
+        "failed_sessions": failed,
+        "first_error": first_error,
+        "wall_s": round3(wall_s),
+        "cpu_s": round3(cpu_s),
+        "cpu_ms_per_step": round3(cpu_ms_per_step),
+        "steps_per_s": round3(steps_per_s),
+        "peak_rss_mib": round3(peak_rss_mib),
+        "mock_recorded_body_mib": round3(mock_body_mib),
+        "rss_after_first_10pct_mib": rss_tenth.map(round3),
+        "rss_after_run_mib": rss_after.map(round3),
+        "rss_growth_mib": growth.map(round3),
+        "rss_growth_kib_per_later_session": growth_per_session_kib.map(round3),
+        "mock_records_rss_estimate_mib": mock_rss_estimate.map(round3),
+        "rss_growth_excluding_mock_mib": growth_troupe.map(round3),
+        "overhead_ms_per_step": dist(&overhead),
+        "provider_ms_per_step": dist(&prov_step),
+        "tool_ms_per_step": dist(&tool_step),
+        "turn_ms": dist(&turn_ms),
+        "live_sessions_after": live_after,
+        "mock_requests": mock_requests,
+        "counters": {"steps": steps_started, "tool_crashes": tool_crashes, "processor_crashes": processor_crashes},
+    });
+    let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
+    let mut h = String::new();
+    h.push_str(&format!(
+        "troupe-bench: {} sessions x {} steps, parallel {}, tools: {mix}\n",
+        s.sessions, s.steps, s.parallel
+    ));
+    h.push_str(&format!("  steps          {total_steps} total, {failed} failed sessions, {mock_requests} provider requests\n"));
+    h.push_str(&format!(
+        "  wall           {wall_s:.3} s   ({steps_per_s:.1} steps/s)\n"
+    ));
+    h.push_str(&format!("  cpu            {cpu_s:.3} s user+sys   ({cpu_ms_per_step:.3} ms/step, includes the in-process mock)\n"));
+    h.push_str(&format!(
+        "  peak rss       {peak_rss_mib:.1} MiB   (the in-process mock holds {mock_body_mib:.1} MiB of recorded request JSON, more as parsed values)\n"
+    ));
+    h.push_str(&format!(
+        "  rss            {} MiB after first 10% ({tenth} sessions), {} MiB after the run (growth {} MiB, {} KiB per later session)\n",
+        opt(rss_tenth),
+        opt(rss_after),
+        opt(growth),
+        opt(growth_per_session_kib)
+    ));
+    h.push_str(&format!(
+        "  mock records   ~{} MiB of RSS (snapshot copy); growth without them ~{} MiB\n",
+        opt(mock_rss_estimate),
+        opt(growth_troupe)
+    ));
+    h.push_str(&format!(
+        "  overhead/step  {} ms   (turn - provider - tools) / steps\n",
+        fmt_dist(&j["overhead_ms_per_step"])
+    ));
+    h.push_str(&format!(
+        "  provider/step  {} ms\n",
+        fmt_dist(&j["provider_ms_per_step"])
+    ));
+    h.push_str(&format!(
+        "  tools/step     {} ms\n",
+        fmt_dist(&j["tool_ms_per_step"])
+    ));
+    h.push_str(&format!(
+        "  turn           {} ms\n",
+        fmt_dist(&j["turn_ms"])
+    ));
+    h.push_str(&format!(
+        "  live sessions  {live_after} after the run; counters: {steps_started} steps, {tool_crashes} tool crashes, {processor_crashes} processor crashes\n"
+    ));
+    h.push_str(&format!("  db             {db_shown}\n"));
+    if let Some(e) = &first_error {
+        h.push_str(&format!("  FIRST ERROR    {e}\n"));
+    }
+
+    runtime.shutdown().await;
+    server.shutdown().await;
+    drop(store);
+    drop(root);
+    Ok(Report {
+        json: j,
+        human: h,
+        failed,
+        first_error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Settings> {
+        let mut v = vec!["troupe-bench"];
+        v.extend_from_slice(args);
+        Args::try_parse_from(v)
+            .map_err(|e| anyhow!("{e}"))?
+            .settings()
+    }
+
+    #[test]
+    fn defaults_and_validation() {
+        let s = parse(&[]).expect("defaults");
+        assert_eq!(
+            (s.sessions, s.steps, s.parallel, s.mix),
+            (1, 6, 1, ToolMix::Rotate)
+        );
+        let s = parse(&["--sessions", "1000", "--steps", "10", "--parallel", "200"]).expect("ok");
+        assert_eq!((s.sessions, s.steps, s.parallel), (1000, 10, 200));
+        assert_eq!(parse(&["--sessions", "5"]).expect("ok").parallel, 5);
+        assert_eq!(
+            parse(&["--sessions", "5", "--parallel", "50"])
+                .expect("ok")
+                .parallel,
+            5
+        );
+        assert_eq!(parse(&["--no-tools"]).expect("ok").mix, ToolMix::ReadOnly);
+        assert_eq!(
+            parse(&["--no-tools", "--tools"]).expect("ok").mix,
+            ToolMix::Rotate
+        );
+        assert!(parse(&["--sessions", "0"]).is_err());
+        assert!(parse(&["--steps", "0"]).is_err());
+        assert!(parse(&["--parallel", "0"]).is_err());
+        assert!(parse(&["--chunk-size", "0"]).is_err());
+        assert!(parse(&["--sessions", "-3"]).is_err());
+    }
+
+    #[test]
+    fn config_resolves_the_mock_model() {
+        let c = bench_config("http://127.0.0.1:9/v1").expect("config");
+        let m = c
+            .resolve_model(&format!("mock/{MOCK_MODEL}"))
+            .expect("resolve");
+        assert_eq!(m.base_url, "http://127.0.0.1:9/v1");
+    }
+
+    /// End to end: 3 sessions of the 6-step script through one runtime (debug build).
+    #[test]
+    fn three_sessions_run_clean() {
+        let s = parse(&["--sessions", "3", "--steps", "6", "--parallel", "2"]).expect("settings");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("rt");
+        let report = rt.block_on(run(&s)).expect("run");
+        assert_eq!(report.first_error, None, "{}", report.human);
+        assert_eq!(report.json["total_steps"], 18);
+        assert_eq!(report.json["mock_requests"], 18);
+        assert_eq!(report.json["live_sessions_after"], 0);
+        assert!(report.json["overhead_ms_per_step"]["p50"].is_number());
+        assert!(report.json["wall_s"].as_f64().is_some_and(|w| w > 0.0));
+    }
+}

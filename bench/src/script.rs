@@ -1,0 +1,153 @@
+//! The bench workload: the per-session workspace files and the mock provider script.
+//!
+//! One default conversation (no matcher) serves every session: the mock picks step `i` for a
+//! request holding `i` assistant messages (testkit README, "Conversation"), so every session
+//! walks the same `M` steps independently. All tool paths are relative, so each tool resolves
+//! them against its own session's directory and sessions never touch each other's files.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use troupe_testkit::{Conversation, Exhausted, Script, Step};
+
+/// The tools of a tool step, in rotation order. `--sessions 1 --steps 6` therefore runs the
+/// README target session: list, read, write, glob, grep, then a text answer.
+pub const ROTATION: [&str; 5] = ["list", "read", "write", "glob", "grep"];
+
+/// Name of the small file `read` reads (created by [`create_workspace`]).
+pub const READ_FILE: &str = "notes.md";
+
+/// The word `grep` looks for (present in [`READ_FILE`] and `src/lib.rs`).
+pub const GREP_WORD: &str = "troupe";
+
+/// Text of the final step of every conversation.
+pub const FINAL_TEXT: &str = "Done: listed, read, wrote, globbed and grepped the workspace.";
+
+/// Which tools the non-final steps call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolMix {
+    /// `list`, `read`, `write`, `glob`, `grep` in rotation ([`ROTATION`]).
+    Rotate,
+    /// `read` of [`READ_FILE`] only (the cheapest tool: one small file read).
+    ReadOnly,
+}
+
+/// The tool name and arguments of tool step `index` (0-based) under `mix`. Paths are relative
+/// to the session directory; `write` names a fresh file per step (`out/step-<index>.txt`), so a
+/// write never overwrites a file (no read-before-write rule can fire).
+pub fn tool_call(mix: ToolMix, index: usize) -> (&'static str, Value) {
+    let name = match mix {
+        ToolMix::Rotate => ROTATION[index % ROTATION.len()],
+        ToolMix::ReadOnly => "read",
+    };
+    let args = match name {
+        "list" => json!({"path": "."}),
+        "read" => json!({"filePath": READ_FILE}),
+        "write" => json!({
+            "filePath": format!("out/step-{index}.txt"),
+            "content": format!("bench output of step {index}\n"),
+        }),
+        "glob" => json!({"pattern": "*.md"}),
+        _ => json!({"pattern": GREP_WORD}),
+    };
+    (name, args)
+}
+
+/// The mock script: one conversation without matchers of `steps` steps (`steps ≥ 1`): steps
+/// `0..steps-1` each call one tool ([`tool_call`]), the last answers [`FINAL_TEXT`]. Each step
+/// streams in chunks of `chunk_size` characters with `delay_ms` between SSE events. A request
+/// past the end gets HTTP 400 (`Exhausted::Error`), so a runaway loop fails loudly.
+pub fn build_script(steps: usize, mix: ToolMix, chunk_size: usize, delay_ms: u64) -> Script {
+    let mut out = Vec::with_capacity(steps);
+    for i in 0..steps.saturating_sub(1) {
+        let (name, args) = tool_call(mix, i);
+        out.push(Step::tool(name, args));
+    }
+    out.push(Step::text(FINAL_TEXT));
+    let out = out
+        .into_iter()
+        .map(|s| {
+            let s = s.with_chunk_size(chunk_size.max(1));
+            if delay_ms > 0 {
+                s.with_delay_ms(delay_ms)
+            } else {
+                s
+            }
+        })
+        .collect();
+    Script::new(vec![Conversation::new(out).on_exhausted(Exhausted::Error)])
+}
+
+/// Create one session workspace at `dir` (blocking; run it off the async workers): the
+/// directory, [`READ_FILE`], `README.md` and `src/lib.rs` (a few hundred bytes in all).
+pub fn create_workspace(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir.join("src"))?;
+    std::fs::write(
+        dir.join(READ_FILE),
+        "# Notes\n\nThis workspace belongs to the troupe bench.\nIt is small on purpose.\n",
+    )?;
+    std::fs::write(
+        dir.join("README.md"),
+        "# bench workspace\n\nSee notes.md.\n",
+    )?;
+    std::fs::write(
+        dir.join("src").join("lib.rs"),
+        "//! A tiny crate for the troupe bench.\npub fn answer() -> u32 {\n    42\n}\n",
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn six_steps_mirror_the_readme_session() {
+        let script = build_script(6, ToolMix::Rotate, 16, 0);
+        let v: Value = serde_json::from_str(&script.to_json()).expect("script json");
+        let steps = v["conversations"][0]["steps"].as_array().expect("steps");
+        assert_eq!(steps.len(), 6);
+        let names: Vec<&str> = steps[..5]
+            .iter()
+            .map(|s| s["tool_calls"][0]["name"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(names, ["list", "read", "write", "glob", "grep"]);
+        assert_eq!(steps[5]["text"], FINAL_TEXT);
+        assert!(
+            steps[5]
+                .get("tool_calls")
+                .is_none_or(|t| t.as_array().is_some_and(|a| a.is_empty()))
+        );
+        script.validate().expect("valid");
+    }
+
+    #[test]
+    fn one_step_is_text_only_and_read_only_mix_reads() {
+        let v: Value =
+            serde_json::from_str(&build_script(1, ToolMix::Rotate, 16, 0).to_json()).expect("json");
+        assert_eq!(
+            v["conversations"][0]["steps"].as_array().map(Vec::len),
+            Some(1)
+        );
+        for i in 0..7 {
+            assert_eq!(tool_call(ToolMix::ReadOnly, i).0, "read");
+        }
+        // Rotation wraps and writes never reuse a file name.
+        assert_eq!(tool_call(ToolMix::Rotate, 5).0, "list");
+        assert_ne!(
+            tool_call(ToolMix::Rotate, 2).1,
+            tool_call(ToolMix::Rotate, 7).1
+        );
+    }
+
+    #[test]
+    fn workspace_has_the_files_the_tools_need() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let ws = d.path().join("ws-0");
+        create_workspace(&ws).expect("create");
+        let notes = std::fs::read_to_string(ws.join(READ_FILE)).expect("notes");
+        assert!(notes.contains(GREP_WORD));
+        assert!(ws.join("README.md").is_file());
+        assert!(ws.join("src/lib.rs").is_file());
+    }
+}

@@ -1,0 +1,342 @@
+//! `troupe batch tasks.jsonl`: many independent prompts under one runtime.
+//!
+//! Each input line is `{"id", "prompt", "agent"?, "model"?, "dir"?}`. At most `--parallel`
+//! sessions run at once. Each result is appended to `--out` (default stdout) as one JSON line
+//! the moment its task ends, so a killed batch keeps what finished; `--resume` skips ids
+//! already in the out file. Exit code 1 if any task failed, with a summary line on stderr.
+
+use std::collections::HashSet;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use anyhow::{Result, anyhow, bail};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use troupe_actors::{PromptInput, Runtime};
+use troupe_session::Tokens;
+
+/// One input line.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchTask {
+    /// Unique id of the task (any JSON string).
+    pub id: String,
+    /// The prompt.
+    pub prompt: String,
+    /// Agent name (default: the default agent).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// `provider/model` (default: config).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Working directory, relative to the batch's directory.
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+}
+
+/// One output line.
+#[derive(Debug, Clone, Serialize)]
+pub struct BatchResult {
+    /// Task id.
+    pub id: String,
+    /// Session id (empty when the session could not be created).
+    pub session_id: String,
+    /// `completed` or `failed`.
+    pub status: &'static str,
+    /// Final text of the turn.
+    pub text: String,
+    /// Tokens of the session.
+    pub tokens: Tokens,
+    /// Cost of the turn, USD.
+    #[serde(with = "rust_decimal::serde::float")]
+    pub cost: Decimal,
+    /// Wall time of the task, ms.
+    pub duration_ms: u64,
+    /// Error message when failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Parse the tasks file; errors name the file and line.
+pub fn read_tasks(path: &Path) -> Result<Vec<BatchTask>> {
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let mut tasks = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let task: BatchTask =
+            serde_json::from_str(line).map_err(|e| anyhow!("{}:{}: {e}", path.display(), i + 1))?;
+        if task.prompt.trim().is_empty() {
+            bail!(
+                "{}:{}: task {} has an empty prompt",
+                path.display(),
+                i + 1,
+                task.id
+            );
+        }
+        if !seen.insert(task.id.clone()) {
+            bail!(
+                "{}:{}: duplicate task id {}",
+                path.display(),
+                i + 1,
+                task.id
+            );
+        }
+        tasks.push(task);
+    }
+    Ok(tasks)
+}
+
+/// Ids already present in an out file (lines that do not parse, such as a line cut by a
+/// killed process, are ignored).
+pub fn done_ids(path: &Path) -> HashSet<String> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return HashSet::new();
+    };
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v.get("id").and_then(|i| i.as_str()).map(str::to_string))
+        .collect()
+}
+
+/// Where result lines go.
+enum Sink {
+    Stdout,
+    File(std::fs::File),
+}
+
+impl Sink {
+    fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+        match self {
+            Sink::Stdout => {
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{line}")?;
+                out.flush()
+            }
+            Sink::File(f) => {
+                // One write per line: a killed batch leaves whole lines (or one cut last line,
+                // which --resume ignores).
+                f.write_all(format!("{line}\n").as_bytes())?;
+                f.flush()
+            }
+        }
+    }
+}
+
+/// Options of a batch run.
+pub struct BatchOptions {
+    /// Tasks file.
+    pub file: PathBuf,
+    /// Sessions at once.
+    pub parallel: usize,
+    /// Out file (None = stdout).
+    pub out: Option<PathBuf>,
+    /// Skip ids already in the out file.
+    pub resume: bool,
+    /// Default model for tasks without one.
+    pub model: Option<String>,
+    /// Default agent for tasks without one.
+    pub agent: Option<String>,
+    /// Base directory.
+    pub cwd: PathBuf,
+}
+
+/// Run a batch on `runtime`.
+pub async fn run(runtime: Runtime, opts: BatchOptions) -> Result<ExitCode> {
+    let tasks = read_tasks(&opts.file)?;
+    let skip = match (&opts.out, opts.resume) {
+        (Some(out), true) => done_ids(out),
+        (None, true) => bail!("--resume needs --out FILE (the results of the earlier run)"),
+        _ => HashSet::new(),
+    };
+    let todo: Vec<BatchTask> = tasks
+        .iter()
+        .filter(|t| !skip.contains(&t.id))
+        .cloned()
+        .collect();
+    let skipped = tasks.len() - todo.len();
+    let sink = match &opts.out {
+        Some(p) => Sink::File(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| anyhow!("{}: {e}", p.display()))?,
+        ),
+        None => Sink::Stdout,
+    };
+    let sink = Arc::new(std::sync::Mutex::new(sink));
+    let total = todo.len() as u64;
+    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ETA {eta}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let stats = Arc::new(Stats::default());
+    let sem = Arc::new(tokio::sync::Semaphore::new(opts.parallel.max(1)));
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for task in todo {
+        let permit = sem
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
+        let (rt, sink, stats, bar) = (runtime.clone(), sink.clone(), stats.clone(), bar.clone());
+        let (model, agent, cwd) = (opts.model.clone(), opts.agent.clone(), opts.cwd.clone());
+        stats.running.fetch_add(1, Ordering::Relaxed);
+        update_bar(&bar, &stats);
+        handles.push(tokio::spawn(async move {
+            let result = run_one(&rt, task, model, agent, &cwd).await;
+            drop(permit);
+            stats.running.fetch_sub(1, Ordering::Relaxed);
+            if result.status == "completed" {
+                stats.done.fetch_add(1, Ordering::Relaxed);
+            } else {
+                stats.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            stats
+                .tokens
+                .fetch_add(result.tokens.total(), Ordering::Relaxed);
+            {
+                let mut c = stats.cost.lock().unwrap_or_else(|e| e.into_inner());
+                *c += result.cost;
+            }
+            let line = serde_json::to_string(&result).unwrap_or_default();
+            if let Err(e) = sink
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .write_line(&line)
+            {
+                eprintln!("troupe: cannot write the result of {}: {e}", result.id);
+                stats.write_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Some(b) = &bar {
+                b.inc(1);
+            }
+            update_bar(&bar, &stats);
+        }));
+    }
+    for h in handles {
+        let _ = h.await;
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let (done, failed) = (
+        stats.done.load(Ordering::Relaxed),
+        stats.failed.load(Ordering::Relaxed),
+    );
+    let cost = *stats.cost.lock().unwrap_or_else(|e| e.into_inner());
+    eprintln!(
+        "batch: {} tasks, {done} completed, {failed} failed, {skipped} skipped, {} tokens, ${}, {:.1}s",
+        tasks.len(),
+        stats.tokens.load(Ordering::Relaxed),
+        cost.round_dp(6),
+        started.elapsed().as_secs_f64()
+    );
+    runtime.shutdown().await;
+    Ok(
+        if failed > 0 || stats.write_errors.load(Ordering::Relaxed) > 0 {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
+}
+
+#[derive(Default)]
+struct Stats {
+    done: AtomicU64,
+    failed: AtomicU64,
+    running: AtomicU64,
+    tokens: AtomicU64,
+    write_errors: AtomicU64,
+    cost: std::sync::Mutex<Decimal>,
+}
+
+fn update_bar(bar: &Option<indicatif::ProgressBar>, s: &Stats) {
+    if let Some(b) = bar {
+        let cost = *s.cost.lock().unwrap_or_else(|e| e.into_inner());
+        b.set_message(format!(
+            "done {} running {} failed {} | {} tok ${}",
+            s.done.load(Ordering::Relaxed),
+            s.running.load(Ordering::Relaxed),
+            s.failed.load(Ordering::Relaxed),
+            s.tokens.load(Ordering::Relaxed),
+            cost.round_dp(4)
+        ));
+    }
+}
+
+async fn run_one(
+    rt: &Runtime,
+    task: BatchTask,
+    model: Option<String>,
+    agent: Option<String>,
+    cwd: &Path,
+) -> BatchResult {
+    let t0 = Instant::now();
+    let fail = |session_id: String, error: String, t0: Instant| BatchResult {
+        id: task.id.clone(),
+        session_id,
+        status: "failed",
+        text: String::new(),
+        tokens: Tokens::default(),
+        cost: Decimal::ZERO,
+        duration_ms: t0.elapsed().as_millis() as u64,
+        error: Some(error),
+    };
+    let dir = match &task.dir {
+        Some(d) if d.is_absolute() => d.clone(),
+        Some(d) => cwd.join(d),
+        None => cwd.to_path_buf(),
+    };
+    if !dir.is_dir() {
+        return fail(
+            String::new(),
+            format!("directory {} does not exist", dir.display()),
+            t0,
+        );
+    }
+    let session = match rt.create_session(&dir, None).await {
+        Ok(s) => s,
+        Err(e) => return fail(String::new(), e.to_string(), t0),
+    };
+    let input = PromptInput {
+        text: task.prompt.clone(),
+        agent: task.agent.clone().or(agent),
+        model: task.model.clone().or(model),
+        system: None,
+        synthetic: Vec::new(),
+    };
+    match rt.prompt(&session.id, input).await {
+        Ok(turn) => BatchResult {
+            id: task.id.clone(),
+            session_id: session.id.clone(),
+            status: if turn.error.is_none() {
+                "completed"
+            } else {
+                "failed"
+            },
+            text: turn.text,
+            tokens: turn.tokens,
+            cost: turn.cost,
+            duration_ms: t0.elapsed().as_millis() as u64,
+            error: turn.error.map(|e| format!("{}: {}", e.name, e.message())),
+        },
+        Err(e) => fail(session.id.clone(), e.to_string(), t0),
+    }
+}
