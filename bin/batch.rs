@@ -321,6 +321,7 @@ async fn run_one(
         model: task.model.clone().or(model),
         system: None,
         synthetic: Vec::new(),
+        compact: false,
     };
     match rt.prompt(&session.id, input).await {
         Ok(turn) => BatchResult {

@@ -123,6 +123,12 @@ enum SessionCommand {
         /// Session id (or a unique prefix).
         id: String,
     },
+    /// Compact a session's history now: the hidden compaction agent writes a summary that
+    /// later requests start from (the full history stays in the store).
+    Compact {
+        /// Session id (or a unique prefix).
+        id: String,
+    },
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -257,6 +263,9 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run(cli.db, args).await,
         Command::Batch(args) => run_batch(cli.db, args).await,
+        Command::Session {
+            command: SessionCommand::Compact { id },
+        } => compact(cli.db, &id).await,
         Command::Session { command } => {
             let store = open_store(cli.db)?;
             output::session_command(&store, command).await
@@ -353,6 +362,45 @@ async fn probe_local(base: &str) -> Option<String> {
     }
     let v: serde_json::Value = resp.json().await.ok()?;
     v["data"][0]["id"].as_str().map(str::to_string)
+}
+
+async fn compact(db: Option<PathBuf>, id: &str) -> Result<ExitCode> {
+    let store = open_store(db)?;
+    let key = id.to_string();
+    let session = store
+        .read(move |r| r.find_session(&key))
+        .await?
+        .ok_or_else(|| anyhow!("session not found: {id}"))?;
+    let cwd = PathBuf::from(&session.directory);
+    let cwd = if cwd.is_dir() {
+        cwd
+    } else {
+        resolve_dir(None)?
+    };
+    let (config, agents) = load_agents(&cwd)?;
+    let responder: Arc<dyn troupe_tools::PermissionAsker> =
+        Arc::new(troupe_actors::permission::Policy::Deny);
+    let runtime = Runtime::start_with_agents(
+        store,
+        config,
+        agents,
+        registry(),
+        responder,
+        runtime_options(),
+    )
+    .await?;
+    let result = runtime.compact(&session.id).await;
+    runtime.shutdown().await;
+    match result.map_err(|e| anyhow!("{e}"))?.error {
+        None => {
+            println!("compacted session {}", session.id);
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(e) => {
+            eprintln!("troupe: {}: {}", e.name, e.message().replace('\n', " "));
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 fn runtime_options() -> RuntimeOptions {
@@ -520,6 +568,7 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         model,
         system: None,
         synthetic: Vec::new(),
+        compact: false,
     };
     let rt2 = runtime.clone();
     let mut turn = tokio::spawn(async move { rt2.prompt(&sid, input).await });

@@ -163,6 +163,9 @@ pub async fn session_command(store: &Store, cmd: SessionCommand) -> Result<ExitC
                 print_session(&session, &messages);
             }
         }
+        SessionCommand::Compact { .. } => {
+            return Err(anyhow!("session compact runs through the runtime"));
+        }
         SessionCommand::Export { id } => {
             let (session, messages) = load(store, &id).await?;
             let doc = serde_json::json!({"info": session, "messages": messages});

@@ -13,6 +13,7 @@
 //! never stuck behind a long await. Cancellation flows down the tree as a
 //! `CancellationToken`.
 
+pub mod compaction;
 pub mod doom;
 pub mod history;
 pub mod permission;
@@ -180,6 +181,8 @@ pub struct PromptInput {
     pub system: Option<String>,
     /// Synthetic text parts to attach (reminders).
     pub synthetic: Vec<String>,
+    /// Only compact the session's history (`session compact`); `text` is ignored.
+    pub compact: bool,
 }
 
 /// The result of one turn.
@@ -428,6 +431,18 @@ impl Runtime {
                 }
             }
         }
+    }
+
+    /// Compact a session's history now (a manual compaction; waits for the summary).
+    pub async fn compact(&self, session_id: &str) -> Result<TurnResult, RuntimeError> {
+        self.prompt(
+            session_id,
+            PromptInput {
+                compact: true,
+                ..Default::default()
+            },
+        )
+        .await
     }
 
     /// Abort a session's running turn (and its queued prompts). No-op when idle.

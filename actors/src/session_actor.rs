@@ -73,6 +73,13 @@ struct Turn {
     tools: Vec<ToolSpec>,
     rules: Arc<troupe_agents::Ruleset>,
     started_cost: rust_decimal::Decimal,
+    /// Compactions since the last step that made progress (at most 2 in a row).
+    compactions: u32,
+    /// Summary attempts of the running compaction (a summary that overflows is retried
+    /// once with a smaller input).
+    summary_attempts: u32,
+    /// This turn only compacts (`session compact`): no continue message, no step.
+    compact_only: bool,
 }
 
 /// Session actor state.
@@ -86,6 +93,10 @@ pub struct SessionState {
     turn: Option<Turn>,
     directory: PathBuf,
     worktree: PathBuf,
+    /// The running compaction worker, if any.
+    worker: Option<ractor::ActorId>,
+    /// Start of the history slice the chat cache converts (after the newest summary).
+    cache_start: usize,
 }
 
 fn worktree_of(dir: &std::path::Path) -> PathBuf {
@@ -119,7 +130,12 @@ impl SessionActor {
                         session_id: state.session.id.clone(),
                         status: SessionStatus::Busy,
                     }));
-                    self.next_step(myself, state).await;
+                    if state.turn.as_ref().is_some_and(|t| t.compact_only) {
+                        self.start_compaction(myself, state, false, false, false)
+                            .await;
+                    } else {
+                        self.next_step(myself, state).await;
+                    }
                 }
                 Err(e) => {
                     let _ = p.reply.send(Err(e));
@@ -173,10 +189,17 @@ impl SessionActor {
         let mut parts = vec![Part::new(
             &state.session.id,
             &user.id,
-            PartKind::Text {
-                text: input.text.clone(),
-                synthetic: false,
-                time: None,
+            if input.compact {
+                PartKind::Compaction {
+                    auto: false,
+                    overflow: false,
+                }
+            } else {
+                PartKind::Text {
+                    text: input.text.clone(),
+                    synthetic: false,
+                    time: None,
+                }
             },
         )];
         // Agent switching: a synthetic reminder on the new user message (plan → read-only;
@@ -185,7 +208,8 @@ impl SessionActor {
             Message::Assistant(a) => a.agent.clone(),
             Message::User(u) => u.agent.clone(),
         });
-        let reminder = troupe_agents::switch_reminder(previous_agent.as_deref(), &agent.name);
+        let reminder = troupe_agents::switch_reminder(previous_agent.as_deref(), &agent.name)
+            .filter(|_| !input.compact);
         for extra in input.synthetic.iter().cloned().chain(reminder) {
             parts.push(Part::new(
                 &state.session.id,
@@ -283,6 +307,9 @@ impl SessionActor {
             tools,
             rules,
             started_cost: state.session.cost,
+            compactions: 0,
+            summary_attempts: 0,
+            compact_only: input.compact,
         })
     }
 
@@ -333,7 +360,13 @@ impl SessionActor {
         messages.push(ChatMessage::System {
             content: turn.system.clone(),
         });
-        messages.extend_from_slice(state.cache.extend(&state.history));
+        // Requests start from the newest completed summary; the full history stays stored.
+        let start = troupe_session::compaction::filter_compacted_start(&state.history);
+        if start != state.cache_start {
+            state.cache.reset();
+            state.cache_start = start;
+        }
+        messages.extend_from_slice(state.cache.extend(&state.history[start..]));
         if is_last && turn.max_steps > 1 {
             messages.push(ChatMessage::Assistant {
                 content: Some(troupe_agents::MAX_STEPS_PROMPT.to_string()),
@@ -463,6 +496,263 @@ impl SessionActor {
         }
     }
 
+    /// Start a compaction: store the request (a user message with a compaction part) unless
+    /// the turn's own message is the request, then run the CompactionWorker.
+    async fn start_compaction(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        auto: bool,
+        overflow: bool,
+        create_request: bool,
+    ) {
+        let Some(turn) = state.turn.as_mut() else {
+            return;
+        };
+        turn.compactions += 1;
+        if turn.compactions > 2 {
+            let e = MessageError::new(
+                "ContextOverflowError",
+                "stopped: the conversation is still over the model's context limit after 2 compactions in a row",
+            );
+            self.finish_turn(myself, state, Some(e)).await;
+            return;
+        }
+        turn.summary_attempts = 0;
+        if create_request {
+            let user = UserMessage {
+                id: troupe_session::id::message(),
+                session_id: state.session.id.clone(),
+                time: UserTime { created: now_ms() },
+                agent: turn.agent.name.clone(),
+                model: ModelRef {
+                    provider_id: turn.model.provider_id.clone(),
+                    model_id: turn.model.model_id.clone(),
+                },
+                system: None,
+            };
+            let part = Part::new(
+                &state.session.id,
+                &user.id,
+                PartKind::Compaction { auto, overflow },
+            );
+            state.rt.store.write(vec![
+                Write::Message(Message::User(user.clone())),
+                Write::Part(part.clone()),
+            ]);
+            turn.user_id = user.id.clone();
+            state.history.push(MessageWithParts {
+                info: Message::User(user),
+                parts: vec![part],
+            });
+        }
+        self.spawn_compaction_worker(myself, state, 1.0).await;
+    }
+
+    async fn spawn_compaction_worker(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        budget_share: f64,
+    ) {
+        let Some(turn) = state.turn.as_ref() else {
+            return;
+        };
+        // Summarize from the newest summary up to (not including) the request.
+        let end = state.history.len().saturating_sub(1);
+        let start = troupe_session::compaction::filter_compacted_start(&state.history[..end]);
+        let history = state.history[start..end].to_vec();
+        let tool_ctx = ToolContext {
+            session_id: state.session.id.clone(),
+            message_id: String::new(),
+            call_id: String::new(),
+            agent: "compaction".into(),
+            directory: state.directory.clone(),
+            worktree: state.worktree.clone(),
+            abort: turn.cancel.clone(),
+            permissions: Arc::new(crate::permission::Policy::Deny),
+            progress: Arc::new(troupe_tools::NoProgress),
+            extra: None,
+        };
+        // The summary uses the session's model (not small_model): it must read the whole
+        // history the session's model worked with.
+        let args = crate::compaction::CompactionArgs {
+            rt: state.rt.clone(),
+            session_id: state.session.id.clone(),
+            request_id: turn.user_id.clone(),
+            history,
+            model: turn.model.clone(),
+            budget_share,
+            cancel: turn.cancel.clone(),
+            tool_ctx,
+            path: MessagePath {
+                cwd: state.directory.display().to_string(),
+                root: state.worktree.display().to_string(),
+            },
+        };
+        state.session.time.compacting = Some(now_ms());
+        match Actor::spawn_linked(
+            None,
+            crate::compaction::CompactionWorker,
+            args,
+            myself.get_cell(),
+        )
+        .await
+        {
+            Ok((a, _)) => state.worker = Some(a.get_id()),
+            Err(e) => {
+                let err = MessageError::new(
+                    "UnknownError",
+                    format!("could not start the compaction: {e}"),
+                );
+                self.finish_turn(myself, state, Some(err)).await;
+            }
+        }
+    }
+
+    /// The compaction worker ended.
+    async fn compaction_done(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        done: Option<crate::compaction::CompactionState>,
+    ) {
+        state.worker = None;
+        state.session.time.compacting = None;
+        let Some(done) = done else {
+            let e = MessageError::new(
+                "UnknownError",
+                "the compaction worker stopped before it finished",
+            );
+            self.finish_turn(myself, state, Some(e)).await;
+            return;
+        };
+        let Some(outcome) = done.outcome else {
+            let e = MessageError::new(
+                "UnknownError",
+                done.error.unwrap_or_else(|| "the compaction failed".into()),
+            );
+            self.finish_turn(myself, state, Some(e)).await;
+            return;
+        };
+        self.account(state, &outcome.message);
+        let summary_error = match &outcome.message.info {
+            Message::Assistant(a) => a.error.clone(),
+            Message::User(_) => None,
+        };
+        let overflowed = match (&outcome.message.info, state.turn.as_ref()) {
+            (Message::Assistant(a), Some(t)) => {
+                a.error
+                    .as_ref()
+                    .is_some_and(|e| e.name == "ContextOverflowError")
+                    || troupe_session::compaction::is_overflow(
+                        &a.tokens,
+                        &t.model,
+                        &state.rt.config.config.compaction,
+                    )
+            }
+            _ => false,
+        };
+        state.history.push(outcome.message);
+        let ok = troupe_session::compaction::is_completed_summary(
+            state.history.last().expect("just pushed"),
+        );
+        if state.turn.as_ref().is_some_and(|t| t.cancel.is_cancelled()) {
+            self.finish_turn(myself, state, None).await;
+            return;
+        }
+        if !ok || overflowed {
+            let attempts = state.turn.as_mut().map(|t| {
+                t.summary_attempts += 1;
+                t.summary_attempts
+            });
+            if overflowed && attempts.unwrap_or(2) < 2 {
+                // The summary request itself was too big: once more with half the input.
+                self.spawn_compaction_worker(myself, state, 0.5).await;
+                return;
+            }
+            let why = summary_error
+                .map(|e| e.message())
+                .unwrap_or_else(|| "the summary is over the context limit".into());
+            let e = MessageError::new(
+                "ContextOverflowError",
+                format!("conversation too large to compact (2 attempts): {why}"),
+            );
+            self.finish_turn(myself, state, Some(e)).await;
+            return;
+        }
+        state
+            .rt
+            .store
+            .write1(Write::Publish(Event::SessionCompacted {
+                session_id: state.session.id.clone(),
+            }));
+        state.cache.reset();
+        let (auto, compact_only) = match state.turn.as_ref() {
+            Some(t) => (
+                !t.compact_only
+                    && state.history.iter().rev().find_map(|m| {
+                        m.parts.iter().find_map(|p| match p.kind {
+                            PartKind::Compaction { auto, .. } => Some(auto),
+                            _ => None,
+                        })
+                    }) == Some(true),
+                t.compact_only,
+            ),
+            None => return,
+        };
+        if compact_only || !auto {
+            self.finish_turn(myself, state, None).await;
+            return;
+        }
+        // Ask the model to go on from the summary.
+        let Some(turn) = state.turn.as_mut() else {
+            return;
+        };
+        let user = UserMessage {
+            id: troupe_session::id::message(),
+            session_id: state.session.id.clone(),
+            time: UserTime { created: now_ms() },
+            agent: turn.agent.name.clone(),
+            model: ModelRef {
+                provider_id: turn.model.provider_id.clone(),
+                model_id: turn.model.model_id.clone(),
+            },
+            system: None,
+        };
+        let part = Part::new(
+            &state.session.id,
+            &user.id,
+            PartKind::Text {
+                text: troupe_session::compaction::CONTINUE_PROMPT.to_string(),
+                synthetic: true,
+                time: None,
+            },
+        );
+        state.rt.store.write(vec![
+            Write::Message(Message::User(user.clone())),
+            Write::Part(part.clone()),
+        ]);
+        turn.user_id = user.id.clone();
+        state.history.push(MessageWithParts {
+            info: Message::User(user),
+            parts: vec![part],
+        });
+        self.next_step(myself, state).await;
+    }
+
+    /// Add a finished step's cost and tokens to the session totals.
+    fn account(&self, state: &mut SessionState, m: &MessageWithParts) {
+        if let Message::Assistant(a) = &m.info {
+            state.session.cost += a.cost;
+            for p in &m.parts {
+                if let PartKind::StepFinish { tokens, .. } = &p.kind {
+                    state.session.tokens.add(tokens);
+                }
+            }
+        }
+    }
+
     /// End the turn: totals, status idle, reply, then the next queued prompt.
     async fn finish_turn(
         &self,
@@ -473,7 +763,29 @@ impl SessionActor {
         let Some(turn) = state.turn.take() else {
             return;
         };
-        state.session.time.updated = now_ms();
+        // After the turn: prune old tool outputs (they are then sent as a short marker) and
+        // refresh the session's file-change summary. Both are pure passes over the history.
+        let now = now_ms();
+        let cfg = &state.rt.config.config.compaction;
+        let marks = troupe_session::compaction::prune(
+            &state.history,
+            cfg,
+            troupe_session::compaction::PRUNE_PROTECTED_TOOLS,
+            now,
+        );
+        if !marks.is_empty() {
+            let changed = troupe_session::compaction::apply_prune(&mut state.history, &marks, now);
+            state
+                .rt
+                .store
+                .write(changed.into_iter().map(Write::Part).collect());
+            state.cache.reset();
+        }
+        let summary = troupe_session::compaction::file_changes(&state.history);
+        if summary.files > 0 {
+            state.session.summary = Some(summary);
+        }
+        state.session.time.updated = now;
         let sid = state.session.id.clone();
         state.rt.store.write(vec![
             Write::Session {
@@ -565,6 +877,8 @@ impl Actor for SessionActor {
             turn: None,
             directory,
             worktree,
+            worker: None,
+            cache_start: 0,
         })
     }
 
@@ -601,23 +915,43 @@ impl Actor for SessionActor {
         state: &mut SessionState,
     ) -> Result<(), ActorProcessingErr> {
         match evt {
-            SupervisionEvent::ActorTerminated(_cell, boxed, _) => {
+            SupervisionEvent::ActorTerminated(cell, boxed, _) => {
+                if state.worker == Some(cell.get_id()) {
+                    let done =
+                        boxed.and_then(|mut b| b.take::<crate::compaction::CompactionState>().ok());
+                    self.compaction_done(&myself, state, done).await;
+                    return Ok(());
+                }
                 let outcome = boxed
                     .and_then(|mut b| b.take::<ProcessorState>().ok())
                     .map(ProcessorState::into_outcome);
                 if let Some(o) = outcome {
-                    if let Message::Assistant(a) = &o.message.info {
-                        state.session.cost += a.cost;
-                        for p in &o.message.parts {
-                            if let PartKind::StepFinish { tokens, .. } = &p.kind {
-                                state.session.tokens.add(tokens);
-                            }
-                        }
-                    }
+                    self.account(state, &o.message);
+                    let cfg = state.rt.config.config.compaction.clone();
+                    let (overflow_error, overflowed) = match (&o.message.info, state.turn.as_ref())
+                    {
+                        (Message::Assistant(a), Some(t)) => (
+                            a.error
+                                .as_ref()
+                                .is_some_and(|e| e.name == "ContextOverflowError"),
+                            a.error.is_none()
+                                && troupe_session::compaction::is_overflow(
+                                    &a.tokens, &t.model, &cfg,
+                                ),
+                        ),
+                        _ => (false, false),
+                    };
                     state.history.push(o.message);
-                    if o.result == StepResult::Stop {
+                    let aborted = state.turn.as_ref().is_some_and(|t| t.cancel.is_cancelled());
+                    if !aborted && cfg.auto && (overflow_error || overflowed) {
+                        self.start_compaction(&myself, state, true, overflow_error, true)
+                            .await;
+                    } else if o.result == StepResult::Stop {
                         self.finish_turn(&myself, state, None).await;
                     } else {
+                        if let Some(t) = state.turn.as_mut() {
+                            t.compactions = 0;
+                        }
                         self.next_step(&myself, state).await;
                     }
                 } else if state.turn.is_some() {

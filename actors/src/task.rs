@@ -264,6 +264,7 @@ async fn run_task(
         model: model_spec,
         system: None,
         synthetic: Vec::new(),
+        compact: false,
     };
     actor
         .cast(SessionMsg::Prompt(PendingPrompt {

@@ -1,0 +1,196 @@
+//! CompactionWorker: summarizes a session's history with the hidden `compaction` agent.
+//!
+//! The session actor starts one when a step overflowed the model's usable context (or the
+//! provider rejected a request as too large, or the user asked with `session compact`). The
+//! worker builds a request that fits: the history since the last summary, with long tool
+//! outputs cut to 2,000 chars and, if still too big, the oldest turns dropped (troupe-session
+//! `compaction::compaction_input`, which never separates a tool call from its result), plus
+//! the summary instructions (Goal / Instructions / Discoveries / Accomplished / Relevant
+//! files). It runs that request as a tool-less step through a linked [`ProcessorActor`],
+//! whose assistant message is marked `summary`. Its final state carries the outcome.
+
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio_util::sync::CancellationToken;
+use troupe_config::ResolvedModel;
+use troupe_llm::{ChatMessage, ChatRequest};
+use troupe_session::compaction::{
+    SUMMARY_PROMPT, TOOL_OUTPUT_MAX_CHARS, compaction_input, estimate_tokens, usable_context,
+};
+use troupe_session::{
+    AssistantMessage, AssistantTime, Message, MessagePath, MessageWithParts, Write, now_ms,
+};
+use troupe_tools::ToolContext;
+
+use crate::RuntimeShared;
+use crate::processor::{ProcessorActor, ProcessorArgs, ProcessorState, StepOutcome};
+
+/// Arguments of a compaction.
+pub struct CompactionArgs {
+    /// Shared runtime parts.
+    pub rt: Arc<RuntimeShared>,
+    /// Session id.
+    pub session_id: String,
+    /// The compaction request (user message) the summary answers.
+    pub request_id: String,
+    /// History to summarize (already filtered from the previous summary, without the
+    /// compaction request itself).
+    pub history: Vec<MessageWithParts>,
+    /// Model to summarize with.
+    pub model: Arc<ResolvedModel>,
+    /// Share of the usable context the input may take (1.0 first; smaller on a retry after
+    /// the summary request itself overflowed).
+    pub budget_share: f64,
+    /// Cancellation of the turn.
+    pub cancel: CancellationToken,
+    /// Tool context template (no tools are offered; needed by the processor).
+    pub tool_ctx: ToolContext,
+    /// Paths for the assistant message.
+    pub path: MessagePath,
+}
+
+/// Final state: the summary step's outcome (None if it could not run).
+pub struct CompactionState {
+    _gauge: crate::ActorGauge,
+    /// The summary message, when the step ran.
+    pub outcome: Option<StepOutcome>,
+    /// Why it could not run.
+    pub error: Option<String>,
+    args: Option<CompactionArgs>,
+}
+
+/// The compaction worker actor.
+pub struct CompactionWorker;
+
+/// Messages (only its own start signal).
+#[derive(Debug)]
+pub enum CompactionMsg {
+    /// Build the request and start the summary step.
+    Start,
+}
+
+impl Actor for CompactionWorker {
+    type Msg = CompactionMsg;
+    type State = CompactionState;
+    type Arguments = CompactionArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<CompactionMsg>,
+        args: CompactionArgs,
+    ) -> Result<CompactionState, ActorProcessingErr> {
+        myself.cast(CompactionMsg::Start)?;
+        Ok(CompactionState {
+            _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
+            outcome: None,
+            error: None,
+            args: Some(args),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<CompactionMsg>,
+        _msg: CompactionMsg,
+        state: &mut CompactionState,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some(args) = state.args.take() else {
+            return Ok(());
+        };
+        let rt = args.rt.clone();
+        let agent = rt.agents.get("compaction").cloned();
+        let system = agent
+            .as_ref()
+            .and_then(|a| a.prompt.clone())
+            .unwrap_or_else(|| "Summarize the conversation for a handover.".to_string());
+        let cfg = &rt.config.config.compaction;
+        let usable = usable_context(&args.model, cfg);
+        let overhead = estimate_tokens(&system) + estimate_tokens(SUMMARY_PROMPT) + 1_000;
+        let max_out = args.model.max_output_tokens().min(8_192);
+        let budget = if usable == 0 {
+            u64::MAX
+        } else {
+            ((usable.saturating_sub(overhead + max_out)) as f64 * args.budget_share) as u64
+        };
+        let input = compaction_input(&args.history, TOOL_OUTPUT_MAX_CHARS, budget);
+        let mut messages = vec![ChatMessage::System { content: system }];
+        for m in &input {
+            crate::history::convert(m, &mut messages);
+        }
+        messages.push(ChatMessage::User {
+            content: SUMMARY_PROMPT.to_string(),
+        });
+        let mut extra = args.model.options.clone();
+        extra.remove("firstStep");
+        let request = ChatRequest {
+            model: args.model.model_id.clone(),
+            messages,
+            tools: Vec::new(),
+            temperature: None,
+            top_p: None,
+            max_tokens: Some(max_out),
+            extra,
+            headers: vec![("x-session-affinity".into(), args.session_id.clone())],
+        };
+        let assistant = AssistantMessage {
+            id: troupe_session::id::message(),
+            session_id: args.session_id.clone(),
+            parent_id: args.request_id.clone(),
+            time: AssistantTime {
+                created: now_ms(),
+                completed: None,
+            },
+            agent: "compaction".into(),
+            model_id: args.model.model_id.clone(),
+            provider_id: args.model.provider_id.clone(),
+            path: args.path.clone(),
+            summary: true,
+            cost: Default::default(),
+            tokens: Default::default(),
+            finish: None,
+            error: None,
+        };
+        rt.store
+            .write1(Write::Message(Message::Assistant(assistant.clone())));
+        let pargs = ProcessorArgs {
+            rt: rt.clone(),
+            assistant,
+            request,
+            model: args.model.clone(),
+            cancel: args.cancel.clone(),
+            tool_ctx: args.tool_ctx.clone(),
+            prior_calls: Vec::new(),
+        };
+        if let Err(e) = Actor::spawn_linked(None, ProcessorActor, pargs, myself.get_cell()).await {
+            state.error = Some(format!("could not start the summary step: {e}"));
+            myself.stop(None);
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<CompactionMsg>,
+        evt: SupervisionEvent,
+        state: &mut CompactionState,
+    ) -> Result<(), ActorProcessingErr> {
+        match evt {
+            SupervisionEvent::ActorTerminated(_, boxed, _) => {
+                state.outcome = boxed
+                    .and_then(|mut b| b.take::<ProcessorState>().ok())
+                    .map(ProcessorState::into_outcome);
+                if state.outcome.is_none() {
+                    state.error = Some("the summary step was stopped".into());
+                }
+                myself.stop(None);
+            }
+            SupervisionEvent::ActorFailed(_, err) => {
+                state.error = Some(format!("the summary step crashed: {err}"));
+                myself.stop(None);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

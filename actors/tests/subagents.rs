@@ -1,0 +1,751 @@
+//! Integration tests of the `task` tool (subagents as child session actors) against the
+//! scripted provider: parallel fan-out with failure isolation, abort propagation, resuming a
+//! child with `task_id`, the concurrent-subagent cap, and refused task calls.
+//!
+//! Each conversation of the mock is selected by a unique token in the first user message, so
+//! the parent (whose first user message is the prompt) and every child (whose first user
+//! message is its task prompt) get their own script.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use troupe_actors::{PromptInput, Runtime, RuntimeOptions, TurnResult};
+use troupe_config::{Config, LoadedConfig};
+use troupe_session::{Bus, Message, MessageWithParts, PartKind, Session, Store, ToolState};
+use troupe_testkit::{Conversation, Exhausted, Fault, MockServer, RecordedRequest, Script, Step};
+use troupe_tools::{AllowAll, Registry};
+
+/// Bound on any single wait in these tests, so a deadlock fails instead of hanging.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn config(base_url: &str) -> LoadedConfig {
+    let text = json!({
+        "model": "mock/mock-model",
+        "provider": {"mock": {
+            "name": "Mock",
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": base_url, "apiKey": "test"},
+            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
+        }}
+    })
+    .to_string();
+    LoadedConfig::from_config(Config::from_jsonc("test", &text).expect("test config parses"))
+}
+
+fn open_store(dir: &TempDir) -> Store {
+    Store::open(dir.path().join("troupe.db"), Bus::new()).expect("store")
+}
+
+async fn start_runtime(dir: &TempDir, base_url: &str, opts: RuntimeOptions) -> Runtime {
+    Runtime::start(
+        open_store(dir),
+        config(base_url),
+        Registry::builtin().with_test_tools(),
+        Arc::new(AllowAll),
+        opts,
+    )
+    .await
+    .expect("runtime")
+}
+
+fn prompt(text: &str) -> PromptInput {
+    PromptInput {
+        text: text.into(),
+        ..Default::default()
+    }
+}
+
+async fn messages(rt: &Runtime, sid: &str) -> Vec<MessageWithParts> {
+    let sid = sid.to_string();
+    rt.store().flush().await.expect("flush");
+    rt.store()
+        .read(move |r| r.messages(&sid))
+        .await
+        .expect("messages")
+}
+
+async fn children(rt: &Runtime, parent: &str) -> Vec<Session> {
+    let parent = parent.to_string();
+    rt.store().flush().await.expect("flush");
+    rt.store()
+        .read(move |r| r.children(&parent))
+        .await
+        .expect("children")
+}
+
+fn texts(m: &MessageWithParts) -> Vec<String> {
+    m.parts
+        .iter()
+        .filter_map(|p| match &p.kind {
+            PartKind::Text { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The first user message's text of a stored session.
+fn first_user_text(history: &[MessageWithParts]) -> String {
+    history
+        .iter()
+        .find(|m| matches!(m.info, Message::User(_)))
+        .map(|m| texts(m).join("\n"))
+        .unwrap_or_default()
+}
+
+/// One stored tool part: (tool name, state).
+fn tool_parts(history: &[MessageWithParts]) -> Vec<(String, ToolState)> {
+    history
+        .iter()
+        .flat_map(|m| m.parts.iter())
+        .filter_map(|p| match &p.kind {
+            PartKind::Tool { tool, state, .. } => Some((tool.clone(), state.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `Ok(output)` for a completed tool part, `Err(error)` for a failed one; panics otherwise.
+fn outcome(state: &ToolState) -> Result<String, String> {
+    match state {
+        ToolState::Completed { output, .. } => Ok(output.clone()),
+        ToolState::Error { error, .. } => Err(error.clone()),
+        other => panic!("tool part not finished: {other:?}"),
+    }
+}
+
+/// The task tool results of a session, in call order.
+fn task_results(history: &[MessageWithParts]) -> Vec<(Value, Result<String, String>)> {
+    tool_parts(history)
+        .into_iter()
+        .filter(|(t, _)| t == "task")
+        .map(|(_, s)| (s.input().clone(), outcome(&s)))
+        .collect()
+}
+
+fn last_assistant(history: &[MessageWithParts]) -> Option<&troupe_session::AssistantMessage> {
+    history.iter().rev().find_map(|m| match &m.info {
+        Message::Assistant(a) => Some(a),
+        _ => None,
+    })
+}
+
+fn completions(server: &MockServer) -> Vec<RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect()
+}
+
+/// Completion requests sent for session `sid` (by the `x-session-affinity` header).
+fn requests_of(server: &MockServer, sid: &str) -> Vec<RecordedRequest> {
+    completions(server)
+        .into_iter()
+        .filter(|r| r.headers.x_session_affinity.as_deref() == Some(sid))
+        .collect()
+}
+
+/// Text of every request message with `role`.
+fn request_texts(r: &RecordedRequest, role: &str) -> Vec<String> {
+    r.body["messages"]
+        .as_array()
+        .map(|ms| {
+            ms.iter()
+                .filter(|m| m["role"] == role)
+                .map(|m| match &m["content"] {
+                    Value::String(s) => s.clone(),
+                    Value::Array(ps) => ps
+                        .iter()
+                        .filter_map(|p| p["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    _ => String::new(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn run_prompt(rt: &Runtime, sid: &str, text: &str) -> TurnResult {
+    tokio::time::timeout(DEADLINE, rt.prompt(sid, prompt(text)))
+        .await
+        .unwrap_or_else(|_| panic!("prompt {text:?} did not finish"))
+        .unwrap_or_else(|e| panic!("prompt {text:?} failed: {e}"))
+}
+
+/// Waits until the runtime holds no live actor and no live session (panics with the counts
+/// after `limit`).
+async fn wait_idle(rt: &Runtime, limit: Duration) {
+    let start = Instant::now();
+    while rt.live_actors() != 0 || rt.live_sessions() != 0 {
+        assert!(
+            start.elapsed() < limit,
+            "runtime not idle after {limit:?}: live_actors={} live_sessions={}",
+            rt.live_actors(),
+            rt.live_sessions()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn task_args(token: &str, subagent: &str) -> Value {
+    json!({
+        "description": format!("job {token}"),
+        "prompt": format!("{token}: do the job and report back"),
+        "subagent_type": subagent,
+    })
+}
+
+/// The `task_id: <id>` a successful task result starts with.
+fn task_id_of(output: &str) -> String {
+    let line = output.lines().next().unwrap_or("");
+    let id = line
+        .strip_prefix("task_id: ")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("task output does not start with `task_id: `: {output}"));
+    id.to_string()
+}
+
+/// Matches each child session to the token of its task prompt.
+async fn child_by_token(rt: &Runtime, parent: &str, tokens: &[&str]) -> Vec<String> {
+    let kids = children(rt, parent).await;
+    let mut out = Vec::new();
+    for token in tokens {
+        let mut found = None;
+        for k in &kids {
+            if first_user_text(&messages(rt, &k.id).await).contains(token) {
+                found = Some(k.id.clone());
+            }
+        }
+        out.push(found.unwrap_or_else(|| panic!("no child session for {token}: {kids:#?}")));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_parallel_children() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    std::fs::write(root.join("notes.md"), "TODO: the secret is 42\n").expect("notes");
+    let notes = root.join("notes.md").display().to_string();
+
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", task_args("CHILD-A-READ", "explore"))
+                .with_tool("task", task_args("CHILD-B-PANIC", "explore"))
+                .with_tool("task", task_args("CHILD-C-SLEEP", "general")),
+            Step::text("parent summarised the three children"),
+        ])
+        .matching("PARENT-FANOUT"),
+        // A: ~300 ms over two steps.
+        Conversation::new(vec![
+            Step::tool("read", json!({"filePath": notes})).with_first_byte_delay_ms(200),
+            Step::text("A found: the secret is 42").with_first_byte_delay_ms(100),
+        ])
+        .matching("CHILD-A-READ"),
+        // B: one step, then the script is exhausted → HTTP 400 → B's turn fails.
+        Conversation::new(vec![
+            Step::tool("test_panic", json!({"message": "child B blew up"}))
+                .with_first_byte_delay_ms(200),
+        ])
+        .matching("CHILD-B-PANIC")
+        .on_exhausted(Exhausted::Error),
+        // C: sleeps far past the task timeout.
+        Conversation::new(vec![
+            Step::tool("test_sleep", json!({"ms": 60000})).with_first_byte_delay_ms(200),
+            Step::text("C never gets here"),
+        ])
+        .matching("CHILD-C-SLEEP"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let opts = RuntimeOptions {
+        task_timeout: Duration::from_millis(1500),
+        ..Default::default()
+    };
+    let rt = start_runtime(&dir, &server.base_url(), opts).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+
+    let started = Instant::now();
+    let turn = run_prompt(&rt, &sid, "PARENT-FANOUT: fan out to three helpers").await;
+    eprintln!(
+        "three_parallel_children: parent turn took {:?}",
+        started.elapsed()
+    );
+    assert!(turn.error.is_none(), "parent turn failed: {:?}", turn.error);
+    assert_eq!(turn.text, "parent summarised the three children");
+
+    // The parent's three task parts: A succeeded, B and C failed.
+    let history = messages(&rt, &sid).await;
+    let results = task_results(&history);
+    assert_eq!(results.len(), 3, "task parts: {results:#?}");
+    let by_token = |t: &str| {
+        results
+            .iter()
+            .find(|(input, _)| input["prompt"].as_str().unwrap_or("").contains(t))
+            .map(|(_, r)| r.clone())
+            .unwrap_or_else(|| panic!("no task part for {t}"))
+    };
+    let (a, b, c) = (
+        by_token("CHILD-A-READ"),
+        by_token("CHILD-B-PANIC"),
+        by_token("CHILD-C-SLEEP"),
+    );
+    let a = a.unwrap_or_else(|e| panic!("A should succeed: {e}"));
+    assert!(a.contains("A found: the secret is 42"), "A output: {a}");
+    assert!(
+        a.contains("state=\"completed\"") && a.contains("<task_result>"),
+        "A output format: {a}"
+    );
+    let b = b.expect_err("B should fail");
+    assert!(b.contains("failed"), "B error: {b}");
+    let c = c.expect_err("C should time out");
+    assert!(
+        c.to_lowercase().contains("timed out") || c.to_lowercase().contains("timeout"),
+        "C error: {c}"
+    );
+    assert_eq!(
+        results.iter().filter(|(_, r)| r.is_err()).count(),
+        2,
+        "{results:#?}"
+    );
+
+    // Three child sessions, each with the parent as parent.
+    let kids = children(&rt, &sid).await;
+    assert_eq!(kids.len(), 3, "children: {kids:#?}");
+    for k in &kids {
+        assert_eq!(k.parent_id.as_deref(), Some(sid.as_str()));
+    }
+    let ids = child_by_token(
+        &rt,
+        &sid,
+        &["CHILD-A-READ", "CHILD-B-PANIC", "CHILD-C-SLEEP"],
+    )
+    .await;
+    assert_eq!(
+        task_id_of(&a),
+        ids[0],
+        "A's task_id names its child session"
+    );
+
+    // The children's first requests were all in flight at the same time.
+    let firsts: Vec<RecordedRequest> = ids
+        .iter()
+        .map(|id| {
+            requests_of(&server, id)
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| panic!("no request for child {id}"))
+        })
+        .collect();
+    let latest_start = firsts.iter().map(|r| r.start_ms).max().unwrap_or(0);
+    let earliest_end = firsts
+        .iter()
+        .map(|r| r.end_ms.expect("ended"))
+        .min()
+        .unwrap_or(0);
+    assert!(
+        latest_start < earliest_end,
+        "children's requests did not overlap: {:?}",
+        firsts
+            .iter()
+            .map(|r| (r.start_ms, r.end_ms))
+            .collect::<Vec<_>>()
+    );
+    // A read the file and answered in a second request.
+    let a_reqs = requests_of(&server, &ids[0]);
+    assert_eq!(a_reqs.len(), 2, "A's requests");
+    // B's second request was the failing one.
+    let b_reqs = requests_of(&server, &ids[1]);
+    assert_eq!(b_reqs.len(), 2, "B's requests");
+    assert_eq!(b_reqs[1].status, 400);
+    let b_hist = messages(&rt, &ids[1]).await;
+    assert!(
+        last_assistant(&b_hist)
+            .and_then(|m| m.error.as_ref())
+            .is_some(),
+        "B's last assistant message has no error: {b_hist:#?}"
+    );
+
+    wait_idle(&rt, Duration::from_secs(5)).await;
+    rt.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_during_fan_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let hang = |token: &str| {
+        Conversation::new(vec![
+            Step::text("working on it, please hold the line")
+                .with_chunk_size(4)
+                .with_fault(Fault::hang_after(2)),
+        ])
+        .matching(token)
+    };
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", task_args("HANG-A", "explore"))
+                .with_tool("task", task_args("HANG-B", "explore"))
+                .with_tool("task", task_args("SLEEP-C", "general")),
+            Step::text("never reached"),
+        ])
+        .matching("PARENT-ABORT"),
+        hang("HANG-A"),
+        hang("HANG-B"),
+        Conversation::new(vec![
+            Step::tool("test_sleep", json!({"ms": 60000})),
+            Step::text("never reached"),
+        ])
+        .matching("SLEEP-C"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let rt = start_runtime(&dir, &server.base_url(), RuntimeOptions::default()).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+
+    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let turn = tokio::spawn(async move {
+        rt1.prompt(&sid1, prompt("PARENT-ABORT: start three and hang"))
+            .await
+    });
+    // The parent's request plus one per child.
+    wait_until("the three children's requests", DEADLINE, || {
+        completions(&server).len() >= 4
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let live_before = rt.live_actors();
+    assert!(
+        live_before >= 7,
+        "expected parent + processor + 3 tool calls + children alive, got {live_before}"
+    );
+    let aborted_at = Instant::now();
+    rt.abort(&sid);
+    let result = tokio::time::timeout(Duration::from_secs(1), turn)
+        .await
+        .expect("the parent's prompt did not return within 1 s of the abort")
+        .expect("task")
+        .expect("turn result");
+    eprintln!(
+        "abort_during_fan_out: parent returned {:?} after the abort",
+        aborted_at.elapsed()
+    );
+    assert_eq!(
+        result.error.as_ref().map(|e| e.name.as_str()),
+        Some("MessageAbortedError"),
+        "{result:?}"
+    );
+    wait_idle(&rt, Duration::from_secs(1)).await;
+    eprintln!(
+        "abort_during_fan_out: idle {:?} after the abort",
+        aborted_at.elapsed()
+    );
+
+    // Every task part of the parent is an aborted error.
+    let history = messages(&rt, &sid).await;
+    let results = task_results(&history);
+    assert_eq!(results.len(), 3, "{results:#?}");
+    for (input, r) in &results {
+        assert_eq!(
+            r.as_ref().err().map(String::as_str),
+            Some("Tool execution aborted"),
+            "task {input}"
+        );
+    }
+    // Every child's turn ended aborted: its last assistant message is aborted, or its tool
+    // part is an aborted error.
+    let kids = children(&rt, &sid).await;
+    assert_eq!(kids.len(), 3, "{kids:#?}");
+    for k in &kids {
+        let h = messages(&rt, &k.id).await;
+        let aborted_msg = last_assistant(&h)
+            .and_then(|a| a.error.as_ref())
+            .is_some_and(|e| e.name == "MessageAbortedError");
+        let aborted_tool = tool_parts(&h)
+            .iter()
+            .any(|(_, s)| matches!(s, ToolState::Error { error, .. } if error == "Tool execution aborted"));
+        assert!(
+            aborted_msg || aborted_tool,
+            "child {} ({}) did not end aborted: {h:#?}",
+            k.id,
+            first_user_text(&h)
+        );
+    }
+    // The hung responses were dropped by the client.
+    wait_until("the hung responses to end", Duration::from_secs(2), || {
+        completions(&server).iter().all(|r| r.end_ms.is_some())
+    })
+    .await;
+    rt.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_with_task_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+
+    // Turn 1 (first runtime, first mock): the parent starts a child.
+    let child_conv = |steps: Vec<Step>| Conversation::new(steps).matching("CHILD-RESUME");
+    let server1 = MockServer::start(Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", task_args("CHILD-RESUME", "explore")),
+            Step::text("parent turn one done"),
+        ])
+        .matching("PARENT-RESUME"),
+        child_conv(vec![Step::text("child first answer: 17 files")]),
+    ]))
+    .await
+    .expect("mock 1");
+    let rt = start_runtime(&dir, &server1.base_url(), RuntimeOptions::default()).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let t1 = run_prompt(&rt, &sid, "PARENT-RESUME: start a helper").await;
+    assert!(t1.error.is_none(), "{:?}", t1.error);
+    let r1 = task_results(&messages(&rt, &sid).await);
+    assert_eq!(r1.len(), 1);
+    let out1 = r1[0].1.clone().expect("first task call succeeds");
+    let child = task_id_of(&out1);
+    assert!(out1.contains("child first answer: 17 files"), "{out1}");
+    wait_idle(&rt, Duration::from_secs(5)).await;
+    rt.shutdown().await;
+    server1.shutdown().await;
+
+    // Turn 2 (a fresh runtime on the same store; its mock knows the child's id): the parent
+    // continues the child, and tries a bogus task_id in the same step.
+    let resume = json!({
+        "description": "continue helper",
+        "prompt": "now count the directories too",
+        "subagent_type": "explore",
+        "task_id": child,
+    });
+    let bogus = json!({
+        "description": "bogus helper",
+        "prompt": "BOGUS-TASK-ID continue something that does not exist",
+        "subagent_type": "explore",
+        "task_id": "ses_doesnotexist0000000000",
+    });
+    let filler = || Step::text("unused");
+    let server2 = MockServer::start(Script::new(vec![
+        Conversation::new(vec![
+            filler(),
+            filler(),
+            Step::tool("task", resume).with_tool("task", bogus),
+            Step::text("parent turn two done"),
+        ])
+        .matching("PARENT-RESUME"),
+        child_conv(vec![
+            filler(),
+            Step::text("child second answer: 4 directories"),
+        ]),
+    ]))
+    .await
+    .expect("mock 2");
+    let rt = start_runtime(&dir, &server2.base_url(), RuntimeOptions::default()).await;
+    let t2 = run_prompt(&rt, &sid, "continue the helper").await;
+    assert!(t2.error.is_none(), "{:?}", t2.error);
+    assert_eq!(t2.text, "parent turn two done");
+
+    let r2 = task_results(&messages(&rt, &sid).await);
+    assert_eq!(r2.len(), 3, "{r2:#?}");
+    let resumed = r2[1].1.clone().expect("resumed task call succeeds");
+    assert_eq!(task_id_of(&resumed), child, "same child session: {resumed}");
+    assert!(
+        resumed.contains("child second answer: 4 directories"),
+        "{resumed}"
+    );
+    let err = r2[2].1.clone().expect_err("bogus task_id fails");
+    assert!(err.contains("ses_doesnotexist0000000000"), "{err}");
+
+    // Still one child, now holding both turns.
+    let kids = children(&rt, &sid).await;
+    assert_eq!(kids.len(), 1, "{kids:#?}");
+    assert_eq!(kids[0].id, child);
+    let h = messages(&rt, &child).await;
+    let roles: Vec<bool> = h
+        .iter()
+        .map(|m| matches!(m.info, Message::User(_)))
+        .collect();
+    assert_eq!(roles, [true, false, true, false], "{h:#?}");
+    // The child's second request carried its first turn.
+    let reqs = requests_of(&server2, &child);
+    assert_eq!(reqs.len(), 1, "{reqs:#?}");
+    assert_eq!(reqs[0].step, Some(1));
+    let users = request_texts(&reqs[0], "user");
+    assert!(
+        users.len() == 2
+            && users[0].contains("CHILD-RESUME")
+            && users[1].contains("now count the directories too"),
+        "{users:#?}"
+    );
+    let assistants = request_texts(&reqs[0], "assistant");
+    assert!(
+        assistants
+            .iter()
+            .any(|t| t.contains("child first answer: 17 files")),
+        "{assistants:#?}"
+    );
+    wait_idle(&rt, Duration::from_secs(5)).await;
+    rt.shutdown().await;
+    server2.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subagent_cap_queues() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let child = |token: &str| {
+        Conversation::new(vec![
+            Step::text(format!("{token} answered")).with_first_byte_delay_ms(150),
+        ])
+        .matching(token)
+    };
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", task_args("CAP-ONE", "explore"))
+                .with_tool("task", task_args("CAP-TWO", "explore"))
+                .with_tool("task", task_args("CAP-THREE", "general")),
+            Step::text("all three answered"),
+        ])
+        .matching("PARENT-CAP"),
+        child("CAP-ONE"),
+        child("CAP-TWO"),
+        child("CAP-THREE"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let opts = RuntimeOptions {
+        max_subagents: 1,
+        ..Default::default()
+    };
+    let rt = start_runtime(&dir, &server.base_url(), opts).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "PARENT-CAP: three helpers, one at a time").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    assert_eq!(turn.text, "all three answered");
+
+    let results = task_results(&messages(&rt, &sid).await);
+    assert_eq!(results.len(), 3);
+    for (input, r) in &results {
+        let token = input["prompt"]
+            .as_str()
+            .unwrap_or("")
+            .split(':')
+            .next()
+            .unwrap_or("");
+        let out = r.clone().unwrap_or_else(|e| panic!("{token} failed: {e}"));
+        assert!(out.contains(&format!("{token} answered")), "{out}");
+    }
+    let ids = child_by_token(&rt, &sid, &["CAP-ONE", "CAP-TWO", "CAP-THREE"]).await;
+    let mut reqs: Vec<RecordedRequest> =
+        ids.iter().flat_map(|id| requests_of(&server, id)).collect();
+    assert_eq!(reqs.len(), 3);
+    reqs.sort_by_key(|r| r.start_ms);
+    for w in reqs.windows(2) {
+        let end = w[0].end_ms.expect("ended");
+        assert!(
+            w[1].start_ms >= end,
+            "children ran concurrently despite max_subagents = 1: {:?}",
+            reqs.iter()
+                .map(|r| (r.start_ms, r.end_ms))
+                .collect::<Vec<_>>()
+        );
+    }
+    wait_idle(&rt, Duration::from_secs(5)).await;
+    rt.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_subagent_and_nested_task_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let nesting = |token: &str| {
+        Conversation::new(vec![
+            Step::tool("task", task_args("GRANDCHILD", "explore")),
+            Step::text(format!("{token} was refused")),
+        ])
+        .matching(token)
+    };
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", task_args("NOSUCH-AGENT", "nosuch"))
+                .with_tool("task", task_args("NEST-GENERAL", "general"))
+                .with_tool("task", task_args("NEST-EXPLORE", "explore")),
+            Step::text("parent done"),
+        ])
+        .matching("PARENT-REFUSED"),
+        nesting("NEST-GENERAL"),
+        nesting("NEST-EXPLORE"),
+        Conversation::new(vec![Step::text("a grandchild ran")]).matching("GRANDCHILD"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let rt = start_runtime(&dir, &server.base_url(), RuntimeOptions::default()).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "PARENT-REFUSED: try bad task calls").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    assert_eq!(turn.text, "parent done");
+
+    let results = task_results(&messages(&rt, &sid).await);
+    assert_eq!(results.len(), 3, "{results:#?}");
+    let unknown = results[0].1.clone().expect_err("unknown agent fails");
+    assert!(unknown.contains("nosuch"), "{unknown}");
+    assert!(
+        unknown.contains("explore") && unknown.contains("general"),
+        "the error should name the available agents: {unknown}"
+    );
+    assert!(
+        !unknown.contains("build"),
+        "primary agents are not subagents: {unknown}"
+    );
+    // Only the two valid calls created children; both ran, and their own task calls were
+    // refused without creating grandchildren.
+    let ids = child_by_token(&rt, &sid, &["NEST-GENERAL", "NEST-EXPLORE"]).await;
+    assert_eq!(children(&rt, &sid).await.len(), 2);
+    for (id, token) in ids.iter().zip(["NEST-GENERAL", "NEST-EXPLORE"]) {
+        let h = messages(&rt, id).await;
+        let nested = task_results(&h);
+        assert_eq!(nested.len(), 1, "{token}: {h:#?}");
+        let e = nested[0]
+            .1
+            .clone()
+            .expect_err("nested task call is refused");
+        eprintln!("{token}: nested task error: {e}");
+        assert!(
+            e.to_lowercase().contains("denied")
+                || e.to_lowercase().contains("permission")
+                || e.to_lowercase().contains("not allowed"),
+            "{token}: nested task error should say it was denied: {e}"
+        );
+        assert!(
+            children(&rt, id).await.is_empty(),
+            "{token} has a grandchild"
+        );
+        assert!(results.iter().any(|(_, r)| {
+            r.as_ref()
+                .is_ok_and(|o| o.contains(&format!("{token} was refused")))
+        }));
+    }
+    assert!(
+        completions(&server)
+            .iter()
+            .all(|r| !request_texts(r, "user")
+                .iter()
+                .any(|t| t.contains("GRANDCHILD:"))),
+        "a grandchild request was sent"
+    );
+    wait_idle(&rt, Duration::from_secs(5)).await;
+    rt.shutdown().await;
+    server.shutdown().await;
+}
