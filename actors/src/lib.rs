@@ -22,6 +22,7 @@ pub mod progress;
 pub mod session_actor;
 pub mod task;
 pub mod tool_call;
+pub mod tree;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -103,6 +104,28 @@ pub struct Counters {
     pub processor_crashes: AtomicU64,
     /// Live actors of the runtime (sessions, processors, tool calls), kept by [`ActorGauge`]s.
     pub live_actors: Arc<std::sync::atomic::AtomicI64>,
+    /// Labelled counters: (metric name, label set in Prometheus syntax) → value.
+    pub labeled: DashMap<(&'static str, String), u64>,
+    /// Total cost, USD, of the steps this runtime ran.
+    pub cost: std::sync::Mutex<Decimal>,
+}
+
+impl Counters {
+    /// Add `by` to a labelled counter, e.g. `incr("tool_calls_total", "tool=\"bash\",outcome=\"completed\"", 1)`.
+    pub fn incr(&self, name: &'static str, labels: String, by: u64) {
+        *self.labeled.entry((name, labels)).or_insert(0) += by;
+    }
+
+    /// Snapshot of the labelled counters, sorted.
+    pub fn snapshot(&self) -> Vec<(&'static str, String, u64)> {
+        let mut v: Vec<_> = self
+            .labeled
+            .iter()
+            .map(|e| (e.key().0, e.key().1.clone(), *e.value()))
+            .collect();
+        v.sort();
+        v
+    }
 }
 
 /// Counts one live actor while it exists: created in `pre_start`, kept in the actor's state,
@@ -147,6 +170,8 @@ pub struct RuntimeShared {
     pub depth: DashMap<String, u32>,
     /// Slots for concurrently running subagents.
     pub subagent_slots: Arc<tokio::sync::Semaphore>,
+    /// The live supervision tree (for monitoring).
+    pub tree: Arc<crate::tree::Registry>,
     /// Per-provider back-off: no request to the provider starts before this time (ms since
     /// epoch). Set when one session gets a 429, so parallel sessions back off together.
     pub rate_limits: DashMap<String, i64>,
@@ -317,6 +342,7 @@ impl Runtime {
                 depth: DashMap::new(),
                 subagent_slots: Arc::new(tokio::sync::Semaphore::new(max_subagents)),
                 rate_limits: DashMap::new(),
+                tree: Arc::new(crate::tree::Registry::default()),
                 http,
                 providers: DashMap::new(),
                 spawn_lock: tokio::sync::Mutex::new(()),
@@ -382,6 +408,7 @@ impl Runtime {
             rt: self.shared.clone(),
             session,
             history,
+            tree_parent: None,
         };
         let (actor, _) = Actor::spawn_linked(None, SessionActor, args, self.root.get_cell())
             .await
@@ -467,6 +494,50 @@ impl Runtime {
     /// Number of live session actors.
     pub fn live_sessions(&self) -> usize {
         self.shared.sessions.len()
+    }
+
+    /// The live supervision tree: runtime → sessions → processor → tool calls → subagent
+    /// sessions, with status, current tool, steps, tokens and cost.
+    pub fn actors(&self) -> crate::tree::ActorNode {
+        self.shared.tree.tree()
+    }
+
+    /// Pending permission requests (`permission.asked` payloads).
+    pub fn pending_permissions(&self) -> Vec<serde_json::Value> {
+        self.shared.broker.pending()
+    }
+
+    /// Start a prompt without waiting for it (the result goes to the bus).
+    pub fn prompt_async(&self, session_id: &str, input: PromptInput) {
+        let rt = self.clone();
+        let sid = session_id.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = rt.prompt(&sid, input).await {
+                rt.shared
+                    .store
+                    .write1(Write::Publish(troupe_session::Event::SessionError {
+                        session_id: sid.clone(),
+                        error: MessageError::new("UnknownError", e.to_string()),
+                    }));
+            }
+        });
+    }
+
+    /// Abort a session and delete it (and its messages, parts and event log) from the store.
+    pub async fn delete_session(&self, session_id: &str) -> Result<bool, RuntimeError> {
+        self.abort(session_id);
+        let sid = session_id.to_string();
+        let Some(s) = self.shared.store.read(move |r| r.session(&sid)).await? else {
+            return Ok(false);
+        };
+        let sid = session_id.to_string();
+        let children = self.shared.store.read(move |r| r.children(&sid)).await?;
+        for c in children {
+            Box::pin(self.delete_session(&c.id)).await?;
+        }
+        self.shared.store.write1(Write::DeleteSession(s));
+        self.shared.store.flush().await?;
+        Ok(true)
     }
 
     /// Number of live actors below the root (sessions, processors, tool calls).

@@ -107,6 +107,7 @@ struct PendingCall {
 /// Processor state.
 pub struct ProcessorState {
     _gauge: crate::ActorGauge,
+    node: crate::tree::NodeGuard,
     rt: Arc<RuntimeShared>,
     store: Store,
     assistant: AssistantMessage,
@@ -158,6 +159,21 @@ impl ProcessorState {
     }
 
     fn set_tool_state(&mut self, i: usize, new_state: ToolState, tool_name: Option<String>) {
+        if new_state.is_final() {
+            let tool = tool_name.clone().or_else(|| match &self.parts[i].kind {
+                PartKind::Tool { tool, .. } => Some(tool.clone()),
+                _ => None,
+            });
+            self.rt.counters.incr(
+                "tool_calls_total",
+                format!(
+                    "tool=\"{}\",outcome=\"{}\"",
+                    tool.unwrap_or_default(),
+                    new_state.status()
+                ),
+                1,
+            );
+        }
         if let PartKind::Tool { state, tool, .. } = &mut self.parts[i].kind {
             *state = new_state;
             if let Some(n) = tool_name {
@@ -312,6 +328,11 @@ fn spawn_stream_task(
                     _ = tokio::time::sleep(Duration::from_millis(wait as u64)) => {}
                 }
             }
+            rt.counters.incr(
+                "provider_requests_started_total",
+                format!("provider=\"{}\"", model.provider_id),
+                1,
+            );
             let failure = match provider.stream(request.clone(), cancel.clone()).await {
                 Ok(mut stream) => {
                     let mut failure = None;
@@ -335,6 +356,11 @@ fn spawn_stream_task(
                     }
                     match failure {
                         None => {
+                            rt.counters.incr(
+                                "provider_requests_total",
+                                format!("provider=\"{}\",status=\"ok\"", model.provider_id),
+                                1,
+                            );
                             let _ = myself.cast(ProcMsg::StreamEnded);
                             return;
                         }
@@ -343,6 +369,14 @@ fn spawn_stream_task(
                 }
                 Err(e) => e,
             };
+            rt.counters.incr(
+                "provider_requests_total",
+                format!(
+                    "provider=\"{}\",status=\"{:?}\"",
+                    model.provider_id, failure.kind
+                ),
+                1,
+            );
             if cancel.is_cancelled() {
                 let _ = myself.cast(ProcMsg::StreamFailed(LlmError::new(
                     ErrorKind::Aborted,
@@ -358,6 +392,11 @@ fn spawn_stream_task(
                 troupe_llm::retry::retry_delay(attempt, &failure.retry_headers, SystemTime::now());
             let delay = delay.min(rt.opts.max_retry_delay);
             let next = now_ms() + delay.as_millis() as i64;
+            rt.counters.incr(
+                "retries_total",
+                format!("provider=\"{}\"", model.provider_id),
+                1,
+            );
             if failure.kind == ErrorKind::RateLimit {
                 rt.rate_limits
                     .entry(limiter_key.clone())
@@ -657,6 +696,19 @@ impl ProcessorActor {
                 args: input,
                 ctx,
                 gauge: crate::ActorGauge::new(&state.rt.counters.live_actors),
+                node: {
+                    let n = state.rt.tree.register(
+                        crate::tree::Kind::ToolCall,
+                        &call.call_id,
+                        Some(&state.assistant.session_id),
+                        Some(state.node.key()),
+                    );
+                    n.update(|x| {
+                        x.status = "busy".into();
+                        x.tool = Some(name.clone());
+                    });
+                    n
+                },
             };
             let me = myself.clone();
             let call_id = call.call_id.clone();
@@ -709,6 +761,22 @@ impl Actor for ProcessorActor {
     ) -> Result<ProcessorState, ActorProcessingErr> {
         Ok(ProcessorState {
             _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
+            node: {
+                let n = args.rt.tree.register(
+                    crate::tree::Kind::Processor,
+                    &args.assistant.id,
+                    Some(&args.assistant.session_id),
+                    Some(&crate::tree::node_key(
+                        crate::tree::Kind::Session,
+                        &args.assistant.session_id,
+                    )),
+                );
+                n.update(|x| {
+                    x.status = "busy".into();
+                    x.agent = Some(args.assistant.agent.clone());
+                });
+                n
+            },
             store: args.rt.store.clone(),
             rt: args.rt,
             assistant: args.assistant,
@@ -811,6 +879,7 @@ impl Actor for ProcessorActor {
                 message,
                 next,
             } => {
+                state.node.update(|n| n.status = "retry".into());
                 state.store.write1(Write::Publish(Event::SessionStatus {
                     session_id: state.assistant.session_id.clone(),
                     status: SessionStatus::Retry {
@@ -821,6 +890,7 @@ impl Actor for ProcessorActor {
                 }));
             }
             ProcMsg::ResetAttempt => {
+                state.node.update(|n| n.status = "busy".into());
                 // Drop what the failed attempt produced; the step starts over.
                 let removed: Vec<Part> = state.parts.drain(state.attempt_start..).collect();
                 for p in removed {

@@ -59,6 +59,8 @@ pub struct SessionArgs {
     pub session: Session,
     /// Its messages, oldest first.
     pub history: Vec<MessageWithParts>,
+    /// Parent node in the supervision tree (the task tool call of a subagent session).
+    pub tree_parent: Option<String>,
 }
 
 struct Turn {
@@ -85,6 +87,7 @@ struct Turn {
 /// Session actor state.
 pub struct SessionState {
     _gauge: crate::ActorGauge,
+    node: crate::tree::NodeGuard,
     rt: Arc<RuntimeShared>,
     session: Session,
     history: Vec<MessageWithParts>,
@@ -130,6 +133,13 @@ impl SessionActor {
                         session_id: state.session.id.clone(),
                         status: SessionStatus::Busy,
                     }));
+                    let agent = state.turn.as_ref().map(|t| t.agent.name.clone());
+                    let queued = state.queue.len() as u64;
+                    state.node.update(|n| {
+                        n.status = "busy".into();
+                        n.agent = agent;
+                        n.queued = queued;
+                    });
                     if state.turn.as_ref().is_some_and(|t| t.compact_only) {
                         self.start_compaction(myself, state, false, false, false)
                             .await;
@@ -745,11 +755,40 @@ impl SessionActor {
     fn account(&self, state: &mut SessionState, m: &MessageWithParts) {
         if let Message::Assistant(a) = &m.info {
             state.session.cost += a.cost;
+            let mut step_tokens = troupe_session::Tokens::default();
             for p in &m.parts {
                 if let PartKind::StepFinish { tokens, .. } = &p.kind {
                     state.session.tokens.add(tokens);
+                    step_tokens.add(tokens);
                 }
             }
+            let cost = a.cost;
+            {
+                let mut c = state
+                    .rt
+                    .counters
+                    .cost
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                *c += cost;
+            }
+            for (kind, v) in [
+                ("input", step_tokens.input),
+                ("output", step_tokens.output),
+                ("reasoning", step_tokens.reasoning),
+                ("cache_read", step_tokens.cache.read),
+                ("cache_write", step_tokens.cache.write),
+            ] {
+                state
+                    .rt
+                    .counters
+                    .incr("tokens_total", format!("type=\"{kind}\""), v);
+            }
+            state.node.update(|n| {
+                n.steps += 1;
+                n.tokens.add(&step_tokens);
+                n.cost += cost;
+            });
         }
     }
 
@@ -787,6 +826,7 @@ impl SessionActor {
         }
         state.session.time.updated = now;
         let sid = state.session.id.clone();
+        state.node.update(|n| n.status = "idle".into());
         state.rt.store.write(vec![
             Write::Session {
                 info: state.session.clone(),
@@ -869,6 +909,16 @@ impl Actor for SessionActor {
         let worktree = worktree_of(&directory);
         Ok(SessionState {
             _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
+            node: {
+                let n = args.rt.tree.register(
+                    crate::tree::Kind::Session,
+                    &args.session.id,
+                    Some(&args.session.id),
+                    args.tree_parent.as_deref(),
+                );
+                n.update(|x| x.agent = args.session.agent.clone());
+                n
+            },
             rt: args.rt,
             session: args.session,
             history: args.history,

@@ -241,6 +241,10 @@ async fn run_task(
         rt: rt.clone(),
         session: child.clone(),
         history,
+        tree_parent: Some(crate::tree::node_key(
+            crate::tree::Kind::ToolCall,
+            &ctx.call_id,
+        )),
     };
     let spawned = match supervisor {
         Some(cell) => Actor::spawn_linked(None, SessionActor, actor_args, cell).await,

@@ -35,6 +35,8 @@ pub struct ToolCallArgs {
     pub ctx: ToolContext,
     /// Live-actor count for this actor.
     pub gauge: crate::ActorGauge,
+    /// Node in the supervision tree.
+    pub node: crate::tree::NodeGuard,
 }
 
 /// State of a tool-call actor; its final value is the call's result.
@@ -45,6 +47,7 @@ pub struct ToolCallState {
     pub result: Option<Result<ToolOutput, ToolError>>,
     pending: Option<(Arc<dyn Tool>, Value, ToolContext)>,
     _gauge: crate::ActorGauge,
+    _node: crate::tree::NodeGuard,
 }
 
 impl Actor for ToolCallActor {
@@ -64,6 +67,7 @@ impl Actor for ToolCallActor {
             result: None,
             pending: Some((args.tool, args.args, args.ctx)),
             _gauge: args.gauge,
+            _node: args.node,
         })
     }
 

@@ -1,0 +1,251 @@
+//! The live supervision tree, for monitoring (`GET /actors`, `troupe monitor`).
+//!
+//! Every actor of the runtime registers a node while it lives ([`NodeGuard`], held in the
+//! actor's state and removed when the state is dropped, however the actor ends). Actors
+//! update their node's status, current tool, step count, tokens and cost as they work. The
+//! tree is assembled on demand from the parent links, so reading it never touches an actor's
+//! mailbox.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use rust_decimal::Decimal;
+use serde::Serialize;
+use troupe_session::{Millis, Tokens, now_ms};
+
+/// Kind of actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// The root supervisor.
+    Runtime,
+    /// A session (root or subagent).
+    Session,
+    /// One step.
+    Processor,
+    /// One tool call.
+    ToolCall,
+    /// A compaction worker.
+    Compaction,
+    /// A title worker.
+    Title,
+}
+
+/// One node of the tree as served.
+#[derive(Debug, Clone, Serialize)]
+pub struct ActorNode {
+    /// Kind.
+    pub kind: Kind,
+    /// Actor id (session id, message id, call id, …).
+    pub id: String,
+    /// Session the actor works for.
+    #[serde(rename = "sessionID", skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// `idle`, `busy`, `retry`.
+    pub status: String,
+    /// Tool running (tool calls) or last tool seen (sessions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Agent (sessions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Start time, ms since epoch.
+    pub started: Millis,
+    /// Steps run (sessions: this actor's lifetime).
+    pub steps: u64,
+    /// Tokens so far.
+    pub tokens: Tokens,
+    /// Cost so far, USD.
+    #[serde(with = "rust_decimal::serde::float")]
+    pub cost: Decimal,
+    /// Restarts (supervisor restarts of this actor).
+    pub restarts: u64,
+    /// Failures of children seen by this actor (crashed tools, crashed steps).
+    pub failures: u64,
+    /// Prompts waiting behind the running turn (sessions).
+    pub queued: u64,
+    /// Children.
+    pub children: Vec<ActorNode>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    node: ActorNode,
+    parent: Option<String>,
+}
+
+/// Registry of live actors.
+#[derive(Debug, Default)]
+pub struct Registry {
+    nodes: DashMap<String, Entry>,
+}
+
+impl Registry {
+    /// Register a node; the guard removes it when dropped.
+    pub fn register(
+        self: &Arc<Self>,
+        kind: Kind,
+        id: &str,
+        session_id: Option<&str>,
+        parent: Option<&str>,
+    ) -> NodeGuard {
+        let key = format!("{}:{}", key_prefix(kind), id);
+        let node = ActorNode {
+            kind,
+            id: id.to_string(),
+            session_id: session_id.map(str::to_string),
+            status: "idle".into(),
+            tool: None,
+            agent: None,
+            started: now_ms(),
+            steps: 0,
+            tokens: Tokens::default(),
+            cost: Decimal::ZERO,
+            restarts: 0,
+            failures: 0,
+            queued: 0,
+            children: Vec::new(),
+        };
+        self.nodes.insert(
+            key.clone(),
+            Entry {
+                node,
+                parent: parent.map(str::to_string),
+            },
+        );
+        NodeGuard {
+            registry: self.clone(),
+            key,
+        }
+    }
+
+    /// Number of live nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether no actor is registered.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Assemble the tree under a synthetic runtime root.
+    pub fn tree(&self) -> ActorNode {
+        let mut entries: Vec<(String, Entry)> = self
+            .nodes
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        entries.sort_by(|a, b| a.1.node.started.cmp(&b.1.node.started).then(a.0.cmp(&b.0)));
+        let mut children: std::collections::HashMap<Option<String>, Vec<(String, ActorNode)>> =
+            std::collections::HashMap::new();
+        let keys: std::collections::HashSet<String> =
+            entries.iter().map(|(k, _)| k.clone()).collect();
+        for (k, e) in entries {
+            // A node whose parent is gone hangs under the root rather than disappearing.
+            let parent = e.parent.filter(|p| keys.contains(p));
+            children.entry(parent).or_default().push((k, e.node));
+        }
+        fn build(
+            key: Option<String>,
+            children: &mut std::collections::HashMap<Option<String>, Vec<(String, ActorNode)>>,
+        ) -> Vec<ActorNode> {
+            let list = children.remove(&key).unwrap_or_default();
+            list.into_iter()
+                .map(|(k, mut n)| {
+                    n.children = build(Some(k), children);
+                    n
+                })
+                .collect()
+        }
+        let kids = build(None, &mut children);
+        ActorNode {
+            kind: Kind::Runtime,
+            id: "runtime".into(),
+            session_id: None,
+            status: if kids.iter().any(|k| k.status != "idle") {
+                "busy".into()
+            } else {
+                "idle".into()
+            },
+            tool: None,
+            agent: None,
+            started: 0,
+            steps: kids.iter().map(|k| k.steps).sum(),
+            tokens: Tokens::default(),
+            cost: kids.iter().map(|k| k.cost).sum(),
+            restarts: 0,
+            failures: kids.iter().map(|k| k.failures).sum(),
+            queued: 0,
+            children: kids,
+        }
+    }
+}
+
+fn key_prefix(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Runtime => "rt",
+        Kind::Session => "ses",
+        Kind::Processor => "step",
+        Kind::ToolCall => "call",
+        Kind::Compaction => "compaction",
+        Kind::Title => "title",
+    }
+}
+
+/// Key of a node in the registry (`<kind>:<id>`), for parent links.
+pub fn node_key(kind: Kind, id: &str) -> String {
+    format!("{}:{}", key_prefix(kind), id)
+}
+
+/// Keeps a node registered; updates go through it.
+#[derive(Debug)]
+pub struct NodeGuard {
+    registry: Arc<Registry>,
+    key: String,
+}
+
+impl NodeGuard {
+    /// Change the node.
+    pub fn update(&self, f: impl FnOnce(&mut ActorNode)) {
+        if let Some(mut e) = self.registry.nodes.get_mut(&self.key) {
+            f(&mut e.node);
+        }
+    }
+
+    /// The node's registry key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+}
+
+impl Drop for NodeGuard {
+    fn drop(&mut self) {
+        self.registry.nodes.remove(&self.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_follows_parent_links_and_guards_remove_nodes() {
+        let r = Arc::new(Registry::default());
+        let s = r.register(Kind::Session, "ses_1", Some("ses_1"), None);
+        let p = r.register(Kind::Processor, "msg_1", Some("ses_1"), Some(s.key()));
+        let t = r.register(Kind::ToolCall, "call_1", Some("ses_1"), Some(p.key()));
+        t.update(|n| n.tool = Some("bash".into()));
+        let tree = r.tree();
+        assert_eq!(tree.children.len(), 1);
+        assert_eq!(
+            tree.children[0].children[0].children[0].tool.as_deref(),
+            Some("bash")
+        );
+        drop(t);
+        drop(p);
+        assert!(r.tree().children[0].children.is_empty());
+        drop(s);
+        assert!(r.is_empty());
+    }
+}
