@@ -72,6 +72,11 @@ struct Args {
     /// Mock delay between SSE events, ms (0 = stream as fast as possible).
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
+    /// Let the in-process mock keep every request body (its default for tests). Off by default:
+    /// the bodies (~10 KB of JSON each, several times that parsed) would dominate the RSS and
+    /// the bench would measure the mock's log instead of troupe.
+    #[arg(long)]
+    record_bodies: bool,
 }
 
 /// Validated settings.
@@ -85,6 +90,7 @@ struct Settings {
     json: bool,
     chunk_size: usize,
     delay_ms: u64,
+    record_bodies: bool,
 }
 
 impl Args {
@@ -118,6 +124,7 @@ impl Args {
             json: self.json,
             chunk_size: self.chunk_size,
             delay_ms: self.delay_ms,
+            record_bodies: self.record_bodies,
         })
     }
 }
@@ -283,6 +290,7 @@ async fn run(s: &Settings) -> Result<Report> {
     ))
     .await
     .context("cannot start the mock provider")?;
+    server.set_record_bodies(s.record_bodies);
     let mut config = bench_config(&server.base_url())?;
     // Agents are looked up under the worktree's `.troupe/`: point it at the (empty) bench root
     // so the directory the bench is started from cannot change the workload.
@@ -514,6 +522,7 @@ async fn run(s: &Settings) -> Result<Report> {
         "tool_mix": mix,
         "chunk_size": s.chunk_size,
         "delay_ms": s.delay_ms,
+        "mock_records_bodies": s.record_bodies,
         "db": db_shown,
         "total_steps": total_steps,
         "failed_sessions": failed,
@@ -549,9 +558,15 @@ async fn run(s: &Settings) -> Result<Report> {
         "  wall           {wall_s:.3} s   ({steps_per_s:.1} steps/s)\n"
     ));
     h.push_str(&format!("  cpu            {cpu_s:.3} s user+sys   ({cpu_ms_per_step:.3} ms/step, includes the in-process mock)\n"));
-    h.push_str(&format!(
-        "  peak rss       {peak_rss_mib:.1} MiB   (the in-process mock holds {mock_body_mib:.1} MiB of recorded request JSON, more as parsed values)\n"
-    ));
+    if s.record_bodies {
+        h.push_str(&format!(
+            "  peak rss       {peak_rss_mib:.1} MiB   (the in-process mock holds {mock_body_mib:.1} MiB of recorded request JSON, more as parsed values)\n"
+        ));
+    } else {
+        h.push_str(&format!(
+            "  peak rss       {peak_rss_mib:.1} MiB   (mock keeps request summaries only)\n"
+        ));
+    }
     h.push_str(&format!(
         "  rss            {} MiB after first 10% ({tenth} sessions), {} MiB after the run (growth {} MiB, {} KiB per later session)\n",
         opt(rss_tenth),
@@ -628,6 +643,8 @@ mod tests {
                 .parallel,
             5
         );
+        assert!(!parse(&[]).expect("ok").record_bodies);
+        assert!(parse(&["--record-bodies"]).expect("ok").record_bodies);
         assert_eq!(parse(&["--no-tools"]).expect("ok").mix, ToolMix::ReadOnly);
         assert_eq!(
             parse(&["--no-tools", "--tools"]).expect("ok").mix,

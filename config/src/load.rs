@@ -3,9 +3,10 @@
 //! Merge order (later wins; objects deep-merged, arrays and scalars replaced), modelled on
 //! OpenCode's `config/config.ts` loader:
 //! 1. global: `<global_dir>/troupe.jsonc`, then `<global_dir>/troupe.json`;
-//! 2. project: `troupe.jsonc` then `troupe.json` in every directory from the worktree root down
-//!    to `cwd` (root first); the worktree root is the nearest ancestor of `cwd` (or `cwd`
-//!    itself) containing `.git`, else the filesystem root;
+//! 2. project: `troupe.jsonc` then `troupe.json` in every directory from the search root down
+//!    to `cwd` (root first); the search root is the nearest ancestor of `cwd` (or `cwd`
+//!    itself) containing `.git`, else the filesystem root (the *worktree* reported in
+//!    [`LoadedConfig::worktree`] is then `cwd` itself, see [`find_worktree`]);
 //! 3. `.troupe/troupe.jsonc` then `.troupe/troupe.json` in the same directories, root first;
 //! 4. `TROUPE_CONFIG_CONTENT` (JSON(C) text; `{file:…}` relative to `cwd`).
 //!
@@ -74,7 +75,8 @@ pub struct LoadedConfig {
     /// Config files that were read, in merge order (the env content is not a file and is not
     /// listed; see [`LoadedConfig::origin`]).
     pub sources: Vec<PathBuf>,
-    /// Worktree root: nearest ancestor of `cwd` with `.git`, else the filesystem root.
+    /// Worktree root (project root): nearest ancestor of `cwd` with `.git`, else `cwd`
+    /// itself (see [`find_worktree`]).
     pub worktree: PathBuf,
     /// Top-level key → label of the last source that set it (file path, or
     /// [`ENV_CONTENT_LABEL`]).
@@ -110,12 +112,13 @@ pub fn load_with_env(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<LoadedConfig, ConfigError> {
     let cwd = absolute(&opts.cwd);
-    let worktree = find_worktree(&cwd);
-    // Directories from the worktree root down to cwd.
+    let git_root = find_git_root(&cwd);
+    let worktree = git_root.clone().unwrap_or_else(|| cwd.clone());
+    // Directories from the search root (git root, else the filesystem root) down to cwd.
     let mut dirs: Vec<&Path> = Vec::new();
     for dir in cwd.ancestors() {
         dirs.push(dir);
-        if dir == worktree {
+        if git_root.as_deref() == Some(dir) {
             break;
         }
     }
@@ -210,16 +213,19 @@ fn absolute(p: &Path) -> PathBuf {
     }
 }
 
-/// Nearest ancestor of `cwd` (inclusive) containing `.git` (dir or file), else the root.
+/// Project root of `cwd`: the nearest ancestor of `cwd` (inclusive) containing `.git` (dir or
+/// file, so linked worktrees and submodules count), else `cwd` itself: the root of a non-git
+/// directory is the directory. Config discovery still walks up to the filesystem root in that
+/// case (see the module docs).
 pub fn find_worktree(cwd: &Path) -> PathBuf {
-    let mut last = cwd;
-    for dir in cwd.ancestors() {
-        if dir.join(".git").exists() {
-            return dir.to_path_buf();
-        }
-        last = dir;
-    }
-    last.to_path_buf()
+    find_git_root(cwd).unwrap_or_else(|| cwd.to_path_buf())
+}
+
+/// Nearest ancestor of `cwd` (inclusive) containing `.git`, or `None`.
+fn find_git_root(cwd: &Path) -> Option<PathBuf> {
+    cwd.ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .map(Path::to_path_buf)
 }
 
 fn strip_position(msg: String, line: usize, column: usize) -> String {
@@ -379,5 +385,64 @@ fn resolve_file_path(arg: &str, base_dir: Option<&Path>) -> PathBuf {
     match base_dir {
         Some(dir) => dir.join(p),
         None => absolute(p),
+    }
+}
+
+#[cfg(test)]
+mod worktree_tests {
+    use super::*;
+
+    /// True when some ancestor of `dir` has a `.git` (then the "no git" cases can't be
+    /// observed on this machine).
+    fn inside_git(dir: &Path) -> bool {
+        find_git_root(dir).is_some()
+    }
+
+    #[test]
+    fn non_git_directory_is_its_own_worktree() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let deep = tmp.path().join("a").join("b");
+        std::fs::create_dir_all(&deep).expect("mkdir");
+        if inside_git(&deep) {
+            return;
+        }
+        assert_eq!(find_worktree(&deep), deep);
+        assert_ne!(find_worktree(&deep), PathBuf::from("/"));
+    }
+
+    #[test]
+    fn git_root_wins_and_gitfile_counts() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().join("repo");
+        let deep = root.join("x").join("y");
+        std::fs::create_dir_all(&deep).expect("mkdir");
+        // A linked worktree has a `.git` *file*.
+        std::fs::write(root.join(".git"), "gitdir: /elsewhere\n").expect("write");
+        assert_eq!(find_worktree(&deep), root);
+        assert_eq!(find_worktree(&root), root);
+    }
+
+    #[test]
+    fn non_git_config_discovery_still_walks_up() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let deep = tmp.path().join("a").join("b");
+        std::fs::create_dir_all(&deep).expect("mkdir");
+        if inside_git(&deep) {
+            return;
+        }
+        let parent_cfg = tmp.path().join("a").join("troupe.json");
+        std::fs::write(&parent_cfg, r#"{"model": "p/m"}"#).expect("write");
+        let loaded = load_with_env(
+            &LoadOptions {
+                cwd: deep.clone(),
+                global_dir: None,
+                env_content: None,
+            },
+            &|_| None,
+        )
+        .expect("load");
+        assert_eq!(loaded.worktree, deep);
+        assert!(loaded.sources.contains(&parent_cfg), "{:?}", loaded.sources);
+        assert_eq!(loaded.config.model.as_deref(), Some("p/m"));
     }
 }

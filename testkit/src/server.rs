@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -110,12 +110,21 @@ struct Shared {
     seq: AtomicU64,
     attempts: Mutex<HashMap<(String, usize, usize), u32>>,
     records: Mutex<Vec<RecordedRequest>>,
+    /// Whether [`RecordedRequest::body`] is kept in `records` (see
+    /// [`MockServer::set_record_bodies`]).
+    record_bodies: AtomicBool,
     log: Option<mpsc::UnboundedSender<LogMsg>>,
     shutdown: watch::Receiver<bool>,
 }
 
 impl Shared {
-    fn record(&self, rec: RecordedRequest) {
+    fn record(&self, mut rec: RecordedRequest) {
+        if !self.record_bodies.load(Ordering::Relaxed) {
+            // Summary only: the parsed body is by far the largest part of a record (several
+            // KB of JSON per request, more as a `Value`). Dropping it keeps the mock's memory
+            // at a few hundred bytes per request.
+            rec.body = Value::Null;
+        }
         let done = rec.end_ms.is_some();
         let line = if done {
             serde_json::to_string(&rec).ok()
@@ -702,6 +711,7 @@ impl MockServer {
             seq: AtomicU64::new(0),
             attempts: Mutex::new(HashMap::new()),
             records: Mutex::new(Vec::new()),
+            record_bodies: AtomicBool::new(true),
             log,
             shutdown: shutdown_rx.clone(),
         });
@@ -732,6 +742,15 @@ impl MockServer {
     /// The bound socket address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Whether later requests keep their parsed body in [`RecordedRequest::body`] (default
+    /// `true`: tests inspect bodies). With `false`, records keep only the summary (seq, session
+    /// key, step, attempt, start/end ms, status, headers, fault) and `body` is `null`, so a long
+    /// benchmark does not hold every request body in memory. Requests already recorded are not
+    /// changed. The `--log` file also gets `body: null` for requests recorded while off.
+    pub fn set_record_bodies(&self, keep: bool) {
+        self.shared.record_bodies.store(keep, Ordering::Relaxed);
     }
 
     /// A snapshot of all recorded requests, in arrival order (also `GET /_mock/requests`).
@@ -766,5 +785,55 @@ impl MockServer {
 impl Drop for MockServer {
     fn drop(&mut self) {
         let _ = self.shutdown_tx.send(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::script::Step;
+
+    async fn post(server: &MockServer, first_user: &str, session: &str) -> u16 {
+        let body = json!({"model": "m", "stream": true,
+            "messages": [{"role": "user", "content": first_user}]});
+        let resp = reqwest::Client::new()
+            .post(format!("{}/chat/completions", server.base_url()))
+            .header("x-session-affinity", session)
+            .json(&body)
+            .send()
+            .await
+            .expect("send");
+        let status = resp.status().as_u16();
+        let _ = resp.text().await.expect("body");
+        status
+    }
+
+    #[tokio::test]
+    async fn bodies_are_kept_by_default_and_dropped_when_switched_off() {
+        let server = MockServer::start(Script::single(vec![Step::text("hi")]))
+            .await
+            .expect("start");
+        assert_eq!(post(&server, "first", "ses_a").await, 200);
+        server.set_record_bodies(false);
+        assert_eq!(post(&server, "second", "ses_b").await, 200);
+        // The finish guard runs when the body stream ends; give it a moment.
+        for _ in 0..100 {
+            if server.requests().iter().all(|r| r.end_ms.is_some()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let recs = server.requests();
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs[0].body["messages"][0]["content"], "first");
+        assert_eq!(recs[1].body, Value::Null);
+        // The summary survives.
+        assert_eq!(recs[1].session_key, "ses_b");
+        assert_eq!(
+            (recs[1].seq, recs[1].step, recs[1].status),
+            (1, Some(0), 200)
+        );
+        assert!(recs[1].end_ms.is_some_and(|e| e >= recs[1].start_ms));
+        server.shutdown().await;
     }
 }

@@ -90,16 +90,49 @@ pub struct Word {
 ///
 /// `cd x && rm -rf y` → `["cd x", "rm -rf y"]`.
 pub fn split_commands(command: &str) -> Vec<String> {
+    split_impl(command, false)
+        .pieces
+        .into_iter()
+        .map(|(text, _)| text)
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// What ended a piece of [`split_impl`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Term {
+    /// `;`, `&&`, `||`, `|&`, `&`, a newline, `(` or the end of input.
+    Sep,
+    /// A single `|`: a pipe, or between the alternatives of a `case` pattern list.
+    Pipe,
+    /// `)`: ends a subshell, or a `case` pattern list.
+    CloseParen,
+    /// `;;`, `;&` or `;;&`: ends a `case` item.
+    CaseEnd,
+}
+
+/// Output of [`split_impl`].
+struct Split {
+    /// Trimmed pieces (possibly empty) with what ended them.
+    pieces: Vec<(String, Term)>,
+    /// Bodies of here-documents whose delimiter is unquoted (they undergo `$(…)` and
+    /// backtick expansion); only collected in permission mode.
+    heredoc_bodies: Vec<String>,
+}
+
+/// The splitter behind [`split_commands`]. In permission mode (`perm`), process
+/// substitutions `<(…)`/`>(…)` stay inside their word (instead of `(`/`)` splitting them)
+/// and unquoted here-document bodies are kept for substitution scanning.
+fn split_impl(command: &str, perm: bool) -> Split {
     let chars: Vec<char> = command.chars().collect();
-    let mut out: Vec<String> = Vec::new();
+    let mut out: Vec<(String, Term)> = Vec::new();
+    let mut heredoc_bodies: Vec<String> = Vec::new();
     let mut cur = String::new();
     let mut i = 0usize;
-    let mut pending_heredocs: Vec<(String, bool)> = Vec::new();
-    let push = |cur: &mut String, out: &mut Vec<String>| {
-        let t = cur.trim();
-        if !t.is_empty() {
-            out.push(t.to_string());
-        }
+    // (delimiter, strip leading tabs, delimiter was unquoted)
+    let mut pending_heredocs: Vec<(String, bool, bool)> = Vec::new();
+    let push = |cur: &mut String, out: &mut Vec<(String, Term)>, term: Term| {
+        out.push((cur.trim().to_string(), term));
         cur.clear();
     };
     while i < chars.len() {
@@ -135,6 +168,11 @@ pub fn split_commands(command: &str) -> Vec<String> {
                 cur.extend(&chars[i..end.min(chars.len())]);
                 i = end;
             }
+            '<' | '>' if perm && chars.get(i + 1) == Some(&'(') => {
+                let end = skip_paren(&chars, i + 2);
+                cur.extend(&chars[i..end.min(chars.len())]);
+                i = end;
+            }
             '#' if cur.is_empty() || cur.ends_with(char::is_whitespace) => {
                 // Comment to end of line.
                 let end = find_from(&chars, i, |ch| ch == '\n').unwrap_or(chars.len());
@@ -157,21 +195,24 @@ pub fn split_commands(command: &str) -> Vec<String> {
                 {
                     j += 1;
                 }
-                let delim: String = chars[start..j]
+                let raw = &chars[start..j];
+                let unquoted = !raw.iter().any(|c| matches!(c, '\'' | '"' | '\\'));
+                let delim: String = raw
                     .iter()
                     .filter(|c| !matches!(c, '\'' | '"' | '\\'))
                     .collect();
                 if !delim.is_empty() {
-                    pending_heredocs.push((delim, strip_tabs));
+                    pending_heredocs.push((delim, strip_tabs, unquoted));
                 }
                 cur.extend(&chars[i..j]);
                 i = j;
             }
             '\n' => {
-                push(&mut cur, &mut out);
+                push(&mut cur, &mut out, Term::Sep);
                 i += 1;
-                for (delim, strip_tabs) in std::mem::take(&mut pending_heredocs) {
+                for (delim, strip_tabs, unquoted) in std::mem::take(&mut pending_heredocs) {
                     // Skip body lines until the delimiter line.
+                    let mut body = String::new();
                     loop {
                         if i >= chars.len() {
                             break;
@@ -187,34 +228,63 @@ pub fn split_commands(command: &str) -> Vec<String> {
                         if cmp == delim {
                             break;
                         }
+                        body.push_str(&line);
+                        body.push('\n');
+                    }
+                    if perm && unquoted && !body.is_empty() {
+                        heredoc_bodies.push(body);
                     }
                 }
             }
-            ';' | '(' | ')' => {
-                push(&mut cur, &mut out);
+            ';' => {
+                push(&mut cur, &mut out, Term::Sep);
+                i += 1;
+                // `;;`, `;&`, `;;&` end a `case` item.
+                if chars.get(i) == Some(&';') {
+                    i += 1;
+                    if chars.get(i) == Some(&'&') {
+                        i += 1;
+                    }
+                    if let Some(last) = out.last_mut() {
+                        last.1 = Term::CaseEnd;
+                    }
+                } else if chars.get(i) == Some(&'&') {
+                    i += 1;
+                    if let Some(last) = out.last_mut() {
+                        last.1 = Term::CaseEnd;
+                    }
+                }
+            }
+            '(' => {
+                push(&mut cur, &mut out, Term::Sep);
+                i += 1;
+            }
+            ')' => {
+                push(&mut cur, &mut out, Term::CloseParen);
                 i += 1;
             }
             '|' => {
-                push(&mut cur, &mut out);
                 // `||` and `|&` are one operator.
-                i += if matches!(chars.get(i + 1), Some('|') | Some('&')) {
-                    2
+                if matches!(chars.get(i + 1), Some('|') | Some('&')) {
+                    push(&mut cur, &mut out, Term::Sep);
+                    i += 2;
                 } else {
-                    1
-                };
+                    push(&mut cur, &mut out, Term::Pipe);
+                    i += 1;
+                }
             }
             '&' => {
                 let prev = cur.chars().last();
                 let next = chars.get(i + 1).copied();
                 if next == Some('&') {
-                    push(&mut cur, &mut out);
+                    push(&mut cur, &mut out, Term::Sep);
                     i += 2;
                 } else if matches!(prev, Some('>') | Some('<')) || next == Some('>') {
                     // Redirection: `2>&1`, `&>file`, `<&3`.
                     cur.push(c);
                     i += 1;
                 } else {
-                    push(&mut cur, &mut out);
+                    push(&mut cur, &mut out, Term::Sep);
                     i += 1;
                 }
             }
@@ -224,8 +294,11 @@ pub fn split_commands(command: &str) -> Vec<String> {
             }
         }
     }
-    push(&mut cur, &mut out);
-    out
+    push(&mut cur, &mut out, Term::Sep);
+    Split {
+        pieces: out,
+        heredoc_bodies,
+    }
 }
 
 fn find_from(chars: &[char], from: usize, pred: impl Fn(char) -> bool) -> Option<usize> {
@@ -485,68 +558,569 @@ pub fn arity_prefix(words: &[String]) -> Vec<String> {
 }
 
 /// Compute the `bash` permission request parts for a command line (§6.4): one pattern per
-/// sub-command (full text), `always` = arity prefix + `" *"`, plus the literal path
+/// simple command (its source text), `always` = arity prefix + `" *"`, plus the literal path
 /// arguments of file commands for the `external_directory` check.
+///
+/// OpenCode checks every `command` node of a tree-sitter parse; without a parser this walks
+/// the same commands: top-level list members (see [`split_commands`]), commands inside
+/// `$(…)`, backticks, `<(…)`/`>(…)` and unquoted here-document bodies (the outer command's
+/// text stays a pattern too), bodies of `{ …; }`, `if`/`while`/`until`/`for`/`case`
+/// (leading reserved words such as `then`, `do`, `!`, `time` are stripped, `for`/`select`
+/// headers and `case` patterns give no pattern), and the scripts of `sh -c …`, `eval …` and
+/// `find … -exec … ;`. Each command also yields its text without leading `VAR=value`
+/// assignments and without wrappers (`sudo`, `env`, `nohup`, `xargs`, …, see
+/// [`command_variants`]), so `rm *` matches `FOO=1 sudo rm x`. Each pattern has an `always`
+/// entry that covers it: the text before the innermost command + its arity prefix + `" *"`
+/// (`sudo rm -rf x` → `["sudo rm *", "rm *"]`).
 ///
 /// Path arguments after a literal `cd DIR` are prefixed with `DIR` (OpenCode resolves them
 /// all against the fixed working directory; following the `cd` is stricter), so
 /// `cd x && rm -rf y` → patterns `["rm -rf y"]`, always `["rm *"]`, path_args
 /// `["x", "x/y"]` (cd gives no pattern; see [`CD_COMMANDS`]). After a `cd` whose target is
-/// unknown (`cd`, `cd -`, `cd $X`, `popd`) arguments are again taken as given.
+/// unknown (`cd`, `cd -`, `cd $X`, `popd`) arguments are again taken as given. A `cd` inside
+/// a substitution or `sh -c` does not move the outer commands.
 pub fn bash_permission_patterns(command: &str) -> BashPermissions {
     let mut res = BashPermissions::default();
     // Directory changed by earlier literal `cd`s, relative to the working directory (or
     // absolute / `~`-based).
     let mut cd_prefix: Option<String> = None;
-    for seg in split_commands(command) {
-        let words = command_words(&seg);
-        let Some(first) = words.first() else {
+    analyze(command, 0, &mut cd_prefix, &mut res);
+    res
+}
+
+/// Nesting limit for substitutions / `sh -c` scripts. Deeper text is still checked as one
+/// pattern per command, it is just not descended into further.
+const MAX_NESTING: usize = 32;
+
+/// Reserved words and grouping tokens that may start a piece before the actual command.
+const RESERVED_PREFIXES: &[&str] = &[
+    "{", "}", "!", "then", "do", "else", "elif", "if", "while", "until", "fi", "done", "esac",
+    "coproc",
+];
+
+/// Wrappers unwrapped by [`command_variants`], with their options that take a separate
+/// argument (`sudo -u root rm x` → `rm x`).
+const UNWRAP: &[(&str, &[&str])] = &[
+    (
+        "sudo",
+        &[
+            "-u",
+            "-g",
+            "-h",
+            "-p",
+            "-C",
+            "-D",
+            "-r",
+            "-t",
+            "-U",
+            "-T",
+            "--user",
+            "--group",
+            "--host",
+            "--prompt",
+            "--chdir",
+            "--role",
+            "--type",
+            "--other-user",
+            "--close-from",
+            "--command-timeout",
+        ],
+    ),
+    ("doas", &["-u", "-C"]),
+    (
+        "env",
+        &["-u", "-C", "-S", "--unset", "--chdir", "--split-string"],
+    ),
+    ("nohup", &[]),
+    ("time", &["-f", "-o", "--format", "--output"]),
+    ("command", &[]),
+    ("exec", &["-a"]),
+    ("builtin", &[]),
+    ("nice", &["-n", "--adjustment"]),
+    ("ionice", &["-c", "-n", "-p", "--class", "--classdata"]),
+    ("setsid", &[]),
+    ("stdbuf", &["-i", "-o", "-e"]),
+    (
+        "xargs",
+        &[
+            "-a",
+            "-d",
+            "-E",
+            "-I",
+            "-L",
+            "-n",
+            "-P",
+            "-s",
+            "--arg-file",
+            "--delimiter",
+            "--max-args",
+            "--max-lines",
+            "--max-procs",
+            "--max-chars",
+            "--replace",
+            "--eof",
+        ],
+    ),
+    ("timeout", &["-s", "-k", "--signal", "--kill-after"]),
+    ("watch", &["-n", "--interval"]),
+];
+
+/// Shells whose `-c SCRIPT` argument is analysed as a command line.
+const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"];
+
+/// Analyse one command line (top level, or a substitution / `-c` script body at `depth`).
+fn analyze(command: &str, depth: usize, cd_prefix: &mut Option<String>, res: &mut BashPermissions) {
+    let split = split_impl(command, true);
+    for body in &split.heredoc_bodies {
+        for sub in substitution_bodies(body, true) {
+            nested(&sub, depth, cd_prefix, res);
+        }
+    }
+    // `case` state: the next piece ended by `)` is a pattern list, not a command.
+    let mut case_pattern_next = false;
+    for (raw, term) in split.pieces {
+        for sub in substitution_bodies(&raw, false) {
+            nested(&sub, depth, cd_prefix, res);
+        }
+        if raw.is_empty() {
+            if term == Term::CaseEnd {
+                case_pattern_next = true;
+            }
             continue;
+        }
+        if case_pattern_next && term == Term::Pipe {
+            // `a|b)`: one alternative of the pattern list.
+            continue;
+        }
+        if case_pattern_next && term == Term::CloseParen {
+            case_pattern_next = false;
+            continue;
+        }
+        match strip_reserved(&raw) {
+            Stripped::Command(text, saw_esac) => {
+                if saw_esac {
+                    case_pattern_next = false;
+                }
+                if !text.is_empty() {
+                    simple_command(&text, depth, cd_prefix, res);
+                }
+            }
+            Stripped::Header => {}
+            Stripped::Case => {
+                // `case W in P)` carries its first pattern; `case W in` + newline does not.
+                case_pattern_next = term != Term::CloseParen;
+                continue;
+            }
+        }
+        if term == Term::CaseEnd {
+            case_pattern_next = true;
+        }
+    }
+}
+
+/// Analyse a nested command line (its `cd`s do not leak out).
+fn nested(command: &str, depth: usize, cd_prefix: &Option<String>, res: &mut BashPermissions) {
+    if depth >= MAX_NESTING {
+        return;
+    }
+    let mut inner_prefix = cd_prefix.clone();
+    analyze(command, depth + 1, &mut inner_prefix, res);
+}
+
+/// Result of [`strip_reserved`].
+enum Stripped {
+    /// The command text left after leading reserved words (may be empty: `fi`, `}`), and
+    /// whether an `esac` was among them.
+    Command(String, bool),
+    /// A `for`/`select` header: no command.
+    Header,
+    /// A `case WORD in [PATTERN]` header: no command; patterns follow.
+    Case,
+}
+
+/// Strip leading reserved words and grouping tokens (`then rm x` → `rm x`,
+/// `function f { rm x` → `rm x`, `time -p ls` → `ls`).
+fn strip_reserved(piece: &str) -> Stripped {
+    let mut text = piece.trim();
+    let mut saw_esac = false;
+    loop {
+        let Some((word, rest)) = first_raw_word(text) else {
+            return Stripped::Command(String::new(), saw_esac);
         };
-        let name = first
-            .text
-            .rsplit('/')
-            .next()
-            .unwrap_or(&first.text)
-            .to_string();
-        let is_cd = CD_COMMANDS.contains(&name.as_str());
-        if FILE_COMMANDS.contains(&name.as_str()) {
-            let mut args = Vec::new();
-            for w in &words[1..] {
-                if w.dynamic || w.text.is_empty() || (!w.quoted && w.text.starts_with('-')) {
-                    continue;
+        saw_esac |= word == "esac";
+        match word {
+            w if RESERVED_PREFIXES.contains(&w) => text = rest,
+            "time" => {
+                text = rest;
+                if let Some(("-p", r)) = first_raw_word(text) {
+                    text = r;
                 }
-                if (name == "chmod" || name == "chown") && is_mode_or_owner(&w.text) {
-                    continue;
-                }
-                let arg = join_prefix(cd_prefix.as_deref(), &w.text);
-                if !res.path_args.contains(&arg) {
-                    res.path_args.push(arg.clone());
-                }
-                args.push(arg);
             }
-            if is_cd {
-                let literal = words.len() == 2 && !words[1].dynamic && words[1].text != "-";
-                cd_prefix = if literal && (name == "cd" || name == "chdir" || name == "pushd") {
-                    args.into_iter().next()
+            "function" => {
+                // `function NAME`, then an optional `{`.
+                text = first_raw_word(rest).map_or("", |(_, r)| r);
+            }
+            "for" | "select" => return Stripped::Header,
+            "case" => return Stripped::Case,
+            _ => return Stripped::Command(text.to_string(), saw_esac),
+        }
+    }
+}
+
+/// The first word of `s` (quote-aware, unquoted whitespace ends it) and the trimmed rest.
+fn first_raw_word(s: &str) -> Option<(&str, &str)> {
+    let s = s.trim_start();
+    let span = raw_word_spans(s).into_iter().next()?;
+    Some((&s[span.0..span.1], s[span.1..].trim_start()))
+}
+
+/// Byte spans of the words of `s`: quotes, escapes, `$(…)`, backticks and `<(…)`/`>(…)`
+/// stay inside their word.
+fn raw_word_spans(s: &str) -> Vec<(usize, usize)> {
+    let chars: Vec<(usize, char)> = s.char_indices().collect();
+    let only: Vec<char> = chars.iter().map(|(_, c)| *c).collect();
+    let byte_at = |idx: usize| chars.get(idx).map_or(s.len(), |(b, _)| *b);
+    let mut spans = Vec::new();
+    let mut i = 0usize;
+    let mut start: Option<usize> = None;
+    while i < only.len() {
+        let c = only[i];
+        if c.is_whitespace() {
+            if let Some(st) = start.take() {
+                spans.push((byte_at(st), byte_at(i)));
+            }
+            i += 1;
+            continue;
+        }
+        if start.is_none() {
+            start = Some(i);
+        }
+        i = match c {
+            '\\' => i + 2,
+            '\'' => find_from(&only, i + 1, |ch| ch == '\'').map_or(only.len(), |e| e + 1),
+            '"' => skip_double(&only, i + 1),
+            '`' => skip_backtick(&only, i + 1),
+            '$' | '<' | '>' if only.get(i + 1) == Some(&'(') => skip_paren(&only, i + 2),
+            _ => i + 1,
+        };
+    }
+    if let Some(st) = start {
+        spans.push((byte_at(st), s.len()));
+    }
+    spans
+}
+
+/// Bodies of the command substitutions (`$(…)`, backticks) and process substitutions
+/// (`<(…)`, `>(…)`) at the top level of `s` (nested ones are found when the bodies are
+/// analysed); single-quoted text is skipped. `$((…))` arithmetic is not a command, but
+/// substitutions inside it are returned. `heredoc`: `s` is a here-document body, where quotes
+/// are literal.
+pub fn substitution_bodies(s: &str, heredoc: bool) -> Vec<String> {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = Vec::new();
+    scan_substitutions(&chars, 0, chars.len(), heredoc, &mut out);
+    out
+}
+
+fn scan_substitutions(
+    chars: &[char],
+    from: usize,
+    to: usize,
+    in_double: bool,
+    out: &mut Vec<String>,
+) {
+    let to = to.min(chars.len());
+    let mut i = from;
+    while i < to {
+        match chars[i] {
+            '\\' => i += 2,
+            '\'' if !in_double => {
+                i = find_from(chars, i + 1, |c| c == '\'').map_or(to, |e| e + 1);
+            }
+            '"' if !in_double => {
+                let end = skip_double(chars, i + 1).min(to);
+                let inner_end = if end > i + 1 && chars.get(end - 1) == Some(&'"') {
+                    end - 1
                 } else {
-                    None
+                    end
                 };
+                scan_substitutions(chars, i + 1, inner_end, true, out);
+                i = end;
             }
+            '`' => {
+                let end = skip_backtick(chars, i + 1).min(to);
+                let inner_end = if end > i + 1 && chars.get(end - 1) == Some(&'`') {
+                    end - 1
+                } else {
+                    end
+                };
+                // Inside backticks `\$`, `` \` `` and `\\` stand for the character itself.
+                let mut body = String::new();
+                let mut j = i + 1;
+                while j < inner_end {
+                    if chars[j] == '\\'
+                        && j + 1 < inner_end
+                        && matches!(chars[j + 1], '$' | '`' | '\\')
+                    {
+                        body.push(chars[j + 1]);
+                        j += 2;
+                    } else {
+                        body.push(chars[j]);
+                        j += 1;
+                    }
+                }
+                out.push(body);
+                i = end;
+            }
+            '$' if i + 1 < to && chars[i + 1] == '(' => {
+                let end = skip_paren(chars, i + 2).min(to);
+                let closed = end >= i + 3 && chars.get(end - 1) == Some(&')');
+                let arithmetic = chars.get(i + 2) == Some(&'(')
+                    && end >= i + 5
+                    && chars.get(end - 2) == Some(&')')
+                    && skip_paren(chars, i + 3) == end - 1;
+                if arithmetic {
+                    scan_substitutions(chars, i + 3, end - 2, false, out);
+                } else {
+                    let inner_end = if closed { end - 1 } else { end };
+                    out.push(chars[i + 2..inner_end].iter().collect());
+                }
+                i = end;
+            }
+            '<' | '>' if !in_double && i + 1 < to && chars[i + 1] == '(' => {
+                let end = skip_paren(chars, i + 2).min(to);
+                let inner_end = if end >= i + 3 && chars.get(end - 1) == Some(&')') {
+                    end - 1
+                } else {
+                    end
+                };
+                out.push(chars[i + 2..inner_end].iter().collect());
+                i = end;
+            }
+            _ => i += 1,
+        }
+    }
+}
+
+/// Patterns for one simple command: its text, then the text without leading `VAR=value`
+/// assignments, then the text after each wrapper ([`UNWRAP`]: `sudo`, `env`, `nohup`,
+/// `xargs`, `timeout`, … with their options), each a suffix of the previous one and
+/// deduplicated. `FOO=1 sudo -u root rm x` → `["FOO=1 sudo -u root rm x",
+/// "sudo -u root rm x", "rm x"]`. The last entry is the innermost command.
+pub fn command_variants(text: &str) -> Vec<String> {
+    let text = text.trim();
+    let spans = raw_word_spans(text);
+    let unquoted = |k: usize| {
+        spans
+            .get(k)
+            .and_then(|(a, b)| tokenize(&text[*a..*b]).into_iter().next())
+    };
+    // `NAME=…` with an unquoted valid name (the value may be quoted).
+    let assignment = |k: usize| {
+        spans.get(k).is_some_and(|(a, b)| {
+            text[*a..*b].split_once('=').is_some_and(|(name, _)| {
+                !name.is_empty()
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && !name.starts_with(|c: char| c.is_ascii_digit())
+            })
+        })
+    };
+    let mut out = vec![text.to_string()];
+    let push = |k: usize, out: &mut Vec<String>| {
+        if k < spans.len() {
+            let v = text[spans[k].0..].to_string();
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+    };
+    let mut k = 0usize;
+    loop {
+        while k < spans.len() && assignment(k) {
+            k += 1;
+        }
+        push(k, &mut out);
+        let Some(name) = unquoted(k).filter(|w| !w.quoted).map(|w| basename(&w.text)) else {
+            break;
+        };
+        let Some((wrapper, opts)) = UNWRAP.iter().find(|(n, _)| *n == name) else {
+            break;
+        };
+        k += 1;
+        while k < spans.len() {
+            let w = unquoted(k).map(|w| w.text).unwrap_or_default();
+            if w == "--" {
+                k += 1;
+                break;
+            }
+            if w.starts_with('-') {
+                k += if opts.contains(&w.as_str()) { 2 } else { 1 };
+            } else if *wrapper == "env" && assignment(k) {
+                k += 1;
+            } else {
+                break;
+            }
+        }
+        if *wrapper == "timeout" {
+            // The duration.
+            k += 1;
+        }
+        if k >= spans.len() {
+            break;
+        }
+    }
+    out
+}
+
+fn basename(s: &str) -> String {
+    s.rsplit('/').next().unwrap_or(s).to_string()
+}
+
+/// Words of a command with redirections (and their separate targets) and leading
+/// assignments dropped; wrappers are kept.
+fn plain_words(segment: &str) -> Vec<Word> {
+    let mut out: Vec<Word> = Vec::new();
+    let mut skip_next = false;
+    for w in tokenize(segment) {
+        if skip_next {
+            skip_next = false;
+            continue;
+        }
+        if is_redirection(&w) {
+            let op = w.text.trim_start_matches(|c: char| c.is_ascii_digit());
+            skip_next = matches!(
+                op,
+                ">" | ">>" | "<" | "&>" | ">|" | "<<" | "<<-" | "<<<" | "&>>"
+            );
+            continue;
+        }
+        if out.is_empty() && is_assignment(&w) {
+            continue;
+        }
+        out.push(w);
+    }
+    out
+}
+
+/// Record one simple command (reserved words already stripped).
+fn simple_command(
+    text: &str,
+    depth: usize,
+    cd_prefix: &mut Option<String>,
+    res: &mut BashPermissions,
+) {
+    let variants = command_variants(text);
+    let core = variants.last().map_or(text, String::as_str).to_string();
+    let words = plain_words(&core);
+    let Some(first) = words.first() else {
+        return;
+    };
+    let name = basename(&first.text);
+    let is_cd = CD_COMMANDS.contains(&name.as_str());
+    if FILE_COMMANDS.contains(&name.as_str()) {
+        let mut args = Vec::new();
+        for w in &words[1..] {
+            if w.dynamic || w.text.is_empty() || (!w.quoted && w.text.starts_with('-')) {
+                continue;
+            }
+            if (name == "chmod" || name == "chown") && is_mode_or_owner(&w.text) {
+                continue;
+            }
+            let arg = join_prefix(cd_prefix.as_deref(), &w.text);
+            if !res.path_args.contains(&arg) {
+                res.path_args.push(arg.clone());
+            }
+            args.push(arg);
         }
         if is_cd {
-            continue;
+            let literal = words.len() == 2 && !words[1].dynamic && words[1].text != "-";
+            *cd_prefix = if literal && (name == "cd" || name == "chdir" || name == "pushd") {
+                args.into_iter().next()
+            } else {
+                None
+            };
         }
-        if !res.patterns.contains(&seg) {
-            res.patterns.push(seg.clone());
+    }
+    // Scripts run by the command: `sh -c SCRIPT`, `eval ARGS`, `find … -exec CMD ;`.
+    for script in inner_scripts(&core, &name, &words) {
+        nested(&script, depth, cd_prefix, res);
+    }
+    if is_cd {
+        return;
+    }
+    let texts: Vec<String> = words.iter().map(|w| w.text.clone()).collect();
+    let arity = arity_prefix(&texts).join(" ");
+    for v in &variants {
+        if !res.patterns.contains(v) {
+            res.patterns.push(v.clone());
         }
-        let texts: Vec<String> = words.iter().map(|w| w.text.clone()).collect();
-        let always = format!("{} *", arity_prefix(&texts).join(" "));
+        let before = v.strip_suffix(core.as_str()).unwrap_or("").trim_end();
+        let always = if before.is_empty() {
+            format!("{arity} *")
+        } else {
+            format!("{before} {arity} *")
+        };
         if !res.always.contains(&always) {
             res.always.push(always);
         }
     }
-    res
+}
+
+/// Command lines that `core` runs itself: the script of `sh -c SCRIPT` (any flag cluster
+/// containing `c`), the joined arguments of `eval`, and each `find … -exec|-execdir|-ok|-okdir
+/// CMD … ;|+`.
+fn inner_scripts(core: &str, name: &str, words: &[Word]) -> Vec<String> {
+    let mut out = Vec::new();
+    if SHELLS.contains(&name) {
+        let mut has_c = false;
+        for w in &words[1..] {
+            let t = w.text.as_str();
+            if !w.quoted && (t.starts_with('-') || t.starts_with('+')) && t != "--" && t.len() > 1 {
+                if !t.starts_with("--") && t[1..].contains('c') {
+                    has_c = true;
+                }
+                continue;
+            }
+            if has_c {
+                out.push(w.text.clone());
+            }
+            break;
+        }
+    } else if name == "eval" {
+        let args: Vec<&str> = words[1..].iter().map(|w| w.text.as_str()).collect();
+        if !args.is_empty() {
+            out.push(args.join(" "));
+        }
+    } else if name == "find" {
+        let core = core.trim();
+        let spans = raw_word_spans(core);
+        let texts: Vec<String> = spans
+            .iter()
+            .map(|(a, b)| {
+                tokenize(&core[*a..*b])
+                    .into_iter()
+                    .next()
+                    .map(|w| w.text)
+                    .unwrap_or_default()
+            })
+            .collect();
+        let mut k = 0usize;
+        while k < spans.len() {
+            if matches!(texts[k].as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+                let start = k + 1;
+                let mut end = start;
+                while end < spans.len() && texts[end] != ";" && texts[end] != "+" {
+                    end += 1;
+                }
+                if end > start {
+                    out.push(core[spans[start].0..spans[end - 1].1].to_string());
+                }
+                k = end;
+            }
+            k += 1;
+        }
+    }
+    out
 }
 
 /// `arg` seen from inside `prefix` (absolute and `~` arguments are kept as they are).
@@ -619,7 +1193,14 @@ mod tests {
         );
         assert_eq!(p.always, vec!["git checkout *", "npm run dev *", "ls *"]);
         let p = bash_permission_patterns("FOO=1 sudo docker compose up -d");
-        assert_eq!(p.always, vec!["docker compose up *"]);
+        assert_eq!(
+            p.always,
+            vec![
+                "FOO=1 sudo docker compose up *",
+                "sudo docker compose up *",
+                "docker compose up *"
+            ]
+        );
         let p = bash_permission_patterns("git");
         assert_eq!(p.always, vec!["git *"]);
     }
@@ -632,6 +1213,192 @@ mod tests {
         assert_eq!(p.path_args, vec!["/etc/x", "b c"]);
         let p = bash_permission_patterns("echo /etc/passwd");
         assert!(p.path_args.is_empty());
+    }
+
+    /// `rm *` (OpenCode wildcard: `rm` followed by anything, or `rm` alone).
+    fn rm_rule_hits(p: &BashPermissions) -> bool {
+        p.patterns.iter().any(|x| x == "rm" || x.starts_with("rm "))
+    }
+
+    #[test]
+    fn nested_and_compound_commands_give_their_own_patterns() {
+        let cases: &[(&str, &[&str])] = &[
+            ("echo $(rm -rf v1)", &["rm -rf v1", "echo $(rm -rf v1)"]),
+            ("echo `rm -rf v2`", &["rm -rf v2", "echo `rm -rf v2`"]),
+            (
+                "echo \"$(rm -rf v)\"",
+                &["rm -rf v", "echo \"$(rm -rf v)\""],
+            ),
+            ("echo '$(rm -rf v)'", &["echo '$(rm -rf v)'"]),
+            (
+                "diff <(rm a) >(rm b) c",
+                &["rm a", "rm b", "diff <(rm a) >(rm b) c"],
+            ),
+            (
+                "echo $(echo $(rm x))",
+                &["rm x", "echo $(rm x)", "echo $(echo $(rm x))"],
+            ),
+            (
+                "echo `echo \\`rm x\\``",
+                &["rm x", "echo `rm x`", "echo `echo \\`rm x\\``"],
+            ),
+            ("echo $((1 + $(rm x)))", &["rm x", "echo $((1 + $(rm x)))"]),
+            ("echo $((1 + 2))", &["echo $((1 + 2))"]),
+            ("{ rm -rf v3; }", &["rm -rf v3"]),
+            ("if true; then rm -rf v4; fi", &["true", "rm -rf v4"]),
+            (
+                "if ! ls; then :; elif rm a; then :; else rm b; fi",
+                &["ls", ":", "rm a", "rm b"],
+            ),
+            ("for d in x; do rm -rf v5; done", &["rm -rf v5"]),
+            ("for d in $(rm y); do :; done", &["rm y", ":"]),
+            ("while true; do rm z; done < list", &["true", "rm z"]),
+            ("until false; do rm z; done", &["false", "rm z"]),
+            ("time -p rm t", &["rm t"]),
+            ("! rm n", &["rm n"]),
+            ("f() { rm a; }; f", &["f", "rm a"]),
+            ("function g { rm b; }", &["rm b"]),
+            ("case $x in a) rm y;; b|c) ls;; esac", &["rm y", "ls"]),
+            (
+                "case \"$x\" in\n  (a) rm y ;;\n  *) echo $(rm w) ;;\nesac",
+                &["rm y", "rm w", "echo $(rm w)"],
+            ),
+            ("case x in", &[]),
+            ("cat <<EOF\n$(rm h)\nEOF", &["rm h", "cat <<EOF"]),
+            ("cat <<'EOF'\n$(rm h)\nEOF", &["cat <<'EOF'"]),
+            ("FOO=1 rm x", &["FOO=1 rm x", "rm x"]),
+            (
+                "FOO=\"a b\" BAR=2 rm x",
+                &["FOO=\"a b\" BAR=2 rm x", "rm x"],
+            ),
+            ("command rm x", &["command rm x", "rm x"]),
+            ("exec rm x", &["exec rm x", "rm x"]),
+            ("nohup rm x &", &["nohup rm x", "rm x"]),
+            ("sudo -u root rm x", &["sudo -u root rm x", "rm x"]),
+            ("env -i FOO=1 rm x", &["env -i FOO=1 rm x", "rm x"]),
+            ("ls | xargs -0 rm -f", &["ls", "xargs -0 rm -f", "rm -f"]),
+            (
+                "timeout -s KILL 5 rm x",
+                &["timeout -s KILL 5 rm x", "rm x"],
+            ),
+            (
+                "A=1 sudo env B=2 nohup rm x",
+                &[
+                    "A=1 sudo env B=2 nohup rm x",
+                    "sudo env B=2 nohup rm x",
+                    "env B=2 nohup rm x",
+                    "nohup rm x",
+                    "rm x",
+                ],
+            ),
+            ("bash -c 'rm -rf q'", &["rm -rf q", "bash -c 'rm -rf q'"]),
+            (
+                "sh -ec \"ls && rm q\"",
+                &["ls", "rm q", "sh -ec \"ls && rm q\""],
+            ),
+            ("eval 'rm e'", &["rm e", "eval 'rm e'"]),
+            (
+                "find . -name '*.o' -exec rm {} \\;",
+                &["rm {}", "find . -name '*.o' -exec rm {} \\;"],
+            ),
+            ("sudo", &["sudo"]),
+            ("env", &["env"]),
+            ("fi", &[]),
+            ("}", &[]),
+        ];
+        for (input, expected) in cases {
+            let p = bash_permission_patterns(input);
+            assert_eq!(p.patterns, *expected, "input: {input:?}");
+            assert_eq!(
+                p.patterns.is_empty(),
+                p.always.is_empty(),
+                "input: {input:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn rm_deny_reaches_every_variant() {
+        for cmd in [
+            "echo $(rm -rf v1)",
+            "echo `rm -rf v2`",
+            "{ rm -rf v3; }",
+            "if true; then rm -rf v4; fi",
+            "for d in x; do rm -rf v5; done",
+            "while :; do rm -rf v; break; done",
+            "case a in a) rm -rf v;; esac",
+            "cat <(rm -rf v)",
+            "FOO=1 rm -rf v",
+            "command rm -rf v",
+            "exec rm -rf v",
+            "nohup rm -rf v",
+            "sudo rm -rf v",
+            "env rm -rf v",
+            "echo v | xargs rm -rf",
+            "bash -c 'rm -rf v'",
+            "x=$(rm -rf v)",
+            "(rm -rf v)",
+            "echo \"${X:-$(rm -rf v)}\"",
+        ] {
+            let p = bash_permission_patterns(cmd);
+            assert!(rm_rule_hits(&p), "{cmd:?} escaped: {:?}", p.patterns);
+        }
+    }
+
+    #[test]
+    fn always_covers_every_pattern() {
+        let p = bash_permission_patterns("sudo rm -rf x && echo $(git status -s)");
+        assert_eq!(
+            p.patterns,
+            vec![
+                "sudo rm -rf x",
+                "rm -rf x",
+                "git status -s",
+                "echo $(git status -s)"
+            ]
+        );
+        assert_eq!(
+            p.always,
+            vec!["sudo rm *", "rm *", "git status *", "echo *"]
+        );
+        let p = bash_permission_patterns("FOO=1 cd a && rm b");
+        assert_eq!(p.patterns, vec!["rm b"]);
+        assert_eq!(p.path_args, vec!["a", "a/b"]);
+    }
+
+    #[test]
+    fn nested_cd_does_not_move_outer_commands() {
+        let p = bash_permission_patterns("cd a && echo $(cd b && rm c) && rm d");
+        assert_eq!(p.path_args, vec!["a", "a/b", "a/b/c", "a/d"]);
+        let p = bash_permission_patterns("sudo rm /etc/x");
+        assert_eq!(p.path_args, vec!["/etc/x"]);
+    }
+
+    #[test]
+    fn odd_input_does_not_panic() {
+        // Deterministic pseudo-random strings over shell metacharacters.
+        let alphabet: Vec<char> = "ab $()`'\"\\;|&<>{}!#\n\t=-c*x".chars().collect();
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..3000 {
+            let len = (state % 24) as usize;
+            let mut s = String::new();
+            for _ in 0..len {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                s.push(alphabet[((state >> 33) as usize) % alphabet.len()]);
+            }
+            state = state.wrapping_add(0x2545_F491);
+            let _ = bash_permission_patterns(&s);
+            let _ = split_commands(&s);
+        }
+        for s in [
+            "$(", "`", "<(", "\"$(\"", "\"$\"(", "$((", "$((1)", "case", "esac)", "\\",
+        ] {
+            let _ = bash_permission_patterns(s);
+        }
+        let deep = format!("{}rm x{}", "$(".repeat(200), ")".repeat(200));
+        let _ = bash_permission_patterns(&deep);
     }
 
     #[test]
