@@ -163,13 +163,23 @@ pub async fn run(runtime: Runtime, opts: BatchOptions) -> Result<ExitCode> {
         .collect();
     let skipped = tasks.len() - todo.len();
     let sink = match &opts.out {
-        Some(p) => Sink::File(
-            std::fs::OpenOptions::new()
+        Some(p) => {
+            let mut f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(p)
-                .map_err(|e| anyhow!("{}: {e}", p.display()))?,
-        ),
+                .map_err(|e| anyhow!("{}: {e}", p.display()))?;
+            // A killed batch may have left a cut last line: end it, so the next result
+            // starts on a line of its own (the cut line itself is ignored by --resume).
+            let ends_cut = std::fs::read(p)
+                .map(|b| b.last().is_some_and(|&c| c != b'\n'))
+                .unwrap_or(false);
+            if ends_cut {
+                f.write_all(b"\n")
+                    .map_err(|e| anyhow!("{}: {e}", p.display()))?;
+            }
+            Sink::File(f)
+        }
         None => Sink::Stdout,
     };
     let sink = Arc::new(std::sync::Mutex::new(sink));

@@ -90,6 +90,7 @@ impl Project {
             .env("TROUPE_DB", self.db())
             .env("TROUPE_CONFIG_DIR", self.base.join("global/config"))
             .env("TROUPE_NO_STDIN", "1")
+            .env("TROUPE_TITLE", "0")
             .env("TMPDIR", self.base.join("tmp"))
             .env_remove("TROUPE_TOOL_OUTPUT_DIR")
             .env_remove("TROUPE_TEST_TOOLS")

@@ -74,6 +74,7 @@ impl Project {
             .env("TROUPE_DB", self.db())
             .env("TROUPE_CONFIG_DIR", &config_dir)
             .env("TROUPE_NO_STDIN", "1")
+            .env("TROUPE_TITLE", "0")
             .env("TROUPE_TEST_TOOLS", "1")
             .env_remove("TROUPE_CONFIG_CONTENT")
             .env_remove("TROUPE_LOG")

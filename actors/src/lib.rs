@@ -21,6 +21,7 @@ pub mod processor;
 pub mod progress;
 pub mod session_actor;
 pub mod task;
+pub mod title;
 pub mod tool_call;
 pub mod tree;
 
@@ -60,6 +61,10 @@ pub struct RuntimeOptions {
     /// Maximum concurrently running subagent sessions per runtime; more task calls wait.
     /// Default 32.
     pub max_subagents: usize,
+    /// Generate a title for a root session after its first user message (one extra
+    /// provider request beside the first turn). Default false in the library; the CLI turns
+    /// it on unless `TROUPE_TITLE=0`.
+    pub titles: bool,
 }
 
 impl Default for RuntimeOptions {
@@ -72,6 +77,7 @@ impl Default for RuntimeOptions {
             task_timeout: Duration::from_secs(1800),
             max_depth: 3,
             max_subagents: 32,
+            titles: false,
         }
     }
 }
@@ -545,8 +551,29 @@ impl Runtime {
         self.shared.counters.live_actors.load(Ordering::Relaxed)
     }
 
-    /// Stop the root supervisor and flush the store.
+    /// Stop the root supervisor and flush the store. Sessions still finishing background
+    /// work (a title) get up to 10 s before everything is aborted.
     pub async fn shutdown(self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !self.shared.sessions.is_empty() && std::time::Instant::now() < deadline {
+            let busy = self.shared.sessions.iter().count();
+            if busy == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            // Only idle sessions with background workers linger; a running turn is aborted
+            // below at once, so do not wait for those.
+            if self
+                .shared
+                .tree
+                .tree()
+                .children
+                .iter()
+                .any(|n| n.status != "idle")
+            {
+                break;
+            }
+        }
         self.abort_all();
         let _ = self.shared.store.flush().await;
         self.root.stop(None);

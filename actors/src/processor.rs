@@ -127,6 +127,9 @@ pub struct ProcessorState {
     result: StepResult,
     request: Option<ChatRequest>,
     prior_calls: Vec<(String, Value)>,
+    /// Tools offered in this step's request: a call to any other tool is refused, even if
+    /// the registry has it (a tool hidden by the agent's permissions stays unusable).
+    offered: Vec<String>,
 }
 
 impl ProcessorState {
@@ -661,8 +664,16 @@ impl ProcessorActor {
                     continue;
                 }
             }
-            let Some(tool) = registry.get(&name) else {
-                let msg = troupe_tools::invalid_tool_message(&call.name, &registry.names());
+            let offered = state.offered.binary_search(&name).is_ok();
+            let Some(tool) = registry.get(&name).filter(|_| offered) else {
+                let msg = if registry.get(&name).is_some() {
+                    format!(
+                        "The tool '{name}' is not available to this agent: its permissions do not allow it. Available tools: {}.",
+                        state.offered.join(", ")
+                    )
+                } else {
+                    troupe_tools::invalid_tool_message(&call.name, &state.offered)
+                };
                 state.set_tool_state(i, done_err(input, msg), None);
                 continue;
             };
@@ -759,6 +770,8 @@ impl Actor for ProcessorActor {
         _myself: ActorRef<ProcMsg>,
         args: ProcessorArgs,
     ) -> Result<ProcessorState, ActorProcessingErr> {
+        let mut offered: Vec<String> = args.request.tools.iter().map(|t| t.name.clone()).collect();
+        offered.sort();
         Ok(ProcessorState {
             _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
             node: {
@@ -796,6 +809,7 @@ impl Actor for ProcessorActor {
             result: StepResult::Continue,
             request: Some(args.request),
             prior_calls: args.prior_calls,
+            offered,
         })
     }
 

@@ -98,6 +98,8 @@ pub struct SessionState {
     worktree: PathBuf,
     /// The running compaction worker, if any.
     worker: Option<ractor::ActorId>,
+    /// The running title worker, if any (the actor stays alive until it reports).
+    title_worker: Option<ractor::ActorId>,
     /// Start of the history slice the chat cache converts (after the newest summary).
     cache_start: usize,
 }
@@ -118,6 +120,10 @@ impl SessionActor {
     async fn start_next(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
         while state.turn.is_none() {
             let Some(p) = state.queue.pop_front() else {
+                if state.title_worker.is_some() {
+                    // Stay until the title arrives; the worker's end brings us back here.
+                    return;
+                }
                 // Idle: release the actor (and its memory).
                 state.rt.sessions.remove(&state.session.id);
                 myself.stop(Some("idle".into()));
@@ -133,6 +139,7 @@ impl SessionActor {
                         session_id: state.session.id.clone(),
                         status: SessionStatus::Busy,
                     }));
+                    self.maybe_start_title(myself, state).await;
                     let agent = state.turn.as_ref().map(|t| t.agent.name.clone());
                     let queued = state.queue.len() as u64;
                     state.node.update(|n| {
@@ -751,6 +758,60 @@ impl SessionActor {
         self.next_step(myself, state).await;
     }
 
+    /// Start the title worker for a root session's first user message.
+    async fn maybe_start_title(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+        if !state.rt.opts.titles
+            || state.title_worker.is_some()
+            || state.session.parent_id.is_some()
+            || !state.session.has_default_title()
+        {
+            return;
+        }
+        let user_texts: Vec<&str> = state
+            .history
+            .iter()
+            .filter(|m| matches!(m.info, Message::User(_)))
+            .filter_map(|m| {
+                m.parts.iter().find_map(|p| match &p.kind {
+                    PartKind::Text {
+                        text,
+                        synthetic: false,
+                        ..
+                    } => Some(text.as_str()),
+                    _ => None,
+                })
+            })
+            .collect();
+        let [first] = user_texts.as_slice() else {
+            return;
+        };
+        let Some(turn) = state.turn.as_ref() else {
+            return;
+        };
+        let model = match state
+            .rt
+            .config
+            .config
+            .small_model
+            .as_deref()
+            .map(|m| state.rt.config.resolve_model(m))
+        {
+            Some(Ok(m)) => Arc::new(m),
+            _ => turn.model.clone(),
+        };
+        let args = crate::title::TitleArgs {
+            rt: state.rt.clone(),
+            session_id: state.session.id.clone(),
+            text: first.to_string(),
+            model,
+        };
+        if let Ok((a, _)) =
+            Actor::spawn_linked(None, crate::title::TitleWorker, args, myself.get_cell()).await
+        {
+            state.title_worker = Some(a.get_id());
+        }
+    }
+
     /// Add a finished step's cost and tokens to the session totals.
     fn account(&self, state: &mut SessionState, m: &MessageWithParts) {
         if let Message::Assistant(a) = &m.info {
@@ -928,6 +989,7 @@ impl Actor for SessionActor {
             directory,
             worktree,
             worker: None,
+            title_worker: None,
             cache_start: 0,
         })
     }
@@ -965,6 +1027,31 @@ impl Actor for SessionActor {
         state: &mut SessionState,
     ) -> Result<(), ActorProcessingErr> {
         match evt {
+            SupervisionEvent::ActorTerminated(cell, boxed, _)
+                if state.title_worker == Some(cell.get_id()) =>
+            {
+                state.title_worker = None;
+                let title = boxed
+                    .and_then(|mut b| b.take::<crate::title::TitleState>().ok())
+                    .and_then(|t| t.title);
+                if let Some(t) = title {
+                    state.session.title = t;
+                    state.session.time.updated = now_ms();
+                    state.rt.store.write1(Write::Session {
+                        info: state.session.clone(),
+                        created: false,
+                    });
+                }
+                if state.turn.is_none() {
+                    self.start_next(&myself, state).await;
+                }
+            }
+            SupervisionEvent::ActorFailed(cell, _) if state.title_worker == Some(cell.get_id()) => {
+                state.title_worker = None;
+                if state.turn.is_none() {
+                    self.start_next(&myself, state).await;
+                }
+            }
             SupervisionEvent::ActorTerminated(cell, boxed, _) => {
                 if state.worker == Some(cell.get_id()) {
                     let done =

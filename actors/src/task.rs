@@ -51,20 +51,45 @@ struct Args {
     command: Option<String>,
 }
 
-/// Aborts the child session when the task call ends early (dropped future).
+/// Cleans up after a task call that ended early (its future dropped, e.g. the call timed
+/// out and its actor was killed, which also kills the linked child): aborts the child if it
+/// still lives, forgets it in the runtime, and repairs its stored history (unfinished tool
+/// parts become errors), since a killed actor runs no cleanup of its own.
 struct AbortChild {
     rt: Arc<RuntimeShared>,
     session_id: String,
+    actor: Option<ractor::ActorRef<SessionMsg>>,
     armed: bool,
 }
 
 impl Drop for AbortChild {
     fn drop(&mut self) {
-        if self.armed
-            && let Some(a) = self.rt.sessions.get(&self.session_id)
-        {
-            let _ = a.cast(SessionMsg::Abort);
+        if !self.armed {
+            return;
         }
+        let Some(actor) = self.actor.take() else {
+            return;
+        };
+        let _ = actor.cast(SessionMsg::Abort);
+        let (rt, sid) = (self.rt.clone(), self.session_id.clone());
+        tokio::spawn(async move {
+            // Give a live child a moment to end its turn gracefully.
+            for _ in 0..100 {
+                if matches!(actor.get_status(), ractor::ActorStatus::Stopped) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            if matches!(actor.get_status(), ractor::ActorStatus::Stopped) {
+                let key = sid.clone();
+                if let Ok(mut history) = rt.store.read(move |r| r.messages(&key)).await {
+                    troupe_session::store::sweep_interrupted(&rt.store, &mut history);
+                    let _ = rt.store.flush().await;
+                }
+            }
+            rt.sessions
+                .remove_if(&sid, |_, a| a.get_id() == actor.get_id());
+        });
     }
 }
 
@@ -256,6 +281,7 @@ async fn run_task(
     let mut guard = AbortChild {
         rt: rt.clone(),
         session_id: child_id.clone(),
+        actor: Some(actor.clone()),
         armed: true,
     };
 

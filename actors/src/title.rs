@@ -1,0 +1,136 @@
+//! TitleWorker: names a session after its first user message.
+//!
+//! Started by the session actor when a root session with the default title gets its first
+//! user message. It asks the hidden `title` agent (temperature 0.5) on `small_model` when
+//! configured, else the session's model, and cleans the answer
+//! (troupe-session `compaction::title_from_response`: one line, ≤ 100 chars, no quotes).
+//! It runs beside the turn and never blocks or fails it: any error just leaves the default
+//! title. Its final state carries the title for the session actor to store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio_util::sync::CancellationToken;
+use troupe_config::ResolvedModel;
+use troupe_llm::{ChatMessage, ChatRequest, StreamEvent};
+
+use crate::RuntimeShared;
+
+/// How long a title may take before it is given up, ms.
+pub const TITLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Arguments of a title worker.
+pub struct TitleArgs {
+    /// Shared runtime parts.
+    pub rt: Arc<RuntimeShared>,
+    /// Session id.
+    pub session_id: String,
+    /// The first user message's text.
+    pub text: String,
+    /// Model to ask.
+    pub model: Arc<ResolvedModel>,
+}
+
+/// Final state: the title, if one was made.
+pub struct TitleState {
+    _gauge: crate::ActorGauge,
+    /// The cleaned title.
+    pub title: Option<String>,
+    args: Option<TitleArgs>,
+}
+
+/// The title worker actor.
+pub struct TitleWorker;
+
+/// Its only message: start.
+#[derive(Debug)]
+pub enum TitleMsg {
+    /// Ask the model.
+    Start,
+}
+
+impl Actor for TitleWorker {
+    type Msg = TitleMsg;
+    type State = TitleState;
+    type Arguments = TitleArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<TitleMsg>,
+        args: TitleArgs,
+    ) -> Result<TitleState, ActorProcessingErr> {
+        myself.cast(TitleMsg::Start)?;
+        Ok(TitleState {
+            _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
+            title: None,
+            args: Some(args),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<TitleMsg>,
+        _msg: TitleMsg,
+        state: &mut TitleState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(args) = state.args.take() {
+            state.title = tokio::time::timeout(TITLE_TIMEOUT, ask(args))
+                .await
+                .ok()
+                .flatten();
+        }
+        myself.stop(None);
+        Ok(())
+    }
+}
+
+async fn ask(args: TitleArgs) -> Option<String> {
+    let agent = args.rt.agents.get("title").cloned();
+    let system = agent
+        .as_ref()
+        .and_then(|a| a.prompt.clone())
+        .unwrap_or_else(|| "Write a short title.".into());
+    let text: String = args.text.chars().take(4_000).collect();
+    let mut extra = args.model.options.clone();
+    extra.remove("firstStep");
+    let request = ChatRequest {
+        model: args.model.model_id.clone(),
+        messages: vec![
+            ChatMessage::System { content: system },
+            ChatMessage::User {
+                content: format!(
+                    "Write a title for a conversation that starts with this message:\n\n{text}"
+                ),
+            },
+        ],
+        tools: Vec::new(),
+        temperature: agent
+            .as_ref()
+            .and_then(|a| a.temperature)
+            .filter(|_| args.model.temperature),
+        top_p: None,
+        max_tokens: Some(args.model.max_output_tokens().min(200)),
+        extra,
+        headers: vec![
+            ("x-session-affinity".into(), args.session_id.clone()),
+            ("x-troupe-purpose".into(), "title".into()),
+        ],
+    };
+    let provider = args.rt.provider(&args.model);
+    let mut stream = provider
+        .stream(request, CancellationToken::new())
+        .await
+        .ok()?;
+    let mut out = String::new();
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(StreamEvent::TextDelta { text, .. }) => out.push_str(&text),
+            Ok(StreamEvent::FinishStep { .. }) => break,
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    troupe_session::compaction::title_from_response(&out)
+}

@@ -1,0 +1,592 @@
+//! End-to-end tests of subagents (`task`) and `troupe batch` through the real binary against
+//! the scripted provider (`troupe-testkit`).
+//!
+//! Each test gets its own temp project directory (with a `troupe.json` pointing at its own
+//! `MockServer`), its own SQLite store and an empty global config directory.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use troupe_testkit::{Conversation, Exhausted, MockServer, RecordedRequest, Script, Step};
+
+/// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
+const CLI_DEADLINE: Duration = Duration::from_secs(30);
+
+/// One isolated project: working dir, store, empty global config dir.
+struct Project {
+    /// Keeps the project directory alive.
+    _dir: TempDir,
+    global: TempDir,
+    /// Canonical path of the project dir.
+    root: PathBuf,
+}
+
+impl Project {
+    /// A project whose `troupe.json` points the `mock` provider at `base_url`.
+    fn new(base_url: &str) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let global = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonicalize");
+        let p = Project {
+            _dir: dir,
+            global,
+            root,
+        };
+        p.write_config(&config_json(base_url).to_string());
+        p
+    }
+
+    fn write_config(&self, text: &str) {
+        std::fs::write(self.root.join("troupe.json"), text).expect("write troupe.json");
+    }
+
+    fn db(&self) -> PathBuf {
+        self.global.path().join("troupe.db")
+    }
+
+    /// A path outside the project (for task and result files).
+    fn outside(&self, name: &str) -> PathBuf {
+        self.global.path().join(name)
+    }
+
+    /// The binary in the project dir with the isolation env vars plus `envs`.
+    fn command(&self, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::Command {
+        let config_dir = self.global.path().join("config");
+        std::fs::create_dir_all(&config_dir).expect("config dir");
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+        cmd.args(args)
+            .current_dir(&self.root)
+            .env("TROUPE_DB", self.db())
+            .env("TROUPE_CONFIG_DIR", &config_dir)
+            .env("TROUPE_NO_STDIN", "1")
+            .env("TROUPE_TITLE", "0")
+            .env("TROUPE_TEST_TOOLS", "1")
+            .env_remove("TROUPE_CONFIG_CONTENT")
+            .env_remove("TROUPE_LOG")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Run the binary to completion.
+    async fn troupe(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        let mut cmd = self.command(args, envs);
+        tokio::time::timeout(CLI_DEADLINE, cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish within {CLI_DEADLINE:?}"))
+            .expect("spawn troupe")
+    }
+
+    /// `troupe session list --format json`, parsed.
+    async fn list(&self) -> Vec<Value> {
+        let out = self
+            .troupe(&["session", "list", "--format", "json"], &[])
+            .await;
+        assert_success(&out, "session list");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("session list JSON");
+        v.as_array().expect("session list is an array").clone()
+    }
+
+    /// `troupe session show ID --format json`, parsed.
+    async fn show(&self, id: &str) -> Value {
+        let out = self
+            .troupe(&["session", "show", id, "--format", "json"], &[])
+            .await;
+        assert_success(&out, "session show");
+        serde_json::from_slice(&out.stdout).expect("session show JSON")
+    }
+}
+
+fn config_json(base_url: &str) -> Value {
+    json!({
+        "model": "mock/mock-model",
+        "provider": {"mock": {
+            "name": "Mock",
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": base_url, "apiKey": "test"},
+            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
+        }}
+    })
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// Parses `--format json` stdout: every non-empty line must be a JSON bus event.
+fn parse_events(stdout: &[u8]) -> Vec<Value> {
+    text(stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"));
+            assert!(v["type"].is_string(), "event without type: {l}");
+            assert!(v["properties"].is_object(), "event without properties: {l}");
+            v
+        })
+        .collect()
+}
+
+/// Completion requests only.
+fn completions(server: &MockServer) -> Vec<RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect()
+}
+
+fn parts_of_type<'a>(m: &'a Value, ty: &str) -> Vec<&'a Value> {
+    m["parts"]
+        .as_array()
+        .map(|ps| ps.iter().filter(|p| p["type"] == ty).collect())
+        .unwrap_or_default()
+}
+
+fn task_args(token: &str, subagent: &str) -> Value {
+    json!({
+        "description": format!("job {token}"),
+        "prompt": format!("{token}: do the job and report back"),
+        "subagent_type": subagent,
+    })
+}
+
+/// The summary line `batch: N tasks, …` of a batch's stderr.
+fn summary_line(stderr: &[u8]) -> String {
+    text(stderr)
+        .lines()
+        .find(|l| l.starts_with("batch: "))
+        .unwrap_or_else(|| panic!("no summary line in stderr:\n{}", text(stderr)))
+        .to_string()
+}
+
+/// The number before `word` in a summary line (`…, 3 failed, …` → 3 for `failed`).
+fn summary_count(line: &str, word: &str) -> u64 {
+    line.split(',')
+        .map(str::trim)
+        .find_map(|part| {
+            let part = part.strip_prefix("batch: ").unwrap_or(part);
+            let (n, w) = part.split_once(' ')?;
+            (w == word).then(|| n.parse().ok()).flatten()
+        })
+        .unwrap_or_else(|| panic!("no `N {word}` in {line:?}"))
+}
+
+/// Lines of a batch out file, parsed (non-parseable lines are returned separately).
+fn read_results(path: &std::path::Path) -> (Vec<Value>, Vec<String>) {
+    let body = std::fs::read_to_string(path).unwrap_or_default();
+    let mut ok = Vec::new();
+    let mut bad = Vec::new();
+    for l in body.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<Value>(l) {
+            Ok(v) => ok.push(v),
+            Err(_) => bad.push(l.to_string()),
+        }
+    }
+    (ok, bad)
+}
+
+fn write_tasks(path: &std::path::Path, tasks: &[Value]) {
+    let body: String = tasks.iter().map(|t| format!("{t}\n")).collect();
+    std::fs::write(path, body).expect("write tasks");
+}
+
+/// A two-step script for batch tasks: read `file`, then answer. Without a matcher, so every
+/// batch session uses it.
+fn read_then_text(file: &str, delay_ms: u64) -> Script {
+    Script::single(vec![
+        Step::tool("read", json!({"filePath": file})).with_first_byte_delay_ms(delay_ms),
+        Step::text("the file says hello").with_first_byte_delay_ms(delay_ms),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_fan_out_via_cli() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    std::fs::write(project.root.join("notes.md"), "TODO: the secret is 42\n").expect("notes");
+    let notes = project.root.join("notes.md").display().to_string();
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", task_args("CHILD-A-READ", "explore"))
+                .with_tool("task", task_args("CHILD-B-PANIC", "explore"))
+                .with_tool("task", task_args("CHILD-C-SLEEP", "general")),
+            Step::text("parent summarised the three children"),
+        ])
+        .matching("PARENT-FANOUT"),
+        Conversation::new(vec![
+            Step::tool("read", json!({"filePath": notes})).with_first_byte_delay_ms(150),
+            Step::text("A found: the secret is 42").with_first_byte_delay_ms(150),
+        ])
+        .matching("CHILD-A-READ"),
+        Conversation::new(vec![
+            Step::tool("test_panic", json!({"message": "child B blew up"}))
+                .with_first_byte_delay_ms(150),
+        ])
+        .matching("CHILD-B-PANIC")
+        .on_exhausted(Exhausted::Error),
+        Conversation::new(vec![
+            Step::tool("test_sleep", json!({"ms": 60000})).with_first_byte_delay_ms(150),
+            Step::text("C never gets here"),
+        ])
+        .matching("CHILD-C-SLEEP"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&config_json(&server.base_url()).to_string());
+
+    let started = Instant::now();
+    let out = project
+        .troupe(
+            &["run", "--format", "json", "PARENT-FANOUT:", "fan", "out"],
+            &[
+                ("TROUPE_TASK_TIMEOUT_MS", "1500"),
+                ("TROUPE_MAX_RETRIES", "0"),
+            ],
+        )
+        .await;
+    eprintln!("task_fan_out_via_cli: run took {:?}", started.elapsed());
+    assert_success(&out, "troupe run");
+    let events = parse_events(&out.stdout);
+    assert!(!events.is_empty(), "no events printed");
+
+    // One root session and three children pointing at it.
+    let sessions = project.list().await;
+    let roots: Vec<&Value> = sessions
+        .iter()
+        .filter(|s| s["parentID"].is_null())
+        .collect();
+    assert_eq!(roots.len(), 1, "{sessions:#?}");
+    let parent = roots[0]["id"].as_str().expect("id").to_string();
+    let kids: Vec<&Value> = sessions
+        .iter()
+        .filter(|s| s["parentID"] == parent.as_str())
+        .collect();
+    assert_eq!(kids.len(), 3, "children in session list: {sessions:#?}");
+    assert_eq!(sessions.len(), 4, "{sessions:#?}");
+
+    // The parent's three task parts: one completed, two errors; its turn finished.
+    let doc = project.show(&parent).await;
+    let messages = doc["messages"].as_array().expect("messages").clone();
+    let tasks: Vec<&Value> = messages
+        .iter()
+        .flat_map(|m| parts_of_type(m, "tool"))
+        .filter(|p| p["tool"] == "task")
+        .collect();
+    assert_eq!(tasks.len(), 3, "{tasks:#?}");
+    let statuses: HashMap<String, String> = tasks
+        .iter()
+        .map(|p| {
+            let prompt = p["state"]["input"]["prompt"].as_str().unwrap_or("");
+            let token = prompt.split(':').next().unwrap_or("").to_string();
+            (
+                token,
+                p["state"]["status"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(statuses["CHILD-A-READ"], "completed", "{tasks:#?}");
+    assert_eq!(statuses["CHILD-B-PANIC"], "error", "{tasks:#?}");
+    assert_eq!(statuses["CHILD-C-SLEEP"], "error", "{tasks:#?}");
+    let last = messages.last().expect("last message");
+    let final_texts: Vec<&str> = parts_of_type(last, "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(final_texts, ["parent summarised the three children"]);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_200_parallel_32() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    std::fs::write(project.root.join("hello.txt"), "hello from the file\n").expect("hello");
+    let file = project.root.join("hello.txt").display().to_string();
+    let server = MockServer::start(read_then_text(&file, 0))
+        .await
+        .expect("mock");
+    project.write_config(&config_json(&server.base_url()).to_string());
+    let tasks: Vec<Value> = (0..200)
+        .map(|i| json!({"id": format!("t{i:03}"), "prompt": format!("batch task number {i}")}))
+        .collect();
+    let tasks_file = project.outside("tasks.jsonl");
+    let out_file = project.outside("results.jsonl");
+    write_tasks(&tasks_file, &tasks);
+
+    let started = Instant::now();
+    let out = project
+        .troupe(
+            &[
+                "batch",
+                tasks_file.to_str().expect("utf-8 path"),
+                "--parallel",
+                "32",
+                "--out",
+                out_file.to_str().expect("utf-8 path"),
+            ],
+            &[],
+        )
+        .await;
+    let elapsed = started.elapsed();
+    eprintln!(
+        "batch_200_parallel_32: {elapsed:?}; {}",
+        summary_line(&out.stderr)
+    );
+    assert_success(&out, "troupe batch");
+    let (lines, bad) = read_results(&out_file);
+    assert!(bad.is_empty(), "unparseable lines: {bad:#?}");
+    assert_eq!(lines.len(), 200);
+    let ids: HashSet<&str> = lines.iter().filter_map(|l| l["id"].as_str()).collect();
+    assert_eq!(ids.len(), 200, "duplicate ids");
+    let sessions: HashSet<&str> = lines
+        .iter()
+        .filter_map(|l| l["session_id"].as_str())
+        .collect();
+    assert_eq!(sessions.len(), 200, "each task has its own session");
+    for l in &lines {
+        assert_eq!(l["status"], "completed", "{l}");
+        assert_eq!(l["text"], "the file says hello", "{l}");
+        assert!(l["duration_ms"].is_u64(), "{l}");
+        assert!(l.get("error").is_none(), "{l}");
+    }
+    let summary = summary_line(&out.stderr);
+    assert_eq!(summary_count(&summary, "completed"), 200, "{summary}");
+    assert_eq!(summary_count(&summary, "failed"), 0, "{summary}");
+    assert_eq!(completions(&server).len(), 400, "two requests per task");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_kill_and_resume() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    std::fs::write(project.root.join("hello.txt"), "hello from the file\n").expect("hello");
+    let file = project.root.join("hello.txt").display().to_string();
+    // ~500 ms per task, 32 at a time: the whole batch takes a few seconds.
+    let server = MockServer::start(read_then_text(&file, 250))
+        .await
+        .expect("mock");
+    project.write_config(&config_json(&server.base_url()).to_string());
+    let tasks: Vec<Value> = (0..200)
+        .map(|i| json!({"id": format!("k{i:03}"), "prompt": format!("resumable task {i}")}))
+        .collect();
+    let tasks_file = project.outside("tasks.jsonl");
+    let out_file = project.outside("results.jsonl");
+    write_tasks(&tasks_file, &tasks);
+    let args = [
+        "batch",
+        tasks_file.to_str().expect("utf-8 path"),
+        "--parallel",
+        "32",
+        "--out",
+        out_file.to_str().expect("utf-8 path"),
+    ];
+
+    let mut child = project.command(&args, &[]).spawn().expect("spawn batch");
+    let started = Instant::now();
+    loop {
+        let (lines, _) = read_results(&out_file);
+        if lines.len() >= 30 {
+            break;
+        }
+        assert!(
+            started.elapsed() < CLI_DEADLINE,
+            "fewer than 30 results after {CLI_DEADLINE:?}"
+        );
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            panic!("the batch ended before the kill: {status:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    child.start_kill().expect("SIGKILL");
+    let status = child.wait().await.expect("wait");
+    assert!(!status.success(), "killed batch exited {status:?}");
+    // Let the killed process's connections close, then count what the provider saw.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let requests_before = completions(&server).len();
+    let (first_lines, first_bad) = read_results(&out_file);
+    let raw = std::fs::read_to_string(&out_file).expect("out file");
+    eprintln!(
+        "batch_kill_and_resume: killed after {:?} with {} result lines, {} unparseable, ends with newline: {}",
+        started.elapsed(),
+        first_lines.len(),
+        first_bad.len(),
+        raw.ends_with('\n')
+    );
+    assert!(
+        first_lines.len() < 200,
+        "the batch finished before the kill"
+    );
+    let first_ids: HashSet<String> = first_lines
+        .iter()
+        .filter_map(|l| l["id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        first_ids.len(),
+        first_lines.len(),
+        "duplicates before the resume"
+    );
+
+    let out = project
+        .troupe(&[&args[..], &["--resume"]].concat(), &[])
+        .await;
+    let summary = summary_line(&out.stderr);
+    eprintln!("batch_kill_and_resume: resume: {summary}");
+    assert_success(&out, "troupe batch --resume");
+    let skipped = summary_count(&summary, "skipped");
+    assert_eq!(skipped as usize, first_ids.len(), "{summary}");
+    assert_eq!(
+        summary_count(&summary, "completed") as usize,
+        200 - first_ids.len()
+    );
+    // Only the missing tasks ran again: two requests each.
+    let resumed_requests = completions(&server).len() - requests_before;
+    assert_eq!(resumed_requests, 2 * (200 - first_ids.len()));
+
+    let (lines, bad) = read_results(&out_file);
+    assert!(
+        bad.len() <= first_bad.len(),
+        "the resume wrote bad lines: {bad:#?}"
+    );
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for l in &lines {
+        *seen
+            .entry(l["id"].as_str().unwrap_or("").to_string())
+            .or_default() += 1;
+        assert_eq!(l["status"], "completed", "{l}");
+    }
+    let expected: HashSet<String> = (0..200).map(|i| format!("k{i:03}")).collect();
+    let got: HashSet<String> = seen.keys().cloned().collect();
+    assert_eq!(got, expected, "ids in the final file");
+    let dups: Vec<(&String, &usize)> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(dups.is_empty(), "duplicated ids: {dups:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_resume_after_a_cut_last_line() {
+    // A process killed inside a write leaves a fragment without a newline. Simulate it: one
+    // whole line, then a fragment of another task's line.
+    let project = Project::new("http://127.0.0.1:1/v1");
+    let server = MockServer::start(Script::single(vec![Step::text("done")]))
+        .await
+        .expect("mock");
+    project.write_config(&config_json(&server.base_url()).to_string());
+    let tasks: Vec<Value> = (0..3)
+        .map(|i| json!({"id": format!("c{i}"), "prompt": format!("cut task {i}")}))
+        .collect();
+    let tasks_file = project.outside("tasks.jsonl");
+    let out_file = project.outside("results.jsonl");
+    write_tasks(&tasks_file, &tasks);
+    let whole = json!({"id": "c0", "session_id": "ses_x", "status": "completed", "text": "done",
+        "tokens": {}, "cost": 0.0, "duration_ms": 1});
+    std::fs::write(&out_file, format!("{whole}\n{{\"id\":\"c1\",\"sess")).expect("out");
+
+    let out = project
+        .troupe(
+            &[
+                "batch",
+                tasks_file.to_str().expect("utf-8 path"),
+                "--out",
+                out_file.to_str().expect("utf-8 path"),
+                "--resume",
+            ],
+            &[],
+        )
+        .await;
+    assert_success(&out, "troupe batch --resume");
+    let summary = summary_line(&out.stderr);
+    assert_eq!(summary_count(&summary, "skipped"), 1, "{summary}");
+    let (lines, bad) = read_results(&out_file);
+    let ids: Vec<&str> = lines.iter().filter_map(|l| l["id"].as_str()).collect();
+    let unique: HashSet<&str> = ids.iter().copied().collect();
+    assert_eq!(
+        unique,
+        HashSet::from(["c0", "c1", "c2"]),
+        "parseable ids {ids:?}; unparseable lines {bad:#?}"
+    );
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_failures_exit_nonzero() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    let server = MockServer::start(Script::single(vec![Step::text("fine answer")]))
+        .await
+        .expect("mock");
+    project.write_config(&config_json(&server.base_url()).to_string());
+    let tasks = vec![
+        json!({"id": "good-1", "prompt": "a good task"}),
+        json!({"id": "bad-model", "prompt": "a task for a missing model", "model": "nosuch/x"}),
+        json!({"id": "good-2", "prompt": "another good task"}),
+    ];
+    let tasks_file = project.outside("tasks.jsonl");
+    let out_file = project.outside("results.jsonl");
+    write_tasks(&tasks_file, &tasks);
+    let out = project
+        .troupe(
+            &[
+                "batch",
+                tasks_file.to_str().expect("utf-8 path"),
+                "--parallel",
+                "2",
+                "--out",
+                out_file.to_str().expect("utf-8 path"),
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout:\n{}\nstderr:\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let summary = summary_line(&out.stderr);
+    eprintln!("batch_failures_exit_nonzero: {summary}");
+    assert_eq!(summary_count(&summary, "failed"), 1, "{summary}");
+    assert_eq!(summary_count(&summary, "completed"), 2, "{summary}");
+
+    let (lines, bad) = read_results(&out_file);
+    assert!(bad.is_empty(), "{bad:#?}");
+    assert_eq!(lines.len(), 3);
+    let by_id: HashMap<&str, &Value> = lines
+        .iter()
+        .map(|l| (l["id"].as_str().unwrap_or(""), l))
+        .collect();
+    let failed = by_id["bad-model"];
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let err = failed["error"].as_str().unwrap_or("");
+    assert!(
+        err.contains("nosuch"),
+        "the error should name the model: {failed}"
+    );
+    for id in ["good-1", "good-2"] {
+        assert_eq!(by_id[id]["status"], "completed", "{}", by_id[id]);
+        assert_eq!(by_id[id]["text"], "fine answer");
+    }
+    // The bad task never reached the provider.
+    assert_eq!(completions(&server).len(), 2);
+    server.shutdown().await;
+}
