@@ -1,7 +1,10 @@
 //! `troupe`: the command-line interface. Wires config → runtime → output; no business logic.
 
+mod attach;
 mod batch;
+mod monitor;
 mod output;
+mod serve;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -31,6 +34,10 @@ struct Cli {
 enum Command {
     /// Run one prompt to completion, streaming text and tool calls.
     Run(RunArgs),
+    /// Serve the runtime over HTTP: JSON API, SSE events, actor tree, metrics, web view.
+    Serve(serve::ServeArgs),
+    /// Live terminal view of a running `troupe serve`: actor tree and counters.
+    Monitor(monitor::MonitorArgs),
     /// Run many independent prompts from a JSONL file under one runtime.
     Batch(BatchArgs),
     /// Inspect stored sessions.
@@ -165,6 +172,12 @@ struct RunArgs {
     /// and stderr are terminals), `allow` or `deny` answer by policy (no terminal: deny).
     #[arg(long, value_enum)]
     permission: Option<PermissionMode>,
+    /// Run through a running `troupe serve` at this URL (e.g. http://127.0.0.1:4096).
+    #[arg(long, value_name = "URL")]
+    attach: Option<String>,
+    /// Password of the server given with --attach.
+    #[arg(long, env = "TROUPE_SERVER_PASSWORD", hide_env_values = true)]
+    password: Option<String>,
 }
 
 #[derive(Parser, Debug)]
@@ -262,6 +275,8 @@ fn open_store(db: Option<PathBuf>) -> Result<Store> {
 async fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run(cli.db, args).await,
+        Command::Serve(args) => serve::serve(cli.db, args).await,
+        Command::Monitor(args) => monitor::run(args).await,
         Command::Batch(args) => run_batch(cli.db, args).await,
         Command::Session {
             command: SessionCommand::Compact { id },
@@ -418,6 +433,10 @@ fn runtime_options() -> RuntimeOptions {
     if let Some(n) = env_u64("TROUPE_MAX_SUBAGENTS") {
         opts.max_subagents = (n as usize).max(1);
     }
+    // Session titles from the `title` agent; TROUPE_TITLE=0 turns them off.
+    opts.titles = std::env::var("TROUPE_TITLE")
+        .map(|v| v != "0")
+        .unwrap_or(true);
     opts
 }
 
@@ -437,7 +456,11 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
     batch::read_tasks(&args.file)?;
     let model = match args.model.clone() {
         Some(m) => Some(m),
-        None => choose_model(None, &config).await.ok().flatten(),
+        // With no configured model, the local server if it answers.
+        None if config.default_model().is_none() => {
+            choose_model(None, &config).await.ok().flatten()
+        }
+        None => None,
     };
     if let Some(m) = &model {
         config.resolve_model(m).map_err(|e| anyhow!("model: {e}"))?;
@@ -507,15 +530,36 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     if text.trim().is_empty() {
         bail!("no prompt given: troupe run \"what to do\"");
     }
+    if let Some(url) = args.attach.clone() {
+        return attach::run(attach::AttachRun {
+            url,
+            password: args.password.clone(),
+            text,
+            session: args.session.clone(),
+            continue_: args.continue_,
+            agent: args.agent.clone(),
+            model: args.model.clone(),
+            dir: args.dir.as_ref().map(|_| cwd.clone()),
+            json: args.format == Format::Json,
+        })
+        .await;
+    }
     let (config, agents) = load_agents(&cwd)?;
     if let Some(a) = &args.agent {
         agents.require(a).map_err(|e| anyhow!("{e}"))?;
     }
-    let model = choose_model(args.model.clone(), &config).await?;
-    if let Some(m) = &model {
+    let chosen = choose_model(args.model.clone(), &config).await?;
+    if let Some(m) = &chosen {
         // Fail before touching the store when the model cannot be resolved.
         config.resolve_model(m).map_err(|e| anyhow!("model: {e}"))?;
     }
+    // Only an explicit --model (or the probed local server, when nothing is configured)
+    // overrides the agent's own model; otherwise the runtime applies the usual precedence
+    // (agent model, session model, config model).
+    let model = args
+        .model
+        .clone()
+        .or_else(|| chosen.filter(|_| config.default_model().is_none()));
     let store = open_store(db)?;
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
         && std::io::IsTerminal::is_terminal(&std::io::stderr());

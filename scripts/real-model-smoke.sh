@@ -63,7 +63,10 @@ cat > "$WORK/repo/troupe.json" <<EOF
   "provider": {
     "local": {
       "options": { "baseURL": "http://127.0.0.1:$PORT/v1", "chunkTimeout": 180000, "temperature": 0 },
-      "models": { "smollm2": { "name": "SmolLM2 135M Instruct", "limit": { "context": 4096, "output": 200 } } }
+      "models": {
+        "smollm2": { "name": "SmolLM2 135M Instruct", "limit": { "context": 4096, "output": 200 } },
+        "smollm2-small": { "id": "smollm2", "name": "SmolLM2 135M, small context", "limit": { "context": 1500, "output": 120 } }
+      }
     }
   },
   "agent": {
@@ -74,6 +77,12 @@ cat > "$WORK/repo/troupe.json" <<EOF
       "permission": { "*": "deny", "glob": "allow" },
       "options": { "firstStep": { "tool_choice": "required", "stop": ["</tool_call>"], "prefill": "<tool_call>\n" } }
     },
+    "chat": {
+      "mode": "primary",
+      "model": "local/smollm2-small",
+      "prompt": "You are a helpful assistant. Answer in one or two sentences.",
+      "permission": { "*": "deny" }
+    },
     "counter": {
       "mode": "primary",
       "prompt": "You are a helpful assistant.",
@@ -83,7 +92,7 @@ cat > "$WORK/repo/troupe.json" <<EOF
   }
 }
 EOF
-export TROUPE_DB="$WORK/troupe.db" TROUPE_CONFIG_DIR="$WORK/cfg" TROUPE_NO_STDIN=1
+export TROUPE_DB="$WORK/troupe.db" TROUPE_CONFIG_DIR="$WORK/cfg" TROUPE_NO_STDIN=1 TROUPE_TITLE=0
 cd "$WORK/repo"
 
 log "1/3 a real turn with a tool call"
@@ -109,7 +118,11 @@ parts = [p for m in assistants for p in m["parts"]]
 tools = [p for p in parts if p["type"] == "tool"]
 assert tools, "the model made no tool call"
 assert tools[0]["tool"] == "glob", tools[0]["tool"]
-assert tools[0]["state"]["status"] == "completed", tools[0]["state"]
+# The tool really ran on the model's arguments (a 135M model does not always pick a valid
+# path: an error result is still a full round trip) and its result went back to the model.
+assert tools[0]["state"]["status"] in ("completed", "error"), tools[0]["state"]
+assert "pattern" in tools[0]["state"]["input"], tools[0]["state"]["input"]
+assert len(assistants) >= 2, "the tool result never went back to the model"
 texts = [p["text"] for p in parts if p["type"] == "text" and p["text"].strip()]
 assert texts, "no text from the model"
 finishes = [p for p in parts if p["type"] == "step-finish"]
@@ -166,7 +179,34 @@ PY
 done
 python3 -c 'import json,sys; n=len(json.load(open(sys.argv[1]))); assert n==4, n; print("ok: 4 sessions in the store")' "$WORK/list.json"
 
+log "4/4 a multi-turn session with a small context compacts and goes on"
+PARA="Here is some background about our project. We are building a small calculator in Python with add, subtract, multiply and divide functions, unit tests for each, a command line interface that reads two numbers and an operator, and a README that explains how to install and run it. The team prefers short functions, clear names and tests that cover edge cases such as division by zero and very large numbers."
+compacted=0
+for i in 1 2 3 4 5 6 7 8; do
+  if [ "$i" = 1 ]; then flag=""; else flag="--continue"; fi
+  "$BIN" run --agent chat $flag --format json "Turn $i. $PARA What should we do next, briefly?" > "$WORK/chat$i.jsonl" 2> "$WORK/chat$i.err" \
+    || { cat "$WORK/chat$i.err" >&2; echo "turn $i failed" >&2; exit 1; }
+  if grep -q '"session.compacted"' "$WORK/chat$i.jsonl"; then compacted=$i; break; fi
+done
+[ "$compacted" != 0 ] || { echo "the session never compacted" >&2; exit 1; }
+SID4=$(sid_of "$WORK/chat$compacted.jsonl")
+"$BIN" session show "$SID4" --format json > "$WORK/show4.json"
+python3 - "$WORK/show4.json" "$compacted" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+msgs = doc["messages"]
+summaries = [i for i, m in enumerate(msgs) if m["info"].get("summary")]
+assert summaries, "no summary message stored"
+s = summaries[-1]
+after = msgs[s + 1:]
+assert any(m["info"]["role"] == "user" and any(p.get("synthetic") for p in m["parts"]) for m in after), "no continue message after the summary"
+last = msgs[-1]
+assert last["info"]["role"] == "assistant" and not last["info"].get("summary") and last["info"].get("error") is None, last["info"]
+assert any(p["type"] == "text" and p["text"].strip() for p in last["parts"]), "no answer after the compaction"
+print(f"ok: compacted at turn {sys.argv[2]}, summary message #{s}, the turn went on and answered")
+PY
+
 "$ROOT/scripts/llama-server.sh" stop >/dev/null
 if kill -0 "$SERVER_PID" 2>/dev/null; then echo "the llama-server we started is still running" >&2; exit 1; fi
 log "llama-server stopped"
-echo "real-model smoke: 3 passed, 0 failed"
+echo "real-model smoke: 4 passed, 0 failed"

@@ -673,12 +673,21 @@ async fn run_single_fault(
     fault: Fault,
     prompt: &str,
 ) -> (Output, Vec<Value>, Vec<RecordedRequest>) {
+    run_single_fault_env(fault, prompt, &[]).await
+}
+
+/// [`run_single_fault`] with extra environment variables for the run.
+async fn run_single_fault_env(
+    fault: Fault,
+    prompt: &str,
+    env: &[(&str, &str)],
+) -> (Output, Vec<Value>, Vec<RecordedRequest>) {
     let script = Script::single(vec![Step::text("never shown").with_fault(fault)]);
     let server = MockServer::start(script).await.expect("mock");
     let project = Project::new(&server.base_url());
     let started = Instant::now();
     let out = project
-        .troupe(&["run", "--format", "json", prompt], &[])
+        .troupe(&["run", "--format", "json", prompt], env)
         .await;
     eprintln!("{prompt}: run took {:?}", started.elapsed());
     let events = parse_events(&out.stdout);
@@ -724,7 +733,9 @@ async fn auth_401_is_final() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn context_overflow_400_is_final() {
     let provider_message = "This model's maximum context length is 4097 tokens. However, your messages resulted in 5000 tokens.";
-    let (out, messages, reqs) = run_single_fault(
+    // With automatic compaction off the overflow is shown as a typed error (with it on, the
+    // session compacts instead: tests/compaction_e2e.rs).
+    let (out, messages, reqs) = run_single_fault_env(
         Fault::Http {
             status: 400,
             headers: Default::default(),
@@ -735,6 +746,10 @@ async fn context_overflow_400_is_final() {
             }})),
         },
         "too long",
+        &[(
+            "TROUPE_CONFIG_CONTENT",
+            r#"{"compaction": {"auto": false}}"#,
+        )],
     )
     .await;
     let line = assert_one_line_failure(&out, "context overflow 400");

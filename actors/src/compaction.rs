@@ -106,7 +106,10 @@ impl Actor for CompactionWorker {
             .unwrap_or_else(|| "Summarize the conversation for a handover.".to_string());
         let cfg = &rt.config.config.compaction;
         let usable = usable_context(&args.model, cfg);
-        let overhead = estimate_tokens(&system) + estimate_tokens(SUMMARY_PROMPT) + 1_000;
+        // Room for the instructions plus a safety margin of 10% of the usable context (at
+        // least 200 tokens) for the token estimate's error.
+        let overhead =
+            estimate_tokens(&system) + estimate_tokens(SUMMARY_PROMPT) + (usable / 10).max(200);
         let max_out = args.model.max_output_tokens().min(8_192);
         let budget = if usable == 0 {
             u64::MAX

@@ -308,7 +308,7 @@ fn spawn_stream_task(
     myself: ActorRef<ProcMsg>,
     rt: Arc<RuntimeShared>,
     model: Arc<ResolvedModel>,
-    request: ChatRequest,
+    mut request: ChatRequest,
     cancel: CancellationToken,
 ) {
     let watcher = myself.clone();
@@ -336,7 +336,14 @@ fn spawn_stream_task(
                 format!("provider=\"{}\"", model.provider_id),
                 1,
             );
-            let failure = match provider.stream(request.clone(), cancel.clone()).await {
+            // Only an attempt that may be retried needs its own copy of the request (the
+            // whole history and tool schemas); the last permitted attempt takes it.
+            let this_request = if attempt >= max_attempts {
+                std::mem::take(&mut request)
+            } else {
+                request.clone()
+            };
+            let failure = match provider.stream(this_request, cancel.clone()).await {
                 Ok(mut stream) => {
                     let mut failure = None;
                     loop {

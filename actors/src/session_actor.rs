@@ -575,8 +575,13 @@ impl SessionActor {
         let Some(turn) = state.turn.as_ref() else {
             return;
         };
-        // Summarize from the newest summary up to (not including) the request.
-        let end = state.history.len().saturating_sub(1);
+        // Summarize from the newest summary up to (not including) the compaction request,
+        // which is the turn's current user message (a failed summary attempt may follow it).
+        let end = state
+            .history
+            .iter()
+            .rposition(|m| m.info.id() == turn.user_id)
+            .unwrap_or_else(|| state.history.len().saturating_sub(1));
         let start = troupe_session::compaction::filter_compacted_start(&state.history[..end]);
         let history = state.history[start..end].to_vec();
         let tool_ctx = ToolContext {
@@ -657,18 +662,14 @@ impl SessionActor {
             Message::Assistant(a) => a.error.clone(),
             Message::User(_) => None,
         };
-        let overflowed = match (&outcome.message.info, state.turn.as_ref()) {
-            (Message::Assistant(a), Some(t)) => {
-                a.error
-                    .as_ref()
-                    .is_some_and(|e| e.name == "ContextOverflowError")
-                    || troupe_session::compaction::is_overflow(
-                        &a.tokens,
-                        &t.model,
-                        &state.rt.config.config.compaction,
-                    )
-            }
-            _ => false,
+        // Only a provider rejection counts: a summary request the provider accepted is fine
+        // even when its input was large (the summary itself is short).
+        let overflowed = match &outcome.message.info {
+            Message::Assistant(a) => a
+                .error
+                .as_ref()
+                .is_some_and(|e| e.name == "ContextOverflowError"),
+            Message::User(_) => false,
         };
         state.history.push(outcome.message);
         let ok = troupe_session::compaction::is_completed_summary(

@@ -1,0 +1,750 @@
+//! `troupe monitor [URL]`: a live terminal view of a running `troupe serve`.
+//!
+//! It polls `GET /actors` (the supervision tree) and `GET /metrics` (Prometheus text, names
+//! prefixed `troupe_`) every `--interval-ms` (default 500 ms) and draws them with ratatui on a
+//! plain crossterm backend (no mouse, works over SSH). `q`, `Esc` or `Ctrl-C` quit; the terminal
+//! is restored on exit and on panic (ratatui's `init` chains a restoring panic hook).
+//! `--once` prints the tree and counters as plain text and exits (no terminal needed).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Parser;
+use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, TableState};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::sync::watch;
+
+/// Arguments of `troupe monitor`.
+#[derive(Parser, Debug)]
+pub struct MonitorArgs {
+    /// Base URL of a running `troupe serve`.
+    #[arg(default_value = "http://127.0.0.1:4096")]
+    pub url: String,
+    /// Server password, sent as `Authorization: Bearer <password>`.
+    #[arg(long, env = "TROUPE_SERVER_PASSWORD")]
+    pub password: Option<String>,
+    /// Print the tree and counters once as plain text and exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Poll period in milliseconds (minimum 100).
+    #[arg(long, default_value_t = 500)]
+    pub interval_ms: u64,
+}
+
+/// One node of `GET /actors`. Unknown fields are ignored and missing ones default, so a newer
+/// server does not break an older monitor.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ActorNode {
+    /// `runtime`, `session`, `processor`, `tool_call`, `compaction` or `title`.
+    pub kind: String,
+    /// Actor id (session id, call id, …).
+    pub id: String,
+    /// Session the actor works for, if any.
+    #[serde(rename = "sessionID")]
+    pub session_id: Option<String>,
+    /// `idle`, `busy` or `retry`.
+    pub status: String,
+    /// Tool name of a `tool_call` node.
+    pub tool: Option<String>,
+    /// Agent name of a session/processor node.
+    pub agent: Option<String>,
+    /// Start time, Unix epoch milliseconds (0 = unknown).
+    pub started: u64,
+    /// LLM steps taken.
+    pub steps: u64,
+    /// Tokens used: a number, or an object whose numeric leaves are summed.
+    pub tokens: Value,
+    /// Cost in USD.
+    pub cost: f64,
+    /// Times the supervisor restarted this actor.
+    pub restarts: u64,
+    /// Failures seen by this actor.
+    pub failures: u64,
+    /// Messages waiting in its queue.
+    pub queued: u64,
+    /// Supervised children.
+    pub children: Vec<ActorNode>,
+}
+
+/// Sum of the numeric leaves of a JSON value (a bare number counts as itself).
+fn token_total(v: &Value) -> u64 {
+    match v {
+        Value::Number(n) => n
+            .as_u64()
+            .or_else(|| n.as_f64().map(|f| f.max(0.0) as u64))
+            .unwrap_or(0),
+        Value::Object(m) => m.values().map(token_total).sum(),
+        _ => 0,
+    }
+}
+
+/// One flattened row of the tree, shared by the text and the terminal renderings.
+#[derive(Debug, Clone, PartialEq)]
+struct TreeRow {
+    depth: usize,
+    kind: String,
+    id: String,
+    status: String,
+    detail: String,
+    steps: u64,
+    tokens: u64,
+    cost: f64,
+    restarts: u64,
+    failures: u64,
+    queued: u64,
+    age: String,
+}
+
+/// Depth-first flattening of `root`; `now_ms` is the current Unix time in ms (for ages).
+fn flatten(root: &ActorNode, now_ms: u64) -> Vec<TreeRow> {
+    fn walk(n: &ActorNode, depth: usize, now_ms: u64, out: &mut Vec<TreeRow>) {
+        let detail = match (&n.tool, &n.agent) {
+            (Some(t), _) => t.clone(),
+            (None, Some(a)) => format!("@{a}"),
+            (None, None) => String::new(),
+        };
+        out.push(TreeRow {
+            depth,
+            kind: n.kind.clone(),
+            id: n.id.clone(),
+            status: n.status.clone(),
+            detail,
+            steps: n.steps,
+            tokens: token_total(&n.tokens),
+            cost: n.cost,
+            restarts: n.restarts,
+            failures: n.failures,
+            queued: n.queued,
+            age: if n.started == 0 {
+                String::new()
+            } else {
+                fmt_age(now_ms.saturating_sub(n.started))
+            },
+        });
+        for c in &n.children {
+            walk(c, depth + 1, now_ms, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, 0, now_ms, &mut out);
+    out
+}
+
+/// `950ms`, `12s`, `3m04s`, `2h05m`.
+fn fmt_age(ms: u64) -> String {
+    let s = ms / 1000;
+    if s == 0 {
+        format!("{ms}ms")
+    } else if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    }
+}
+
+/// `999`, `12.3k`, `4.50M`.
+fn fmt_tokens(n: u64) -> String {
+    if n < 1000 {
+        n.to_string()
+    } else if n < 1_000_000 {
+        format!("{:.1}k", n as f64 / 1e3)
+    } else {
+        format!("{:.2}M", n as f64 / 1e6)
+    }
+}
+
+/// USD with 4 decimals, `$0.0123`.
+fn fmt_cost(c: f64) -> String {
+    format!("${c:.4}")
+}
+
+/// The tree as aligned plain text, one actor per line, children indented by two spaces:
+/// `KIND ID STATUS TOOL/@AGENT steps=N tokens=N cost=$X [restarts=N failures=N queued=N] AGE`.
+pub fn render_tree_text(root: &ActorNode, now_ms: u64) -> String {
+    let rows = flatten(root, now_ms);
+    let label = |r: &TreeRow| format!("{}{} {}", "  ".repeat(r.depth), r.kind, r.id);
+    let w_label = rows
+        .iter()
+        .map(|r| label(r).chars().count())
+        .max()
+        .unwrap_or(0);
+    let w_status = rows.iter().map(|r| r.status.len()).max().unwrap_or(0);
+    let w_detail = rows.iter().map(|r| r.detail.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for r in &rows {
+        let mut line = format!(
+            "{:<w_label$}  {:<w_status$}  {:<w_detail$}  steps={} tokens={} cost={}",
+            label(r),
+            r.status,
+            r.detail,
+            r.steps,
+            r.tokens,
+            fmt_cost(r.cost),
+        );
+        if r.restarts > 0 {
+            let _ = write!(line, " restarts={}", r.restarts);
+        }
+        if r.failures > 0 {
+            let _ = write!(line, " failures={}", r.failures);
+        }
+        if r.queued > 0 {
+            let _ = write!(line, " queued={}", r.queued);
+        }
+        if !r.age.is_empty() {
+            let _ = write!(line, " age={}", r.age);
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Parses Prometheus text exposition into `(series, value)` pairs in input order, where
+/// `series` is the metric name with its label set as written (`troupe_x{kind="a"}`). Comment
+/// and blank lines are skipped; lines whose value does not parse are ignored.
+pub fn parse_metrics(text: &str) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        // The series ends at the closing brace if there are labels, else at the first space.
+        let split = match (line.find('{'), line.rfind('}')) {
+            (Some(o), Some(c)) if o < c => c + 1,
+            _ => match line.find(char::is_whitespace) {
+                Some(i) => i,
+                None => continue,
+            },
+        };
+        let (series, rest) = line.split_at(split);
+        // `value [timestamp]`
+        let Some(value) = rest.split_whitespace().next() else {
+            continue;
+        };
+        let v = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            other => match other.parse::<f64>() {
+                Ok(v) => v,
+                Err(_) => continue,
+            },
+        };
+        out.push((series.trim().to_string(), v));
+    }
+    out
+}
+
+/// Counters per metric name (labels summed away), `troupe_` series only, skipping histogram
+/// buckets; sorted by name.
+fn metric_totals(series: &[(String, f64)]) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    for (s, v) in series {
+        let name = s.split('{').next().unwrap_or(s);
+        if !name.starts_with("troupe_") || name.ends_with("_bucket") || !v.is_finite() {
+            continue;
+        }
+        *m.entry(name.to_string()).or_insert(0.0) += v;
+    }
+    m
+}
+
+fn fmt_metric(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// HTTP access to the server.
+#[derive(Clone)]
+struct Api {
+    client: reqwest::Client,
+    base: String,
+    password: Option<String>,
+}
+
+impl Api {
+    fn new(url: &str, password: Option<String>) -> Result<Api> {
+        let base = url.trim_end_matches('/').to_string();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            bail!("monitor: URL must start with http:// or https://, got {url:?}");
+        }
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(3))
+            .build()
+            .context("cannot build the HTTP client")?;
+        Ok(Api {
+            client,
+            base,
+            password,
+        })
+    }
+
+    async fn get(&self, path: &str) -> Result<reqwest::Response> {
+        let mut req = self.client.get(format!("{}{path}", self.base));
+        if let Some(pw) = &self.password {
+            req = req.bearer_auth(pw);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| anyhow!("cannot reach the troupe server at {}: {e}", self.base))?;
+        let status = resp.status();
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            bail!(
+                "the troupe server at {} wants a password (--password or TROUPE_SERVER_PASSWORD)",
+                self.base
+            );
+        }
+        if !status.is_success() {
+            bail!("GET {}{path}: HTTP {status}", self.base);
+        }
+        Ok(resp)
+    }
+
+    async fn actors(&self) -> Result<ActorNode> {
+        let v: Value = self
+            .get("/actors")
+            .await?
+            .json()
+            .await
+            .context("GET /actors: invalid JSON")?;
+        serde_json::from_value(v).context("GET /actors: unexpected shape")
+    }
+
+    async fn metrics(&self) -> Result<Vec<(String, f64)>> {
+        let text = self
+            .get("/metrics")
+            .await?
+            .text()
+            .await
+            .context("GET /metrics")?;
+        Ok(parse_metrics(&text))
+    }
+
+    async fn snapshot(&self) -> Snapshot {
+        let started = Instant::now();
+        let (tree, metrics) = tokio::join!(self.actors(), self.metrics());
+        let latency = started.elapsed();
+        match (tree, metrics) {
+            (Ok(tree), Ok(metrics)) => Snapshot {
+                tree: Some(tree),
+                metrics,
+                error: None,
+                latency,
+                at: Some(Instant::now()),
+            },
+            (Ok(tree), Err(e)) => Snapshot {
+                tree: Some(tree),
+                metrics: Vec::new(),
+                error: Some(format!("{e:#}")),
+                latency,
+                at: Some(Instant::now()),
+            },
+            (Err(e), _) => Snapshot {
+                error: Some(format!("{e:#}")),
+                latency,
+                ..Snapshot::default()
+            },
+        }
+    }
+}
+
+/// The latest poll result.
+#[derive(Debug, Clone, Default)]
+struct Snapshot {
+    tree: Option<ActorNode>,
+    metrics: Vec<(String, f64)>,
+    error: Option<String>,
+    latency: Duration,
+    at: Option<Instant>,
+}
+
+/// Entry point of `troupe monitor`.
+pub async fn run(args: MonitorArgs) -> Result<ExitCode> {
+    let api = Api::new(&args.url, args.password.clone())?;
+    // Fail fast, with one line, when the server is not there.
+    let tree = api.actors().await?;
+    if args.once {
+        let metrics = api.metrics().await.unwrap_or_default();
+        let mut out = render_tree_text(&tree, now_ms());
+        let totals = metric_totals(&metrics);
+        if !totals.is_empty() {
+            out.push('\n');
+            for (k, v) in &totals {
+                let _ = writeln!(out, "{k} {}", fmt_metric(*v));
+            }
+        }
+        print!("{out}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        bail!("monitor: standard output is not a terminal (use --once for plain text)");
+    }
+    let first = api.snapshot().await;
+    let (tx, rx) = watch::channel(first);
+    let period = Duration::from_millis(args.interval_ms.max(100));
+    let poller = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let mut snap = api.snapshot().await;
+            if snap.tree.is_none() {
+                // Keep showing the last good data, marked stale.
+                let prev = tx.borrow();
+                snap.tree = prev.tree.clone();
+                snap.metrics = prev.metrics.clone();
+                snap.at = prev.at;
+            }
+            if tx.send(snap).is_err() {
+                break;
+            }
+        }
+    });
+    let url = args.url.clone();
+    let ui = tokio::task::spawn_blocking(move || ui_loop(&url, rx)).await;
+    poller.abort();
+    match ui {
+        Ok(r) => r.map(|()| ExitCode::SUCCESS),
+        Err(e) => Err(anyhow!("monitor: the terminal view failed: {e}")),
+    }
+}
+
+/// Restores the terminal when dropped (normal exit, error return or unwinding).
+struct TerminalGuard;
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+fn ui_loop(url: &str, mut rx: watch::Receiver<Snapshot>) -> Result<()> {
+    let mut terminal = ratatui::try_init().context("cannot set up the terminal")?;
+    let _guard = TerminalGuard;
+    let mut state = TableState::default().with_selected(Some(0));
+    let mut snap = rx.borrow_and_update().clone();
+    let mut rows = snap
+        .tree
+        .as_ref()
+        .map(|t| flatten(t, now_ms()))
+        .unwrap_or_default();
+    loop {
+        if rx.has_changed().unwrap_or(false) {
+            snap = rx.borrow_and_update().clone();
+            rows = snap
+                .tree
+                .as_ref()
+                .map(|t| flatten(t, now_ms()))
+                .unwrap_or_default();
+        }
+        if let Some(sel) = state.selected()
+            && sel >= rows.len()
+        {
+            state.select(Some(rows.len().saturating_sub(1)));
+        }
+        let page = terminal
+            .draw(|f| draw(f, url, &snap, &rows, &mut state))
+            .context("drawing the terminal")?
+            .area
+            .height
+            .saturating_sub(8)
+            .max(1) as usize;
+        if event::poll(Duration::from_millis(100)).context("reading terminal events")? {
+            let Event::Key(k) = event::read().context("reading terminal events")? else {
+                continue;
+            };
+            if k.kind != KeyEventKind::Press {
+                continue;
+            }
+            let last = rows.len().saturating_sub(1);
+            let sel = state.selected().unwrap_or(0);
+            match k.code {
+                KeyCode::Char('q') | KeyCode::Esc => break,
+                KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => break,
+                KeyCode::Down | KeyCode::Char('j') => state.select(Some((sel + 1).min(last))),
+                KeyCode::Up | KeyCode::Char('k') => state.select(Some(sel.saturating_sub(1))),
+                KeyCode::PageDown => state.select(Some((sel + page).min(last))),
+                KeyCode::PageUp => state.select(Some(sel.saturating_sub(page))),
+                KeyCode::Home | KeyCode::Char('g') => state.select(Some(0)),
+                KeyCode::End | KeyCode::Char('G') => state.select(Some(last)),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+fn status_style(status: &str) -> Style {
+    match status {
+        "busy" => Style::new().fg(Color::Green).add_modifier(Modifier::BOLD),
+        "retry" => Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+        "error" | "failed" => Style::new().fg(Color::Red),
+        _ => Style::new().fg(Color::DarkGray),
+    }
+}
+
+fn draw(
+    f: &mut ratatui::Frame<'_>,
+    url: &str,
+    snap: &Snapshot,
+    rows: &[TreeRow],
+    state: &mut TableState,
+) {
+    let totals = metric_totals(&snap.metrics);
+    let metric_lines = totals.len().div_ceil(3).min(6) as u16;
+    let [header, metrics_area, tree_area, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(metric_lines + 2),
+        Constraint::Min(3),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+
+    // Header: URL, connection state, counts.
+    let sessions = rows.iter().filter(|r| r.kind == "session").count();
+    let busy = rows
+        .iter()
+        .filter(|r| r.kind == "session" && r.status != "idle")
+        .count();
+    let tools = rows.iter().filter(|r| r.kind == "tool_call").count();
+    let (cost, tokens) = rows.first().map(|r| (r.cost, r.tokens)).unwrap_or((0.0, 0));
+    let conn = match &snap.error {
+        None => Span::styled(" live ", Style::new().fg(Color::Black).bg(Color::Green)),
+        Some(_) => Span::styled(
+            match snap.at {
+                Some(at) => format!(" stale {}s ", at.elapsed().as_secs()),
+                None => " stale ".to_string(),
+            },
+            Style::new().fg(Color::Black).bg(Color::Red),
+        ),
+    };
+    f.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(" troupe monitor ", Style::new().add_modifier(Modifier::BOLD)),
+            conn,
+            Span::raw(format!(
+                "  {url}  sessions {sessions} (busy {busy})  tool calls {tools}  tokens {}  cost {}  poll {}ms",
+                fmt_tokens(tokens),
+                fmt_cost(cost),
+                snap.latency.as_millis()
+            )),
+        ])),
+        header,
+    );
+
+    // Counters, three per line.
+    let entries: Vec<String> = totals
+        .iter()
+        .map(|(k, v)| format!("{} {}", k.trim_start_matches("troupe_"), fmt_metric(*v)))
+        .collect();
+    let width = (metrics_area.width.saturating_sub(2) / 3) as usize;
+    let lines: Vec<Line> = entries
+        .chunks(3)
+        .take(metric_lines as usize)
+        .map(|c| Line::from(c.iter().map(|e| format!("{e:<width$}")).collect::<String>()))
+        .collect();
+    f.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" counters (/metrics) ")),
+        metrics_area,
+    );
+
+    // Tree.
+    let table_rows: Vec<Row> = rows
+        .iter()
+        .map(|r| {
+            let mut extra = Vec::new();
+            if r.restarts > 0 {
+                extra.push(format!("r{}", r.restarts));
+            }
+            if r.failures > 0 {
+                extra.push(format!("f{}", r.failures));
+            }
+            if r.queued > 0 {
+                extra.push(format!("q{}", r.queued));
+            }
+            Row::new(vec![
+                Cell::from(format!("{}{}", "  ".repeat(r.depth), r.kind)),
+                Cell::from(r.id.clone()),
+                Cell::from(r.status.clone()).style(status_style(&r.status)),
+                Cell::from(r.detail.clone()),
+                Cell::from(r.steps.to_string()),
+                Cell::from(fmt_tokens(r.tokens)),
+                Cell::from(fmt_cost(r.cost)),
+                Cell::from(extra.join(" ")),
+                Cell::from(r.age.clone()),
+            ])
+        })
+        .collect();
+    let table = Table::new(
+        table_rows,
+        [
+            Constraint::Length(22),
+            Constraint::Min(16),
+            Constraint::Length(6),
+            Constraint::Length(14),
+            Constraint::Length(6),
+            Constraint::Length(8),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(8),
+        ],
+    )
+    .header(
+        Row::new([
+            "kind",
+            "id",
+            "status",
+            "tool/agent",
+            "steps",
+            "tokens",
+            "cost",
+            "r/f/q",
+            "age",
+        ])
+        .style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)),
+    )
+    .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+    .block(Block::bordered().title(format!(" supervision tree ({} actors) ", rows.len())));
+    f.render_stateful_widget(table, tree_area, state);
+
+    let foot = match &snap.error {
+        Some(e) => Line::from(Span::styled(format!(" {e}"), Style::new().fg(Color::Red))),
+        None => Line::from(Span::styled(
+            " q/Esc quit  ↑↓/j k move  PgUp/PgDn page  g/G top/bottom",
+            Style::new().fg(Color::DarkGray),
+        )),
+    };
+    f.render_widget(Paragraph::new(foot), footer);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sample() -> ActorNode {
+        serde_json::from_str(
+            r#"{
+            "kind": "runtime", "id": "troupe", "status": "busy", "started": 1000,
+            "steps": 3, "tokens": 1500, "cost": 0.0125, "restarts": 0, "failures": 0,
+            "queued": 0,
+            "children": [
+                {"kind": "session", "id": "ses_a", "sessionID": "ses_a", "status": "busy",
+                 "agent": "build", "started": 61000, "steps": 3, "tokens": 1500,
+                 "cost": 0.0125, "restarts": 1, "failures": 2, "queued": 1,
+                 "children": [
+                    {"kind": "processor", "id": "msg_1", "sessionID": "ses_a", "status": "busy",
+                     "agent": "build", "started": 90000, "steps": 3,
+                     "tokens": {"input": 1000, "output": 400, "reasoning": 0,
+                                "cache": {"read": 100, "write": 0}},
+                     "cost": 0.0125, "children": [
+                        {"kind": "tool_call", "id": "call_1", "sessionID": "ses_a",
+                         "status": "busy", "tool": "bash", "started": 99500, "children": []}
+                     ]}
+                 ]},
+                {"kind": "session", "id": "ses_b", "status": "idle", "children": [],
+                 "unknown_field": true}
+            ]
+        }"#,
+        )
+        .expect("sample tree")
+    }
+
+    #[test]
+    fn text_rendering_of_sample_tree() {
+        let text = render_tree_text(&sample(), 100_000);
+        let expected = "\
+runtime troupe          busy          steps=3 tokens=1500 cost=$0.0125 age=1m39s
+  session ses_a         busy  @build  steps=3 tokens=1500 cost=$0.0125 restarts=1 failures=2 queued=1 age=39s
+    processor msg_1     busy  @build  steps=3 tokens=1500 cost=$0.0125 age=10s
+      tool_call call_1  busy  bash    steps=0 tokens=0 cost=$0.0000 age=500ms
+  session ses_b         idle          steps=0 tokens=0 cost=$0.0000
+";
+        assert_eq!(text, expected, "got:\n{text}");
+    }
+
+    #[test]
+    fn missing_fields_default() {
+        let n: ActorNode =
+            serde_json::from_value(json!({"kind": "runtime", "id": "r"})).expect("minimal node");
+        assert_eq!(n.children.len(), 0);
+        assert_eq!(
+            render_tree_text(&n, 0),
+            "runtime r      steps=0 tokens=0 cost=$0.0000\n"
+        );
+    }
+
+    #[test]
+    fn parses_prometheus_text() {
+        let text = "\
+# HELP troupe_steps_total LLM steps.
+# TYPE troupe_steps_total counter
+troupe_steps_total 12
+troupe_tool_calls_total{tool=\"bash\",status=\"completed\"} 3
+troupe_tool_calls_total{tool=\"read\",status=\"error\"} 2 1700000000000
+troupe_cost_usd 0.5
+troupe_latency_seconds_bucket{le=\"+Inf\"} 4
+other_metric 7
+broken_line
+troupe_bad nope
+";
+        let series = parse_metrics(text);
+        assert_eq!(series.len(), 6, "{series:?}");
+        assert_eq!(
+            series[1],
+            (
+                "troupe_tool_calls_total{tool=\"bash\",status=\"completed\"}".to_string(),
+                3.0
+            )
+        );
+        let totals = metric_totals(&series);
+        assert_eq!(totals.get("troupe_steps_total"), Some(&12.0));
+        assert_eq!(totals.get("troupe_tool_calls_total"), Some(&5.0));
+        assert_eq!(totals.get("troupe_cost_usd"), Some(&0.5));
+        assert!(!totals.contains_key("other_metric"));
+        assert!(!totals.contains_key("troupe_latency_seconds_bucket"));
+        assert_eq!(fmt_metric(12.0), "12");
+        assert_eq!(fmt_metric(0.5), "0.5000");
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_tokens(999), "999");
+        assert_eq!(fmt_tokens(12_345), "12.3k");
+        assert_eq!(fmt_tokens(4_500_000), "4.50M");
+        assert_eq!(fmt_age(3_725_000), "1h02m");
+        assert_eq!(token_total(&json!({"a": 1, "b": {"c": 2}})), 3);
+    }
+
+    #[tokio::test]
+    async fn unreachable_server_is_one_error() {
+        // Port 9 (discard) on localhost is closed on test machines.
+        let api = Api::new("http://127.0.0.1:9", None).expect("api");
+        let err = api.actors().await.expect_err("must fail");
+        let msg = format!("{err:#}");
+        assert!(msg.contains("cannot reach the troupe server"), "{msg}");
+        assert!(Api::new("localhost:4096", None).is_err());
+    }
+}

@@ -1,0 +1,86 @@
+//! `troupe serve`: the runtime behind the HTTP API (troupe-server).
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow};
+use troupe_actors::Runtime;
+use troupe_server::{NeverAsk, Server, ServerOptions};
+
+/// `troupe serve` options.
+#[derive(clap::Parser, Debug)]
+pub struct ServeArgs {
+    /// Port to listen on (0 picks a free one; the real one is printed).
+    #[arg(long, default_value_t = troupe_server::DEFAULT_PORT)]
+    pub port: u16,
+    /// Address to listen on. Anything but a loopback address requires a password.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub hostname: String,
+    /// Password required on every route (Bearer, Basic with any user, or ?token=).
+    #[arg(long, env = "TROUPE_SERVER_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+    /// Origins allowed by CORS (repeatable; `*` for any). None: no CORS headers.
+    #[arg(long, num_args = 1..)]
+    pub cors: Vec<String>,
+    /// Working directory: its config is used and new sessions default to it.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// Run the server until Ctrl-C.
+pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
+    // Refuse an unsafe bind before touching config or store.
+    troupe_server::check_bind(&args.hostname, args.password.as_deref())?;
+    let cwd = crate::resolve_dir(args.dir.clone())?;
+    let (config, agents) = crate::load_agents(&cwd)?;
+    let store = crate::open_store(db)?;
+    let runtime = Runtime::start_with_agents(
+        store,
+        config,
+        agents,
+        crate::registry(),
+        Arc::new(NeverAsk),
+        crate::runtime_options(),
+    )
+    .await?;
+    let opts = ServerOptions {
+        hostname: args.hostname.clone(),
+        port: args.port,
+        password: args.password.clone(),
+        cors: args.cors.clone(),
+        directory: cwd,
+        ..ServerOptions::default()
+    };
+    let server = match Server::bind(runtime.clone(), &opts).await {
+        Ok(s) => s,
+        Err(e) => {
+            runtime.shutdown().await;
+            return Err(anyhow!("{e}"));
+        }
+    };
+    let addr = server.local_addr()?;
+    let host = if args.hostname.contains(':') && !args.hostname.starts_with('[') {
+        format!("[{}]", args.hostname)
+    } else {
+        args.hostname.clone()
+    };
+    println!("troupe server listening on http://{host}:{}", addr.port());
+    let _ = std::io::stdout().flush();
+    let token = server.shutdown_token();
+    let rt2 = runtime.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("troupe: shutting down");
+            // Running turns end (so waiting `POST /message` requests answer), then the
+            // server stops accepting and every `/event` stream ends.
+            rt2.abort_all();
+            token.cancel();
+        }
+    });
+    let result = server.run().await;
+    runtime.shutdown().await;
+    result.map_err(|e| anyhow!("{e}"))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,341 @@
+//! troupe-server: the HTTP API of a running runtime (`troupe serve`).
+//!
+//! Routes (JSON unless noted; every error is `{"error": {"message", "type"}}`):
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /session[?roots=true]` | `[Session]`, newest first |
+//! | `POST /session` `{title?, directory?, parentID?}` | `Session` |
+//! | `GET /session/{id}` / `DELETE /session/{id}` | `Session` / `true` |
+//! | `GET /session/{id}/children` | `[Session]` |
+//! | `GET /session/{id}/message` | `[{info, parts}]` |
+//! | `POST /session/{id}/message` `{text?, parts?, agent?, model?}` | waits; last assistant `{info, parts}` |
+//! | `POST /session/{id}/prompt_async` (same body) | 204 |
+//! | `POST /session/{id}/abort` / `summarize` | `true` |
+//! | `GET /permission` | pending requests |
+//! | `POST /permission/{requestID}/reply` `{reply: once/always/reject, message?}` | `true` |
+//! | `GET /agent`, `/models`, `/config` | agents, resolved models, merged config (secrets redacted) |
+//! | `GET /event` | SSE of bus events (`server.connected` first, `server.heartbeat` every 10 s) |
+//! | `GET /actors` | the supervision tree (`ActorNode`) |
+//! | `GET /metrics` | Prometheus text |
+//! | `GET /doc` | OpenAPI 3.1 JSON |
+//! | `GET /` | the web page |
+//!
+//! Security: binding to anything but a loopback address needs a password
+//! ([`check_bind`]); with a password every route requires it ([`auth`]); no CORS headers
+//! unless origins are configured; request bodies are capped at [`DEFAULT_BODY_LIMIT`].
+
+pub mod auth;
+pub mod client;
+pub mod error;
+pub mod events;
+pub mod metrics;
+pub mod routes;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, Method};
+use axum::routing::{get, post};
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+use troupe_actors::Runtime;
+use troupe_tools::{PermissionAsker, PermissionReply, PermissionRequest};
+use utoipa::OpenApi;
+
+/// Largest request body accepted, bytes (8 MiB); larger bodies get 413.
+pub const DEFAULT_BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+/// Default port of `troupe serve` (OpenCode's default too).
+pub const DEFAULT_PORT: u16 = 4096;
+
+/// Environment variable holding the server password.
+pub const PASSWORD_ENV: &str = "TROUPE_SERVER_PASSWORD";
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Address to bind (default `127.0.0.1`).
+    pub hostname: String,
+    /// Port; 0 picks a free one.
+    pub port: u16,
+    /// Password required on every route, if set.
+    pub password: Option<String>,
+    /// Origins allowed by CORS (`*` for any); empty sends no CORS headers.
+    pub cors: Vec<String>,
+    /// Request body cap, bytes.
+    pub body_limit: usize,
+    /// Interval of `server.heartbeat` on `/event`.
+    pub heartbeat: Duration,
+    /// Default directory of new sessions.
+    pub directory: PathBuf,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            hostname: "127.0.0.1".into(),
+            port: DEFAULT_PORT,
+            password: None,
+            cors: Vec::new(),
+            body_limit: DEFAULT_BODY_LIMIT,
+            heartbeat: events::HEARTBEAT,
+            directory: PathBuf::from("."),
+        }
+    }
+}
+
+/// Why the server would not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Non-loopback bind without a password.
+    #[error(
+        "refusing to listen on {0} without a password: set {PASSWORD_ENV} or pass --password (or bind to 127.0.0.1)"
+    )]
+    NeedsPassword(String),
+    /// Bad `--cors` origin.
+    #[error("invalid --cors origin {0:?}")]
+    BadOrigin(String),
+    /// Could not bind.
+    #[error("cannot listen on {addr}: {err}")]
+    Bind {
+        /// Address.
+        addr: String,
+        /// Cause.
+        err: std::io::Error,
+    },
+    /// Serving failed.
+    #[error("server error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Whether `hostname` only accepts local connections (`localhost`, 127.0.0.0/8, `::1`).
+pub fn is_loopback(hostname: &str) -> bool {
+    if hostname.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let h = hostname.trim_start_matches('[').trim_end_matches(']');
+    h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Refuse a non-loopback bind without a (non-empty) password.
+pub fn check_bind(hostname: &str, password: Option<&str>) -> Result<(), ServeError> {
+    if is_loopback(hostname) || password.is_some_and(|p| !p.is_empty()) {
+        Ok(())
+    } else {
+        Err(ServeError::NeedsPassword(hostname.to_string()))
+    }
+}
+
+/// A [`PermissionAsker`] that never answers: every ask waits for
+/// `POST /permission/{id}/reply` (or the turn's abort).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NeverAsk;
+
+impl PermissionAsker for NeverAsk {
+    fn ask(&self, _req: PermissionRequest) -> BoxFuture<'static, PermissionReply> {
+        Box::pin(futures::future::pending())
+    }
+}
+
+/// State shared by the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    /// The runtime.
+    pub runtime: Runtime,
+    /// Default directory of new sessions.
+    pub directory: PathBuf,
+    /// Cancelled at shutdown (ends the SSE streams).
+    pub shutdown: CancellationToken,
+    /// Heartbeat interval of `/event`.
+    pub heartbeat: Duration,
+}
+
+/// The OpenAPI description, generated from the handlers' annotations.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "troupe server", description = "Sessions, permissions, events and the live actor tree of a troupe runtime."),
+    paths(
+        routes::list_sessions, routes::create_session, routes::get_session, routes::delete_session,
+        routes::children, routes::messages, routes::prompt, routes::prompt_async, routes::abort,
+        routes::summarize, routes::permissions, routes::reply_permission, routes::agents,
+        routes::models, routes::config, routes::actors, routes::metrics, routes::events,
+    ),
+    components(schemas(error::ErrorBody, error::ErrorDetail, routes::CreateSession, routes::PromptBody,
+        routes::PromptPart, routes::PermissionReplyBody)),
+    modifiers(&Security),
+    security(("bearer" = []), ("basic" = []))
+)]
+pub struct ApiDoc;
+
+struct Security;
+
+impl utoipa::Modify for Security {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let c = doc.components.get_or_insert_with(Default::default);
+        c.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        c.add_security_scheme(
+            "basic",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Basic).build()),
+        );
+    }
+}
+
+/// The OpenAPI document served at `/doc`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+/// Build the router: routes, JSON fallbacks, password check, body cap, optional CORS.
+pub fn router(state: AppState, opts: &ServerOptions) -> Result<Router, ServeError> {
+    use routes as r;
+    let password: Option<Arc<str>> = opts
+        .password
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .map(Arc::from);
+    let app = Router::new()
+        .route("/", get(r::index))
+        .route("/doc", get(r::doc))
+        .route("/session", get(r::list_sessions).post(r::create_session))
+        .route(
+            "/session/{id}",
+            get(r::get_session).delete(r::delete_session),
+        )
+        .route("/session/{id}/children", get(r::children))
+        .route("/session/{id}/message", get(r::messages).post(r::prompt))
+        .route("/session/{id}/prompt_async", post(r::prompt_async))
+        .route("/session/{id}/abort", post(r::abort))
+        .route("/session/{id}/summarize", post(r::summarize))
+        .route("/permission", get(r::permissions))
+        .route("/permission/{id}/reply", post(r::reply_permission))
+        .route("/agent", get(r::agents))
+        .route("/models", get(r::models))
+        .route("/config", get(r::config))
+        .route("/actors", get(r::actors))
+        .route("/metrics", get(r::metrics))
+        .route("/event", get(r::events))
+        .fallback(r::not_found)
+        .method_not_allowed_fallback(r::method_not_allowed)
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(opts.body_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            password,
+            auth::require_password,
+        ));
+    if opts.cors.is_empty() {
+        return Ok(app);
+    }
+    use tower_http::cors::{AllowOrigin, Any, CorsLayer};
+    let cors = if opts.cors.iter().any(|o| o == "*") {
+        CorsLayer::new().allow_origin(Any).allow_headers(Any)
+    } else {
+        let origins = opts
+            .cors
+            .iter()
+            .map(|o| HeaderValue::from_str(o).map_err(|_| ServeError::BadOrigin(o.clone())))
+            .collect::<Result<Vec<_>, _>>()?;
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_headers([
+                axum::http::header::AUTHORIZATION,
+                axum::http::header::CONTENT_TYPE,
+            ])
+            .allow_credentials(true)
+    };
+    Ok(app.layer(cors.allow_methods([Method::GET, Method::POST, Method::DELETE])))
+}
+
+/// A bound, ready server.
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: CancellationToken,
+}
+
+impl Server {
+    /// Check the options, bind, and build the router for `runtime`.
+    pub async fn bind(runtime: Runtime, opts: &ServerOptions) -> Result<Server, ServeError> {
+        check_bind(&opts.hostname, opts.password.as_deref())?;
+        let host = opts.hostname.trim_start_matches('[').trim_end_matches(']');
+        let addr = if host.contains(':') {
+            format!("[{host}]:{}", opts.port)
+        } else {
+            format!("{host}:{}", opts.port)
+        };
+        let shutdown = CancellationToken::new();
+        let state = AppState {
+            runtime,
+            directory: opts.directory.clone(),
+            shutdown: shutdown.clone(),
+            heartbeat: opts.heartbeat,
+        };
+        let app = router(state, opts)?;
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|err| ServeError::Bind { addr, err })?;
+        Ok(Server {
+            listener,
+            app,
+            shutdown,
+        })
+    }
+
+    /// The bound address (the real port when 0 was asked).
+    pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    /// A token that stops the server (and ends every `/event` stream) when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Serve until the shutdown token is cancelled.
+    pub async fn run(self) -> Result<(), ServeError> {
+        let token = self.shutdown.clone();
+        axum::serve(self.listener, self.app)
+            .with_graceful_shutdown(async move { token.cancelled().await })
+            .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_binds_need_no_password_others_do() {
+        assert!(check_bind("127.0.0.1", None).is_ok());
+        assert!(check_bind("localhost", None).is_ok());
+        assert!(check_bind("::1", None).is_ok());
+        assert!(check_bind("[::1]", None).is_ok());
+        assert!(check_bind("0.0.0.0", None).is_err());
+        assert!(check_bind("0.0.0.0", Some("")).is_err());
+        assert!(check_bind("0.0.0.0", Some("pw")).is_ok());
+        assert!(check_bind("192.168.1.2", None).is_err());
+    }
+
+    #[test]
+    fn openapi_lists_the_routes() {
+        let doc = serde_json::to_value(openapi()).unwrap_or_default();
+        for p in [
+            "/session",
+            "/session/{id}/prompt_async",
+            "/permission/{requestID}/reply",
+            "/actors",
+            "/event",
+        ] {
+            assert!(doc["paths"].get(p).is_some(), "missing {p}");
+        }
+    }
+}

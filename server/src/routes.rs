@@ -1,0 +1,496 @@
+//! Route handlers. Every handler returns JSON or an [`ApiError`]; paths and shapes are the
+//! API contract the web view and `troupe monitor` are written against (see the crate docs).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response, Sse};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use troupe_actors::PromptInput;
+use troupe_actors::permission::Reply;
+use troupe_session::{MessageWithParts, Session, Write};
+use utoipa::ToSchema;
+
+use crate::AppState;
+use crate::error::{ApiError, ApiJson, ErrorBody};
+
+/// Most sessions `GET /session` returns.
+pub const SESSION_LIST_LIMIT: usize = 1_000;
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// `POST /session` body.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct CreateSession {
+    /// Title (default `New session - <ISO time>`).
+    pub title: Option<String>,
+    /// Working directory (default: the server's directory). Must exist.
+    pub directory: Option<String>,
+    /// Parent session id (makes a child session). Must exist.
+    #[serde(rename = "parentID")]
+    pub parent_id: Option<String>,
+}
+
+/// One part of a prompt.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct PromptPart {
+    /// Part type; only `text` is accepted.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text.
+    #[serde(default)]
+    pub text: String,
+}
+
+/// `POST /session/{id}/message` and `/prompt_async` body. `text` and the text parts are
+/// joined with newlines; the result must not be blank.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct PromptBody {
+    /// The prompt text.
+    pub text: Option<String>,
+    /// Prompt parts (`[{"type": "text", "text": "..."}]`).
+    pub parts: Option<Vec<PromptPart>>,
+    /// Agent name (default `build`).
+    pub agent: Option<String>,
+    /// Model as `provider/model`.
+    pub model: Option<String>,
+    /// Extra system prompt for this message.
+    pub system: Option<String>,
+}
+
+/// `POST /permission/{requestID}/reply` body.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct PermissionReplyBody {
+    /// `once`, `always` or `reject`.
+    pub reply: String,
+    /// Feedback for the model (with `reject`).
+    pub message: Option<String>,
+}
+
+fn bool_param(q: &HashMap<String, String>, key: &str) -> ApiResult<bool> {
+    match q.get(key).map(String::as_str) {
+        None | Some("false") | Some("0") => Ok(false),
+        Some("true") | Some("1") | Some("") => Ok(true),
+        Some(v) => Err(ApiError::bad_request(format!(
+            "query parameter `{key}` must be true or false, got {v:?}"
+        ))),
+    }
+}
+
+async fn find_session(st: &AppState, id: &str) -> ApiResult<Session> {
+    let key = id.to_string();
+    st.runtime
+        .store()
+        .read(move |r| r.session(&key))
+        .await?
+        .ok_or_else(|| ApiError::session_not_found(id))
+}
+
+/// The web page.
+pub async fn index() -> Html<&'static str> {
+    Html(include_str!("../static/index.html"))
+}
+
+/// List sessions, newest first.
+#[utoipa::path(get, path = "/session", tag = "session",
+    params(("roots" = Option<bool>, Query, description = "Only root sessions")),
+    responses((status = 200, description = "Sessions, newest first", body = [Value])))]
+pub async fn list_sessions(
+    State(st): State<AppState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Vec<Session>>> {
+    let roots = bool_param(&q, "roots")?;
+    let v = st
+        .runtime
+        .store()
+        .read(move |r| r.sessions(SESSION_LIST_LIMIT, roots))
+        .await?;
+    Ok(Json(v))
+}
+
+/// Create a session.
+#[utoipa::path(post, path = "/session", tag = "session", request_body = CreateSession,
+    responses((status = 200, description = "The new session", body = Value),
+              (status = 400, body = ErrorBody), (status = 404, description = "Unknown parent", body = ErrorBody)))]
+pub async fn create_session(
+    State(st): State<AppState>,
+    ApiJson(body): ApiJson<CreateSession>,
+) -> ApiResult<Json<Session>> {
+    let dir = match &body.directory {
+        Some(d) => {
+            let p = PathBuf::from(d);
+            let p = if p.is_absolute() {
+                p
+            } else {
+                st.directory.join(p)
+            };
+            match tokio::fs::metadata(&p).await {
+                Ok(m) if m.is_dir() => p,
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "directory does not exist: {}",
+                        p.display()
+                    )));
+                }
+            }
+        }
+        None => st.directory.clone(),
+    };
+    if let Some(parent) = &body.parent_id {
+        find_session(&st, parent)
+            .await
+            .map_err(|_| ApiError::not_found(format!("parent session not found: {parent}")))?;
+    }
+    let mut s = st
+        .runtime
+        .create_session(&dir, body.parent_id.clone())
+        .await?;
+    if let Some(t) = body.title.filter(|t| !t.trim().is_empty()) {
+        s.title = t;
+        st.runtime.store().write1(Write::Session {
+            info: s.clone(),
+            created: false,
+        });
+        st.runtime.store().flush().await?;
+    }
+    Ok(Json(s))
+}
+
+/// One session.
+#[utoipa::path(get, path = "/session/{id}", tag = "session",
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, body = Value), (status = 404, body = ErrorBody)))]
+pub async fn get_session(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Session>> {
+    Ok(Json(find_session(&st, &id).await?))
+}
+
+/// Delete a session (aborting it) with its children, messages and parts.
+#[utoipa::path(delete, path = "/session/{id}", tag = "session",
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, body = bool), (status = 404, body = ErrorBody)))]
+pub async fn delete_session(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<bool>> {
+    if st.runtime.delete_session(&id).await? {
+        Ok(Json(true))
+    } else {
+        Err(ApiError::session_not_found(&id))
+    }
+}
+
+/// Child sessions (subagents).
+#[utoipa::path(get, path = "/session/{id}/children", tag = "session",
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, body = [Value]), (status = 404, body = ErrorBody)))]
+pub async fn children(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Vec<Session>>> {
+    find_session(&st, &id).await?;
+    let v = st.runtime.store().read(move |r| r.children(&id)).await?;
+    Ok(Json(v))
+}
+
+/// Messages with their parts, oldest first.
+#[utoipa::path(get, path = "/session/{id}/message", tag = "session",
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, description = "`[{info, parts}]`", body = [Value]), (status = 404, body = ErrorBody)))]
+pub async fn messages(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Vec<MessageWithParts>>> {
+    find_session(&st, &id).await?;
+    let v = st.runtime.store().read(move |r| r.messages(&id)).await?;
+    Ok(Json(v))
+}
+
+/// Validate a prompt body against the session, agents and models.
+async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<PromptInput> {
+    find_session(st, id).await?;
+    let mut pieces: Vec<String> = Vec::new();
+    if let Some(t) = body.text {
+        pieces.push(t);
+    }
+    for p in body.parts.unwrap_or_default() {
+        if p.kind != "text" {
+            return Err(ApiError::bad_request(format!(
+                "unsupported part type {:?}: only \"text\" parts are accepted",
+                p.kind
+            )));
+        }
+        pieces.push(p.text);
+    }
+    let text = pieces.join("\n");
+    if text.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "empty prompt: send {\"text\": \"...\"} or {\"parts\": [{\"type\": \"text\", \"text\": \"...\"}]}",
+        ));
+    }
+    let shared = st.runtime.shared();
+    if let Some(a) = &body.agent {
+        shared
+            .agents
+            .require(a)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    }
+    if let Some(m) = &body.model {
+        shared
+            .config
+            .resolve_model(m)
+            .map_err(|e| ApiError::bad_request(format!("model: {e}")))?;
+    }
+    Ok(PromptInput {
+        text,
+        agent: body.agent,
+        model: body.model,
+        system: body.system,
+        synthetic: Vec::new(),
+        compact: false,
+    })
+}
+
+/// Send a prompt and wait for the turn; returns its last assistant message.
+#[utoipa::path(post, path = "/session/{id}/message", tag = "session", request_body = PromptBody,
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, description = "`{info, parts}` of the turn's last assistant message", body = Value),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn prompt(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<PromptBody>,
+) -> ApiResult<Json<Value>> {
+    let input = prompt_input(&st, &id, body).await?;
+    let result = st.runtime.prompt(&id, input).await?;
+    let Some(msg) = result.message else {
+        return Ok(Json(json!({"info": null, "parts": []})));
+    };
+    let sid = id.clone();
+    let all = st.runtime.store().read(move |r| r.messages(&sid)).await?;
+    let found = all.into_iter().find(|m| m.info.id() == msg.id);
+    Ok(Json(match found {
+        Some(m) => serde_json::to_value(m).map_err(|e| ApiError::internal(e.to_string()))?,
+        None => json!({"info": msg, "parts": []}),
+    }))
+}
+
+/// Start a prompt without waiting; progress arrives on `/event`.
+#[utoipa::path(post, path = "/session/{id}/prompt_async", tag = "session", request_body = PromptBody,
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 204, description = "Accepted"), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn prompt_async(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<PromptBody>,
+) -> ApiResult<StatusCode> {
+    let input = prompt_input(&st, &id, body).await?;
+    st.runtime.prompt_async(&id, input);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Abort the running turn and queued prompts (no-op when idle).
+#[utoipa::path(post, path = "/session/{id}/abort", tag = "session",
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, body = bool), (status = 404, body = ErrorBody)))]
+pub async fn abort(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<bool>> {
+    find_session(&st, &id).await?;
+    st.runtime.abort(&id);
+    Ok(Json(true))
+}
+
+/// Compact the session's history now; returns after the summary is written.
+#[utoipa::path(post, path = "/session/{id}/summarize", tag = "session",
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, body = bool), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
+pub async fn summarize(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<bool>> {
+    find_session(&st, &id).await?;
+    let r = st.runtime.compact(&id).await?;
+    match r.error {
+        None => Ok(Json(true)),
+        Some(e) => Err(ApiError::internal(format!(
+            "compaction failed: {}: {}",
+            e.name,
+            e.message()
+        ))),
+    }
+}
+
+/// Pending permission requests.
+#[utoipa::path(get, path = "/permission", tag = "permission",
+    responses((status = 200, description = "`[{id, sessionID, permission, patterns, always, metadata, tool?}]`", body = [Value])))]
+pub async fn permissions(State(st): State<AppState>) -> Json<Vec<Value>> {
+    Json(st.runtime.pending_permissions())
+}
+
+/// Answer a pending permission request.
+#[utoipa::path(post, path = "/permission/{requestID}/reply", tag = "permission",
+    request_body = PermissionReplyBody,
+    params(("requestID" = String, Path, description = "Request id (`permission.asked` id)")),
+    responses((status = 200, body = bool), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn reply_permission(
+    State(st): State<AppState>,
+    Path(request_id): Path<String>,
+    ApiJson(body): ApiJson<PermissionReplyBody>,
+) -> ApiResult<Json<bool>> {
+    let reply = match body.reply.as_str() {
+        "once" => Reply::Once,
+        "always" => Reply::Always,
+        "reject" => Reply::Reject(body.message.filter(|m| !m.trim().is_empty())),
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "reply must be \"once\", \"always\" or \"reject\", got {other:?}"
+            )));
+        }
+    };
+    if st.runtime.reply_permission(&request_id, reply) {
+        Ok(Json(true))
+    } else {
+        Err(ApiError::not_found(format!(
+            "permission request not found (already answered?): {request_id}"
+        )))
+    }
+}
+
+/// Agents, including hidden ones.
+#[utoipa::path(get, path = "/agent", tag = "config", responses((status = 200, body = [Value])))]
+pub async fn agents(State(st): State<AppState>) -> ApiResult<Json<Value>> {
+    let list = st.runtime.shared().agents.list(true);
+    serde_json::to_value(list)
+        .map(Json)
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// Replace every `headers` object's values with `<redacted>` (they often carry credentials).
+fn redact_headers(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for (k, val) in m.iter_mut() {
+                if k == "headers" {
+                    match val {
+                        Value::Object(h) => {
+                            for hv in h.values_mut() {
+                                *hv = Value::from("<redacted>");
+                            }
+                        }
+                        Value::Array(h) => {
+                            for pair in h.iter_mut() {
+                                if let Value::Array(p) = pair
+                                    && p.len() == 2
+                                {
+                                    p[1] = Value::from("<redacted>");
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                } else {
+                    redact_headers(val);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(redact_headers),
+        _ => {}
+    }
+}
+
+/// Resolved models (API keys never included; header values redacted).
+#[utoipa::path(get, path = "/models", tag = "config", responses((status = 200, body = [Value])))]
+pub async fn models(State(st): State<AppState>) -> ApiResult<Json<Value>> {
+    let mut v = serde_json::to_value(st.runtime.shared().config.models())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    redact_headers(&mut v);
+    Ok(Json(v))
+}
+
+/// The merged config (`apiKey` and header values redacted).
+#[utoipa::path(get, path = "/config", tag = "config", responses((status = 200, body = Value)))]
+pub async fn config(State(st): State<AppState>) -> ApiResult<Json<Value>> {
+    let mut v = serde_json::to_value(&st.runtime.shared().config.config)
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    redact_headers(&mut v);
+    Ok(Json(v))
+}
+
+/// The live supervision tree.
+#[utoipa::path(get, path = "/actors", tag = "monitor",
+    responses((status = 200, description = "ActorNode: {kind, id, sessionID?, status, tool?, agent?, started, steps, tokens, cost, restarts, failures, queued, children}", body = Value)))]
+pub async fn actors(State(st): State<AppState>) -> Json<troupe_actors::tree::ActorNode> {
+    Json(st.runtime.actors())
+}
+
+/// Prometheus metrics.
+#[utoipa::path(get, path = "/metrics", tag = "monitor",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+pub async fn metrics(State(st): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::metrics::render(&st.runtime),
+    )
+        .into_response()
+}
+
+/// Every bus event as Server-Sent Events.
+#[utoipa::path(get, path = "/event", tag = "monitor",
+    responses((status = 200, description = "`data: {\"type\", \"properties\"}` messages; first `server.connected`, `server.heartbeat` every 10 s", content_type = "text/event-stream")))]
+pub async fn events(State(st): State<AppState>) -> Response {
+    let rx = st.runtime.bus().subscribe();
+    let s = crate::events::stream(rx, st.shutdown.clone(), st.heartbeat);
+    ([("x-accel-buffering", "no")], Sse::new(s)).into_response()
+}
+
+/// The OpenAPI document.
+pub async fn doc() -> Json<utoipa::openapi::OpenApi> {
+    Json(crate::openapi())
+}
+
+/// 404 for unknown routes.
+pub async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no route for {}", uri.path()))
+}
+
+/// 405 for a known route with the wrong method.
+pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_are_redacted_everywhere() {
+        let mut v = json!({"provider": {"x": {"options": {"headers": {"Authorization": "k"}}}},
+                           "list": [{"headers": [["X-Key", "k"]]}]});
+        redact_headers(&mut v);
+        assert_eq!(
+            v["provider"]["x"]["options"]["headers"]["Authorization"],
+            "<redacted>"
+        );
+        assert_eq!(v["list"][0]["headers"][0][1], "<redacted>");
+    }
+
+    #[test]
+    fn bool_params_parse_or_fail_clearly() {
+        let q: HashMap<String, String> = [("roots".to_string(), "true".to_string())].into();
+        assert!(bool_param(&q, "roots").unwrap_or(false));
+        let q: HashMap<String, String> = [("roots".to_string(), "maybe".to_string())].into();
+        assert!(bool_param(&q, "roots").is_err());
+    }
+}

@@ -1,0 +1,201 @@
+// Responsiveness test of the web view with 250 live sessions, against a fake API (no troupe
+// needed): a small Node HTTP server serves server/static/index.html and implements the API
+// contract with synthetic data, streaming ~3000 events/s over SSE for a few seconds.
+//
+// Usage: node tests/browser/stress.test.mjs
+// Env:   ARTIFACTS_DIR (default target/artifacts), CHROMIUM (default /usr/bin/chromium),
+//        STRESS_SECONDS (default 5), MAX_FRAME_GAP_MS (default 1000), COLOR_SCHEME (light|dark).
+//
+// Checks: the selected session's text equals the concatenation of every delta sent (no loss,
+// no duplication), its DOM node is the same node from start to end (updated in place, not
+// re-rendered), the session list renders at most 200 items (+ an overflow note), the actor tree
+// at most 600 rows, and the page kept painting (largest gap between animation frames below
+// MAX_FRAME_GAP_MS). Prints frame statistics; screenshot $ARTIFACTS_DIR/webview-stress.png.
+
+import { createServer } from "node:http";
+import { mkdtempSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const html = readFileSync(join(here, "..", "..", "server", "static", "index.html"));
+const artifacts = resolve(process.env.ARTIFACTS_DIR || "target/artifacts");
+mkdirSync(artifacts, { recursive: true });
+const SECONDS = Number(process.env.STRESS_SECONDS || 5);
+const MAX_GAP = Number(process.env.MAX_FRAME_GAP_MS || 1000);
+const N = 250;
+const TICK_MS = 20;
+
+const pad = (i) => String(i).padStart(3, "0");
+const now = Date.now();
+const sessions = Array.from({ length: N }, (_, i) => ({
+  id: "ses_" + pad(i),
+  title: "stress session " + i,
+  directory: "/tmp/stress",
+  agent: "build",
+  time: { created: now - i * 1000, updated: now - i * 1000 },
+  cost: 0,
+  tokens: { input: 0, output: 0, reasoning: 0, cache: { read: 0, write: 0 } },
+}));
+function actors() {
+  return {
+    kind: "runtime", id: "runtime", status: "busy", started: now, steps: 0, tokens: 0, cost: 0,
+    restarts: 0, failures: 0, queued: 0,
+    children: sessions.map((s, i) => ({
+      kind: "session", id: s.id, sessionID: s.id, status: "busy", agent: "build", started: now,
+      steps: 1, tokens: 10, cost: 0, restarts: 0, failures: 0, queued: 0,
+      children: [{
+        kind: "processor", id: "msg_" + pad(i), sessionID: s.id, status: "busy", started: now,
+        steps: 1, tokens: 10, cost: 0, restarts: 0, failures: 0, queued: 0,
+        children: [{ kind: "tool_call", id: "call_" + pad(i), sessionID: s.id, status: "busy", tool: "bash",
+          started: now, steps: 0, tokens: 0, cost: 0, restarts: 0, failures: 0, queued: 0, children: [] }],
+      }],
+    })),
+  };
+}
+
+let sent = 0;
+let expectedText = ""; // of ses_000's part prt_000
+let streamDone = false;
+let streamStarted = false;
+const server = createServer((req, res) => {
+  const url = new URL(req.url, "http://x");
+  const json = (v) => { res.writeHead(200, { "content-type": "application/json" }); res.end(JSON.stringify(v)); };
+  if (url.pathname === "/") { res.writeHead(200, { "content-type": "text/html" }); return res.end(html); }
+  if (url.pathname === "/session") return json(sessions);
+  if (url.pathname === "/permission") return json([]);
+  if (url.pathname === "/actors") return json(actors());
+  const m = url.pathname.match(/^\/session\/([^/]+)\/message$/);
+  if (m) {
+    // Like the real store: the text so far (ses_000 only), so the page must not apply the
+    // deltas it queued while loading twice.
+    if (m[1] !== "ses_000" || !streamStarted) return json([]);
+    const text = expectedText;
+    return setTimeout(() => json([{ info: { id: "msg_000", sessionID: "ses_000", role: "assistant", time: { created: now } },
+      parts: [{ id: "prt_000", sessionID: "ses_000", messageID: "msg_000", type: "text", text }] }]), 150);
+  }
+  if (url.pathname === "/event") {
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    const send = (type, properties) => { res.write(`data: ${JSON.stringify({ type, properties })}\n\n`); sent++; };
+    send("server.connected", {});
+    streamStarted = true;
+    // Each session: a message, a text part, then a delta per tick; a status and session update
+    // every 10 ticks; a tool part update every 25 ticks.
+    for (const s of sessions) {
+      const mid = "msg_" + s.id.slice(4);
+      send("session.status", { sessionID: s.id, status: { type: "busy" } });
+      send("message.updated", { info: { id: mid, sessionID: s.id, role: "assistant", time: { created: now } } });
+      send("message.part.updated", { part: { id: "prt_" + s.id.slice(4), sessionID: s.id, messageID: mid, type: "text", text: "" } });
+    }
+    let tick = 0;
+    const started = Date.now();
+    const timer = setInterval(() => {
+      tick++;
+      for (let i = 0; i < N; i++) {
+        const s = sessions[i];
+        const sfx = s.id.slice(4);
+        const delta = `[${sfx}:${tick}] `;
+        if (i === 0) expectedText += delta;
+        send("message.part.delta", { sessionID: s.id, messageID: "msg_" + sfx, partID: "prt_" + sfx, field: "text", delta });
+        if (tick % 10 === i % 10) {
+          s.time.updated = Date.now();
+          s.tokens.output += 5;
+          s.cost += 0.0001;
+          send("session.updated", { info: s });
+        }
+        if (tick % 25 === i % 25) {
+          send("message.part.updated", { part: { id: "tool_" + sfx + "_" + tick, sessionID: s.id, messageID: "msg_" + sfx,
+            type: "tool", tool: "bash", callID: "call_" + sfx, state: { status: "completed", input: { command: "echo " + tick }, output: String(tick) } } });
+        }
+      }
+      if (Date.now() - started > SECONDS * 1000) {
+        clearInterval(timer);
+        streamDone = true;
+      }
+    }, TICK_MS);
+    req.on("close", () => clearInterval(timer));
+    return;
+  }
+  res.writeHead(404); res.end("not found");
+});
+await new Promise((r) => server.listen(0, "127.0.0.1", r));
+const base = `http://127.0.0.1:${server.address().port}`;
+
+const userDataDir = mkdtempSync(join(tmpdir(), "troupe-chromium-"));
+let context;
+let code = 0;
+try {
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    viewport: { width: 1440, height: 900 },
+    colorScheme: process.env.COLOR_SCHEME === "dark" ? "dark" : "light",
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  const page = context.pages()[0] || (await context.newPage());
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  // Record animation-frame gaps from the first script onwards.
+  await page.addInitScript(() => {
+    window.__gaps = [];
+    let last = performance.now();
+    const loop = (t) => { window.__gaps.push(t - last); last = t; requestAnimationFrame(loop); };
+    requestAnimationFrame(loop);
+  });
+  await page.goto(base + "/#ses_000", { waitUntil: "domcontentloaded" });
+  await page.locator('[data-part-id="prt_000"]').waitFor({ timeout: 15000 });
+  await page.evaluate(() => { window.__part = document.querySelector('[data-part-id="prt_000"]'); window.__gaps = []; });
+  const deadline = Date.now() + SECONDS * 1000 + 15000;
+  while (!streamDone && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  if (!streamDone) throw new Error("the fake stream did not finish");
+  // Let the last events arrive and render.
+  await page.waitForFunction((n) => {
+    const el = document.querySelector('[data-part-id="prt_000"] .txt');
+    return el && el.textContent.length >= n;
+  }, expectedText.length, { timeout: 10000 }).catch(() => {});
+  await page.waitForTimeout(300);
+  const r = await page.evaluate(() => {
+    const gaps = window.__gaps.slice().sort((a, b) => a - b);
+    const el = document.querySelector('[data-part-id="prt_000"]');
+    return {
+      text: el ? el.querySelector(".txt").textContent : null,
+      sameNode: el === window.__part,
+      items: document.querySelectorAll("[data-testid=session-item]").length,
+      more: document.getElementById("sessions-more").textContent,
+      treeRows: document.querySelectorAll("[data-testid=actor-node]").length,
+      frames: gaps.length,
+      p50: gaps[Math.floor(gaps.length * 0.5)] || 0,
+      p95: gaps[Math.floor(gaps.length * 0.95)] || 0,
+      max: gaps[gaps.length - 1] || 0,
+    };
+  });
+  console.log(`[stress] ${sent} events in ${SECONDS}s to ${N} sessions; frames ${r.frames}, gap p50 ${r.p50.toFixed(1)} ms, p95 ${r.p95.toFixed(1)} ms, max ${r.max.toFixed(1)} ms; list items ${r.items} (${r.more}); tree rows ${r.treeRows}`);
+  await page.screenshot({ path: join(artifacts, "webview-stress.png") });
+  const fails = [];
+  if (r.text !== expectedText) fails.push(`selected session text differs from the deltas sent (got ${r.text ? r.text.length : "no"} chars, want ${expectedText.length})`);
+  if (!r.sameNode) fails.push("the streamed part's DOM node was replaced (expected in-place updates)");
+  if (r.items !== 200) fails.push(`session list renders ${r.items} items, expected the cap of 200`);
+  if (!/50 older sessions/.test(r.more)) fails.push(`no overflow note for the 50 sessions past the cap: "${r.more}"`);
+  if (r.treeRows > 600) fails.push(`actor tree renders ${r.treeRows} rows, cap is 600`);
+  if (r.frames < SECONDS * 5) fails.push(`only ${r.frames} frames painted in ${SECONDS}s`);
+  if (r.max > MAX_GAP) fails.push(`the page froze for ${r.max.toFixed(0)} ms (limit ${MAX_GAP} ms)`);
+  if (errors.length) fails.push("page errors: " + errors.join("; "));
+  if (fails.length) {
+    code = 1;
+    console.error("stress test FAILED:\n  " + fails.join("\n  "));
+  } else {
+    console.log("[stress] PASS");
+  }
+} catch (e) {
+  code = 1;
+  console.error("stress test FAILED: " + e.message);
+} finally {
+  if (context) await context.close().catch(() => {});
+  rmSync(userDataDir, { recursive: true, force: true });
+  server.close();
+  server.closeAllConnections?.();
+}
+process.exit(code);

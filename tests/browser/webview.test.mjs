@@ -1,0 +1,171 @@
+// Browser test of troupe's web view (server/static/index.html) against a live `troupe serve`
+// whose provider is troupe-mock running tests/browser/mock-script.json.
+//
+// Usage: node tests/browser/webview.test.mjs http://127.0.0.1:PORT/[?token=PASSWORD]
+// Env:   ARTIFACTS_DIR (default target/artifacts), CHROMIUM (default /usr/bin/chromium),
+//        STEP_TIMEOUT_MS (default 20000).
+//
+// Flow: load the page → send a prompt through the prompt box (creates a session) → the session
+// appears in the list → the assistant text streams in → the bash permission request appears →
+// click "Once" → the tool completes with its output → the final text arrives → the session goes
+// idle and the actor tree shows it. Screenshots go to $ARTIFACTS_DIR/webview.png (and
+// webview-permission.png; webview-failure.png on failure). Exit code 1 on any failed expectation.
+
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { chromium } from "playwright-core";
+
+const target = process.argv[2];
+if (!target) {
+  console.error("usage: node webview.test.mjs URL");
+  process.exit(2);
+}
+const artifacts = resolve(process.env.ARTIFACTS_DIR || "target/artifacts");
+mkdirSync(artifacts, { recursive: true });
+const STEP = Number(process.env.STEP_TIMEOUT_MS || 20000);
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+const PROMPT = "browser test: please list the files";
+
+let step = "start";
+const t0 = Date.now();
+function log(msg) {
+  console.log(`[webview ${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
+}
+
+/** Wait for `locator` to become visible; fail with `what` otherwise. */
+async function expectVisible(locator, what, timeout = STEP) {
+  step = what;
+  try {
+    await locator.first().waitFor({ state: "visible", timeout });
+  } catch (e) {
+    throw new Error(`expected ${what} within ${timeout} ms (${e.message.split("\n")[0]})`);
+  }
+  log(`ok: ${what}`);
+}
+
+/** Poll `fn` in the page until it returns a truthy value; fail with `what` otherwise. */
+async function expectTrue(page, what, fn, arg, timeout = STEP) {
+  step = what;
+  try {
+    const h = await page.waitForFunction(fn, arg, { timeout, polling: 100 });
+    const v = await h.jsonValue();
+    log(`ok: ${what}`);
+    return v;
+  } catch (e) {
+    throw new Error(`expected ${what} within ${timeout} ms (${e.message.split("\n")[0]})`);
+  }
+}
+
+const userDataDir = mkdtempSync(join(tmpdir(), "troupe-chromium-"));
+let context;
+let page;
+const pageErrors = [];
+let exitCode = 0;
+try {
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath,
+    headless: true,
+    viewport: { width: 1440, height: 900 },
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+  page = context.pages()[0] || (await context.newPage());
+  page.on("pageerror", (e) => pageErrors.push(String(e)));
+  page.on("console", (m) => {
+    if (m.type() === "error") pageErrors.push("console: " + m.text());
+  });
+
+  step = "load the page";
+  const resp = await page.goto(target, { waitUntil: "domcontentloaded", timeout: STEP });
+  if (!resp || !resp.ok()) throw new Error(`GET ${target} answered ${resp ? resp.status() : "nothing"}`);
+  log(`loaded ${target}`);
+
+  await expectTrue(page, "the event stream to connect (conn = live)", () =>
+    document.querySelector("[data-testid=conn]")?.classList.contains("live"));
+  await expectVisible(page.locator("[data-testid=actor-node][data-kind=runtime]"), "the actor tree to show the runtime");
+
+  // Send a prompt through the UI: no session is selected, so this creates one.
+  step = "send the prompt";
+  await page.locator("[data-testid=prompt-input]").fill(PROMPT);
+  await page.locator("[data-testid=prompt-send]").click();
+
+  await expectVisible(page.locator("[data-testid=session-item]"), "the new session in the session list");
+  const sid = await page.locator("[data-testid=session-item]").first().getAttribute("data-session-id");
+  if (!sid) throw new Error("the session list item has no data-session-id");
+  log(`session ${sid}`);
+  await expectVisible(page.locator(`[data-testid=session-item][data-session-id="${sid}"].selected`), "the new session to be selected");
+  await expectVisible(page.locator("[data-testid=message][data-role=user]", { hasText: PROMPT }), "the user message");
+
+  // The first step streams text, then asks to run bash.
+  await expectVisible(page.locator("[data-testid=part-text]", { hasText: "Let me list the files in this project" }), "the first assistant text to stream in");
+  await expectVisible(page.locator("[data-testid=permission]"), "a permission request", STEP);
+  const perm = page.locator("[data-testid=permission]").first();
+  const permText = await perm.innerText();
+  if (!/bash/.test(permText)) throw new Error(`the permission request does not mention bash: ${permText}`);
+  if (!/echo hello-from-bash/.test(permText)) throw new Error(`the permission request does not show the command: ${permText}`);
+  await expectVisible(page.locator("[data-testid=part-tool][data-tool=bash]"), "the bash tool part (waiting for permission)");
+  // The session is working (waiting on the permission): its actor is in the supervision tree.
+  await expectVisible(page.locator(`[data-testid=actor-node][data-kind=session][data-actor-id="${sid}"]`), "the session in the actor tree");
+  await page.screenshot({ path: join(artifacts, "webview-permission.png") });
+
+  step = "click Once";
+  await perm.locator("[data-testid=permission-once]").click();
+  await expectTrue(page, "the permission card to go away", () => !document.querySelector("[data-testid=permission]"));
+
+  await expectVisible(page.locator("[data-testid=part-tool][data-tool=bash][data-status=completed]"), "the bash tool to complete");
+  await expectTrue(page, "the tool output to contain hello-from-bash", () =>
+    [...document.querySelectorAll("[data-testid=part-tool][data-tool=bash] [data-testid=tool-output]")]
+      .some((e) => e.textContent.includes("hello-from-bash")));
+  await expectVisible(page.locator("[data-testid=part-text]", { hasText: "All done: the command printed hello-from-bash, so the shell works." }), "the final text");
+
+  await expectTrue(page, "the session to be idle in the list", (id) => {
+    const b = document.querySelector(`[data-testid=session-item][data-session-id="${id}"] [data-testid=session-status]`);
+    return b && b.textContent.trim() === "idle";
+  }, sid);
+  await expectTrue(page, "the session's tokens to be counted in the list", (id) => {
+    const t = document.querySelector(`[data-testid=session-item][data-session-id="${id}"] [data-testid=session-tokens]`);
+    return t && !/^0 tok$/.test(t.textContent.trim());
+  }, sid);
+
+  // Text was streamed, not duplicated: the final text appears exactly once.
+  const finalCount = await page.locator("[data-testid=part-text]", { hasText: "All done:" }).count();
+  if (finalCount !== 1) throw new Error(`the final text is rendered ${finalCount} times, expected once`);
+
+  // A reload rebuilds the same view from the API (selected session kept in the URL hash).
+  step = "reload";
+  await page.reload({ waitUntil: "domcontentloaded" });
+  await expectVisible(page.locator("[data-testid=part-tool][data-tool=bash][data-status=completed]"), "the completed tool after a reload");
+  await expectVisible(page.locator("[data-testid=part-text]", { hasText: "All done:" }), "the final text after a reload");
+  await page.waitForTimeout(300);
+
+  if (pageErrors.length) throw new Error("the page reported errors:\n  " + pageErrors.join("\n  "));
+  await page.screenshot({ path: join(artifacts, "webview.png") });
+  log(`PASS; screenshot ${join(artifacts, "webview.png")}`);
+} catch (e) {
+  exitCode = 1;
+  console.error(`webview test FAILED at "${step}": ${e.message}`);
+  if (pageErrors.length) console.error("page errors:\n  " + pageErrors.join("\n  "));
+  if (page) {
+    try {
+      await page.screenshot({ path: join(artifacts, "webview-failure.png") });
+      console.error(`failure screenshot: ${join(artifacts, "webview-failure.png")}`);
+      const text = await page.locator("body").innerText({ timeout: 2000 });
+      console.error("page text:\n" + text.slice(0, 4000));
+    } catch (_) {
+      // best effort
+    }
+  }
+} finally {
+  if (context) await context.close().catch(() => {});
+  rmSync(userDataDir, { recursive: true, force: true });
+}
+process.exit(exitCode);

@@ -1,0 +1,1067 @@
+//! End-to-end tests of compaction, prune and session titles: the `troupe` binary against the
+//! scripted provider (`troupe-testkit`).
+//!
+//! Each test gets its own temp project directory (with a `troupe.json` pointing at its own
+//! `MockServer`), its own SQLite store and an empty global config directory, so tests run in
+//! parallel without sharing anything. Helpers follow `tests/run_e2e.rs`.
+//!
+//! How the mock routes the requests of one session (see `testkit/README.md`):
+//! * the summary request carries the `compaction` agent's system prompt
+//!   ([`COMPACTION_SYSTEM`]) and the history being summarized, so its step index is the number
+//!   of assistant messages in that history: summary conversations repeat the same step;
+//! * requests after a compaction start with the user text [`WHAT_SO_FAR`], so they are
+//!   matched on it, and their step index counts the summary assistant message;
+//! * the title request carries the `title` agent's system prompt ([`TITLE_SYSTEM`]) and a
+//!   first user message that *contains* the prompt, so title conversations are listed first.
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use troupe_session::compaction::{CLEARED_TOOL_OUTPUT, CONTINUE_PROMPT};
+use troupe_testkit::{Conversation, Fault, MockServer, RecordedRequest, Script, Step, UsageSpec};
+
+/// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
+const CLI_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Start of the hidden `compaction` agent's system prompt (agents/prompts/compaction.txt).
+const COMPACTION_SYSTEM: &str = "You are summarising a coding conversation";
+/// Start of the hidden `title` agent's system prompt (agents/prompts/title.txt).
+const TITLE_SYSTEM: &str = "You write a title for a conversation";
+/// The user text a compaction request is sent as (actors/src/history.rs).
+const WHAT_SO_FAR: &str = "What did we do so far?";
+/// Marker on every line of the big file; must never reach a post-compaction request.
+const BIG_MARKER: &str = "BIGFILE-MARKER-7Q";
+/// The small model context of the compaction tests: usable = 8000 − min(1000, 32000) = 7000.
+const SMALL_CONTEXT: u64 = 8000;
+const SMALL_OUTPUT: u64 = 1000;
+const USABLE: u64 = SMALL_CONTEXT - SMALL_OUTPUT;
+
+/// One isolated project: working dir, store, empty global config dir.
+struct Project {
+    /// Keeps the project directory alive.
+    _dir: TempDir,
+    global: TempDir,
+    /// Canonical path of `dir` (the session's `directory`).
+    root: PathBuf,
+}
+
+impl Project {
+    /// A project whose `troupe.json` is `config` (written later with [`Project::write_config`]
+    /// once the mock's URL is known).
+    fn new() -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let global = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonicalize");
+        Project {
+            _dir: dir,
+            global,
+            root,
+        }
+    }
+
+    fn write_config(&self, v: &Value) {
+        std::fs::write(self.root.join("troupe.json"), v.to_string()).expect("write troupe.json");
+    }
+
+    fn write_file(&self, name: &str, content: &str) -> String {
+        let path = self.root.join(name);
+        std::fs::write(&path, content).expect("write project file");
+        path.display().to_string()
+    }
+
+    fn db(&self) -> PathBuf {
+        // Keep the store outside the project so glob/grep do not see it.
+        self.global.path().join("troupe.db")
+    }
+
+    /// Run the binary in the project dir with the isolation env vars plus `envs`
+    /// (titles are off unless `envs` sets `TROUPE_TITLE`).
+    async fn troupe(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        let config_dir = self.global.path().join("config");
+        std::fs::create_dir_all(&config_dir).expect("config dir");
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+        cmd.args(args)
+            .current_dir(&self.root)
+            .env("TROUPE_DB", self.db())
+            .env("TROUPE_CONFIG_DIR", &config_dir)
+            .env("TROUPE_NO_STDIN", "1")
+            .env("TROUPE_TITLE", "0")
+            .env("TROUPE_TEST_TOOLS", "1")
+            .env_remove("TROUPE_CONFIG_CONTENT")
+            .env_remove("TROUPE_LOG")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        tokio::time::timeout(CLI_DEADLINE, cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish within {CLI_DEADLINE:?}"))
+            .expect("spawn troupe")
+    }
+
+    /// `troupe session show ID --format json`, parsed.
+    async fn show(&self, id: &str) -> Value {
+        let out = self
+            .troupe(&["session", "show", id, "--format", "json"], &[])
+            .await;
+        assert_success(&out, "session show");
+        serde_json::from_slice(&out.stdout).expect("session show JSON")
+    }
+
+    /// `troupe session list --format json`, parsed.
+    async fn list(&self) -> Vec<Value> {
+        let out = self
+            .troupe(&["session", "list", "--format", "json"], &[])
+            .await;
+        assert_success(&out, "session list");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("session list JSON");
+        v.as_array().expect("session list is an array").clone()
+    }
+
+    /// The only session in the store (asserts there is exactly one).
+    async fn only_session(&self) -> Value {
+        let sessions = self.list().await;
+        assert_eq!(sessions.len(), 1, "expected one session: {sessions:#?}");
+        sessions[0].clone()
+    }
+
+    /// The stored messages of the only session.
+    async fn messages(&self) -> (String, Vec<Value>) {
+        let sid = self.only_session().await["id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        let doc = self.show(&sid).await;
+        let messages = doc["messages"].as_array().expect("messages").clone();
+        (sid, messages)
+    }
+}
+
+/// A `troupe.json` with the `mock` provider at `base_url`, model limits `context`/`output`,
+/// and `compaction` (if not null) as the compaction block.
+fn config_json(base_url: &str, context: u64, output: u64, compaction: Value) -> Value {
+    let mut v = json!({
+        "model": "mock/mock-model",
+        "provider": {"mock": {
+            "name": "Mock",
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": base_url, "apiKey": "test"},
+            "models": {"mock-model": {"name": "Mock", "limit": {"context": context, "output": output}}}
+        }}
+    });
+    if !compaction.is_null() {
+        v["compaction"] = compaction;
+    }
+    v
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// Asserts a failed run: non-zero exit and exactly one non-empty stderr line starting with
+/// `troupe: `; returns that line.
+fn assert_one_line_failure(out: &Output, what: &str) -> String {
+    assert!(
+        !out.status.success(),
+        "{what}: expected failure, got {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{what}: stderr should be one line, got:\n{stderr}"
+    );
+    assert!(
+        lines[0].starts_with("troupe: "),
+        "{what}: stderr line should start with `troupe: `: {stderr}"
+    );
+    eprintln!("{what}: {}", lines[0]);
+    lines[0].to_string()
+}
+
+/// Parses `--format json` stdout: every non-empty line must be a JSON bus event.
+fn parse_events(stdout: &[u8]) -> Vec<Value> {
+    text(stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"));
+            assert!(v["type"].is_string(), "event without type: {l}");
+            v
+        })
+        .collect()
+}
+
+fn role(m: &Value) -> &str {
+    m["info"]["role"].as_str().unwrap_or("")
+}
+
+fn is_summary(m: &Value) -> bool {
+    m["info"]["summary"] == true
+}
+
+fn parts_of_type<'a>(m: &'a Value, ty: &str) -> Vec<&'a Value> {
+    m["parts"]
+        .as_array()
+        .map(|ps| ps.iter().filter(|p| p["type"] == ty).collect())
+        .unwrap_or_default()
+}
+
+fn all_parts_of_type<'a>(messages: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    messages.iter().flat_map(|m| parts_of_type(m, ty)).collect()
+}
+
+/// The text parts of a stored message, joined.
+fn message_text(m: &Value) -> String {
+    parts_of_type(m, "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+/// A compact "role[+summary|+compaction]" shape of a stored history, for messages.
+fn shape(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| {
+            let mut s = role(m).to_string();
+            if is_summary(m) {
+                s.push_str("+summary");
+            }
+            if !parts_of_type(m, "compaction").is_empty() {
+                s.push_str("+compaction");
+            }
+            s
+        })
+        .collect()
+}
+
+/// The `messages` array of a request body.
+fn req_messages(r: &RecordedRequest) -> Vec<Value> {
+    r.body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// Completion requests only (the mock also records e.g. `GET /v1/models`).
+fn completions(server: &MockServer) -> Vec<RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect()
+}
+
+/// Text content of a request message (string content or joined text parts).
+fn content_text(m: &Value) -> String {
+    match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The system text of a request (its `system` / `developer` messages joined).
+fn req_system(r: &RecordedRequest) -> String {
+    req_messages(r)
+        .iter()
+        .filter(|m| m["role"] == "system" || m["role"] == "developer")
+        .map(content_text)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn is_summary_request(r: &RecordedRequest) -> bool {
+    req_system(r).starts_with(COMPACTION_SYSTEM)
+}
+
+fn is_title_request(r: &RecordedRequest) -> bool {
+    req_system(r).starts_with(TITLE_SYSTEM)
+}
+
+fn usage(prompt: u64, completion: u64) -> UsageSpec {
+    UsageSpec {
+        prompt_tokens: Some(prompt),
+        completion_tokens: Some(completion),
+        ..UsageSpec::default()
+    }
+}
+
+/// The HTTP 400 an OpenAI-compatible provider answers a too-long request with.
+fn overflow_fault() -> Fault {
+    Fault::Http {
+        status: 400,
+        headers: Default::default(),
+        body: Some(json!({"error": {
+            "message": "This model's maximum context length is 8000 tokens. However, your messages resulted in 9100 tokens. Please reduce the length of the messages.",
+            "code": "context_length_exceeded",
+            "type": "invalid_request_error",
+            "param": "messages"
+        }})),
+    }
+}
+
+/// A summary in the structure the compaction agent is asked for.
+const SUMMARY: &str = "## Goal\n- Inspect alpha.txt and big.txt.\n\n## Instructions\n- (none)\n\n\
+## Discoveries\n- big.txt is a large generated data file.\n\n## Accomplished\n- Read both files; \
+next: report.\n\n## Relevant files\n- alpha.txt: short notes\n- big.txt: large data\n";
+
+const FINAL: &str = "Both files are inspected; done after compaction.";
+
+/// The user prompt of the compaction scripts.
+const PROMPT: &str = "inspect the data files";
+
+/// Writes `alpha.txt` (small) and `big.txt` (~200 KB, [`BIG_MARKER`] on every line);
+/// returns their absolute paths.
+fn write_data_files(project: &Project) -> (String, String) {
+    let alpha = project.write_file("alpha.txt", "ALPHA-NOTES: remember the milk\n");
+    let mut big = String::with_capacity(210_000);
+    let mut i = 0;
+    while big.len() < 200_000 {
+        big.push_str(&format!(
+            "{BIG_MARKER} line {i:05} lorem ipsum dolor sit amet consectetur adipiscing elit\n"
+        ));
+        i += 1;
+    }
+    let big = project.write_file("big.txt", &big);
+    (alpha, big)
+}
+
+/// The conversations of the compaction tests, in matching order:
+/// 0. the summary request (system prompt of the compaction agent): `summary` at every step;
+/// 1. requests after a compaction (first user text [`WHAT_SO_FAR`]): [`FINAL`];
+/// 2. the session itself ([`PROMPT`]): read alpha (prompt 2000 tokens), read big (`step1`),
+///    then a text that only shows up when no compaction happened.
+fn compaction_script(alpha: &str, step1: Step, summary: Step) -> Script {
+    Script::new(vec![
+        Conversation::new(vec![summary; 6]).matching_system(COMPACTION_SYSTEM),
+        Conversation::new(vec![Step::text(FINAL).with_usage(usage(900, 20)); 4])
+            .matching(WHAT_SO_FAR),
+        Conversation::new(vec![
+            Step::tool("read", json!({"filePath": alpha})).with_usage(usage(2000, 20)),
+            step1,
+            Step::text("NO-COMPACTION-ANSWER").with_usage(usage(7600, 10)),
+            Step::text("NO-COMPACTION-ANSWER again").with_usage(usage(7600, 10)),
+        ])
+        .matching(PROMPT),
+    ])
+}
+
+fn summary_step() -> Step {
+    Step::text(SUMMARY).with_usage(usage(1500, 120))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_compaction() {
+    let project = Project::new();
+    let (alpha, big) = write_data_files(&project);
+    let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
+    let server = MockServer::start(compaction_script(&alpha, step1, summary_step()))
+        .await
+        .expect("mock");
+    project.write_config(&config_json(
+        &server.base_url(),
+        SMALL_CONTEXT,
+        SMALL_OUTPUT,
+        Value::Null,
+    ));
+
+    let started = Instant::now();
+    let out = project
+        .troupe(&["run", "--format", "json", PROMPT], &[])
+        .await;
+    eprintln!("auto_compaction: run took {:?}", started.elapsed());
+    assert_success(&out, "troupe run");
+    let events = parse_events(&out.stdout);
+    assert!(
+        events.iter().any(|e| e["type"] == "session.compacted"),
+        "no session.compacted event: {:?}",
+        events.iter().map(|e| &e["type"]).collect::<Vec<_>>()
+    );
+
+    // Store: prompt, two steps, compaction request, summary, continue message, final answer.
+    let (sid, messages) = project.messages().await;
+    assert_eq!(
+        shape(&messages),
+        [
+            "user",
+            "assistant",
+            "assistant",
+            "user+compaction",
+            "assistant+summary",
+            "user",
+            "assistant"
+        ],
+        "{messages:#?}"
+    );
+    let compaction = parts_of_type(&messages[3], "compaction");
+    assert_eq!(compaction[0]["auto"], true, "{:#}", messages[3]);
+    let summary = &messages[4];
+    assert_eq!(summary["info"]["agent"], "compaction", "{summary:#}");
+    assert!(summary["info"]["error"].is_null(), "{summary:#}");
+    assert_eq!(
+        summary["info"]["parentID"], messages[3]["info"]["id"],
+        "summary answers the compaction request"
+    );
+    let summary_text = message_text(summary);
+    let mut last = 0;
+    for section in [
+        "## Goal",
+        "## Instructions",
+        "## Discoveries",
+        "## Accomplished",
+        "## Relevant files",
+    ] {
+        let at = summary_text
+            .find(section)
+            .unwrap_or_else(|| panic!("summary lacks {section}: {summary_text}"));
+        assert!(at >= last, "{section} out of order: {summary_text}");
+        last = at;
+    }
+    let cont = parts_of_type(&messages[5], "text");
+    assert_eq!(cont.len(), 1, "{:#}", messages[5]);
+    assert_eq!(cont[0]["text"], CONTINUE_PROMPT);
+    assert_eq!(cont[0]["synthetic"], true, "{:#}", cont[0]);
+    assert_eq!(message_text(&messages[6]), FINAL);
+    assert!(messages[6]["info"]["error"].is_null(), "{:#}", messages[6]);
+
+    // Provider side: 2 session steps, 1 summary request, 1 request after the compaction.
+    let reqs = completions(&server);
+    let convs: Vec<Option<usize>> = reqs.iter().map(|r| r.conversation).collect();
+    assert_eq!(convs, [Some(2), Some(2), Some(0), Some(1)], "conversations");
+
+    // The summary request: compaction system prompt, the history (tool outputs cut to
+    // 2,000 chars), then the summary instructions.
+    let sreq = &reqs[2];
+    assert!(is_summary_request(sreq), "system: {}", req_system(sreq));
+    assert_eq!(sreq.step, Some(2), "summary request step index");
+    let smsgs = req_messages(sreq);
+    let last_user = smsgs.last().expect("summary request messages");
+    assert_eq!(last_user["role"], "user");
+    assert!(
+        content_text(last_user).contains("## Relevant files"),
+        "summary instructions: {last_user:#}"
+    );
+    assert!(
+        smsgs.iter().any(|m| content_text(m).contains(PROMPT)),
+        "summary request lacks the history: {smsgs:#?}"
+    );
+    for m in smsgs.iter().filter(|m| m["role"] == "tool") {
+        assert!(
+            content_text(m).chars().count() < 2_200,
+            "tool output not cut for the summary: {} chars",
+            content_text(m).chars().count()
+        );
+    }
+
+    // The request after the compaction starts from it.
+    let post = &reqs[3];
+    let msgs = req_messages(post);
+    let roles: Vec<&str> = msgs
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"], "{msgs:#?}");
+    assert_eq!(content_text(&msgs[1]), WHAT_SO_FAR);
+    assert!(
+        content_text(&msgs[2]).contains("## Goal"),
+        "summary not sent as assistant text: {msgs:#?}"
+    );
+    assert_eq!(content_text(&msgs[3]), CONTINUE_PROMPT);
+    let body = post.body.to_string();
+    assert!(
+        !body.contains(BIG_MARKER),
+        "the big file still reaches the model after compaction"
+    );
+    assert!(!body.contains("ALPHA-NOTES"), "old tool output still sent");
+    let tokens = body.chars().count() as u64 / 4;
+    eprintln!("auto_compaction: post-compaction request ≈ {tokens} tokens");
+    assert!(
+        tokens < USABLE,
+        "post-compaction request is {tokens} tokens, over {USABLE}"
+    );
+
+    // The human view marks the summary.
+    let out = project.troupe(&["session", "show", &sid], &[]).await;
+    assert_success(&out, "session show (plain)");
+    assert!(
+        text(&out.stdout).contains("[summary]"),
+        "plain show lacks [summary]:\n{}",
+        text(&out.stdout)
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_off_shows_overflow_error() {
+    // Fault variant: the provider rejects step 1 as too long; with auto off it is shown.
+    let project = Project::new();
+    let (alpha, big) = write_data_files(&project);
+    let step1 = Step::tool("read", json!({"filePath": big}))
+        .with_usage(usage(7500, 20))
+        .with_fault(overflow_fault());
+    let server = MockServer::start(compaction_script(&alpha, step1, summary_step()))
+        .await
+        .expect("mock");
+    project.write_config(&config_json(
+        &server.base_url(),
+        SMALL_CONTEXT,
+        SMALL_OUTPUT,
+        json!({"auto": false}),
+    ));
+    let out = project.troupe(&["run", PROMPT], &[]).await;
+    let line = assert_one_line_failure(&out, "overflow with auto off");
+    let lower = line.to_lowercase();
+    assert!(
+        lower.contains("context") || lower.contains("overflow"),
+        "line does not name the overflow: {line}"
+    );
+    let reqs = completions(&server);
+    assert!(
+        !reqs.iter().any(is_summary_request),
+        "a summary was requested with compaction.auto false"
+    );
+    assert_eq!(reqs.len(), 2, "one request per step, no retry of a 400");
+    let (_, messages) = project.messages().await;
+    assert!(!messages.iter().any(is_summary), "{messages:#?}");
+    assert!(
+        all_parts_of_type(&messages, "compaction").is_empty(),
+        "{messages:#?}"
+    );
+    assert_eq!(
+        messages.last().map(|m| &m["info"]["error"]["name"]),
+        Some(&json!("ContextOverflowError")),
+        "{messages:#?}"
+    );
+    server.shutdown().await;
+
+    // Token-count variant: step 1 reports 7,500 tokens (≥ 7,000 usable) but succeeds; with
+    // auto off the loop just goes on.
+    let project = Project::new();
+    let (alpha, big) = write_data_files(&project);
+    let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
+    let server = MockServer::start(compaction_script(&alpha, step1, summary_step()))
+        .await
+        .expect("mock");
+    project.write_config(&config_json(
+        &server.base_url(),
+        SMALL_CONTEXT,
+        SMALL_OUTPUT,
+        json!({"auto": false}),
+    ));
+    let out = project.troupe(&["run", PROMPT], &[]).await;
+    assert_success(&out, "token overflow with auto off");
+    assert!(
+        text(&out.stdout).contains("NO-COMPACTION-ANSWER"),
+        "stdout: {}",
+        text(&out.stdout)
+    );
+    let reqs = completions(&server);
+    assert!(
+        !reqs.iter().any(is_summary_request),
+        "a summary was requested with compaction.auto false"
+    );
+    assert_eq!(reqs.len(), 3);
+    let (_, messages) = project.messages().await;
+    assert_eq!(
+        shape(&messages),
+        ["user", "assistant", "assistant", "assistant"],
+        "{messages:#?}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_overflow_error_compacts() {
+    let project = Project::new();
+    let (alpha, big) = write_data_files(&project);
+    // The step's own usage is small: only the provider's error calls for the compaction.
+    let step1 = Step::tool("read", json!({"filePath": big}))
+        .with_usage(usage(3000, 20))
+        .with_fault(overflow_fault());
+    let server = MockServer::start(compaction_script(&alpha, step1, summary_step()))
+        .await
+        .expect("mock");
+    project.write_config(&config_json(
+        &server.base_url(),
+        SMALL_CONTEXT,
+        SMALL_OUTPUT,
+        Value::Null,
+    ));
+    let out = project
+        .troupe(&["run", "--format", "json", PROMPT], &[])
+        .await;
+    assert_success(&out, "run with a provider overflow");
+    let events = parse_events(&out.stdout);
+    assert!(
+        events.iter().any(|e| e["type"] == "session.compacted"),
+        "no session.compacted event"
+    );
+
+    let reqs = completions(&server);
+    let convs: Vec<Option<usize>> = reqs.iter().map(|r| r.conversation).collect();
+    assert_eq!(convs, [Some(2), Some(2), Some(0), Some(1)], "conversations");
+    assert_eq!(reqs[1].status, 400);
+    // The failed step is not part of the summarized history: one assistant message.
+    assert_eq!(reqs[2].step, Some(1), "summary request step index");
+
+    let (_, messages) = project.messages().await;
+    assert_eq!(
+        shape(&messages),
+        [
+            "user",
+            "assistant",
+            "assistant",
+            "user+compaction",
+            "assistant+summary",
+            "user",
+            "assistant"
+        ],
+        "{messages:#?}"
+    );
+    assert_eq!(
+        messages[2]["info"]["error"]["name"], "ContextOverflowError",
+        "{:#}",
+        messages[2]
+    );
+    let compaction = parts_of_type(&messages[3], "compaction");
+    assert_eq!(compaction[0]["auto"], true);
+    assert_eq!(compaction[0]["overflow"], true, "{:#}", messages[3]);
+    assert_eq!(message_text(&messages[6]), FINAL);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summary_that_overflows_stops_after_two_attempts() {
+    let project = Project::new();
+    let (alpha, big) = write_data_files(&project);
+    let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
+    let summary = Step::text(SUMMARY)
+        .with_fault(overflow_fault())
+        .with_fault(overflow_fault())
+        .with_fault(overflow_fault())
+        .with_fault(overflow_fault());
+    let server = MockServer::start(compaction_script(&alpha, step1, summary))
+        .await
+        .expect("mock");
+    project.write_config(&config_json(
+        &server.base_url(),
+        SMALL_CONTEXT,
+        SMALL_OUTPUT,
+        Value::Null,
+    ));
+    let started = Instant::now();
+    let out = project.troupe(&["run", PROMPT], &[]).await;
+    let elapsed = started.elapsed();
+    eprintln!("summary overflow: run took {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_secs(15),
+        "took {elapsed:?}: a loop?"
+    );
+    let line = assert_one_line_failure(&out, "summary overflow");
+    let lower = line.to_lowercase();
+    assert!(
+        lower.contains("compact") && lower.contains("too large"),
+        "line does not say the conversation is too large to compact: {line}"
+    );
+    assert!(line.contains("ContextOverflowError"), "{line}");
+
+    let reqs = completions(&server);
+    let summaries: Vec<&RecordedRequest> = reqs.iter().filter(|r| is_summary_request(r)).collect();
+    assert_eq!(summaries.len(), 2, "summary attempts");
+    assert!(
+        !reqs.iter().any(|r| r.conversation == Some(1)),
+        "the session went on after the failed compaction"
+    );
+    let (_, messages) = project.messages().await;
+    assert!(
+        !messages
+            .iter()
+            .any(|m| is_summary(m) && m["info"]["error"].is_null()),
+        "a failed summary is stored as a good one: {messages:#?}"
+    );
+    server.shutdown().await;
+}
+
+/// The retried summary request (after the first one overflowed) must summarize the same
+/// history as the first, with at most as much input: not the compaction request itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summary_retry_summarizes_the_same_history() {
+    let project = Project::new();
+    let (alpha, big) = write_data_files(&project);
+    let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
+    let summary = Step::text(SUMMARY)
+        .with_fault(overflow_fault())
+        .with_fault(overflow_fault())
+        .with_fault(overflow_fault());
+    let server = MockServer::start(compaction_script(&alpha, step1, summary))
+        .await
+        .expect("mock");
+    project.write_config(&config_json(
+        &server.base_url(),
+        SMALL_CONTEXT,
+        SMALL_OUTPUT,
+        Value::Null,
+    ));
+    let out = project.troupe(&["run", PROMPT], &[]).await;
+    assert_one_line_failure(&out, "summary overflow");
+    let reqs = completions(&server);
+    let summaries: Vec<&RecordedRequest> = reqs.iter().filter(|r| is_summary_request(r)).collect();
+    assert_eq!(summaries.len(), 2, "summary attempts");
+    let users = |r: &RecordedRequest| -> Vec<String> {
+        req_messages(r)
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(content_text)
+            .collect()
+    };
+    for (i, r) in summaries.iter().enumerate() {
+        assert!(
+            !users(r).iter().any(|u| u == WHAT_SO_FAR),
+            "summary attempt {} summarizes its own compaction request: {:?}",
+            i + 1,
+            users(r)
+        );
+    }
+    assert!(
+        summaries[1].body.to_string().len() <= summaries[0].body.to_string().len(),
+        "the retry (half the budget) is bigger than the first attempt"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_than_two_compactions_in_a_row_stop() {
+    let project = Project::new();
+    let (alpha, big) = write_data_files(&project);
+    let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
+    let still_too_big = Step::tool("read", json!({"filePath": big})).with_usage(usage(7800, 20));
+    let script = Script::new(vec![
+        Conversation::new(vec![summary_step(); 6]).matching_system(COMPACTION_SYSTEM),
+        // Every step after a compaction is over the usable context again.
+        Conversation::new(vec![still_too_big; 6]).matching(WHAT_SO_FAR),
+        Conversation::new(vec![
+            Step::tool("read", json!({"filePath": alpha})).with_usage(usage(2000, 20)),
+            step1,
+        ])
+        .matching(PROMPT),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&config_json(
+        &server.base_url(),
+        SMALL_CONTEXT,
+        SMALL_OUTPUT,
+        Value::Null,
+    ));
+    let started = Instant::now();
+    let out = project.troupe(&["run", PROMPT], &[]).await;
+    eprintln!("compaction loop: run took {:?}", started.elapsed());
+    let line = assert_one_line_failure(&out, "compactions in a row");
+    assert!(line.contains("ContextOverflowError"), "{line}");
+    assert!(line.contains("2 compactions"), "{line}");
+    let reqs = completions(&server);
+    let convs: Vec<Option<usize>> = reqs.iter().map(|r| r.conversation).collect();
+    assert_eq!(
+        convs,
+        [Some(2), Some(2), Some(0), Some(1), Some(0), Some(1)],
+        "two compactions, then the stop"
+    );
+    let (_, messages) = project.messages().await;
+    assert_eq!(messages.iter().filter(|m| is_summary(m)).count(), 2);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_compact() {
+    let project = Project::new();
+    let (alpha, _big) = write_data_files(&project);
+    let script = Script::new(vec![
+        Conversation::new(vec![summary_step(); 4]).matching_system(COMPACTION_SYSTEM),
+        Conversation::new(vec![
+            Step::tool("read", json!({"filePath": alpha})),
+            Step::text("alpha says remember the milk"),
+            Step::text("after the manual compaction"),
+        ])
+        .matching("look at alpha"),
+        Conversation::new(vec![Step::text("continued from the summary"); 4]).matching(WHAT_SO_FAR),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&config_json(&server.base_url(), 128_000, 8192, Value::Null));
+    let out = project.troupe(&["run", "look at alpha"], &[]).await;
+    assert_success(&out, "first run");
+    let sid = project.only_session().await["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+
+    let out = project.troupe(&["session", "compact", &sid], &[]).await;
+    assert_success(&out, "session compact");
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 3, "one summary request");
+    assert!(is_summary_request(&reqs[2]));
+    assert_eq!(reqs[2].step, Some(2));
+
+    let doc = project.show(&sid).await;
+    let messages = doc["messages"].as_array().expect("messages").clone();
+    assert_eq!(
+        shape(&messages),
+        [
+            "user",
+            "assistant",
+            "assistant",
+            "user+compaction",
+            "assistant+summary"
+        ],
+        "a manual compaction does not continue: {messages:#?}"
+    );
+    assert_eq!(parts_of_type(&messages[3], "compaction")[0]["auto"], false);
+    assert!(message_text(&messages[4]).contains("## Relevant files"));
+    assert!(
+        serde_json::to_string(&doc)
+            .expect("json")
+            .contains("\"summary\":true"),
+        "show --format json lacks \"summary\": true"
+    );
+
+    // The next turn starts from the summary.
+    let out = project
+        .troupe(&["run", "--continue", "and", "now"], &[])
+        .await;
+    assert_success(&out, "run after compact");
+    let reqs = completions(&server);
+    let last = reqs.last().expect("request");
+    assert_eq!(
+        last.conversation,
+        Some(2),
+        "next turn not matched on the summary"
+    );
+    let msgs = req_messages(last);
+    let users: Vec<String> = msgs
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(content_text)
+        .collect();
+    assert_eq!(users, [WHAT_SO_FAR, "and now"], "{msgs:#?}");
+    assert!(!last.body.to_string().contains("ALPHA-NOTES"));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_marks_old_outputs() {
+    let project = Project::new();
+    // Six ~200 KB files; read returns ≤ 50 KB of each (≈ 12,800 tokens), so turn 1 holds
+    // ≈ 77,000 tokens of tool output: past the 40,000 protected, ≥ 20,000 to clear.
+    let mut calls = Step::text("reading");
+    for k in 0..6 {
+        let mut content = String::with_capacity(210_000);
+        let mut i = 0;
+        while content.len() < 200_000 {
+            content.push_str(&format!(
+                "FILE{k}-LINE {i:05} the quick brown fox jumps over the lazy dog again\n"
+            ));
+            i += 1;
+        }
+        let path = project.write_file(&format!("data{k}.txt"), &content);
+        calls = calls.with_tool("read", json!({"filePath": path}));
+    }
+    let script = Script::single(vec![
+        calls,
+        Step::text("turn one done"),
+        Step::text("turn two done"),
+        Step::text("turn three done"),
+        Step::text("turn four done"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&config_json(
+        &server.base_url(),
+        1_000_000,
+        8192,
+        Value::Null,
+    ));
+
+    let out = project.troupe(&["run", "read", "all", "data"], &[]).await;
+    assert_success(&out, "turn 1");
+    for (n, prompt) in ["second", "third"].iter().enumerate() {
+        let out = project
+            .troupe(&["run", "--continue", prompt, "turn"], &[])
+            .await;
+        assert_success(&out, &format!("turn {}", n + 2));
+    }
+
+    let (sid, messages) = project.messages().await;
+    let tools = all_parts_of_type(&messages, "tool");
+    assert_eq!(tools.len(), 6, "{messages:#?}");
+    for t in &tools {
+        assert_eq!(t["state"]["status"], "completed", "{t:#}");
+    }
+    assert!(
+        tools[0]["state"]["time"]["compacted"].is_number(),
+        "oldest tool output not pruned after turn 3: {:#}",
+        tools[0]["state"]["time"]
+    );
+    assert!(
+        tools[5]["state"]["time"]["compacted"].is_null(),
+        "the newest 40,000 tokens of tool output must stay: {:#}",
+        tools[5]["state"]["time"]
+    );
+    // The output itself stays in the store.
+    assert!(
+        tools[0]["state"]["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("FILE0-LINE"),
+        "pruned output removed from the store"
+    );
+    let out = project.troupe(&["session", "show", &sid], &[]).await;
+    assert_success(&out, "session show (plain)");
+    assert!(
+        text(&out.stdout).contains("[compacted]"),
+        "plain show lacks [compacted]:\n{}",
+        text(&out.stdout)
+    );
+
+    // Turn 4 sends the marker instead of the pruned output.
+    let out = project
+        .troupe(&["run", "--continue", "fourth", "turn"], &[])
+        .await;
+    assert_success(&out, "turn 4");
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 5);
+    let msgs = req_messages(&reqs[4]);
+    let call0 = tools[0]["callID"].as_str().expect("callID");
+    let result0 = msgs
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call0)
+        .unwrap_or_else(|| panic!("turn 4 request lacks the result of {call0}"));
+    assert_eq!(content_text(result0), CLEARED_TOOL_OUTPUT);
+    let call5 = tools[5]["callID"].as_str().expect("callID");
+    let result5 = msgs
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call5)
+        .unwrap_or_else(|| panic!("turn 4 request lacks the result of {call5}"));
+    assert!(content_text(result5).contains("FILE5-LINE"));
+    // Before the prune (turn 3's request) the output was still sent.
+    let before = req_messages(&reqs[3]);
+    assert!(
+        before
+            .iter()
+            .any(|m| m["tool_call_id"] == call0 && content_text(m).contains("FILE0-LINE")),
+        "output cleared too early"
+    );
+    server.shutdown().await;
+}
+
+/// The main conversation of the title tests.
+const TITLE_PROMPT: &str = "please fix the todo list";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn title_arrives() {
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::text("\"Fix the TODO list\"\nsecond line is ignored")
+                .with_first_byte_delay_ms(300),
+        ])
+        .matching_system(TITLE_SYSTEM),
+        Conversation::new(vec![Step::text("The TODO list is fixed.")]).matching(TITLE_PROMPT),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new();
+    project.write_config(&config_json(&server.base_url(), 128_000, 8192, Value::Null));
+    let out = project
+        .troupe(&["run", TITLE_PROMPT], &[("TROUPE_TITLE", "1")])
+        .await;
+    assert_success(&out, "run with titles");
+    assert!(text(&out.stdout).contains("The TODO list is fixed."));
+
+    let session = project.only_session().await;
+    assert_eq!(session["title"], "Fix the TODO list", "{session:#}");
+    let reqs = completions(&server);
+    let titles: Vec<&RecordedRequest> = reqs.iter().filter(|r| is_title_request(r)).collect();
+    assert_eq!(titles.len(), 1, "one title request");
+    let first_user = req_messages(titles[0])
+        .iter()
+        .find(|m| m["role"] == "user")
+        .map(content_text)
+        .unwrap_or_default();
+    assert!(first_user.contains(TITLE_PROMPT), "{first_user}");
+    assert!(
+        titles[0].body["tools"].as_array().is_none_or(Vec::is_empty),
+        "the title request offers tools"
+    );
+
+    // A second turn does not ask again.
+    let out = project
+        .troupe(&["run", "--continue", "thanks"], &[("TROUPE_TITLE", "1")])
+        .await;
+    assert_success(&out, "second turn");
+    let n = completions(&server)
+        .iter()
+        .filter(|r| is_title_request(r))
+        .count();
+    assert_eq!(n, 1, "a title was asked for again");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn title_failure_keeps_default_title() {
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::text("Never used title").with_fault(Fault::http(500)),
+        ])
+        .matching_system(TITLE_SYSTEM),
+        Conversation::new(vec![Step::text("The TODO list is fixed.")]).matching(TITLE_PROMPT),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new();
+    project.write_config(&config_json(&server.base_url(), 128_000, 8192, Value::Null));
+    let out = project
+        .troupe(&["run", TITLE_PROMPT], &[("TROUPE_TITLE", "1")])
+        .await;
+    assert_success(&out, "run with a failing title");
+    assert!(
+        text(&out.stdout).contains("The TODO list is fixed."),
+        "stdout: {}",
+        text(&out.stdout)
+    );
+    let (_, messages) = project.messages().await;
+    assert_eq!(shape(&messages), ["user", "assistant"]);
+    assert_eq!(message_text(&messages[1]), "The TODO list is fixed.");
+    assert!(messages[1]["info"]["error"].is_null());
+
+    let session = project.only_session().await;
+    let title = session["title"].as_str().unwrap_or("");
+    assert!(
+        title.starts_with("New session - "),
+        "title changed after a failed title request: {title}"
+    );
+    let reqs = completions(&server);
+    let titles: Vec<&RecordedRequest> = reqs.iter().filter(|r| is_title_request(r)).collect();
+    assert_eq!(titles.len(), 1, "the title worker must not retry");
+    assert_eq!(titles[0].status, 500);
+    server.shutdown().await;
+}

@@ -1,0 +1,836 @@
+//! End-to-end tests of `troupe serve` (and `troupe run --attach`) against the scripted
+//! provider (`troupe-testkit`). Each test starts its own server process on a free port with
+//! its own project directory, store and empty global config.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
+use troupe_server::client::Client;
+use troupe_testkit::{Conversation, MockServer, Script, Step};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A running `troupe serve`.
+struct Served {
+    /// Killed on drop.
+    _child: tokio::process::Child,
+    base: String,
+    http: reqwest::Client,
+    password: Option<String>,
+    _dir: TempDir,
+    global: TempDir,
+    root: PathBuf,
+}
+
+fn config_json(base_url: &str, extra: Value) -> Value {
+    let mut c = json!({
+        "model": "mock/mock-model",
+        "provider": {"mock": {
+            "name": "Mock",
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": base_url, "apiKey": "test"},
+            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
+        }}
+    });
+    if let (Some(c), Value::Object(e)) = (c.as_object_mut(), extra) {
+        c.extend(e);
+    }
+    c
+}
+
+fn command(dir: &std::path::Path, global: &std::path::Path) -> tokio::process::Command {
+    let config_dir = global.join("config");
+    std::fs::create_dir_all(&config_dir).expect("config dir");
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+    cmd.current_dir(dir)
+        .env("TROUPE_DB", global.join("troupe.db"))
+        .env("TROUPE_CONFIG_DIR", &config_dir)
+        .env("TROUPE_NO_STDIN", "1")
+        .env("TROUPE_TEST_TOOLS", "1")
+        .env("TROUPE_TITLE", "0")
+        .env_remove("TROUPE_SERVER_PASSWORD")
+        .env_remove("TROUPE_CONFIG_CONTENT")
+        .env_remove("TROUPE_LOG")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+impl Served {
+    /// Start `troupe serve --port 0 <args>` with a config pointing at `mock_url`.
+    async fn start(mock_url: &str, extra_config: Value, args: &[&str]) -> Served {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let global = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonicalize");
+        std::fs::write(
+            root.join("troupe.json"),
+            config_json(mock_url, extra_config).to_string(),
+        )
+        .expect("write config");
+        let mut cmd = command(&root, global.path());
+        cmd.args(["serve", "--port", "0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = cmd.spawn().expect("spawn troupe serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(DEADLINE, lines.next_line())
+            .await
+            .expect("startup line in time")
+            .expect("read stdout")
+            .expect("a startup line");
+        let base = line
+            .strip_prefix("troupe server listening on ")
+            .unwrap_or_else(|| panic!("unexpected startup line {line:?}"))
+            .to_string();
+        let password = args
+            .iter()
+            .position(|a| *a == "--password")
+            .and_then(|i| args.get(i + 1))
+            .map(|s| s.to_string());
+        Served {
+            _child: child,
+            base,
+            http: reqwest::Client::new(),
+            password,
+            _dir: dir,
+            global,
+            root,
+        }
+    }
+
+    fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let b = self.http.request(method, format!("{}{path}", self.base));
+        match &self.password {
+            Some(p) => b.bearer_auth(p),
+            None => b,
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .req(reqwest::Method::GET, path)
+            .send()
+            .await
+            .expect("GET");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .req(reqwest::Method::POST, path)
+            .json(&body)
+            .send()
+            .await
+            .expect("POST");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn new_session(&self) -> String {
+        let (status, s) = self.post("/session", json!({})).await;
+        assert_eq!(status, 200, "{s}");
+        s["id"].as_str().expect("session id").to_string()
+    }
+
+    /// Subscribe to /event; events arrive on the returned channel (after `server.connected`).
+    async fn subscribe(&self) -> mpsc::UnboundedReceiver<Value> {
+        let client = Client::new(&self.base, self.password.clone()).expect("client");
+        let stream = client.events().await.expect("subscribe");
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut stream = Box::pin(stream);
+        let first = tokio::time::timeout(DEADLINE, stream.next())
+            .await
+            .expect("connected in time")
+            .expect("an event")
+            .expect("valid event");
+        assert_eq!(first["type"], "server.connected");
+        tokio::spawn(async move {
+            while let Some(Ok(v)) = stream.next().await {
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    }
+}
+
+/// Collect events of `sid` until `session.idle` for it.
+async fn until_idle(rx: &mut mpsc::UnboundedReceiver<Value>, sid: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let v = tokio::time::timeout(left, rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no session.idle in time; got {out:#?}"))
+            .expect("event stream open");
+        if event_session(&v).as_deref() != Some(sid) {
+            continue;
+        }
+        let idle = v["type"] == "session.idle";
+        out.push(v);
+        if idle {
+            return out;
+        }
+    }
+}
+
+/// Wait for the first event of `sid` with type `kind`.
+async fn wait_event(rx: &mut mpsc::UnboundedReceiver<Value>, sid: &str, kind: &str) -> Value {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let v = tokio::time::timeout(left, rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no {kind} in time"))
+            .expect("event stream open");
+        if v["type"] == kind && event_session(&v).as_deref() == Some(sid) {
+            return v;
+        }
+    }
+}
+
+fn event_session(v: &Value) -> Option<String> {
+    let p = &v["properties"];
+    p["sessionID"]
+        .as_str()
+        .or(p["info"]["sessionID"].as_str())
+        .or(p["part"]["sessionID"].as_str())
+        .or(p["info"]["id"].as_str().filter(|id| id.starts_with("ses_")))
+        .map(str::to_string)
+}
+
+fn position(events: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
+    events
+        .iter()
+        .position(pred)
+        .unwrap_or_else(|| panic!("event not found in {events:#?}"))
+}
+
+fn find_nodes<'a>(n: &'a Value, kind: &str, out: &mut Vec<&'a Value>) {
+    if n["kind"] == kind {
+        out.push(n);
+    }
+    for c in n["children"].as_array().into_iter().flatten() {
+        find_nodes(c, kind, out);
+    }
+}
+
+#[tokio::test]
+async fn prompt_async_streams_events_in_order_and_sync_prompt_returns_the_reply() {
+    let mock = MockServer::start(Script::new(vec![Conversation {
+        steps: vec![Step::text("Hello from the served runtime").with_chunk_size(5)],
+        ..Default::default()
+    }]))
+    .await
+    .expect("mock");
+    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    let sid = srv.new_session().await;
+    let mut rx = srv.subscribe().await;
+    let r = srv
+        .req(
+            reqwest::Method::POST,
+            &format!("/session/{sid}/prompt_async"),
+        )
+        .json(&json!({"parts": [{"type": "text", "text": "say hello"}]}))
+        .send()
+        .await
+        .expect("prompt_async");
+    assert_eq!(r.status().as_u16(), 204);
+    let events = until_idle(&mut rx, &sid).await;
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    let busy = position(&events, |e| {
+        e["type"] == "session.status" && e["properties"]["status"]["type"] == "busy"
+    });
+    let msg = position(&events, |e| e["type"] == "message.updated");
+    let part = position(&events, |e| e["type"] == "message.part.updated");
+    let delta = position(&events, |e| e["type"] == "message.part.delta");
+    let idle_status = events
+        .iter()
+        .rposition(|e| e["type"] == "session.status" && e["properties"]["status"]["type"] == "idle")
+        .expect("idle status");
+    assert!(busy < delta && msg < delta && part < delta, "{types:?}");
+    assert!(delta < idle_status, "{types:?}");
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "message.part.delta")
+        .filter_map(|e| e["properties"]["delta"].as_str())
+        .collect();
+    assert_eq!(text, "Hello from the served runtime");
+
+    // The stored messages, and a synchronous prompt that returns the reply.
+    let (status, msgs) = srv.get(&format!("/session/{sid}/message")).await;
+    assert_eq!(status, 200);
+    assert_eq!(msgs.as_array().map(Vec::len), Some(2), "{msgs:#}");
+    let (status, reply) = srv
+        .post(&format!("/session/{sid}/message"), json!({"text": "again"}))
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["info"]["role"], "assistant");
+    assert!(
+        reply["parts"].as_array().is_some_and(|p| !p.is_empty()),
+        "{reply:#}"
+    );
+    // Listing, children, abort, agents, models, config.
+    let (_, list) = srv.get("/session?roots=true").await;
+    assert_eq!(list[0]["id"], sid.as_str());
+    let (status, kids) = srv.get(&format!("/session/{sid}/children")).await;
+    assert_eq!((status, kids), (200, json!([])));
+    assert_eq!(
+        srv.post(&format!("/session/{sid}/abort"), json!({})).await,
+        (200, json!(true))
+    );
+    let (_, agents) = srv.get("/agent").await;
+    assert!(
+        agents
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x["name"] == "build"))
+    );
+    let (_, models) = srv.get("/models").await;
+    assert!(models.to_string().contains("mock-model"));
+    let (_, config) = srv.get("/config").await;
+    assert_eq!(
+        config["provider"]["mock"]["options"]["apiKey"],
+        "<redacted>"
+    );
+    // Delete.
+    let r = srv
+        .req(reqwest::Method::DELETE, &format!("/session/{sid}"))
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(srv.get(&format!("/session/{sid}")).await.0, 404);
+}
+
+#[tokio::test]
+async fn actors_show_the_processor_and_tool_call_while_a_slow_tool_runs() {
+    let mock = MockServer::start(Script::new(vec![Conversation {
+        steps: vec![
+            Step::tool("test_sleep", json!({"ms": 2000})),
+            Step::text("slept well"),
+        ],
+        ..Default::default()
+    }]))
+    .await
+    .expect("mock");
+    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    let sid = srv.new_session().await;
+    let mut rx = srv.subscribe().await;
+    let (status, _) = srv
+        .post(
+            &format!("/session/{sid}/prompt_async"),
+            json!({"text": "sleep"}),
+        )
+        .await;
+    assert_eq!(status, 204);
+    let deadline = Instant::now() + DEADLINE;
+    let tree = loop {
+        let (status, tree) = srv.get("/actors").await;
+        assert_eq!(status, 200);
+        let mut calls = Vec::new();
+        find_nodes(&tree, "tool_call", &mut calls);
+        if calls.iter().any(|c| c["tool"] == "test_sleep") {
+            break tree;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no tool_call node in time: {tree:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut sessions = Vec::new();
+    find_nodes(&tree, "session", &mut sessions);
+    assert_eq!(sessions.len(), 1, "{tree:#}");
+    assert_eq!(sessions[0]["id"], sid.as_str());
+    assert_eq!(sessions[0]["status"], "busy");
+    let mut procs = Vec::new();
+    find_nodes(sessions[0], "processor", &mut procs);
+    assert_eq!(procs.len(), 1, "{tree:#}");
+    let mut calls = Vec::new();
+    find_nodes(procs[0], "tool_call", &mut calls);
+    assert_eq!(
+        calls.len(),
+        1,
+        "the tool call hangs under the processor: {tree:#}"
+    );
+    assert_eq!(calls[0]["sessionID"], sid.as_str());
+    let metrics = srv
+        .req(reqwest::Method::GET, "/metrics")
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("troupe_sessions{status=\"busy\"} 1"),
+        "{metrics}"
+    );
+
+    until_idle(&mut rx, &sid).await;
+    let (_, tree) = srv.get("/actors").await;
+    let (mut procs, mut calls) = (Vec::new(), Vec::new());
+    find_nodes(&tree, "processor", &mut procs);
+    find_nodes(&tree, "tool_call", &mut calls);
+    assert!(procs.is_empty() && calls.is_empty(), "{tree:#}");
+    let metrics = srv
+        .req(reqwest::Method::GET, "/metrics")
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    for needle in [
+        "troupe_tool_calls_total{tool=\"test_sleep\"",
+        "troupe_steps_total 2",
+        "troupe_provider_requests_total{",
+        "troupe_tokens_total{",
+        "troupe_session_queue_depth 0",
+        "troupe_actors ",
+        "troupe_cost_usd_total ",
+    ] {
+        assert!(metrics.contains(needle), "missing {needle}:\n{metrics}");
+    }
+}
+
+#[tokio::test]
+async fn permission_asks_wait_for_http_replies_once_and_reject_with_feedback() {
+    let mock = MockServer::start(Script::new(vec![
+        Conversation {
+            match_text: Some("perm-once".into()),
+            steps: vec![
+                Step::tool(
+                    "bash",
+                    json!({"command": "echo hi-there", "description": "greet"}),
+                ),
+                Step::text("ran it"),
+            ],
+            ..Default::default()
+        },
+        Conversation {
+            match_text: Some("perm-reject".into()),
+            steps: vec![
+                Step::tool(
+                    "bash",
+                    json!({"command": "echo nope", "description": "greet"}),
+                ),
+                Step::text("ok, I will not"),
+            ],
+            ..Default::default()
+        },
+    ]))
+    .await
+    .expect("mock");
+    let srv = Served::start(
+        &mock.base_url(),
+        json!({"permission": {"bash": "ask"}}),
+        &[],
+    )
+    .await;
+
+    // once
+    let sid = srv.new_session().await;
+    let mut rx = srv.subscribe().await;
+    srv.post(
+        &format!("/session/{sid}/prompt_async"),
+        json!({"text": "perm-once"}),
+    )
+    .await;
+    let asked = wait_event(&mut rx, &sid, "permission.asked").await;
+    let rid = asked["properties"]["id"]
+        .as_str()
+        .expect("request id")
+        .to_string();
+    let (_, pending) = srv.get("/permission").await;
+    assert!(
+        pending
+            .as_array()
+            .is_some_and(|p| p.iter().any(|r| r["id"] == rid.as_str()
+                && r["permission"] == "bash"
+                && r["sessionID"] == sid.as_str())),
+        "{pending:#}"
+    );
+    // The ask waits: nothing answers it by itself.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        srv.get("/permission").await.1.as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(
+        srv.post(
+            &format!("/permission/{rid}/reply"),
+            json!({"reply": "once"})
+        )
+        .await,
+        (200, json!(true))
+    );
+    until_idle(&mut rx, &sid).await;
+    let (_, msgs) = srv.get(&format!("/session/{sid}/message")).await;
+    let tool = msgs
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|m| m["parts"].as_array().into_iter().flatten())
+        .find(|p| p["type"] == "tool")
+        .expect("tool part")
+        .clone();
+    assert_eq!(tool["state"]["status"], "completed", "{tool:#}");
+    assert!(
+        tool["state"]["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("hi-there"))
+    );
+    // Answering twice: 404. A bad reply: 400.
+    let (status, err) = srv
+        .post(
+            &format!("/permission/{rid}/reply"),
+            json!({"reply": "once"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    assert_eq!(err["error"]["type"], "not_found");
+    let (status, _) = srv
+        .post("/permission/x/reply", json!({"reply": "sure"}))
+        .await;
+    assert_eq!(status, 400);
+
+    // reject with feedback
+    let sid = srv.new_session().await;
+    srv.post(
+        &format!("/session/{sid}/prompt_async"),
+        json!({"text": "perm-reject"}),
+    )
+    .await;
+    let asked = wait_event(&mut rx, &sid, "permission.asked").await;
+    let rid = asked["properties"]["id"]
+        .as_str()
+        .expect("request id")
+        .to_string();
+    assert_eq!(
+        srv.post(
+            &format!("/permission/{rid}/reply"),
+            json!({"reply": "reject", "message": "use python-zebra instead"})
+        )
+        .await,
+        (200, json!(true))
+    );
+    until_idle(&mut rx, &sid).await;
+    let last = mock
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| {
+            r.session_key.contains("perm-reject") || r.body.to_string().contains("perm-reject")
+        })
+        .expect("a request of the rejected session");
+    assert!(
+        last.body.to_string().contains("use python-zebra instead"),
+        "the feedback did not reach the model: {}",
+        last.body
+    );
+}
+
+#[tokio::test]
+async fn non_loopback_bind_needs_a_password_and_the_password_guards_every_route() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let global = tempfile::tempdir().expect("tempdir");
+    let out = tokio::time::timeout(
+        DEADLINE,
+        command(dir.path(), global.path())
+            .args(["serve", "--hostname", "0.0.0.0", "--port", "0"])
+            .output(),
+    )
+    .await
+    .expect("in time")
+    .expect("run");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("password"), "{stderr}");
+
+    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let srv = Served::start(&mock.base_url(), json!({}), &["--password", "s3cret"]).await;
+    let raw = reqwest::Client::new();
+    for path in [
+        "/", "/event", "/session", "/actors", "/metrics", "/doc", "/nope",
+    ] {
+        let r = raw
+            .get(format!("{}{path}", srv.base))
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(r.status().as_u16(), 401, "{path} without the password");
+        let body: Value = r.json().await.expect("JSON 401");
+        assert_eq!(body["error"]["type"], "unauthorized");
+        let r = raw
+            .get(format!("{}{path}", srv.base))
+            .bearer_auth("wrong")
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(r.status().as_u16(), 401, "{path} with a wrong password");
+        if path == "/nope" {
+            continue;
+        }
+        let r = raw
+            .get(format!("{}{path}", srv.base))
+            .bearer_auth("s3cret")
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(r.status().as_u16(), 200, "{path} with the password");
+        let r = raw
+            .get(format!("{}{path}", srv.base))
+            .basic_auth("anyone", Some("s3cret"))
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(r.status().as_u16(), 200, "{path} with basic auth");
+        let r = raw
+            .get(format!("{}{path}?token=s3cret", srv.base))
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(r.status().as_u16(), 200, "{path} with ?token=");
+    }
+    // No CORS headers unless --cors was given.
+    let r = raw
+        .get(format!("{}/session", srv.base))
+        .bearer_auth("s3cret")
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .expect("GET");
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+}
+
+#[tokio::test]
+async fn bad_requests_get_json_errors() {
+    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let srv = Served::start(
+        &mock.base_url(),
+        json!({}),
+        &["--cors", "http://ui.example"],
+    )
+    .await;
+    let (status, err) = srv.get("/session/ses_nope").await;
+    assert_eq!(status, 404);
+    assert_eq!(err["error"]["type"], "not_found");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("ses_nope"))
+    );
+    let (status, err) = srv
+        .post("/session/ses_nope/prompt_async", json!({"text": "x"}))
+        .await;
+    assert_eq!(
+        (status, err["error"]["type"].clone()),
+        (404, json!("not_found"))
+    );
+
+    let sid = srv.new_session().await;
+    let r = srv
+        .req(reqwest::Method::POST, &format!("/session/{sid}/message"))
+        .header("content-type", "application/json")
+        .body("{\"text\": ")
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(r.status().as_u16(), 400);
+    let err: Value = r.json().await.expect("JSON error");
+    assert_eq!(err["error"]["type"], "bad_request");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("JSON")),
+        "{err}"
+    );
+    let (status, err) = srv
+        .post(&format!("/session/{sid}/prompt_async"), json!({"text": 5}))
+        .await;
+    assert_eq!(status, 400, "{err}");
+    let (status, err) = srv
+        .post(
+            &format!("/session/{sid}/prompt_async"),
+            json!({"text": "  "}),
+        )
+        .await;
+    assert_eq!(status, 400, "{err}");
+    let (status, err) = srv
+        .post(
+            &format!("/session/{sid}/prompt_async"),
+            json!({"text": "x", "agent": "nobody"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{err}");
+
+    // A fresh client: the server answers 413 without reading the body and closes that
+    // connection, which must not break the pooled one.
+    let r = reqwest::Client::new()
+        .post(format!("{}/session", srv.base))
+        .header("content-type", "application/json")
+        .body(vec![b' '; 9 * 1024 * 1024])
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(r.status().as_u16(), 413);
+    let err: Value = r.json().await.expect("JSON error");
+    assert_eq!(err["error"]["type"], "payload_too_large");
+
+    let (status, err) = srv.get("/no/such/route").await;
+    assert_eq!(
+        (status, err["error"]["type"].clone()),
+        (404, json!("not_found"))
+    );
+    let (_, doc) = srv.get("/doc").await;
+    assert!(doc["paths"]["/session/{id}/prompt_async"].is_object());
+    // --cors: the allowed origin gets CORS headers.
+    let r = srv
+        .req(reqwest::Method::GET, "/session")
+        .header("origin", "http://ui.example")
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(
+        r.headers()
+            .get("access-control-allow-origin")
+            .and_then(|v| v.to_str().ok()),
+        Some("http://ui.example")
+    );
+}
+
+#[tokio::test]
+async fn run_attach_prints_the_reply_and_exits_zero() {
+    let mock = MockServer::start(Script::new(vec![Conversation {
+        steps: vec![Step::text("Attached answer here")],
+        ..Default::default()
+    }]))
+    .await
+    .expect("mock");
+    let srv = Served::start(&mock.base_url(), json!({}), &["--password", "pw1"]).await;
+    let out = tokio::time::timeout(
+        DEADLINE,
+        command(&srv.root, srv.global.path())
+            .args(["run", "--attach", &srv.base, "--password", "pw1", "hi"])
+            .output(),
+    )
+    .await
+    .expect("in time")
+    .expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Attached answer here"), "{stdout}");
+    // Without the password: a one-line failure.
+    let out = command(&srv.root, srv.global.path())
+        .args(["run", "--attach", &srv.base, "hi"])
+        .output()
+        .await
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
+}
+
+/// Measures (does not assert tight bounds): 200 concurrent scripted sessions through
+/// prompt_async while one /event subscriber reads and /actors is polled.
+#[tokio::test]
+async fn load_200_sessions_with_one_subscriber_and_actor_polling() {
+    const N: usize = 200;
+    let mock = MockServer::start(Script::new(vec![Conversation {
+        steps: vec![
+            Step::text("a reply streamed in a few chunks for the load test").with_chunk_size(10),
+        ],
+        ..Default::default()
+    }]))
+    .await
+    .expect("mock");
+    mock.set_record_bodies(false);
+    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    let mut sids = Vec::with_capacity(N);
+    for _ in 0..N {
+        sids.push(srv.new_session().await);
+    }
+    let mut rx = srv.subscribe().await;
+    let wanted: std::collections::HashSet<String> = sids.iter().cloned().collect();
+    let reader = tokio::spawn(async move {
+        let mut total = 0u64;
+        let mut idle = std::collections::HashSet::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while idle.len() < wanted.len() && Instant::now() < deadline {
+            match tokio::time::timeout(Duration::from_secs(20), rx.recv()).await {
+                Ok(Some(v)) => {
+                    total += 1;
+                    if v["type"] == "session.idle"
+                        && let Some(s) = event_session(&v)
+                        && wanted.contains(&s)
+                    {
+                        idle.insert(s);
+                    }
+                }
+                _ => break,
+            }
+        }
+        (total, idle.len())
+    });
+    let start = Instant::now();
+    let paths: Vec<String> = sids
+        .iter()
+        .map(|sid| format!("/session/{sid}/prompt_async"))
+        .collect();
+    let posts =
+        futures::future::join_all(paths.iter().map(|p| srv.post(p, json!({"text": "load"})))).await;
+    assert!(posts.iter().all(|(s, _)| *s == 204));
+    let mut lat = Vec::with_capacity(200);
+    for _ in 0..200 {
+        let t = Instant::now();
+        let (status, _) = srv.get("/actors").await;
+        lat.push(t.elapsed());
+        assert_eq!(status, 200);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (events, idled) = reader.await.expect("reader");
+    let elapsed = start.elapsed();
+    lat.sort();
+    let p = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
+    // Sessions completed per the store (independent of the subscriber).
+    let mut completed = 0;
+    for sid in &sids {
+        let (_, msgs) = srv.get(&format!("/session/{sid}/message")).await;
+        if msgs.as_array().is_some_and(|m| {
+            m.iter().any(|x| {
+                x["info"]["role"] == "assistant" && x["info"]["time"]["completed"].is_number()
+            })
+        }) {
+            completed += 1;
+        }
+    }
+    eprintln!(
+        "load: {N} sessions, {completed} completed, subscriber saw {idled} session.idle and {events} events in {:.2}s; GET /actors p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        elapsed.as_secs_f64(),
+        p(0.50).as_secs_f64() * 1e3,
+        p(0.99).as_secs_f64() * 1e3,
+        lat[lat.len() - 1].as_secs_f64() * 1e3,
+    );
+    assert_eq!(completed, N);
+    assert_eq!(idled, N, "the subscriber missed session.idle events");
+}
