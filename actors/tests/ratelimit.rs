@@ -1,0 +1,107 @@
+//! Shared rate limits: a 429 seen by one session holds back the other sessions' requests to
+//! the same provider until the retry time, so a batch does not hammer a limited endpoint.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use troupe_actors::{PromptInput, Runtime, RuntimeOptions};
+use troupe_config::{Config, LoadedConfig};
+use troupe_session::{Bus, Store};
+use troupe_testkit::{Conversation, Fault, MockServer, Script, Step};
+use troupe_tools::{AllowAll, Registry};
+
+fn config(base_url: &str) -> LoadedConfig {
+    let text = json!({
+        "model": "mock/mock-model",
+        "provider": {"mock": {
+            "options": {"baseURL": base_url, "apiKey": "test"},
+            "models": {"mock-model": {"limit": {"context": 128000, "output": 8192}}}
+        }}
+    })
+    .to_string();
+    LoadedConfig::from_config(Config::from_jsonc("test", &text).expect("config"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_to_one_session_holds_back_the_others() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Session A's first attempt gets 429 with retry-after 1 s; B has no fault but starts
+    // its request while A is backing off.
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::text("A done").with_fault(Fault::rate_limited(1)),
+        ])
+        .matching("SESSION-A"),
+        Conversation::new(vec![Step::text("B done")]).matching("SESSION-B"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let store = Store::open(dir.path().join("t.db"), Bus::new()).expect("store");
+    let rt = Runtime::start(
+        store,
+        config(&server.base_url()),
+        Registry::builtin(),
+        Arc::new(AllowAll),
+        RuntimeOptions::default(),
+    )
+    .await
+    .expect("runtime");
+    let a = rt.create_session(dir.path(), None).await.expect("a").id;
+    let b = rt.create_session(dir.path(), None).await.expect("b").id;
+    let mut bus = rt.bus().subscribe();
+    let rt_a = rt.clone();
+    let ta = tokio::spawn(async move {
+        rt_a.prompt(
+            &a,
+            PromptInput {
+                text: "SESSION-A".into(),
+                ..Default::default()
+            },
+        )
+        .await
+    });
+    // Wait until A has seen its 429 (its status turns to `retry`), then start B.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Ok(ev) = bus.recv().await
+                && let troupe_session::Event::SessionStatus {
+                    status: troupe_session::SessionStatus::Retry { .. },
+                    ..
+                } = &*ev
+            {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("A's retry status");
+    let rt_b = rt.clone();
+    let tb = tokio::spawn(async move {
+        rt_b.prompt(
+            &b,
+            PromptInput {
+                text: "SESSION-B".into(),
+                ..Default::default()
+            },
+        )
+        .await
+    });
+    let ra = ta.await.expect("join a").expect("turn a");
+    let rb = tb.await.expect("join b").expect("turn b");
+    assert_eq!(ra.text, "A done");
+    assert_eq!(rb.text, "B done");
+    let reqs = server.requests();
+    let limited = reqs.iter().find(|r| r.status == 429).expect("the 429");
+    let b_req = reqs
+        .iter()
+        .find(|r| r.conversation == Some(1))
+        .expect("B's request");
+    let limited_end = limited.end_ms.expect("429 finished");
+    // B was asked for ~immediately after the 429 but waited for the shared back-off (1 s).
+    assert!(
+        b_req.start_ms >= limited_end + 900,
+        "B's request started {} ms after A's 429; expected to wait ~1000 ms",
+        b_req.start_ms - limited_end
+    );
+    server.shutdown().await;
+}
