@@ -390,6 +390,11 @@ async fn six_step_session() {
         sessions.iter().any(|s| s["id"] == sid.as_str()),
         "session {sid} not listed: {sessions:#?}"
     );
+    // The session's file-change summary counts the written file (two new lines).
+    let listed = sessions.iter().find(|s| s["id"] == sid.as_str()).expect("listed");
+    assert_eq!(listed["summary"]["files"], 1, "{listed:#}");
+    assert_eq!(listed["summary"]["additions"], 2, "{listed:#}");
+    assert_eq!(listed["summary"]["diffs"][0]["file"], out_file.as_str(), "{listed:#}");
 
     // The provider saw 6 requests; request k+1 carries the tool result of request k.
     let reqs = completions(&server);
