@@ -347,6 +347,8 @@ async fn run_task(
     drop(guard);
     rt.sessions
         .remove_if(&child_id, |_, a| a.get_id() == actor.get_id());
+    // The depth is set again if this child is resumed; keep the map from growing.
+    rt.depth.remove(&child_id);
     if aborted || ctx.abort.is_cancelled() {
         return Err(ToolError::Aborted);
     }
