@@ -96,6 +96,9 @@ pub const GROUP_COMMIT_WINDOW: std::time::Duration = std::time::Duration::from_m
 enum Job {
     Writes(Vec<Write>),
     Flush(oneshot::Sender<Result<(), StoreError>>),
+    /// Answered once everything queued before it is committed; unlike `Flush` it leaves a
+    /// pending write error for the next flush. Used by [`Store::read`] (read-your-writes).
+    Barrier(oneshot::Sender<()>),
 }
 
 /// Handle to the store. Cheap to clone.
@@ -287,12 +290,27 @@ impl Store {
         rx.blocking_recv().map_err(|_| StoreError::Closed)?
     }
 
-    /// Run a read on the blocking pool with the reader connection.
+    /// Run a read on the blocking pool with the reader connection. It first waits until every
+    /// write queued before the call is committed (read-your-writes: the writer's group-commit
+    /// window would otherwise let a read miss writes queued just before it; a failed write is
+    /// still reported by the next [`Store::flush`]).
     pub async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Reader<'_>) -> Result<T, StoreError> + Send + 'static,
     {
+        let barrier = {
+            let (tx, rx) = oneshot::channel();
+            let guard = self.inner.tx.lock().unwrap_or_else(|e| e.into_inner());
+            guard
+                .as_ref()
+                .and_then(|s| s.send(Job::Barrier(tx)).ok())
+                .map(|()| rx)
+        };
+        if let Some(rx) = barrier {
+            // A closed writer cannot commit anything more: read what is there.
+            let _ = rx.await;
+        }
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
             let conn = inner.reader.lock().unwrap_or_else(|e| e.into_inner());
@@ -308,7 +326,9 @@ impl Store {
         })?
     }
 
-    /// Run a read on the current thread (CLI commands that are not async).
+    /// Run a read on the current thread (CLI commands that are not async). Unlike
+    /// [`Store::read`] it does not wait for queued writes: call [`Store::flush_blocking`] first
+    /// if the read must see them.
     pub fn read_blocking<T>(
         &self,
         f: impl FnOnce(&Reader<'_>) -> Result<T, StoreError>,
@@ -536,17 +556,21 @@ fn writer_loop(path: PathBuf, mut conn: Connection, rx: std_mpsc::Receiver<Job>,
         let wants_commit = batch.iter().any(
             |j| matches!(j, Job::Writes(w) if w.iter().any(|w| !matches!(w, Write::Publish(_)))),
         );
-        let has_flush = batch.iter().any(|j| matches!(j, Job::Flush(_)));
+        let has_flush = batch
+            .iter()
+            .any(|j| matches!(j, Job::Flush(_) | Job::Barrier(_)));
         if wants_commit && !has_flush && batch.len() < MAX_BATCH_JOBS {
             std::thread::sleep(GROUP_COMMIT_WINDOW);
             drain_into(&rx, &mut batch);
         }
         let mut writes: Vec<Write> = Vec::new();
         let mut flushes = Vec::new();
+        let mut barriers = Vec::new();
         for job in batch {
             match job {
                 Job::Writes(w) => writes.extend(w),
                 Job::Flush(tx) => flushes.push((writes.len(), tx)),
+                Job::Barrier(tx) => barriers.push(tx),
             }
         }
         let result = apply(&path, &mut conn, &writes);
@@ -577,6 +601,9 @@ fn writer_loop(path: PathBuf, mut conn: Connection, rx: std_mpsc::Receiver<Job>,
                 None => Ok(()),
             };
             let _ = tx.send(r);
+        }
+        for tx in barriers {
+            let _ = tx.send(());
         }
     }
 }
@@ -847,6 +874,35 @@ mod tests {
         );
         let sid = s.id.clone();
         assert_eq!(store.read(move |r| r.event_count(&sid)).await.unwrap(), 3);
+    }
+
+    #[tokio::test]
+    async fn read_sees_writes_queued_before_it_without_flush() {
+        let (_d, store) = store();
+        for _ in 0..20 {
+            let s = Session::new("/tmp", None);
+            store.write1(Write::Session {
+                info: s.clone(),
+                created: true,
+            });
+            let id = s.id.clone();
+            assert_eq!(store.read(move |r| r.session(&id)).await.unwrap(), Some(s));
+        }
+        // A failed write is still reported by the next flush, not swallowed by the read.
+        let m = Message::User(UserMessage {
+            id: crate::id::message(),
+            session_id: "ses_missing".into(),
+            time: UserTime { created: 1 },
+            agent: "build".into(),
+            model: ModelRef {
+                provider_id: "p".into(),
+                model_id: "m".into(),
+            },
+            system: None,
+        });
+        store.write1(Write::Message(m));
+        store.read(|r| r.sessions(10, false)).await.unwrap();
+        assert!(store.flush().await.is_err());
     }
 
     #[tokio::test]
