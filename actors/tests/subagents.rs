@@ -811,7 +811,9 @@ async fn timed_out_child_is_released() {
     assert_eq!(turn.text, "parent went on");
     let results = task_results(&messages(&rt, &sid).await);
     assert!(results[0].1.is_err(), "{results:#?}");
-    wait_no_actors(&rt, Duration::from_secs(5)).await;
+    // Idle = no actor and no session left: the runtime has forgotten the child, which it
+    // does only after repairing the child's stored history.
+    wait_idle(&rt, Duration::from_secs(5)).await;
     // The killed child's stored step is finished: its tool part is not left `running`.
     let ids = child_by_token(&rt, &sid, &["SLOW-CHILD"]).await;
     let parts = tool_parts(&messages(&rt, &ids[0]).await);
