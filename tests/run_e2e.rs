@@ -391,10 +391,17 @@ async fn six_step_session() {
         "session {sid} not listed: {sessions:#?}"
     );
     // The session's file-change summary counts the written file (two new lines).
-    let listed = sessions.iter().find(|s| s["id"] == sid.as_str()).expect("listed");
+    let listed = sessions
+        .iter()
+        .find(|s| s["id"] == sid.as_str())
+        .expect("listed");
     assert_eq!(listed["summary"]["files"], 1, "{listed:#}");
     assert_eq!(listed["summary"]["additions"], 2, "{listed:#}");
-    assert_eq!(listed["summary"]["diffs"][0]["file"], out_file.as_str(), "{listed:#}");
+    assert_eq!(
+        listed["summary"]["diffs"][0]["file"],
+        out_file.as_str(),
+        "{listed:#}"
+    );
 
     // The provider saw 6 requests; request k+1 carries the tool result of request k.
     let reqs = completions(&server);
@@ -1015,4 +1022,59 @@ async fn ctrl_c_during_a_tool_marks_it_interrupted() {
         req_messages(&reqs[1])
     );
     server.shutdown().await;
+}
+
+/// With no model configured and no API key, `troupe run` uses the `local` provider when a
+/// server answers at its base URL (the model id comes from its `/models` list).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_model_configured_uses_the_local_server() {
+    let server = MockServer::start(Script::single(vec![Step::text("hello from local")]))
+        .await
+        .expect("mock");
+    let project = Project::new("http://127.0.0.1:1/v1");
+    project.write_config(
+        &json!({"provider": {"local": {"options": {"baseURL": server.base_url()}}}}).to_string(),
+    );
+    let out = project.troupe(&["run", "hi"], &[]).await;
+    assert_success(&out, "run against local");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("hello from local"));
+    let reqs = server.requests();
+    let chat: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect();
+    assert_eq!(chat.len(), 1, "one step");
+    assert_eq!(
+        chat[0].body["model"], "mock-model",
+        "the model listed by the local server"
+    );
+    server.shutdown().await;
+}
+
+/// With no model configured, no API key and no local server, the error says in one line how
+/// to configure a provider.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_model_and_no_local_server_explains_how_to_configure() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    project.write_config(
+        &json!({"provider": {"local": {"options": {"baseURL": "http://127.0.0.1:1/v1"}}}})
+            .to_string(),
+    );
+    let out = project.troupe(&["run", "hi"], &[]).await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    for needle in [
+        "no model configured",
+        "--model",
+        "OPENAI_API_KEY",
+        "llama.cpp",
+    ] {
+        assert!(
+            lines[0].contains(needle),
+            "missing {needle:?} in {:?}",
+            lines[0]
+        );
+    }
 }
