@@ -127,6 +127,8 @@ pub struct ProcessorState {
     result: StepResult,
     request: Option<ChatRequest>,
     prior_calls: Vec<(String, Value)>,
+    /// Ends the cancel watcher when the processor ends.
+    _done: Option<tokio_util::sync::DropGuard>,
     /// Tools offered in this step's request: a call to any other tool is refused, even if
     /// the registry has it (a tool hidden by the agent's permissions stays unusable).
     offered: Vec<String>,
@@ -733,12 +735,16 @@ impl ProcessorActor {
             // spawn_linked awaits pre_start, which only casts a message to itself.
             match Actor::spawn_linked(None, ToolCallActor, args, myself.get_cell()).await {
                 Ok((actor, _)) => {
+                    let timer_token = token.clone();
                     state
                         .running
                         .insert(actor.get_id(), (call_id.clone(), actor.get_cell(), token));
+                    // The timer ends early when the call ends (its token is cancelled then).
                     tokio::spawn(async move {
-                        tokio::time::sleep(timeout).await;
-                        let _ = me.cast(ProcMsg::ToolTimeout(call_id));
+                        tokio::select! {
+                            _ = tokio::time::sleep(timeout) => { let _ = me.cast(ProcMsg::ToolTimeout(call_id)); }
+                            _ = timer_token.cancelled() => {}
+                        }
                     });
                 }
                 Err(e) => {
@@ -816,6 +822,7 @@ impl Actor for ProcessorActor {
             result: StepResult::Continue,
             request: Some(args.request),
             prior_calls: args.prior_calls,
+            _done: None,
             offered,
         })
     }
@@ -835,11 +842,18 @@ impl Actor for ProcessorActor {
             request,
             state.cancel.clone(),
         );
+        // Watch the turn's token only while this step lives: the guard in the state ends the
+        // watcher when the processor ends (a watcher left waiting on a token that is never
+        // cancelled would keep the actor's mailbox alive for the whole turn and beyond).
         let cancel = state.cancel.clone();
+        let done = CancellationToken::new();
+        state._done = Some(done.clone().drop_guard());
         let me = myself.clone();
         tokio::spawn(async move {
-            cancel.cancelled().await;
-            let _ = me.cast(ProcMsg::Cancelled);
+            tokio::select! {
+                _ = cancel.cancelled() => { let _ = me.cast(ProcMsg::Cancelled); }
+                _ = done.cancelled() => {}
+            }
         });
         Ok(())
     }
@@ -998,9 +1012,11 @@ impl Actor for ProcessorActor {
         // Never stop because a child ended: turn it into the tool part's final state.
         match evt {
             SupervisionEvent::ActorTerminated(cell, boxed, _reason) => {
-                let Some((call_id, _, _)) = state.running.remove(&cell.get_id()) else {
+                let Some((call_id, _, done_token)) = state.running.remove(&cell.get_id()) else {
                     return Ok(());
                 };
+                // The call is over: end its timeout timer (and anything still holding its token).
+                done_token.cancel();
                 let result = boxed
                     .and_then(|mut b| b.take::<ToolCallState>().ok())
                     .and_then(|s| s.result);
@@ -1067,9 +1083,11 @@ impl Actor for ProcessorActor {
                 self.maybe_finish(&myself, state);
             }
             SupervisionEvent::ActorFailed(cell, err) => {
-                let Some((call_id, _, _)) = state.running.remove(&cell.get_id()) else {
+                let Some((call_id, _, done_token)) = state.running.remove(&cell.get_id()) else {
                     return Ok(());
                 };
+                // The call is over: end its timeout timer (and anything still holding its token).
+                done_token.cancel();
                 if let Some(&i) = state.tool_block.get(&call_id) {
                     let (input, start) = match &state.parts[i].kind {
                         PartKind::Tool {
