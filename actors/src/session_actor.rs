@@ -672,9 +672,10 @@ impl SessionActor {
             Message::User(_) => false,
         };
         state.history.push(outcome.message);
-        let ok = troupe_session::compaction::is_completed_summary(
-            state.history.last().expect("just pushed"),
-        );
+        let ok = state
+            .history
+            .last()
+            .is_some_and(troupe_session::compaction::is_completed_summary);
         if state.turn.as_ref().is_some_and(|t| t.cancel.is_cancelled()) {
             self.finish_turn(myself, state, None).await;
             return;
