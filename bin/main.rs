@@ -202,7 +202,8 @@ struct BatchArgs {
     /// Base directory (task `dir`s are relative to it; default: current).
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// How to answer permission asks (no terminal is ever used: default deny).
+    /// How to answer permission asks: `allow`, or `deny` (the default; a batch never
+    /// prompts, so `ask` also denies).
     #[arg(long, value_enum)]
     permission: Option<PermissionMode>,
 }
@@ -365,6 +366,26 @@ async fn choose_model(flag: Option<String>, config: &LoadedConfig) -> Result<Opt
     }
 }
 
+/// Fail early, in one line, when a hosted provider's API key is missing (instead of sending
+/// an unauthenticated request).
+fn check_api_key(config: &LoadedConfig, model: &str) -> Result<()> {
+    let resolved = config.resolve_model(model).map_err(|e| anyhow!("{e}"))?;
+    if resolved.api_key.is_some() {
+        return Ok(());
+    }
+    if let Some(b) = troupe_config::builtin_provider(&resolved.provider_id)
+        && !b.env.is_empty()
+        && resolved.base_url == b.base_url
+    {
+        bail!(
+            "no API key for provider {}: set {} or options.apiKey in troupe.json",
+            resolved.provider_id,
+            b.env.join(" or ")
+        );
+    }
+    Ok(())
+}
+
 /// The first model id an OpenAI-compatible server at `base` lists, if it answers quickly.
 async fn probe_local(base: &str) -> Option<String> {
     let client = reqwest::Client::builder()
@@ -463,7 +484,7 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
         None => None,
     };
     if let Some(m) = &model {
-        config.resolve_model(m).map_err(|e| anyhow!("model: {e}"))?;
+        config.resolve_model(m).map_err(|e| anyhow!("{e}"))?;
     }
     let store = open_store(db)?;
     let responder: Arc<dyn troupe_tools::PermissionAsker> = match args.permission {
@@ -551,7 +572,10 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     let chosen = choose_model(args.model.clone(), &config).await?;
     if let Some(m) = &chosen {
         // Fail before touching the store when the model cannot be resolved.
-        config.resolve_model(m).map_err(|e| anyhow!("model: {e}"))?;
+        config.resolve_model(m).map_err(|e| anyhow!("{e}"))?;
+    }
+    if let Some(m) = &chosen {
+        check_api_key(&config, m)?;
     }
     // Only an explicit --model (or the probed local server, when nothing is configured)
     // overrides the agent's own model; otherwise the runtime applies the usual precedence
@@ -617,7 +641,23 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     let rt2 = runtime.clone();
     let mut turn = tokio::spawn(async move { rt2.prompt(&sid, input).await });
 
-    let mut interrupts = 0u32;
+    // Ctrl-C: the first aborts the turn (partial output is kept), a second exits at once,
+    // whatever the process is doing by then (e.g. waiting for a title at shutdown).
+    let interrupts = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    {
+        let (rt3, sid3, n) = (runtime.clone(), session.id.clone(), interrupts.clone());
+        tokio::spawn(async move {
+            while tokio::signal::ctrl_c().await.is_ok() {
+                if n.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 1 {
+                    let _ = std::io::stdout().flush();
+                    eprintln!("\ntroupe: interrupted twice, exiting now");
+                    std::process::exit(130);
+                }
+                eprintln!("\ntroupe: interrupting (press Ctrl-C again to exit at once)");
+                rt3.abort(&sid3);
+            }
+        });
+    }
     let mut printer = printer;
     let result = loop {
         tokio::select! {
@@ -629,16 +669,6 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
                 }
                 Err(_) => {}
             },
-            _ = tokio::signal::ctrl_c() => {
-                interrupts += 1;
-                if interrupts >= 2 {
-                    let _ = std::io::stdout().flush();
-                    eprintln!("\ntroupe: interrupted twice, exiting now");
-                    std::process::exit(130);
-                }
-                eprintln!("\ntroupe: interrupting (press Ctrl-C again to exit at once)");
-                runtime.abort(&session.id);
-            }
         }
     };
     // Everything the turn wrote is committed and published; print the rest.
@@ -648,7 +678,11 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     }
     printer.finish();
     let result = result.map_err(|e| anyhow!("the turn task failed: {e}"))?;
-    runtime.shutdown().await;
+    if interrupts.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+        runtime.shutdown_within(Duration::ZERO).await;
+    } else {
+        runtime.shutdown().await;
+    }
     match result {
         Ok(turn) => match turn.error {
             None => Ok(ExitCode::SUCCESS),

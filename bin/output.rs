@@ -15,6 +15,8 @@ pub struct Printer {
     session_id: String,
     out: std::io::BufWriter<std::io::Stdout>,
     mid_line: bool,
+    /// Reasoning parts (their deltas are not printed in the default view).
+    reasoning: std::collections::HashSet<String>,
 }
 
 impl Printer {
@@ -25,6 +27,7 @@ impl Printer {
             session_id,
             out: std::io::BufWriter::new(std::io::stdout()),
             mid_line: false,
+            reasoning: Default::default(),
         }
     }
 
@@ -41,10 +44,14 @@ impl Printer {
             return;
         }
         match ev {
+            Event::PartDelta { part_id, .. } if self.reasoning.contains(part_id) => {}
             Event::PartDelta { delta, field, .. } if field == "text" => {
                 let _ = write!(self.out, "{delta}");
                 self.mid_line = !delta.ends_with('\n');
                 let _ = self.out.flush();
+            }
+            Event::PartUpdated { part } if matches!(part.kind, PartKind::Reasoning { .. }) => {
+                self.reasoning.insert(part.id.clone());
             }
             Event::PartUpdated { part } => {
                 if let PartKind::Tool { tool, state, .. } = &part.kind {
@@ -78,6 +85,12 @@ impl Printer {
                     },
                 ..
             } => {
+                // The failed attempt's partial text is dropped and streamed again: end the line.
+                if self.mid_line {
+                    let _ = writeln!(self.out);
+                    let _ = self.out.flush();
+                    self.mid_line = false;
+                }
                 let wait = (next - troupe_session::now_ms()).max(0) as f64 / 1000.0;
                 eprintln!(
                     "troupe: attempt {attempt} failed ({}); retrying in {wait:.1}s",
@@ -139,6 +152,10 @@ pub async fn session_command(store: &Store, cmd: SessionCommand) -> Result<ExitC
             } else if sessions.is_empty() {
                 println!("no sessions");
             } else {
+                println!(
+                    "{:<30}  {:<19}  {:>12}  {:<10}  TITLE",
+                    "ID", "UPDATED (UTC)", "TOKENS", "COST $"
+                );
                 for s in &sessions {
                     println!(
                         "{}  {}  {:>8} tok  ${:<9}  {}{}",

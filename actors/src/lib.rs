@@ -552,9 +552,14 @@ impl Runtime {
     }
 
     /// Stop the root supervisor and flush the store. Sessions still finishing background
-    /// work (a title) get up to 10 s before everything is aborted.
+    /// work (a title) get up to 3 s before everything is aborted.
     pub async fn shutdown(self) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        self.shutdown_within(Duration::from_secs(3)).await
+    }
+
+    /// [`Runtime::shutdown`] waiting at most `grace` for background work (0 after Ctrl-C).
+    pub async fn shutdown_within(self, grace: Duration) {
+        let deadline = std::time::Instant::now() + grace;
         while !self.shared.sessions.is_empty() && std::time::Instant::now() < deadline {
             let busy = self.shared.sessions.iter().count();
             if busy == 0 {

@@ -396,7 +396,10 @@ fn spawn_stream_task(
                 )));
                 return;
             }
-            if !failure.is_retryable() || attempt >= max_attempts {
+            // A provider that cannot be reached at all (DNS, connection refused) is more likely
+            // misconfigured than briefly down: give it 2 retries (2 s + 4 s), not the full cap.
+            let unreachable = failure.message.starts_with("cannot reach provider");
+            if !failure.is_retryable() || attempt >= max_attempts || (unreachable && attempt >= 3) {
                 let _ = myself.cast(ProcMsg::StreamFailed(failure));
                 return;
             }

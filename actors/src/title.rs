@@ -18,8 +18,8 @@ use troupe_llm::{ChatMessage, ChatRequest, StreamEvent};
 
 use crate::RuntimeShared;
 
-/// How long a title may take before it is given up, ms.
-pub const TITLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a title may take before it is given up.
+pub const TITLE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Arguments of a title worker.
 pub struct TitleArgs {

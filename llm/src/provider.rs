@@ -22,8 +22,8 @@ use crate::types::{ChatRequest, StreamEvent};
 /// exactly one [`StreamEvent::FinishStep`].
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, LlmError>> + Send>>;
 
-/// Default idle timeout between stream bytes: 300 s (used when the model has no `chunkTimeout`).
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default idle timeout between stream bytes: 120 s (used when the model has no `chunkTimeout`).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Cap on an HTTP error body read for classification: 64 KiB.
 pub const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// Cap on a non-streamed (`application/json`) success body: 32 MiB.
