@@ -195,6 +195,49 @@ pub async fn run(runtime: Runtime, opts: BatchOptions) -> Result<ExitCode> {
         None
     };
     let stats = Arc::new(Stats::default());
+    // Retries are reported as they happen, so a task waiting on a failing provider does not
+    // look hung.
+    let names: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>> =
+        Default::default();
+    let watcher = {
+        let mut bus = runtime.bus().subscribe();
+        let (names, bar) = (names.clone(), bar.clone());
+        tokio::spawn(async move {
+            loop {
+                let ev = match bus.recv().await {
+                    Ok(ev) => ev,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => break,
+                };
+                if let troupe_session::Event::SessionStatus {
+                    session_id,
+                    status:
+                        troupe_session::SessionStatus::Retry {
+                            attempt,
+                            message,
+                            next,
+                        },
+                } = &*ev
+                {
+                    let id = names
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(session_id)
+                        .cloned();
+                    let wait = (next - troupe_session::now_ms()).max(0) as f64 / 1000.0;
+                    let line = format!(
+                        "task {}: attempt {attempt} failed ({}); retrying in {wait:.1}s",
+                        id.as_deref().unwrap_or(session_id),
+                        message.chars().take(160).collect::<String>()
+                    );
+                    match &bar {
+                        Some(b) => b.println(line),
+                        None => eprintln!("{line}"),
+                    }
+                }
+            }
+        })
+    };
     let sem = Arc::new(tokio::sync::Semaphore::new(opts.parallel.max(1)));
     let started = Instant::now();
     let mut handles = Vec::new();
@@ -206,10 +249,11 @@ pub async fn run(runtime: Runtime, opts: BatchOptions) -> Result<ExitCode> {
             .map_err(|e| anyhow!("{e}"))?;
         let (rt, sink, stats, bar) = (runtime.clone(), sink.clone(), stats.clone(), bar.clone());
         let (model, agent, cwd) = (opts.model.clone(), opts.agent.clone(), opts.cwd.clone());
+        let names = names.clone();
         stats.running.fetch_add(1, Ordering::Relaxed);
         update_bar(&bar, &stats);
         handles.push(tokio::spawn(async move {
-            let result = run_one(&rt, task, model, agent, &cwd).await;
+            let result = run_one(&rt, task, model, agent, &cwd, &names).await;
             drop(permit);
             stats.running.fetch_sub(1, Ordering::Relaxed);
             if result.status == "completed" {
@@ -242,6 +286,7 @@ pub async fn run(runtime: Runtime, opts: BatchOptions) -> Result<ExitCode> {
     for h in handles {
         let _ = h.await;
     }
+    watcher.abort();
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -297,6 +342,7 @@ async fn run_one(
     model: Option<String>,
     agent: Option<String>,
     cwd: &Path,
+    names: &std::sync::Mutex<std::collections::HashMap<String, String>>,
 ) -> BatchResult {
     let t0 = Instant::now();
     let fail = |session_id: String, error: String, t0: Instant| BatchResult {
@@ -325,6 +371,10 @@ async fn run_one(
         Ok(s) => s,
         Err(e) => return fail(String::new(), e.to_string(), t0),
     };
+    names
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(session.id.clone(), task.id.clone());
     let input = PromptInput {
         text: task.prompt.clone(),
         agent: task.agent.clone().or(agent),

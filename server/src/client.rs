@@ -11,7 +11,7 @@ use serde_json::Value;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The server could not be reached or the transfer failed.
-    #[error("{url}: {err}")]
+    #[error("{url}: {}", if err.is_connect() { "cannot connect (is `troupe serve` running there?)".to_string() } else { err.to_string() })]
     Http {
         /// Request URL.
         url: String,
