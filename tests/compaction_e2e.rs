@@ -23,6 +23,9 @@ use tempfile::TempDir;
 use troupe_session::compaction::{CLEARED_TOOL_OUTPUT, CONTINUE_PROMPT};
 use troupe_testkit::{Conversation, Fault, MockServer, RecordedRequest, Script, Step, UsageSpec};
 
+mod common;
+use common::*;
+
 /// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
 const CLI_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -161,45 +164,6 @@ fn config_json(base_url: &str, context: u64, output: u64, compaction: Value) -> 
     v
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn assert_success(out: &Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-}
-
-/// Asserts a failed run: non-zero exit and exactly one non-empty stderr line starting with
-/// `troupe: `; returns that line.
-fn assert_one_line_failure(out: &Output, what: &str) -> String {
-    assert!(
-        !out.status.success(),
-        "{what}: expected failure, got {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    let stderr = text(&out.stderr);
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "{what}: stderr should be one line, got:\n{stderr}"
-    );
-    assert!(
-        lines[0].starts_with("troupe: "),
-        "{what}: stderr line should start with `troupe: `: {stderr}"
-    );
-    eprintln!("{what}: {}", lines[0]);
-    lines[0].to_string()
-}
-
 /// Parses `--format json` stdout: every non-empty line must be a JSON bus event.
 fn parse_events(stdout: &[u8]) -> Vec<Value> {
     text(stdout)
@@ -214,23 +178,8 @@ fn parse_events(stdout: &[u8]) -> Vec<Value> {
         .collect()
 }
 
-fn role(m: &Value) -> &str {
-    m["info"]["role"].as_str().unwrap_or("")
-}
-
 fn is_summary(m: &Value) -> bool {
     m["info"]["summary"] == true
-}
-
-fn parts_of_type<'a>(m: &'a Value, ty: &str) -> Vec<&'a Value> {
-    m["parts"]
-        .as_array()
-        .map(|ps| ps.iter().filter(|p| p["type"] == ty).collect())
-        .unwrap_or_default()
-}
-
-fn all_parts_of_type<'a>(messages: &'a [Value], ty: &str) -> Vec<&'a Value> {
-    messages.iter().flat_map(|m| parts_of_type(m, ty)).collect()
 }
 
 /// The text parts of a stored message, joined.
@@ -257,33 +206,6 @@ fn shape(messages: &[Value]) -> Vec<String> {
             s
         })
         .collect()
-}
-
-/// The `messages` array of a request body.
-fn req_messages(r: &RecordedRequest) -> Vec<Value> {
-    r.body["messages"].as_array().cloned().unwrap_or_default()
-}
-
-/// Completion requests only (the mock also records e.g. `GET /v1/models`).
-fn completions(server: &MockServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.path.ends_with("/chat/completions"))
-        .collect()
-}
-
-/// Text content of a request message (string content or joined text parts).
-fn content_text(m: &Value) -> String {
-    match &m["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 /// The system text of a request (its `system` / `developer` messages joined).

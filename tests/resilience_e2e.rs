@@ -18,6 +18,9 @@ use tempfile::TempDir;
 use tokio::io::AsyncBufReadExt;
 use troupe_testkit::{Fault, MockServer, RecordedRequest, Script, Step, UsageSpec};
 
+mod common;
+use common::*;
+
 /// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
 const CLI_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -141,45 +144,6 @@ fn prices_json() -> Value {
     })
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn assert_success(out: &Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-}
-
-/// Asserts a failed run: non-zero exit and exactly one non-empty stderr line starting with
-/// `troupe: `; returns that line.
-fn assert_one_line_failure(out: &Output, what: &str) -> String {
-    assert!(
-        !out.status.success(),
-        "{what}: expected failure, got {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    let stderr = text(&out.stderr);
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "{what}: stderr should be one line, got:\n{stderr}"
-    );
-    assert!(
-        lines[0].starts_with("troupe: "),
-        "{what}: stderr line should start with `troupe: `: {stderr}"
-    );
-    eprintln!("{what}: {}", lines[0]);
-    lines[0].to_string()
-}
-
 fn parse_line(l: &str) -> Value {
     let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"));
     assert!(v["type"].is_string(), "event without type: {l}");
@@ -194,43 +158,6 @@ fn parse_events(stdout: &[u8]) -> Vec<Value> {
         .filter(|l| !l.trim().is_empty())
         .map(parse_line)
         .collect()
-}
-
-/// The session id from the first event carrying one.
-fn session_id_of(events: &[Value]) -> String {
-    events
-        .iter()
-        .find_map(|e| {
-            e["properties"]["sessionID"]
-                .as_str()
-                .or_else(|| {
-                    e["properties"]["info"]["id"]
-                        .as_str()
-                        .filter(|id| id.starts_with("ses"))
-                })
-                .map(str::to_string)
-        })
-        .expect("an event naming the session")
-}
-
-fn role(m: &Value) -> &str {
-    m["info"]["role"].as_str().unwrap_or("")
-}
-
-fn parts_of_type<'a>(m: &'a Value, ty: &str) -> Vec<&'a Value> {
-    m["parts"]
-        .as_array()
-        .map(|ps| ps.iter().filter(|p| p["type"] == ty).collect())
-        .unwrap_or_default()
-}
-
-fn all_parts_of_type<'a>(messages: &'a [Value], ty: &str) -> Vec<&'a Value> {
-    messages.iter().flat_map(|m| parts_of_type(m, ty)).collect()
-}
-
-/// The `messages` array of a request body.
-fn req_messages(r: &RecordedRequest) -> Vec<Value> {
-    r.body["messages"].as_array().cloned().unwrap_or_default()
 }
 
 /// Completion requests only, both dialects (the mock also records e.g. `GET /v1/models`).

@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use troupe_testkit::{Conversation, Exhausted, MockServer, RecordedRequest, Script, Step};
+use troupe_testkit::{Conversation, Exhausted, MockServer, Script, Step};
+
+mod common;
+use common::*;
 
 /// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
 const CLI_DEADLINE: Duration = Duration::from_secs(30);
@@ -118,51 +121,6 @@ fn config_json(base_url: &str) -> Value {
             "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
         }}
     })
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn assert_success(out: &Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-}
-
-/// Parses `--format json` stdout: every non-empty line must be a JSON bus event.
-fn parse_events(stdout: &[u8]) -> Vec<Value> {
-    text(stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let v: Value =
-                serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"));
-            assert!(v["type"].is_string(), "event without type: {l}");
-            assert!(v["properties"].is_object(), "event without properties: {l}");
-            v
-        })
-        .collect()
-}
-
-/// Completion requests only.
-fn completions(server: &MockServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.path.ends_with("/chat/completions"))
-        .collect()
-}
-
-fn parts_of_type<'a>(m: &'a Value, ty: &str) -> Vec<&'a Value> {
-    m["parts"]
-        .as_array()
-        .map(|ps| ps.iter().filter(|p| p["type"] == ty).collect())
-        .unwrap_or_default()
 }
 
 fn task_args(token: &str, subagent: &str) -> Value {

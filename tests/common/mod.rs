@@ -1,0 +1,121 @@
+//! Helpers shared by the end-to-end tests (each test binary uses a subset).
+
+#![allow(dead_code)]
+
+use std::process::Output;
+
+use serde_json::Value;
+use troupe_testkit::{MockServer, RecordedRequest};
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+pub fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// Asserts a failed run: non-zero exit and exactly one non-empty stderr line starting with
+/// `troupe: `; returns that line.
+pub fn assert_one_line_failure(out: &Output, what: &str) -> String {
+    assert!(
+        !out.status.success(),
+        "{what}: expected failure, got {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{what}: stderr should be one line, got:\n{stderr}"
+    );
+    assert!(
+        lines[0].starts_with("troupe: "),
+        "{what}: stderr line should start with `troupe: `: {stderr}"
+    );
+    eprintln!("{what}: {}", lines[0]);
+    lines[0].to_string()
+}
+
+/// Parses `--format json` stdout: every non-empty line must be a JSON bus event.
+pub fn parse_events(stdout: &[u8]) -> Vec<Value> {
+    text(stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"));
+            assert!(v["type"].is_string(), "event without type: {l}");
+            assert!(v["properties"].is_object(), "event without properties: {l}");
+            v
+        })
+        .collect()
+}
+
+/// The session id from the `session.created` / first event carrying one.
+pub fn session_id_of(events: &[Value]) -> String {
+    events
+        .iter()
+        .find_map(|e| {
+            e["properties"]["sessionID"]
+                .as_str()
+                .or_else(|| {
+                    e["properties"]["info"]["id"]
+                        .as_str()
+                        .filter(|id| id.starts_with("ses"))
+                })
+                .map(str::to_string)
+        })
+        .expect("an event naming the session")
+}
+
+pub fn role(m: &Value) -> &str {
+    m["info"]["role"].as_str().unwrap_or("")
+}
+
+pub fn parts_of_type<'a>(m: &'a Value, ty: &str) -> Vec<&'a Value> {
+    m["parts"]
+        .as_array()
+        .map(|ps| ps.iter().filter(|p| p["type"] == ty).collect())
+        .unwrap_or_default()
+}
+
+pub fn all_parts_of_type<'a>(messages: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    messages.iter().flat_map(|m| parts_of_type(m, ty)).collect()
+}
+
+/// The `messages` array of a request body.
+pub fn req_messages(r: &RecordedRequest) -> Vec<Value> {
+    r.body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// Completion requests only (the mock also records e.g. `GET /v1/models`).
+pub fn completions(server: &MockServer) -> Vec<RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect()
+}
+
+/// Text content of a request message (string content or joined text parts).
+pub fn content_text(m: &Value) -> String {
+    match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
