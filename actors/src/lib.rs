@@ -560,24 +560,19 @@ impl Runtime {
     /// [`Runtime::shutdown`] waiting at most `grace` for background work (0 after Ctrl-C).
     pub async fn shutdown_within(self, grace: Duration) {
         let deadline = std::time::Instant::now() + grace;
-        while !self.shared.sessions.is_empty() && std::time::Instant::now() < deadline {
-            let busy = self.shared.sessions.iter().count();
-            if busy == 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            // Only idle sessions with background workers linger; a running turn is aborted
-            // below at once, so do not wait for those.
-            if self
+        // Only idle sessions with background work (a title) are waited for; a running turn is
+        // aborted at once below.
+        while !self.shared.sessions.is_empty()
+            && std::time::Instant::now() < deadline
+            && self
                 .shared
                 .tree
                 .tree()
                 .children
                 .iter()
-                .any(|n| n.status != "idle")
-            {
-                break;
-            }
+                .all(|n| n.status == "idle")
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         self.abort_all();
         let _ = self.shared.store.flush().await;
