@@ -1,4 +1,5 @@
-//! Replay every recorded stream under shared/fixtures/wire through SSE framing + assembly and
+//! Replay every recorded stream under `llm/tests/fixtures/wire/` (recorded provider streams,
+//! with their sources in `SOURCES.json` and licences in `LICENSES/`) through SSE framing + assembly and
 //! check what each one assembles to; random re-chunking must not change the events; random
 //! garbage must never panic.
 

@@ -14,7 +14,7 @@ use troupe_llm::{FinishReason, LlmError, StreamEvent, Usage};
 
 /// Root of the recorded wire fixtures, relative to the crate dir (tests run with cwd = llm/).
 pub fn wire_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/wire")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/wire")
 }
 
 /// The SSE body of a fixture: `.sse` as-is, `.chunks.jsonl` re-framed as `data: <line>\n\n`.
