@@ -769,26 +769,62 @@ fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
 
+/// Tools that never change anything outside troupe: when one of them is interrupted, saying
+/// "aborted" is accurate. Every other tool (write, edit, bash, task, MCP and unknown tools)
+/// may have acted before the process died; see [`OUTCOME_UNKNOWN`]. Fail closed: a tool
+/// missing from this list counts as side-effecting.
+pub const READ_ONLY_TOOLS: &[&str] = &[
+    "read",
+    "glob",
+    "grep",
+    "list",
+    "invalid",
+    "todoread",
+    "webfetch",
+    "websearch",
+];
+
+/// Error text of a side-effecting tool part that was `running` when its process died
+/// (issue 12.5): the model must check the current state before retrying.
+pub const OUTCOME_UNKNOWN: &str = "Tool execution interrupted: the process running this tool ended before it \
+finished, so its outcome is unknown (it may have partly or fully taken effect). Check the current \
+state (files, processes) before retrying.";
+
 /// Repair a session left inconsistent by a crashed or killed process: tool parts still
-/// `pending`/`running` become `error` "Tool execution aborted" (metadata `interrupted`), and
-/// assistant messages that never completed get `time.completed` and a `MessageAbortedError`.
+/// `pending` (never started) or `running` a read-only tool ([`READ_ONLY_TOOLS`]) become
+/// `error` "Tool execution aborted"; parts `running` any other tool become `error`
+/// [`OUTCOME_UNKNOWN`] with metadata `{"interrupted": true, "outcome": "unknown"}` (the
+/// others carry `{"interrupted": true}`). Assistant messages that never completed get
+/// `time.completed` and a `MessageAbortedError`.
 /// Returns the repaired writes (already queued). Call before driving a loaded session.
 pub fn sweep_interrupted(store: &Store, history: &mut [MessageWithParts]) -> usize {
     let mut writes = Vec::new();
     let now = now_ms();
     for m in history.iter_mut() {
         for p in m.parts.iter_mut() {
-            if let PartKind::Tool { state, .. } = &mut p.kind
+            if let PartKind::Tool { state, tool, .. } = &mut p.kind
                 && !state.is_final()
             {
-                let start = match state {
-                    ToolState::Running { time, .. } => time.start,
-                    _ => now,
+                let (start, ran) = match state {
+                    ToolState::Running { time, .. } => (time.start, true),
+                    _ => (now, false),
+                };
+                let unknown = ran && !READ_ONLY_TOOLS.contains(&tool.as_str());
+                let (error, metadata) = if unknown {
+                    (
+                        OUTCOME_UNKNOWN.to_string(),
+                        serde_json::json!({"interrupted": true, "outcome": "unknown"}),
+                    )
+                } else {
+                    (
+                        "Tool execution aborted".to_string(),
+                        serde_json::json!({"interrupted": true}),
+                    )
                 };
                 *state = ToolState::Error {
                     input: state.input().clone(),
-                    error: "Tool execution aborted".into(),
-                    metadata: Some(serde_json::json!({"interrupted": true})),
+                    error,
+                    metadata: Some(metadata),
                     time: ToolTime {
                         start,
                         end: Some(now),
@@ -874,6 +910,116 @@ mod tests {
         );
         let sid = s.id.clone();
         assert_eq!(store.read(move |r| r.event_count(&sid)).await.unwrap(), 3);
+    }
+
+    /// Issue 12.5: a side-effecting tool cut off by a process death says its outcome is
+    /// unknown; a read-only one, or one that never started, says aborted.
+    #[tokio::test]
+    async fn sweep_says_outcome_unknown_for_side_effecting_tools() {
+        let (_d, store) = store();
+        let s = Session::new("/tmp", None);
+        let mid = crate::id::message();
+        let tool = |name: &str, running: bool| {
+            let input = serde_json::json!({"filePath": "a.txt"});
+            let state = if running {
+                ToolState::Running {
+                    input,
+                    title: None,
+                    metadata: None,
+                    time: ToolTime {
+                        start: 7,
+                        end: None,
+                        compacted: None,
+                    },
+                }
+            } else {
+                ToolState::Pending {
+                    input,
+                    raw: String::new(),
+                }
+            };
+            Part::new(
+                &s.id,
+                &mid,
+                PartKind::Tool {
+                    call_id: format!("call_{name}_{running}"),
+                    tool: name.into(),
+                    state,
+                },
+            )
+        };
+        let parts = vec![
+            tool("write", true),
+            tool("edit", true),
+            tool("bash", true),
+            tool("task", true),
+            tool("mcp_thing", true),
+            tool("read", true),
+            tool("grep", true),
+            tool("write", false),
+        ];
+        let mut history = vec![MessageWithParts {
+            info: Message::User(UserMessage {
+                id: mid.clone(),
+                session_id: s.id.clone(),
+                time: UserTime { created: 1 },
+                agent: "build".into(),
+                model: ModelRef {
+                    provider_id: "p".into(),
+                    model_id: "m".into(),
+                },
+                system: None,
+            }),
+            parts,
+        }];
+        store.write1(Write::Session {
+            info: s.clone(),
+            created: true,
+        });
+        store.write1(Write::Message(history[0].info.clone()));
+        assert_eq!(sweep_interrupted(&store, &mut history), 8);
+        store.flush().await.unwrap();
+        let sid = s.id.clone();
+        let stored = store.read(move |r| r.messages(&sid)).await.unwrap();
+        let errors: Vec<(String, serde_json::Value, i64)> = stored[0]
+            .parts
+            .iter()
+            .map(|p| match &p.kind {
+                PartKind::Tool {
+                    tool,
+                    state:
+                        ToolState::Error {
+                            error,
+                            metadata,
+                            time,
+                            ..
+                        },
+                    ..
+                } => (
+                    format!("{tool}: {error}"),
+                    metadata.clone().unwrap_or_default(),
+                    time.start,
+                ),
+                other => panic!("not swept: {other:?}"),
+            })
+            .collect();
+        for (i, name) in ["write", "edit", "bash", "task", "mcp_thing"]
+            .iter()
+            .enumerate()
+        {
+            assert_eq!(errors[i].0, format!("{name}: {OUTCOME_UNKNOWN}"));
+            assert_eq!(
+                errors[i].1,
+                serde_json::json!({"interrupted": true, "outcome": "unknown"})
+            );
+            assert_eq!(errors[i].2, 7, "the real start is kept");
+        }
+        assert!(OUTCOME_UNKNOWN.contains("outcome is unknown"));
+        assert_eq!(errors[5].0, "read: Tool execution aborted");
+        assert_eq!(errors[6].0, "grep: Tool execution aborted");
+        assert_eq!(errors[6].1, serde_json::json!({"interrupted": true}));
+        // A pending write never started: nothing happened.
+        assert_eq!(errors[7].0, "write: Tool execution aborted");
     }
 
     #[tokio::test]
