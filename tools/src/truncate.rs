@@ -68,7 +68,11 @@ pub fn hint(path: &str) -> String {
 
 /// Pure part of truncation: the kept preview and how much was dropped, or `None` when `text`
 /// fits (`lines <= max_lines && bytes <= max_bytes`). Returns `(preview, removed, unit)` where
-/// `unit` is `"lines"` or `"bytes"` (bytes when the byte limit cut first).
+/// `unit` is `"lines"` or `"bytes"` (bytes when the byte limit cut first). Whole lines are
+/// kept from the chosen end; the first line that does not fit is cut on a char boundary to
+/// fill what is left of the byte limit and marked with [`ELLIPSIS`] (`…tail` or `head…`), so
+/// one huge line still shows its end (tail) or start (head). The preview never exceeds
+/// `max_bytes`.
 pub fn cut(
     text: &str,
     max_lines: usize,
@@ -86,17 +90,51 @@ pub fn cut(
         Direction::Head => Box::new(lines.iter()),
         Direction::Tail => Box::new(lines.iter().rev()),
     };
+    // The part of a line that did not fit whole, with its ellipsis (issue 13.4: one huge
+    // line must not vanish, the model sees as much of its kept end as the limit allows).
+    let mut partial: Option<String> = None;
     for line in iter {
         if kept.len() >= max_lines {
             break;
         }
-        let size = line.len() + usize::from(!kept.is_empty());
+        let sep = usize::from(!kept.is_empty());
+        let size = line.len() + sep;
         if bytes + size > max_bytes {
             hit_bytes = true;
+            let room = max_bytes.saturating_sub(bytes + sep + ELLIPSIS.len());
+            if room > 0 && kept.len() < max_lines {
+                let piece = match direction {
+                    Direction::Head => {
+                        let mut end = room.min(line.len());
+                        while !line.is_char_boundary(end) {
+                            end -= 1;
+                        }
+                        &line[..end]
+                    }
+                    Direction::Tail => {
+                        let mut start = line.len().saturating_sub(room);
+                        while !line.is_char_boundary(start) {
+                            start += 1;
+                        }
+                        &line[start..]
+                    }
+                };
+                if !piece.is_empty() {
+                    bytes += sep + piece.len();
+                    partial = Some(match direction {
+                        Direction::Head => format!("{piece}{ELLIPSIS}"),
+                        Direction::Tail => format!("{ELLIPSIS}{piece}"),
+                    });
+                }
+            }
             break;
         }
         bytes += size;
         kept.push(line);
+    }
+    let mut kept: Vec<&str> = kept;
+    if let Some(p) = &partial {
+        kept.push(p.as_str());
     }
     if direction == Direction::Tail {
         kept.reverse();
@@ -108,6 +146,9 @@ pub fn cut(
         Some((preview, lines.len() - kept.len(), "lines"))
     }
 }
+
+/// Marks where a line was cut by [`cut`] (3 bytes, counted within the byte limit).
+pub const ELLIPSIS: &str = "…";
 
 /// Truncate `text` to at most `max_lines` lines and `max_bytes` bytes (defaults
 /// [`MAX_LINES`], [`MAX_BYTES`]), keeping the head or tail. When cut, the full text is written
@@ -236,6 +277,55 @@ mod tests {
         let (p, n, unit) = cut(text, 100, 9, Direction::Head).unwrap();
         assert_eq!((p.as_str(), unit), ("aaaa\nbbbb", "bytes"));
         assert_eq!(n, 5);
+    }
+
+    /// Issue 13.4: `head -c 60000 /dev/zero | tr '\0' x; echo END` is one 60 003-byte line;
+    /// the tail keeps as much of it as the limit allows, ending in `END`.
+    #[test]
+    fn one_huge_line_keeps_its_tail() {
+        let text = format!("{}END\n", "x".repeat(60_000));
+        let (p, removed, unit) = cut(&text, MAX_LINES, MAX_BYTES, Direction::Tail).unwrap();
+        assert_eq!(unit, "bytes");
+        assert!(p.starts_with("…xxxx"), "{}", &p[..20]);
+        assert!(p.ends_with("xxxxEND\n"));
+        assert_eq!(p.len(), MAX_BYTES);
+        assert_eq!(removed, text.len() - (p.len() - ELLIPSIS.len()));
+        // Head keeps the start of the line instead.
+        let (p, _, _) = cut(&text, MAX_LINES, MAX_BYTES, Direction::Head).unwrap();
+        assert!(p.starts_with("xxx") && p.ends_with("x…"));
+        assert!(p.len() <= MAX_BYTES);
+    }
+
+    #[test]
+    fn huge_multibyte_line_is_cut_on_a_char_boundary() {
+        // 2-, 3- and 4-byte characters: every budget lands inside some character.
+        for ch in ["é", "€", "𝄞"] {
+            let text = format!("first\n{}END", ch.repeat(30_000));
+            for max in [100, 101, 102, 103, 1000, MAX_BYTES] {
+                let (p, _, _) = cut(&text, MAX_LINES, max, Direction::Tail).unwrap();
+                assert!(p.ends_with(&format!("{ch}END")), "{ch} {max}");
+                assert!(p.starts_with('…'));
+                assert!(
+                    p.len() <= max && p.len() + ch.len() > max - 1,
+                    "{ch} {max}: {}",
+                    p.len()
+                );
+                let (p, _, _) = cut(&text, MAX_LINES, max, Direction::Head).unwrap();
+                assert!(p.len() <= max);
+                assert!(p.starts_with("first\n") && p.ends_with('…'));
+            }
+        }
+    }
+
+    #[test]
+    fn whole_lines_then_a_partial_one() {
+        let text = "aaaaaaaaaa\nbb\ncc";
+        // Tail, 12 bytes: "bb\ncc" (5) + "\n" + "…" (3) leaves 3 bytes of the a-line.
+        let (p, _, _) = cut(text, 100, 12, Direction::Tail).unwrap();
+        assert_eq!(p, "…aaa\nbb\ncc");
+        // No room for even one byte after the ellipsis: whole lines only.
+        let (p, _, _) = cut(text, 100, 9, Direction::Tail).unwrap();
+        assert_eq!(p, "bb\ncc");
     }
 
     #[tokio::test]
