@@ -192,8 +192,128 @@ pub async fn kind_of(path: &Path) -> PathKind {
     }
 }
 
+/// What a non-regular, non-directory file is ("a FIFO (named pipe)", "a socket", …), or
+/// `None` for a regular file or a directory.
+pub fn special_kind(ft: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_file() || ft.is_dir() {
+        None
+    } else if ft.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if ft.is_socket() {
+        Some("a socket")
+    } else if ft.is_char_device() {
+        Some("a character device")
+    } else if ft.is_block_device() {
+        Some("a block device")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+/// The error for a tool asked to `verb` ("read", "write", "edit") a special file: opening a
+/// FIFO, socket or device can block forever or never end (issue 24.4), so the file tools
+/// refuse them. `Failed("Cannot read /p/f: it is a FIFO (named pipe), not a regular file…")`.
+pub fn special_file_error(verb: &str, shown: &str, kind: &str) -> ToolError {
+    ToolError::Failed(format!(
+        "Cannot {verb} {shown}: it is {kind}, not a regular file. The {verb} tool only works on \
+         regular files (reading or writing a pipe, socket or device can block forever); use bash \
+         with a timeout if you really need it."
+    ))
+}
+
+/// `Err(special_file_error)` when `path` exists and is neither a regular file nor a
+/// directory (symlinks followed); `Ok` otherwise, including when it does not exist.
+pub async fn refuse_special(path: &Path, verb: &str, shown: &str) -> Result<(), ToolError> {
+    match tokio::fs::metadata(path).await {
+        Ok(m) => match special_kind(m.file_type()) {
+            Some(kind) => Err(special_file_error(verb, shown, kind)),
+            None => Ok(()),
+        },
+        Err(_) => Ok(()),
+    }
+}
+
+/// Open `path` for reading without ever blocking on a FIFO or device (`O_NONBLOCK`), then
+/// check on the open descriptor that it is a regular file (closing the race between a
+/// `stat` and the `open`). Errors name the file: `Cannot read <shown>: …`.
+pub async fn open_regular(
+    path: &Path,
+    verb: &str,
+    shown: &str,
+) -> Result<tokio::fs::File, ToolError> {
+    let file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .await
+        .map_err(|e| ToolError::Failed(format!("Cannot {verb} file {shown}: {e}")))?;
+    let meta = file
+        .metadata()
+        .await
+        .map_err(|e| ToolError::Failed(format!("Cannot {verb} file {shown}: {e}")))?;
+    if let Some(kind) = special_kind(meta.file_type()) {
+        return Err(special_file_error(verb, shown, kind));
+    }
+    Ok(file)
+}
+
+/// Read all of a regular file (see [`open_regular`]).
+pub async fn read_regular(path: &Path, verb: &str, shown: &str) -> Result<Vec<u8>, ToolError> {
+    use tokio::io::AsyncReadExt;
+    let mut file = open_regular(path, verb, shown).await?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .await
+        .map_err(|e| ToolError::Failed(format!("Cannot {verb} file {shown}: {e}")))?;
+    Ok(bytes)
+}
+
+/// Create or replace the content of `path` with `bytes`, refusing (before truncating
+/// anything) a path that turns out to be a FIFO, socket or device: the open is
+/// non-blocking and the type is checked on the open descriptor.
+pub async fn write_regular(
+    path: &Path,
+    verb: &str,
+    shown: &str,
+    bytes: &[u8],
+) -> Result<(), ToolError> {
+    use tokio::io::AsyncWriteExt;
+    let fail = |e: std::io::Error| ToolError::Failed(format!("Cannot write file {shown}: {e}"));
+    let mut file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        // Truncated after the type check below (set_len), never a device at open.
+        .truncate(false)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .await
+        .map_err(|e| match e.raw_os_error() {
+            // A FIFO without a reader refuses a non-blocking open for writing.
+            Some(libc::ENXIO) => special_file_error(verb, shown, "a FIFO (named pipe)"),
+            _ => fail(e),
+        })?;
+    let meta = file.metadata().await.map_err(fail)?;
+    if let Some(kind) = special_kind(meta.file_type()) {
+        return Err(special_file_error(verb, shown, kind));
+    }
+    file.set_len(0).await.map_err(fail)?;
+    file.write_all(bytes).await.map_err(fail)?;
+    file.flush().await.map_err(fail)?;
+    Ok(())
+}
+
 #[cfg(test)]
 pub(crate) mod test_support {
+    /// Create a FIFO at `path` (with the `mkfifo` command: no unsafe code in tests).
+    pub fn mkfifo(path: &std::path::Path) {
+        let st = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mkfifo {}", path.display());
+    }
+
     use std::sync::{Arc, Mutex};
 
     use futures::future::BoxFuture;

@@ -21,6 +21,10 @@ pub const MULTIPLE: &str = "Found multiple matches for oldString. Provide more s
 /// Error when `oldString == newString` (OpenCode text).
 pub const IDENTICAL: &str = "No changes to apply: oldString and newString are identical.";
 
+/// Error when `oldString` is empty but the file exists (issue 13.3): an empty `oldString`
+/// only creates a new file; replacing a whole existing file silently lost its content.
+pub const EMPTY_OLD_ON_EXISTING: &str = "oldString is empty but the file already exists. An empty oldString only creates a new file; to change this file give the exact text to replace in oldString, or use the write tool to replace the whole file.";
+
 /// The `edit` tool.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct EditTool;
@@ -61,7 +65,8 @@ impl Tool for EditTool {
          `replaceAll` is true; add surrounding lines to make it unique.\n\
          - `newString` must differ from `oldString`. `replaceAll` replaces every occurrence \
          (e.g. renaming a variable).\n\
-         - An empty `oldString` creates the file (or replaces its whole content) with `newString`.\n\
+         - An empty `oldString` creates a new file with `newString`; on an existing file it is \
+         an error (use `write` to replace a whole file).\n\
          - Read the file first; prefer editing existing files over creating new ones."
             .to_string()
     }
@@ -107,12 +112,19 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
             "Path is a directory, not a file: {shown}"
         )));
     }
+    if let Some(kind) = meta
+        .as_ref()
+        .and_then(|m| paths::special_kind(m.file_type()))
+    {
+        return Err(paths::special_file_error("edit", &shown, kind));
+    }
     let (old_content, new_content) = if args.old_string.is_empty() {
-        let old = match meta {
-            Some(_) => read_text(&path, &shown).await?,
-            None => String::new(),
-        };
-        (old, args.new_string)
+        if meta.is_some() {
+            return Err(ToolError::Failed(format!(
+                "{EMPTY_OLD_ON_EXISTING} ({shown})"
+            )));
+        }
+        (String::new(), args.new_string)
     } else {
         if meta.is_none() {
             return Err(ToolError::Failed(format!("File {shown} not found")));
@@ -158,9 +170,7 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
             ToolError::Failed(format!("Cannot create directory {}: {e}", parent.display()))
         })?;
     }
-    tokio::fs::write(&path, &new_content)
-        .await
-        .map_err(|e| ToolError::Failed(format!("Cannot write file {shown}: {e}")))?;
+    paths::write_regular(&path, "edit", &shown, new_content.as_bytes()).await?;
 
     let (additions, deletions) = diff_counts(&old_content, &new_content);
     let mut metadata = serde_json::Map::new();
@@ -180,11 +190,17 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
 }
 
 async fn read_text(path: &std::path::Path, shown: &str) -> Result<String, ToolError> {
-    let bytes = tokio::fs::read(path)
-        .await
-        .map_err(|e| ToolError::Failed(format!("Cannot read file {shown}: {e}")))?;
-    String::from_utf8(bytes)
-        .map_err(|_| ToolError::Failed(format!("Cannot edit non-UTF-8 file: {shown}")))
+    let bytes = paths::read_regular(path, "edit", shown).await?;
+    String::from_utf8(bytes).map_err(|e| {
+        let enc = super::read::guess_legacy_encoding(&[e.as_bytes()]);
+        ToolError::Failed(format!(
+            "Cannot edit non-UTF-8 file: {shown} (it looks like {}). The edit tool only changes \
+             UTF-8 files; convert it first (e.g. `iconv -f {} -t UTF-8`) or rewrite it whole \
+             with write.",
+            super::read::encoding_label(enc),
+            enc.name()
+        ))
+    })
 }
 
 /// Apply the replacement as OpenCode's `replace()`: each replacer (exact, line-trimmed,
@@ -419,6 +435,83 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(d.path().join("b.txt")).unwrap(),
             "\u{feff}xyz"
+        );
+    }
+
+    /// Issue 13.3: an empty oldString on an existing file is an error and the file is
+    /// unchanged; it still creates a missing file.
+    #[tokio::test]
+    async fn empty_old_on_existing_file_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let keep = d.path().join("keep.txt");
+        std::fs::write(&keep, "keep me\nsecond line\n").unwrap();
+        let e = edit(
+            d.path(),
+            json!({"filePath": "keep.txt", "oldString": "", "newString": "appended\n"}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{EMPTY_OLD_ON_EXISTING} ({})", keep.display())
+        );
+        assert_eq!(
+            std::fs::read_to_string(&keep).unwrap(),
+            "keep me\nsecond line\n"
+        );
+        // Even an empty existing file is not silently overwritten.
+        std::fs::write(d.path().join("empty.txt"), "").unwrap();
+        assert!(
+            edit(
+                d.path(),
+                json!({"filePath": "empty.txt", "oldString": "", "newString": "x"}),
+            )
+            .await
+            .is_err()
+        );
+    }
+
+    /// Issue 13.8: edit keeps refusing a Latin-1 file, and says what it looks like.
+    #[tokio::test]
+    async fn latin1_refused_with_its_encoding() {
+        let d = tempfile::tempdir().unwrap();
+        let bytes = b"caf\xe9 cr\xe8me\n";
+        std::fs::write(d.path().join("l1.txt"), bytes).unwrap();
+        let e = edit(
+            d.path(),
+            json!({"filePath": "l1.txt", "oldString": "cr", "newString": "CR"}),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with(&format!(
+                "Cannot edit non-UTF-8 file: {} (it looks like windows-1252 (Latin-1)).",
+                d.path().join("l1.txt").display()
+            )),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(d.path().join("l1.txt")).unwrap(), bytes);
+    }
+
+    /// Issue 24.4: edit of a FIFO returns with an error instead of blocking.
+    #[tokio::test]
+    async fn fifo_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        crate::paths::test_support::mkfifo(&d.path().join("pipe"));
+        let res = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            edit(
+                d.path(),
+                json!({"filePath": "pipe", "oldString": "a", "newString": "b"}),
+            ),
+        )
+        .await
+        .expect("edit of a FIFO must return");
+        let e = res.unwrap_err().to_string();
+        assert!(
+            e.contains("it is a FIFO (named pipe), not a regular file"),
+            "{e}"
         );
     }
 

@@ -113,6 +113,9 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     if meta.is_dir() {
         return read_dir(&path, &shown, &rel, offset, limit).await;
     }
+    if let Some(kind) = paths::special_kind(meta.file_type()) {
+        return Err(paths::special_file_error("read", &shown, kind));
+    }
 
     let (output, preview, truncated) = read_text_file(&path, &shown, offset, limit).await?;
     let mut metadata = serde_json::Map::new();
@@ -266,7 +269,7 @@ async fn read_text_file(
 ) -> Result<(String, String, bool), ToolError> {
     use tokio::io::AsyncReadExt;
     let fail = |e: std::io::Error| ToolError::Failed(format!("Cannot read file {shown}: {e}"));
-    let mut file = tokio::fs::File::open(path).await.map_err(fail)?;
+    let mut file = paths::open_regular(path, "read", shown).await?;
     let mut chunk = vec![0u8; 64 * 1024];
     // First chunk: at least SAMPLE_BYTES unless the file is shorter.
     let mut filled = 0;
@@ -283,6 +286,7 @@ async fn read_text_file(
         )));
     }
     let mut c = Collector::new(offset, limit);
+    let mut decoder = LineDecoder::new(&chunk[..filled]);
     let mut line: Vec<u8> = Vec::new();
     let mut pending = false; // bytes seen since the last newline
     let mut n = filled;
@@ -295,7 +299,8 @@ async fn read_text_file(
                         let room = LINE_KEEP.saturating_sub(line.len());
                         line.extend_from_slice(&rest[..i.min(room)]);
                     }
-                    c.push(&String::from_utf8_lossy(&line));
+                    let number = c.total + 1;
+                    c.push(&decoder.decode(&line, number));
                     line.clear();
                     pending = false;
                     rest = &rest[i + 1..];
@@ -316,9 +321,90 @@ async fn read_text_file(
         n = file.read(&mut chunk).await.map_err(fail)?;
     }
     if pending && !c.done() {
-        c.push(&String::from_utf8_lossy(&line));
+        let number = c.total + 1;
+        c.push(&decoder.decode(&line, number));
     }
-    c.finish(shown)
+    let (mut output, preview, truncated) = c.finish(shown)?;
+    if let Some(note) = decoder.note() {
+        let end = output.len() - "\n</content>".len();
+        output.insert_str(end, &format!("\n\n{note}"));
+    }
+    Ok((output, preview, truncated))
+}
+
+/// Decodes the lines of a file that may not be UTF-8 (issue 13.8): valid UTF-8 lines pass
+/// through; the first invalid one makes [`chardetng`] guess the file's legacy encoding from
+/// the start of the file and that line, and every invalid line is decoded with it through
+/// [`encoding_rs`] (Windows-1252, the WHATWG superset of Latin-1, when the guess is UTF-8).
+struct LineDecoder {
+    sample: Vec<u8>,
+    legacy: Option<&'static encoding_rs::Encoding>,
+    first_bad: Option<usize>,
+}
+
+impl LineDecoder {
+    fn new(sample: &[u8]) -> Self {
+        Self {
+            sample: sample.to_vec(),
+            legacy: None,
+            first_bad: None,
+        }
+    }
+
+    /// Text of line `number` (1-based) from its raw bytes (possibly cut mid-character at the
+    /// per-line cap: an incomplete final sequence is dropped, not counted as invalid).
+    fn decode<'a>(&mut self, bytes: &'a [u8], number: usize) -> std::borrow::Cow<'a, str> {
+        match std::str::from_utf8(bytes) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(e) if e.error_len().is_none() => std::borrow::Cow::Borrowed(
+                std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
+            ),
+            Err(_) => {
+                self.first_bad.get_or_insert(number);
+                let enc = *self
+                    .legacy
+                    .get_or_insert_with(|| guess_legacy_encoding(&[&self.sample, bytes]));
+                std::borrow::Cow::Owned(enc.decode_without_bom_handling(bytes).0.into_owned())
+            }
+        }
+    }
+
+    /// The note appended to the output when some line was not UTF-8.
+    fn note(&self) -> Option<String> {
+        let (line, enc) = (self.first_bad?, self.legacy?);
+        Some(format!(
+            "(This file is not valid UTF-8 (first invalid byte on line {line}). It looks like {}; \
+             the lines above were decoded as {}. The edit tool only changes UTF-8 files: convert it \
+             first, e.g. `iconv -f {} -t UTF-8`, if it must be edited.)",
+            encoding_label(enc),
+            enc.name(),
+            enc.name()
+        ))
+    }
+}
+
+/// A human label: `windows-1252 (Latin-1)` for Windows-1252, else the WHATWG name.
+pub fn encoding_label(enc: &'static encoding_rs::Encoding) -> String {
+    if enc == encoding_rs::WINDOWS_1252 {
+        "windows-1252 (Latin-1)".to_string()
+    } else {
+        enc.name().to_string()
+    }
+}
+
+/// The legacy (non-UTF-8) encoding `chunks` most likely are in, by [`chardetng`] (the
+/// detector Firefox uses); Windows-1252 when it can only say UTF-8.
+pub fn guess_legacy_encoding(chunks: &[&[u8]]) -> &'static encoding_rs::Encoding {
+    let mut det = chardetng::EncodingDetector::new();
+    for (i, c) in chunks.iter().enumerate() {
+        det.feed(c, i + 1 == chunks.len());
+    }
+    let enc = det.guess(None, false);
+    if enc == encoding_rs::UTF_8 {
+        encoding_rs::WINDOWS_1252
+    } else {
+        enc
+    }
 }
 
 async fn read_dir(
@@ -456,6 +542,80 @@ mod tests {
 
     async fn read(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {
         ReadTool.execute(args, ToolContext::simple(dir)).await
+    }
+
+    /// Issue 24.4: a FIFO is refused with a clear error instead of blocking forever (the
+    /// outer timeout only keeps a regression from hanging the suite).
+    #[tokio::test]
+    async fn fifo_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("pipe");
+        crate::paths::test_support::mkfifo(&fifo);
+        let res = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            read(d.path(), json!({"filePath": "pipe"})),
+        )
+        .await
+        .expect("read of a FIFO must return");
+        let e = res.unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "Cannot read {}: it is a FIFO (named pipe), not a regular file.",
+                fifo.display()
+            )),
+            "{e}"
+        );
+        // A character device too.
+        let e = read(d.path(), json!({"filePath": "/dev/null"}))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("it is a character device"), "{e}");
+    }
+
+    /// Issue 13.8: a Latin-1 file says it is not UTF-8, which encoding it looks like, and
+    /// shows the text decoded from it (no replacement characters).
+    #[tokio::test]
+    async fn latin1_is_named_and_decoded() {
+        let d = tempfile::tempdir().unwrap();
+        // "café crème\nna\xefve résumé à Paris\n" in Latin-1.
+        let bytes = b"caf\xe9 cr\xe8me\nna\xefve r\xe9sum\xe9 \xe0 Paris\n";
+        std::fs::write(d.path().join("l1.txt"), bytes).unwrap();
+        let out = read(d.path(), json!({"filePath": "l1.txt"})).await.unwrap();
+        assert!(
+            out.output
+                .contains("1: café crème\n2: naïve résumé à Paris\n\n(End of file - total 2 lines)\n\n(This file is not valid UTF-8 (first invalid byte on line 1). It looks like windows-1252 (Latin-1);"),
+            "{}",
+            out.output
+        );
+        assert!(!out.output.contains('\u{fffd}'));
+        assert!(out.output.ends_with("\n</content>"));
+        // UTF-8 files get no note.
+        std::fs::write(d.path().join("u.txt"), "café\n").unwrap();
+        let out = read(d.path(), json!({"filePath": "u.txt"})).await.unwrap();
+        assert!(!out.output.contains("not valid UTF-8"));
+        assert!(out.output.contains("1: café\n"));
+    }
+
+    /// Issue 13.4 for read: one huge line (multi-byte) shows its first 2000 chars and the cut
+    /// marker, never an empty or broken line.
+    #[tokio::test]
+    async fn huge_multibyte_line() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("h.txt"),
+            format!("{}\nnext\n", "é".repeat(100_000)),
+        )
+        .unwrap();
+        let out = read(d.path(), json!({"filePath": "h.txt"})).await.unwrap();
+        assert!(
+            out.output.contains(&format!(
+                "1: {}{MAX_LINE_SUFFIX}\n2: next\n",
+                "é".repeat(MAX_LINE_LENGTH)
+            )),
+            "{}",
+            &out.output[..200]
+        );
     }
 
     #[tokio::test]

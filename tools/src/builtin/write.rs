@@ -64,9 +64,17 @@ impl Tool for WriteTool {
                     "Path is a directory, not a file: {shown}"
                 )));
             }
+            if let Some(kind) = meta
+                .as_ref()
+                .and_then(|m| paths::special_kind(m.file_type()))
+            {
+                return Err(paths::special_file_error("write", &shown, kind));
+            }
             let exists = meta.is_some();
             let old = if exists {
-                tokio::fs::read(&path)
+                // Unreadable old content only makes the diff empty; the write below still
+                // refuses a path that became a special file in between.
+                paths::read_regular(&path, "write", &shown)
                     .await
                     .map(|b| String::from_utf8_lossy(&b).into_owned())
                     .unwrap_or_default()
@@ -95,9 +103,7 @@ impl Tool for WriteTool {
                     ToolError::Failed(format!("Cannot create directory {}: {e}", parent.display()))
                 })?;
             }
-            tokio::fs::write(&path, &content)
-                .await
-                .map_err(|e| ToolError::Failed(format!("Cannot write file {shown}: {e}")))?;
+            paths::write_regular(&path, "write", &shown, content.as_bytes()).await?;
             let (additions, deletions) = diff_counts(&old, &content);
             let mut metadata = serde_json::Map::new();
             metadata.insert("filepath".into(), Value::String(shown));
@@ -118,6 +124,51 @@ impl Tool for WriteTool {
 mod tests {
     use super::*;
     use crate::paths::test_support::Recorder;
+
+    /// Issue 24.4: write to a FIFO (no reader) or a device returns with a clear error.
+    #[tokio::test]
+    async fn fifo_and_devices_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("pipe");
+        crate::paths::test_support::mkfifo(&fifo);
+        let res = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            WriteTool.execute(
+                json!({"filePath": "pipe", "content": "x"}),
+                ToolContext::simple(d.path()),
+            ),
+        )
+        .await
+        .expect("write to a FIFO must return");
+        let e = res.unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "Cannot write {}: it is a FIFO (named pipe), not a regular file.",
+                fifo.display()
+            )),
+            "{e}"
+        );
+        let e = WriteTool
+            .execute(
+                json!({"filePath": "/dev/null", "content": "x"}),
+                ToolContext::simple(d.path()),
+            )
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("it is a character device"), "{e}");
+        // The pure helper also refuses on the open descriptor (a FIFO with a reader).
+        let e = crate::paths::write_regular(
+            &std::path::PathBuf::from("/dev/null"),
+            "write",
+            "/dev/null",
+            b"x",
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("character device"), "{e}");
+    }
 
     #[tokio::test]
     async fn creates_parent_dirs_and_reports() {
