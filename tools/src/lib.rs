@@ -12,6 +12,7 @@ use std::sync::Arc;
 pub mod args;
 pub mod builtin;
 pub mod paths;
+pub mod procs;
 pub mod registry;
 pub mod shell;
 pub mod testing;

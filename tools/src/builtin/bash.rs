@@ -17,6 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use crate::paths::{self, PathKind};
+use crate::procs;
 use crate::shell::bash_permission_patterns;
 use crate::truncate::{self, Direction, MAX_BYTES, MAX_LINES};
 use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
@@ -48,6 +49,8 @@ struct Args {
     description: Option<String>,
     timeout: Option<f64>,
     workdir: Option<String>,
+    #[serde(default)]
+    background: Option<bool>,
 }
 
 impl Tool for BashTool {
@@ -62,6 +65,9 @@ impl Tool for BashTool {
              - `description`: 5-10 words saying what the command does (shown to the user).\n\
              - `workdir`: directory to run in (default: the project directory); prefer it over `cd`.\n\
              - `timeout`: milliseconds before the command is killed (default {DEFAULT_TIMEOUT_MS}).\n\
+             - Processes the command leaves running (`cmd &`) are stopped when it ends. For a \
+             server or watcher that must keep running, set `background: true`: the call returns \
+             at once with the process id and a log file; the process is stopped with the session.\n\
              - Output longer than {MAX_LINES} lines or {} KB is cut to its tail; the full text is saved to a file.\n\
              - stdin is closed: do not run interactive commands. Use the read/glob/grep/edit tools \
              instead of cat/find/grep/sed where possible.",
@@ -76,7 +82,8 @@ impl Tool for BashTool {
                 "command": {"type": "string", "description": "The command to execute"},
                 "timeout": {"type": "integer", "minimum": 1, "description": "Optional timeout in milliseconds"},
                 "workdir": {"type": "string", "description": "Working directory for the command (default: the project directory)"},
-                "description": {"type": "string", "description": "Clear, concise description of what this command does in 5-10 words"}
+                "description": {"type": "string", "description": "Clear, concise description of what this command does in 5-10 words"},
+                "background": {"type": "boolean", "description": "Start the command in the background and return at once (for servers and watchers); it is stopped with the session"}
             },
             "required": ["command", "description"]
         })
@@ -107,9 +114,12 @@ pub fn kill_group(pgid: i32, sig: i32) {
     }
 }
 
-/// SIGKILLs the group on drop unless disarmed (the tool future was dropped mid-run).
+/// Owns a running shell: on drop it unregisters the shell and, unless disarmed, SIGKILLs
+/// its group at once and every other process of the call (found by its mark, off-thread)
+/// — the tool future was dropped mid-run.
 struct GroupGuard {
     pgid: i32,
+    tag: String,
     armed: bool,
 }
 
@@ -117,8 +127,22 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
             kill_group(self.pgid, libc::SIGKILL);
+            let (tag, pgid) = (self.tag.clone(), self.pgid);
+            let _ = std::thread::Builder::new()
+                .name("troupe-kill-call".into())
+                .spawn(move || procs::kill_call(&tag, pgid));
         }
+        procs::unregister_child(self.pgid);
     }
+}
+
+/// Kill every process of the call still running (its group, its mark, their descendants);
+/// returns how many there were.
+async fn kill_leftovers(tag: &str, pgid: i32) -> usize {
+    let tag = tag.to_string();
+    tokio::task::spawn_blocking(move || procs::kill_call(&tag, pgid))
+        .await
+        .unwrap_or(0)
 }
 
 fn shell_path() -> &'static str {
@@ -325,13 +349,31 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         }
     }
 
-    let (mut child, reader) = spawn_shell(&args.command, &cwd)
-        .map_err(|e| ToolError::Failed(format!("Failed to start shell: {e}")))?;
-    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-    let mut guard = GroupGuard { pgid, armed: true };
+    procs::init();
+    let tag = procs::new_call_tag();
+    if args.background == Some(true) {
+        return start_background(&args.command, &cwd, &tag, description, &ctx).await;
+    }
+    let (mut child, reader, pgid) = {
+        let _spawning = procs::spawn_guard();
+        let (child, reader) = spawn_shell(&args.command, &cwd, &tag, None)
+            .map_err(|e| ToolError::Failed(format!("Failed to start shell: {e}")))?;
+        let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+        procs::register_child(pgid);
+        (child, reader, pgid)
+    };
+    let mut guard = GroupGuard {
+        pgid,
+        tag: tag.clone(),
+        armed: true,
+    };
 
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
-    let readers = vec![tokio::spawn(pump(reader, tx))];
+    let readers: Vec<_> = reader
+        .into_iter()
+        .map(|r| tokio::spawn(pump(r, tx.clone())))
+        .collect();
+    drop(tx);
 
     let publish = |buf: &OutputBuf| {
         let mut m = serde_json::Map::new();
@@ -384,7 +426,11 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
             status = child.wait().await.ok();
         }
     }
+    // Whatever the call started and left running dies with it: `cmd &`, `(cmd &)`, and
+    // commands that moved to another process group (issue 24.5).
+    let leftovers = kill_leftovers(&tag, pgid).await;
     guard.armed = false;
+    drop(guard);
 
     // Collect what is still in the pipe: until it closes, or goes quiet for
     // DRAIN_AFTER_EXIT (a background child may keep it open), or DRAIN_MAX has passed.
@@ -414,6 +460,10 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         output.push_str(&format!(
             "\n\n<shell_metadata>\nshell tool terminated command after exceeding timeout {timeout_ms} ms. If this command is expected to take longer and is not waiting for interactive input, retry with a larger timeout value in milliseconds.\n</shell_metadata>"
         ));
+    } else if leftovers > 0 {
+        output.push_str(&format!(
+            "\n\n<shell_metadata>\n{leftovers} process(es) the command left running were stopped when it ended. To keep a server or watcher running, call bash with background: true.\n</shell_metadata>"
+        ));
     }
     let exit = if timed_out {
         None
@@ -425,6 +475,9 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     metadata.insert("exit".into(), exit.map_or(Value::Null, |c| json!(c)));
     metadata.insert("description".into(), Value::String(description.clone()));
     metadata.insert("truncated".into(), Value::Bool(truncated));
+    if leftovers > 0 {
+        metadata.insert("stoppedLeftovers".into(), json!(leftovers));
+    }
     if let Some(p) = output_path {
         metadata.insert(
             "outputPath".into(),
@@ -439,13 +492,25 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
 }
 
 /// Spawn `<shell> -c command` in `cwd` as the leader of a new process group, stdin null,
-/// stdout and stderr both writing to one pipe (so their output interleaves exactly as
-/// written). Returns the child and the pipe's read end.
+/// marked with `OWNER_ENV=tag` ([`procs`]). Output: stdout and stderr both to `log` when
+/// given (background mode, no reader returned), else to one pipe (so their output
+/// interleaves exactly as written) whose read end is returned.
 fn spawn_shell(
     command: &str,
     cwd: &Path,
-) -> std::io::Result<(tokio::process::Child, tokio::net::unix::pipe::Receiver)> {
-    let (reader, writer) = std::io::pipe()?;
+    tag: &str,
+    log: Option<std::fs::File>,
+) -> std::io::Result<(
+    tokio::process::Child,
+    Option<tokio::net::unix::pipe::Receiver>,
+)> {
+    let (reader, writer) = match log {
+        Some(f) => (None, std::os::fd::OwnedFd::from(f)),
+        None => {
+            let (r, w) = std::io::pipe()?;
+            (Some(r), std::os::fd::OwnedFd::from(w))
+        }
+    };
     let writer_err = writer.try_clone()?;
     let child = {
         // The Command owns the write ends; dropping it right after spawn closes the parent's
@@ -454,15 +519,90 @@ fn spawn_shell(
         cmd.arg("-c")
             .arg(command)
             .current_dir(cwd)
+            .env(procs::OWNER_ENV, tag)
             .stdin(Stdio::null())
             .stdout(Stdio::from(writer))
             .stderr(Stdio::from(writer_err))
             .process_group(0);
         cmd.spawn()?
     };
-    let reader =
-        tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))?;
+    let reader = match reader {
+        Some(r) => Some(tokio::net::unix::pipe::Receiver::from_owned_fd(
+            std::os::fd::OwnedFd::from(r),
+        )?),
+        None => None,
+    };
     Ok((child, reader))
+}
+
+/// `background: true`: start the command with its output going to a log file, record it as
+/// a background process of the session ([`procs::add_background`]) and return at once.
+async fn start_background(
+    command: &str,
+    cwd: &Path,
+    tag: &str,
+    description: String,
+    ctx: &ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let log = truncate::new_output_path().with_extension("log");
+    if let Some(dir) = log.parent() {
+        tokio::fs::create_dir_all(dir)
+            .await
+            .map_err(|e| ToolError::Failed(format!("Cannot create {}: {e}", dir.display())))?;
+    }
+    let file = std::fs::File::create(&log)
+        .map_err(|e| ToolError::Failed(format!("Cannot create log {}: {e}", log.display())))?;
+    let (mut child, pid) = {
+        let _spawning = procs::spawn_guard();
+        let (child, _) = spawn_shell(command, cwd, tag, Some(file))
+            .map_err(|e| ToolError::Failed(format!("Failed to start shell: {e}")))?;
+        let pid = child.id().map(|p| p as i32).unwrap_or(0);
+        procs::register_child(pid);
+        (child, pid)
+    };
+    let exited = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let started_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    procs::add_background(
+        &ctx.session_id,
+        procs::Background {
+            pid,
+            tag: tag.to_string(),
+            command: command.to_string(),
+            log: log.clone(),
+            started_ms,
+            exited: exited.clone(),
+        },
+    );
+    tokio::spawn(async move {
+        let code = child.wait().await.ok().map(|s| s.code().unwrap_or(-1));
+        if let Ok(mut e) = exited.lock() {
+            *e = Some(code.unwrap_or(-1));
+        }
+        procs::unregister_child(pid);
+    });
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("background".into(), Value::Bool(true));
+    metadata.insert("pid".into(), json!(pid));
+    metadata.insert("description".into(), Value::String(description.clone()));
+    metadata.insert(
+        "outputPath".into(),
+        Value::String(log.to_string_lossy().into_owned()),
+    );
+    metadata.insert("truncated".into(), Value::Bool(false));
+    metadata.insert("exit".into(), Value::Null);
+    Ok(ToolOutput {
+        title: description,
+        output: format!(
+            "Started in the background: pid {pid}. Its output (stdout and stderr) goes to {}; \
+             read that file to see it. It keeps running after this call and is stopped when \
+             the session ends or troupe exits (or stop it with `kill -- -{pid}`).",
+            log.display()
+        ),
+        metadata,
+    })
 }
 
 async fn pump(mut r: impl tokio::io::AsyncRead + Unpin, tx: mpsc::Sender<Vec<u8>>) {
@@ -771,6 +911,192 @@ mod tests {
         .unwrap();
         assert!(out.output.contains("done"));
         assert!(start.elapsed() < Duration::from_millis(1500));
+    }
+
+    /// A process is alive when it exists and is not a zombie.
+    fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim_start().to_string()))
+            .is_some_and(|r| !r.starts_with('Z') && !r.starts_with('X'))
+    }
+
+    /// Wait (bounded) until none of `pids` is alive; returns the survivors.
+    async fn survivors(pids: &[i32]) -> Vec<i32> {
+        for _ in 0..100 {
+            if pids.iter().all(|&p| !alive(p)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        pids.iter().copied().filter(|&p| alive(p)).collect()
+    }
+
+    fn pids_in(text: &str) -> Vec<i32> {
+        text.split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect()
+    }
+
+    /// Issue 24.5: `sleep 30 & echo started`, `(sleep 30 &); echo bg` and a command under
+    /// `timeout` (which moves to its own process group) leave nothing running after the call.
+    #[tokio::test]
+    async fn leftovers_die_with_the_call() {
+        let d = tempfile::tempdir().unwrap();
+        let out = bash(
+            d.path(),
+            json!({"command": "sleep 30 & echo started $!", "description": "t"}),
+        )
+        .await
+        .unwrap();
+        assert!(out.output.starts_with("started "), "{}", out.output);
+        let pids = pids_in(out.output.lines().next().unwrap());
+        assert_eq!(pids.len(), 1);
+        assert_eq!(survivors(&pids).await, Vec::<i32>::new());
+        assert!(
+            out.output
+                .contains("1 process(es) the command left running were stopped"),
+            "{}",
+            out.output
+        );
+        assert_eq!(out.metadata["stoppedLeftovers"], json!(1));
+
+        let out = bash(
+            d.path(),
+            json!({"command": "(sleep 30 & echo $! > orphan.pid); echo bg", "description": "t"}),
+        )
+        .await
+        .unwrap();
+        assert!(out.output.starts_with("bg\n"), "{}", out.output);
+        let pids = pids_in(&std::fs::read_to_string(d.path().join("orphan.pid")).unwrap());
+        assert_eq!(pids.len(), 1);
+        assert_eq!(survivors(&pids).await, Vec::<i32>::new());
+
+        // `timeout` and `setsid` leave the shell's process group; env -i drops the mark, but
+        // its parent (in the group or marked) gives it away.
+        let out = bash(
+            d.path(),
+            json!({"command": "timeout 60 sleep 30 & echo $!; setsid sleep 30 & echo $!; env -i /bin/sh -c 'sleep 30 & echo $!'", "description": "t"}),
+        )
+        .await
+        .unwrap();
+        let pids: Vec<i32> = out.output.lines().take(3).flat_map(pids_in).collect();
+        assert_eq!(pids.len(), 3, "{}", out.output);
+        assert_eq!(survivors(&pids).await, Vec::<i32>::new());
+    }
+
+    /// Issue 24.5: an interrupt kills the whole tree, grandchildren outside the group too.
+    #[tokio::test]
+    async fn abort_kills_escaped_grandchildren() {
+        let d = tempfile::tempdir().unwrap();
+        let progress = Arc::new(Progress::default());
+        let mut ctx = ToolContext::simple(d.path());
+        ctx.progress = progress.clone();
+        let abort = ctx.abort.clone();
+        let task = tokio::spawn(BashTool.execute(
+            json!({"command": "echo $$; setsid sleep 30 & echo $! > a.pid; (timeout 60 sleep 30 &); sleep 30", "description": "t"}),
+            ctx,
+        ));
+        wait_for_pid(&progress).await;
+        let pidfile = d.path().join("a.pid");
+        for _ in 0..100 {
+            if std::fs::read_to_string(&pidfile).is_ok_and(|s| !s.trim().is_empty()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let escaped = pids_in(&std::fs::read_to_string(&pidfile).unwrap());
+        assert!(alive(escaped[0]));
+        abort.cancel();
+        assert_eq!(task.await.unwrap(), Err(ToolError::Aborted));
+        assert_eq!(survivors(&escaped).await, Vec::<i32>::new());
+    }
+
+    /// `background: true` returns at once, keeps the process running and listed under the
+    /// session, and stopping the session stops it.
+    #[tokio::test]
+    async fn background_runs_until_the_session_stops() {
+        let d = tempfile::tempdir().unwrap();
+        let mut ctx = ToolContext::simple(d.path());
+        ctx.session_id = format!("ses_bg_{}", std::process::id());
+        let out = BashTool
+            .execute(
+                json!({"command": "echo up; sleep 30", "description": "server", "background": true}),
+                ctx.clone(),
+            )
+            .await
+            .unwrap();
+        assert!(
+            out.output.starts_with("Started in the background: pid "),
+            "{}",
+            out.output
+        );
+        let pid = out.metadata["pid"].as_i64().unwrap() as i32;
+        assert!(alive(pid));
+        let listed = procs::background(&ctx.session_id);
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].pid, pid);
+        assert_eq!(listed[0].command, "echo up; sleep 30");
+        let log = out.metadata["outputPath"].as_str().unwrap().to_string();
+        for _ in 0..100 {
+            if std::fs::read_to_string(&log).is_ok_and(|s| s == "up\n") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "up\n");
+        // Another call ending does not touch it.
+        bash(d.path(), json!({"command": "true", "description": "t"}))
+            .await
+            .unwrap();
+        assert!(alive(pid));
+        let sid = ctx.session_id.clone();
+        let killed = tokio::task::spawn_blocking(move || procs::stop_session(&sid))
+            .await
+            .unwrap();
+        assert!(killed >= 1);
+        assert_eq!(survivors(&[pid]).await, Vec::<i32>::new());
+        assert!(procs::background(&ctx.session_id).is_empty());
+        let _ = std::fs::remove_file(log);
+    }
+
+    /// Issue 13.4: one long last line keeps its tail: the model sees `…xxxxEND` and the note.
+    #[tokio::test]
+    async fn long_last_line_keeps_its_tail() {
+        let d = tempfile::tempdir().unwrap();
+        let out = bash(
+            d.path(),
+            json!({"command": "head -c 60000 /dev/zero | tr '\\0' x; echo END", "description": "t"}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            out.output
+                .starts_with("...output truncated...\n\nFull output saved to: "),
+            "{}",
+            &out.output[..200]
+        );
+        assert!(
+            out.output.ends_with("xxxxEND\n"),
+            "{}",
+            &out.output[out.output.len() - 50..]
+        );
+        assert!(out.output.contains("\n\n…xxxx"));
+        let kept = out.output.matches('x').count();
+        assert!(kept > 50_000, "{kept}");
+        // Multi-byte: a huge line of 3-byte characters is cut on a character boundary.
+        let out = bash(
+            d.path(),
+            json!({"command": "for i in $(seq 1 25000); do printf '€'; done; echo END", "description": "t"}),
+        )
+        .await
+        .unwrap();
+        assert!(out.output.ends_with("€€€END\n"));
+        assert!(out.output.contains("\n\n…€€€"));
+        assert!(!out.output.contains('\u{fffd}'));
+        for p in [out.metadata["outputPath"].as_str()].into_iter().flatten() {
+            let _ = std::fs::remove_file(p);
+        }
     }
 
     #[tokio::test]
