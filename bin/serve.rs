@@ -21,7 +21,8 @@ pub struct ServeArgs {
     /// Password required on every route (Bearer, Basic with any user, or ?token=).
     #[arg(long, env = "TROUPE_SERVER_PASSWORD", hide_env_values = true)]
     pub password: Option<String>,
-    /// Origins allowed by CORS (repeatable; `*` for any). None: no CORS headers.
+    /// Origins allowed by CORS (repeatable; `*` for any, only with a password). None: no
+    /// CORS headers, and no other site's page may call the server.
     #[arg(long, num_args = 1..)]
     pub cors: Vec<String>,
     /// Working directory: its config is used and new sessions default to it.
@@ -31,8 +32,19 @@ pub struct ServeArgs {
 
 /// Run the server until Ctrl-C.
 pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
-    // Refuse an unsafe bind before touching config or store.
-    troupe_server::check_bind(&args.hostname, args.password.as_deref())?;
+    // An empty TROUPE_SERVER_PASSWORD may reach us as "not set" (clap drops empty env
+    // values): it still reads as a password the user meant to set, so it is refused too.
+    let password = args.password.clone().or_else(|| {
+        std::env::var_os(troupe_server::PASSWORD_ENV).map(|v| v.to_string_lossy().into_owned())
+    });
+    let check = ServerOptions {
+        hostname: args.hostname.clone(),
+        password: password.clone(),
+        cors: args.cors.clone(),
+        ..ServerOptions::default()
+    };
+    // Refuse unsafe options before touching config or store.
+    troupe_server::check_options(&check)?;
     let cwd = crate::resolve_dir(args.dir.clone())?;
     let (config, agents) = crate::load_agents(&cwd)?;
     let store = crate::open_store(db)?;
@@ -48,10 +60,8 @@ pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
     let opts = ServerOptions {
         hostname: args.hostname.clone(),
         port: args.port,
-        password: args.password.clone(),
-        cors: args.cors.clone(),
         directory: cwd,
-        ..ServerOptions::default()
+        ..check
     };
     let server = match Server::bind(runtime.clone(), &opts).await {
         Ok(s) => s,

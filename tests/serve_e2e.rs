@@ -14,6 +14,8 @@ use tokio::sync::mpsc;
 use troupe_server::client::Client;
 use troupe_testkit::{Conversation, MockServer, Script, Step};
 
+mod common;
+
 const DEADLINE: Duration = Duration::from_secs(30);
 
 /// A running `troupe serve`.
@@ -617,6 +619,195 @@ async fn non_loopback_bind_needs_a_password_and_the_password_guards_every_route(
         .await
         .expect("GET");
     assert!(r.headers().get("access-control-allow-origin").is_none());
+}
+
+#[tokio::test]
+async fn web_pages_cannot_drive_or_read_the_server_and_create_nothing() {
+    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    let port = srv.base.rsplit(':').next().expect("port").to_string();
+    let own_origin = format!("http://127.0.0.1:{port}");
+    let sid = srv.new_session().await;
+    let raw = reqwest::Client::new();
+    let url = |p: &str| format!("{}{p}", srv.base);
+    let expect = |r: reqwest::Response, status: u16, kind: &'static str, what: &'static str| async move {
+        assert_eq!(r.status().as_u16(), status, "{what}");
+        let body: Value = r.json().await.expect("JSON error");
+        assert_eq!(body["error"]["type"], kind, "{what}: {body}");
+        eprintln!("{what}: {}", body["error"]["message"]);
+    };
+
+    // DNS rebinding: the page's own name in Host.
+    for host in [format!("evil.example:{port}"), "evil.example".to_string()] {
+        let r = raw
+            .post(url("/session"))
+            .header("host", host)
+            .json(&json!({"title": "rebound"}))
+            .send()
+            .await
+            .expect("POST");
+        expect(r, 421, "misdirected_request", "foreign Host").await;
+    }
+    let r = raw
+        .get(url("/event"))
+        .header("host", format!("evil.example:{port}"))
+        .send()
+        .await
+        .expect("GET");
+    expect(r, 421, "misdirected_request", "foreign Host on /event").await;
+    // Loopback names of the bound port are served.
+    for host in [format!("localhost:{port}"), format!("[::1]:{port}")] {
+        let r = raw
+            .get(url("/session"))
+            .header("host", host)
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(r.status().as_u16(), 200);
+    }
+
+    // A cross-site page: JSON with a foreign Origin, and the preflight-free simple forms.
+    let r = raw
+        .post(url("/session"))
+        .header("origin", "http://evil.example")
+        .json(&json!({"title": "cross-site"}))
+        .send()
+        .await
+        .expect("POST");
+    expect(r, 403, "forbidden", "foreign Origin").await;
+    for ct in ["text/plain", "application/x-www-form-urlencoded"] {
+        let r = raw
+            .post(url("/session"))
+            .header("content-type", ct)
+            .body("{\"title\": \"form\"}")
+            .send()
+            .await
+            .expect("POST");
+        expect(r, 403, "forbidden", "non-JSON POST /session").await;
+        let r = raw
+            .post(url(&format!("/session/{sid}/prompt_async")))
+            .header("content-type", ct)
+            .header("origin", "http://evil.example")
+            .body("{\"text\": \"run rm -rf ~\"}")
+            .send()
+            .await
+            .expect("POST");
+        expect(r, 403, "forbidden", "non-JSON prompt_async").await;
+        let r = raw
+            .post(url(&format!("/session/{sid}/prompt_async")))
+            .header("content-type", ct)
+            .body("{\"text\": \"run rm -rf ~\"}")
+            .send()
+            .await
+            .expect("POST");
+        expect(r, 403, "forbidden", "non-JSON prompt_async without Origin").await;
+    }
+    // An untyped body (a Blob sent by fetch) is no better.
+    let r = raw
+        .post(url(&format!("/session/{sid}/message")))
+        .body("{\"text\": \"hi\"}")
+        .send()
+        .await
+        .expect("POST");
+    expect(r, 403, "forbidden", "untyped body").await;
+    // Reading cross-site is refused too: the event stream, messages, config.
+    for path in [
+        "/event".to_string(),
+        format!("/session/{sid}/message"),
+        "/config".into(),
+    ] {
+        let r = raw
+            .get(url(&path))
+            .header("origin", "http://evil.example")
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(r.status().as_u16(), 403, "cross-site GET {path}");
+        assert!(r.headers().get("access-control-allow-origin").is_none());
+    }
+    let r = raw
+        .delete(url(&format!("/session/{sid}")))
+        .header("origin", "null")
+        .send()
+        .await
+        .expect("DELETE");
+    expect(r, 403, "forbidden", "opaque origin").await;
+
+    // Nothing was created, nothing was prompted, the provider never called.
+    let (_, list) = srv.get("/session").await;
+    let ids: Vec<&str> = list
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert_eq!(ids, vec![sid.as_str()], "{list}");
+    let (_, msgs) = srv.get(&format!("/session/{sid}/message")).await;
+    assert_eq!(msgs, json!([]));
+    assert!(common::completions(&mock).is_empty());
+
+    // What the web view sends (same origin, JSON bodies, empty-bodied abort) still works.
+    let r = raw
+        .post(url("/session"))
+        .header("origin", &own_origin)
+        .json(&json!({"title": "from the page"}))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(r.status().as_u16(), 200);
+    let r = raw
+        .post(url(&format!("/session/{sid}/abort")))
+        .header("origin", &own_origin)
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(r.status().as_u16(), 200);
+    let r = raw
+        .post(url(&format!("/session/{sid}/abort")))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(r.status().as_u16(), 200, "curl -X POST without a body");
+    let r = raw
+        .get(url("/event"))
+        .header("origin", &own_origin)
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(r.status().as_u16(), 200);
+}
+
+#[tokio::test]
+async fn blank_passwords_and_any_origin_without_a_password_are_refused_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let global = tempfile::tempdir().expect("tempdir");
+    let cases: Vec<(Vec<&str>, Option<&str>, &str)> = vec![
+        (vec!["--password", ""], None, "blank"),
+        (vec!["--password", "   "], None, "blank"),
+        (vec![], Some(""), "blank"),
+        (vec![], Some(" \t"), "blank"),
+        (
+            vec!["--hostname", "0.0.0.0", "--password", " "],
+            None,
+            "blank",
+        ),
+        (vec!["--cors", "*"], None, "--cors '*'"),
+    ];
+    for (args, env, needle) in cases {
+        let mut cmd = command(dir.path(), global.path());
+        cmd.args(["serve", "--port", "0"]).args(&args);
+        if let Some(v) = env {
+            cmd.env("TROUPE_SERVER_PASSWORD", v);
+        }
+        let out = tokio::time::timeout(DEADLINE, cmd.output())
+            .await
+            .expect("in time")
+            .expect("run");
+        let what = format!("serve {args:?} env {env:?}");
+        let line = common::assert_one_line_failure(&out, &what);
+        assert!(line.contains(needle), "{what}: {line}");
+    }
 }
 
 #[tokio::test]

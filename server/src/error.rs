@@ -2,7 +2,9 @@
 //!
 //! Every error the API returns has the shape `{"error": {"message": "...", "type": "..."}}`
 //! with a status code matching its type: `bad_request` 400, `unauthorized` 401,
-//! `not_found` 404, `method_not_allowed` 405, `payload_too_large` 413, `internal` 500.
+//! `forbidden` 403 (browser guard), `not_found` 404, `method_not_allowed` 405,
+//! `payload_too_large` 413,
+//! `misdirected_request` 421 (browser guard), `internal` 500.
 
 use axum::Json;
 use axum::extract::{FromRequest, Request};
@@ -35,8 +37,9 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// What went wrong.
     pub message: String,
-    /// Error type: `bad_request`, `unauthorized`, `not_found`, `method_not_allowed`,
-    /// `payload_too_large`, `internal`.
+    /// Error type: `bad_request`, `unauthorized`, `forbidden`, `not_found`,
+    /// `method_not_allowed`, `payload_too_large`, `misdirected_request`,
+    /// `internal`.
     #[serde(rename = "type")]
     pub kind: String,
 }

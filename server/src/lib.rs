@@ -21,14 +21,19 @@
 //! | `GET /doc` | OpenAPI 3.1 JSON |
 //! | `GET /` | the web page |
 //!
-//! Security: binding to anything but a loopback address needs a password
-//! ([`check_bind`]); with a password every route requires it ([`auth`]); no CORS headers
-//! unless origins are configured; request bodies are capped at [`DEFAULT_BODY_LIMIT`].
+//! Security: binding to anything but a loopback address needs a password, and a password
+//! that is empty or only blanks is refused ([`check_bind`]); a browser guard ([`guard`])
+//! refuses a foreign `Host` without a password (421, DNS rebinding), any cross-site `Origin`
+//! (403) and any non-JSON body on a state-changing route (403) before anything else runs;
+//! with a password every route requires it ([`auth`]); no CORS headers unless origins are
+//! configured (`--cors '*'` only with a password); request bodies are capped at
+//! [`DEFAULT_BODY_LIMIT`].
 
 pub mod auth;
 pub mod client;
 pub mod error;
 pub mod events;
+pub mod guard;
 pub mod metrics;
 pub mod routes;
 
@@ -97,6 +102,16 @@ pub enum ServeError {
         "refusing to listen on {0} without a password: set {PASSWORD_ENV} or pass --password (or bind to 127.0.0.1)"
     )]
     NeedsPassword(String),
+    /// A password that is empty or only blanks (it would guard nothing).
+    #[error(
+        "refusing an empty or blank password: set a real one in {PASSWORD_ENV} or --password, or unset both to serve on 127.0.0.1 without one"
+    )]
+    BlankPassword,
+    /// `--cors '*'` without a password: any web page could drive the server.
+    #[error(
+        "refusing --cors '*' without a password: any web page could drive this server; list origins or set {PASSWORD_ENV}"
+    )]
+    AnyOriginNeedsPassword,
     /// Bad `--cors` origin.
     #[error("invalid --cors origin {0:?}")]
     BadOrigin(String),
@@ -122,13 +137,26 @@ pub fn is_loopback(hostname: &str) -> bool {
     h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Refuse a non-loopback bind without a (non-empty) password.
+/// Refuse a password that is empty or only blanks ([`ServeError::BlankPassword`]), then a
+/// non-loopback bind without a password ([`ServeError::NeedsPassword`]).
 pub fn check_bind(hostname: &str, password: Option<&str>) -> Result<(), ServeError> {
-    if is_loopback(hostname) || password.is_some_and(|p| !p.is_empty()) {
+    if password.is_some_and(|p| p.trim().is_empty()) {
+        return Err(ServeError::BlankPassword);
+    }
+    if is_loopback(hostname) || password.is_some() {
         Ok(())
     } else {
         Err(ServeError::NeedsPassword(hostname.to_string()))
     }
+}
+
+/// Every start-up check of `opts`: [`check_bind`], and `--cors '*'` only with a password.
+pub fn check_options(opts: &ServerOptions) -> Result<(), ServeError> {
+    check_bind(&opts.hostname, opts.password.as_deref())?;
+    if opts.password.is_none() && opts.cors.iter().any(|o| o == "*") {
+        return Err(ServeError::AnyOriginNeedsPassword);
+    }
+    Ok(())
 }
 
 /// A [`PermissionAsker`] that never answers: every ask waits for
@@ -194,14 +222,22 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
 
-/// Build the router: routes, JSON fallbacks, password check, body cap, optional CORS.
-pub fn router(state: AppState, opts: &ServerOptions) -> Result<Router, ServeError> {
+/// Build the router for a server bound to `addr`: routes, JSON fallbacks, browser guard,
+/// password check, body cap, optional CORS. Fails on options [`check_options`] refuses.
+pub fn router(
+    state: AppState,
+    opts: &ServerOptions,
+    addr: SocketAddr,
+) -> Result<Router, ServeError> {
     use routes as r;
-    let password: Option<Arc<str>> = opts
-        .password
-        .as_deref()
-        .filter(|p| !p.is_empty())
-        .map(Arc::from);
+    check_options(opts)?;
+    let password: Option<Arc<str>> = opts.password.as_deref().map(Arc::from);
+    let browser_guard = Arc::new(guard::Guard::new(
+        &opts.hostname,
+        addr,
+        password.is_some(),
+        &opts.cors,
+    ));
     let app = Router::new()
         .route("/", get(r::index))
         .route("/doc", get(r::doc))
@@ -230,6 +266,10 @@ pub fn router(state: AppState, opts: &ServerOptions) -> Result<Router, ServeErro
         .layer(axum::middleware::from_fn_with_state(
             password,
             auth::require_password,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            browser_guard,
+            guard::guard,
         ));
     if opts.cors.is_empty() {
         return Ok(app);
@@ -264,7 +304,7 @@ pub struct Server {
 impl Server {
     /// Check the options, bind, and build the router for `runtime`.
     pub async fn bind(runtime: Runtime, opts: &ServerOptions) -> Result<Server, ServeError> {
-        check_bind(&opts.hostname, opts.password.as_deref())?;
+        check_options(opts)?;
         let host = opts.hostname.trim_start_matches('[').trim_end_matches(']');
         let addr = if host.contains(':') {
             format!("[{host}]:{}", opts.port)
@@ -278,10 +318,11 @@ impl Server {
             shutdown: shutdown.clone(),
             heartbeat: opts.heartbeat,
         };
-        let app = router(state, opts)?;
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .map_err(|err| ServeError::Bind { addr, err })?;
+        // The guard needs the real port (0 asks for a free one).
+        let app = router(state, opts, listener.local_addr()?)?;
         Ok(Server {
             listener,
             app,
@@ -323,6 +364,29 @@ mod tests {
         assert!(check_bind("0.0.0.0", Some("")).is_err());
         assert!(check_bind("0.0.0.0", Some("pw")).is_ok());
         assert!(check_bind("192.168.1.2", None).is_err());
+    }
+
+    #[test]
+    fn blank_passwords_and_any_origin_without_one_are_refused() {
+        for blank in ["", " ", "\t \n"] {
+            let e = check_bind("127.0.0.1", Some(blank)).unwrap_err();
+            assert!(matches!(e, ServeError::BlankPassword), "{blank:?}: {e}");
+            assert!(!e.to_string().contains('\n'));
+        }
+        assert!(check_bind("127.0.0.1", Some(" pw ")).is_ok());
+        let mut o = ServerOptions {
+            cors: vec!["*".into()],
+            ..ServerOptions::default()
+        };
+        assert!(matches!(
+            check_options(&o),
+            Err(ServeError::AnyOriginNeedsPassword)
+        ));
+        o.password = Some("pw".into());
+        assert!(check_options(&o).is_ok());
+        o.cors = vec!["http://ui.example".into()];
+        o.password = None;
+        assert!(check_options(&o).is_ok());
     }
 
     #[test]
