@@ -172,38 +172,81 @@ fn sql_err(path: &Path, e: rusqlite::Error) -> StoreError {
     }
 }
 
+/// How long a connection waits for another process's lock before failing with "database
+/// is locked" (SQLite's busy handler): 5 s.
+pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(5000);
+
 fn open_conn(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(path).map_err(|e| sql_err(path, e))?;
-    conn.busy_timeout(std::time::Duration::from_millis(5000))
+    conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| sql_err(path, e))?;
+    // Switching a new file to WAL takes an exclusive lock, and SQLite answers SQLITE_BUSY
+    // at once (without the busy handler) when another process holds it while opening the
+    // same new file: retry within the busy timeout. An existing WAL file needs no switch.
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(_) => break,
+            Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => return Err(sql_err(path, e)),
+        }
+    }
     conn.execute_batch(
-        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-16000;",
+        "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-16000;",
     )
     .map_err(|e| sql_err(path, e))?;
     Ok(conn)
 }
 
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Bring the schema to the newest version. Safe when many processes open the same (new)
+/// file at once: the version is read and every missing migration applied inside ONE
+/// `BEGIN IMMEDIATE` transaction, which takes the database's write lock first (waiting up
+/// to [`BUSY_TIMEOUT`] for another process's migration), so exactly one process migrates
+/// and the others then see the new version and apply nothing. A deferred transaction would
+/// read the old version, then fail to upgrade to a write lock (SQLITE_BUSY without the busy
+/// handler) or run `CREATE TABLE` twice ("table session already exists").
 fn migrate(path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|e| sql_err(path, e))?;
+    let read_version = |conn: &Connection| -> Result<i64, StoreError> {
+        conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| sql_err(path, e))
+    };
+    let too_new = |version: i64| StoreError::Sqlite {
+        path: path.display().to_string(),
+        message: format!(
+            "schema version {version} is newer than this troupe understands ({}); upgrade troupe",
+            MIGRATIONS.len()
+        ),
+    };
+    // Fast path: an up-to-date store takes no write lock.
+    let version = read_version(conn)?;
+    if version as usize == MIGRATIONS.len() {
+        return Ok(());
+    }
     if version as usize > MIGRATIONS.len() {
-        return Err(StoreError::Sqlite {
-            path: path.display().to_string(),
-            message: format!(
-                "schema version {version} is newer than this troupe understands ({}); upgrade troupe",
-                MIGRATIONS.len()
-            ),
-        });
+        return Err(too_new(version));
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        let tx = conn.transaction().map_err(|e| sql_err(path, e))?;
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(|e| sql_err(path, e))?;
+    let version = read_version(&tx)?;
+    if version as usize > MIGRATIONS.len() {
+        return Err(too_new(version));
+    }
+    for sql in MIGRATIONS.iter().skip(version as usize) {
         tx.execute_batch(sql).map_err(|e| sql_err(path, e))?;
-        tx.pragma_update(None, "user_version", (i + 1) as i64)
-            .map_err(|e| sql_err(path, e))?;
-        tx.commit().map_err(|e| sql_err(path, e))?;
     }
-    Ok(())
+    tx.pragma_update(None, "user_version", MIGRATIONS.len() as i64)
+        .map_err(|e| sql_err(path, e))?;
+    tx.commit().map_err(|e| sql_err(path, e))
 }
 
 impl Store {
