@@ -41,6 +41,28 @@ pub enum ConfigError {
         /// What was wrong.
         message: String,
     },
+    /// A key the schema does not know at that place, e.g.
+    /// `troupe.json:2:3: unknown key "modle" (did you mean "model"?)`. Source files only; the
+    /// places checked are listed in the `keys` module.
+    #[error(
+        "{file}:{line}:{column}: unknown key {key:?}{}{}",
+        if path.is_empty() { String::new() } else { format!(" in {path}") },
+        suggestion.as_ref().map(|s| format!(" (did you mean {s:?}?)")).unwrap_or_default()
+    )]
+    UnknownKey {
+        /// File path, or `TROUPE_CONFIG_CONTENT`.
+        file: String,
+        /// 1-based line of the key.
+        line: usize,
+        /// 1-based column of the key's opening quote.
+        column: usize,
+        /// Dotted path of the object holding the key (empty at the top level).
+        path: String,
+        /// The unknown key.
+        key: String,
+        /// The nearest known key at that place, when one is close (edit distance).
+        suggestion: Option<String>,
+    },
     /// `{file:…}` / `{env:…}` substitution failed (missing file).
     #[error("{file}:{line}:{column}: {message}")]
     Substitution {

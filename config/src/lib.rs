@@ -13,6 +13,7 @@ pub mod model;
 mod catalog;
 mod error;
 mod jsonc;
+mod keys;
 mod load;
 mod resolve;
 mod schema;
@@ -39,11 +40,35 @@ pub use schema::{
 
 use std::path::PathBuf;
 
-fn env_dir(name: &str) -> Option<PathBuf> {
+/// The value of environment variable `name`, or `None` when it is unset, empty, only
+/// whitespace or not UTF-8. Every `TROUPE_*` variable is read through this (or
+/// [`env_path`]), so `TROUPE_DB=` means the same as no `TROUPE_DB` at all.
+pub fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// [`env_var`] for paths: the raw OS value (need not be UTF-8), `None` when unset or empty.
+pub fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name)
-        .filter(|v| !v.is_empty())
+        .filter(|v| !v.is_empty() && !v.to_string_lossy().trim().is_empty())
         .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
+}
+
+/// A positive integer from environment variable `name`: `Ok(None)` when unset or empty, an
+/// error naming the variable and the value when it is not a whole number.
+pub fn env_u64(name: &str) -> Result<Option<u64>, String> {
+    match env_var(name) {
+        None => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| format!("{name}={v:?} is not a whole number")),
+    }
+}
+
+fn env_dir(name: &str) -> Option<PathBuf> {
+    env_path(name).filter(|p| p.is_absolute())
 }
 
 fn home() -> PathBuf {
@@ -54,8 +79,8 @@ fn home() -> PathBuf {
 /// `~/.config/troupe` (the XDG layout on every OS, like OpenCode's `~/.config/opencode`).
 /// Relative env values are ignored (XDG spec); with no home directory, the temp dir stands in.
 pub fn global_config_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("TROUPE_CONFIG_DIR").filter(|v| !v.is_empty()) {
-        return PathBuf::from(dir);
+    if let Some(dir) = env_path("TROUPE_CONFIG_DIR") {
+        return dir;
     }
     env_dir("XDG_CONFIG_HOME")
         .map(|d| d.join("troupe"))
@@ -65,8 +90,8 @@ pub fn global_config_dir() -> PathBuf {
 /// Data directory (session store, logs): `$TROUPE_DATA_DIR`, else `$XDG_DATA_HOME/troupe`,
 /// else `~/.local/share/troupe`.
 pub fn data_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("TROUPE_DATA_DIR").filter(|v| !v.is_empty()) {
-        return PathBuf::from(dir);
+    if let Some(dir) = env_path("TROUPE_DATA_DIR") {
+        return dir;
     }
     env_dir("XDG_DATA_HOME")
         .map(|d| d.join("troupe"))

@@ -51,9 +51,7 @@ impl LoadOptions {
         LoadOptions {
             cwd: cwd.into(),
             global_dir: Some(crate::global_config_dir()),
-            env_content: std::env::var(ENV_CONTENT_LABEL)
-                .ok()
-                .filter(|s| !s.trim().is_empty()),
+            env_content: crate::env_var(ENV_CONTENT_LABEL),
         }
     }
 
@@ -81,6 +79,11 @@ pub struct LoadedConfig {
     /// Top-level key → label of the last source that set it (file path, or
     /// [`ENV_CONTENT_LABEL`]).
     pub origins: BTreeMap<String, String>,
+    /// Token limits read from the server itself (llama.cpp `GET /props`, `/v1/models`
+    /// metadata) by `provider/model`. Used for a model no config or catalog gives limits to,
+    /// instead of the [`crate::UNKNOWN_MODEL_CONTEXT`] / [`crate::UNKNOWN_MODEL_OUTPUT`]
+    /// guesses; configured limits win. Filled by the CLI, empty after [`load`].
+    pub detected_limits: BTreeMap<String, crate::model::ModelLimits>,
 }
 
 impl LoadedConfig {
@@ -91,6 +94,7 @@ impl LoadedConfig {
             sources: Vec::new(),
             worktree: std::env::current_dir().unwrap_or_default(),
             origins: BTreeMap::new(),
+            detected_limits: BTreeMap::new(),
         }
     }
 
@@ -171,6 +175,7 @@ pub fn load_with_env(
         sources,
         worktree,
         origins,
+        detected_limits: BTreeMap::new(),
     })
 }
 
@@ -277,6 +282,7 @@ pub(crate) fn parse_document(
             message: strip_position(inner.to_string(), line, column),
         });
     }
+    crate::keys::check_unknown_keys(label, &json)?;
     for value in map.values_mut() {
         substitute(value, label, &json, base_dir, env)?;
     }

@@ -92,7 +92,10 @@ impl LoadedConfig {
                 });
             }
         }
-        build(&layers, model_key, catalog_model, user_model, env)
+        let detected = self
+            .detected_limits
+            .get(&format!("{provider_id}/{model_key}"));
+        build(&layers, model_key, catalog_model, user_model, detected, env)
     }
 
     /// Every model known from the catalog and the user's `provider` blocks, resolved, sorted by
@@ -107,7 +110,8 @@ impl LoadedConfig {
             for key in model_keys(&layers) {
                 let user = layers.user.and_then(|u| u.models.get(&key));
                 let cat = layers.catalog.and_then(|c| c.models.get(&key));
-                if let Ok(m) = build(&layers, &key, cat, user, &process_env) {
+                let detected = self.detected_limits.get(&format!("{id}/{key}"));
+                if let Ok(m) = build(&layers, &key, cat, user, detected, &process_env) {
                     out.push(m);
                 }
             }
@@ -215,6 +219,7 @@ fn build(
     model_key: &str,
     catalog_model: Option<&ModelConfig>,
     user_model: Option<&ModelConfig>,
+    detected: Option<&ModelLimits>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ResolvedModel, ConfigError> {
     let user = layers.user;
@@ -264,10 +269,15 @@ fn build(
             .and_then(f)
             .or_else(|| catalog_model.and_then(|m| m.limit.as_ref()).and_then(f))
     };
+    // Configured or catalog limits, else what the server said about itself, else the guesses.
     let limits = ModelLimits {
-        context: limit(|l| l.context).unwrap_or(UNKNOWN_MODEL_CONTEXT),
-        input: limit(|l| l.input),
-        output: limit(|l| l.output).unwrap_or(UNKNOWN_MODEL_OUTPUT),
+        context: limit(|l| l.context)
+            .or(detected.map(|d| d.context).filter(|&c| c > 0))
+            .unwrap_or(UNKNOWN_MODEL_CONTEXT),
+        input: limit(|l| l.input).or(detected.and_then(|d| d.input)),
+        output: limit(|l| l.output)
+            .or(detected.map(|d| d.output).filter(|&o| o > 0))
+            .unwrap_or(UNKNOWN_MODEL_OUTPUT),
     };
 
     let name = non_empty(user_model.and_then(|m| m.name.as_ref()))

@@ -1,7 +1,9 @@
 //! The `troupe.json` schema. The `provider` / `model` keys have the shape of OpenCode's
 //! `opencode.json` (and model entries the shape of models.dev `api.json`), so a block copied
-//! from `opencode.json` works unchanged. Unknown keys are accepted everywhere; unknown
-//! top-level keys are kept in [`Config::extra`].
+//! from `opencode.json` works unchanged. A key troupe does not know at the top level, in a
+//! provider block, a model entry, its `limit` or `compaction` is an error naming the nearest
+//! known key (see the `keys` module); OpenCode's own top-level keys are accepted and kept in
+//! [`Config::extra`].
 
 use std::collections::BTreeMap;
 use std::fmt;

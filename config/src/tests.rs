@@ -811,3 +811,144 @@ fn worktree_detection() {
     fs::create_dir_all(&deep).expect("mkdir");
     assert_eq!(find_worktree(&deep), f.root);
 }
+
+#[test]
+fn unknown_top_level_key_names_file_line_and_nearest_key() {
+    let err = load_err("troupe.json", "{\n  \"modle\": \"openai/gpt-4.1\"\n}\n");
+    assert!(
+        err.ends_with("troupe.json:2:3: unknown key \"modle\" (did you mean \"model\"?)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_keys_in_provider_model_and_limit_blocks() {
+    let err = load_err(
+        "troupe.jsonc",
+        r#"{
+  // a comment keeps line numbers
+  "provider": {
+    "mock": {
+      "option": { "baseURL": "http://127.0.0.1:1/v1" }
+    }
+  }
+}"#,
+    );
+    assert!(
+        err.ends_with(
+            "troupe.jsonc:5:7: unknown key \"option\" in provider.mock (did you mean \"options\"?)"
+        ),
+        "{err}"
+    );
+    let err = load_err(
+        "troupe.json",
+        r#"{"provider": {"mock": {"models": {"m": {"limit": {"contxt": 4096}}}}}}"#,
+    );
+    assert!(
+        err.ends_with(
+            "troupe.json:1:51: unknown key \"contxt\" in provider.mock.models.m.limit (did you mean \"context\"?)"
+        ),
+        "{err}"
+    );
+    // Far from every known key: no suggestion, still an error.
+    let err = load_err("troupe.json", r#"{"zzzzzzzz": 1}"#);
+    assert!(
+        err.ends_with("troupe.json:1:2: unknown key \"zzzzzzzz\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn open_places_and_opencode_keys_stay_accepted() {
+    // Request-body options, agent and permission blocks take any key; OpenCode-only top-level
+    // keys are accepted and kept.
+    let loaded = load_str(
+        r#"{
+  "theme": "dark",
+  "keybinds": {},
+  "provider": {"mock": {"options": {"baseURL": "http://x/v1", "grammar": "root ::= \"a\""},
+            "models": {"m": {"options": {"anything": 1}, "modalities": {"input": ["text"]}}}}},
+  "agent": {"mine": {"whatever": true}},
+  "compaction": {"auto": false}
+}"#,
+    );
+    assert_eq!(loaded.config.extra.get("theme"), Some(&json!("dark")));
+}
+
+#[test]
+fn unknown_key_in_env_content_names_the_variable() {
+    let f = fixture();
+    let opts = LoadOptions {
+        cwd: f.root.clone(),
+        global_dir: None,
+        env_content: Some(r#"{"small_modle": "a/b"}"#.into()),
+    };
+    let err = load_with_env(&opts, &no_env)
+        .expect_err("unknown key")
+        .to_string();
+    assert_eq!(
+        err,
+        "TROUPE_CONFIG_CONTENT:1:2: unknown key \"small_modle\" (did you mean \"small_model\"?)"
+    );
+}
+
+#[test]
+fn object_key_scanner_reports_paths_and_offsets() {
+    let json = r#"{"a": [{"b": 1}, "x"], "c": {"d\"e": {}}}"#;
+    let keys = crate::keys::object_keys(json);
+    let got: Vec<(String, String, usize)> = keys
+        .into_iter()
+        .map(|k| (k.path.join("."), k.key, k.offset))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("".into(), "a".into(), 1),
+            ("a.[]".into(), "b".into(), 8),
+            ("".into(), "c".into(), 23),
+            ("c".into(), "d\"e".into(), 29),
+        ]
+    );
+}
+
+#[test]
+fn nearest_key_counts_swaps_and_prefers_troupe_keys() {
+    let known = ["model", "small_model", "mode"];
+    assert_eq!(crate::keys::nearest("modle", &known), Some("model"));
+    assert_eq!(crate::keys::nearest("MODEL", &known), Some("model"));
+    assert_eq!(
+        crate::keys::nearest("smal_model", &known),
+        Some("small_model")
+    );
+    assert_eq!(crate::keys::nearest("zzzzzzzz", &known), None);
+}
+
+#[test]
+fn detected_limits_fill_in_for_unknown_models_only() {
+    let mut loaded = load_str(
+        r#"{"provider": {"local": {"models": {"sized": {"limit": {"context": 2048, "output": 100}}}}}}"#,
+    );
+    let limits = ModelLimits {
+        context: 4096,
+        input: None,
+        output: 1024,
+    };
+    loaded.detected_limits.insert("local/served".into(), limits);
+    loaded.detected_limits.insert("local/sized".into(), limits);
+    let m = loaded
+        .resolve_model_with_env("local/served", &no_env)
+        .expect("resolve");
+    assert_eq!((m.limits.context, m.limits.output), (4096, 1024));
+    let m = loaded
+        .resolve_model_with_env("local/sized", &no_env)
+        .expect("resolve");
+    assert_eq!(
+        (m.limits.context, m.limits.output),
+        (2048, 100),
+        "configured limits win"
+    );
+    let m = loaded
+        .resolve_model_with_env("local/other", &no_env)
+        .expect("resolve");
+    assert_eq!(m.limits.context, UNKNOWN_MODEL_CONTEXT);
+}

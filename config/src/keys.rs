@@ -1,0 +1,304 @@
+//! Unknown-key check: every object key of a config document is compared with the keys its
+//! place in the schema accepts, so a typo (`"modle"`) is an error naming the file, line,
+//! column and the nearest known key instead of a silently ignored setting.
+//!
+//! Checked places: the top level, `provider.<id>`, `provider.<id>.models.<model>`, its
+//! `limit`, and `compaction`. Provider `options` and model `options` are open by design
+//! (their other keys go into the request body); `agent`, `permission`, `tools`, `server` and
+//! the OpenCode-only keys are raw values checked by whoever interprets them.
+
+use crate::error::ConfigError;
+use crate::jsonc;
+
+/// Top-level keys OpenCode's `opencode.json` schema defines that troupe does not use. They are
+/// accepted (kept in `Config::extra`) so a whole `opencode.json` can be copied over unchanged.
+/// Source: OpenCode `config/config.ts` `Config.Info` (v1.15).
+pub(crate) const OPENCODE_ONLY_TOP_LEVEL_KEYS: &[&str] = &[
+    "theme",
+    "keybinds",
+    "logLevel",
+    "tui",
+    "command",
+    "watcher",
+    "plugin",
+    "snapshot",
+    "share",
+    "autoshare",
+    "autoupdate",
+    "disabled_providers",
+    "enabled_providers",
+    "username",
+    "mode",
+    "mcp",
+    "formatter",
+    "lsp",
+    "layout",
+    "enterprise",
+    "experimental",
+];
+
+/// Keys of a `provider.<id>` block: troupe's own plus OpenCode's `id`, `whitelist`, `blacklist`.
+const PROVIDER_KEYS: &[&str] = &[
+    "name",
+    "npm",
+    "api",
+    "env",
+    "options",
+    "models",
+    "id",
+    "whitelist",
+    "blacklist",
+];
+
+/// Keys of a model entry: troupe's own plus the rest of the models.dev / OpenCode model shape.
+const MODEL_KEYS: &[&str] = &[
+    "id",
+    "name",
+    "limit",
+    "cost",
+    "options",
+    "headers",
+    "tool_call",
+    "reasoning",
+    "temperature",
+    "family",
+    "attachment",
+    "release_date",
+    "last_updated",
+    "knowledge",
+    "open_weights",
+    "modalities",
+    "experimental",
+    "status",
+    "provider",
+    "variants",
+    "interleaved",
+    "structured_output",
+];
+
+/// Keys of a model's `limit` (tokens).
+const LIMIT_KEYS: &[&str] = &["context", "input", "output"];
+
+/// Keys of `compaction`.
+const COMPACTION_KEYS: &[&str] = &[
+    "auto",
+    "prune",
+    "reserved",
+    "tail_turns",
+    "preserve_recent_tokens",
+];
+
+/// One object key found in a JSON text: the path of the object holding it (`[]` for array
+/// elements), the decoded key and the byte offset of its opening quote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KeyAt {
+    pub path: Vec<String>,
+    pub key: String,
+    pub offset: usize,
+}
+
+/// Every object key of `json` (which must already be valid JSON: serde_json checked it, so the
+/// nesting depth is bounded by its recursion limit) with its position.
+pub(crate) fn object_keys(json: &str) -> Vec<KeyAt> {
+    let mut scan = Scan {
+        s: json,
+        b: json.as_bytes(),
+        i: 0,
+        out: Vec::new(),
+    };
+    scan.value(&mut Vec::new());
+    scan.out
+}
+
+struct Scan<'a> {
+    s: &'a str,
+    b: &'a [u8],
+    i: usize,
+    out: Vec<KeyAt>,
+}
+
+impl Scan<'_> {
+    fn ws(&mut self) {
+        while self.b.get(self.i).is_some_and(u8::is_ascii_whitespace) {
+            self.i += 1;
+        }
+    }
+
+    /// Consumes a string starting at `self.i` (a `"`), returning it decoded.
+    fn string(&mut self) -> String {
+        let start = self.i;
+        self.i += 1;
+        while let Some(&c) = self.b.get(self.i) {
+            self.i += 1;
+            match c {
+                b'\\' => self.i += 1,
+                b'"' => break,
+                _ => {}
+            }
+        }
+        let raw = self.s.get(start..self.i.min(self.s.len())).unwrap_or("");
+        serde_json::from_str(raw).unwrap_or_default()
+    }
+
+    fn value(&mut self, path: &mut Vec<String>) {
+        self.ws();
+        match self.b.get(self.i) {
+            Some(b'{') => {
+                self.i += 1;
+                loop {
+                    self.ws();
+                    match self.b.get(self.i) {
+                        Some(b'}') => {
+                            self.i += 1;
+                            return;
+                        }
+                        Some(b',') => self.i += 1,
+                        Some(b'"') => {
+                            let offset = self.i;
+                            let key = self.string();
+                            self.ws();
+                            if self.b.get(self.i) != Some(&b':') {
+                                return;
+                            }
+                            self.i += 1;
+                            self.out.push(KeyAt {
+                                path: path.clone(),
+                                key: key.clone(),
+                                offset,
+                            });
+                            path.push(key);
+                            self.value(path);
+                            path.pop();
+                        }
+                        _ => return,
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.i += 1;
+                loop {
+                    self.ws();
+                    match self.b.get(self.i) {
+                        Some(b']') | None => {
+                            self.i += 1;
+                            return;
+                        }
+                        Some(b',') => self.i += 1,
+                        Some(_) => {
+                            let before = self.i;
+                            path.push("[]".to_owned());
+                            self.value(path);
+                            path.pop();
+                            if self.i == before {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            Some(b'"') => {
+                self.string();
+            }
+            Some(_) => {
+                let before = self.i;
+                while self
+                    .b
+                    .get(self.i)
+                    .is_some_and(|c| !matches!(c, b',' | b'}' | b']') && !c.is_ascii_whitespace())
+                {
+                    self.i += 1;
+                }
+                if self.i == before {
+                    self.i += 1;
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+/// The keys accepted at `path`, or `None` when that place is open (any key).
+fn known_at(path: &[String]) -> Option<Vec<&'static str>> {
+    let p: Vec<&str> = path.iter().map(String::as_str).collect();
+    match p.as_slice() {
+        [] => Some(
+            crate::schema::KNOWN_TOP_LEVEL_KEYS
+                .iter()
+                .chain(OPENCODE_ONLY_TOP_LEVEL_KEYS)
+                .copied()
+                .collect(),
+        ),
+        ["provider", _] => Some(PROVIDER_KEYS.to_vec()),
+        ["provider", _, "models", _] => Some(MODEL_KEYS.to_vec()),
+        ["provider", _, "models", _, "limit"] => Some(LIMIT_KEYS.to_vec()),
+        ["compaction"] => Some(COMPACTION_KEYS.to_vec()),
+        _ => None,
+    }
+}
+
+/// Fails on the first key (in text order) that its place in the schema does not know, with
+/// the nearest known key when one is close. `label` names the source in the error.
+pub(crate) fn check_unknown_keys(label: &str, json: &str) -> Result<(), ConfigError> {
+    for k in object_keys(json) {
+        let Some(known) = known_at(&k.path) else {
+            continue;
+        };
+        if known.contains(&k.key.as_str()) {
+            continue;
+        }
+        let (line, column) = jsonc::line_col(json, k.offset);
+        let suggestion = nearest(&k.key, &known).map(str::to_owned);
+        return Err(ConfigError::UnknownKey {
+            file: label.to_owned(),
+            line,
+            column,
+            path: k.path.join("."),
+            key: k.key,
+            suggestion,
+        });
+    }
+    Ok(())
+}
+
+/// The known key closest to `key` by edit distance with transpositions (optimal string
+/// alignment, case-insensitive), if within `max(2, len/3)` edits; ties go to the key listed
+/// first (troupe's own keys come before OpenCode-only ones).
+pub(crate) fn nearest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
+    let key_lc = key.to_lowercase();
+    let max = (key.chars().count() / 3).max(2);
+    let mut best: Option<(usize, &'a str)> = None;
+    for &k in known {
+        let d = osa_distance(&key_lc, &k.to_lowercase());
+        if d <= max && best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, k));
+        }
+    }
+    best.map(|(_, k)| k)
+}
+
+/// Optimal string alignment distance: insertions, deletions, substitutions and swaps of two
+/// neighbouring characters each cost 1.
+fn osa_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
