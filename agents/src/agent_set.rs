@@ -63,6 +63,16 @@ pub enum AgentError {
         /// Comma-separated names of the available agents.
         available: String,
     },
+    /// An agent asked for as the main agent of a session that cannot be one.
+    #[error("agent {name} {reason}. Primary agents: {available}")]
+    NotSelectable {
+        /// Requested name.
+        name: String,
+        /// Why (`is a subagent: …`, `is hidden: …`).
+        reason: String,
+        /// Comma-separated names of the selectable agents.
+        available: String,
+    },
     /// `default_agent` names an agent that cannot be the main agent.
     #[error("default agent {name:?} {reason}")]
     BadDefault {
@@ -738,6 +748,37 @@ impl AgentSet {
         })
     }
 
+    /// The agent called `name` as the main agent of a session (`troupe run --agent`): it must
+    /// exist and be selectable (mode `primary` or `all`, not hidden). Errors list only the
+    /// selectable agents: [`AgentError::NotFound`] for an unknown name,
+    /// [`AgentError::NotSelectable`] for a subagent or a hidden agent.
+    pub fn require_selectable(&self, name: &str) -> Result<&Agent, AgentError> {
+        let available = || {
+            self.list(false)
+                .iter()
+                .filter(|a| a.is_selectable())
+                .map(|a| a.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let agent = self.get(name).ok_or_else(|| AgentError::NotFound {
+            name: name.to_string(),
+            available: available(),
+        })?;
+        let reason = if agent.hidden {
+            "is hidden: troupe uses it internally"
+        } else if agent.mode == Mode::Subagent {
+            "is a subagent: a primary agent starts it through the task tool, it cannot run a session itself"
+        } else {
+            return Ok(agent);
+        };
+        Err(AgentError::NotSelectable {
+            name: name.to_string(),
+            reason: reason.to_string(),
+            available: available(),
+        })
+    }
+
     /// Agents sorted by name, visible ones first then hidden ones; hidden agents are left out
     /// unless `include_hidden`.
     pub fn list(&self, include_hidden: bool) -> Vec<&Agent> {
@@ -794,6 +835,26 @@ impl AgentSet {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn require_selectable_names_only_primary_agents() {
+        let s = set(json!({"mine": {"prompt": "p"}, "helper": {"mode": "subagent"}}));
+        assert_eq!(s.require_selectable("plan").unwrap().name, "plan");
+        assert_eq!(s.require_selectable("mine").unwrap().name, "mine");
+        let err = s.require_selectable("nope").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "agent not found: nope. Available agents: build, mine, plan"
+        );
+        let err = s.require_selectable("explore").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "agent explore is a subagent: a primary agent starts it through the task tool, it cannot run a session itself. Primary agents: build, mine, plan"
+        );
+        let err = s.require_selectable("title").unwrap_err().to_string();
+        assert!(err.starts_with("agent title is hidden"), "{err}");
+        assert!(s.require_selectable("helper").is_err());
+    }
 
     fn set(agents: Value) -> AgentSet {
         AgentSet::from_config_value(Some(&agents), None, None, "troupe.json").unwrap()
