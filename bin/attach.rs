@@ -35,6 +35,10 @@ pub struct AttachRun {
     pub dir: Option<PathBuf>,
     /// Print events as JSON lines.
     pub json: bool,
+    /// `--quiet` and the activity line.
+    pub print: crate::output::PrintOptions,
+    /// `--output-last-message`: write the last assistant text here.
+    pub output_last_message: Option<PathBuf>,
 }
 
 /// How long to wait for the `server.connected` event.
@@ -55,7 +59,12 @@ pub async fn run(a: AttachRun) -> Result<ExitCode> {
         });
         match found {
             Some(s) => s,
-            None => client.post("/session", &new_session(&a.dir)).await?,
+            None => {
+                eprintln!(
+                    "troupe: no earlier session on the server to continue; starting a new one"
+                );
+                client.post("/session", &new_session(&a.dir)).await?
+            }
         }
     } else {
         client.post("/session", &new_session(&a.dir)).await?
@@ -85,7 +94,8 @@ pub async fn run(a: AttachRun) -> Result<ExitCode> {
         .post(&format!("/session/{sid}/prompt_async"), &body)
         .await?;
 
-    let mut printer = Printer::new(a.json, sid.clone());
+    let mut printer = Printer::new(a.json, sid.clone(), a.print.clone());
+    printer.start();
     let mut busy_seen = false;
     let mut interrupts = 0u32;
     loop {
@@ -137,12 +147,32 @@ pub async fn run(a: AttachRun) -> Result<ExitCode> {
     printer.finish();
     // The turn's outcome: the last assistant message's error, if any.
     let messages = client.get(&format!("/session/{sid}/message")).await?;
-    let error = messages.as_array().and_then(|l| {
+    let last = messages.as_array().and_then(|l| {
         l.iter()
             .rev()
             .find(|m| m["info"]["role"] == "assistant")
-            .and_then(|m| m["info"].get("error").cloned())
+            .cloned()
     });
+    let error = last.as_ref().and_then(|m| m["info"].get("error").cloned());
+    if let Some(path) = &a.output_last_message {
+        let mut text: String = last
+            .as_ref()
+            .and_then(|m| m["parts"].as_array())
+            .map(|parts| {
+                parts
+                    .iter()
+                    .filter(|p| p["type"] == "text" && p["synthetic"] != json!(true))
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        std::fs::write(path, text)
+            .map_err(|e| anyhow!("--output-last-message {}: {e}", path.display()))?;
+    }
     match error {
         Some(e) if !e.is_null() => {
             let name = e["name"].as_str().unwrap_or("UnknownError");

@@ -73,6 +73,13 @@ pub fn read_tasks(path: &Path) -> Result<Vec<BatchTask>> {
         }
         let task: BatchTask =
             serde_json::from_str(line).map_err(|e| anyhow!("{}:{}: {e}", path.display(), i + 1))?;
+        if task.id.trim().is_empty() {
+            bail!(
+                "{}:{}: task id is empty (results are matched and resumed by id)",
+                path.display(),
+                i + 1
+            );
+        }
         if task.prompt.trim().is_empty() {
             bail!(
                 "{}:{}: task {} has an empty prompt",

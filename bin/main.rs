@@ -1,7 +1,9 @@
 //! `troupe`: the command-line interface. Wires config → runtime → output; no business logic.
 
+mod activity;
 mod attach;
 mod batch;
+mod local;
 mod monitor;
 mod output;
 mod serve;
@@ -23,8 +25,9 @@ use troupe_tools::Registry;
 #[derive(Parser, Debug)]
 #[command(name = "troupe", version, about)]
 struct Cli {
-    /// SQLite store file (default: $TROUPE_DB, else ~/.local/share/troupe/troupe.db).
-    #[arg(long, global = true, env = "TROUPE_DB")]
+    /// SQLite store file (default: $TROUPE_DB, else ~/.local/share/troupe/troupe.db; an empty
+    /// variable counts as unset, like every TROUPE_* variable).
+    #[arg(long, global = true)]
     db: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
@@ -175,8 +178,14 @@ struct RunArgs {
     /// Run through a running `troupe serve` at this URL (e.g. http://127.0.0.1:4096).
     #[arg(long, value_name = "URL")]
     attach: Option<String>,
-    /// Password of the server given with --attach.
-    #[arg(long, env = "TROUPE_SERVER_PASSWORD", hide_env_values = true)]
+    /// Write the last message of the turn (its text, without tool lines) to FILE as well.
+    #[arg(short = 'o', long = "output-last-message", value_name = "FILE")]
+    output_last_message: Option<PathBuf>,
+    /// Print only the answer (and errors): no tool lines, no activity line, no notices.
+    #[arg(short = 'q', long)]
+    quiet: bool,
+    /// Password of the server given with --attach; default: $TROUPE_SERVER_PASSWORD.
+    #[arg(long)]
     password: Option<String>,
 }
 
@@ -223,8 +232,9 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TROUPE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+            troupe_config::env_var("TROUPE_LOG")
+                .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
+                .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("error")),
         )
         .init();
     // A panic inside an actor is caught by its supervisor and becomes an error part or a
@@ -265,7 +275,14 @@ fn main() -> ExitCode {
 }
 
 fn db_path(cli_db: Option<PathBuf>) -> PathBuf {
-    cli_db.unwrap_or_else(|| troupe_config::data_dir().join("troupe.db"))
+    cli_db
+        .or_else(|| troupe_config::env_path("TROUPE_DB"))
+        .unwrap_or_else(|| troupe_config::data_dir().join("troupe.db"))
+}
+
+/// `--password`, else `$TROUPE_SERVER_PASSWORD` (empty = no password).
+fn server_password(flag: Option<String>) -> Option<String> {
+    flag.or_else(|| troupe_config::env_var(troupe_server::PASSWORD_ENV))
 }
 
 fn open_store(db: Option<PathBuf>) -> Result<Store> {
@@ -276,8 +293,14 @@ fn open_store(db: Option<PathBuf>) -> Result<Store> {
 async fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run(cli.db, args).await,
-        Command::Serve(args) => serve::serve(cli.db, args).await,
-        Command::Monitor(args) => monitor::run(args).await,
+        Command::Serve(mut args) => {
+            args.password = server_password(args.password.take());
+            serve::serve(cli.db, args).await
+        }
+        Command::Monitor(mut args) => {
+            args.password = server_password(args.password.take());
+            monitor::run(args).await
+        }
         Command::Batch(args) => run_batch(cli.db, args).await,
         Command::Session {
             command: SessionCommand::Compact { id },
@@ -422,7 +445,7 @@ async fn compact(db: Option<PathBuf>, id: &str) -> Result<ExitCode> {
         agents,
         registry(),
         responder,
-        runtime_options(),
+        runtime_options()?,
     )
     .await?;
     let result = runtime.compact(&session.id).await;
@@ -439,31 +462,32 @@ async fn compact(db: Option<PathBuf>, id: &str) -> Result<ExitCode> {
     }
 }
 
-fn runtime_options() -> RuntimeOptions {
-    let env_u64 = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+/// Runtime limits from the environment (`TROUPE_TOOL_TIMEOUT_MS`, `TROUPE_MAX_RETRIES`,
+/// `TROUPE_TASK_TIMEOUT_MS`, `TROUPE_MAX_SUBAGENTS`, `TROUPE_TITLE`). Empty = unset; a value
+/// that is not a whole number is an error naming the variable.
+fn runtime_options() -> Result<RuntimeOptions> {
+    let env_u64 = |k: &str| troupe_config::env_u64(k).map_err(|e| anyhow!("{e}"));
     let mut opts = RuntimeOptions::default();
-    if let Some(ms) = env_u64("TROUPE_TOOL_TIMEOUT_MS") {
+    if let Some(ms) = env_u64("TROUPE_TOOL_TIMEOUT_MS")? {
         opts.tool_timeout = Duration::from_millis(ms);
     }
-    if let Some(n) = env_u64("TROUPE_MAX_RETRIES") {
+    if let Some(n) = env_u64("TROUPE_MAX_RETRIES")? {
         opts.max_retries = n.min(u32::MAX as u64) as u32;
     }
-    if let Some(ms) = env_u64("TROUPE_TASK_TIMEOUT_MS") {
+    if let Some(ms) = env_u64("TROUPE_TASK_TIMEOUT_MS")? {
         opts.task_timeout = Duration::from_millis(ms);
     }
-    if let Some(n) = env_u64("TROUPE_MAX_SUBAGENTS") {
+    if let Some(n) = env_u64("TROUPE_MAX_SUBAGENTS")? {
         opts.max_subagents = (n as usize).max(1);
     }
     // Session titles from the `title` agent; TROUPE_TITLE=0 turns them off.
-    opts.titles = std::env::var("TROUPE_TITLE")
-        .map(|v| v != "0")
-        .unwrap_or(true);
-    opts
+    opts.titles = troupe_config::env_var("TROUPE_TITLE").is_none_or(|v| v.trim() != "0");
+    Ok(opts)
 }
 
 fn registry() -> Registry {
     let r = Registry::builtin();
-    if std::env::var("TROUPE_TEST_TOOLS").is_ok_and(|v| v == "1") {
+    if troupe_config::env_var("TROUPE_TEST_TOOLS").is_some_and(|v| v == "1") {
         r.with_test_tools()
     } else {
         r
@@ -472,9 +496,19 @@ fn registry() -> Registry {
 
 async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
     let cwd = resolve_dir(args.dir.clone())?;
-    let (config, agents) = load_agents(&cwd)?;
+    let (mut config, agents) = load_agents(&cwd)?;
     // Validate the file before starting anything.
-    batch::read_tasks(&args.file)?;
+    let tasks = batch::read_tasks(&args.file)?;
+    if let Some(a) = &args.agent {
+        agents.require_selectable(a).map_err(|e| anyhow!("{e}"))?;
+    }
+    for t in &tasks {
+        if let Some(a) = &t.agent {
+            agents
+                .require_selectable(a)
+                .map_err(|e| anyhow!("{}: task {}: {e}", args.file.display(), t.id))?;
+        }
+    }
     let model = match args.model.clone() {
         Some(m) => Some(m),
         // With no configured model, the local server if it answers.
@@ -485,6 +519,9 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
     };
     if let Some(m) = &model {
         config.resolve_model(m).map_err(|e| anyhow!("{e}"))?;
+    }
+    if let Some(m) = model.clone().or_else(|| config.default_model()) {
+        local::apply_detected_limits(&mut config, &m).await;
     }
     let store = open_store(db)?;
     let responder: Arc<dyn troupe_tools::PermissionAsker> = match args.permission {
@@ -497,7 +534,7 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
         agents,
         registry(),
         responder,
-        runtime_options(),
+        runtime_options()?,
     )
     .await?;
     let rt2 = runtime.clone();
@@ -527,11 +564,36 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
     .await
 }
 
+/// `troupe run`. With `--format json`, an error that ends the command (a start-up error such
+/// as a missing session, an unknown model, provider or agent) is also printed on stdout as one
+/// `{"type":"error","properties":{"timestamp","message","error":{"name":"StartupError",
+/// "data":{"message"}}}}` line (the shape of the bus events around it), so a script reading
+/// stdout sees why it ended; the same message goes to stderr.
 async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
+    let json = args.format == Format::Json;
+    let result = run_inner(db, args).await;
+    if json && let Err(e) = &result {
+        let message = format!("{e:#}").replace('\n', " ");
+        let line = serde_json::json!({
+            "type": "error",
+            "properties": {
+                "timestamp": troupe_session::now_ms(),
+                "message": message,
+                "error": {"name": "StartupError", "data": {"message": message}},
+            },
+        });
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+    result
+}
+
+async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     let cwd = resolve_dir(args.dir.clone())?;
     let mut text = args.message.join(" ");
     if !std::io::IsTerminal::is_terminal(&std::io::stdin())
-        && std::env::var_os("TROUPE_NO_STDIN").is_none()
+        && troupe_config::env_path("TROUPE_NO_STDIN").is_none()
     {
         let mut piped = String::new();
         let _ = tokio::task::spawn_blocking(move || {
@@ -554,7 +616,7 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     if let Some(url) = args.attach.clone() {
         return attach::run(attach::AttachRun {
             url,
-            password: args.password.clone(),
+            password: server_password(args.password.clone()),
             text,
             session: args.session.clone(),
             continue_: args.continue_,
@@ -562,17 +624,28 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
             model: args.model.clone(),
             dir: args.dir.as_ref().map(|_| cwd.clone()),
             json: args.format == Format::Json,
+            print: output::PrintOptions {
+                quiet: args.quiet,
+                activity: activity::Activity::on_stderr(
+                    std::io::IsTerminal::is_terminal(&std::io::stderr())
+                        && args.format != Format::Json
+                        && !args.quiet,
+                ),
+            },
+            output_last_message: args.output_last_message.clone(),
         })
         .await;
     }
-    let (config, agents) = load_agents(&cwd)?;
+    let (mut config, agents) = load_agents(&cwd)?;
     if let Some(a) = &args.agent {
-        agents.require(a).map_err(|e| anyhow!("{e}"))?;
+        agents.require_selectable(a).map_err(|e| anyhow!("{e}"))?;
     }
     let chosen = choose_model(args.model.clone(), &config).await?;
     if let Some(m) = &chosen {
         // Fail before touching the store when the model cannot be resolved.
         config.resolve_model(m).map_err(|e| anyhow!("{e}"))?;
+        // A local server's real context size instead of the unknown-model guesses.
+        local::apply_detected_limits(&mut config, m).await;
     }
     if let Some(m) = &chosen {
         check_api_key(&config, m)?;
@@ -587,11 +660,16 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     let store = open_store(db)?;
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
         && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let json = args.format == Format::Json;
+    // The activity line: only on a terminal, never in JSON or quiet mode.
+    let activity = activity::Activity::on_stderr(
+        std::io::IsTerminal::is_terminal(&std::io::stderr()) && !json && !args.quiet,
+    );
     let responder: Arc<dyn troupe_tools::PermissionAsker> = match args.permission {
         Some(PermissionMode::Allow) => Arc::new(troupe_actors::permission::Policy::Allow),
         Some(PermissionMode::Deny) => Arc::new(troupe_actors::permission::Policy::Deny),
         Some(PermissionMode::Ask) | None if interactive => {
-            Arc::new(output::TerminalAsker::default())
+            Arc::new(output::TerminalAsker::new(activity.clone()))
         }
         _ => Arc::new(troupe_actors::permission::Policy::Deny),
     };
@@ -601,7 +679,7 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         agents,
         registry(),
         responder,
-        runtime_options(),
+        runtime_options()?,
     )
     .await?;
 
@@ -620,15 +698,27 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         let d = cwd.display().to_string();
         match store.read(move |r| r.latest_root(Some(&d))).await? {
             Some(s) => s,
-            None => runtime.create_session(&cwd, None).await?,
+            None => {
+                eprintln!(
+                    "troupe: no earlier session in {} to continue; starting a new one",
+                    cwd.display()
+                );
+                runtime.create_session(&cwd, None).await?
+            }
         }
     } else {
         runtime.create_session(&cwd, None).await?
     };
 
-    let json = args.format == Format::Json;
     let mut rx = runtime.bus().subscribe();
-    let printer = output::Printer::new(json, session.id.clone());
+    let printer = output::Printer::new(
+        json,
+        session.id.clone(),
+        output::PrintOptions {
+            quiet: args.quiet,
+            activity: activity.clone(),
+        },
+    );
     let sid = session.id.clone();
     let input = PromptInput {
         text,
@@ -659,6 +749,7 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         });
     }
     let mut printer = printer;
+    printer.start();
     let result = loop {
         tokio::select! {
             r = &mut turn => break r,
@@ -678,6 +769,15 @@ async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     }
     printer.finish();
     let result = result.map_err(|e| anyhow!("the turn task failed: {e}"))?;
+    if let (Some(path), Ok(turn)) = (&args.output_last_message, &result) {
+        // The turn's last assistant text, ending with a newline like a text file.
+        let mut text = turn.text.clone();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        std::fs::write(path, text)
+            .map_err(|e| anyhow!("--output-last-message {}: {e}", path.display()))?;
+    }
     if interrupts.load(std::sync::atomic::Ordering::SeqCst) > 0 {
         runtime.shutdown_within(Duration::ZERO).await;
     } else {

@@ -28,8 +28,9 @@ pub struct MonitorArgs {
     /// Base URL of a running `troupe serve`.
     #[arg(default_value = "http://127.0.0.1:4096")]
     pub url: String,
-    /// Server password, sent as `Authorization: Bearer <password>`.
-    #[arg(long, env = "TROUPE_SERVER_PASSWORD")]
+    /// Server password, sent as `Authorization: Bearer <password>`; default:
+    /// $TROUPE_SERVER_PASSWORD (empty = none).
+    #[arg(long)]
     pub password: Option<String>,
     /// Print the tree and counters once as plain text and exit.
     #[arg(long)]

@@ -9,26 +9,77 @@ use troupe_session::{Event, Message, MessageWithParts, PartKind, Session, Store,
 
 use crate::SessionCommand;
 
-/// Prints bus events of one session as they arrive.
+/// How `troupe run` prints besides the JSON/default choice.
+#[derive(Clone, Default)]
+pub struct PrintOptions {
+    /// `--quiet`: only the answer on stdout (and errors on stderr): no tool lines, no
+    /// activity line, no retry notices.
+    pub quiet: bool,
+    /// The activity line (a disabled one when stderr is not a terminal).
+    pub activity: crate::activity::Activity,
+}
+
+/// Prints bus events of one session as they arrive: the answer's text on stdout; tool lines,
+/// retries, the activity line and notices on stderr (so `troupe run … > answer.txt` captures
+/// only the answer).
 pub struct Printer {
     json: bool,
     session_id: String,
     out: std::io::BufWriter<std::io::Stdout>,
+    /// Stdout is a terminal (then a half-written line must end before stderr draws on it).
+    stdout_tty: bool,
     mid_line: bool,
     /// Reasoning parts (their deltas are not printed in the default view).
     reasoning: std::collections::HashSet<String>,
+    opts: PrintOptions,
 }
 
 impl Printer {
     /// A printer for `session_id`; `json` prints every event as one JSON line.
-    pub fn new(json: bool, session_id: String) -> Self {
+    pub fn new(json: bool, session_id: String, opts: PrintOptions) -> Self {
         Self {
             json,
             session_id,
             out: std::io::BufWriter::new(std::io::stdout()),
+            stdout_tty: std::io::IsTerminal::is_terminal(&std::io::stdout()),
             mid_line: false,
             reasoning: Default::default(),
+            opts,
         }
+    }
+
+    /// The turn was sent: say what it waits for.
+    pub fn start(&mut self) {
+        if !self.json {
+            self.activity(WAITING_FOR_MODEL);
+        }
+    }
+
+    /// Show `message` on the activity line unless a half-written answer line on the same
+    /// terminal would be overwritten.
+    fn activity(&self, message: &str) {
+        if !(self.mid_line && self.stdout_tty) {
+            self.opts.activity.show(message);
+        }
+    }
+
+    /// End a half-written answer line (text parts before and after a tool call are
+    /// separate paragraphs).
+    fn end_line(&mut self) {
+        if self.mid_line {
+            let _ = writeln!(self.out);
+            let _ = self.out.flush();
+            self.mid_line = false;
+        }
+    }
+
+    /// A line on stderr: the activity line is removed first and comes back with the next event.
+    fn note(&mut self, line: &str) {
+        self.opts.activity.clear();
+        if self.stdout_tty {
+            self.end_line();
+        }
+        eprintln!("{line}");
     }
 
     /// Handle one event.
@@ -46,36 +97,26 @@ impl Printer {
         match ev {
             Event::PartDelta { part_id, .. } if self.reasoning.contains(part_id) => {}
             Event::PartDelta { delta, field, .. } if field == "text" => {
+                self.opts.activity.clear();
                 let _ = write!(self.out, "{delta}");
                 self.mid_line = !delta.ends_with('\n');
                 let _ = self.out.flush();
             }
             Event::PartUpdated { part } if matches!(part.kind, PartKind::Reasoning { .. }) => {
                 self.reasoning.insert(part.id.clone());
+                self.activity("thinking…");
             }
-            Event::PartUpdated { part } => {
-                if let PartKind::Tool { tool, state, .. } = &part.kind {
-                    let line = match state {
-                        ToolState::Completed { title, .. } => {
-                            Some(format!("✓ {tool} {}", one_line(title, 100)))
-                        }
-                        ToolState::Error { error, input, .. } => Some(format!(
-                            "✗ {tool} {}: {}",
-                            summarize_input(input),
-                            one_line(error, 200)
-                        )),
-                        _ => None,
-                    };
-                    if let Some(line) = line {
-                        if self.mid_line {
-                            let _ = writeln!(self.out);
-                            self.mid_line = false;
-                        }
-                        let _ = writeln!(self.out, "{line}");
-                        let _ = self.out.flush();
-                    }
+            Event::PartUpdated { part } => match &part.kind {
+                PartKind::StepStart { .. } => self.activity(WAITING_FOR_MODEL),
+                PartKind::StepFinish { reason, tokens, .. } if reason == "length" => {
+                    self.note(&format!(
+                        "troupe: the reply stopped at the output limit after {} output tokens (finish_reason: length); the answer may be cut short",
+                        tokens.output
+                    ));
                 }
-            }
+                PartKind::Tool { tool, state, .. } => self.tool(tool, state),
+                _ => {}
+            },
             Event::SessionStatus {
                 status:
                     troupe_session::SessionStatus::Retry {
@@ -86,28 +127,109 @@ impl Printer {
                 ..
             } => {
                 // The failed attempt's partial text is dropped and streamed again: end the line.
-                if self.mid_line {
-                    let _ = writeln!(self.out);
-                    let _ = self.out.flush();
-                    self.mid_line = false;
-                }
+                self.end_line();
+                self.opts.activity.clear();
                 let wait = (next - troupe_session::now_ms()).max(0) as f64 / 1000.0;
-                eprintln!(
-                    "troupe: attempt {attempt} failed ({}); retrying in {wait:.1}s",
-                    one_line(message, 160)
-                );
+                if !self.opts.quiet {
+                    eprintln!(
+                        "troupe: attempt {attempt} failed ({}); retrying in {wait:.1}s",
+                        one_line(message, 160)
+                    );
+                }
+                self.activity(&format!("waiting to retry (attempt {})…", attempt + 1));
             }
             _ => {}
         }
     }
 
-    /// End the output (final newline).
-    pub fn finish(&mut self) {
-        if self.mid_line {
-            let _ = writeln!(self.out);
-            self.mid_line = false;
+    fn tool(&mut self, tool: &str, state: &ToolState) {
+        match state {
+            ToolState::Pending { .. } => {
+                self.end_line();
+                self.activity(&format!("preparing {tool}…"));
+            }
+            ToolState::Running { input, .. } => {
+                self.end_line();
+                self.activity(&format!("running {}…", tool_line(tool, input, 100)));
+            }
+            ToolState::Completed { input, .. } => {
+                self.end_line();
+                if !self.opts.quiet {
+                    self.note(&format!("✓ {}", tool_line(tool, input, 100)));
+                }
+                self.activity(WAITING_FOR_MODEL);
+            }
+            ToolState::Error { error, input, .. } => {
+                self.end_line();
+                if !self.opts.quiet {
+                    self.note(&format!(
+                        "✗ {}: {}",
+                        tool_line(tool, input, 80),
+                        one_line(error, 200)
+                    ));
+                }
+                self.activity(WAITING_FOR_MODEL);
+            }
         }
+    }
+
+    /// End the output (final newline) and remove the activity line.
+    pub fn finish(&mut self) {
+        self.opts.activity.clear();
+        self.end_line();
         let _ = self.out.flush();
+    }
+}
+
+/// Activity shown while a request is out and no token has arrived.
+const WAITING_FOR_MODEL: &str = "waiting for model…";
+
+/// `tool summary`: the tool name and what it was asked (see [`tool_summary`]), one line of at
+/// most `max` characters for the summary.
+pub fn tool_line(tool: &str, input: &serde_json::Value, max: usize) -> String {
+    let summary = tool_summary(tool, input);
+    if summary.is_empty() {
+        tool.to_string()
+    } else {
+        format!("{tool} {}", one_line(&summary, max))
+    }
+}
+
+/// What a tool call was asked, as the user would write it: the command of `bash` as written,
+/// the pattern of `glob`/`grep` (with `in PATH` and `--include` when given), the path of the
+/// file tools, the URL of `webfetch`, the description of `task`; other tools: `key=value`
+/// pairs. The web view applies the same rule (`server/static/index.html`, `toolSummary`).
+pub fn tool_summary(tool: &str, input: &serde_json::Value) -> String {
+    let s = |k: &str| input.get(k).and_then(|v| v.as_str()).unwrap_or("");
+    let with_path = |head: String| match s("path") {
+        "" => head,
+        p => format!("{head} in {p}"),
+    };
+    match tool {
+        "bash" if !s("command").is_empty() => s("command").to_string(),
+        "glob" if !s("pattern").is_empty() => with_path(s("pattern").to_string()),
+        "grep" if !s("pattern").is_empty() => {
+            let mut head = s("pattern").to_string();
+            if !s("include").is_empty() {
+                head.push_str(&format!(" --include {}", s("include")));
+            }
+            with_path(head)
+        }
+        "read" | "write" | "edit" if !s("filePath").is_empty() => s("filePath").to_string(),
+        "list" => match s("path") {
+            "" => ".".to_string(),
+            p => p.to_string(),
+        },
+        "webfetch" if !s("url").is_empty() => s("url").to_string(),
+        "task" if !s("description").is_empty() => {
+            let agent = s("subagent_type");
+            if agent.is_empty() {
+                s("description").to_string()
+            } else {
+                format!("{agent}: {}", s("description"))
+            }
+        }
+        _ => summarize_input(input),
     }
 }
 
@@ -476,9 +598,43 @@ pub fn debug_config(config: &LoadedConfig) -> Result<()> {
 
 /// Prompts on the terminal for permission asks: `[o]nce`, `[a]lways`, `[r]eject` (then
 /// optional feedback). Used by `troupe run` when stdin and stderr are terminals.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct TerminalAsker {
     lock: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// Paused while the question is on screen.
+    activity: crate::activity::Activity,
+}
+
+impl TerminalAsker {
+    /// An asker that pauses `activity` while it asks.
+    pub fn new(activity: crate::activity::Activity) -> Self {
+        Self {
+            lock: Default::default(),
+            activity,
+        }
+    }
+}
+
+/// The question of a permission ask: the permission and what it is for, as the user would
+/// write it (`bash: sleep 3; echo done`, the command as written, not the sub-commands the
+/// rules check), then the checked patterns when they say something more.
+pub fn permission_question(req: &troupe_tools::PermissionRequest) -> String {
+    let written = req
+        .metadata
+        .get("command")
+        .and_then(|v| v.as_str())
+        .map(|c| one_line(c, 300));
+    let patterns = req.patterns.join(", ");
+    match written {
+        Some(cmd) if !cmd.is_empty() => {
+            if req.patterns.len() > 1 || req.patterns.first().is_some_and(|p| *p != cmd) {
+                format!("{}: {cmd}\n  (checked as: {patterns})", req.permission)
+            } else {
+                format!("{}: {cmd}", req.permission)
+            }
+        }
+        _ => format!("{}: {patterns}", req.permission),
+    }
 }
 
 impl troupe_tools::PermissionAsker for TerminalAsker {
@@ -487,12 +643,13 @@ impl troupe_tools::PermissionAsker for TerminalAsker {
         req: troupe_tools::PermissionRequest,
     ) -> futures::future::BoxFuture<'static, troupe_tools::PermissionReply> {
         let lock = self.lock.clone();
+        let activity = self.activity.clone();
         Box::pin(async move {
             let _g = lock.lock().await;
+            activity.pause();
             let question = format!(
-                "\npermission: {} {}\n  allow? [o]nce / [a]lways / [r]eject (text after r = feedback): ",
-                req.permission,
-                req.patterns.join(", ")
+                "\npermission: {}\n  allow? [o]nce / [a]lways / [r]eject (text after r = feedback): ",
+                permission_question(&req)
             );
             let answer = tokio::task::spawn_blocking(move || {
                 eprint!("{question}");
@@ -500,6 +657,7 @@ impl troupe_tools::PermissionAsker for TerminalAsker {
                 std::io::stdin().read_line(&mut line).map(|_| line)
             })
             .await;
+            activity.resume();
             match answer {
                 Ok(Ok(line)) => {
                     let t = line.trim();
@@ -515,5 +673,84 @@ impl troupe_tools::PermissionAsker for TerminalAsker {
                 _ => troupe_tools::PermissionReply::Deny(String::new()),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tool_summary_shows_what_was_asked() {
+        assert_eq!(
+            tool_line(
+                "bash",
+                &json!({"command": "sleep 3; echo done", "description": "d"}),
+                100
+            ),
+            "bash sleep 3; echo done"
+        );
+        assert_eq!(
+            tool_line("glob", &json!({"pattern": "**/*.rs"}), 100),
+            "glob **/*.rs"
+        );
+        assert_eq!(
+            tool_line("glob", &json!({"pattern": "*.md", "path": "docs"}), 100),
+            "glob *.md in docs"
+        );
+        assert_eq!(
+            tool_line("grep", &json!({"pattern": "TODO", "include": "*.rs"}), 100),
+            "grep TODO --include *.rs"
+        );
+        assert_eq!(
+            tool_line("read", &json!({"filePath": "/a/b.rs"}), 100),
+            "read /a/b.rs"
+        );
+        assert_eq!(tool_line("list", &json!({}), 100), "list .");
+        assert_eq!(
+            tool_line(
+                "task",
+                &json!({"description": "scan", "subagent_type": "explore"}),
+                100
+            ),
+            "task explore: scan"
+        );
+        assert_eq!(tool_line("other", &json!({"k": 1}), 100), "other k=1");
+        assert_eq!(tool_line("x", &json!({}), 100), "x");
+        // Multi-line commands are one line, cut at `max` characters.
+        assert_eq!(
+            tool_line("bash", &json!({"command": "a\nb"}), 100),
+            "bash a b"
+        );
+        assert_eq!(
+            tool_line("bash", &json!({"command": "abcdef"}), 3),
+            "bash abc…"
+        );
+    }
+
+    #[test]
+    fn permission_question_shows_the_command_as_written() {
+        let req =
+            |patterns: &[&str], metadata: serde_json::Value| troupe_tools::PermissionRequest {
+                permission: "bash".into(),
+                patterns: patterns.iter().map(|s| s.to_string()).collect(),
+                always: vec![],
+                metadata,
+            };
+        assert_eq!(
+            permission_question(&req(
+                &["sleep 3", "echo done"],
+                json!({"command": "sleep 3; echo done"})
+            )),
+            "bash: sleep 3; echo done\n  (checked as: sleep 3, echo done)"
+        );
+        assert_eq!(
+            permission_question(&req(&["ls -la"], json!({"command": "ls -la"}))),
+            "bash: ls -la"
+        );
+        let mut r = req(&["src/*.rs"], json!({}));
+        r.permission = "edit".into();
+        assert_eq!(permission_question(&r), "edit: src/*.rs");
     }
 }

@@ -18,8 +18,9 @@ pub struct ServeArgs {
     /// Address to listen on. Anything but a loopback address requires a password.
     #[arg(long, default_value = "127.0.0.1")]
     pub hostname: String,
-    /// Password required on every route (Bearer, Basic with any user, or ?token=).
-    #[arg(long, env = "TROUPE_SERVER_PASSWORD", hide_env_values = true)]
+    /// Password required on every route (Bearer, Basic with any user, or ?token=); default:
+    /// $TROUPE_SERVER_PASSWORD (empty = none).
+    #[arg(long)]
     pub password: Option<String>,
     /// Origins allowed by CORS (repeatable; `*` for any, only with a password). None: no
     /// CORS headers, and no other site's page may call the server.
@@ -46,7 +47,10 @@ pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
     // Refuse unsafe options before touching config or store.
     troupe_server::check_options(&check)?;
     let cwd = crate::resolve_dir(args.dir.clone())?;
-    let (config, agents) = crate::load_agents(&cwd)?;
+    let (mut config, agents) = crate::load_agents(&cwd)?;
+    if let Some(m) = config.default_model() {
+        crate::local::apply_detected_limits(&mut config, &m).await;
+    }
     let store = crate::open_store(db)?;
     let runtime = Runtime::start_with_agents(
         store,
@@ -54,7 +58,7 @@ pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
         agents,
         crate::registry(),
         Arc::new(NeverAsk),
-        crate::runtime_options(),
+        crate::runtime_options()?,
     )
     .await?;
     let opts = ServerOptions {

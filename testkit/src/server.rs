@@ -115,6 +115,10 @@ struct Shared {
     record_bodies: AtomicBool,
     log: Option<mpsc::UnboundedSender<LogMsg>>,
     shutdown: watch::Receiver<bool>,
+    /// [`MockOptions::props`].
+    props: Option<Value>,
+    /// [`MockOptions::model_meta`].
+    model_meta: Option<Value>,
 }
 
 impl Shared {
@@ -577,12 +581,38 @@ async fn models(
 ) -> Response {
     let inc = Incoming::new(&shared, method, &uri, &headers);
     shared.record(inc.record(Value::Null, StatusCode::OK));
-    json_response(
-        StatusCode::OK,
-        &json!({"object": "list", "data": [
-            {"id": MOCK_MODEL, "object": "model", "created": 0, "owned_by": "troupe-testkit"}
-        ]}),
-    )
+    let mut model =
+        json!({"id": MOCK_MODEL, "object": "model", "created": 0, "owned_by": "troupe-testkit"});
+    if let (Some(Value::Object(extra)), Value::Object(m)) = (&shared.model_meta, &mut model) {
+        for (k, v) in extra {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    json_response(StatusCode::OK, &json!({"object": "list", "data": [model]}))
+}
+
+/// `GET /props`: the configured llama.cpp-style server properties, else 404.
+async fn props(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let inc = Incoming::new(&shared, method, &uri, &headers);
+    match &shared.props {
+        Some(body) => {
+            shared.record(inc.record(Value::Null, StatusCode::OK));
+            json_response(StatusCode::OK, body)
+        }
+        None => {
+            shared.record(inc.record(Value::Null, StatusCode::NOT_FOUND));
+            let msg = format!("mock: no route for {} {}", inc.method, inc.path);
+            json_response(
+                StatusCode::NOT_FOUND,
+                &wire::error_body(Dialect::OpenAi, 404, &msg, inc.seq),
+            )
+        }
+    }
 }
 
 async fn list_requests(State(shared): State<Arc<Shared>>) -> Response {
@@ -618,6 +648,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/messages", post(anthropic_handler))
         .route("/v1/models", get(models))
         .route("/models", get(models))
+        .route("/props", get(props))
         .route("/health", any(|| async { "ok" }))
         .route("/_mock/requests", get(list_requests))
         .fallback(not_found)
@@ -631,6 +662,13 @@ pub struct MockOptions {
     pub port: u16,
     /// Append every finished request as one JSON line ([`RecordedRequest`]) to this file.
     pub log: Option<PathBuf>,
+    /// Body of `GET /props` (llama.cpp's server properties, e.g.
+    /// `{"default_generation_settings": {"n_ctx": 4096}}`); `None` answers 404 like a
+    /// server without that route.
+    pub props: Option<Value>,
+    /// Fields merged into the model entry of `GET /v1/models` (e.g. llama.cpp's
+    /// `{"meta": {"n_ctx_train": 8192}}` or vLLM's `{"max_model_len": 2048}`).
+    pub model_meta: Option<Value>,
 }
 
 /// A running mock provider on 127.0.0.1. Dropping it without [`MockServer::shutdown`] signals
@@ -714,6 +752,8 @@ impl MockServer {
             record_bodies: AtomicBool::new(true),
             log,
             shutdown: shutdown_rx.clone(),
+            props: opts.props.clone(),
+            model_meta: opts.model_meta.clone(),
         });
         let app = router(Arc::clone(&shared));
         let mut rx = shutdown_rx;

@@ -490,6 +490,7 @@ async fn recording_and_log_file() {
         MockOptions {
             port: 0,
             log: Some(log.clone()),
+            ..MockOptions::default()
         },
     )
     .await

@@ -22,7 +22,8 @@ pub fn assert_success(out: &Output, what: &str) {
 }
 
 /// Asserts a failed run: non-zero exit and exactly one non-empty stderr line starting with
-/// `troupe: `; returns that line.
+/// `troupe: ` besides the tool lines (`✓ …` / `✗ …`, which `troupe run` prints on stderr);
+/// returns that line.
 pub fn assert_one_line_failure(out: &Output, what: &str) -> String {
     assert!(
         !out.status.success(),
@@ -32,7 +33,10 @@ pub fn assert_one_line_failure(out: &Output, what: &str) -> String {
         text(&out.stderr)
     );
     let stderr = text(&out.stderr);
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("✓ ") && !l.starts_with("✗ "))
+        .collect();
     assert_eq!(
         lines.len(),
         1,
@@ -118,4 +122,113 @@ pub fn content_text(m: &Value) -> String {
             .join("\n"),
         _ => String::new(),
     }
+}
+
+/// Upper bound for one CLI invocation in [`CliProject::troupe`]; a hung binary fails the test
+/// instead of the suite.
+pub const CLI_RUN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// One isolated project for CLI tests: a working dir, a store and an empty global config dir
+/// in temp directories, with a `troupe.json` whose `mock` provider points at `base_url`.
+pub struct CliProject {
+    _dir: tempfile::TempDir,
+    /// Holds the store and the global config dir (outside the project).
+    pub home: tempfile::TempDir,
+    /// Canonical project directory.
+    pub root: std::path::PathBuf,
+}
+
+impl CliProject {
+    /// A project whose `troupe.json` is [`mock_config`] for `base_url`.
+    pub fn new(base_url: &str) -> CliProject {
+        let p = CliProject::empty();
+        p.write_config(&mock_config(base_url).to_string());
+        p
+    }
+
+    /// A project without any config file.
+    pub fn empty() -> CliProject {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonicalize");
+        std::fs::create_dir_all(home.path().join("config")).expect("config dir");
+        CliProject {
+            _dir: dir,
+            home,
+            root,
+        }
+    }
+
+    pub fn write_config(&self, text: &str) {
+        std::fs::write(self.root.join("troupe.json"), text).expect("write troupe.json");
+    }
+
+    pub fn db(&self) -> std::path::PathBuf {
+        self.home.path().join("troupe.db")
+    }
+
+    pub fn config_dir(&self) -> std::path::PathBuf {
+        self.home.path().join("config")
+    }
+
+    /// The binary with the isolation env vars, in the project dir, stdin closed.
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+        cmd.args(args)
+            .current_dir(&self.root)
+            .env("TROUPE_DB", self.db())
+            .env("TROUPE_CONFIG_DIR", self.config_dir())
+            .env("TROUPE_NO_STDIN", "1")
+            .env("TROUPE_TITLE", "0")
+            .env("TROUPE_TEST_TOOLS", "1")
+            .env("HOME", self.home.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("TROUPE_DATA_DIR")
+            .env_remove("TROUPE_CONFIG_CONTENT")
+            .env_remove("TROUPE_LOG")
+            .env_remove("TROUPE_SERVER_PASSWORD")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs the binary (see [`CliProject::command`]) with `envs` added, to completion.
+    pub async fn troupe(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        let mut cmd = self.command(args);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        tokio::time::timeout(CLI_RUN_DEADLINE, cmd.output())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("troupe {args:?} did not finish within {CLI_RUN_DEADLINE:?}")
+            })
+            .expect("spawn troupe")
+    }
+
+    /// `troupe session list --format json`, parsed.
+    pub async fn sessions(&self) -> Vec<Value> {
+        let out = self
+            .troupe(&["session", "list", "--format", "json"], &[])
+            .await;
+        assert_success(&out, "session list");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("session list JSON");
+        v.as_array().expect("session list is an array").clone()
+    }
+}
+
+/// A config whose default model is `mock/mock-model` served at `base_url`.
+pub fn mock_config(base_url: &str) -> Value {
+    serde_json::json!({
+        "model": "mock/mock-model",
+        "provider": {"mock": {
+            "name": "Mock",
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": base_url, "apiKey": "test"},
+            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
+        }}
+    })
 }

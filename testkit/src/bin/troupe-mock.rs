@@ -37,6 +37,7 @@ async fn main() -> anyhow::Result<()> {
         MockOptions {
             port: args.port,
             log: args.log.clone(),
+            ..MockOptions::default()
         },
     )
     .await

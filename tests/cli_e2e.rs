@@ -1,0 +1,324 @@
+//! End-to-end tests of what a new user meets in the first hour: mistakes that must be said
+//! (empty env vars, config typos, agent names, `-c` with nothing to continue), the
+//! stdout/stderr split and the other `troupe run` conveniences. Each test drives the real
+//! binary against its own scripted provider (`troupe-testkit`) in its own temp project.
+
+use serde_json::{Value, json};
+use troupe_testkit::{MockServer, Script, Step};
+
+mod common;
+use common::*;
+
+async fn mock(steps: Vec<Step>) -> MockServer {
+    MockServer::start(Script::single(steps))
+        .await
+        .expect("mock server")
+}
+
+// ------------------------------------------------------------------ quiet mistakes (21.8)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_troupe_env_vars_mean_unset() {
+    let server = mock(vec![Step::text("fine")]).await;
+    let p = CliProject::new(&server.base_url());
+    let data = p.home.path().join("data");
+    let data_s = data.display().to_string();
+    let config_s = p.config_dir().display().to_string();
+    // Every TROUPE_* variable the CLI reads, set but empty, next to the two that say where
+    // the store and config live.
+    let out = p
+        .troupe(
+            &["run", "hello"],
+            &[
+                ("TROUPE_DB", ""),
+                ("TROUPE_DATA_DIR", &data_s),
+                ("TROUPE_CONFIG_DIR", &config_s),
+                ("TROUPE_CONFIG_CONTENT", ""),
+                ("TROUPE_MAX_RETRIES", ""),
+                ("TROUPE_TOOL_TIMEOUT_MS", ""),
+                ("TROUPE_TASK_TIMEOUT_MS", ""),
+                ("TROUPE_MAX_SUBAGENTS", ""),
+                ("TROUPE_TITLE", ""),
+                ("TROUPE_LOG", ""),
+                ("TROUPE_SERVER_PASSWORD", ""),
+                ("TROUPE_TOOL_OUTPUT_DIR", ""),
+            ],
+        )
+        .await;
+    assert_success(&out, "run with empty env vars");
+    assert_eq!(text(&out.stdout).trim(), "fine");
+    assert!(
+        data.join("troupe.db").is_file(),
+        "empty TROUPE_DB falls back to the data dir"
+    );
+
+    // An empty TROUPE_CONFIG_DIR falls back to ~/.config/troupe (HOME is the temp home).
+    let home_cfg = p.home.path().join(".config").join("troupe");
+    std::fs::create_dir_all(&home_cfg).expect("mkdir");
+    std::fs::write(
+        home_cfg.join("troupe.json"),
+        r#"{"small_model": "mock/home"}"#,
+    )
+    .expect("write");
+    let out = p
+        .troupe(&["debug", "config"], &[("TROUPE_CONFIG_DIR", "")])
+        .await;
+    assert_success(&out, "debug config");
+    assert!(
+        text(&out.stdout).contains("mock/home"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // A set but malformed number is an error naming the variable.
+    let out = p
+        .troupe(&["run", "hello"], &[("TROUPE_MAX_RETRIES", "three")])
+        .await;
+    let line = assert_one_line_failure(&out, "bad TROUPE_MAX_RETRIES");
+    assert_eq!(
+        line,
+        "troupe: TROUPE_MAX_RETRIES=\"three\" is not a whole number"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_typo_names_file_line_and_nearest_key() {
+    let p = CliProject::empty();
+    p.write_config("{\n  \"modle\": \"mock/mock-model\"\n}\n");
+    let out = p.troupe(&["run", "hello"], &[]).await;
+    let line = assert_one_line_failure(&out, "typo in troupe.json");
+    let file = p.root.join("troupe.json");
+    assert_eq!(
+        line,
+        format!(
+            "troupe: config: {}:2:3: unknown key \"modle\" (did you mean \"model\"?)",
+            file.display()
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_errors_name_only_primary_agents() {
+    let server = mock(vec![Step::text("unused")]).await;
+    let p = CliProject::new(&server.base_url());
+    let out = p.troupe(&["run", "--agent", "nope", "hi"], &[]).await;
+    let line = assert_one_line_failure(&out, "--agent nope");
+    assert_eq!(
+        line,
+        "troupe: agent not found: nope. Available agents: build, plan"
+    );
+    let out = p.troupe(&["run", "--agent", "explore", "hi"], &[]).await;
+    let line = assert_one_line_failure(&out, "--agent explore");
+    assert_eq!(
+        line,
+        "troupe: agent explore is a subagent: a primary agent starts it through the task tool, it cannot run a session itself. Primary agents: build, plan"
+    );
+    let out = p.troupe(&["run", "--agent", "title", "hi"], &[]).await;
+    let line = assert_one_line_failure(&out, "--agent title");
+    assert!(line.starts_with("troupe: agent title is hidden"), "{line}");
+    assert!(server.requests().is_empty(), "nothing was sent");
+    assert!(p.sessions().await.is_empty(), "no session was created");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn continue_without_an_earlier_session_says_so() {
+    let server = mock(vec![Step::text("first"), Step::text("second")]).await;
+    let p = CliProject::new(&server.base_url());
+    let out = p.troupe(&["run", "-c", "hello"], &[]).await;
+    assert_success(&out, "run -c in a new project");
+    assert_eq!(
+        text(&out.stderr).trim(),
+        format!(
+            "troupe: no earlier session in {} to continue; starting a new one",
+            p.root.display()
+        )
+    );
+    assert_eq!(text(&out.stdout).trim(), "first");
+    // The second -c continues it, without the notice.
+    let out = p.troupe(&["run", "-c", "again"], &[]).await;
+    assert_success(&out, "run -c again");
+    assert_eq!(text(&out.stderr).trim(), "");
+    assert_eq!(p.sessions().await.len(), 1);
+}
+
+// ------------------------------------------------------------------ issue 13.6 / 13.7
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_format_prints_one_error_event_for_startup_errors() {
+    let server = mock(vec![Step::text("unused")]).await;
+    let p = CliProject::new(&server.base_url());
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["run", "--format", "json", "--session", "ses_nope", "hi"],
+            "session not found: ses_nope",
+        ),
+        (
+            &["run", "--format", "json", "-m", "mock/nope-model", "hi"],
+            "model not found: mock/nope-model.",
+        ),
+        (
+            &["run", "--format", "json", "-m", "nope/x", "hi"],
+            "unknown provider \"nope\"",
+        ),
+        (
+            &["run", "--format", "json", "--agent", "nope", "hi"],
+            "agent not found: nope",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = p.troupe(args, &[]).await;
+        let line = assert_one_line_failure(&out, &format!("{args:?}"));
+        let stdout = text(&out.stdout);
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "{args:?}: one JSON line on stdout: {stdout}"
+        );
+        let ev: Value = serde_json::from_str(lines[0]).expect("JSON error event");
+        assert_eq!(ev["type"], "error", "{ev}");
+        let message = ev["properties"]["message"].as_str().expect("message");
+        assert!(message.contains(needle), "{args:?}: {message}");
+        assert_eq!(line, format!("troupe: {message}"), "same message as stderr");
+        assert_eq!(ev["properties"]["error"]["data"]["message"], json!(message));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_task_with_empty_id_is_rejected_with_its_line() {
+    let p = CliProject::new("http://127.0.0.1:1/v1");
+    let tasks = p.root.join("tasks.jsonl");
+    std::fs::write(
+        &tasks,
+        "{\"id\": \"a\", \"prompt\": \"one\"}\n{\"id\": \"\", \"prompt\": \"two\"}\n",
+    )
+    .expect("write");
+    let out = p.troupe(&["batch", "tasks.jsonl"], &[]).await;
+    let line = assert_one_line_failure(&out, "empty id");
+    assert_eq!(
+        line,
+        "troupe: tasks.jsonl:2: task id is empty (results are matched and resumed by id)"
+    );
+}
+
+// ------------------------------------------------------------------ stdout/stderr (21.4, 21.5)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answer_on_stdout_tool_lines_on_stderr_and_last_message_file() {
+    let server = mock(vec![
+        Step::tool("glob", json!({"pattern": "**/*.md"})).with_text("Let me look."),
+        Step::tool(
+            "bash",
+            json!({"command": "echo one; echo two", "description": "two echoes"}),
+        ),
+        Step::text("Found one file."),
+    ])
+    .await;
+    let p = CliProject::new(&server.base_url());
+    std::fs::write(p.root.join("notes.md"), "x\n").expect("notes.md");
+    let out = p
+        .troupe(
+            &[
+                "run",
+                "--permission",
+                "allow",
+                "-o",
+                "last.txt",
+                "find markdown",
+            ],
+            &[],
+        )
+        .await;
+    assert_success(&out, "run");
+    assert_eq!(text(&out.stdout), "Let me look.\nFound one file.\n");
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    // What each tool was asked: the glob pattern, the command as written. No activity line:
+    // stderr is not a terminal.
+    assert_eq!(
+        lines,
+        vec!["✓ glob **/*.md", "✓ bash echo one; echo two"],
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("last.txt")).expect("-o file"),
+        "Found one file.\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_prints_only_the_answer_and_length_stop_is_said() {
+    let server = mock(vec![
+        Step::tool("glob", json!({"pattern": "*.rs"})),
+        Step::text("The answer is cut").with_finish("length"),
+    ])
+    .await;
+    let p = CliProject::new(&server.base_url());
+    let out = p.troupe(&["run", "-q", "go"], &[]).await;
+    assert_success(&out, "run -q");
+    assert_eq!(text(&out.stdout), "The answer is cut\n");
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("glob"), "quiet: no tool lines: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("troupe: the reply stopped at the output limit after ")
+            && lines[0]
+                .ends_with("output tokens (finish_reason: length); the answer may be cut short"),
+        "{stderr}"
+    );
+}
+
+// ------------------------------------------------------------------ local limits (21.3)
+
+async fn mock_with(steps: Vec<Step>, opts: troupe_testkit::MockOptions) -> MockServer {
+    MockServer::start_with(Script::single(steps), opts)
+        .await
+        .expect("mock server")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_server_context_comes_from_props() {
+    let server = mock_with(
+        vec![Step::text("small context"), Step::text("again")],
+        troupe_testkit::MockOptions {
+            props: Some(json!({"default_generation_settings": {"n_ctx": 4096, "params": {"n_predict": -1}}})),
+            model_meta: Some(json!({"meta": {"n_ctx_train": 131072}})),
+            ..Default::default()
+        },
+    )
+    .await;
+    let p = CliProject::empty();
+    p.write_config(
+        &json!({"model": "local/mock-model",
+                "provider": {"local": {"options": {"baseURL": server.base_url()}}}})
+        .to_string(),
+    );
+    let out = p.troupe(&["run", "hi"], &[]).await;
+    assert_success(&out, "run against a llama.cpp-like server");
+    let reqs = server.requests();
+    assert!(
+        reqs.iter().any(|r| r.path == "/props"),
+        "the server's properties were read: {:?}",
+        reqs.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+    let chat = completions(&server);
+    assert_eq!(chat.len(), 1);
+    // A quarter of the server's 4,096-token context, not the 8,192 guess.
+    assert_eq!(chat[0].body["max_tokens"], json!(1024));
+
+    // Configured limits win over the server's.
+    p.write_config(
+        &json!({"model": "local/mock-model",
+                "provider": {"local": {"options": {"baseURL": server.base_url()},
+                    "models": {"mock-model": {"limit": {"context": 60000, "output": 300}}}}}})
+        .to_string(),
+    );
+    let before = server.requests().len();
+    let out = p.troupe(&["run", "again"], &[]).await;
+    assert_success(&out, "run with configured limits");
+    let after: Vec<_> = server.requests().into_iter().skip(before).collect();
+    assert!(after.iter().all(|r| r.path != "/props"), "no probe needed");
+    let chat = completions(&server);
+    assert_eq!(chat.last().expect("request").body["max_tokens"], json!(300));
+}
