@@ -293,10 +293,9 @@ fn open_store(db: Option<PathBuf>) -> Result<Store> {
 async fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run(cli.db, args).await,
-        Command::Serve(mut args) => {
-            args.password = server_password(args.password.take());
-            serve::serve(cli.db, args).await
-        }
+        // `serve` reads TROUPE_SERVER_PASSWORD itself: there an empty value is refused, not
+        // taken as "no password" (a guard fails closed).
+        Command::Serve(args) => serve::serve(cli.db, args).await,
         Command::Monitor(mut args) => {
             args.password = server_password(args.password.take());
             monitor::run(args).await

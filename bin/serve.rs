@@ -19,7 +19,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1")]
     pub hostname: String,
     /// Password required on every route (Bearer, Basic with any user, or ?token=); default:
-    /// $TROUPE_SERVER_PASSWORD (empty = none).
+    /// $TROUPE_SERVER_PASSWORD (set but empty is refused).
     #[arg(long)]
     pub password: Option<String>,
     /// Origins allowed by CORS (repeatable; `*` for any, only with a password). None: no
