@@ -99,6 +99,25 @@ pub async fn detect_limits(
     limits_from(props.as_ref(), models.as_ref(), model_id)
 }
 
+/// The model ids an OpenAI-compatible server at `base_url` lists (`GET /models`), empty when
+/// it does not answer within the probe timeout.
+pub async fn server_models(base_url: &str) -> Vec<String> {
+    let Ok(client) = reqwest::Client::builder().timeout(PROBE_TIMEOUT).build() else {
+        return Vec::new();
+    };
+    let base = base_url.trim_end_matches('/');
+    get_json(&client, format!("{base}/models"))
+        .await
+        .and_then(|v| {
+            v["data"].as_array().map(|list| {
+                list.iter()
+                    .filter_map(|e| e["id"].as_str().map(str::to_string))
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
 /// When `spec` names a model of an OpenAI-compatible server with no configured or catalog
 /// limits (hosted providers with a key variable are left alone), asks the server for its real
 /// limits and records them in `config.detected_limits`; returns them. Configured limits always

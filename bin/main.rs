@@ -4,6 +4,7 @@ mod activity;
 mod attach;
 mod batch;
 mod local;
+mod models;
 mod monitor;
 mod output;
 mod serve;
@@ -64,11 +65,15 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Default)]
         format: Format,
     },
-    /// List the model catalog: provider/model, context, output, prices.
+    /// Models that can run here: configured ones, a local server's, the catalog models of
+    /// providers with a key; the default is marked with where it came from.
     Models {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Default)]
         format: Format,
+        /// List every catalog model, also of providers without a key.
+        #[arg(long)]
+        all: bool,
         /// Working directory whose config is used.
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -328,8 +333,11 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             command: DebugCommand::Config { dir },
         } => {
             let cwd = resolve_dir(dir)?;
-            let config = load_config(&cwd)?;
+            let (config, agents) = load_agents(&cwd)?;
             output::debug_config(&config)?;
+            for line in models::debug_lines(&config, &agents).await {
+                println!("{line}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Stats { format } => {
@@ -337,10 +345,10 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             output::stats(&store, format == Format::Json).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Models { format, dir } => {
+        Command::Models { format, all, dir } => {
             let cwd = resolve_dir(dir)?;
-            let config = load_config(&cwd)?;
-            output::models(&config, format == Format::Json)?;
+            let (config, agents) = load_agents(&cwd)?;
+            models::print(&config, &agents, format == Format::Json, all).await?;
             Ok(ExitCode::SUCCESS)
         }
     }

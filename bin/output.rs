@@ -432,35 +432,6 @@ fn print_session(s: &Session, messages: &[MessageWithParts]) {
     }
 }
 
-/// `troupe models`.
-pub fn models(config: &LoadedConfig, json: bool) -> Result<()> {
-    let models = config.models();
-    if json {
-        println!("{}", serde_json::to_string_pretty(&models)?);
-        return Ok(());
-    }
-    println!(
-        "{:<48} {:>9} {:>8} {:>10} {:>10}",
-        "MODEL", "CONTEXT", "OUTPUT", "$IN/1M", "$OUT/1M"
-    );
-    for m in models {
-        let (i, o) = m
-            .cost
-            .as_ref()
-            .map(|c| (c.base.input.to_string(), c.base.output.to_string()))
-            .unwrap_or(("-".into(), "-".into()));
-        println!(
-            "{:<48} {:>9} {:>8} {:>10} {:>10}",
-            m.full_id(),
-            m.limits.context,
-            m.limits.output,
-            i,
-            o
-        );
-    }
-    Ok(())
-}
-
 /// Usage totals of one group (session, model or day).
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct UsageRow {

@@ -322,3 +322,100 @@ async fn local_server_context_comes_from_props() {
     let chat = completions(&server);
     assert_eq!(chat.last().expect("request").body["max_tokens"], json!(300));
 }
+
+// ------------------------------------------------------------------ which model runs (21.9)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_lists_configured_and_local_server_models_and_marks_the_default() {
+    let server = mock_with(
+        vec![Step::text("unused")],
+        troupe_testkit::MockOptions {
+            props: Some(json!({"default_generation_settings": {"n_ctx": 8192}})),
+            ..Default::default()
+        },
+    )
+    .await;
+    let p = CliProject::empty();
+    p.write_config(
+        &json!({
+            "model": "mine/big",
+            "provider": {
+                "mine": {"npm": "@ai-sdk/openai-compatible",
+                         "options": {"baseURL": "http://127.0.0.1:9/v1"},
+                         "models": {"big": {"limit": {"context": 32000, "output": 4000}},
+                                    "small": {}}},
+                "local": {"options": {"baseURL": server.base_url()}}
+            }
+        })
+        .to_string(),
+    );
+    let out = p.troupe(&["models", "--format", "json"], &[]).await;
+    assert_success(&out, "models --format json");
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).expect("rows");
+    let ids: Vec<&str> = rows.iter().filter_map(|r| r["id"].as_str()).collect();
+    assert_eq!(
+        ids,
+        vec!["mine/big", "mine/small", "local/mock-model"],
+        "configured models, then the local server's; no catalog without keys"
+    );
+    let config_file = p.root.join("troupe.json").display().to_string();
+    assert_eq!(rows[0]["default"], json!(true));
+    assert_eq!(
+        rows[0]["default_from"],
+        json!(format!("\"model\" in {config_file}"))
+    );
+    assert_eq!(rows[0]["source"], "config");
+    assert_eq!(rows[0]["context"], json!(32000));
+    assert_eq!(rows[1]["default"], json!(false));
+    assert_eq!(
+        rows[2]["source"],
+        json!(format!("server {}", server.base_url()))
+    );
+    assert_eq!(rows[2]["context"], json!(8192), "context from /props");
+    assert_eq!(rows[2]["output"], json!(2048));
+
+    let out = p.troupe(&["models"], &[]).await;
+    assert_success(&out, "models");
+    let table = text(&out.stdout);
+    assert!(
+        table.lines().any(|l| l.starts_with("* mine/big ")),
+        "{table}"
+    );
+    assert!(
+        table.contains(&format!(
+            "* default: mine/big (from \"model\" in {config_file})"
+        )),
+        "{table}"
+    );
+
+    // debug config names the model that will run and where it came from.
+    let out = p.troupe(&["debug", "config"], &[]).await;
+    assert_success(&out, "debug config");
+    let dbg = text(&out.stdout);
+    assert!(
+        dbg.contains(&format!(
+            "resolved model: mine/big (from \"model\" in {config_file})"
+        )),
+        "{dbg}"
+    );
+    assert!(
+        dbg.contains("context 32000 tokens, output 4000 tokens"),
+        "{dbg}"
+    );
+
+    // With a key in the environment, the catalog models of that provider are listed too.
+    let out = p
+        .troupe(&["models", "--format", "json"], &[("OPENAI_API_KEY", "k")])
+        .await;
+    assert_success(&out, "models with a key");
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).expect("rows");
+    assert!(
+        rows.iter()
+            .any(|r| r["id"] == "openai/gpt-4.1" && r["source"] == "catalog"),
+        "catalog models of a provider with a key"
+    );
+    assert!(
+        rows.iter()
+            .all(|r| !r["id"].as_str().unwrap_or("").starts_with("anthropic/"))
+    );
+}

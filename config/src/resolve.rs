@@ -128,6 +128,20 @@ impl LoadedConfig {
 
     /// [`LoadedConfig::default_model`] with env vars read through `env`.
     pub fn default_model_with_env(&self, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+        self.default_model_source_with_env(env).map(|(m, _)| m)
+    }
+
+    /// [`LoadedConfig::default_model`] and where it came from, for people: `"model" in
+    /// <file>`, `ANTHROPIC_API_KEY is set`, `provider.openai.options.apiKey in config`.
+    pub fn default_model_source(&self) -> Option<(String, String)> {
+        self.default_model_source_with_env(&process_env)
+    }
+
+    /// [`LoadedConfig::default_model_source`] with env vars read through `env`.
+    pub fn default_model_source_with_env(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<(String, String)> {
         if let Some(m) = self
             .config
             .model
@@ -135,17 +149,35 @@ impl LoadedConfig {
             .map(str::trim)
             .filter(|m| !m.is_empty())
         {
-            return Some(m.to_owned());
+            let from = self.origin("model").unwrap_or("config");
+            return Some((m.to_owned(), format!("\"model\" in {from}")));
         }
         for (provider, model) in [
             ("anthropic", DEFAULT_ANTHROPIC_MODEL),
             ("openai", DEFAULT_OPENAI_MODEL),
         ] {
-            if let Some(layers) = self.layers(provider)
-                && api_key(&layers, env).is_some()
-            {
-                return Some(model.to_owned());
+            let Some(layers) = self.layers(provider) else {
+                continue;
+            };
+            if api_key(&layers, env).is_none() {
+                continue;
             }
+            let configured = non_empty(layers.user.and_then(|u| u.options.api_key.as_ref()));
+            let why = match configured {
+                Some(_) => format!("provider.{provider}.options.apiKey is set in config"),
+                None => {
+                    let var = layers
+                        .builtin
+                        .map(|b| b.env)
+                        .unwrap_or_default()
+                        .iter()
+                        .find(|v| non_empty(env(v).as_ref()).is_some())
+                        .map(|v| v.to_string())
+                        .unwrap_or_else(|| format!("an API key for {provider}"));
+                    format!("{var} is set")
+                }
+            };
+            return Some((model.to_owned(), why));
         }
         None
     }

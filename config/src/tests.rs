@@ -952,3 +952,28 @@ fn detected_limits_fill_in_for_unknown_models_only() {
         .expect("resolve");
     assert_eq!(m.limits.context, UNKNOWN_MODEL_CONTEXT);
 }
+
+#[test]
+fn default_model_says_where_it_came_from() {
+    let f = fixture();
+    write(&f.root.join("troupe.json"), r#"{"model": "mock/m"}"#);
+    let loaded = load_with_env(&LoadOptions::isolated(&f.root), &no_env).expect("load");
+    let (m, from) = loaded
+        .default_model_source_with_env(&no_env)
+        .expect("default");
+    assert_eq!(m, "mock/m");
+    assert_eq!(
+        from,
+        format!("\"model\" in {}", f.root.join("troupe.json").display())
+    );
+    let bare = load_str("{}");
+    let env = env_of(&[("OPENAI_API_KEY", "k")]);
+    assert_eq!(
+        bare.default_model_source_with_env(&env),
+        Some((
+            DEFAULT_OPENAI_MODEL.to_owned(),
+            "OPENAI_API_KEY is set".to_owned()
+        ))
+    );
+    assert_eq!(bare.default_model_source_with_env(&no_env), None);
+}
