@@ -1,9 +1,12 @@
-//! `troupe batch tasks.jsonl`: many independent prompts under one runtime.
+//! `troupe batch tasks.jsonl`: many independent prompts under one runtime, or through a
+//! running `troupe serve` (`--attach URL`, so `troupe monitor` and the web view show it).
 //!
 //! Each input line is `{"id", "prompt", "agent"?, "model"?, "dir"?}`. At most `--parallel`
 //! sessions run at once. Each result is appended to `--out` (default stdout) as one JSON line
 //! the moment its task ends, so a killed batch keeps what finished; `--resume` skips ids
-//! already in the out file. Exit code 1 if any task failed, with a summary line on stderr.
+//! already in the out file. On stderr: a progress bar in a terminal and one line per finished
+//! task (`✓ id completed 1.2s $0.0012`, `✗ id failed 3.4s $0: error`), then a summary line.
+//! Exit code 1 if any task failed.
 
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -155,8 +158,43 @@ pub struct BatchOptions {
     pub cwd: PathBuf,
 }
 
-/// Run a batch on `runtime`.
-pub async fn run(runtime: Runtime, opts: BatchOptions) -> Result<ExitCode> {
+/// Where the tasks run.
+#[derive(Clone)]
+pub enum Exec {
+    /// An in-process runtime.
+    Local(Runtime),
+    /// A running `troupe serve` (sessions are created and prompted over its HTTP API).
+    Remote(troupe_server::client::Client),
+}
+
+/// The stderr line of a finished task: mark, id, status, duration, cost, error.
+pub fn finished_line(r: &BatchResult) -> String {
+    let mark = if r.status == "completed" {
+        "✓"
+    } else {
+        "✗"
+    };
+    let mut line = format!(
+        "{mark} {} {} {:.1}s ${}",
+        r.id,
+        r.status,
+        r.duration_ms as f64 / 1000.0,
+        r.cost.round_dp(6).normalize()
+    );
+    if let Some(e) = &r.error {
+        let e: String = e.split_whitespace().collect::<Vec<_>>().join(" ");
+        let cut: String = e.chars().take(200).collect();
+        line.push_str(": ");
+        line.push_str(&cut);
+        if cut.len() < e.len() {
+            line.push('…');
+        }
+    }
+    line
+}
+
+/// Run a batch.
+pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
     let tasks = read_tasks(&opts.file)?;
     let skip = match (&opts.out, opts.resume) {
         (Some(out), true) => done_ids(out),
@@ -206,44 +244,47 @@ pub async fn run(runtime: Runtime, opts: BatchOptions) -> Result<ExitCode> {
     // look hung.
     let names: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>> =
         Default::default();
-    let watcher = {
-        let mut bus = runtime.bus().subscribe();
-        let (names, bar) = (names.clone(), bar.clone());
-        tokio::spawn(async move {
-            loop {
-                let ev = match bus.recv().await {
-                    Ok(ev) => ev,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(_) => break,
-                };
-                if let troupe_session::Event::SessionStatus {
-                    session_id,
-                    status:
-                        troupe_session::SessionStatus::Retry {
-                            attempt,
-                            message,
-                            next,
-                        },
-                } = &*ev
-                {
-                    let id = names
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .get(session_id)
-                        .cloned();
-                    let wait = (next - troupe_session::now_ms()).max(0) as f64 / 1000.0;
-                    let line = format!(
-                        "task {}: attempt {attempt} failed ({}); retrying in {wait:.1}s",
-                        id.as_deref().unwrap_or(session_id),
-                        message.chars().take(160).collect::<String>()
-                    );
-                    match &bar {
-                        Some(b) => b.println(line),
-                        None => eprintln!("{line}"),
+    let watcher = match &exec {
+        Exec::Remote(_) => None,
+        Exec::Local(runtime) => Some({
+            let mut bus = runtime.bus().subscribe();
+            let (names, bar) = (names.clone(), bar.clone());
+            tokio::spawn(async move {
+                loop {
+                    let ev = match bus.recv().await {
+                        Ok(ev) => ev,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(_) => break,
+                    };
+                    if let troupe_session::Event::SessionStatus {
+                        session_id,
+                        status:
+                            troupe_session::SessionStatus::Retry {
+                                attempt,
+                                message,
+                                next,
+                            },
+                    } = &*ev
+                    {
+                        let id = names
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get(session_id)
+                            .cloned();
+                        let wait = (next - troupe_session::now_ms()).max(0) as f64 / 1000.0;
+                        let line = format!(
+                            "task {}: attempt {attempt} failed ({}); retrying in {wait:.1}s",
+                            id.as_deref().unwrap_or(session_id),
+                            message.chars().take(160).collect::<String>()
+                        );
+                        match &bar {
+                            Some(b) => b.println(line),
+                            None => eprintln!("{line}"),
+                        }
                     }
                 }
-            }
-        })
+            })
+        }),
     };
     let sem = Arc::new(tokio::sync::Semaphore::new(opts.parallel.max(1)));
     let started = Instant::now();
@@ -254,13 +295,16 @@ pub async fn run(runtime: Runtime, opts: BatchOptions) -> Result<ExitCode> {
             .acquire_owned()
             .await
             .map_err(|e| anyhow!("{e}"))?;
-        let (rt, sink, stats, bar) = (runtime.clone(), sink.clone(), stats.clone(), bar.clone());
+        let (exec, sink, stats, bar) = (exec.clone(), sink.clone(), stats.clone(), bar.clone());
         let (model, agent, cwd) = (opts.model.clone(), opts.agent.clone(), opts.cwd.clone());
         let names = names.clone();
         stats.running.fetch_add(1, Ordering::Relaxed);
         update_bar(&bar, &stats);
         handles.push(tokio::spawn(async move {
-            let result = run_one(&rt, task, model, agent, &cwd, &names).await;
+            let result = match &exec {
+                Exec::Local(rt) => run_one(rt, task, model, agent, &cwd, &names).await,
+                Exec::Remote(client) => run_one_remote(client, task, model, agent, &cwd).await,
+            };
             drop(permit);
             stats.running.fetch_sub(1, Ordering::Relaxed);
             if result.status == "completed" {
@@ -284,8 +328,13 @@ pub async fn run(runtime: Runtime, opts: BatchOptions) -> Result<ExitCode> {
                 eprintln!("troupe: cannot write the result of {}: {e}", result.id);
                 stats.write_errors.fetch_add(1, Ordering::Relaxed);
             }
-            if let Some(b) = &bar {
-                b.inc(1);
+            let done_line = finished_line(&result);
+            match &bar {
+                Some(b) => {
+                    b.println(done_line);
+                    b.inc(1);
+                }
+                None => eprintln!("{done_line}"),
             }
             update_bar(&bar, &stats);
         }));
@@ -293,7 +342,9 @@ pub async fn run(runtime: Runtime, opts: BatchOptions) -> Result<ExitCode> {
     for h in handles {
         let _ = h.await;
     }
-    watcher.abort();
+    if let Some(w) = watcher {
+        w.abort();
+    }
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -309,7 +360,9 @@ pub async fn run(runtime: Runtime, opts: BatchOptions) -> Result<ExitCode> {
         cost.round_dp(6),
         started.elapsed().as_secs_f64()
     );
-    runtime.shutdown().await;
+    if let Exec::Local(runtime) = exec {
+        runtime.shutdown().await;
+    }
     Ok(
         if failed > 0 || stats.write_errors.load(Ordering::Relaxed) > 0 {
             ExitCode::from(1)
@@ -406,5 +459,108 @@ async fn run_one(
             error: turn.error.map(|e| format!("{}: {}", e.name, e.message())),
         },
         Err(e) => fail(session.id.clone(), e.to_string(), t0),
+    }
+}
+
+/// One task through a server: `POST /session` (its directory and a `batch <id>` title), then
+/// `POST /session/{id}/message`, which waits for the turn; tokens and cost from the session.
+async fn run_one_remote(
+    client: &troupe_server::client::Client,
+    task: BatchTask,
+    model: Option<String>,
+    agent: Option<String>,
+    cwd: &Path,
+) -> BatchResult {
+    let t0 = Instant::now();
+    let fail = |session_id: String, error: String| BatchResult {
+        id: task.id.clone(),
+        session_id,
+        status: "failed",
+        text: String::new(),
+        tokens: Tokens::default(),
+        cost: Decimal::ZERO,
+        duration_ms: t0.elapsed().as_millis() as u64,
+        error: Some(error),
+    };
+    let dir = match &task.dir {
+        Some(d) if d.is_absolute() => d.clone(),
+        Some(d) => cwd.join(d),
+        None => cwd.to_path_buf(),
+    };
+    let created = client
+        .post(
+            "/session",
+            &serde_json::json!({"directory": dir.display().to_string(), "title": format!("batch {}", task.id)}),
+        )
+        .await;
+    let sid = match created {
+        Ok(s) => match s["id"].as_str() {
+            Some(id) => id.to_string(),
+            None => {
+                return fail(
+                    String::new(),
+                    "the server returned a session without an id".into(),
+                );
+            }
+        },
+        Err(e) => return fail(String::new(), e.to_string()),
+    };
+    let mut body = serde_json::json!({"text": task.prompt});
+    if let Some(a) = task.agent.clone().or(agent) {
+        body["agent"] = serde_json::json!(a);
+    }
+    if let Some(m) = task.model.clone().or(model) {
+        body["model"] = serde_json::json!(m);
+    }
+    let reply = match client.post(&format!("/session/{sid}/message"), &body).await {
+        Ok(v) => v,
+        Err(e) => return fail(sid, e.to_string()),
+    };
+    let text = reply["parts"]
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter(|p| p["type"] == "text" && p["synthetic"] != serde_json::json!(true))
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    let error = reply["info"]["error"].as_object().map(|e| {
+        format!(
+            "{}: {}",
+            e.get("name")
+                .and_then(|n| n.as_str())
+                .unwrap_or("UnknownError"),
+            e.get("data")
+                .and_then(|d| d.get("message"))
+                .and_then(|m| m.as_str())
+                .unwrap_or("")
+        )
+    });
+    let session = client
+        .get(&format!("/session/{sid}"))
+        .await
+        .unwrap_or_default();
+    let tokens: Tokens = serde_json::from_value(session["tokens"].clone()).unwrap_or_default();
+    let cost = session["cost"]
+        .as_f64()
+        .and_then(|c| Decimal::try_from(c).ok())
+        .or_else(|| session["cost"].as_str().and_then(|c| c.parse().ok()))
+        .unwrap_or_default();
+    BatchResult {
+        id: task.id.clone(),
+        session_id: sid,
+        status: if error.is_none() {
+            "completed"
+        } else {
+            "failed"
+        },
+        text,
+        tokens,
+        cost,
+        duration_ms: t0.elapsed().as_millis() as u64,
+        error,
     }
 }

@@ -220,6 +220,18 @@ struct BatchArgs {
     /// prompts, so `ask` also denies).
     #[arg(long, value_enum)]
     permission: Option<PermissionMode>,
+    /// Cap on the total time one step of a task spends waiting to retry a failing provider,
+    /// seconds (0: no retries); past it the task fails. Local batches only (with --attach the
+    /// server's settings apply).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    max_retry_time: f64,
+    /// Run the tasks through a running `troupe serve` at this URL, so `troupe monitor` and
+    /// the web view show them.
+    #[arg(long, value_name = "URL")]
+    attach: Option<String>,
+    /// Password of the server given with --attach; default: $TROUPE_SERVER_PASSWORD.
+    #[arg(long)]
+    password: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -503,6 +515,34 @@ fn registry() -> Registry {
 
 async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
     let cwd = resolve_dir(args.dir.clone())?;
+    if !(args.max_retry_time.is_finite() && args.max_retry_time >= 0.0) {
+        bail!(
+            "--max-retry-time must be a number of seconds ≥ 0, got {}",
+            args.max_retry_time
+        );
+    }
+    if let Some(url) = &args.attach {
+        // The server validates agents and models per task; the file is checked here.
+        batch::read_tasks(&args.file)?;
+        let client =
+            troupe_server::client::Client::new(url, server_password(args.password.clone()))?;
+        client.get("/session?roots=true").await.map_err(|e| {
+            anyhow!("no troupe server answers at {url} ({e}); start one with `troupe serve`")
+        })?;
+        return batch::run(
+            batch::Exec::Remote(client),
+            batch::BatchOptions {
+                file: args.file,
+                parallel: args.parallel,
+                out: args.out,
+                resume: args.resume,
+                model: args.model,
+                agent: args.agent,
+                cwd,
+            },
+        )
+        .await;
+    }
     let (mut config, agents) = load_agents(&cwd)?;
     // Validate the file before starting anything.
     let tasks = batch::read_tasks(&args.file)?;
@@ -535,15 +575,10 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
         Some(PermissionMode::Allow) => Arc::new(troupe_actors::permission::Policy::Allow),
         _ => Arc::new(troupe_actors::permission::Policy::Deny),
     };
-    let runtime = Runtime::start_with_agents(
-        store,
-        config,
-        agents,
-        registry(),
-        responder,
-        runtime_options()?,
-    )
-    .await?;
+    let mut opts = runtime_options()?;
+    opts.max_retry_time = Some(Duration::from_secs_f64(args.max_retry_time));
+    let runtime =
+        Runtime::start_with_agents(store, config, agents, registry(), responder, opts).await?;
     let rt2 = runtime.clone();
     tokio::spawn(async move {
         let mut n = 0;
@@ -557,7 +592,7 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
         }
     });
     batch::run(
-        runtime,
+        batch::Exec::Local(runtime),
         batch::BatchOptions {
             file: args.file,
             parallel: args.parallel,

@@ -419,3 +419,149 @@ async fn models_lists_configured_and_local_server_models_and_marks_the_default()
             .all(|r| !r["id"].as_str().unwrap_or("").starts_with("anthropic/"))
     );
 }
+
+// ------------------------------------------------------------------ batches (21.6)
+
+fn write_tasks(p: &CliProject, lines: &[Value]) {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(p.root.join("tasks.jsonl"), text).expect("tasks.jsonl");
+}
+
+/// The stderr lines of finished tasks (`✓ …` / `✗ …`), sorted by task id.
+fn finished_lines(stderr: &str) -> Vec<String> {
+    let mut v: Vec<String> = stderr
+        .lines()
+        .filter(|l| l.starts_with("✓ ") || l.starts_with("✗ "))
+        .map(str::to_string)
+        .collect();
+    v.sort_by_key(|l| l.split(' ').nth(1).unwrap_or("").to_string());
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_prints_a_line_per_finished_task() {
+    let server = mock(vec![Step::text("done")]).await;
+    let p = CliProject::new(&server.base_url());
+    write_tasks(
+        &p,
+        &[
+            json!({"id": "a", "prompt": "one"}),
+            json!({"id": "b", "prompt": "two", "dir": "missing"}),
+        ],
+    );
+    let out = p
+        .troupe(&["batch", "tasks.jsonl", "--out", "results.jsonl"], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(1), "a task failed");
+    let stderr = text(&out.stderr);
+    let lines = finished_lines(&stderr);
+    assert_eq!(lines.len(), 2, "{stderr}");
+    let a: Vec<&str> = lines[0].split(' ').collect();
+    assert_eq!(&a[..3], &["✓", "a", "completed"], "{stderr}");
+    assert!(
+        a[3].ends_with('s') && a[3].trim_end_matches('s').parse::<f64>().is_ok(),
+        "{stderr}"
+    );
+    assert_eq!(a[4], "$0", "{stderr}");
+    assert!(
+        lines[1].starts_with("✗ b failed ")
+            && lines[1].contains(" $0: directory ")
+            && lines[1].ends_with("missing does not exist"),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .lines()
+            .last()
+            .unwrap_or("")
+            .starts_with("batch: 2 tasks, 1 completed, 1 failed"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_retry_time_is_capped() {
+    let server = mock(vec![
+        Step::text("never")
+            .with_fault(troupe_testkit::Fault::http(500))
+            .with_fault(troupe_testkit::Fault::http(500))
+            .with_fault(troupe_testkit::Fault::http(500)),
+    ])
+    .await;
+    let p = CliProject::new(&server.base_url());
+    write_tasks(&p, &[json!({"id": "t", "prompt": "go"})]);
+    let out = p
+        .troupe(
+            &["batch", "tasks.jsonl", "--max-retry-time", "1"],
+            &[("TROUPE_MAX_RETRIES", "8")],
+        )
+        .await;
+    assert_eq!(out.status.code(), Some(1));
+    let result: Value = serde_json::from_str(text(&out.stdout).trim()).expect("result line");
+    assert_eq!(result["status"], "failed");
+    let error = result["error"].as_str().expect("error");
+    assert!(
+        error.contains("gave up after 1 attempt: another retry would pass the 1.0s retry-time cap"),
+        "{error}"
+    );
+    assert_eq!(completions(&server).len(), 1, "no retry past the cap");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_attach_runs_tasks_through_a_server() {
+    let server = mock(vec![Step::text("served")]).await;
+    let p = CliProject::new(&server.base_url());
+    let (_serve, base) = p.serve().await;
+    write_tasks(
+        &p,
+        &[
+            json!({"id": "x", "prompt": "first"}),
+            json!({"id": "y", "prompt": "second"}),
+        ],
+    );
+    let out = p
+        .troupe(&["batch", "tasks.jsonl", "--attach", &base], &[])
+        .await;
+    assert_success(&out, "batch --attach");
+    let mut results: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("result JSON"))
+        .collect();
+    results.sort_by_key(|r| r["id"].as_str().unwrap_or("").to_string());
+    assert_eq!(results.len(), 2);
+    for (r, id) in results.iter().zip(["x", "y"]) {
+        assert_eq!(r["id"], id);
+        assert_eq!(r["status"], "completed", "{r}");
+        assert_eq!(r["text"], "served");
+        assert!(r["tokens"]["output"].as_u64().unwrap_or(0) > 0, "{r}");
+    }
+    // The server has the sessions (so monitor and the web view see them), titled by task.
+    let sessions: Value = reqwest::get(format!("{base}/session"))
+        .await
+        .expect("GET /session")
+        .json()
+        .await
+        .expect("JSON");
+    let mut titles: Vec<String> = sessions
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|s| s["title"].as_str().map(str::to_string))
+        .collect();
+    titles.sort();
+    assert_eq!(titles, vec!["batch x", "batch y"]);
+    assert_eq!(finished_lines(&text(&out.stderr)).len(), 2);
+
+    // No server: one line saying so.
+    let out = p
+        .troupe(
+            &["batch", "tasks.jsonl", "--attach", "http://127.0.0.1:9"],
+            &[],
+        )
+        .await;
+    let line = assert_one_line_failure(&out, "batch --attach without a server");
+    assert!(
+        line.contains("no troupe server answers at http://127.0.0.1:9"),
+        "{line}"
+    );
+}

@@ -54,6 +54,12 @@ pub struct RuntimeOptions {
     pub max_retries: u32,
     /// Upper bound on one retry wait (a server may ask for hours). Default 5 min.
     pub max_retry_delay: Duration,
+    /// Upper bound on the total of one step's retry waits: a retry whose wait would take the
+    /// sum past it is not made and the failure is final (its message says so). `None` = no
+    /// cap beyond [`RuntimeOptions::max_retries`] (default; the defaults allow
+    /// 2+4+8+16+30×4 = 150 s). `troupe batch` sets one so a failing provider does not hold
+    /// every task for minutes.
+    pub max_retry_time: Option<Duration>,
     /// Timeout of one `task` call (a subagent's whole turn). Default 30 min.
     pub task_timeout: Duration,
     /// Maximum subagent nesting depth (a root session's children are depth 1). Default 3.
@@ -74,6 +80,7 @@ impl Default for RuntimeOptions {
             max_steps: 100,
             max_retries: 8,
             max_retry_delay: Duration::from_secs(300),
+            max_retry_time: None,
             task_timeout: Duration::from_secs(1800),
             max_depth: 3,
             max_subagents: 32,

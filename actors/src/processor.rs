@@ -318,6 +318,8 @@ fn spawn_stream_task(
         let provider = rt.provider(&model);
         let max_attempts = rt.opts.max_retries.saturating_add(1).max(1);
         let mut attempt: u32 = 0;
+        // Sum of this step's retry waits so far, for `max_retry_time`.
+        let mut waited = Duration::ZERO;
         let limiter_key = model.provider_id.clone();
         loop {
             attempt += 1;
@@ -406,6 +408,20 @@ fn spawn_stream_task(
             let delay =
                 troupe_llm::retry::retry_delay(attempt, &failure.retry_headers, SystemTime::now());
             let delay = delay.min(rt.opts.max_retry_delay);
+            if let Some(cap) = rt.opts.max_retry_time
+                && waited + delay > cap
+            {
+                let mut failure = failure;
+                failure.message = format!(
+                    "{} (gave up after {attempt} attempt{}: another retry would pass the {:.1}s retry-time cap)",
+                    failure.message,
+                    if attempt == 1 { "" } else { "s" },
+                    cap.as_secs_f64()
+                );
+                let _ = myself.cast(ProcMsg::StreamFailed(failure));
+                return;
+            }
+            waited += delay;
             let next = now_ms() + delay.as_millis() as i64;
             rt.counters.incr(
                 "retries_total",

@@ -209,6 +209,30 @@ impl CliProject {
             .expect("spawn troupe")
     }
 
+    /// Starts `troupe serve --port 0` in the project (same isolation); returns the child
+    /// (killed on drop) and the base URL it printed.
+    pub async fn serve(&self) -> (tokio::process::Child, String) {
+        use tokio::io::AsyncBufReadExt;
+        let mut cmd = self.command(&["serve", "--port", "0"]);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit());
+        let mut child = cmd.spawn().expect("spawn troupe serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(CLI_RUN_DEADLINE, lines.next_line())
+            .await
+            .expect("startup line in time")
+            .expect("read stdout")
+            .expect("a startup line");
+        let base = line
+            .strip_prefix("troupe server listening on ")
+            .unwrap_or_else(|| panic!("unexpected startup line {line:?}"))
+            .to_string();
+        // Keep reading stdout so the server never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        (child, base)
+    }
+
     /// `troupe session list --format json`, parsed.
     pub async fn sessions(&self) -> Vec<Value> {
         let out = self
