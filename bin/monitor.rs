@@ -6,7 +6,7 @@
 //! is restored on exit and on panic (ratatui's `init` chains a restoring panic hook).
 //! `--once` prints the tree and counters as plain text and exits (no terminal needed).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -94,6 +94,8 @@ struct TreeRow {
     depth: usize,
     kind: String,
     id: String,
+    /// A session's title, else its first prompt (empty for other actors or when unknown).
+    label: String,
     status: String,
     detail: String,
     steps: u64,
@@ -105,9 +107,16 @@ struct TreeRow {
     age: String,
 }
 
-/// Depth-first flattening of `root`; `now_ms` is the current Unix time in ms (for ages).
-fn flatten(root: &ActorNode, now_ms: u64) -> Vec<TreeRow> {
-    fn walk(n: &ActorNode, depth: usize, now_ms: u64, out: &mut Vec<TreeRow>) {
+/// Depth-first flattening of `root`; `now_ms` is the current Unix time in ms (for ages);
+/// `labels` maps session ids to their title or first prompt.
+fn flatten(root: &ActorNode, now_ms: u64, labels: &HashMap<String, String>) -> Vec<TreeRow> {
+    fn walk(
+        n: &ActorNode,
+        depth: usize,
+        now_ms: u64,
+        labels: &HashMap<String, String>,
+        out: &mut Vec<TreeRow>,
+    ) {
         let detail = match (&n.tool, &n.agent) {
             (Some(t), _) => t.clone(),
             (None, Some(a)) => format!("@{a}"),
@@ -117,6 +126,11 @@ fn flatten(root: &ActorNode, now_ms: u64) -> Vec<TreeRow> {
             depth,
             kind: n.kind.clone(),
             id: n.id.clone(),
+            label: if n.kind == "session" {
+                labels.get(&n.id).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            },
             status: n.status.clone(),
             detail,
             steps: n.steps,
@@ -132,12 +146,116 @@ fn flatten(root: &ActorNode, now_ms: u64) -> Vec<TreeRow> {
             },
         });
         for c in &n.children {
-            walk(c, depth + 1, now_ms, out);
+            walk(c, depth + 1, now_ms, labels, out);
         }
     }
     let mut out = Vec::new();
-    walk(root, 0, now_ms, &mut out);
+    walk(root, 0, now_ms, labels, &mut out);
     out
+}
+
+/// Metrics the header shows (each figure has one source): live counts come from the tree,
+/// tokens and cost from the runtime's counters. They are left out of the counters panel so
+/// no figure appears twice with two values.
+const HEADER_METRICS: &[&str] = &[
+    "troupe_actors",
+    "troupe_actor_nodes",
+    "troupe_sessions",
+    "troupe_tokens_total",
+    "troupe_cost_usd_total",
+];
+
+/// The header figures.
+#[derive(Debug, Clone, PartialEq)]
+struct Summary {
+    /// Live actors below the root (tree rows minus the runtime).
+    actors: usize,
+    /// Live session actors.
+    sessions: usize,
+    /// Sessions not idle.
+    busy: usize,
+    /// Live tool calls.
+    tools: usize,
+    /// Tokens since the server started: `troupe_tokens_total`, else the runtime node's.
+    tokens: u64,
+    /// Cost since the server started, USD: `troupe_cost_usd_total`, else the runtime node's.
+    cost: f64,
+}
+
+/// Computes the header figures and makes the runtime row agree with them.
+fn summarize(rows: &mut [TreeRow], totals: &BTreeMap<String, f64>) -> Summary {
+    let root = rows.first();
+    let tokens = totals
+        .get("troupe_tokens_total")
+        .map(|v| v.max(0.0) as u64)
+        .or(root.map(|r| r.tokens))
+        .unwrap_or(0);
+    let cost = totals
+        .get("troupe_cost_usd_total")
+        .copied()
+        .or(root.map(|r| r.cost))
+        .unwrap_or(0.0);
+    if let Some(r) = rows.first_mut()
+        && r.kind == "runtime"
+    {
+        r.tokens = tokens;
+        r.cost = cost;
+    }
+    Summary {
+        actors: rows.len().saturating_sub(1),
+        sessions: rows.iter().filter(|r| r.kind == "session").count(),
+        busy: rows
+            .iter()
+            .filter(|r| r.kind == "session" && r.status != "idle")
+            .count(),
+        tools: rows.iter().filter(|r| r.kind == "tool_call").count(),
+        tokens,
+        cost,
+    }
+}
+
+fn summary_line(s: &Summary) -> String {
+    format!(
+        "actors {}  sessions {} (busy {})  tool calls {}  tokens {}  cost {}",
+        s.actors,
+        s.sessions,
+        s.busy,
+        s.tools,
+        fmt_thousands(s.tokens),
+        fmt_cost(s.cost)
+    )
+}
+
+/// `11,216`: an exact count with thousands separators.
+fn fmt_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A session's label: its title unless it is the default `New session - …`, else its first
+/// prompt, on one line of at most 60 characters.
+fn session_label(title: &str, first_prompt: Option<&str>) -> String {
+    let default_title = title.is_empty()
+        || title.starts_with("New session - ")
+        || title.starts_with("Child session - ");
+    let raw = if default_title {
+        first_prompt.unwrap_or("")
+    } else {
+        title
+    };
+    let one: String = raw.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() > 60 {
+        format!("{}…", one.chars().take(60).collect::<String>())
+    } else {
+        one
+    }
 }
 
 /// `950ms`, `12s`, `3m04s`, `2h05m`.
@@ -171,9 +289,15 @@ fn fmt_cost(c: f64) -> String {
 }
 
 /// The tree as aligned plain text, one actor per line, children indented by two spaces:
-/// `KIND ID STATUS TOOL/@AGENT steps=N tokens=N cost=$X [restarts=N failures=N queued=N] AGE`.
-pub fn render_tree_text(root: &ActorNode, now_ms: u64) -> String {
-    let rows = flatten(root, now_ms);
+/// `KIND ID STATUS TOOL/@AGENT steps=N tokens=N cost=$X [restarts=N failures=N queued=N] AGE
+/// ["session label"]` (without labels; tests).
+#[cfg(test)]
+fn render_tree_text(root: &ActorNode, now_ms: u64) -> String {
+    let rows = flatten(root, now_ms, &HashMap::new());
+    render_rows_text(&rows)
+}
+
+fn render_rows_text(rows: &[TreeRow]) -> String {
     let label = |r: &TreeRow| format!("{}{} {}", "  ".repeat(r.depth), r.kind, r.id);
     let w_label = rows
         .iter()
@@ -183,7 +307,7 @@ pub fn render_tree_text(root: &ActorNode, now_ms: u64) -> String {
     let w_status = rows.iter().map(|r| r.status.len()).max().unwrap_or(0);
     let w_detail = rows.iter().map(|r| r.detail.len()).max().unwrap_or(0);
     let mut out = String::new();
-    for r in &rows {
+    for r in rows {
         let mut line = format!(
             "{:<w_label$}  {:<w_status$}  {:<w_detail$}  steps={} tokens={} cost={}",
             label(r),
@@ -204,6 +328,9 @@ pub fn render_tree_text(root: &ActorNode, now_ms: u64) -> String {
         }
         if !r.age.is_empty() {
             let _ = write!(line, " age={}", r.age);
+        }
+        if !r.label.is_empty() {
+            let _ = write!(line, " {:?}", r.label);
         }
         out.push_str(line.trim_end());
         out.push('\n');
@@ -282,6 +409,8 @@ struct Api {
     client: reqwest::Client,
     base: String,
     password: Option<String>,
+    /// First prompt of each session seen (it never changes), so it is fetched once.
+    first_prompts: std::sync::Arc<std::sync::Mutex<HashMap<String, String>>>,
 }
 
 impl Api {
@@ -298,6 +427,7 @@ impl Api {
             client,
             base,
             password,
+            first_prompts: Default::default(),
         })
     }
 
@@ -343,14 +473,103 @@ impl Api {
         Ok(parse_metrics(&text))
     }
 
+    /// Labels of the sessions in `tree`: titles from `GET /session`, first prompts (cached)
+    /// from `GET /session/{id}/message` for sessions still on the default title.
+    async fn labels(&self, tree: &ActorNode) -> HashMap<String, String> {
+        fn ids(n: &ActorNode, out: &mut Vec<String>) {
+            if n.kind == "session" {
+                out.push(n.id.clone());
+            }
+            for c in &n.children {
+                ids(c, out);
+            }
+        }
+        let mut live = Vec::new();
+        ids(tree, &mut live);
+        if live.is_empty() {
+            return HashMap::new();
+        }
+        let titles: HashMap<String, String> = match self.get("/session").await {
+            Ok(resp) => resp
+                .json::<Value>()
+                .await
+                .ok()
+                .and_then(|v| v.as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|s| {
+                    Some((
+                        s["id"].as_str()?.to_string(),
+                        s["title"].as_str().unwrap_or("").to_string(),
+                    ))
+                })
+                .collect(),
+            Err(_) => HashMap::new(),
+        };
+        let mut out = HashMap::new();
+        for id in live {
+            let title = titles.get(&id).cloned().unwrap_or_default();
+            let label = session_label(&title, None);
+            if !label.is_empty() {
+                out.insert(id, label);
+                continue;
+            }
+            let cached = self
+                .first_prompts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&id)
+                .cloned();
+            let prompt = match cached {
+                Some(p) => p,
+                None => {
+                    let Some(p) = self.first_prompt(&id).await else {
+                        continue;
+                    };
+                    self.first_prompts
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(id.clone(), p.clone());
+                    p
+                }
+            };
+            out.insert(id, session_label(&title, Some(&prompt)));
+        }
+        out
+    }
+
+    /// The text of a session's first user message, if it has one yet.
+    async fn first_prompt(&self, id: &str) -> Option<String> {
+        let v: Value = self
+            .get(&format!("/session/{id}/message"))
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let first = v.as_array()?.iter().find(|m| m["info"]["role"] == "user")?;
+        let text: Vec<&str> = first["parts"]
+            .as_array()?
+            .iter()
+            .filter(|p| p["type"] == "text")
+            .filter_map(|p| p["text"].as_str())
+            .collect();
+        (!text.is_empty()).then(|| text.join(" "))
+    }
+
     async fn snapshot(&self) -> Snapshot {
         let started = Instant::now();
         let (tree, metrics) = tokio::join!(self.actors(), self.metrics());
         let latency = started.elapsed();
+        let labels = match &tree {
+            Ok(t) => self.labels(t).await,
+            Err(_) => HashMap::new(),
+        };
         match (tree, metrics) {
             (Ok(tree), Ok(metrics)) => Snapshot {
                 tree: Some(tree),
                 metrics,
+                labels,
                 error: None,
                 latency,
                 at: Some(Instant::now()),
@@ -358,6 +577,7 @@ impl Api {
             (Ok(tree), Err(e)) => Snapshot {
                 tree: Some(tree),
                 metrics: Vec::new(),
+                labels,
                 error: Some(format!("{e:#}")),
                 latency,
                 at: Some(Instant::now()),
@@ -376,6 +596,8 @@ impl Api {
 struct Snapshot {
     tree: Option<ActorNode>,
     metrics: Vec<(String, f64)>,
+    /// Session id → title or first prompt.
+    labels: HashMap<String, String>,
     error: Option<String>,
     latency: Duration,
     at: Option<Instant>,
@@ -388,11 +610,19 @@ pub async fn run(args: MonitorArgs) -> Result<ExitCode> {
     let tree = api.actors().await?;
     if args.once {
         let metrics = api.metrics().await.unwrap_or_default();
-        let mut out = render_tree_text(&tree, now_ms());
+        let labels = api.labels(&tree).await;
         let totals = metric_totals(&metrics);
-        if !totals.is_empty() {
+        let mut rows = flatten(&tree, now_ms(), &labels);
+        let summary = summarize(&mut rows, &totals);
+        let mut out = format!("{}\n\n", summary_line(&summary));
+        out.push_str(&render_rows_text(&rows));
+        let counters: Vec<_> = totals
+            .iter()
+            .filter(|(k, _)| !HEADER_METRICS.contains(&k.as_str()))
+            .collect();
+        if !counters.is_empty() {
             out.push('\n');
-            for (k, v) in &totals {
+            for (k, v) in counters {
                 let _ = writeln!(out, "{k} {}", fmt_metric(*v));
             }
         }
@@ -416,6 +646,7 @@ pub async fn run(args: MonitorArgs) -> Result<ExitCode> {
                 let prev = tx.borrow();
                 snap.tree = prev.tree.clone();
                 snap.metrics = prev.metrics.clone();
+                snap.labels = prev.labels.clone();
                 snap.at = prev.at;
             }
             if tx.send(snap).is_err() {
@@ -449,7 +680,7 @@ fn ui_loop(url: &str, mut rx: watch::Receiver<Snapshot>) -> Result<()> {
     let mut rows = snap
         .tree
         .as_ref()
-        .map(|t| flatten(t, now_ms()))
+        .map(|t| flatten(t, now_ms(), &snap.labels))
         .unwrap_or_default();
     loop {
         if rx.has_changed().unwrap_or(false) {
@@ -457,7 +688,7 @@ fn ui_loop(url: &str, mut rx: watch::Receiver<Snapshot>) -> Result<()> {
             rows = snap
                 .tree
                 .as_ref()
-                .map(|t| flatten(t, now_ms()))
+                .map(|t| flatten(t, now_ms(), &snap.labels))
                 .unwrap_or_default();
         }
         if let Some(sel) = state.selected()
@@ -466,7 +697,7 @@ fn ui_loop(url: &str, mut rx: watch::Receiver<Snapshot>) -> Result<()> {
             state.select(Some(rows.len().saturating_sub(1)));
         }
         let page = terminal
-            .draw(|f| draw(f, url, &snap, &rows, &mut state))
+            .draw(|f| draw(f, url, &snap, &mut rows, &mut state))
             .context("drawing the terminal")?
             .area
             .height
@@ -510,10 +741,12 @@ fn draw(
     f: &mut ratatui::Frame<'_>,
     url: &str,
     snap: &Snapshot,
-    rows: &[TreeRow],
+    rows: &mut [TreeRow],
     state: &mut TableState,
 ) {
-    let totals = metric_totals(&snap.metrics);
+    let mut totals = metric_totals(&snap.metrics);
+    let summary = summarize(rows, &totals);
+    totals.retain(|k, _| !HEADER_METRICS.contains(&k.as_str()));
     let metric_lines = totals.len().div_ceil(3).min(6) as u16;
     let [header, metrics_area, tree_area, footer] = Layout::vertical([
         Constraint::Length(1),
@@ -523,14 +756,7 @@ fn draw(
     ])
     .areas(f.area());
 
-    // Header: URL, connection state, counts.
-    let sessions = rows.iter().filter(|r| r.kind == "session").count();
-    let busy = rows
-        .iter()
-        .filter(|r| r.kind == "session" && r.status != "idle")
-        .count();
-    let tools = rows.iter().filter(|r| r.kind == "tool_call").count();
-    let (cost, tokens) = rows.first().map(|r| (r.cost, r.tokens)).unwrap_or((0.0, 0));
+    // Header: URL, connection state, the figures of `summarize`.
     let conn = match &snap.error {
         None => Span::styled(" live ", Style::new().fg(Color::Black).bg(Color::Green)),
         Some(_) => Span::styled(
@@ -543,12 +769,14 @@ fn draw(
     };
     f.render_widget(
         Paragraph::new(Line::from(vec![
-            Span::styled(" troupe monitor ", Style::new().add_modifier(Modifier::BOLD)),
+            Span::styled(
+                " troupe monitor ",
+                Style::new().add_modifier(Modifier::BOLD),
+            ),
             conn,
             Span::raw(format!(
-                "  {url}  sessions {sessions} (busy {busy})  tool calls {tools}  tokens {}  cost {}  poll {}ms",
-                fmt_tokens(tokens),
-                fmt_cost(cost),
+                "  {url}  {}  poll {}ms",
+                summary_line(&summary),
                 snap.latency.as_millis()
             )),
         ])),
@@ -587,7 +815,11 @@ fn draw(
             }
             Row::new(vec![
                 Cell::from(format!("{}{}", "  ".repeat(r.depth), r.kind)),
-                Cell::from(r.id.clone()),
+                Cell::from(if r.label.is_empty() {
+                    r.id.clone()
+                } else {
+                    format!("{}  {}", r.id, r.label)
+                }),
                 Cell::from(r.status.clone()).style(status_style(&r.status)),
                 Cell::from(r.detail.clone()),
                 Cell::from(r.steps.to_string()),
@@ -627,7 +859,7 @@ fn draw(
         .style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)),
     )
     .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-    .block(Block::bordered().title(format!(" supervision tree ({} actors) ", rows.len())));
+    .block(Block::bordered().title(format!(" supervision tree ({} actors) ", summary.actors)));
     f.render_stateful_widget(table, tree_area, state);
 
     let foot = match &snap.error {
@@ -687,6 +919,61 @@ runtime troupe          busy          steps=3 tokens=1500 cost=$0.0125 age=1m39s
     }
 
     #[test]
+    fn header_figures_have_one_source() {
+        let mut labels = HashMap::new();
+        labels.insert("ses_a".to_string(), "fix the bug".to_string());
+        let mut rows = flatten(&sample(), 100_000, &labels);
+        let mut totals = BTreeMap::new();
+        totals.insert("troupe_tokens_total".to_string(), 11_216.0);
+        totals.insert("troupe_cost_usd_total".to_string(), 0.5);
+        totals.insert("troupe_actors".to_string(), 7.0);
+        let s = summarize(&mut rows, &totals);
+        assert_eq!(
+            s,
+            Summary {
+                actors: 4,
+                sessions: 2,
+                busy: 1,
+                tools: 1,
+                tokens: 11_216,
+                cost: 0.5
+            }
+        );
+        // The runtime row says the same as the header.
+        assert_eq!((rows[0].tokens, rows[0].cost), (11_216, 0.5));
+        assert_eq!(
+            summary_line(&s),
+            "actors 4  sessions 2 (busy 1)  tool calls 1  tokens 11,216  cost $0.5000"
+        );
+        let text = render_rows_text(&rows);
+        assert!(
+            text.lines()
+                .nth(1)
+                .is_some_and(|l| l.ends_with("age=39s \"fix the bug\"")),
+            "{text}"
+        );
+        // Without counters, the tree's own figures.
+        let mut rows = flatten(&sample(), 100_000, &HashMap::new());
+        let s = summarize(&mut rows, &BTreeMap::new());
+        assert_eq!((s.tokens, s.cost), (1500, 0.0125));
+    }
+
+    #[test]
+    fn session_label_prefers_a_real_title() {
+        assert_eq!(session_label("Fix login", Some("p")), "Fix login");
+        assert_eq!(
+            session_label(
+                "New session - 2026-01-01T00:00:00Z",
+                Some("find the\nTODOs")
+            ),
+            "find the TODOs"
+        );
+        assert_eq!(session_label("New session - x", None), "");
+        let long = "x".repeat(70);
+        assert_eq!(session_label("", Some(&long)).chars().count(), 61);
+    }
+
+    #[test]
     fn missing_fields_default() {
         let n: ActorNode =
             serde_json::from_value(json!({"kind": "runtime", "id": "r"})).expect("minimal node");
@@ -733,6 +1020,10 @@ troupe_bad nope
     #[test]
     fn formats() {
         assert_eq!(fmt_tokens(999), "999");
+        assert_eq!(fmt_thousands(0), "0");
+        assert_eq!(fmt_thousands(999), "999");
+        assert_eq!(fmt_thousands(1_000), "1,000");
+        assert_eq!(fmt_thousands(1_234_567), "1,234,567");
         assert_eq!(fmt_tokens(12_345), "12.3k");
         assert_eq!(fmt_tokens(4_500_000), "4.50M");
         assert_eq!(fmt_age(3_725_000), "1h02m");

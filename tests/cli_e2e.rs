@@ -565,3 +565,106 @@ async fn batch_attach_runs_tasks_through_a_server() {
         "{line}"
     );
 }
+
+// ------------------------------------------------------------------ monitor (21.7)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn monitor_header_agrees_and_sessions_show_their_prompt() {
+    let server = mock(vec![Step::text("ok")]).await;
+    let p = CliProject::new(&server.base_url());
+    let (_serve, base) = p.serve().await;
+    let out = p
+        .troupe(&["run", "--attach", &base, "a first turn"], &[])
+        .await;
+    assert_success(&out, "run --attach");
+    let out = p.troupe(&["monitor", "--once", &base], &[]).await;
+    assert_success(&out, "monitor --once");
+    let view = text(&out.stdout);
+    let header = view.lines().next().unwrap_or("");
+    // Tokens in the header are the runtime's counter, and the runtime row says the same.
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("text");
+    let tokens: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("troupe_tokens_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64;
+    assert!(tokens > 0, "{metrics}");
+    let runtime_row = view
+        .lines()
+        .find(|l| l.starts_with("runtime "))
+        .expect("runtime row");
+    assert!(
+        runtime_row.contains(&format!("tokens={tokens} ")),
+        "{runtime_row}"
+    );
+    let digits: String = header
+        .split("tokens ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .unwrap_or("")
+        .replace(',', "");
+    assert_eq!(digits, tokens.to_string(), "{header}");
+    // One actor count (the tree's); no second gauge among the counters.
+    assert!(!view.contains("troupe_actors "), "{view}");
+    assert!(!view.contains("troupe_tokens_total"), "{view}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn monitor_shows_a_busy_session_by_its_first_prompt() {
+    let server = mock(vec![
+        Step::text("never finishes").with_fault(troupe_testkit::Fault::hang_after(0)),
+    ])
+    .await;
+    let p = CliProject::new(&server.base_url());
+    let (_serve, base) = p.serve().await;
+    let http = reqwest::Client::new();
+    let s: Value = http
+        .post(format!("{base}/session"))
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("JSON");
+    let sid = s["id"].as_str().expect("id").to_string();
+    let r = http
+        .post(format!("{base}/session/{sid}/prompt_async"))
+        .json(&json!({"text": "fix the login bug"}))
+        .send()
+        .await
+        .expect("prompt_async");
+    assert!(r.status().is_success());
+    // The session actor is live while its request hangs; poll until the tree shows it.
+    let mut view = String::new();
+    for _ in 0..100 {
+        let out = p.troupe(&["monitor", "--once", &base], &[]).await;
+        assert_success(&out, "monitor --once");
+        view = text(&out.stdout);
+        if view.contains("\"fix the login bug\"") {
+            break;
+        }
+    }
+    let row = view
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("session {sid}")))
+        .unwrap_or_else(|| panic!("session row: {view}"));
+    assert!(row.ends_with("\"fix the login bug\""), "{row}");
+    assert!(
+        view.lines()
+            .next()
+            .unwrap_or("")
+            .contains("sessions 1 (busy 1)"),
+        "{view}"
+    );
+    let _ = http
+        .post(format!("{base}/session/{sid}/abort"))
+        .json(&json!({}))
+        .send()
+        .await;
+}
