@@ -2,6 +2,7 @@
 
 mod activity;
 mod attach;
+mod auth;
 mod batch;
 mod local;
 mod models;
@@ -64,6 +65,20 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Default)]
         format: Format,
+        /// Only sessions in this directory or below it.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// API keys stored in the user's config directory (auth.json, mode 0600).
+    Auth {
+        #[command(subcommand)]
+        command: auth::AuthCommand,
+    },
+    /// Print a shell completion script: `troupe completions bash > ~/.local/share/bash-completion/completions/troupe`,
+    /// `troupe completions zsh > ~/.zfunc/_troupe`, `troupe completions fish > ~/.config/fish/completions/troupe.fish`.
+    Completions {
+        /// Shell.
+        shell: clap_complete::Shell,
     },
     /// Models that can run here: configured ones, a local server's, the catalog models of
     /// providers with a key; the default is marked with where it came from.
@@ -124,6 +139,14 @@ enum SessionCommand {
         /// Maximum number of sessions.
         #[arg(long, default_value_t = 50)]
         limit: usize,
+        /// Only sessions in this directory or below it.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Delete a session with its messages and its subagent sessions.
+    Delete {
+        /// Session id (or a unique prefix).
+        id: String,
     },
     /// Show a session with its messages and parts.
     Show {
@@ -167,6 +190,12 @@ struct RunArgs {
     /// Continue a given session.
     #[arg(short = 's', long)]
     session: Option<String>,
+    /// Title of the session (instead of a generated one).
+    #[arg(long)]
+    title: Option<String>,
+    /// Attach a text file to the prompt (repeatable); its content is sent with the message.
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    files: Vec<PathBuf>,
     /// Model as provider/model.
     #[arg(short = 'm', long)]
     model: Option<String>,
@@ -321,6 +350,14 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Session {
             command: SessionCommand::Compact { id },
         } => compact(cli.db, &id).await,
+        Command::Session {
+            command: SessionCommand::List { format, limit, dir },
+        } => {
+            let dir = dir.map(|d| resolve_dir(Some(d))).transpose()?;
+            let store = open_store(cli.db)?;
+            output::session_list(&store, format == Format::Json, limit, dir.as_deref()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Session { command } => {
             let store = open_store(cli.db)?;
             output::session_command(&store, command).await
@@ -352,9 +389,20 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Stats { format } => {
+        Command::Stats { format, dir } => {
+            let dir = dir.map(|d| resolve_dir(Some(d))).transpose()?;
             let store = open_store(cli.db)?;
-            output::stats(&store, format == Format::Json).await?;
+            output::stats(&store, format == Format::Json, dir.as_deref()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Auth { command } => {
+            let cwd = resolve_dir(None)?;
+            let config = load_config(&cwd)?;
+            auth::run(&config, command)
+        }
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "troupe", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
         Command::Models { format, all, dir } => {
@@ -386,6 +434,43 @@ fn load_agents(cwd: &Path) -> Result<(LoadedConfig, troupe_agents::AgentSet)> {
     let dirs = troupe_agents::project_dirs(cwd, &config.worktree);
     let agents = troupe_agents::AgentSet::load(&config, &dirs).map_err(|e| anyhow!("{e}"))?;
     Ok((config, agents))
+}
+
+/// Largest file `run -f` attaches, bytes (a bigger one would crowd out the conversation).
+const MAX_ATTACHMENT_BYTES: u64 = 256 * 1024;
+
+/// The `-f` files as text parts (`Attached file PATH:` then the content in a fence). A file
+/// that is missing, too large, or not UTF-8 text (an image or other binary) is an error naming
+/// it: troupe sends text only.
+fn read_attachments(files: &[PathBuf]) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for f in files {
+        let meta = std::fs::metadata(f).map_err(|e| anyhow!("-f {}: {e}", f.display()))?;
+        if !meta.is_file() {
+            bail!("-f {}: not a regular file", f.display());
+        }
+        if meta.len() > MAX_ATTACHMENT_BYTES {
+            bail!(
+                "-f {}: {} bytes is over the {} byte limit for an attached file",
+                f.display(),
+                meta.len(),
+                MAX_ATTACHMENT_BYTES
+            );
+        }
+        let bytes = std::fs::read(f).map_err(|e| anyhow!("-f {}: {e}", f.display()))?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            anyhow!(
+                "-f {}: not UTF-8 text (images and other binary files cannot be attached)",
+                f.display()
+            )
+        })?;
+        out.push(format!(
+            "Attached file {}:\n```\n{}\n```",
+            f.display(),
+            text.trim_end_matches('\n')
+        ));
+    }
+    Ok(out)
 }
 
 /// Pick the model: flag, config, API-key defaults, else a local llama.cpp server if one answers.
@@ -655,6 +740,7 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     if text.trim().is_empty() {
         bail!("no prompt given: troupe run \"what to do\"");
     }
+    let attachments = read_attachments(&args.files)?;
     if let Some(url) = args.attach.clone() {
         return attach::run(attach::AttachRun {
             url,
@@ -752,6 +838,20 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         runtime.create_session(&cwd, None).await?
     };
 
+    if let Some(title) = args
+        .title
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        let mut info = session.clone();
+        info.title = title.to_string();
+        store.write1(troupe_session::Write::Session {
+            info,
+            created: false,
+        });
+        store.flush().await?;
+    }
     let mut rx = runtime.bus().subscribe();
     let printer = output::Printer::new(
         json,
@@ -767,7 +867,7 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         agent: args.agent.clone(),
         model,
         system: None,
-        synthetic: Vec::new(),
+        synthetic: attachments,
         compact: false,
     };
     let rt2 = runtime.clone();

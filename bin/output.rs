@@ -264,34 +264,28 @@ fn summarize_input(v: &serde_json::Value) -> String {
 /// `troupe session list|show|export`.
 pub async fn session_command(store: &Store, cmd: SessionCommand) -> Result<ExitCode> {
     match cmd {
-        SessionCommand::List { format, limit } => {
-            let sessions = store
-                .read(move |r| r.sessions(limit, false))
+        SessionCommand::List { .. } => {
+            return Err(anyhow!("session list is handled by session_list"));
+        }
+        SessionCommand::Delete { id } => {
+            let key = id.clone();
+            let session = store
+                .read(move |r| r.find_session(&key))
                 .await
-                .map_err(|e| anyhow!("{e}"))?;
-            if format == crate::Format::Json {
-                println!("{}", serde_json::to_string_pretty(&sessions)?);
-            } else if sessions.is_empty() {
-                println!("no sessions");
+                .map_err(|e| anyhow!("{e}"))?
+                .ok_or_else(|| anyhow!("session not found: {id}"))?;
+            let n = delete_tree(store, session.clone()).await?;
+            store.flush().await.map_err(|e| anyhow!("{e}"))?;
+            let also = if n > 1 {
+                format!(
+                    " and {} subagent session{}",
+                    n - 1,
+                    if n == 2 { "" } else { "s" }
+                )
             } else {
-                println!(
-                    "{:<30}  {:<19}  {:>12}  {:<10}  TITLE",
-                    "ID", "UPDATED (UTC)", "TOKENS", "COST $"
-                );
-                for s in &sessions {
-                    println!(
-                        "{}  {}  {:>8} tok  ${:<9}  {}{}",
-                        s.id,
-                        troupe_session::iso_time(s.time.updated)
-                            .get(..19)
-                            .unwrap_or(""),
-                        s.tokens.total(),
-                        s.cost.round_dp(6),
-                        s.parent_id.as_ref().map(|_| "↳ ").unwrap_or(""),
-                        one_line(&s.title, 60)
-                    );
-                }
-            }
+                String::new()
+            };
+            println!("deleted session {}{also}", session.id);
         }
         SessionCommand::Show { id, format } => {
             let (session, messages) = load(store, &id).await?;
@@ -312,6 +306,93 @@ pub async fn session_command(store: &Store, cmd: SessionCommand) -> Result<ExitC
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Deletes `session` and its children (depth first); returns how many sessions went.
+async fn delete_tree(store: &Store, session: Session) -> Result<usize> {
+    let mut stack = vec![session];
+    let mut order = Vec::new();
+    while let Some(s) = stack.pop() {
+        let sid = s.id.clone();
+        let children = store
+            .read(move |r| r.children(&sid))
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
+        stack.extend(children);
+        order.push(s);
+    }
+    let n = order.len();
+    for s in order.into_iter().rev() {
+        store.write1(troupe_session::Write::DeleteSession(s));
+    }
+    Ok(n)
+}
+
+/// Whether `directory` is `dir` or below it.
+pub fn in_dir(directory: &str, dir: Option<&std::path::Path>) -> bool {
+    dir.is_none_or(|d| std::path::Path::new(directory).starts_with(d))
+}
+
+/// `troupe session list`: newest first, with the directory of each session; `dir` keeps the
+/// sessions in that directory or below it.
+pub async fn session_list(
+    store: &Store,
+    json: bool,
+    limit: usize,
+    dir: Option<&std::path::Path>,
+) -> Result<()> {
+    // Filtering happens after the query: read enough to fill `limit` in most stores.
+    let fetch = if dir.is_some() {
+        limit.saturating_mul(20).max(1000)
+    } else {
+        limit
+    };
+    let sessions: Vec<Session> = store
+        .read(move |r| r.sessions(fetch, false))
+        .await
+        .map_err(|e| anyhow!("{e}"))?
+        .into_iter()
+        .filter(|s| in_dir(&s.directory, dir))
+        .take(limit)
+        .collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&sessions)?);
+        return Ok(());
+    }
+    if sessions.is_empty() {
+        println!("no sessions");
+        return Ok(());
+    }
+    let home = std::env::var("HOME").ok().filter(|h| !h.is_empty());
+    let short = |d: &str| match &home {
+        Some(h) if d.starts_with(h.as_str()) => format!("~{}", &d[h.len()..]),
+        _ => d.to_string(),
+    };
+    let w_dir = sessions
+        .iter()
+        .map(|s| short(&s.directory).chars().count())
+        .max()
+        .unwrap_or(9)
+        .clamp(9, 40);
+    println!(
+        "{:<30}  {:<19}  {:>12}  {:<10}  {:<w_dir$}  TITLE",
+        "ID", "UPDATED (UTC)", "TOKENS", "COST $", "DIRECTORY"
+    );
+    for s in &sessions {
+        println!(
+            "{}  {}  {:>8} tok  ${:<9}  {:<w_dir$}  {}{}",
+            s.id,
+            troupe_session::iso_time(s.time.updated)
+                .get(..19)
+                .unwrap_or(""),
+            s.tokens.total(),
+            s.cost.round_dp(6),
+            one_line(&short(&s.directory), 40),
+            s.parent_id.as_ref().map(|_| "↳ ").unwrap_or(""),
+            one_line(&s.title, 60)
+        );
+    }
+    Ok(())
 }
 
 async fn load(store: &Store, id: &str) -> Result<(Session, Vec<MessageWithParts>)> {
@@ -437,6 +518,9 @@ fn print_session(s: &Session, messages: &[MessageWithParts]) {
 pub struct UsageRow {
     /// Group key.
     pub key: String,
+    /// Directory of the session (rows grouped by session only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub directory: Option<String>,
     /// Assistant messages (steps).
     pub steps: u64,
     /// Tokens by category.
@@ -448,12 +532,24 @@ pub struct UsageRow {
 
 /// `troupe stats`: tokens and cost per session, per model and per day (UTC), summed in
 /// decimal from the stored assistant messages.
-pub async fn stats(store: &Store, json: bool) -> Result<()> {
+pub async fn stats(store: &Store, json: bool, dir: Option<&std::path::Path>) -> Result<()> {
     use std::collections::BTreeMap;
     let msgs = store
         .read(|r| r.assistant_messages())
         .await
         .map_err(|e| anyhow!("{e}"))?;
+    // Session id → directory, for the directory column and the --dir filter.
+    let dirs: std::collections::HashMap<String, String> = store
+        .read(|r| r.sessions(usize::MAX, false))
+        .await
+        .map_err(|e| anyhow!("{e}"))?
+        .into_iter()
+        .map(|s| (s.id, s.directory))
+        .collect();
+    let msgs: Vec<_> = msgs
+        .into_iter()
+        .filter(|a| dir.is_none() || dirs.get(&a.session_id).is_some_and(|d| in_dir(d, dir)))
+        .collect();
     let mut by: [BTreeMap<String, UsageRow>; 3] = Default::default();
     let mut total = UsageRow {
         key: "total".into(),
@@ -474,6 +570,9 @@ pub async fn stats(store: &Store, json: bool) -> Result<()> {
                 key,
                 ..Default::default()
             });
+            if row.directory.is_none() && row.key == a.session_id {
+                row.directory = dirs.get(&a.session_id).cloned();
+            }
             row.steps += 1;
             row.tokens.add(&a.tokens);
             row.cost += a.cost;
@@ -495,7 +594,7 @@ pub async fn stats(store: &Store, json: bool) -> Result<()> {
     }
     for (title, map) in [("session", &sessions), ("model", &models), ("day", &days)] {
         println!(
-            "{:<40} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}  COST $",
+            "{:<40} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}  COST ${}",
             title.to_uppercase(),
             "STEPS",
             "INPUT",
@@ -503,6 +602,11 @@ pub async fn stats(store: &Store, json: bool) -> Result<()> {
             "REASON",
             "CACHE R",
             "CACHE W",
+            if title == "session" {
+                "      DIRECTORY"
+            } else {
+                ""
+            }
         );
         for r in map.values() {
             print_usage_row(r);
@@ -515,7 +619,7 @@ pub async fn stats(store: &Store, json: bool) -> Result<()> {
 
 fn print_usage_row(r: &UsageRow) {
     println!(
-        "{:<40} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
+        "{:<40} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}  {}{}",
         r.key,
         r.steps,
         r.tokens.input,
@@ -523,7 +627,11 @@ fn print_usage_row(r: &UsageRow) {
         r.tokens.reasoning,
         r.tokens.cache.read,
         r.tokens.cache.write,
-        r.cost.round_dp(6)
+        r.cost.round_dp(6),
+        r.directory
+            .as_deref()
+            .map(|d| format!("  {d}"))
+            .unwrap_or_default()
     );
 }
 

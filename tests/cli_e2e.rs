@@ -668,3 +668,185 @@ async fn monitor_shows_a_busy_session_by_its_first_prompt() {
         .send()
         .await;
 }
+
+// ------------------------------------------------------------------ what users reach for (21.11)
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_for_each_shell() {
+    let p = CliProject::empty();
+    for (shell, needle) in [
+        ("bash", "complete -F _troupe"),
+        ("zsh", "#compdef troupe"),
+        ("fish", "complete -c troupe"),
+    ] {
+        let out = p.troupe(&["completions", shell], &[]).await;
+        assert_success(&out, shell);
+        let script = text(&out.stdout);
+        assert!(script.contains(needle), "{shell}: {script}");
+        assert!(script.contains("session"), "{shell} completes subcommands");
+    }
+    let out = p.troupe(&["completions", "tcsh"], &[]).await;
+    assert!(!out.status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn title_file_attachments_dir_filter_and_delete() {
+    let server = mock(vec![Step::text("read it"), Step::text("second")]).await;
+    let p = CliProject::new(&server.base_url());
+    std::fs::write(p.root.join("notes.txt"), "remember the milk\n").expect("notes");
+    std::fs::write(
+        p.root.join("pic.png"),
+        [0x89u8, b'P', b'N', b'G', 0xff, 0x00],
+    )
+    .expect("png");
+    let sub = p.root.join("sub");
+    std::fs::create_dir_all(&sub).expect("sub");
+
+    // -f: an image is refused before anything is sent.
+    let out = p.troupe(&["run", "-f", "pic.png", "look"], &[]).await;
+    let line = assert_one_line_failure(&out, "-f image");
+    assert_eq!(
+        line,
+        "troupe: -f pic.png: not UTF-8 text (images and other binary files cannot be attached)"
+    );
+    assert!(completions(&server).is_empty());
+
+    let out = p
+        .troupe(
+            &[
+                "run",
+                "--title",
+                "Milk check",
+                "-f",
+                "notes.txt",
+                "what does it say?",
+            ],
+            &[],
+        )
+        .await;
+    assert_success(&out, "run -f --title");
+    let req = &completions(&server)[0];
+    let sent = req.body.to_string();
+    assert!(
+        sent.contains("Attached file notes.txt:") && sent.contains("remember the milk"),
+        "{sent}"
+    );
+    let out = p.troupe(&["run", "--dir", "sub", "elsewhere"], &[]).await;
+    assert_success(&out, "run in sub");
+
+    let sessions = p.sessions().await;
+    assert_eq!(sessions.len(), 2);
+    let titled = sessions
+        .iter()
+        .find(|s| s["title"] == "Milk check")
+        .expect("the --title session");
+    let titled_id = titled["id"].as_str().expect("id").to_string();
+
+    // list: a directory column, --dir keeps that directory and below.
+    let out = p.troupe(&["session", "list"], &[]).await;
+    assert_success(&out, "session list");
+    let table = text(&out.stdout);
+    assert!(
+        table.lines().next().unwrap_or("").contains("DIRECTORY"),
+        "{table}"
+    );
+    assert!(table.contains(&sub.display().to_string()), "{table}");
+    let out = p
+        .troupe(
+            &["session", "list", "--dir", "sub", "--format", "json"],
+            &[],
+        )
+        .await;
+    assert_success(&out, "session list --dir");
+    let only: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(only.len(), 1);
+    assert_eq!(only[0]["directory"], json!(sub.display().to_string()));
+
+    let out = p
+        .troupe(&["stats", "--dir", "sub", "--format", "json"], &[])
+        .await;
+    assert_success(&out, "stats --dir");
+    let stats: Value = serde_json::from_slice(&out.stdout).expect("stats JSON");
+    let rows = stats["sessions"].as_array().expect("sessions");
+    assert_eq!(rows.len(), 1, "{stats}");
+    assert_eq!(rows[0]["directory"], json!(sub.display().to_string()));
+
+    // delete.
+    let out = p.troupe(&["session", "delete", &titled_id], &[]).await;
+    assert_success(&out, "session delete");
+    assert_eq!(
+        text(&out.stdout).trim(),
+        format!("deleted session {titled_id}")
+    );
+    assert_eq!(p.sessions().await.len(), 1);
+    let out = p.troupe(&["session", "delete", &titled_id], &[]).await;
+    let line = assert_one_line_failure(&out, "delete twice");
+    assert_eq!(line, format!("troupe: session not found: {titled_id}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_login_stores_a_private_key_that_runs_use() {
+    let server = mock(vec![Step::text("authed")]).await;
+    let p = CliProject::empty();
+    // A provider block without a key: the stored one is used.
+    p.write_config(
+        &json!({"model": "mock/mock-model",
+                "provider": {"mock": {"npm": "@ai-sdk/openai-compatible",
+                    "env": ["MOCK_API_KEY"],
+                    "options": {"baseURL": server.base_url()},
+                    "models": {"mock-model": {"limit": {"context": 100000, "output": 1000}}}}}})
+        .to_string(),
+    );
+    let mut cmd = p.command(&["auth", "login", "mock"]);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(b"sk-secret-123\n")
+            .await
+            .expect("write key");
+    }
+    let out = tokio::time::timeout(CLI_RUN_DEADLINE, child.wait_with_output())
+        .await
+        .expect("in time")
+        .expect("auth login");
+    assert_success(&out, "auth login");
+    let file = p.config_dir().join("auth.json");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file)
+            .expect("auth.json")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "auth.json is private");
+    }
+    let stored: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("JSON");
+    assert_eq!(stored["mock"]["key"], "sk-secret-123");
+
+    let out = p.troupe(&["run", "hi"], &[]).await;
+    assert_success(&out, "run with a stored key");
+    let req = &completions(&server)[0];
+    assert_eq!(
+        req.headers.authorization.as_deref(),
+        Some("Bearer sk-secret-123")
+    );
+
+    let out = p.troupe(&["auth", "list"], &[]).await;
+    assert_eq!(text(&out.stdout).trim(), "mock");
+    let out = p.troupe(&["auth", "login", "nope"], &[]).await;
+    let line = assert_one_line_failure(&out, "unknown provider");
+    assert!(
+        line.starts_with("troupe: unknown provider \"nope\""),
+        "{line}"
+    );
+    let out = p.troupe(&["auth", "logout", "mock"], &[]).await;
+    assert_success(&out, "logout");
+    let out = p.troupe(&["auth", "list"], &[]).await;
+    assert!(text(&out.stdout).starts_with("no stored keys"));
+}

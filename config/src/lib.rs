@@ -26,8 +26,8 @@ pub use catalog::{
 };
 pub use error::ConfigError;
 pub use load::{
-    CONFIG_FILE_NAMES, ENV_CONTENT_LABEL, LoadOptions, LoadedConfig, find_worktree, load,
-    load_with_env,
+    AUTH_FILE_NAME, CONFIG_FILE_NAMES, ENV_CONTENT_LABEL, LoadOptions, LoadedConfig, find_worktree,
+    load, load_with_env, read_auth,
 };
 pub use model::*;
 pub use resolve::{

@@ -84,6 +84,9 @@ pub struct LoadedConfig {
     /// instead of the [`crate::UNKNOWN_MODEL_CONTEXT`] / [`crate::UNKNOWN_MODEL_OUTPUT`]
     /// guesses; configured limits win. Filled by the CLI, empty after [`load`].
     pub detected_limits: BTreeMap<String, crate::model::ModelLimits>,
+    /// API keys stored by `troupe auth login` (`<global dir>/auth.json`), by provider id; used
+    /// after the config's `apiKey` and the provider's key variables.
+    pub auth: BTreeMap<String, String>,
 }
 
 impl LoadedConfig {
@@ -95,6 +98,7 @@ impl LoadedConfig {
             worktree: std::env::current_dir().unwrap_or_default(),
             origins: BTreeMap::new(),
             detected_limits: BTreeMap::new(),
+            auth: BTreeMap::new(),
         }
     }
 
@@ -170,13 +174,70 @@ pub fn load_with_env(
         _ => Map::new(),
     };
     let config = config_from_map("merged config", map)?;
+    let auth = match &opts.global_dir {
+        Some(dir) => read_auth(&dir.join(AUTH_FILE_NAME))?,
+        None => BTreeMap::new(),
+    };
     Ok(LoadedConfig {
         config,
         sources,
         worktree,
         origins,
         detected_limits: BTreeMap::new(),
+        auth,
     })
+}
+
+/// File in the global config directory holding the keys of `troupe auth login`:
+/// `{"<provider>": {"type": "api", "key": "…"}}` (OpenCode's `auth.json` shape), mode 0600.
+pub const AUTH_FILE_NAME: &str = "auth.json";
+
+/// Reads an auth file: provider id → key. A missing file is empty; a file that is not that
+/// shape is an error naming it.
+pub fn read_auth(path: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(source) => {
+            return Err(ConfigError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let label = path.display().to_string();
+    let v: Value = serde_json::from_str(&text).map_err(|e| ConfigError::Syntax {
+        file: label.clone(),
+        line: e.line(),
+        column: e.column(),
+        message: strip_position(e.to_string(), e.line(), e.column()),
+    })?;
+    let Value::Object(map) = v else {
+        return Err(ConfigError::Syntax {
+            file: label,
+            line: 1,
+            column: 1,
+            message: "expected an object of providers".to_owned(),
+        });
+    };
+    let mut out = BTreeMap::new();
+    for (provider, entry) in map {
+        match entry.get("key").and_then(Value::as_str) {
+            Some(k) if !k.trim().is_empty() => {
+                out.insert(provider, k.trim().to_owned());
+            }
+            _ => {
+                return Err(ConfigError::Type {
+                    file: label,
+                    line: 0,
+                    column: 0,
+                    path: format!("{provider}.key"),
+                    message: "expected a non-empty string".to_owned(),
+                });
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn apply(

@@ -38,6 +38,8 @@ struct ProviderLayers<'a> {
     builtin: Option<&'static BuiltinProvider>,
     catalog: Option<&'static CatalogProvider>,
     user: Option<&'a ProviderConfig>,
+    /// Key stored by `troupe auth login`.
+    stored_key: Option<&'a str>,
 }
 
 impl LoadedConfig {
@@ -172,9 +174,10 @@ impl LoadedConfig {
                         .unwrap_or_default()
                         .iter()
                         .find(|v| non_empty(env(v).as_ref()).is_some())
-                        .map(|v| v.to_string())
-                        .unwrap_or_else(|| format!("an API key for {provider}"));
-                    format!("{var} is set")
+                        .map(|v| format!("{v} is set"));
+                    var.unwrap_or_else(|| {
+                        format!("a key for {provider} is stored (troupe auth login {provider})")
+                    })
                 }
             };
             return Some((model.to_owned(), why));
@@ -207,6 +210,7 @@ impl LoadedConfig {
             builtin: catalog::builtin_provider(id),
             catalog: catalog::catalog().get(id),
             user: self.config.provider.get(id),
+            stored_key: self.auth.get(id).map(String::as_str),
         };
         (layers.builtin.is_some() || layers.catalog.is_some() || layers.user.is_some())
             .then_some(layers)
@@ -243,7 +247,9 @@ fn api_key(layers: &ProviderLayers<'_>, env: &dyn Fn(&str) -> Option<String>) ->
     } else {
         Vec::new()
     };
-    vars.iter().find_map(|v| non_empty(env(v).as_ref()))
+    vars.iter()
+        .find_map(|v| non_empty(env(v).as_ref()))
+        .or_else(|| layers.stored_key.map(str::to_owned))
 }
 
 fn build(

@@ -977,3 +977,43 @@ fn default_model_says_where_it_came_from() {
     );
     assert_eq!(bare.default_model_source_with_env(&no_env), None);
 }
+
+#[test]
+fn stored_auth_keys_come_after_config_and_env() {
+    let f = fixture();
+    write(
+        &f.global.join(AUTH_FILE_NAME),
+        r#"{"openai": {"type": "api", "key": "stored-key"}}"#,
+    );
+    let opts = LoadOptions {
+        cwd: f.root.clone(),
+        global_dir: Some(f.global.clone()),
+        env_content: None,
+    };
+    let loaded = load_with_env(&opts, &no_env).expect("load");
+    let m = loaded
+        .resolve_model_with_env("openai/gpt-4.1", &no_env)
+        .expect("resolve");
+    assert_eq!(m.api_key.as_deref(), Some("stored-key"));
+    assert_eq!(
+        loaded.default_model_source_with_env(&no_env),
+        Some((
+            DEFAULT_OPENAI_MODEL.to_owned(),
+            "a key for openai is stored (troupe auth login openai)".to_owned()
+        ))
+    );
+    let env = env_of(&[("OPENAI_API_KEY", "env-key")]);
+    let m = loaded
+        .resolve_model_with_env("openai/gpt-4.1", &env)
+        .expect("resolve");
+    assert_eq!(m.api_key.as_deref(), Some("env-key"), "the variable wins");
+    // A malformed auth file names itself.
+    write(&f.global.join(AUTH_FILE_NAME), r#"{"openai": {"key": 3}}"#);
+    let err = load_with_env(&opts, &no_env)
+        .expect_err("bad auth")
+        .to_string();
+    assert!(
+        err.contains("auth.json") && err.contains("openai.key"),
+        "{err}"
+    );
+}
