@@ -1,5 +1,6 @@
-//! `edit {filePath, oldString, newString, replaceAll?}`: exact string replacement with a
-//! line-trimmed fallback (OpenCode `tool/edit.ts`, §7.3 "edit, in detail").
+//! `edit {filePath, oldString, newString, replaceAll?}`: string replacement with OpenCode's
+//! chain of match strategies ([`super::edit_replace`]; OpenCode `tool/edit.ts`, §7.3 "edit,
+//! in detail").
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -14,13 +15,7 @@ use super::{diff_counts, unified_diff};
 use crate::paths::{self, PathKind};
 use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
 
-/// Error when no replacer finds `oldString` (OpenCode text).
-pub const NOT_FOUND: &str = "Could not find oldString in the file. It must match exactly, including whitespace, indentation, and line endings.";
-/// Error when `oldString` matches several places and `replaceAll` is false (OpenCode text).
-pub const MULTIPLE: &str = "Found multiple matches for oldString. Provide more surrounding context to make the match unique.";
-/// Error when `oldString == newString` (OpenCode text).
-pub const IDENTICAL: &str = "No changes to apply: oldString and newString are identical.";
-
+pub use super::edit_replace::{IDENTICAL, MULTIPLE, NOT_FOUND};
 /// Error when `oldString` is empty but the file exists (issue 13.3): an empty `oldString`
 /// only creates a new file; replacing a whole existing file silently lost its content.
 pub const EMPTY_OLD_ON_EXISTING: &str = "oldString is empty but the file already exists. An empty oldString only creates a new file; to change this file give the exact text to replace in oldString, or use the write tool to replace the whole file.";
@@ -203,98 +198,7 @@ async fn read_text(path: &std::path::Path, shown: &str) -> Result<String, ToolEr
     })
 }
 
-/// Apply the replacement as OpenCode's `replace()`: each replacer (exact, line-trimmed,
-/// trimmed-boundary) proposes candidate substrings of `content`; the first candidate present
-/// is replaced everywhere (`replace_all`) or, if it occurs once, at that place. Errors with
-/// [`NOT_FOUND`] when no candidate occurs, [`MULTIPLE`] when all that occur are ambiguous.
-pub fn replace(
-    content: &str,
-    old: &str,
-    new: &str,
-    replace_all: bool,
-) -> Result<String, ToolError> {
-    if old == new {
-        return Err(ToolError::Failed(IDENTICAL.into()));
-    }
-    let mut found = false;
-    let candidates = simple(old)
-        .into_iter()
-        .chain(line_trimmed(content, old))
-        .chain(trimmed_boundary(old));
-    for search in candidates {
-        if search.is_empty() {
-            continue;
-        }
-        let Some(index) = content.find(&search) else {
-            continue;
-        };
-        found = true;
-        if replace_all {
-            return Ok(content.replace(&search, new));
-        }
-        if content.rfind(&search) != Some(index) {
-            continue;
-        }
-        return Ok(format!(
-            "{}{new}{}",
-            &content[..index],
-            &content[index + search.len()..]
-        ));
-    }
-    Err(ToolError::Failed(
-        if found { MULTIPLE } else { NOT_FOUND }.into(),
-    ))
-}
-
-fn simple(old: &str) -> Vec<String> {
-    vec![old.to_string()]
-}
-
-/// Blocks of `content` whose lines equal `old`'s lines after trimming each (a trailing empty
-/// line of `old` is ignored). Yields the exact text of each such block.
-fn line_trimmed(content: &str, old: &str) -> Vec<String> {
-    let mut search: Vec<&str> = old.split('\n').collect();
-    if search.last() == Some(&"") {
-        search.pop();
-    }
-    if search.is_empty() {
-        return Vec::new();
-    }
-    // Line start offsets in content.
-    let lines: Vec<&str> = content.split('\n').collect();
-    let mut starts = Vec::with_capacity(lines.len());
-    let mut off = 0;
-    for l in &lines {
-        starts.push(off);
-        off += l.len() + 1;
-    }
-    let mut out = Vec::new();
-    if search.len() > lines.len() {
-        return out;
-    }
-    for i in 0..=lines.len() - search.len() {
-        let matches = search
-            .iter()
-            .enumerate()
-            .all(|(j, s)| lines[i + j].trim() == s.trim());
-        if matches {
-            let start = starts[i];
-            let last = i + search.len() - 1;
-            let end = starts[last] + lines[last].len();
-            out.push(content[start..end].to_string());
-        }
-    }
-    out
-}
-
-fn trimmed_boundary(old: &str) -> Vec<String> {
-    let t = old.trim();
-    if t != old && !t.is_empty() {
-        vec![t.to_string()]
-    } else {
-        Vec::new()
-    }
-}
+pub use super::edit_replace::replace;
 
 #[cfg(test)]
 mod tests {

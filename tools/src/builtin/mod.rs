@@ -4,6 +4,7 @@ use std::time::SystemTime;
 
 pub mod bash;
 pub mod edit;
+pub mod edit_replace;
 pub mod glob;
 pub mod grep;
 pub mod invalid;
