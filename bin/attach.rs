@@ -98,6 +98,7 @@ pub async fn run(a: AttachRun) -> Result<ExitCode> {
     printer.start();
     let mut busy_seen = false;
     let mut interrupts = 0u32;
+    let mut sigs = crate::signals::Signals::take_over()?;
     loop {
         tokio::select! {
             item = events.next() => {
@@ -132,12 +133,12 @@ pub async fn run(a: AttachRun) -> Result<ExitCode> {
                     _ => {}
                 }
             }
-            _ = tokio::signal::ctrl_c() => {
+            Some(sig) = sigs.next() => {
                 interrupts += 1;
                 if interrupts >= 2 {
                     let _ = std::io::stdout().flush();
                     eprintln!("\ntroupe: interrupted twice, exiting now");
-                    std::process::exit(130);
+                    std::process::exit(128 + sig);
                 }
                 eprintln!("\ntroupe: interrupting (press Ctrl-C again to exit at once)");
                 let _ = client.post(&format!("/session/{sid}/abort"), &json!({})).await;

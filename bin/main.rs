@@ -8,7 +8,9 @@ mod local;
 mod models;
 mod monitor;
 mod output;
+mod sanitize;
 mod serve;
+mod signals;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -274,6 +276,8 @@ enum PermissionMode {
 }
 
 fn main() -> ExitCode {
+    // First thing: a Ctrl-C or SIGTERM from here on ends with 130/143, never by the signal.
+    signals::install();
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -309,16 +313,24 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(dispatch(cli)) {
+    let result = rt.block_on(dispatch(cli));
+    // Processes started with `background: true` stop with troupe; then never wait on a
+    // blocking task that is still running (a search that ignores its abort, a stuck read).
+    troupe_tools::procs::stop_all();
+    rt.shutdown_timeout(SHUTDOWN_GRACE);
+    match result {
         Ok(code) => code,
         Err(e) => {
             // One line: the chain joined.
             let msg = format!("{e:#}").replace('\n', " ");
-            eprintln!("troupe: {msg}");
+            eprintln!("troupe: {}", sanitize::terminal_safe(&msg));
             ExitCode::from(1)
         }
     }
 }
+
+/// How long the exit waits for blocking tasks still running before leaving them behind.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 fn db_path(cli_db: Option<PathBuf>) -> PathBuf {
     cli_db
@@ -665,12 +677,13 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
     let runtime =
         Runtime::start_with_agents(store, config, agents, registry(), responder, opts).await?;
     let rt2 = runtime.clone();
+    let mut sigs = signals::Signals::take_over()?;
     tokio::spawn(async move {
         let mut n = 0;
-        while tokio::signal::ctrl_c().await.is_ok() {
+        while let Some(sig) = sigs.next().await {
             n += 1;
             if n >= 2 {
-                std::process::exit(130);
+                std::process::exit(128 + sig);
             }
             eprintln!("\ntroupe: interrupting the batch (Ctrl-C again to exit at once)");
             rt2.abort_all();
@@ -871,22 +884,38 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         compact: false,
     };
     let rt2 = runtime.clone();
+    // Listen before the turn starts, so no signal falls between the early handler and ours.
+    let mut sigs = signals::Signals::take_over()?;
     let mut turn = tokio::spawn(async move { rt2.prompt(&sid, input).await });
 
-    // Ctrl-C: the first aborts the turn (partial output is kept), a second exits at once,
-    // whatever the process is doing by then (e.g. waiting for a title at shutdown).
+    // Ctrl-C or SIGTERM: the first aborts the turn (partial output is kept, parts closed),
+    // a second exits at once, whatever the process is doing by then (e.g. waiting for a
+    // title at shutdown).
     let interrupts = Arc::new(std::sync::atomic::AtomicU32::new(0));
     {
         let (rt3, sid3, n) = (runtime.clone(), session.id.clone(), interrupts.clone());
         tokio::spawn(async move {
-            while tokio::signal::ctrl_c().await.is_ok() {
+            while let Some(sig) = sigs.next().await {
                 if n.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 1 {
                     let _ = std::io::stdout().flush();
                     eprintln!("\ntroupe: interrupted twice, exiting now");
-                    std::process::exit(130);
+                    std::process::exit(128 + sig);
                 }
-                eprintln!("\ntroupe: interrupting (press Ctrl-C again to exit at once)");
-                rt3.abort(&sid3);
+                if sig == libc::SIGTERM {
+                    eprintln!("\ntroupe: SIGTERM: aborting the turn");
+                } else {
+                    eprintln!("\ntroupe: interrupting (press Ctrl-C again to exit at once)");
+                }
+                // A signal in the first instants can arrive before the session actor has
+                // the prompt: repeat the abort until the turn has ended (the process exits
+                // right after).
+                let (rt4, sid4) = (rt3.clone(), sid3.clone());
+                tokio::spawn(async move {
+                    loop {
+                        rt4.abort(&sid4);
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                });
             }
         });
     }
@@ -933,13 +962,19 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
                     "troupe: aborted; session {} can be continued with --continue",
                     turn.session_id
                 );
-                Ok(ExitCode::from(130))
+                Ok(ExitCode::from(signals::abort_exit_code()))
             }
             Some(e) => {
-                eprintln!("troupe: {}: {}", e.name, e.message().replace('\n', " "));
+                let msg = e.message().replace('\n', " ");
+                eprintln!("troupe: {}: {}", e.name, sanitize::terminal_safe(&msg));
                 Ok(ExitCode::from(1))
             }
         },
+        // Interrupted before the turn started ("aborted before it started").
+        Err(e) if interrupts.load(std::sync::atomic::Ordering::SeqCst) > 0 => {
+            eprintln!("troupe: aborted ({e})");
+            Ok(ExitCode::from(signals::abort_exit_code()))
+        }
         Err(e) => Err(anyhow!("{e}")),
     }
 }

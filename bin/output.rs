@@ -79,7 +79,7 @@ impl Printer {
         if self.stdout_tty {
             self.end_line();
         }
-        eprintln!("{line}");
+        eprintln!("{}", crate::sanitize::terminal_safe(line));
     }
 
     /// Handle one event.
@@ -98,6 +98,7 @@ impl Printer {
             Event::PartDelta { part_id, .. } if self.reasoning.contains(part_id) => {}
             Event::PartDelta { delta, field, .. } if field == "text" => {
                 self.opts.activity.clear();
+                let delta = crate::sanitize::terminal_safe(delta);
                 let _ = write!(self.out, "{delta}");
                 self.mid_line = !delta.ends_with('\n');
                 let _ = self.out.flush();
@@ -234,6 +235,7 @@ pub fn tool_summary(tool: &str, input: &serde_json::Value) -> String {
 }
 
 fn one_line(s: &str, max: usize) -> String {
+    let s = crate::sanitize::terminal_safe(s);
     let line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if line.chars().count() > max {
         format!("{}…", line.chars().take(max).collect::<String>())

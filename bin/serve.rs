@@ -84,8 +84,10 @@ pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
     let _ = std::io::stdout().flush();
     let token = server.shutdown_token();
     let rt2 = runtime.clone();
+    let mut sigs = crate::signals::Signals::take_over()?;
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        // Ctrl-C and SIGTERM (what systemd and containers send) alike.
+        if sigs.next().await.is_some() {
             eprintln!("troupe: shutting down");
             // Running turns end (so waiting `POST /message` requests answer), then the
             // server stops accepting and every `/event` stream ends.
