@@ -536,9 +536,14 @@ impl Runtime {
         });
     }
 
-    /// Abort a session and delete it (and its messages, parts and event log) from the store.
+    /// Abort a session and delete it (and its messages, parts and event log) from the store;
+    /// its background processes (bash `background: true`) are stopped.
     pub async fn delete_session(&self, session_id: &str) -> Result<bool, RuntimeError> {
         self.abort(session_id);
+        // Its background processes stop with it.
+        let owner = session_id.to_string();
+        let _ =
+            tokio::task::spawn_blocking(move || troupe_tools::procs::stop_session(&owner)).await;
         let sid = session_id.to_string();
         let Some(s) = self.shared.store.read(move |r| r.session(&sid)).await? else {
             return Ok(false);
@@ -582,6 +587,8 @@ impl Runtime {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         self.abort_all();
+        // Background processes of every session stop with the runtime.
+        let _ = tokio::task::spawn_blocking(troupe_tools::procs::stop_all).await;
         let _ = self.shared.store.flush().await;
         self.root.stop(None);
     }

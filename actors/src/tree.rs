@@ -29,6 +29,9 @@ pub enum Kind {
     Compaction,
     /// A title worker.
     Title,
+    /// A process a tool started with `background: true` (not an actor: owned by its
+    /// session, listed under it, or under the runtime once the session actor is idle).
+    Process,
 }
 
 /// One node of the tree as served.
@@ -158,16 +161,18 @@ impl Registry {
                 })
                 .collect()
         }
-        let kids = build(None, &mut children);
+        let mut kids = build(None, &mut children);
+        let status = if kids.iter().any(|k| k.status != "idle") {
+            "busy".into()
+        } else {
+            "idle".into()
+        };
+        attach_background(&mut kids);
         ActorNode {
             kind: Kind::Runtime,
             id: "runtime".into(),
             session_id: None,
-            status: if kids.iter().any(|k| k.status != "idle") {
-                "busy".into()
-            } else {
-                "idle".into()
-            },
+            status,
             tool: None,
             agent: None,
             started: 0,
@@ -182,6 +187,51 @@ impl Registry {
     }
 }
 
+/// Add the background processes of each session ([`troupe_tools::procs::all_background`])
+/// as [`Kind::Process`] nodes: under the session's node when its actor lives, else at the top
+/// level. Status `running` or `exited <code>`; `tool` is the command line.
+fn attach_background(kids: &mut Vec<ActorNode>) {
+    fn find<'a>(nodes: &'a mut [ActorNode], sid: &str) -> Option<&'a mut ActorNode> {
+        for n in nodes {
+            if n.kind == Kind::Session && n.id == sid {
+                return Some(n);
+            }
+            if let Some(f) = find(&mut n.children, sid) {
+                return Some(f);
+            }
+        }
+        None
+    }
+    for (sid, procs) in troupe_tools::procs::all_background() {
+        for b in procs {
+            let exited = b.exited.lock().ok().and_then(|e| *e);
+            let node = ActorNode {
+                kind: Kind::Process,
+                id: b.pid.to_string(),
+                session_id: Some(sid.clone()),
+                status: match exited {
+                    None => "running".into(),
+                    Some(code) => format!("exited {code}"),
+                },
+                tool: Some(b.command.clone()),
+                agent: None,
+                started: b.started_ms as Millis,
+                steps: 0,
+                tokens: Tokens::default(),
+                cost: Decimal::ZERO,
+                restarts: 0,
+                failures: 0,
+                queued: 0,
+                children: Vec::new(),
+            };
+            match find(kids, &sid) {
+                Some(parent) => parent.children.push(node),
+                None => kids.push(node),
+            }
+        }
+    }
+}
+
 fn key_prefix(kind: Kind) -> &'static str {
     match kind {
         Kind::Runtime => "rt",
@@ -190,6 +240,7 @@ fn key_prefix(kind: Kind) -> &'static str {
         Kind::ToolCall => "call",
         Kind::Compaction => "compaction",
         Kind::Title => "title",
+        Kind::Process => "proc",
     }
 }
 

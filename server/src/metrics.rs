@@ -50,6 +50,7 @@ pub fn render(rt: &Runtime) -> String {
             Kind::ToolCall => "tool_call",
             Kind::Compaction => "compaction",
             Kind::Title => "title",
+            Kind::Process => "process",
         };
         *by_kind.entry(kind).or_insert(0) += 1;
         if n.kind == Kind::Session {
