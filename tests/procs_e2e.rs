@@ -1,0 +1,413 @@
+//! End-to-end tests of process ownership, signals and tool edge cases through `troupe run`
+//! against the scripted provider (issues 12.4, 12.5, 13.3, 13.4, 24.6, 24.8):
+//! - SIGKILL of `troupe run` during a long bash call leaves no process of the call behind,
+//!   and the session loaded afterwards says the call's outcome is unknown;
+//! - SIGTERM aborts the turn like Ctrl-C and exits 143; a Ctrl-C in the first instants exits
+//!   130 (not death by signal);
+//! - edit with an empty oldString on an existing file fails and keeps the file;
+//! - a long last line of bash output reaches the model as its tail;
+//! - terminal escapes in a provider error are not printed.
+//!
+//! Same isolation as the other end-to-end files: a temp project with its own `troupe.json`,
+//! store and empty global config dir per test.
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use troupe_testkit::{Fault, MockServer, Script, Step};
+
+mod common;
+use common::*;
+
+/// Upper bound for one CLI invocation or one wait; a hung binary fails the test.
+const CLI_DEADLINE: Duration = Duration::from_secs(30);
+
+struct Project {
+    _dir: TempDir,
+    global: TempDir,
+    root: PathBuf,
+}
+
+impl Project {
+    fn new(base_url: &str) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let global = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonicalize");
+        let config = json!({
+            "model": "mock/mock-model",
+            "provider": {"mock": {
+                "name": "Mock",
+                "npm": "@ai-sdk/openai-compatible",
+                "options": {"baseURL": base_url, "apiKey": "test"},
+                "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
+            }}
+        });
+        std::fs::write(root.join("troupe.json"), config.to_string()).expect("config");
+        Project {
+            _dir: dir,
+            global,
+            root,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let config_dir = self.global.path().join("config");
+        std::fs::create_dir_all(&config_dir).expect("config dir");
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+        cmd.args(args)
+            .current_dir(&self.root)
+            .env("TROUPE_DB", self.global.path().join("troupe.db"))
+            .env("TROUPE_CONFIG_DIR", &config_dir)
+            .env("TROUPE_NO_STDIN", "1")
+            .env("TROUPE_TITLE", "0")
+            .env("TROUPE_TEST_TOOLS", "1")
+            .env("TROUPE_TOOL_OUTPUT_DIR", self.global.path().join("out"))
+            .env_remove("TROUPE_CONFIG_CONTENT")
+            .env_remove("TROUPE_LOG")
+            .env_remove("TROUPE_MAX_RETRIES")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    async fn troupe(&self, args: &[&str]) -> Output {
+        let mut cmd = self.command(args);
+        tokio::time::timeout(CLI_DEADLINE, cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish in time"))
+            .expect("spawn troupe")
+    }
+
+    async fn messages(&self, sid: &str) -> Vec<Value> {
+        let out = self
+            .troupe(&["session", "show", sid, "--format", "json"])
+            .await;
+        assert_success(&out, "session show");
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("show JSON");
+        doc["messages"].as_array().expect("messages").clone()
+    }
+
+    async fn only_session(&self) -> String {
+        let out = self.troupe(&["session", "list", "--format", "json"]).await;
+        assert_success(&out, "session list");
+        let list: Value = serde_json::from_slice(&out.stdout).expect("list JSON");
+        let list = list.as_array().expect("array").clone();
+        assert_eq!(list.len(), 1, "{list:#?}");
+        list[0]["id"].as_str().expect("id").to_string()
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let st = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success(), "kill {sig} {pid}");
+}
+
+async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < CLI_DEADLINE,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Pids of live processes whose command line contains `needle`, pgrep itself excluded.
+fn pgrep(needle: &str) -> Vec<String> {
+    let out = std::process::Command::new("pgrep")
+        .args(["-f", needle])
+        .output()
+        .expect("pgrep");
+    text(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .filter(|p| {
+            // Zombies (killed, not yet collected by init) are gone for our purpose.
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')
+                        .map(|(_, r)| !r.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(false)
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether `pid` has handlers for both SIGINT and SIGTERM (bits 2 and 15 of `SigCgt` in
+/// `/proc/<pid>/status`): troupe installs them first thing in `main`.
+fn catches_int_and_term(pid: u32) -> bool {
+    const INT_AND_TERM: u64 = (1 << (2 - 1)) | (1 << (15 - 1));
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))
+                .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        })
+        .is_some_and(|mask| mask & INT_AND_TERM == INT_AND_TERM)
+}
+
+fn tool_parts(messages: &[Value]) -> Vec<Value> {
+    all_parts_of_type(messages, "tool")
+        .into_iter()
+        .cloned()
+        .collect()
+}
+
+/// Issue 12.4 and 12.5: `kill -9` of `troupe run` during a long bash call takes the call's
+/// processes with it (also one that left the process group), and the session loaded after
+/// the crash says the bash outcome is unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_run_leaves_no_bash_process() {
+    // A duration no other test uses, so pgrep sees only this run's processes.
+    let needle = "sleep 41.27";
+    let command = format!("setsid {needle} & {needle} & {needle}; wait");
+    let script = Script::single(vec![
+        Step::tool("bash", json!({"command": command, "description": "sleep"})),
+        Step::text("after the crash"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    assert!(pgrep(needle).is_empty(), "stray processes before the test");
+
+    let child = project
+        .command(&["run", "sleep", "please"])
+        .spawn()
+        .expect("spawn");
+    let pid = child.id().expect("pid");
+    wait_for("three sleeps", || pgrep(needle).len() >= 3).await;
+    let running = pgrep(needle);
+    signal(pid, "-KILL");
+    let out = tokio::time::timeout(CLI_DEADLINE, child.wait_with_output())
+        .await
+        .expect("troupe did not die")
+        .expect("wait");
+    assert_eq!(out.status.code(), None, "killed by the signal");
+    let start = Instant::now();
+    let mut left = pgrep(needle);
+    while !left.is_empty() && start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        left = pgrep(needle);
+    }
+    for p in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", p])
+            .status();
+    }
+    assert!(
+        left.is_empty(),
+        "processes of the bash call survived kill -9 of troupe: {left:?} (were {running:?})"
+    );
+
+    // The next run sweeps the part: the outcome is unknown, not "aborted".
+    let out = project.troupe(&["run", "--continue", "go", "on"]).await;
+    assert_success(&out, "continue after the crash");
+    let sid = project.only_session().await;
+    let tools = tool_parts(&project.messages(&sid).await);
+    assert_eq!(tools.len(), 1, "{tools:#?}");
+    let state = &tools[0]["state"];
+    assert_eq!(state["status"], "error", "{state:#}");
+    assert!(
+        state["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("outcome is unknown")),
+        "{state:#}"
+    );
+    assert_eq!(state["metadata"]["outcome"], "unknown", "{state:#}");
+    server.shutdown().await;
+}
+
+/// Issue 24.6: SIGTERM during a tool aborts the turn cleanly (no part left running) and
+/// exits 143.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_aborts_the_turn_and_exits_143() {
+    let script = Script::single(vec![
+        Step::tool("test_sleep", json!({"ms": 30000})),
+        Step::text("never reached"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let child = project
+        .command(&["run", "--format", "json", "sleep", "a", "while"])
+        .spawn()
+        .expect("spawn");
+    let pid = child.id().expect("pid");
+    wait_for("the request to finish", || {
+        completions(&server)
+            .first()
+            .is_some_and(|r| r.end_ms.is_some())
+    })
+    .await;
+    // Let the tool part start running (no timed assertion: only a head start).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    signal(pid, "-TERM");
+    let out = tokio::time::timeout(CLI_DEADLINE, child.wait_with_output())
+        .await
+        .expect("troupe did not exit after SIGTERM")
+        .expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(143),
+        "stderr: {}",
+        text(&out.stderr)
+    );
+    let sid = project.only_session().await;
+    let messages = project.messages(&sid).await;
+    let tools = tool_parts(&messages);
+    assert_eq!(tools.len(), 1, "{messages:#?}");
+    assert_eq!(tools[0]["state"]["status"], "error", "{:#}", tools[0]);
+    assert_eq!(tools[0]["state"]["metadata"]["interrupted"], true);
+    let last = messages.last().expect("messages");
+    assert_eq!(
+        last["info"]["error"]["name"], "MessageAbortedError",
+        "{last:#}"
+    );
+    assert!(last["info"]["time"]["completed"].is_number(), "{last:#}");
+    assert_eq!(completions(&server).len(), 1, "the loop went on");
+    server.shutdown().await;
+}
+
+/// Issue 24.6: a Ctrl-C (or SIGTERM) in the first instants, as soon as the handlers are
+/// installed, ends with 130 (143), never with death by the signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_signal_exits_with_a_code() {
+    let script = Script::single(vec![
+        Step::tool("test_sleep", json!({"ms": 30000})),
+        Step::text("never reached"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    for (sig, code) in [("-INT", 130), ("-TERM", 143)] {
+        for delay_ms in [0u64, 10, 30] {
+            let child = project.command(&["run", "hello"]).spawn().expect("spawn");
+            let pid = child.id().expect("pid");
+            wait_for("the signal handlers", || catches_int_and_term(pid)).await;
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            signal(pid, sig);
+            let out = tokio::time::timeout(CLI_DEADLINE, child.wait_with_output())
+                .await
+                .expect("troupe did not exit")
+                .expect("wait");
+            assert_eq!(
+                out.status.code(),
+                Some(code),
+                "{sig} after {delay_ms} ms: {:?}, stderr: {}",
+                out.status,
+                text(&out.stderr)
+            );
+        }
+    }
+    server.shutdown().await;
+}
+
+/// Issue 13.3 end to end: edit with an empty oldString on an existing file is an error
+/// result and the file is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_with_empty_old_string_keeps_the_file() {
+    let script = Script::single(vec![
+        Step::tool(
+            "edit",
+            json!({"filePath": "keep.txt", "oldString": "", "newString": "appended\n"}),
+        ),
+        Step::text("done"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    std::fs::write(project.root.join("keep.txt"), "keep me\nsecond line\n").unwrap();
+    let out = project
+        .troupe(&["run", "--permission", "allow", "append", "please"])
+        .await;
+    assert_success(&out, "run");
+    assert_eq!(
+        std::fs::read_to_string(project.root.join("keep.txt")).unwrap(),
+        "keep me\nsecond line\n"
+    );
+    let sid = project.only_session().await;
+    let tools = tool_parts(&project.messages(&sid).await);
+    assert_eq!(tools[0]["state"]["status"], "error", "{:#}", tools[0]);
+    let err = tools[0]["state"]["error"].as_str().unwrap_or_default();
+    assert!(
+        err.starts_with("oldString is empty but the file already exists."),
+        "{err}"
+    );
+    // The model was told.
+    let reqs = completions(&server);
+    let tool_msg = req_messages(&reqs[1])
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .expect("tool result sent");
+    assert!(content_text(&tool_msg).contains("use the write tool"));
+    server.shutdown().await;
+}
+
+/// Issue 13.4 end to end: `head -c 60000 /dev/zero | tr '\0' x; echo END` reaches the model
+/// as the truncation note and `…xxxxEND`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_last_line_reaches_the_model_as_its_tail() {
+    let script = Script::single(vec![
+        Step::tool(
+            "bash",
+            json!({"command": "head -c 60000 /dev/zero | tr '\\0' x; echo END", "description": "long line"}),
+        ),
+        Step::text("done"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let out = project.troupe(&["run", "long", "line"]).await;
+    assert_success(&out, "run");
+    let reqs = completions(&server);
+    let tool_msg = req_messages(&reqs[1])
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .expect("tool result sent");
+    let result = content_text(&tool_msg);
+    assert!(
+        result.starts_with("...output truncated...\n\nFull output saved to: "),
+        "{}",
+        &result[..result.len().min(300)]
+    );
+    assert!(
+        result.trim_end().ends_with("xxxxEND"),
+        "{}",
+        &result[result.len().saturating_sub(80)..]
+    );
+    assert!(result.contains("\n\n…xxxx"));
+    assert!(result.matches('x').count() > 50_000);
+    server.shutdown().await;
+}
+
+/// Issue 24.8: terminal escapes in a provider's error message are not printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escapes_in_a_provider_error_are_stripped() {
+    let message = "bad key\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}[31m red\u{1b}[0m";
+    let script = Script::single(vec![Step::text("never").with_fault(Fault::Http {
+        status: 401,
+        headers: Default::default(),
+        body: Some(json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}})),
+    })]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    let out = project.troupe(&["run", "hi"]).await;
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("bad key red"), "{err:?}");
+    assert!(
+        !err.contains('\u{1b}') && !err.contains('\u{7}'),
+        "escape printed: {err:?}"
+    );
+    server.shutdown().await;
+}
