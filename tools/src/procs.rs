@@ -425,7 +425,14 @@ pub fn stop_session(session_id: &str) -> usize {
                 .and_then(|mut m| m.remove(session_id))
         })
         .unwrap_or_default();
-    list.iter().map(|b| kill_call(&b.tag, b.pid)).sum()
+    list.iter()
+        .map(|b| {
+            // Once its shell was reaped, its pid (and so the group id) may name another
+            // process: then only the mark (and parentage) finds what is left.
+            let running = b.exited.lock().map(|e| e.is_none()).unwrap_or(false);
+            kill_call(&b.tag, if running { b.pid } else { 0 })
+        })
+        .sum()
 }
 
 /// Stop the background processes of every session (troupe is shutting down).
