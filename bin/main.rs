@@ -281,6 +281,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: a log read from a pipe or file has no escapes.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             troupe_config::env_var("TROUPE_LOG")
                 .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
