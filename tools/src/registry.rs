@@ -53,10 +53,11 @@ impl Registry {
         r
     }
 
-    /// Add the test-only tools of [`crate::testing`] (`test_panic`, `test_sleep`).
+    /// Add the test-only tools of [`crate::testing`] (`test_panic`, `test_sleep`, `test_gate`).
     pub fn with_test_tools(mut self) -> Self {
         self.register(Arc::new(crate::testing::PanicTool));
         self.register(Arc::new(crate::testing::SleepTool));
+        self.register(Arc::new(crate::testing::GateTool));
         self
     }
 

@@ -1,6 +1,8 @@
 //! Test-only tools, compiled always but registered only through
 //! [`crate::Registry::with_test_tools`]: `test_panic {message}` panics inside `execute` (the
-//! actor layer must survive it) and `test_sleep {ms}` sleeps while honouring `ctx.abort`.
+//! actor layer must survive it), `test_sleep {ms}` sleeps while honouring `ctx.abort`, and
+//! `test_gate {path}` waits until the file `path` exists (a test opens the gate when it has
+//! seen what it wanted while the tool ran).
 
 use std::time::Duration;
 
@@ -28,6 +30,54 @@ struct PanicArgs {
 #[derive(Debug, Deserialize)]
 struct SleepArgs {
     ms: u64,
+}
+
+/// `test_gate {path}`: waits until the file `path` exists (checked every 20 ms), returns
+/// `gate open`; an abort ends it early with [`ToolError::Aborted`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GateTool;
+
+#[derive(Debug, Deserialize)]
+struct GateArgs {
+    path: String,
+}
+
+impl Tool for GateTool {
+    fn name(&self) -> &'static str {
+        "test_gate"
+    }
+
+    fn description(&self) -> String {
+        "Test tool: waits until the file `path` exists.".into()
+    }
+
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let args: GateArgs = parse_args("test_gate", args)?;
+            let path = std::path::PathBuf::from(&args.path);
+            loop {
+                if tokio::fs::try_exists(&path).await.unwrap_or(false) {
+                    return Ok(ToolOutput {
+                        title: "gate".into(),
+                        output: "gate open".into(),
+                        metadata: Default::default(),
+                    });
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    _ = ctx.abort.cancelled() => return Err(ToolError::Aborted),
+                }
+            }
+        })
+    }
 }
 
 impl Tool for PanicTool {
@@ -105,6 +155,22 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(out.output, "slept 1 ms");
+    }
+
+    #[tokio::test]
+    async fn gate_opens_when_the_file_appears_and_honours_abort() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("open");
+        let args = json!({"path": path.display().to_string()});
+        let h = tokio::spawn(GateTool.execute(args.clone(), ToolContext::simple("/")));
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(h.await.unwrap().unwrap().output, "gate open");
+        let ctx = ToolContext::simple("/");
+        let abort = ctx.abort.clone();
+        let closed = json!({"path": dir.path().join("never").display().to_string()});
+        let h = tokio::spawn(GateTool.execute(closed, ctx));
+        abort.cancel();
+        assert_eq!(h.await.unwrap(), Err(ToolError::Aborted));
     }
 
     #[tokio::test]
