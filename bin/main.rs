@@ -598,6 +598,20 @@ fn runtime_options() -> Result<RuntimeOptions> {
     if let Some(n) = env_u64("TROUPE_MAX_SUBAGENTS")? {
         opts.max_subagents = (n as usize).max(1);
     }
+    // Session leases (issue 12): how long one lasts without a heartbeat, and how long to
+    // wait for a session another process drives.
+    if let Some(ms) = env_u64("TROUPE_LEASE_TTL_MS")? {
+        opts.lease_ttl = Duration::from_millis(ms.max(1));
+    }
+    if let Some(ms) = env_u64("TROUPE_LEASE_WAIT_MS")? {
+        opts.lease_wait = Duration::from_millis(ms);
+    }
+    // Shown to other processes as the owner of the sessions this one drives.
+    opts.lease_label = std::env::args()
+        .skip(1)
+        .find(|a| matches!(a.as_str(), "run" | "serve" | "batch" | "session"))
+        .map(|c| format!("troupe {c}"))
+        .unwrap_or_else(|| "troupe".into());
     // Session titles from the `title` agent; TROUPE_TITLE=0 turns them off.
     opts.titles = troupe_config::env_var("TROUPE_TITLE").is_none_or(|v| v.trim() != "0");
     Ok(opts)

@@ -119,6 +119,15 @@ impl Printer {
                 _ => {}
             },
             Event::SessionStatus {
+                status: troupe_session::SessionStatus::Waiting { owner, until },
+                session_id,
+            } => {
+                let wait = (until - troupe_session::now_ms()).max(0) as f64 / 1000.0;
+                eprintln!(
+                    "troupe: session {session_id} is driven by {owner}; waiting up to {wait:.0}s for it to finish"
+                );
+            }
+            Event::SessionStatus {
                 status:
                     troupe_session::SessionStatus::Retry {
                         attempt,

@@ -33,8 +33,8 @@ pub struct ServeArgs {
 
 /// Run the server until Ctrl-C.
 pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
-    // An empty TROUPE_SERVER_PASSWORD may reach us as "not set" (clap drops empty env
-    // values): it still reads as a password the user meant to set, so it is refused too.
+    // `--password`, else TROUPE_SERVER_PASSWORD; one set but empty or blank is a password
+    // the user meant to set, so it is refused (check_bind), not read as "none".
     let password = args.password.clone().or_else(|| {
         std::env::var_os(troupe_server::PASSWORD_ENV).map(|v| v.to_string_lossy().into_owned())
     });
@@ -58,7 +58,10 @@ pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
         agents,
         crate::registry(),
         Arc::new(NeverAsk),
-        crate::runtime_options()?,
+        troupe_actors::RuntimeOptions {
+            lease_label: "troupe serve".into(),
+            ..crate::runtime_options()?
+        },
     )
     .await?;
     let opts = ServerOptions {

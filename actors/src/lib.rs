@@ -16,6 +16,7 @@
 pub mod compaction;
 pub mod doom;
 pub mod history;
+pub mod lease;
 pub mod permission;
 pub mod processor;
 pub mod progress;
@@ -71,6 +72,17 @@ pub struct RuntimeOptions {
     /// provider request beside the first turn). Default false in the library; the CLI turns
     /// it on unless `TROUPE_TITLE=0`.
     pub titles: bool,
+    /// How long a session lease lasts without a heartbeat ([`lease`]); a holder renews it
+    /// every third of this. Default [`lease::DEFAULT_LEASE_TTL`] (30 s); the CLI reads
+    /// `TROUPE_LEASE_TTL_MS`.
+    pub lease_ttl: Duration,
+    /// Longest wait for a session another process drives before the prompt fails with
+    /// [`RuntimeError::SessionBusy`]; zero refuses at once. Default
+    /// [`lease::DEFAULT_LEASE_WAIT`] (5 min); the CLI reads `TROUPE_LEASE_WAIT_MS`.
+    pub lease_wait: Duration,
+    /// What this process is, shown to other processes as the owner of the sessions it
+    /// drives (`troupe run`, `troupe serve`). Default `troupe`.
+    pub lease_label: String,
 }
 
 impl Default for RuntimeOptions {
@@ -85,6 +97,9 @@ impl Default for RuntimeOptions {
             max_depth: 3,
             max_subagents: 32,
             titles: false,
+            lease_ttl: lease::DEFAULT_LEASE_TTL,
+            lease_wait: lease::DEFAULT_LEASE_WAIT,
+            lease_label: "troupe".into(),
         }
     }
 }
@@ -191,6 +206,10 @@ pub struct RuntimeShared {
     http: reqwest::Client,
     providers: DashMap<String, Arc<Provider>>,
     spawn_lock: tokio::sync::Mutex<()>,
+    /// Who this runtime is to other processes (session leases).
+    pub identity: lease::Identity,
+    /// Session leases held by this runtime.
+    pub leases: Arc<lease::LeaseBook>,
 }
 
 impl RuntimeShared {
@@ -257,6 +276,21 @@ pub enum RuntimeError {
     /// The turn could not run (bad agent, model, …).
     #[error("{0}")]
     Turn(String),
+    /// Another process drives the session (holds its lease) and did not finish within the
+    /// wait ([`RuntimeOptions::lease_wait`]).
+    #[error(
+        "session {session_id} is driven by {owner} since {since}; gave up after waiting {waited_s:.1} s (TROUPE_LEASE_WAIT_MS sets the wait)"
+    )]
+    SessionBusy {
+        /// The session.
+        session_id: String,
+        /// Who drives it: `troupe serve (pid 123 on box)`.
+        owner: String,
+        /// When the owner took it, ISO-8601 UTC (store clock).
+        since: String,
+        /// How long this driver waited, seconds.
+        waited_s: f64,
+    },
 }
 
 /// The root supervisor.
@@ -338,6 +372,7 @@ impl Runtime {
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
         let mut registry = registry;
         let max_subagents = opts.max_subagents.max(1);
+        let lease_label = opts.lease_label.clone();
         let shared = Arc::new_cyclic(|weak| {
             registry.register(Arc::new(crate::task::TaskTool::new(weak.clone())));
             RuntimeShared {
@@ -359,6 +394,8 @@ impl Runtime {
                 http,
                 providers: DashMap::new(),
                 spawn_lock: tokio::sync::Mutex::new(()),
+                identity: lease::Identity::current(&lease_label),
+                leases: Arc::new(lease::LeaseBook::default()),
             }
         });
         let (root, _) = Actor::spawn(None, RootActor, shared.clone())
@@ -400,12 +437,90 @@ impl Runtime {
         Ok(s)
     }
 
+    /// The live actor of `session_id`, or a new one once this runtime holds the session's
+    /// lease: another process's lease is waited for (polling every
+    /// [`lease::LEASE_POLL`], publishing `session.status` `waiting` once) up to
+    /// [`RuntimeOptions::lease_wait`], then [`RuntimeError::SessionBusy`]. The session is
+    /// loaded (and swept) only after the lease is taken, so its history is current.
     async fn session_actor(&self, session_id: &str) -> Result<ActorRef<SessionMsg>, RuntimeError> {
         if let Some(a) = self.shared.sessions.get(session_id) {
             return Ok(a.clone());
         }
+        let store = &self.shared.store;
+        let opts = &self.shared.opts;
+        let started = std::time::Instant::now();
+        let claim = self.shared.identity.claim();
+        let mut announced = false;
+        // `abort` ends the wait too (Ctrl-C while another process drives the session).
+        let wait = self.shared.leases.wait_guard(session_id);
+        let lease = loop {
+            // A prompt from this process may have started the actor while we waited.
+            if let Some(a) = self.shared.sessions.get(session_id) {
+                return Ok(a.clone());
+            }
+            match store.lease_take(session_id, &claim, opts.lease_ttl).await? {
+                troupe_session::TakeOutcome::Taken { lease, previous } => {
+                    if let Some(p) = previous {
+                        tracing::warn!(
+                            "session {session_id}: took over the expired lease of {}",
+                            p.describe()
+                        );
+                    }
+                    break lease::SessionLease::start(
+                        store.clone(),
+                        &lease,
+                        opts.lease_ttl,
+                        self.shared.leases.clone(),
+                    );
+                }
+                troupe_session::TakeOutcome::Held(holder) => {
+                    let waited = started.elapsed();
+                    if waited >= opts.lease_wait {
+                        return Err(RuntimeError::SessionBusy {
+                            session_id: session_id.to_string(),
+                            owner: holder.describe(),
+                            since: troupe_session::iso_time(holder.acquired),
+                            waited_s: waited.as_secs_f64(),
+                        });
+                    }
+                    // Our own process's holder is an actor starting or stopping: no news.
+                    let ours = holder.pid == self.shared.identity.pid
+                        && holder.host == self.shared.identity.host;
+                    if !announced && !ours {
+                        announced = true;
+                        tracing::info!(
+                            "session {session_id} is driven by {}; waiting",
+                            holder.describe()
+                        );
+                        let until = troupe_session::now_ms()
+                            + (opts.lease_wait - waited).as_millis().min(i64::MAX as u128) as i64;
+                        store.write1(Write::Publish(troupe_session::Event::SessionStatus {
+                            session_id: session_id.to_string(),
+                            status: troupe_session::SessionStatus::Waiting {
+                                owner: holder.describe(),
+                                until,
+                            },
+                        }));
+                    }
+                    let left = opts.lease_wait - waited;
+                    tokio::select! {
+                        _ = tokio::time::sleep(left.min(lease::LEASE_POLL)) => {}
+                        _ = wait.token.cancelled() => {
+                            return Err(RuntimeError::Turn(format!(
+                                "aborted while waiting for session {session_id}, which {} drives",
+                                holder.describe()
+                            )));
+                        }
+                    }
+                }
+            }
+        };
+        drop(wait);
         let _guard = self.shared.spawn_lock.lock().await;
         if let Some(a) = self.shared.sessions.get(session_id) {
+            // Defensive: a live actor holds its own lease, so ours was granted only after
+            // that one's release; use the live actor and release ours.
+            drop(lease);
             return Ok(a.clone());
         }
         let sid = session_id.to_string();
@@ -422,6 +537,7 @@ impl Runtime {
             session,
             history,
             tree_parent: None,
+            lease: Some(lease),
         };
         let (actor, _) = Actor::spawn_linked(None, SessionActor, args, self.root.get_cell())
             .await
@@ -490,6 +606,7 @@ impl Runtime {
         if let Some(a) = self.shared.sessions.get(session_id) {
             let _ = a.cast(SessionMsg::Abort);
         }
+        self.shared.leases.abort_waits(Some(session_id));
     }
 
     /// Abort everything.
@@ -497,6 +614,7 @@ impl Runtime {
         for a in self.shared.sessions.iter() {
             let _ = a.cast(SessionMsg::Abort);
         }
+        self.shared.leases.abort_waits(None);
     }
 
     /// Answer a pending permission request (`permission.asked` id).
@@ -591,5 +709,8 @@ impl Runtime {
         let _ = tokio::task::spawn_blocking(troupe_tools::procs::stop_all).await;
         let _ = self.shared.store.flush().await;
         self.root.stop(None);
+        // Stopped session actors release their leases; give the releases a moment so the
+        // next process does not wait for them to expire.
+        self.shared.leases.settle(Duration::from_secs(3)).await;
     }
 }

@@ -29,6 +29,9 @@ use crate::history::ChatCache;
 use crate::processor::{ProcessorActor, ProcessorArgs, ProcessorState, StepResult};
 use crate::{PromptInput, RuntimeShared, TurnResult};
 
+/// Why a session stopped when its lease was lost.
+const LEASE_LOST: &str = "another process took over this session (its lease lapsed: this process stalled past the lease TTL); the turn was aborted";
+
 /// A prompt waiting for its turn.
 pub struct PendingPrompt {
     /// What to send.
@@ -46,6 +49,9 @@ pub enum SessionMsg {
     Prompt(PendingPrompt),
     /// Abort the running turn and drop queued prompts.
     Abort,
+    /// The session's lease was taken over by another process: abort, refuse queued
+    /// prompts, stop (the next prompt takes the lease again).
+    LeaseLost,
 }
 
 /// The session actor.
@@ -61,6 +67,9 @@ pub struct SessionArgs {
     pub history: Vec<MessageWithParts>,
     /// Parent node in the supervision tree (the task tool call of a subagent session).
     pub tree_parent: Option<String>,
+    /// The session's lease, held for the actor's life and released when it stops
+    /// ([`crate::lease`]).
+    pub lease: Option<crate::lease::SessionLease>,
 }
 
 struct Turn {
@@ -102,6 +111,10 @@ pub struct SessionState {
     title_worker: Option<ractor::ActorId>,
     /// Start of the history slice the chat cache converts (after the newest summary).
     cache_start: usize,
+    /// The session's lease (dropped, and so released, with the state).
+    _lease: Option<crate::lease::SessionLease>,
+    /// Set when the lease was lost: no more turns start.
+    lease_lost: bool,
 }
 
 fn worktree_of(dir: &std::path::Path) -> PathBuf {
@@ -118,6 +131,17 @@ fn worktree_of(dir: &std::path::Path) -> PathBuf {
 impl SessionActor {
     /// Start the next queued prompt, or stop when nothing is queued.
     async fn start_next(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+        if state.lease_lost && state.turn.is_none() {
+            for p in state.queue.drain(..) {
+                let _ = p.reply.send(Err(LEASE_LOST.into()));
+            }
+            state
+                .rt
+                .sessions
+                .remove_if(&state.session.id, |_, a| a.get_id() == myself.get_id());
+            myself.stop(Some("lease lost".into()));
+            return;
+        }
         while state.turn.is_none() {
             let Some(p) = state.queue.pop_front() else {
                 if state.title_worker.is_some() {
@@ -965,9 +989,20 @@ impl Actor for SessionActor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<SessionMsg>,
+        myself: ActorRef<SessionMsg>,
         args: SessionArgs,
     ) -> Result<SessionState, ActorProcessingErr> {
+        if let Some(l) = &args.lease {
+            // The heartbeat runs in its own task; a lost lease comes back as a message.
+            let (lost, dropped) = (l.lost(), l.dropped());
+            let me = myself.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = lost.cancelled() => { let _ = me.cast(SessionMsg::LeaseLost); }
+                    _ = dropped.cancelled() => {}
+                }
+            });
+        }
         let directory = PathBuf::from(&args.session.directory);
         let worktree = worktree_of(&directory);
         Ok(SessionState {
@@ -993,6 +1028,8 @@ impl Actor for SessionActor {
             worker: None,
             title_worker: None,
             cache_start: 0,
+            _lease: args.lease,
+            lease_lost: false,
         })
     }
 
@@ -1016,6 +1053,22 @@ impl Actor for SessionActor {
                 }
                 if let Some(t) = &state.turn {
                     t.cancel.cancel();
+                }
+            }
+            SessionMsg::LeaseLost => {
+                let sid = state.session.id.clone();
+                tracing::error!("session {sid}: {LEASE_LOST}");
+                state.lease_lost = true;
+                state.rt.store.write1(Write::Publish(Event::SessionError {
+                    session_id: sid,
+                    error: MessageError::new("SessionBusyError", LEASE_LOST),
+                }));
+                for p in state.queue.drain(..) {
+                    let _ = p.reply.send(Err(LEASE_LOST.into()));
+                }
+                match &state.turn {
+                    Some(t) => t.cancel.cancel(),
+                    None => self.start_next(&myself, state).await,
                 }
             }
         }

@@ -270,6 +270,7 @@ async fn run_task(
             crate::tree::Kind::ToolCall,
             &ctx.call_id,
         )),
+        lease: None,
     };
     let spawned = match supervisor {
         Some(cell) => Actor::spawn_linked(None, SessionActor, actor_args, cell).await,

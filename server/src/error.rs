@@ -3,7 +3,7 @@
 //! Every error the API returns has the shape `{"error": {"message": "...", "type": "..."}}`
 //! with a status code matching its type: `bad_request` 400, `unauthorized` 401,
 //! `forbidden` 403 (browser guard), `not_found` 404, `method_not_allowed` 405,
-//! `payload_too_large` 413,
+//! `session_busy` 409 (another process drives the session), `payload_too_large` 413,
 //! `misdirected_request` 421 (browser guard), `internal` 500.
 
 use axum::Json;
@@ -38,7 +38,7 @@ pub struct ErrorDetail {
     /// What went wrong.
     pub message: String,
     /// Error type: `bad_request`, `unauthorized`, `forbidden`, `not_found`,
-    /// `method_not_allowed`, `payload_too_large`, `misdirected_request`,
+    /// `method_not_allowed`, `session_busy`, `payload_too_large`, `misdirected_request`,
     /// `internal`.
     #[serde(rename = "type")]
     pub kind: String,
@@ -116,6 +116,9 @@ impl From<troupe_actors::RuntimeError> for ApiError {
             E::Turn(m) => ApiError::bad_request(m),
             E::Store(e) => ApiError::internal(format!("store: {e}")),
             E::Spawn(m) => ApiError::internal(format!("could not start actor: {m}")),
+            e @ E::SessionBusy { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "session_busy", e.to_string())
+            }
         }
     }
 }

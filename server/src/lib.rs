@@ -4,12 +4,12 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /session[?roots=true]` | `[Session]`, newest first |
+//! | `GET /session[?roots=true]` | `[Session + owner]`, newest first |
 //! | `POST /session` `{title?, directory?, parentID?}` | `Session` |
-//! | `GET /session/{id}` / `DELETE /session/{id}` | `Session` / `true` |
+//! | `GET /session/{id}` / `DELETE /session/{id}` | `Session + owner` / `true` |
 //! | `GET /session/{id}/children` | `[Session]` |
 //! | `GET /session/{id}/message` | `[{info, parts}]` |
-//! | `POST /session/{id}/message` `{text?, parts?, agent?, model?}` | waits; last assistant `{info, parts}` |
+//! | `POST /session/{id}/message` `{text?, parts?, agent?, model?}` | waits; last assistant `{info, parts}`; 409 when another process drives the session past the lease wait |
 //! | `POST /session/{id}/prompt_async` (same body) | 204 |
 //! | `POST /session/{id}/abort` / `summarize` | `true` |
 //! | `GET /permission` | pending requests |
@@ -20,6 +20,10 @@
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /doc` | OpenAPI 3.1 JSON |
 //! | `GET /` | the web page |
+//!
+//! `owner` is the process driving the session right now (`{sessionID, owner, pid, host,
+//! label, acquired, heartbeat, expires}`, from its lease in the store) or `null`. A prompt to
+//! a session another process drives waits for it (`session.status` `waiting` on `/event`).
 //!
 //! Security: binding to anything but a loopback address needs a password, and a password
 //! that is empty or only blanks is refused ([`check_bind`]); a browser guard ([`guard`])

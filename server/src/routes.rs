@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use troupe_actors::PromptInput;
 use troupe_actors::permission::Reply;
-use troupe_session::{MessageWithParts, Session, Write};
+use troupe_session::{LeaseHolder, MessageWithParts, Session, Write};
 use utoipa::ToSchema;
 
 use crate::AppState;
@@ -90,6 +90,20 @@ async fn find_session(st: &AppState, id: &str) -> ApiResult<Session> {
         .ok_or_else(|| ApiError::session_not_found(id))
 }
 
+/// A session as JSON plus `owner`: who drives it right now (its unexpired lease, see
+/// `troupe_session::lease`) as `{sessionID, owner, pid, host, label, acquired, heartbeat,
+/// expires}` (times ms since epoch, store clock), or `null` when no process does.
+fn with_owner(s: &Session, lease: Option<&LeaseHolder>) -> ApiResult<Value> {
+    let mut v = serde_json::to_value(s).map_err(|e| ApiError::internal(e.to_string()))?;
+    if let Value::Object(m) = &mut v {
+        m.insert(
+            "owner".into(),
+            serde_json::to_value(lease).map_err(|e| ApiError::internal(e.to_string()))?,
+        );
+    }
+    Ok(v)
+}
+
 /// The web page.
 pub async fn index() -> Html<&'static str> {
     Html(include_str!("../static/index.html"))
@@ -98,18 +112,29 @@ pub async fn index() -> Html<&'static str> {
 /// List sessions, newest first.
 #[utoipa::path(get, path = "/session", tag = "session",
     params(("roots" = Option<bool>, Query, description = "Only root sessions")),
-    responses((status = 200, description = "Sessions, newest first", body = [Value])))]
+    responses((status = 200, description = "Sessions, newest first, each with `owner` (the process driving it, or null)", body = [Value])))]
 pub async fn list_sessions(
     State(st): State<AppState>,
     Query(q): Query<HashMap<String, String>>,
-) -> ApiResult<Json<Vec<Session>>> {
+) -> ApiResult<Json<Vec<Value>>> {
     let roots = bool_param(&q, "roots")?;
     let v = st
         .runtime
         .store()
         .read(move |r| r.sessions(SESSION_LIST_LIMIT, roots))
         .await?;
-    Ok(Json(v))
+    let leases: HashMap<String, LeaseHolder> = st
+        .runtime
+        .store()
+        .leases()
+        .await?
+        .into_iter()
+        .map(|l| (l.session_id.clone(), l))
+        .collect();
+    v.iter()
+        .map(|s| with_owner(s, leases.get(&s.id)))
+        .collect::<ApiResult<Vec<_>>>()
+        .map(Json)
 }
 
 /// Create a session.
@@ -160,15 +185,17 @@ pub async fn create_session(
     Ok(Json(s))
 }
 
-/// One session.
+/// One session, with `owner` (the process driving it, or null).
 #[utoipa::path(get, path = "/session/{id}", tag = "session",
     params(("id" = String, Path, description = "Session id")),
-    responses((status = 200, body = Value), (status = 404, body = ErrorBody)))]
+    responses((status = 200, description = "The session with `owner`: `{sessionID, owner, pid, host, label, acquired, heartbeat, expires}` or null", body = Value), (status = 404, body = ErrorBody)))]
 pub async fn get_session(
     State(st): State<AppState>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Session>> {
-    Ok(Json(find_session(&st, &id).await?))
+) -> ApiResult<Json<Value>> {
+    let s = find_session(&st, &id).await?;
+    let lease = st.runtime.store().lease_of(&id).await?;
+    with_owner(&s, lease.as_ref()).map(Json)
 }
 
 /// Delete a session (aborting it) with its children, messages and parts.
@@ -261,7 +288,8 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
 #[utoipa::path(post, path = "/session/{id}/message", tag = "session", request_body = PromptBody,
     params(("id" = String, Path, description = "Session id")),
     responses((status = 200, description = "`{info, parts}` of the turn's last assistant message", body = Value),
-              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 409, description = "Another process drives the session and did not finish in time", body = ErrorBody)))]
 pub async fn prompt(
     State(st): State<AppState>,
     Path(id): Path<String>,

@@ -5,10 +5,12 @@ pub mod compaction;
 pub mod cost;
 pub mod event;
 pub mod id;
+pub mod lease;
 pub mod store;
 pub mod types;
 
 pub use event::{Bus, Event};
+pub use lease::{LeaseClaim, LeaseHolder, TakeOutcome};
 pub use store::{Reader, Store, StoreError, Write};
 pub use types::*;
 

@@ -111,6 +111,9 @@ struct Inner {
     path: PathBuf,
     tx: Mutex<Option<std_mpsc::Sender<Job>>>,
     reader: Mutex<Connection>,
+    /// Connection of the session-lease operations ([`crate::lease`]): they answer at once,
+    /// so they do not queue behind the writer's batches.
+    lease: Mutex<Connection>,
     bus: Bus,
 }
 
@@ -163,6 +166,8 @@ const MIGRATIONS: &[&str] = &[
         data TEXT NOT NULL,
         PRIMARY KEY (session_id, position)
      );",
+    // 2: session leases (one owner per session across processes)
+    crate::lease::MIGRATION,
 ];
 
 fn sql_err(path: &Path, e: rusqlite::Error) -> StoreError {
@@ -263,6 +268,7 @@ impl Store {
         let mut writer = open_conn(&path)?;
         migrate(&path, &mut writer)?;
         let reader = open_conn(&path)?;
+        let lease = open_conn(&path)?;
         let (tx, rx) = std_mpsc::channel::<Job>();
         let wpath = path.clone();
         let wbus = bus.clone();
@@ -278,6 +284,7 @@ impl Store {
                 path,
                 tx: Mutex::new(Some(tx)),
                 reader: Mutex::new(reader),
+                lease: Mutex::new(lease),
                 bus,
             }),
         })
@@ -361,6 +368,24 @@ impl Store {
                 conn: &conn,
                 path: &inner.path,
             })
+        })
+        .await
+        .map_err(|e| StoreError::Sqlite {
+            path: self.inner.path.display().to_string(),
+            message: e.to_string(),
+        })?
+    }
+
+    /// Run a lease operation on the blocking pool with the lease connection.
+    pub(crate) async fn with_lease_conn<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = inner.lease.lock().unwrap_or_else(|e| e.into_inner());
+            f(&mut conn).map_err(|e| sql_err(&inner.path, e))
         })
         .await
         .map_err(|e| StoreError::Sqlite {

@@ -577,6 +577,14 @@ pub enum SessionStatus {
         /// When the next attempt starts, ms since epoch.
         next: Millis,
     },
+    /// Waiting for another process that drives this session (holds its lease) to finish.
+    /// Not an OpenCode status.
+    Waiting {
+        /// Who drives it: `troupe run (pid 123 on box)`.
+        owner: String,
+        /// Until when this driver waits before giving up, ms since epoch (local clock).
+        until: Millis,
+    },
 }
 
 #[cfg(test)]

@@ -1,0 +1,389 @@
+//! Session leases: one owner per session across every process that opens the store.
+//!
+//! A session actor keeps a session's turns in order inside one process; a lease does it
+//! across processes (a `troupe serve`, CLI runs, batch jobs on one store file). Before a
+//! process drives a session it takes the session's lease; while it drives it, a heartbeat
+//! renews the lease; when it is done it releases it. Another process that wants the session
+//! meanwhile sees who holds it ([`LeaseHolder`]) and waits or gives up. A holder that died
+//! (kill -9, power loss) stops renewing, its lease expires after its TTL, and the next
+//! taker takes it over.
+//!
+//! The whole protocol is three store operations, each one short transaction:
+//!
+//! | operation | effect |
+//! |---|---|
+//! | [`Store::lease_take`] | insert the lease, or replace it when it is the caller's own or has expired; otherwise report the holder |
+//! | [`Store::lease_renew`] | move the caller's heartbeat and expiry forward; `false` when the lease is no longer the caller's |
+//! | [`Store::lease_release`] | delete the caller's lease (no-op when it is not the caller's) |
+//!
+//! Times (`acquired`, `heartbeat`, `expires`) are ms since the Unix epoch **in the store's
+//! clock** (SQLite's `julianday('now')`; a PostgreSQL backend would use `now()`), and expiry
+//! is only ever compared inside the store, so processes with skewed clocks still agree on
+//! who holds a lease. The table is `session_lease(session_id PK, owner, pid, host, label,
+//! acquired, heartbeat, expires)`; an owner id is unique per holder (one per session actor
+//! incarnation), so two holders in one process are still told apart.
+
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use crate::store::{Store, StoreError};
+
+/// Who asks for a lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseClaim {
+    /// Unique id of this holder (e.g. `own_…`); renew and release must present it.
+    pub owner: String,
+    /// Process id of the holder.
+    pub pid: u32,
+    /// Host name of the holder's machine.
+    pub host: String,
+    /// What the holder is, for people (`troupe run`, `troupe serve`).
+    pub label: String,
+}
+
+/// A lease as stored: who holds the session and until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseHolder {
+    /// Session.
+    #[serde(rename = "sessionID")]
+    pub session_id: String,
+    /// Unique id of the holder.
+    pub owner: String,
+    /// Process id of the holder.
+    pub pid: u32,
+    /// Host name of the holder.
+    pub host: String,
+    /// What the holder is (`troupe run`, `troupe serve`).
+    pub label: String,
+    /// When it took the lease, ms since epoch (store clock).
+    pub acquired: i64,
+    /// Its last heartbeat, ms since epoch (store clock).
+    pub heartbeat: i64,
+    /// When the lease lapses unless renewed, ms since epoch (store clock).
+    pub expires: i64,
+}
+
+impl LeaseHolder {
+    /// One line naming the holder: `troupe run (pid 123 on box)`.
+    pub fn describe(&self) -> String {
+        format!("{} (pid {} on {})", self.label, self.pid, self.host)
+    }
+}
+
+/// The answer of [`Store::lease_take`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TakeOutcome {
+    /// The caller holds the lease now. `previous` is the expired lease it replaced, if any
+    /// (its holder died or stalled without releasing).
+    Taken {
+        /// The caller's lease.
+        lease: LeaseHolder,
+        /// An expired lease of another holder that was taken over.
+        previous: Option<LeaseHolder>,
+    },
+    /// Another holder has it and it has not expired.
+    Held(LeaseHolder),
+}
+
+/// `now` in the store's clock, ms since the Unix epoch (SQL expression).
+const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+
+/// The lease table (store migration 2).
+pub(crate) const MIGRATION: &str = "CREATE TABLE session_lease (
+        session_id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        host TEXT NOT NULL,
+        label TEXT NOT NULL,
+        acquired INTEGER NOT NULL,
+        heartbeat INTEGER NOT NULL,
+        expires INTEGER NOT NULL
+     );";
+
+fn ttl_ms(ttl: Duration) -> i64 {
+    ttl.as_millis().clamp(1, i64::MAX as u128) as i64
+}
+
+fn row_to_holder(r: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseHolder> {
+    Ok(LeaseHolder {
+        session_id: r.get(0)?,
+        owner: r.get(1)?,
+        pid: r.get::<_, i64>(2)?.clamp(0, u32::MAX as i64) as u32,
+        host: r.get(3)?,
+        label: r.get(4)?,
+        acquired: r.get(5)?,
+        heartbeat: r.get(6)?,
+        expires: r.get(7)?,
+    })
+}
+
+const COLUMNS: &str = "session_id, owner, pid, host, label, acquired, heartbeat, expires";
+
+pub(crate) fn take(
+    conn: &mut Connection,
+    session_id: &str,
+    claim: &LeaseClaim,
+    ttl: Duration,
+) -> rusqlite::Result<TakeOutcome> {
+    // IMMEDIATE: the read and the write below are one atomic step for every process.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let now: i64 = tx.query_row(&format!("SELECT {NOW_MS}"), [], |r| r.get(0))?;
+    let current = tx
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM session_lease WHERE session_id = ?1"),
+            [session_id],
+            row_to_holder,
+        )
+        .optional()?;
+    let previous = match current {
+        Some(h) if h.owner != claim.owner && h.expires > now => {
+            return Ok(TakeOutcome::Held(h));
+        }
+        Some(h) if h.owner != claim.owner => Some(h),
+        _ => None,
+    };
+    let acquired = match &previous {
+        None => tx
+            .query_row(
+                "SELECT acquired FROM session_lease WHERE session_id = ?1 AND owner = ?2",
+                params![session_id, claim.owner],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()?
+            .unwrap_or(now),
+        Some(_) => now,
+    };
+    let lease = LeaseHolder {
+        session_id: session_id.to_string(),
+        owner: claim.owner.clone(),
+        pid: claim.pid,
+        host: claim.host.clone(),
+        label: claim.label.clone(),
+        acquired,
+        heartbeat: now,
+        expires: now.saturating_add(ttl_ms(ttl)),
+    };
+    tx.execute(
+        &format!(
+            "INSERT INTO session_lease ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT(session_id) DO UPDATE SET owner = excluded.owner, pid = excluded.pid,
+               host = excluded.host, label = excluded.label, acquired = excluded.acquired,
+               heartbeat = excluded.heartbeat, expires = excluded.expires"
+        ),
+        params![
+            lease.session_id,
+            lease.owner,
+            lease.pid as i64,
+            lease.host,
+            lease.label,
+            lease.acquired,
+            lease.heartbeat,
+            lease.expires
+        ],
+    )?;
+    tx.commit()?;
+    Ok(TakeOutcome::Taken { lease, previous })
+}
+
+pub(crate) fn renew(
+    conn: &Connection,
+    session_id: &str,
+    owner: &str,
+    ttl: Duration,
+) -> rusqlite::Result<bool> {
+    let n = conn.execute(
+        &format!(
+            "UPDATE session_lease SET heartbeat = {NOW_MS}, expires = {NOW_MS} + ?3
+             WHERE session_id = ?1 AND owner = ?2"
+        ),
+        params![session_id, owner, ttl_ms(ttl)],
+    )?;
+    Ok(n == 1)
+}
+
+pub(crate) fn release(conn: &Connection, session_id: &str, owner: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "DELETE FROM session_lease WHERE session_id = ?1 AND owner = ?2",
+        params![session_id, owner],
+    )?;
+    Ok(())
+}
+
+/// Unexpired leases (store clock), of one session or of all.
+pub(crate) fn live(
+    conn: &Connection,
+    session_id: Option<&str>,
+) -> rusqlite::Result<Vec<LeaseHolder>> {
+    let mut out = Vec::new();
+    match session_id {
+        Some(id) => {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM session_lease WHERE session_id = ?1 AND expires > {NOW_MS}"
+            ))?;
+            for row in stmt.query_map([id], row_to_holder)? {
+                out.push(row?);
+            }
+        }
+        None => {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM session_lease WHERE expires > {NOW_MS}"
+            ))?;
+            for row in stmt.query_map([], row_to_holder)? {
+                out.push(row?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Store {
+    /// Take the lease of `session_id` for `ttl` (see the [module docs](self)): `Taken` when
+    /// nobody held it, the caller already did, or the holder's lease had expired in the
+    /// store's clock; `Held` with the holder otherwise. Runs on the blocking pool; waits up
+    /// to the store's busy timeout for another process's write lock.
+    pub async fn lease_take(
+        &self,
+        session_id: &str,
+        claim: &LeaseClaim,
+        ttl: Duration,
+    ) -> Result<TakeOutcome, StoreError> {
+        let (sid, claim) = (session_id.to_string(), claim.clone());
+        self.with_lease_conn(move |c| take(c, &sid, &claim, ttl))
+            .await
+    }
+
+    /// Renew `owner`'s lease of `session_id` for another `ttl` from now (store clock).
+    /// `Ok(false)`: the lease is not `owner`'s any more (it expired and another holder took
+    /// it, or it was released) — the caller must stop driving the session.
+    pub async fn lease_renew(
+        &self,
+        session_id: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let (sid, owner) = (session_id.to_string(), owner.to_string());
+        self.with_lease_conn(move |c| renew(c, &sid, &owner, ttl))
+            .await
+    }
+
+    /// Release `owner`'s lease of `session_id` (no-op if it is not `owner`'s).
+    pub async fn lease_release(&self, session_id: &str, owner: &str) -> Result<(), StoreError> {
+        let (sid, owner) = (session_id.to_string(), owner.to_string());
+        self.with_lease_conn(move |c| release(c, &sid, &owner))
+            .await
+    }
+
+    /// The unexpired lease of `session_id`, if any (who drives the session right now).
+    pub async fn lease_of(&self, session_id: &str) -> Result<Option<LeaseHolder>, StoreError> {
+        let sid = session_id.to_string();
+        self.with_lease_conn(move |c| live(c, Some(&sid)).map(|v| v.into_iter().next()))
+            .await
+    }
+
+    /// Every unexpired lease (one per session being driven somewhere).
+    pub async fn leases(&self) -> Result<Vec<LeaseHolder>, StoreError> {
+        self.with_lease_conn(|c| live(c, None)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Bus;
+
+    fn claim(owner: &str, label: &str) -> LeaseClaim {
+        LeaseClaim {
+            owner: owner.into(),
+            pid: 42,
+            host: "box".into(),
+            label: label.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn take_renew_release_and_takeover_after_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let a = Store::open(&path, Bus::new()).unwrap();
+        // A second store on the same file stands for a second process.
+        let b = Store::open(&path, Bus::new()).unwrap();
+        let long = Duration::from_secs(60);
+        let TakeOutcome::Taken { lease, previous } = a
+            .lease_take("ses_1", &claim("own_a", "troupe run"), long)
+            .await
+            .unwrap()
+        else {
+            panic!("a should take a free lease");
+        };
+        assert_eq!(previous, None);
+        assert!(lease.expires >= lease.heartbeat + 60_000);
+        // Taking it again is idempotent for the holder and keeps `acquired`.
+        let again = a
+            .lease_take("ses_1", &claim("own_a", "troupe run"), long)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&again, TakeOutcome::Taken { lease: l, .. } if l.acquired == lease.acquired)
+        );
+        // Another holder is told who has it.
+        match b
+            .lease_take("ses_1", &claim("own_b", "troupe serve"), long)
+            .await
+            .unwrap()
+        {
+            TakeOutcome::Held(h) => {
+                assert_eq!(h.owner, "own_a");
+                assert_eq!(h.describe(), "troupe run (pid 42 on box)");
+            }
+            other => panic!("expected Held, got {other:?}"),
+        }
+        assert_eq!(
+            b.lease_of("ses_1").await.unwrap().map(|h| h.owner),
+            Some("own_a".into())
+        );
+        assert_eq!(b.leases().await.unwrap().len(), 1);
+        // Only the holder renews or releases.
+        assert!(a.lease_renew("ses_1", "own_a", long).await.unwrap());
+        assert!(!b.lease_renew("ses_1", "own_b", long).await.unwrap());
+        b.lease_release("ses_1", "own_b").await.unwrap();
+        assert!(b.lease_of("ses_1").await.unwrap().is_some());
+        a.lease_release("ses_1", "own_a").await.unwrap();
+        assert_eq!(b.lease_of("ses_1").await.unwrap(), None);
+
+        // A holder that stops renewing loses the lease once it expires (store clock).
+        let short = Duration::from_millis(1);
+        assert!(matches!(
+            a.lease_take("ses_2", &claim("own_a", "troupe run"), short)
+                .await
+                .unwrap(),
+            TakeOutcome::Taken { .. }
+        ));
+        let mut taken = None;
+        for _ in 0..1000 {
+            match b
+                .lease_take("ses_2", &claim("own_b", "troupe serve"), long)
+                .await
+                .unwrap()
+            {
+                TakeOutcome::Taken { previous, .. } => {
+                    taken = Some(previous);
+                    break;
+                }
+                TakeOutcome::Held(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+            }
+        }
+        let previous = taken
+            .expect("b takes the expired lease over")
+            .expect("previous");
+        assert_eq!(previous.owner, "own_a");
+        // The old holder learns it lost the lease, and cannot release the new one.
+        assert!(!a.lease_renew("ses_2", "own_a", long).await.unwrap());
+        a.lease_release("ses_2", "own_a").await.unwrap();
+        assert_eq!(
+            b.lease_of("ses_2").await.unwrap().map(|h| h.owner),
+            Some("own_b".into())
+        );
+    }
+}
