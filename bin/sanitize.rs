@@ -11,7 +11,9 @@ use std::borrow::Cow;
 /// text overwrite the line) is dropped. Borrowed when nothing had to go.
 pub fn terminal_safe(s: &str) -> Cow<'_, str> {
     let clean = |c: char| !(c.is_control() && c != '\n' && c != '\t' && c != '\r') && c != '\u{7f}';
-    let lone_cr = s.match_indices('\r').any(|(i, _)| !s[i + 1..].starts_with('\n'));
+    let lone_cr = s
+        .match_indices('\r')
+        .any(|(i, _)| !s[i + 1..].starts_with('\n'));
     if s.chars().all(clean) && !lone_cr {
         return Cow::Borrowed(s);
     }
