@@ -167,7 +167,7 @@ impl Registry {
         } else {
             "idle".into()
         };
-        attach_background(&mut kids);
+        attach_background(&mut kids, troupe_tools::procs::all_background());
         ActorNode {
             kind: Kind::Runtime,
             id: "runtime".into(),
@@ -187,10 +187,14 @@ impl Registry {
     }
 }
 
-/// Add the background processes of each session ([`troupe_tools::procs::all_background`])
-/// as [`Kind::Process`] nodes: under the session's node when its actor lives, else at the top
-/// level. Status `running` or `exited <code>`; `tool` is the command line.
-fn attach_background(kids: &mut Vec<ActorNode>) {
+/// Add the background processes of each session (`background`, as
+/// [`troupe_tools::procs::all_background`] lists them) as [`Kind::Process`] nodes: under the
+/// session's node when its actor lives, else at the top level. Status `running` or
+/// `exited <code>`; `tool` is the command line.
+fn attach_background(
+    kids: &mut Vec<ActorNode>,
+    background: Vec<(String, Vec<troupe_tools::procs::Background>)>,
+) {
     fn find<'a>(nodes: &'a mut [ActorNode], sid: &str) -> Option<&'a mut ActorNode> {
         for n in nodes {
             if n.kind == Kind::Session && n.id == sid {
@@ -202,7 +206,7 @@ fn attach_background(kids: &mut Vec<ActorNode>) {
         }
         None
     }
-    for (sid, procs) in troupe_tools::procs::all_background() {
+    for (sid, procs) in background {
         for b in procs {
             let exited = b.exited.lock().ok().and_then(|e| *e);
             let node = ActorNode {
@@ -298,5 +302,42 @@ mod tests {
         assert!(r.tree().children[0].children.is_empty());
         drop(s);
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn background_processes_hang_under_their_session() {
+        let r = Arc::new(Registry::default());
+        let _s = r.register(Kind::Session, "ses_live", Some("ses_live"), None);
+        let mut kids = r.tree().children;
+        let bg = |pid: i32, exited: Option<i32>| troupe_tools::procs::Background {
+            pid,
+            tag: "t".into(),
+            command: format!("server {pid}"),
+            log: "/tmp/x.log".into(),
+            started_ms: 5,
+            exited: Arc::new(std::sync::Mutex::new(exited)),
+        };
+        attach_background(
+            &mut kids,
+            vec![
+                ("ses_live".into(), vec![bg(11, None)]),
+                ("ses_idle".into(), vec![bg(12, Some(3))]),
+            ],
+        );
+        assert_eq!(kids.len(), 2);
+        let under = &kids[0].children[0];
+        assert_eq!(
+            (under.kind, under.id.as_str(), under.status.as_str()),
+            (Kind::Process, "11", "running")
+        );
+        assert_eq!(under.tool.as_deref(), Some("server 11"));
+        assert_eq!(under.session_id.as_deref(), Some("ses_live"));
+        // The idle session's actor is gone: its process is listed at the top.
+        assert_eq!(
+            (kids[1].kind, kids[1].id.as_str(), kids[1].status.as_str()),
+            (Kind::Process, "12", "exited 3")
+        );
+        let json = serde_json::to_value(&kids[1]).unwrap();
+        assert_eq!(json["kind"], "process");
     }
 }
