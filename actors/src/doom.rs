@@ -3,12 +3,21 @@
 //! OpenCode (`DOOM_LOOP_THRESHOLD = 3`, session/processor.ts) fires when the last three tool
 //! calls of one assistant message share tool and input. We look across the whole user turn
 //! (identical calls spread over separate steps are the common case with small models) and
-//! also catch a repeating cycle of period 2 (A, B, A, B, A, B).
+//! catch any repeating cycle of 1 to [`MAX_PERIOD`] calls (A A A; A B A B A B; A B C × 3;
+//! A B C D × 3) on its third repetition, i.e. on the call that completes it (issue 13.5).
+//! Sequences that only share a prefix (A B C A B D) never fire.
 
 use serde_json::Value;
 
-/// Calls in a row that count as a loop.
+/// Repetitions of a cycle that count as a loop.
 pub const DOOM_LOOP_THRESHOLD: usize = 3;
+
+/// Longest cycle detected, in calls.
+pub const MAX_PERIOD: usize = 4;
+
+/// Calls the detector looks at: only the newest `MAX_PERIOD × DOOM_LOOP_THRESHOLD` (12) calls
+/// can matter, so callers may pass just this tail.
+pub const WINDOW: usize = MAX_PERIOD * DOOM_LOOP_THRESHOLD;
 
 /// A tool call as the detector sees it: name and input. Inputs compare as JSON values, so
 /// object key order does not matter.
@@ -28,19 +37,29 @@ pub enum DoomLoop {
         /// Tool name.
         tool: String,
     },
-    /// Two calls alternating `DOOM_LOOP_THRESHOLD` times (A, B, A, B, A, B).
+    /// A cycle of 2 to [`MAX_PERIOD`] calls repeated `DOOM_LOOP_THRESHOLD` times
+    /// (A, B, A, B, A, B or A, B, C, A, B, C, A, B, C …).
     Cycle {
-        /// The two tool names.
-        tools: [String; 2],
+        /// The tool names of one cycle, in order.
+        tools: Vec<String>,
     },
 }
 
 impl DoomLoop {
-    /// Tool names involved (permission patterns for the `doom_loop` ask).
+    /// Tool names involved, each once, in cycle order (permission patterns for the
+    /// `doom_loop` ask).
     pub fn tools(&self) -> Vec<String> {
         match self {
             DoomLoop::Repeat { tool } => vec![tool.clone()],
-            DoomLoop::Cycle { tools } => tools.to_vec(),
+            DoomLoop::Cycle { tools } => {
+                let mut out: Vec<String> = Vec::new();
+                for t in tools {
+                    if !out.contains(t) {
+                        out.push(t.clone());
+                    }
+                }
+                out
+            }
         }
     }
 
@@ -53,35 +72,39 @@ impl DoomLoop {
                 )
             }
             DoomLoop::Cycle { tools } => format!(
-                "the model alternated between the same {} and {} calls {DOOM_LOOP_THRESHOLD} times",
-                tools[0], tools[1]
+                "the model repeated the same cycle of {} calls ({}) {DOOM_LOOP_THRESHOLD} times",
+                tools.len(),
+                tools.join(", ")
             ),
         }
     }
 }
 
-/// Check the calls of the current turn, oldest first, ending with the newest call.
+/// Check the calls of the current turn, oldest first, ending with the newest call (only the
+/// last [`WINDOW`] matter). The shortest matching period wins, so A A A A A A is a repeat,
+/// not a cycle of two.
 pub fn detect(calls: &[Call<'_>]) -> Option<DoomLoop> {
     let n = calls.len();
-    if n >= DOOM_LOOP_THRESHOLD {
-        let last = &calls[n - 1];
-        if calls[n - DOOM_LOOP_THRESHOLD..].iter().all(|c| c == last) {
-            return Some(DoomLoop::Repeat {
-                tool: last.tool.to_string(),
-            });
+    for period in 1..=MAX_PERIOD {
+        let span = period * DOOM_LOOP_THRESHOLD;
+        if n < span {
+            break;
         }
-    }
-    let span = 2 * DOOM_LOOP_THRESHOLD;
-    if n >= span {
         let w = &calls[n - span..];
-        let (a, b) = (&w[0], &w[1]);
-        if a != b
-            && w.iter()
-                .enumerate()
-                .all(|(i, c)| c == if i % 2 == 0 { a } else { b })
-        {
-            return Some(DoomLoop::Cycle {
-                tools: [a.tool.to_string(), b.tool.to_string()],
+        if (period..span).all(|i| w[i] == w[i - period]) {
+            let cycle = &w[..period];
+            // A cycle made of one repeated call is that call repeated (found at period 1).
+            if period > 1 && cycle.iter().all(|c| c == &cycle[0]) {
+                continue;
+            }
+            return Some(if period == 1 {
+                DoomLoop::Repeat {
+                    tool: cycle[0].tool.to_string(),
+                }
+            } else {
+                DoomLoop::Cycle {
+                    tools: cycle.iter().map(|c| c.tool.to_string()).collect(),
+                }
             });
         }
     }
@@ -144,8 +167,87 @@ mod tests {
         assert_eq!(
             run(&six),
             Some(DoomLoop::Cycle {
-                tools: ["glob".into(), "read".into()]
+                tools: vec!["glob".into(), "read".into()]
             })
+        );
+    }
+
+    fn letters(seq: &str) -> Vec<(&'static str, Value)> {
+        seq.chars()
+            .map(|c| {
+                let tool: &'static str = match c {
+                    'A' => "read",
+                    'B' => "grep",
+                    'C' => "glob",
+                    'D' => "bash",
+                    _ => "edit",
+                };
+                (tool, json!({"arg": c.to_string()}))
+            })
+            .collect()
+    }
+
+    /// Issue 13.5: cycles of period 1 to 4 fire exactly on the call that completes their third
+    /// repetition (not one call earlier), across any prefix; prefix-sharing sequences never do.
+    #[test]
+    fn periods_one_to_four_fire_on_the_third_repetition() {
+        for (cycle, want_tools) in [
+            ("A", vec!["read"]),
+            ("AB", vec!["read", "grep"]),
+            ("ABC", vec!["read", "grep", "glob"]),
+            ("ABCD", vec!["read", "grep", "glob", "bash"]),
+            ("AAB", vec!["read", "read", "grep"]),
+            ("ABAC", vec!["read", "grep", "read", "glob"]),
+        ] {
+            for prefix in ["", "E", "EFE"] {
+                let full = format!("{prefix}{}", cycle.repeat(3));
+                let v = letters(&full);
+                let got = run(&v);
+                let want = if cycle.len() == 1 {
+                    DoomLoop::Repeat {
+                        tool: "read".into(),
+                    }
+                } else {
+                    DoomLoop::Cycle {
+                        tools: want_tools.iter().map(|t| t.to_string()).collect(),
+                    }
+                };
+                assert_eq!(got, Some(want), "{full}");
+                // One call fewer: not yet, and no earlier call fired either.
+                for end in 1..v.len() {
+                    assert_eq!(run(&v[..end]), None, "{full} fired early at {end}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn prefix_sharing_sequences_never_fire() {
+        for seq in [
+            "ABCABD",
+            "ABCABDABCABD",
+            "ABCDABCDABCE",
+            "AABAABAAC",
+            "ABABAC",
+            "AAB",
+            "ABCABCAB",
+        ] {
+            let v = letters(seq);
+            for end in 1..=v.len() {
+                assert_eq!(run(&v[..end]), None, "{seq} fired at {end}");
+            }
+        }
+    }
+
+    #[test]
+    fn describe_and_tools_name_the_cycle() {
+        let dl = DoomLoop::Cycle {
+            tools: vec!["read".into(), "grep".into(), "read".into()],
+        };
+        assert_eq!(dl.tools(), vec!["read".to_string(), "grep".to_string()]);
+        assert_eq!(
+            dl.describe(),
+            "the model repeated the same cycle of 3 calls (read, grep, read) 3 times"
         );
     }
 }

@@ -102,6 +102,8 @@ struct PendingCall {
     name: String,
     input: String,
     truncated: bool,
+    /// Why the call must not run (from the provider layer, e.g. oversized arguments).
+    error: Option<String>,
 }
 
 /// Processor state.
@@ -203,6 +205,35 @@ impl ProcessorState {
                 _ => continue,
             }
             self.save_part(i);
+        }
+    }
+
+    /// End every tool part the stream opened but never completed into a call (a tool block
+    /// cut off, restarted or never stopped): it cannot run, and must not stay `pending`.
+    fn fail_orphan_tool_parts(&mut self) {
+        let now = now_ms();
+        for i in 0..self.parts.len() {
+            let orphan = match &self.parts[i].kind {
+                PartKind::Tool {
+                    call_id,
+                    state: ToolState::Pending { .. },
+                    ..
+                } => !self.calls.iter().any(|c| &c.call_id == call_id),
+                _ => false,
+            };
+            if orphan {
+                let st = ToolState::Error {
+                    input: Value::Object(Default::default()),
+                    error: "The stream ended before this tool call was complete, so it was not executed.".into(),
+                    metadata: None,
+                    time: ToolTime {
+                        start: now,
+                        end: Some(now),
+                        compacted: None,
+                    },
+                };
+                self.set_tool_state(i, st, None);
+            }
         }
     }
 
@@ -356,6 +387,14 @@ fn spawn_stream_task(
                             n = stream.next() => n,
                         };
                         match next {
+                            Some(Ok(StreamEvent::Warning { message })) => {
+                                tracing::warn!(provider = %model.provider_id, "{message}");
+                                rt.counters.incr(
+                                    "stream_data_skipped_total",
+                                    format!("provider=\"{}\"", model.provider_id),
+                                    1,
+                                );
+                            }
                             Some(Ok(ev)) => {
                                 if myself.cast(ProcMsg::Stream(ev)).is_err() {
                                     return;
@@ -472,9 +511,20 @@ fn spawn_stream_task(
 }
 
 impl ProcessorActor {
+    fn handle_event_close_text(&self, state: &mut ProcessorState, i: usize) {
+        if let PartKind::Text { time: Some(t), .. } = &mut state.parts[i].kind {
+            t.end = Some(now_ms());
+        }
+        state.save_part(i);
+    }
+
     fn handle_event(&self, state: &mut ProcessorState, ev: StreamEvent) {
         match ev {
             StreamEvent::TextStart { id } => {
+                // A block restarted under an id that is still open: the old part ends here.
+                if let Some(old) = state.text_block.remove(&id) {
+                    self.handle_event_close_text(state, old);
+                }
                 let i = state.push_part(PartKind::Text {
                     text: String::new(),
                     synthetic: false,
@@ -508,13 +558,16 @@ impl ProcessorActor {
             }
             StreamEvent::TextEnd { id } => {
                 if let Some(i) = state.text_block.remove(&id) {
-                    if let PartKind::Text { time: Some(t), .. } = &mut state.parts[i].kind {
-                        t.end = Some(now_ms());
-                    }
-                    state.save_part(i);
+                    self.handle_event_close_text(state, i);
                 }
             }
             StreamEvent::ReasoningStart { id } => {
+                if let Some(old) = state.reasoning_block.remove(&id) {
+                    if let PartKind::Reasoning { time, .. } = &mut state.parts[old].kind {
+                        time.end = Some(now_ms());
+                    }
+                    state.save_part(old);
+                }
                 let i = state.push_part(PartKind::Reasoning {
                     text: String::new(),
                     metadata: None,
@@ -559,12 +612,13 @@ impl ProcessorActor {
             StreamEvent::ToolInputStart { id, name } => {
                 state.tool_part(&id, &name);
             }
-            StreamEvent::ToolInputDelta { .. } => {}
+            StreamEvent::ToolInputDelta { .. } | StreamEvent::Warning { .. } => {}
             StreamEvent::ToolCall {
                 id,
                 name,
                 input,
                 truncated,
+                error,
             } => {
                 let i = state.tool_part(&id, &name);
                 if let PartKind::Tool {
@@ -579,6 +633,7 @@ impl ProcessorActor {
                     name,
                     input,
                     truncated,
+                    error,
                 });
             }
             StreamEvent::FinishStep { reason, usage, .. } => {
@@ -624,6 +679,10 @@ impl ProcessorActor {
                     compacted: None,
                 },
             };
+            if let Some(error) = call.error {
+                state.set_tool_state(i, done_err(Value::Object(Default::default()), error), None);
+                continue;
+            }
             if call.truncated {
                 let st = done_err(
                     Value::Object(Default::default()),
@@ -666,8 +725,8 @@ impl ProcessorActor {
                 continue;
             }
             state.prior_calls.push((name.clone(), input.clone()));
-            let seen: Vec<crate::doom::Call<'_>> = state
-                .prior_calls
+            let tail = state.prior_calls.len().saturating_sub(crate::doom::WINDOW);
+            let seen: Vec<crate::doom::Call<'_>> = state.prior_calls[tail..]
                 .iter()
                 .map(|(t, v)| crate::doom::Call { tool: t, input: v })
                 .collect();
@@ -892,6 +951,7 @@ impl Actor for ProcessorActor {
             ProcMsg::StreamEnded => {
                 state.stream_done = true;
                 state.close_open_blocks();
+                state.fail_orphan_tool_parts();
                 if state.assistant.finish.is_none() {
                     state.assistant.finish = Some(FinishReason::Unknown.as_str().to_string());
                     state.save_message();
@@ -973,9 +1033,13 @@ impl Actor for ProcessorActor {
                     token.cancel();
                     cell.kill();
                     if let Some(&i) = state.tool_block.get(&call_id) {
-                        let input = match &state.parts[i].kind {
-                            PartKind::Tool { state: s, .. } => s.input().clone(),
-                            _ => Value::Null,
+                        let (input, start) = match &state.parts[i].kind {
+                            PartKind::Tool {
+                                state: ToolState::Running { input, time, .. },
+                                ..
+                            } => (input.clone(), time.start),
+                            PartKind::Tool { state: s, .. } => (s.input().clone(), now_ms()),
+                            _ => (Value::Null, now_ms()),
                         };
                         let ms = match &state.parts[i].kind {
                             PartKind::Tool { tool, state: s, .. } => {
@@ -992,7 +1056,7 @@ impl Actor for ProcessorActor {
                                 ),
                                 metadata: Some(serde_json::json!({"timeout": true})),
                                 time: ToolTime {
-                                    start: now_ms(),
+                                    start,
                                     end: Some(now_ms()),
                                     compacted: None,
                                 },

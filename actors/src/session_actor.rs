@@ -379,10 +379,25 @@ impl SessionActor {
                 .iter()
                 .any(|p| matches!(p.kind, PartKind::Tool { .. }));
             if let Some(f) = &a.finish
-                && f != "tool-calls"
                 && !has_tools
             {
-                self.finish_turn(myself, state, None).await;
+                // Finish reason `tool-calls` without a single tool call (issue 24.3): running
+                // the same request again would only repeat it up to the step limit. With text
+                // it is a finished reply; with nothing at all, a named error.
+                let error = (f == "tool-calls"
+                    && !parts.iter().any(|p| {
+                        matches!(&p.kind, PartKind::Text { text, .. } if !text.trim().is_empty())
+                    }))
+                .then(|| {
+                    MessageError::new(
+                        "EmptyToolCallsError",
+                        "the model ended its step with finish reason tool-calls but sent no tool call and no text",
+                    )
+                });
+                if f == "tool-calls" {
+                    tracing::warn!(session = %a.session_id, "finish reason tool-calls without a tool call; ending the turn");
+                }
+                self.finish_turn(myself, state, error).await;
                 return;
             }
         }

@@ -85,7 +85,9 @@ pub struct ResolvedModel {
     #[serde(default)]
     pub headers: Vec<(String, String)>,
     /// Request-body options merged into every request (provider `options` minus the known
-    /// keys `baseURL`, `apiKey`, `headers`, `timeout`; then model `options`).
+    /// keys `baseURL`, `apiKey`, `headers`; then model `options`). The provider `timeout` is
+    /// kept here as a number (ms) or `false`, for troupe-llm's response-header deadline; it
+    /// and the other control keys are never sent in a request body.
     #[serde(default)]
     pub options: serde_json::Map<String, serde_json::Value>,
     /// Token limits.

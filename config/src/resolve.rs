@@ -293,10 +293,23 @@ fn build(
     if let Some(m) = user_model {
         deep_merge(&mut options, Value::Object(m.options.clone()));
     }
-    let options = match options {
+    let mut options = match options {
         Value::Object(map) => map,
         _ => Map::new(),
     };
+    // The provider's request timeout travels with the model (troupe-llm applies it as the
+    // response-header deadline and never sends it); a model-level `timeout` wins.
+    if let Some(t) = user.and_then(|u| u.options.timeout)
+        && !options.contains_key("timeout")
+    {
+        options.insert(
+            "timeout".into(),
+            match t {
+                Timeout::Millis(ms) => Value::from(ms),
+                Timeout::Disabled => Value::Bool(false),
+            },
+        );
+    }
 
     let pick = |f: fn(&ModelConfig) -> Option<bool>| {
         user_model.and_then(f).or_else(|| catalog_model.and_then(f))

@@ -369,7 +369,7 @@ fn user_provider_resolves() {
     assert_eq!(m.headers, vec![("x-a".to_owned(), "2".to_owned())]);
     assert_eq!(
         m.options,
-        json!({"chunkTimeout": 500, "store": false, "top_k": 3})
+        json!({"chunkTimeout": 500, "store": false, "top_k": 3, "timeout": 1000})
             .as_object()
             .cloned()
             .expect("obj")
@@ -751,7 +751,9 @@ fn opencode_json_block_works_verbatim() {
     );
     assert_eq!(m.options.get("setCacheKey"), Some(&json!(true)));
     assert_eq!(m.options.get("reasoningEffort"), Some(&json!("high")));
-    assert!(!m.options.contains_key("timeout") && !m.options.contains_key("baseURL"));
+    // `timeout: false` travels with the model (troupe-llm: no response-header deadline).
+    assert_eq!(m.options.get("timeout"), Some(&json!(false)));
+    assert!(!m.options.contains_key("baseURL"));
     assert_eq!(m.limits.context, 200_000);
     assert!(m.reasoning);
     assert_eq!(m.cost.expect("cost").base.cache_read, Decimal::new(5, 2));

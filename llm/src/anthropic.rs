@@ -156,6 +156,8 @@ enum Block {
         id: String,
         name: String,
         args: String,
+        /// Argument bytes received, including those dropped past the cap.
+        arg_bytes: usize,
         initial: Option<String>,
     },
     Other,
@@ -171,7 +173,13 @@ struct RawUsage {
 
 impl RawUsage {
     fn update(&mut self, u: &Value) {
-        let get = |k: &str| u.get(k).and_then(Value::as_u64);
+        // Absent or null keeps the previous value (usage is cumulative); anything else goes
+        // through the same bounds as every usage count.
+        let get = |k: &str| {
+            u.get(k)
+                .filter(|v| !v.is_null())
+                .map(crate::types::token_count)
+        };
         if let Some(n) = get("input_tokens") {
             self.input = n;
         }
@@ -211,18 +219,61 @@ impl RawUsage {
 /// `FinishStep`. `error` events fail the stream (`overloaded_error` → `Overloaded`). Unknown
 /// event and block types are ignored. `redacted_thinking` blocks are skipped (no event shape
 /// carries their opaque data yet). A second `message_start` is ignored.
-#[derive(Debug, Default)]
+///
+/// Whatever the order of events (issue 24.7): a `content_block_start` for an index that is
+/// still open closes the open block first; a text or thinking delta before its block start
+/// opens the block; every block open at `message_delta`/`message_stop`/end of stream is closed;
+/// block ids are unique within the step (`text-3`, then `text-3-2` for a restarted index); a
+/// `tool_use` id already used in this step gets a `-2`, `-3`… suffix; tool arguments past the
+/// cap ([`crate::types::DEFAULT_MAX_TOOL_ARGUMENT_BYTES`]) are dropped and the call is emitted
+/// with an error. A data payload that is not JSON is skipped with a
+/// [`StreamEvent::Warning`] (issue 13.2).
+#[derive(Debug)]
 pub struct MessageAssembler {
     blocks: Vec<(u64, Block)>,
     usage: RawUsage,
     stop_reason: Option<String>,
     ended: bool,
+    /// Every block and tool id handed out in this step.
+    used_ids: std::collections::HashSet<String>,
+    max_tool_argument_bytes: usize,
+}
+
+impl Default for MessageAssembler {
+    fn default() -> Self {
+        Self {
+            blocks: Vec::new(),
+            usage: RawUsage::default(),
+            stop_reason: None,
+            ended: false,
+            used_ids: Default::default(),
+            max_tool_argument_bytes: crate::types::DEFAULT_MAX_TOOL_ARGUMENT_BYTES,
+        }
+    }
 }
 
 impl MessageAssembler {
     /// New assembler.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Set the cap on one tool call's argument text, bytes.
+    pub fn with_max_tool_argument_bytes(mut self, max: usize) -> Self {
+        self.max_tool_argument_bytes = max;
+        self
+    }
+
+    /// `base` if unused in this step, else `base-2`, `base-3`…; marks the result used.
+    fn unique_id(&mut self, base: String) -> String {
+        let mut id = base.clone();
+        let mut n = 2;
+        while self.used_ids.contains(&id) {
+            id = format!("{base}-{n}");
+            n += 1;
+        }
+        self.used_ids.insert(id.clone());
+        id
     }
 
     /// Whether `FinishStep` has been emitted.
@@ -237,7 +288,12 @@ impl MessageAssembler {
         if self.ended || data.trim().is_empty() {
             return Ok(out);
         }
-        let v: Value = serde_json::from_str(data.trim()).map_err(|e| {
+        let parsed = serde_json::from_str::<Value>(data.trim());
+        if parsed.is_err() && !crate::openai::looks_like_json(data.trim()) {
+            out.push(crate::openai::skipped_data(data));
+            return Ok(out);
+        }
+        let v: Value = parsed.map_err(|e| {
             LlmError::new(
                 ErrorKind::MalformedChunk,
                 format!(
@@ -316,49 +372,58 @@ impl MessageAssembler {
 
     fn block_start(&mut self, v: &Value, out: &mut Vec<StreamEvent>) {
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+        // A start for an index that is still open: close what is open there first.
+        if let Some(pos) = self.blocks.iter().position(|(i, _)| *i == index) {
+            let (_, old) = self.blocks.remove(pos);
+            self.close_block(old, false, out);
+        }
         let cb = v.get("content_block").cloned().unwrap_or(Value::Null);
         let block = match cb.get("type").and_then(Value::as_str).unwrap_or("") {
             "text" => {
-                let id = format!("text-{index}");
-                out.push(StreamEvent::TextStart { id: id.clone() });
-                if let Some(t) = cb
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .filter(|t| !t.is_empty())
-                {
+                let block = self.open_text(index, out);
+                if let (Some(t), Block::Text { id }) = (
+                    cb.get("text")
+                        .and_then(Value::as_str)
+                        .filter(|t| !t.is_empty()),
+                    &block,
+                ) {
                     out.push(StreamEvent::TextDelta {
                         id: id.clone(),
                         text: t.to_string(),
                     });
                 }
-                Block::Text { id }
+                block
             }
             "thinking" => {
-                let id = format!("reasoning-{index}");
-                out.push(StreamEvent::ReasoningStart { id: id.clone() });
-                if let Some(t) = cb
-                    .get("thinking")
-                    .and_then(Value::as_str)
-                    .filter(|t| !t.is_empty())
-                {
-                    out.push(StreamEvent::ReasoningDelta {
-                        id: id.clone(),
-                        text: t.to_string(),
-                    });
-                }
                 let signature = cb
                     .get("signature")
                     .and_then(Value::as_str)
                     .filter(|s| !s.is_empty())
                     .map(str::to_string);
-                Block::Thinking { id, signature }
+                let mut block = self.open_thinking(index, out);
+                if let Block::Thinking { id, signature: s } = &mut block {
+                    *s = signature;
+                    if let Some(t) = cb
+                        .get("thinking")
+                        .and_then(Value::as_str)
+                        .filter(|t| !t.is_empty())
+                    {
+                        out.push(StreamEvent::ReasoningDelta {
+                            id: id.clone(),
+                            text: t.to_string(),
+                        });
+                    }
+                }
+                block
             }
             "tool_use" => {
-                let id = cb
+                let base = cb
                     .get("id")
                     .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
                     .map(str::to_string)
                     .unwrap_or_else(|| format!("toolu_{index}"));
+                let id = self.unique_id(base);
                 let name = cb
                     .get("name")
                     .and_then(Value::as_str)
@@ -376,18 +441,45 @@ impl MessageAssembler {
                     id,
                     name,
                     args: String::new(),
+                    arg_bytes: 0,
                     initial,
                 }
             }
             _ => Block::Other,
         };
-        self.blocks.retain(|(i, _)| *i != index);
         self.blocks.push((index, block));
+    }
+
+    fn open_text(&mut self, index: u64, out: &mut Vec<StreamEvent>) -> Block {
+        let id = self.unique_id(format!("text-{index}"));
+        out.push(StreamEvent::TextStart { id: id.clone() });
+        Block::Text { id }
+    }
+
+    fn open_thinking(&mut self, index: u64, out: &mut Vec<StreamEvent>) -> Block {
+        let id = self.unique_id(format!("reasoning-{index}"));
+        out.push(StreamEvent::ReasoningStart { id: id.clone() });
+        Block::Thinking {
+            id,
+            signature: None,
+        }
     }
 
     fn block_delta(&mut self, v: &Value, out: &mut Vec<StreamEvent>) {
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
         let Some(delta) = v.get("delta") else { return };
+        let dtype = delta.get("type").and_then(Value::as_str).unwrap_or("");
+        if !self.blocks.iter().any(|(i, _)| *i == index) {
+            // A delta before its block start: text and thinking open their block (the text is
+            // not lost); a tool delta without its start has no name and is dropped.
+            let block = match dtype {
+                "text_delta" => self.open_text(index, out),
+                "thinking_delta" | "signature_delta" => self.open_thinking(index, out),
+                _ => return,
+            };
+            self.blocks.push((index, block));
+        }
+        let cap = self.max_tool_argument_bytes;
         let Some((_, block)) = self.blocks.iter_mut().find(|(i, _)| *i == index) else {
             return;
         };
@@ -398,10 +490,7 @@ impl MessageAssembler {
                 .unwrap_or("")
                 .to_string()
         };
-        match (
-            delta.get("type").and_then(Value::as_str).unwrap_or(""),
-            block,
-        ) {
+        match (dtype, block) {
             ("text_delta", Block::Text { id }) => {
                 let text = s("text");
                 if !text.is_empty() {
@@ -427,9 +516,21 @@ impl MessageAssembler {
                     None => *signature = Some(sig),
                 }
             }
-            ("input_json_delta", Block::Tool { id, args, .. }) => {
+            (
+                "input_json_delta",
+                Block::Tool {
+                    id,
+                    args,
+                    arg_bytes,
+                    ..
+                },
+            ) => {
                 let part = s("partial_json");
                 if !part.is_empty() {
+                    *arg_bytes = arg_bytes.saturating_add(part.len());
+                    if *arg_bytes > cap {
+                        return;
+                    }
                     args.push_str(&part);
                     out.push(StreamEvent::ToolInputDelta {
                         id: id.clone(),
@@ -451,8 +552,22 @@ impl MessageAssembler {
                 id,
                 name,
                 args,
+                arg_bytes,
                 initial,
             } => {
+                if arg_bytes > self.max_tool_argument_bytes {
+                    out.push(StreamEvent::ToolCall {
+                        id,
+                        name,
+                        input: String::new(),
+                        truncated: false,
+                        error: Some(crate::types::oversized_arguments_error(
+                            arg_bytes,
+                            self.max_tool_argument_bytes,
+                        )),
+                    });
+                    return;
+                }
                 let input = if args.is_empty() {
                     initial.unwrap_or_default()
                 } else {
@@ -469,6 +584,7 @@ impl MessageAssembler {
                     name,
                     input,
                     truncated,
+                    error: None,
                 });
             }
             Block::Other => {}
@@ -721,7 +837,8 @@ mod tests {
             id: "t".into(),
             name: "f".into(),
             input: "{\"a\":1}".into(),
-            truncated: false
+            truncated: false,
+            error: None
         }));
         assert!(
             matches!(ev.last(), Some(StreamEvent::FinishStep { reason: FinishReason::ToolCalls, usage, .. }) if usage.input == 15 && usage.output == 3)

@@ -9,9 +9,18 @@ use crate::error::{ErrorKind, LlmError};
 use crate::types::{ChatMessage, ChatRequest, FinishReason, StreamEvent, Usage};
 
 /// Model/request option keys that steer this crate and are never sent in the request body:
-/// `chunkTimeout` (idle timeout, ms), `sendReasoning` (send `reasoning_content` back),
-/// `timeout` (OpenCode provider option).
-pub const CONTROL_OPTION_KEYS: &[&str] = &["chunkTimeout", "sendReasoning", "timeout"];
+/// `chunkTimeout` (body idle deadline, ms), `sendReasoning` (send `reasoning_content` back),
+/// `timeout` (response-header deadline, ms or `false`; OpenCode's provider option),
+/// `connectTimeout` and `errorBodyTimeout` (ms; see [`crate::provider::Deadlines`]),
+/// `maxToolArgumentBytes` (see [`crate::types::DEFAULT_MAX_TOOL_ARGUMENT_BYTES`]).
+pub const CONTROL_OPTION_KEYS: &[&str] = &[
+    "chunkTimeout",
+    "sendReasoning",
+    "timeout",
+    "connectTimeout",
+    "errorBodyTimeout",
+    "maxToolArgumentBytes",
+];
 
 /// Whether assistant messages must carry their reasoning back as `reasoning_content`:
 /// provider `deepseek` (its thinking mode rejects tool-call turns without it, wire-formats.md
@@ -221,6 +230,23 @@ pub(crate) fn value_to_code(v: &Value) -> String {
     }
 }
 
+/// Whether a data payload that failed to parse was meant as JSON (starts with `{` or `[`: a
+/// chunk whose content is lost, an error); anything else is not a protocol chunk at all (a
+/// keep-alive written as data) and is skipped.
+pub(crate) fn looks_like_json(trimmed: &str) -> bool {
+    trimmed.starts_with('{') || trimmed.starts_with('[')
+}
+
+/// The warning for a skipped non-JSON data payload.
+pub(crate) fn skipped_data(data: &str) -> StreamEvent {
+    StreamEvent::Warning {
+        message: format!(
+            "skipped a stream data line that is not JSON: {}",
+            excerpt(data.trim(), 80)
+        ),
+    }
+}
+
 fn malformed(problem: &str, data: &str) -> LlmError {
     LlmError::new(
         ErrorKind::MalformedChunk,
@@ -229,13 +255,7 @@ fn malformed(problem: &str, data: &str) -> LlmError {
 }
 
 fn as_count(v: Option<&Value>) -> u64 {
-    match v {
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f.round() as u64))
-            .unwrap_or(0),
-        _ => 0,
-    }
+    v.map(crate::types::token_count).unwrap_or(0)
 }
 
 /// Normalize an OpenAI `usage` object into the inclusive [`Usage`]:
@@ -274,9 +294,15 @@ pub fn normalize_usage(u: &Value, output_excludes_reasoning: bool) -> Usage {
 #[derive(Debug)]
 struct ToolState {
     index: Option<u64>,
+    /// The id as the provider sent it ("" when it sent none).
+    wire_id: String,
+    /// The id used in events: the wire id, with a `-2`, `-3`… suffix when another call of this
+    /// step already had it.
     id: String,
     name: String,
     args: String,
+    /// Argument bytes received, including those dropped past the cap.
+    arg_bytes: usize,
     started: bool,
 }
 
@@ -286,13 +312,19 @@ struct ToolState {
 ///
 /// Rules (wire-formats.md §1.4): only choice index 0 is used; text and reasoning
 /// (`reasoning_content` or `reasoning`) become start/delta/end blocks, reasoning closing when
-/// text or a tool call begins; `refusal` text is shown as text; tool-call fragments are keyed by
-/// non-empty `id`, else `index`, else the latest open call, and a name is never overwritten with
-/// `""`; usage is accepted on any chunk (last wins); `finish_reason` closes all blocks and
-/// emits the `ToolCall`s; exactly one `FinishStep` is emitted, at `[DONE]` or EOF.
+/// text or a tool call begins; `refusal` text is shown as text; a tool-call fragment belongs to
+/// the call with the same `index` (and the same `id`, when both carry one), else to the call
+/// with its `id` (servers that send every call at index 0), else to the latest call; a
+/// fragment whose id another call of the step already holds at another index is a new call
+/// whose id gets a `-2`, `-3`… suffix (issue 24.7); a name is never overwritten with `""`;
+/// arguments past the cap ([`crate::types::DEFAULT_MAX_TOOL_ARGUMENT_BYTES`]) are dropped and
+/// the call is emitted with an error; usage is accepted on any chunk (last wins);
+/// `finish_reason` closes all blocks and emits the `ToolCall`s; exactly one `FinishStep` is
+/// emitted, at `[DONE]` or EOF.
 #[derive(Debug)]
 pub struct ChunkAssembler {
     output_excludes_reasoning: bool,
+    max_tool_argument_bytes: usize,
     block_seq: u64,
     text: Option<String>,
     reasoning: Option<String>,
@@ -308,6 +340,7 @@ impl ChunkAssembler {
     pub fn new(provider_id: &str) -> Self {
         Self {
             output_excludes_reasoning: provider_id == "xai",
+            max_tool_argument_bytes: crate::types::DEFAULT_MAX_TOOL_ARGUMENT_BYTES,
             block_seq: 0,
             text: None,
             reasoning: None,
@@ -317,6 +350,12 @@ impl ChunkAssembler {
             usage: None,
             ended: false,
         }
+    }
+
+    /// Set the cap on one tool call's argument text, bytes.
+    pub fn with_max_tool_argument_bytes(mut self, max: usize) -> Self {
+        self.max_tool_argument_bytes = max;
+        self
     }
 
     /// Whether the step has ended (`FinishStep` emitted); later input is ignored.
@@ -331,9 +370,14 @@ impl ChunkAssembler {
 
     /// Feed one SSE `data` payload (JSON chunk or `[DONE]`).
     ///
+    /// A payload that is not JSON at all (it does not parse and does not start with `{` or `[`,
+    /// e.g. the `data: : keepalive` some proxies send) is skipped with a
+    /// [`StreamEvent::Warning`] (issue 13.2).
+    ///
     /// Errors: a top-level `error` key → `StreamError`/`ContextOverflow`/`QuotaExceeded` with the
-    /// provider's message; invalid JSON or a non-object → `MalformedChunk` quoting the first
-    /// 200 bytes.
+    /// provider's message; a payload that starts like JSON but does not parse (a chunk whose
+    /// content is lost) or JSON that is not an object → `MalformedChunk` quoting the first 200
+    /// bytes.
     pub fn push(&mut self, data: &str) -> Result<Vec<StreamEvent>, LlmError> {
         let mut out = Vec::new();
         if self.ended {
@@ -348,8 +392,14 @@ impl ChunkAssembler {
         if trimmed.is_empty() {
             return Ok(out);
         }
-        let v: Value = serde_json::from_str(trimmed)
-            .map_err(|e| malformed(&format!("invalid JSON: {e}"), data))?;
+        let v: Value = match serde_json::from_str(trimmed) {
+            Ok(v) => v,
+            Err(_) if !looks_like_json(trimmed) => {
+                out.push(skipped_data(data));
+                return Ok(out);
+            }
+            Err(e) => return Err(malformed(&format!("invalid JSON: {e}"), data)),
+        };
         let Value::Object(obj) = &v else {
             return Err(malformed("not a JSON object", data));
         };
@@ -497,33 +547,58 @@ impl ChunkAssembler {
             Some(Value::Null) | None => String::new(),
             Some(other) => other.to_string(),
         };
-        let pos = if let Some(id) = id {
-            self.tools.iter().position(|t| t.id == id)
-        } else if let Some(ix) = index {
-            self.tools.iter().rposition(|t| t.index == Some(ix))
-        } else if self.tools.is_empty() {
-            None
-        } else {
-            Some(self.tools.len() - 1)
+        let pos = match (id, index) {
+            (Some(id), Some(ix)) => self
+                .tools
+                .iter()
+                .rposition(|t| t.index == Some(ix) && (t.wire_id == id || t.wire_id.is_empty()))
+                .or_else(|| {
+                    // Same id, no index of its own yet: the same call.
+                    self.tools
+                        .iter()
+                        .rposition(|t| t.wire_id == id && t.index.is_none())
+                }),
+            (Some(id), None) => self.tools.iter().rposition(|t| t.wire_id == id),
+            (None, Some(ix)) => self.tools.iter().rposition(|t| t.index == Some(ix)),
+            (None, None) => self.tools.len().checked_sub(1),
         };
         let pos = match pos {
             Some(p) => p,
             None => {
-                let id = match id {
-                    Some(id) => id.to_string(),
-                    None => format!("call_{}", self.tools.len()),
+                let wire_id = id.unwrap_or("").to_string();
+                let base = if wire_id.is_empty() {
+                    format!("call_{}", self.tools.len())
+                } else {
+                    wire_id.clone()
                 };
+                let mut unique = base.clone();
+                let mut n = 2;
+                while self.tools.iter().any(|t| t.id == unique) {
+                    unique = format!("{base}-{n}");
+                    n += 1;
+                }
                 self.tools.push(ToolState {
                     index,
-                    id,
+                    wire_id,
+                    id: unique,
                     name: String::new(),
                     args: String::new(),
+                    arg_bytes: 0,
                     started: false,
                 });
                 self.tools.len() - 1
             }
         };
+        let cap = self.max_tool_argument_bytes;
         let tool = &mut self.tools[pos];
+        if tool.wire_id.is_empty()
+            && let Some(id) = id
+        {
+            tool.wire_id = id.to_string();
+        }
+        if tool.index.is_none() {
+            tool.index = index;
+        }
         if tool.name.is_empty() && !name.is_empty() {
             tool.name = name.to_string();
         }
@@ -541,6 +616,11 @@ impl ChunkAssembler {
             }
         }
         if !args.is_empty() {
+            tool.arg_bytes = tool.arg_bytes.saturating_add(args.len());
+            if tool.arg_bytes > cap {
+                // Past the cap nothing more is kept or forwarded; the call ends as an error.
+                return;
+            }
             tool.args.push_str(&args);
             if tool.started {
                 out.push(StreamEvent::ToolInputDelta {
@@ -574,13 +654,25 @@ impl ChunkAssembler {
                     });
                 }
             }
-            let incomplete =
-                !t.args.trim().is_empty() && serde_json::from_str::<Value>(&t.args).is_err();
+            let oversized = t.arg_bytes > self.max_tool_argument_bytes;
+            let incomplete = !oversized
+                && !t.args.trim().is_empty()
+                && serde_json::from_str::<Value>(&t.args).is_err();
             out.push(StreamEvent::ToolCall {
                 id: t.id.clone(),
                 name: t.name.clone(),
-                input: t.args.clone(),
+                input: if oversized {
+                    String::new()
+                } else {
+                    std::mem::take(&mut t.args)
+                },
                 truncated: length && incomplete,
+                error: oversized.then(|| {
+                    crate::types::oversized_arguments_error(
+                        t.arg_bytes,
+                        self.max_tool_argument_bytes,
+                    )
+                }),
             });
         }
     }
@@ -936,7 +1028,8 @@ mod tests {
             id: "c".into(),
             name: "f".into(),
             input: "{\"a\":1}".into(),
-            truncated: false
+            truncated: false,
+            error: None
         }));
         assert!(
             matches!(ev.last(), Some(StreamEvent::FinishStep { reason: FinishReason::ToolCalls, usage, .. }) if usage.input == 3)

@@ -4,6 +4,8 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,8 +24,21 @@ use crate::types::{ChatRequest, StreamEvent};
 /// exactly one [`StreamEvent::FinishStep`].
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, LlmError>> + Send>>;
 
-/// Default idle timeout between stream bytes: 120 s (used when the model has no `chunkTimeout`).
+/// Default idle timeout between body bytes (SSE stream or JSON body): 120 s, used when the
+/// model has no `chunkTimeout` option (ms).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default deadline for the response headers, from the moment the request is sent (connect
+/// included): 30 s (issue 24.1), used when the provider has no `timeout` option (ms, or `false`
+/// for none; OpenCode's option of the same name).
+pub const DEFAULT_HEADERS_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default deadline for the TCP/TLS connection: 10 s, used when the provider has no
+/// `connectTimeout` option (ms). Enforced by the HTTP client (the runtime's shared client has
+/// it; a `connectTimeout` option gets the provider its own client).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default deadline for reading a whole HTTP error body: 10 s, used when the provider has no
+/// `errorBodyTimeout` option (ms). An error body is small; a server that declares more bytes
+/// than it sends must not hold the step.
+pub const DEFAULT_ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Cap on an HTTP error body read for classification: 64 KiB.
 pub const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// Cap on a non-streamed (`application/json`) success body: 32 MiB.
@@ -31,36 +46,149 @@ pub const MAX_JSON_BODY_BYTES: usize = 32 * 1024 * 1024;
 /// Cap on the response body kept in [`LlmError::body`]: 4 KiB.
 pub const MAX_KEPT_BODY_BYTES: usize = 4 * 1024;
 
+/// The deadlines of one request's phases (issue 24.1). Each expiry is a retryable
+/// [`ErrorKind::Transport`] error whose message names the phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// TCP/TLS connect ("could not connect to provider P at URL within N s"). Option
+    /// `connectTimeout` (ms), default [`DEFAULT_CONNECT_TIMEOUT`].
+    pub connect: Duration,
+    /// Request sent → response headers ("no response headers from provider P after N s").
+    /// Option `timeout` (ms; `false` = none), default [`DEFAULT_HEADERS_TIMEOUT`].
+    pub headers: Option<Duration>,
+    /// Longest silence between two body bytes, SSE or JSON ("stream idle for N s",
+    /// "response body stalled: no bytes for N s"). Option `chunkTimeout` (ms), default
+    /// [`DEFAULT_IDLE_TIMEOUT`].
+    pub idle: Duration,
+    /// Whole HTTP error body ("HTTP 500 error body incomplete after N s"). Option
+    /// `errorBodyTimeout` (ms), default [`DEFAULT_ERROR_BODY_TIMEOUT`].
+    pub error_body: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Self {
+            connect: DEFAULT_CONNECT_TIMEOUT,
+            headers: Some(DEFAULT_HEADERS_TIMEOUT),
+            idle: DEFAULT_IDLE_TIMEOUT,
+            error_body: DEFAULT_ERROR_BODY_TIMEOUT,
+        }
+    }
+}
+
+impl Deadlines {
+    /// Read the deadlines from model `options` (provider options merged with model options):
+    /// `connectTimeout`, `timeout` (a number, or `false` for no header deadline),
+    /// `chunkTimeout`, `errorBodyTimeout`, all in milliseconds; a missing, non-positive or
+    /// non-numeric value keeps the default.
+    pub fn from_options(options: &serde_json::Map<String, Value>) -> Self {
+        let ms = |key: &str| {
+            options
+                .get(key)
+                .and_then(Value::as_f64)
+                .filter(|ms| ms.is_finite() && *ms > 0.0)
+                .map(|ms| Duration::from_millis(ms as u64))
+        };
+        let d = Self::default();
+        Self {
+            connect: ms("connectTimeout").unwrap_or(d.connect),
+            headers: match options.get("timeout") {
+                Some(Value::Bool(false)) => None,
+                _ => ms("timeout").or(d.headers),
+            },
+            idle: ms("chunkTimeout").unwrap_or(d.idle),
+            error_body: ms("errorBodyTimeout").unwrap_or(d.error_body),
+        }
+    }
+}
+
+/// `3 s`, `0.3 s`: a deadline as shown in error messages.
+pub(crate) fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
 /// One model of one provider.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Provider {
     client: reqwest::Client,
+    /// A client without a connection pool, for the one retry of a request whose pooled
+    /// connection failed; built on first use.
+    fresh: OnceLock<reqwest::Client>,
     model: ResolvedModel,
-    idle_timeout: Duration,
+    deadlines: Deadlines,
+    /// Cap on one tool call's argument text, bytes (option `maxToolArgumentBytes`).
+    max_tool_argument_bytes: usize,
+    /// A response has arrived through `client` before, so its pool may hold a kept-alive
+    /// connection that the next request reuses.
+    pooled: AtomicBool,
+}
+
+impl Clone for Provider {
+    fn clone(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            fresh: OnceLock::new(),
+            model: self.model.clone(),
+            deadlines: self.deadlines,
+            max_tool_argument_bytes: self.max_tool_argument_bytes,
+            pooled: AtomicBool::new(self.pooled.load(Ordering::Relaxed)),
+        }
+    }
 }
 
 impl Provider {
-    /// Wrap `model`. The idle timeout is model option `chunkTimeout` (milliseconds, > 0) when
-    /// present, else [`DEFAULT_IDLE_TIMEOUT`].
+    /// Wrap `model`, with the [`Deadlines`] read from its options and the tool-argument cap
+    /// from option `maxToolArgumentBytes` (bytes, default
+    /// [`crate::types::DEFAULT_MAX_TOOL_ARGUMENT_BYTES`]). With a `connectTimeout`
+    /// option the provider builds its own client with that connect timeout; otherwise `client`
+    /// (whose own connect timeout applies) is used.
     pub fn new(client: reqwest::Client, model: ResolvedModel) -> Self {
-        let idle_timeout = model
+        let deadlines = Deadlines::from_options(&model.options);
+        let client = if model.options.contains_key("connectTimeout") {
+            reqwest::Client::builder()
+                .connect_timeout(deadlines.connect)
+                .build()
+                .unwrap_or(client)
+        } else {
+            client
+        };
+        let max_tool_argument_bytes = model
             .options
-            .get("chunkTimeout")
-            .and_then(Value::as_f64)
-            .filter(|ms| ms.is_finite() && *ms > 0.0)
-            .map(|ms| Duration::from_millis(ms as u64))
-            .unwrap_or(DEFAULT_IDLE_TIMEOUT);
+            .get("maxToolArgumentBytes")
+            .and_then(Value::as_u64)
+            .filter(|n| *n > 0)
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+            .unwrap_or(crate::types::DEFAULT_MAX_TOOL_ARGUMENT_BYTES);
         Self {
             client,
+            fresh: OnceLock::new(),
             model,
-            idle_timeout,
+            deadlines,
+            max_tool_argument_bytes,
+            pooled: AtomicBool::new(false),
         }
     }
 
     /// Override the idle timeout (no byte for this long → `Transport` error).
     pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
-        self.idle_timeout = idle;
+        self.deadlines.idle = idle;
         self
+    }
+
+    /// Override all deadlines.
+    pub fn with_deadlines(mut self, deadlines: Deadlines) -> Self {
+        self.deadlines = deadlines;
+        self
+    }
+
+    /// The deadlines in use.
+    pub fn deadlines(&self) -> Deadlines {
+        self.deadlines
     }
 
     /// The model this provider talks to.
@@ -70,7 +198,7 @@ impl Provider {
 
     /// The idle timeout in use.
     pub fn idle_timeout(&self) -> Duration {
-        self.idle_timeout
+        self.deadlines.idle
     }
 
     /// The request URL: `{base_url}/chat/completions` (OpenAI) or `{base_url}/messages`
@@ -86,49 +214,50 @@ impl Provider {
     /// Open one step: POST the request and return its event stream.
     ///
     /// Errors before the stream: HTTP errors classified by [`classify_http_error`]; connection
-    /// failures as `Transport` ("cannot reach provider P at URL: reason"); `Aborted` when
-    /// `cancel` fires. Inside the stream: `Transport` on a cut connection, idle timeout or EOF
-    /// before the finish; `StreamError`/`ContextOverflow` for in-stream error payloads;
-    /// `MalformedChunk`; `Aborted` on cancel (events already yielded stay valid).
+    /// failures as `Transport` ("cannot reach provider P at URL: reason"); the phase deadlines
+    /// of [`Deadlines`] as `Transport` errors naming the phase; `Aborted` when `cancel` fires.
+    /// A request that fails before its headers while a pooled (kept-alive) connection may have
+    /// carried it is sent once more on a fresh connection. Inside the stream: `Transport` on a
+    /// cut connection, idle timeout or EOF before the finish; `StreamError`/`ContextOverflow`
+    /// for in-stream error payloads; `MalformedChunk`; `Aborted` on cancel (events already
+    /// yielded stay valid).
     pub async fn stream(
         &self,
         req: ChatRequest,
         cancel: CancellationToken,
     ) -> Result<EventStream, LlmError> {
         let url = self.endpoint();
-        let (body, mut builder) = match self.model.protocol {
-            Protocol::OpenaiChat => {
-                let body = openai::build_request_body(&self.model, &req);
-                let mut b = self.client.post(&url);
-                if let Some(key) = &self.model.api_key {
-                    b = b.bearer_auth(key);
-                }
-                (body, b)
-            }
-            Protocol::AnthropicMessages => {
-                let body = anthropic::build_request_body(&self.model, &req);
-                let mut b = self
-                    .client
-                    .post(&url)
-                    .header("anthropic-version", anthropic::ANTHROPIC_VERSION);
-                if let Some(key) = &self.model.api_key {
-                    b = b.header("x-api-key", key);
-                }
-                (body, b)
-            }
+        let body = match self.model.protocol {
+            Protocol::OpenaiChat => openai::build_request_body(&self.model, &req),
+            Protocol::AnthropicMessages => anthropic::build_request_body(&self.model, &req),
         };
-        builder = builder.header("accept", "text/event-stream");
-        for (k, v) in self.model.headers.iter().chain(req.headers.iter()) {
-            builder = builder.header(k.as_str(), v.as_str());
-        }
-        builder = builder.json(&body);
+        let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
         tracing::debug!(url = %url, model = %self.model.full_id(), "opening provider stream");
 
-        let resp = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return Err(aborted()),
-            r = builder.send() => r.map_err(|e| self.connect_error(&e))?,
+        let reused = self.pooled.load(Ordering::Relaxed);
+        let resp = match self
+            .send(&self.client, &url, &req, body.clone(), &cancel)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) if reused && e.kind == ErrorKind::Transport => {
+                tracing::warn!(
+                    provider = %self.model.provider_id,
+                    error = %e,
+                    "request failed on a pooled connection; retrying once on a fresh one"
+                );
+                let fresh = self.fresh.get_or_init(|| {
+                    reqwest::Client::builder()
+                        .pool_max_idle_per_host(0)
+                        .connect_timeout(self.deadlines.connect)
+                        .build()
+                        .unwrap_or_else(|_| self.client.clone())
+                });
+                self.send(fresh, &url, &req, body, &cancel).await?
+            }
+            Err(e) => return Err(e),
         };
+        self.pooled.store(true, Ordering::Relaxed);
         let status = resp.status();
         let headers = retry_headers(resp.headers());
         let content_type = resp
@@ -138,25 +267,59 @@ impl Provider {
             .unwrap_or("")
             .to_ascii_lowercase();
         if !status.is_success() {
-            let body = tokio::select! {
+            let read = tokio::time::timeout(
+                self.deadlines.error_body,
+                read_capped(resp, MAX_ERROR_BODY_BYTES, self.deadlines.idle),
+            );
+            let (body, stalled) = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return Err(aborted()),
-                b = read_capped(resp, MAX_ERROR_BODY_BYTES) => b.unwrap_or_default(),
+                b = read => match b {
+                    Ok(r) => (r.body, r.failure.map(|f| match f {
+                        ReadFailure::Idle => format!("stalled: no bytes for {}", secs(self.deadlines.idle)),
+                        ReadFailure::Broken(e) => format!("broken: {}", root_cause(&e)),
+                    })),
+                    Err(_) => (String::new(), Some(format!("incomplete after {}", secs(self.deadlines.error_body)))),
+                },
             };
-            return Err(classify_http_error(
-                status.as_u16(),
-                &body,
-                headers,
-                &self.model,
-            ));
+            let mut err = classify_http_error(status.as_u16(), &body, headers, &self.model);
+            if let Some(why) = stalled {
+                // What arrived may be a fragment: the status decides, and the message says the
+                // body never completed. A 4xx whose body stalled is not trusted as final.
+                err.message = format!(
+                    "HTTP {} from provider {}: error body {why}",
+                    status.as_u16(),
+                    self.model.provider_id
+                );
+                if !err.is_retryable() && !matches!(err.kind, ErrorKind::Auth) {
+                    err.kind = ErrorKind::Transport;
+                }
+            }
+            return Err(err);
         }
         let provider_id = self.model.provider_id.clone();
         if content_type.starts_with("application/json") {
-            let body = tokio::select! {
+            let read = read_capped(resp, MAX_JSON_BODY_BYTES, self.deadlines.idle);
+            let r = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return Err(aborted()),
-                b = read_capped(resp, MAX_JSON_BODY_BYTES) => b.map_err(|e| self.read_error(&e))?,
+                r = read => r,
             };
+            match r.failure {
+                None => {}
+                Some(ReadFailure::Idle) => {
+                    return Err(LlmError::new(
+                        ErrorKind::Transport,
+                        format!(
+                            "response body from provider {} stalled: no bytes for {}",
+                            self.model.provider_id,
+                            secs(self.deadlines.idle)
+                        ),
+                    ));
+                }
+                Some(ReadFailure::Broken(e)) => return Err(self.read_error(&e)),
+            }
+            let body = r.body;
             let events = match self.model.protocol {
                 Protocol::OpenaiChat => openai::events_from_completion(&body, &provider_id)?,
                 Protocol::AnthropicMessages => anthropic::events_from_message(&body)?,
@@ -174,16 +337,80 @@ impl Provider {
                     )
                 })
             });
-        let sse = sse_events(bytes, self.idle_timeout);
-        Ok(assemble_stream(
+        let sse = sse_events(bytes, self.deadlines.idle);
+        Ok(assemble_stream_capped(
             sse,
             self.model.protocol,
             &provider_id,
+            self.max_tool_argument_bytes,
             cancel,
         ))
     }
 
+    /// Send the request through `client` and wait for the response headers, within the
+    /// connect and header deadlines.
+    async fn send(
+        &self,
+        client: &reqwest::Client,
+        url: &str,
+        req: &ChatRequest,
+        body: Bytes,
+        cancel: &CancellationToken,
+    ) -> Result<reqwest::Response, LlmError> {
+        let mut b = client.post(url);
+        match self.model.protocol {
+            Protocol::OpenaiChat => {
+                if let Some(key) = &self.model.api_key {
+                    b = b.bearer_auth(key);
+                }
+            }
+            Protocol::AnthropicMessages => {
+                b = b.header("anthropic-version", anthropic::ANTHROPIC_VERSION);
+                if let Some(key) = &self.model.api_key {
+                    b = b.header("x-api-key", key);
+                }
+            }
+        }
+        b = b
+            .header("accept", "text/event-stream")
+            .header("content-type", "application/json");
+        for (k, v) in self.model.headers.iter().chain(req.headers.iter()) {
+            b = b.header(k.as_str(), v.as_str());
+        }
+        let send = b.body(body).send();
+        let headers_deadline = async {
+            match self.deadlines.headers {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Err(aborted()),
+            r = send => r.map_err(|e| self.connect_error(&e)),
+            _ = headers_deadline => Err(LlmError::new(
+                ErrorKind::Transport,
+                format!(
+                    "no response headers from provider {} after {}",
+                    self.model.provider_id,
+                    secs(self.deadlines.headers.unwrap_or_default())
+                ),
+            )),
+        }
+    }
+
     fn connect_error(&self, e: &reqwest::Error) -> LlmError {
+        if e.is_connect() && e.is_timeout() {
+            return LlmError::new(
+                ErrorKind::Transport,
+                format!(
+                    "cannot reach provider {} at {}: no connection after {}",
+                    self.model.provider_id,
+                    self.model.base_url,
+                    secs(self.deadlines.connect)
+                ),
+            );
+        }
         let what = if e.is_timeout() {
             "timed out".to_string()
         } else {
@@ -252,18 +479,50 @@ fn retry_headers(h: &reqwest::header::HeaderMap) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn read_capped(resp: reqwest::Response, cap: usize) -> Result<String, reqwest::Error> {
+enum ReadFailure {
+    /// No byte for the idle deadline.
+    Idle,
+    /// The connection broke.
+    Broken(reqwest::Error),
+}
+
+struct Capped {
+    /// What arrived (lossy UTF-8), at most the cap.
+    body: String,
+    /// Why the body is incomplete, if it is.
+    failure: Option<ReadFailure>,
+}
+
+/// Read at most `cap` bytes of `resp`'s body, failing when no byte arrives for `idle`.
+/// What arrived before a failure is kept.
+async fn read_capped(resp: reqwest::Response, cap: usize, idle: Duration) -> Capped {
     let mut out = Vec::new();
     let mut s = resp.bytes_stream();
-    while let Some(chunk) = s.next().await {
-        let chunk = chunk?;
-        let room = cap.saturating_sub(out.len());
-        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if out.len() >= cap {
-            break;
+    let mut failure = None;
+    loop {
+        match tokio::time::timeout(idle, s.next()).await {
+            Err(_) => {
+                failure = Some(ReadFailure::Idle);
+                break;
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                failure = Some(ReadFailure::Broken(e));
+                break;
+            }
+            Ok(Some(Ok(chunk))) => {
+                let room = cap.saturating_sub(out.len());
+                out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                if out.len() >= cap {
+                    break;
+                }
+            }
         }
     }
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    Capped {
+        body: String::from_utf8_lossy(&out).into_owned(),
+        failure,
+    }
 }
 
 /// Classify an HTTP error response (status + body, body already capped) into an [`LlmError`].
@@ -437,9 +696,32 @@ pub fn assemble_stream(
     provider_id: &str,
     cancel: CancellationToken,
 ) -> EventStream {
+    assemble_stream_capped(
+        sse,
+        protocol,
+        provider_id,
+        crate::types::DEFAULT_MAX_TOOL_ARGUMENT_BYTES,
+        cancel,
+    )
+}
+
+/// [`assemble_stream`] with a cap on each tool call's argument text (bytes): a call whose
+/// arguments pass it is emitted with an error and not executed.
+pub fn assemble_stream_capped(
+    sse: SseStream,
+    protocol: Protocol,
+    provider_id: &str,
+    max_tool_argument_bytes: usize,
+    cancel: CancellationToken,
+) -> EventStream {
     let asm = match protocol {
-        Protocol::OpenaiChat => Assembler::OpenAi(ChunkAssembler::new(provider_id)),
-        Protocol::AnthropicMessages => Assembler::Anthropic(anthropic::MessageAssembler::new()),
+        Protocol::OpenaiChat => Assembler::OpenAi(
+            ChunkAssembler::new(provider_id).with_max_tool_argument_bytes(max_tool_argument_bytes),
+        ),
+        Protocol::AnthropicMessages => Assembler::Anthropic(
+            anthropic::MessageAssembler::new()
+                .with_max_tool_argument_bytes(max_tool_argument_bytes),
+        ),
     };
     let st = Drive {
         sse,

@@ -150,6 +150,48 @@ pub struct Usage {
     pub cache_write: u64,
 }
 
+/// Largest token count accepted from a provider's usage report for one step: 100,000,000
+/// (ten times the largest context window of any model in the catalog, 10 M). Larger values,
+/// like `18446744073709551615`, are bugs or attacks, not usage.
+pub const MAX_STEP_TOKENS: u64 = 100_000_000;
+
+/// Default cap on one tool call's streamed argument text: 10 MiB (issue 24.4). A call whose
+/// arguments grow past it is not executed; its part ends as an error naming the cap. Model
+/// option `maxToolArgumentBytes` overrides it.
+pub const DEFAULT_MAX_TOOL_ARGUMENT_BYTES: usize = 10 * 1024 * 1024;
+
+/// The error of a tool call whose arguments passed the cap: names both sizes and what to do.
+pub fn oversized_arguments_error(received: usize, cap: usize) -> String {
+    format!(
+        "The arguments of this tool call were larger than the limit of {cap} bytes (at least \
+         {received} bytes arrived), so the call was not executed. Split the content into \
+         smaller pieces (e.g. write a smaller file, then append with edits)."
+    )
+}
+
+/// Read one usage count (tokens) from a provider's JSON. Integers in `0..=`[`MAX_STEP_TOKENS`]
+/// are taken as is and non-negative floats rounded; a negative, absurd (above
+/// [`MAX_STEP_TOKENS`]) or non-numeric value is logged and counted as 0, so one bad report
+/// can neither wrap nor inflate the session totals.
+pub fn token_count(v: &serde_json::Value) -> u64 {
+    let n = match v {
+        serde_json::Value::Number(n) => n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.is_finite() && *f >= 0.0 && *f <= MAX_STEP_TOKENS as f64)
+                .map(|f| f.round() as u64)
+        }),
+        serde_json::Value::Null => return 0,
+        _ => None,
+    };
+    match n {
+        Some(n) if n <= MAX_STEP_TOKENS => n,
+        _ => {
+            tracing::warn!(value = %v, "provider reported an impossible token count; counted as 0");
+            0
+        }
+    }
+}
+
 /// Normalized stream event: what every provider protocol is turned into.
 /// Ids (`id`) are block ids for text/reasoning and provider call ids for tools.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -217,6 +259,16 @@ pub enum StreamEvent {
         input: String,
         /// Cut off by the output limit.
         truncated: bool,
+        /// Why the call must not run even though it is complete (e.g. its arguments passed
+        /// the size cap); the caller ends its part with this error.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// Something in the stream was skipped (e.g. a data line that is not JSON); the step goes
+    /// on. Callers log and count it; it opens or closes nothing.
+    Warning {
+        /// What was skipped, with an excerpt.
+        message: String,
     },
     /// The step finished.
     FinishStep {

@@ -341,6 +341,9 @@ async fn event_order_invariants() {
                 StreamEvent::FinishStep { .. } => {
                     assert!(open.is_empty(), "{}: open blocks at finish", w.file)
                 }
+                StreamEvent::Warning { message } => {
+                    panic!("{}: unexpected warning {message}", w.file)
+                }
             }
         }
     }

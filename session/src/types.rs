@@ -47,13 +47,14 @@ impl Tokens {
         self.input + self.output + self.reasoning + self.cache.read + self.cache.write
     }
 
-    /// Add another count into this one.
+    /// Add another count into this one. Sums saturate at `u64::MAX` instead of wrapping
+    /// (a provider's absurd usage report must not wrap a session's totals, issue 24.4).
     pub fn add(&mut self, o: &Tokens) {
-        self.input += o.input;
-        self.output += o.output;
-        self.reasoning += o.reasoning;
-        self.cache.read += o.cache.read;
-        self.cache.write += o.cache.write;
+        self.input = self.input.saturating_add(o.input);
+        self.output = self.output.saturating_add(o.output);
+        self.reasoning = self.reasoning.saturating_add(o.reasoning);
+        self.cache.read = self.cache.read.saturating_add(o.cache.read);
+        self.cache.write = self.cache.write.saturating_add(o.cache.write);
     }
 }
 

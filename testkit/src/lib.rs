@@ -36,8 +36,8 @@ mod server;
 mod wire;
 
 pub use script::{
-    Conversation, DEFAULT_CHUNK_SIZE, EXHAUSTED_TEXT, Exhausted, Fault, Script, ScriptError, Step,
-    ToolCallSpec, UsageSpec,
+    Conversation, DEFAULT_CHUNK_SIZE, EXHAUSTED_TEXT, Exhausted, Fault, LineEnding, Script,
+    ScriptError, Stall, Step, ToolCallSpec, UsageSpec,
 };
 pub use server::{
     HANG_LIMIT, MOCK_MODEL, MockOptions, MockServer, RecordedHeaders, RecordedRequest,

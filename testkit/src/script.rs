@@ -134,11 +134,77 @@ pub struct Step {
     /// Milliseconds to wait before sending the response headers (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_byte_delay_ms: Option<u64>,
+    /// Line ending of the SSE framing: `lf` (default), `crlf` or `cr` (the SSE spec allows all
+    /// three; `cr` ends each event with `\r\r`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_ending: Option<LineEnding>,
+    /// Start the stream with a UTF-8 byte-order mark (`EF BB BF`), which the SSE spec allows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bom: bool,
+    /// Send a keep-alive written as a data line (`data: : keepalive`) before every event after
+    /// the first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub data_keepalive: bool,
+    /// After the last event, keep the connection open, silent, up to
+    /// [`HANG_LIMIT`](crate::HANG_LIMIT) instead of ending the body (a server or proxy that
+    /// does not close a finished stream).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_open: bool,
     /// Faults consumed one per attempt of this step: attempt 1 gets `faults[0]`, attempt 2
     /// `faults[1]`, …; once they are used up the normal response is sent. Attempts are counted
     /// per (session key, conversation index, step index).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<Fault>,
+}
+
+/// SSE line ending of a scripted step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LineEnding {
+    /// `\n`.
+    #[default]
+    Lf,
+    /// `\r\n`.
+    Crlf,
+    /// A lone `\r`.
+    Cr,
+}
+
+/// Where a [`Fault::Stall`] stops answering (issue 24.1: every request phase needs a deadline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stall {
+    /// Accept the request and never send the response headers.
+    Headers,
+    /// Send `200 application/json` headers declaring the whole completion's length, half of
+    /// the body, then nothing.
+    Body,
+    /// Send `500` headers declaring the whole error body's length, half of it, then nothing.
+    ErrorBody,
+    /// Answer this request normally on a kept-alive connection, then never answer the next
+    /// request that arrives on the same connection (a fresh connection is answered).
+    Reuse,
+}
+
+impl Stall {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "headers" => Stall::Headers,
+            "body" => Stall::Body,
+            "error_body" => Stall::ErrorBody,
+            "reuse" => Stall::Reuse,
+            _ => return None,
+        })
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Stall::Headers => "headers",
+            Stall::Body => "body",
+            Stall::ErrorBody => "error_body",
+            Stall::Reuse => "reuse",
+        }
+    }
 }
 
 /// A scripted tool call.
@@ -207,6 +273,7 @@ pub struct UsageSpec {
 /// - `{"malformed_after": N}`
 /// - `{"error_event_after": N, "error": {"message": "...", "type": "server_error"}}`
 /// - `{"hang_after": N}`
+/// - `{"stall": "headers" | "body" | "error_body" | "reuse"}`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "Value", into = "Value")]
 pub enum Fault {
@@ -240,6 +307,9 @@ pub enum Fault {
     /// Send N chunks, then keep the connection open sending nothing for up to
     /// [`HANG_LIMIT`](crate::HANG_LIMIT) (or until the server shuts down), then end the body.
     HangAfter(usize),
+    /// Stop answering at a given phase of the exchange, for up to
+    /// [`HANG_LIMIT`](crate::HANG_LIMIT) or until the server shuts down (see [`Stall`]).
+    Stall(Stall),
 }
 
 impl Fault {
@@ -285,10 +355,15 @@ impl Fault {
     pub fn hang_after(n: usize) -> Self {
         Fault::HangAfter(n)
     }
+
+    /// `{"stall": phase}`.
+    pub fn stall(phase: Stall) -> Self {
+        Fault::Stall(phase)
+    }
 }
 
 const FAULT_KINDS: &str =
-    "expected one of status / cut_after / malformed_after / error_event_after / hang_after";
+    "expected one of status / cut_after / malformed_after / error_event_after / hang_after / stall";
 
 fn take_count(obj: &Map<String, Value>, key: &str) -> Result<usize, String> {
     obj.get(key)
@@ -372,6 +447,18 @@ impl TryFrom<Value> for Fault {
             reject_extra(&obj, &["hang_after"])?;
             return Ok(Fault::HangAfter(take_count(&obj, "hang_after")?));
         }
+        if obj.contains_key("stall") {
+            reject_extra(&obj, &["stall"])?;
+            return obj
+                .get("stall")
+                .and_then(Value::as_str)
+                .and_then(Stall::parse)
+                .map(Fault::Stall)
+                .ok_or_else(|| {
+                    "fault `stall` must be one of \"headers\", \"body\", \"error_body\", \"reuse\""
+                        .to_string()
+                });
+        }
         Err(format!(
             "unrecognised fault {}; {FAULT_KINDS}",
             Value::Object(obj)
@@ -403,6 +490,7 @@ impl From<Fault> for Value {
                 json!({"error_event_after": after, "error": error})
             }
             Fault::HangAfter(n) => json!({"hang_after": n}),
+            Fault::Stall(p) => json!({"stall": p.as_str()}),
         }
     }
 }

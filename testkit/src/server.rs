@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
@@ -20,7 +20,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::script::{EXHAUSTED_TEXT, Exhausted, Fault, Script, Step};
+use crate::script::{EXHAUSTED_TEXT, Exhausted, Fault, Script, Stall, Step};
 use crate::wire::{self, Dialect, Ending, Plan};
 
 /// Longest time a `hang_after` fault keeps a connection open: 10 minutes.
@@ -119,9 +119,21 @@ struct Shared {
     props: Option<Value>,
     /// [`MockOptions::model_meta`].
     model_meta: Option<Value>,
+    /// Client connections (by peer address) whose next request is never answered
+    /// ([`Stall::Reuse`]).
+    stalled_connections: Mutex<std::collections::HashSet<SocketAddr>>,
 }
 
 impl Shared {
+    /// Wait up to [`HANG_LIMIT`] or until the server shuts down.
+    async fn hang(&self) {
+        let mut rx = self.shutdown.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(HANG_LIMIT) => {}
+            _ = rx.wait_for(|down| *down) => {}
+        }
+    }
+
     fn record(&self, mut rec: RecordedRequest) {
         if !self.record_bodies.load(Ordering::Relaxed) {
             // Summary only: the parsed body is by far the largest part of a record (several
@@ -247,33 +259,92 @@ impl Incoming {
 
 async fn openai_handler(
     State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    completion(shared, Dialect::OpenAi, method, uri, headers, body).await
+    completion(shared, Dialect::OpenAi, peer, method, uri, headers, body).await
 }
 
 async fn anthropic_handler(
     State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    completion(shared, Dialect::Anthropic, method, uri, headers, body).await
+    completion(shared, Dialect::Anthropic, peer, method, uri, headers, body).await
+}
+
+/// A response that never comes: the request is recorded as open and the handler waits for the
+/// hang limit or shutdown, then answers 504 (by then nobody is listening).
+async fn stall_before_headers(shared: &Arc<Shared>, mut rec: RecordedRequest) -> Response {
+    rec.end_ms = None;
+    let seq = rec.seq;
+    shared.record(rec);
+    let _guard = FinishGuard {
+        shared: Arc::clone(shared),
+        seq,
+    };
+    shared.hang().await;
+    StatusCode::GATEWAY_TIMEOUT.into_response()
+}
+
+/// `status` headers declaring `body.len()` bytes, then half of `body`, then silence.
+fn stalled_body(
+    shared: &Arc<Shared>,
+    status: StatusCode,
+    body: String,
+    mut rec: RecordedRequest,
+) -> Response {
+    rec.end_ms = None;
+    rec.status = status.as_u16();
+    let seq = rec.seq;
+    shared.record(rec);
+    let guard = FinishGuard {
+        shared: Arc::clone(shared),
+        seq,
+    };
+    let len = body.len();
+    let half = Bytes::from(body.into_bytes()).slice(..len / 2);
+    let body = sse_body(
+        vec![half],
+        Ending::Hang,
+        Duration::ZERO,
+        shared.shutdown.clone(),
+        guard,
+    );
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_LENGTH, len)
+        .body(body)
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
 async fn completion(
     shared: Arc<Shared>,
     dialect: Dialect,
+    peer: SocketAddr,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     raw: Bytes,
 ) -> Response {
     let inc = Incoming::new(&shared, method, &uri, &headers);
+    if lock(&shared.stalled_connections).remove(&peer) {
+        // `Stall::Reuse`: the previous request on this connection asked for this one to hang.
+        let mut rec = inc.record(
+            serde_json::from_slice(&raw).unwrap_or(Value::Null),
+            StatusCode::OK,
+        );
+        rec.dialect = Some(dialect);
+        rec.fault = Some(Fault::Stall(Stall::Reuse));
+        return stall_before_headers(&shared, rec).await;
+    }
     let seq = inc.seq;
     let reject = |body: Value, status: StatusCode, msg: &str| {
         let mut rec = inc.record(body, status);
@@ -402,6 +473,23 @@ async fn completion(
         return resp;
     }
 
+    match &fault {
+        Some(Fault::Stall(Stall::Headers)) => return stall_before_headers(&shared, rec).await,
+        Some(Fault::Stall(Stall::ErrorBody)) => {
+            let body = wire::error_body(dialect, 500, "mock fault: stalled error body", seq);
+            return stalled_body(
+                &shared,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                body.to_string(),
+                rec,
+            );
+        }
+        Some(Fault::Stall(Stall::Reuse)) => {
+            lock(&shared.stalled_connections).insert(peer);
+        }
+        _ => {}
+    }
+
     let created = now_ms() / 1000;
     let plan = Plan::new(
         step,
@@ -413,6 +501,14 @@ async fn completion(
         raw.len(),
     );
 
+    if let Some(Fault::Stall(Stall::Body)) = &fault {
+        let full = match dialect {
+            Dialect::OpenAi => wire::openai_completion(&plan),
+            Dialect::Anthropic => wire::anthropic_message(&plan),
+        };
+        return stalled_body(&shared, StatusCode::OK, full.to_string(), rec);
+    }
+
     if !info.stream {
         return non_streaming(&shared, rec, dialect, &plan, fault.as_ref()).await;
     }
@@ -421,7 +517,11 @@ async fn completion(
         Dialect::OpenAi => wire::openai_frames(&plan, info.include_usage),
         Dialect::Anthropic => wire::anthropic_frames(&plan),
     };
-    let (frames, ending) = wire::apply_fault(frames, fault.as_ref(), dialect);
+    let (frames, mut ending) = wire::apply_fault(frames, fault.as_ref(), dialect);
+    let frames = wire::reframe(frames, step);
+    if step.keep_open && matches!(ending, Ending::Done) {
+        ending = Ending::Hang;
+    }
     rec.end_ms = None;
     shared.record(rec);
     let guard = FinishGuard {
@@ -754,15 +854,19 @@ impl MockServer {
             shutdown: shutdown_rx.clone(),
             props: opts.props.clone(),
             model_meta: opts.model_meta.clone(),
+            stalled_connections: Mutex::new(Default::default()),
         });
         let app = router(Arc::clone(&shared));
         let mut rx = shutdown_rx;
         let serve = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = rx.wait_for(|down| *down).await;
-                })
-                .await
+            axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .with_graceful_shutdown(async move {
+                let _ = rx.wait_for(|down| *down).await;
+            })
+            .await
         });
         Ok(MockServer {
             addr,

@@ -228,7 +228,7 @@ pub(crate) fn apply_fault(
     dialect: Dialect,
 ) -> (Vec<Bytes>, Ending) {
     match fault {
-        None | Some(Fault::Http { .. }) => (frames, Ending::Done),
+        None | Some(Fault::Http { .. }) | Some(Fault::Stall(_)) => (frames, Ending::Done),
         Some(Fault::CutAfter(n)) => {
             frames.truncate(*n);
             (frames, Ending::Abort)
@@ -254,6 +254,52 @@ pub(crate) fn apply_fault(
             (frames, Ending::Hang)
         }
     }
+}
+
+/// Reframe `frames` (built with `\n` line ends) per the step's framing options: the line
+/// ending, a keep-alive data line between events, and a leading BOM.
+pub(crate) fn reframe(frames: Vec<Bytes>, step: &crate::script::Step) -> Vec<Bytes> {
+    use crate::script::LineEnding;
+    let ending: &[u8] = match step.line_ending.unwrap_or_default() {
+        LineEnding::Lf => b"\n",
+        LineEnding::Crlf => b"\r\n",
+        LineEnding::Cr => b"\r",
+    };
+    let mut out = Vec::with_capacity(frames.len() * 2);
+    for (i, f) in frames.into_iter().enumerate() {
+        if step.data_keepalive && i > 0 {
+            out.push(Bytes::from_static(b"data: : keepalive\n\n"));
+        }
+        out.push(f);
+    }
+    let mut out: Vec<Bytes> = if ending == b"\n" {
+        out
+    } else {
+        out.into_iter()
+            .map(|f| {
+                let mut v = Vec::with_capacity(f.len() + 8);
+                for b in f.iter() {
+                    if *b == b'\n' {
+                        v.extend_from_slice(ending);
+                    } else {
+                        v.push(*b);
+                    }
+                }
+                Bytes::from(v)
+            })
+            .collect()
+    };
+    if step.bom {
+        let first = out.first().cloned().unwrap_or_default();
+        let mut v = b"\xEF\xBB\xBF".to_vec();
+        v.extend_from_slice(&first);
+        if out.is_empty() {
+            out.push(Bytes::from(v));
+        } else {
+            out[0] = Bytes::from(v);
+        }
+    }
+    out
 }
 
 fn sse_data(v: &Value) -> Bytes {

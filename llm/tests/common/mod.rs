@@ -88,6 +88,7 @@ pub fn summarize(events: &[Result<StreamEvent, LlmError>]) -> Summary {
                 name,
                 input,
                 truncated,
+                ..
             }) => s
                 .tools
                 .push((id.clone(), name.clone(), input.clone(), *truncated)),
