@@ -844,4 +844,66 @@ mod tests {
             matches!(ev.last(), Some(StreamEvent::FinishStep { reason: FinishReason::ToolCalls, usage, .. }) if usage.input == 15 && usage.output == 3)
         );
     }
+
+    fn feed(events: &[&str]) -> Vec<StreamEvent> {
+        let mut a = MessageAssembler::new();
+        let mut out = Vec::new();
+        for e in events {
+            out.extend(a.push("", e).expect("push"));
+        }
+        out.extend(a.finish().expect("finish"));
+        out
+    }
+
+    /// Issue 24.7: a repeated start for an open index closes the first block; a delta before
+    /// its start opens the block, so its text is kept and closed.
+    #[test]
+    fn restarted_and_unstarted_blocks_are_closed() {
+        let ev = feed(&[
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"early"}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"late"}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":-3}}"#,
+        ]);
+        assert_eq!(
+            ev[..6],
+            [
+                StreamEvent::TextStart {
+                    id: "text-0".into()
+                },
+                StreamEvent::TextDelta {
+                    id: "text-0".into(),
+                    text: "early".into()
+                },
+                StreamEvent::TextEnd {
+                    id: "text-0".into()
+                },
+                StreamEvent::TextStart {
+                    id: "text-0-2".into()
+                },
+                StreamEvent::TextDelta {
+                    id: "text-0-2".into(),
+                    text: "late".into()
+                },
+                StreamEvent::TextEnd {
+                    id: "text-0-2".into()
+                },
+            ]
+        );
+        assert!(matches!(
+            ev.last(),
+            Some(StreamEvent::FinishStep { usage, .. }) if usage.output == 0
+        ));
+    }
+
+    #[test]
+    fn data_keepalive_is_skipped() {
+        let ev = feed(&[
+            ": keepalive",
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"}}"#,
+        ]);
+        assert!(matches!(ev[0], StreamEvent::Warning { .. }));
+        let mut a = MessageAssembler::new();
+        assert!(a.push("", "{broken").is_err());
+    }
 }

@@ -1048,4 +1048,84 @@ mod tests {
         assert!(is_overflow_message("413 status code (no body)"));
         assert!(!is_overflow_message("Rate limit reached"));
     }
+
+    /// Issue 13.2: a keep-alive written as a data line is skipped with a warning; the text on
+    /// both sides of it is kept. JSON of the wrong shape stays an error.
+    #[test]
+    fn data_keepalive_is_skipped_with_a_warning() {
+        let ev = run(
+            "x",
+            &[
+                r#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#,
+                ": keepalive",
+                r#"{"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"stop"}]}"#,
+                "[DONE]",
+            ],
+        )
+        .expect("ok");
+        let text: String = ev
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::TextDelta { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, "ab");
+        assert!(ev.contains(&StreamEvent::Warning {
+            message: "skipped a stream data line that is not JSON: : keepalive".into()
+        }));
+        for bad in ["42", "\"text\"", "[1]", "{not json"] {
+            let e = run("x", &[bad]).expect_err(bad);
+            assert_eq!(e.kind, ErrorKind::MalformedChunk, "{bad}");
+        }
+    }
+
+    /// Issue 24.4: absurd and negative usage counts are clamped to 0, never wrapped.
+    #[test]
+    fn absurd_usage_is_clamped() {
+        let u = json!({"prompt_tokens": 18446744073709551615u64, "completion_tokens": -5,
+                       "prompt_tokens_details": {"cached_tokens": 1e300}});
+        assert_eq!(normalize_usage(&u, false), Usage::default());
+        let u = json!({"prompt_tokens": 100000000u64, "completion_tokens": 7.4});
+        let n = normalize_usage(&u, false);
+        assert_eq!((n.input, n.output), (100_000_000, 7));
+        let u = json!({"prompt_tokens": 100000001u64});
+        assert_eq!(normalize_usage(&u, false).input, 0);
+    }
+
+    /// Issue 24.4: arguments past the cap are neither kept nor forwarded; the call carries an
+    /// error naming the cap, and each delta is forwarded once (never the accumulated text).
+    #[test]
+    fn tool_arguments_past_the_cap_end_the_call_with_an_error() {
+        let mut a = ChunkAssembler::new("x").with_max_tool_argument_bytes(10);
+        let mut ev = Vec::new();
+        for args in ["{\"a\":", "\"0123", "456789\"}"] {
+            let chunk = json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"write","arguments":args}}]}}]});
+            ev.extend(a.push(&chunk.to_string()).expect("push"));
+        }
+        ev.extend(
+            a.push(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#)
+                .expect("finish"),
+        );
+        ev.extend(a.finish().expect("end"));
+        let deltas: Vec<&str> = ev
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::ToolInputDelta { delta, .. } => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(deltas, ["{\"a\":", "\"0123"]);
+        let call = ev
+            .iter()
+            .find_map(|e| match e {
+                StreamEvent::ToolCall { input, error, .. } => Some((input.clone(), error.clone())),
+                _ => None,
+            })
+            .expect("call");
+        assert_eq!(call.0, "");
+        let err = call.1.expect("error");
+        assert!(err.contains("limit of 10 bytes"), "{err}");
+        assert!(err.contains("at least 18 bytes"), "{err}");
+    }
 }

@@ -819,4 +819,30 @@ mod tests {
             "length"
         );
     }
+
+    #[test]
+    fn stall_faults_and_framing_options_round_trip() {
+        let json = r#"{"conversations":[{"steps":[{"text":"x","line_ending":"cr","bom":true,
+            "data_keepalive":true,"keep_open":true,
+            "faults":[{"stall":"headers"},{"stall":"body"},{"stall":"error_body"},{"stall":"reuse"}]}]}]}"#;
+        let script = Script::from_json(json).expect("parse");
+        let st = &script.conversations[0].steps[0];
+        assert_eq!(st.line_ending, Some(LineEnding::Cr));
+        assert!(st.bom && st.data_keepalive && st.keep_open);
+        assert_eq!(
+            st.faults,
+            vec![
+                Fault::stall(Stall::Headers),
+                Fault::stall(Stall::Body),
+                Fault::stall(Stall::ErrorBody),
+                Fault::stall(Stall::Reuse)
+            ]
+        );
+        let again = Script::from_json(&script.to_json()).expect("round trip");
+        assert_eq!(again, script);
+        let err =
+            Script::from_json(r#"{"conversations":[{"steps":[{"faults":[{"stall":"later"}]}]}]}"#)
+                .expect_err("bad stall");
+        assert!(err.to_string().contains("\"error_body\""), "{err}");
+    }
 }

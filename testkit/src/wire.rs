@@ -327,7 +327,7 @@ fn openai_usage(u: &Usage) -> Value {
     json!({
         "prompt_tokens": u.prompt,
         "completion_tokens": u.completion,
-        "total_tokens": u.prompt + u.completion,
+        "total_tokens": u.prompt.saturating_add(u.completion),
         "prompt_tokens_details": {"cached_tokens": u.cached},
         "completion_tokens_details": {"reasoning_tokens": u.reasoning},
     })

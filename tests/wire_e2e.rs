@@ -1,0 +1,226 @@
+//! End-to-end tests of the provider wire through `troupe run` (issues 13.1, 13.2, 24.1, 24.3,
+//! 24.4): SSE framings the spec allows, keep-alives written as data lines, stalled providers,
+//! a `tool_calls` finish without a call, and absurd usage reports.
+//!
+//! Same isolation as `run_e2e.rs`: each test has its own temp project (with a `troupe.json`
+//! pointing at its own `MockServer`), its own SQLite store and an empty global config dir.
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use troupe_testkit::{Fault, LineEnding, MockServer, Script, Stall, Step, UsageSpec};
+
+mod common;
+use common::{assert_one_line_failure, assert_success, parse_events, session_id_of, text};
+
+/// Completion requests of either dialect.
+fn completions(server: &MockServer) -> Vec<troupe_testkit::RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.dialect.is_some())
+        .collect()
+}
+
+/// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
+const CLI_DEADLINE: Duration = Duration::from_secs(60);
+
+/// One isolated project: working dir, store, empty global config dir.
+struct Project {
+    _dir: TempDir,
+    global: TempDir,
+    root: PathBuf,
+}
+
+impl Project {
+    /// A project whose `mock` provider (npm `npm`, extra provider `options`) is `base_url`.
+    fn new(base_url: &str, npm: &str, options: Value) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let global = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonicalize");
+        let mut opts = json!({"baseURL": base_url, "apiKey": "test"});
+        if let (Some(o), Value::Object(extra)) = (opts.as_object_mut(), options) {
+            o.extend(extra);
+        }
+        let config = json!({
+            "model": "mock/mock-model",
+            "provider": {"mock": {
+                "name": "Mock",
+                "npm": npm,
+                "options": opts,
+                "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
+            }}
+        });
+        std::fs::write(root.join("troupe.json"), config.to_string()).expect("troupe.json");
+        Project {
+            _dir: dir,
+            global,
+            root,
+        }
+    }
+
+    async fn troupe(&self, args: &[&str]) -> Output {
+        let config_dir = self.global.path().join("config");
+        std::fs::create_dir_all(&config_dir).expect("config dir");
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+        cmd.args(args)
+            .current_dir(&self.root)
+            .env("TROUPE_DB", self.global.path().join("troupe.db"))
+            .env("TROUPE_CONFIG_DIR", &config_dir)
+            .env("TROUPE_NO_STDIN", "1")
+            .env("TROUPE_TITLE", "0")
+            .env("TROUPE_TEST_TOOLS", "1")
+            .env("TROUPE_MAX_RETRIES", "0")
+            .env_remove("TROUPE_CONFIG_CONTENT")
+            .env_remove("TROUPE_LOG")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        tokio::time::timeout(CLI_DEADLINE, cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish within {CLI_DEADLINE:?}"))
+            .expect("spawn troupe")
+    }
+}
+
+const OPENAI: &str = "@ai-sdk/openai-compatible";
+const ANTHROPIC: &str = "@ai-sdk/anthropic";
+
+/// Issue 13.1 (and 24.2): a stream framed with bare CRs (or CRLF, or LF), optionally starting
+/// with a BOM, on a connection the server keeps open after the last event, finishes at once:
+/// one request, the whole text, exit 0, although the idle deadline (10 min here) never fires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_line_ending_on_a_kept_open_connection_finishes_at_once() {
+    for npm in [OPENAI, ANTHROPIC] {
+        for (ending, bom) in [
+            (LineEnding::Cr, true),
+            (LineEnding::Cr, false),
+            (LineEnding::Crlf, true),
+            (LineEnding::Lf, true),
+        ] {
+            let mut step = Step::text("framed with any line ending").with_chunk_size(5);
+            step.line_ending = Some(ending);
+            step.bom = bom;
+            step.keep_open = true;
+            let server = MockServer::start(Script::single(vec![step]))
+                .await
+                .expect("mock");
+            let project = Project::new(&server.base_url(), npm, json!({"chunkTimeout": 600000}));
+            let out = project.troupe(&["run", "say it"]).await;
+            let what = format!("{npm} {ending:?} bom={bom}");
+            assert_success(&out, &what);
+            assert!(
+                text(&out.stdout).contains("framed with any line ending"),
+                "{what}: {}",
+                text(&out.stdout)
+            );
+            assert_eq!(completions(&server).len(), 1, "{what}: retried");
+            server.shutdown().await;
+        }
+    }
+}
+
+/// Issue 13.2: `data: : keepalive` between every two events is skipped; the text is whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalive_data_lines_are_skipped_and_the_turn_goes_on() {
+    for npm in [OPENAI, ANTHROPIC] {
+        let mut step = Step::text("kept alive all the way").with_chunk_size(4);
+        step.data_keepalive = true;
+        let server = MockServer::start(Script::single(vec![step]))
+            .await
+            .expect("mock");
+        let project = Project::new(&server.base_url(), npm, json!({}));
+        let out = project.troupe(&["run", "say it"]).await;
+        assert_success(&out, npm);
+        assert!(
+            text(&out.stdout).contains("kept alive all the way"),
+            "{npm}: {}",
+            text(&out.stdout)
+        );
+        assert_eq!(completions(&server).len(), 1, "{npm}");
+        server.shutdown().await;
+    }
+}
+
+/// Issue 24.1: the provider `timeout` option is the response-header deadline; a provider that
+/// never sends headers fails the run with an error naming the phase.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_provider_fails_with_the_named_phase() {
+    let server = MockServer::start(Script::single(vec![
+        Step::text("never").with_fault(Fault::stall(Stall::Headers)),
+    ]))
+    .await
+    .expect("mock");
+    let project = Project::new(&server.base_url(), OPENAI, json!({"timeout": 500}));
+    let out = project.troupe(&["run", "say it"]).await;
+    let line = assert_one_line_failure(&out, "stalled headers");
+    assert!(
+        line.contains("no response headers from provider mock after 0.5 s"),
+        "{line}"
+    );
+    server.shutdown().await;
+}
+
+/// Issue 24.3: finish reason `tool_calls` with no tool call ends the turn after one request:
+/// a finished reply when there is text, a named error when there is nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_finish_without_a_call_ends_the_turn() {
+    for npm in [OPENAI, ANTHROPIC] {
+        let server = MockServer::start(Script::single(vec![
+            Step::text("all done").with_finish("tool_calls"),
+        ]))
+        .await
+        .expect("mock");
+        let project = Project::new(&server.base_url(), npm, json!({}));
+        let out = project.troupe(&["run", "finish"]).await;
+        assert_success(&out, npm);
+        assert!(text(&out.stdout).contains("all done"), "{npm}");
+        assert_eq!(completions(&server).len(), 1, "{npm}: re-sent");
+        server.shutdown().await;
+
+        let server = MockServer::start(Script::single(vec![
+            Step::default().with_finish("tool_calls"),
+        ]))
+        .await
+        .expect("mock");
+        let project = Project::new(&server.base_url(), npm, json!({}));
+        let out = project.troupe(&["run", "finish"]).await;
+        let line = assert_one_line_failure(&out, npm);
+        assert!(line.contains("tool-calls but sent no tool call"), "{line}");
+        assert_eq!(completions(&server).len(), 1, "{npm}: re-sent");
+        server.shutdown().await;
+    }
+}
+
+/// Issue 24.4: `prompt_tokens: 18446744073709551615` neither wraps nor inflates the stored
+/// tokens: the impossible count is 0, the sane one is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absurd_usage_is_clamped_not_wrapped() {
+    let server = MockServer::start(Script::single(vec![Step::text("counted").with_usage(
+        UsageSpec {
+            prompt_tokens: Some(u64::MAX),
+            completion_tokens: Some(7),
+            ..UsageSpec::default()
+        },
+    )]))
+    .await
+    .expect("mock");
+    let project = Project::new(&server.base_url(), OPENAI, json!({}));
+    let out = project.troupe(&["run", "--format", "json", "count"]).await;
+    assert_success(&out, "absurd usage");
+    let events = parse_events(&out.stdout);
+    let sid = session_id_of(&events);
+    let out = project
+        .troupe(&["session", "show", &sid, "--format", "json"])
+        .await;
+    assert_success(&out, "show");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let tokens = &doc["messages"][1]["info"]["tokens"];
+    assert_eq!(tokens["input"], 0, "{tokens}");
+    assert_eq!(tokens["output"], 7, "{tokens}");
+    server.shutdown().await;
+}
