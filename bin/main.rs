@@ -4,6 +4,7 @@ mod activity;
 mod attach;
 mod auth;
 mod batch;
+mod chat;
 mod local;
 mod models;
 mod monitor;
@@ -33,8 +34,9 @@ struct Cli {
     /// variable counts as unset, like every TROUPE_* variable).
     #[arg(long, global = true)]
     db: Option<PathBuf>,
+    /// Without a command, in a terminal: an interactive chat (`/help` lists its commands).
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -351,7 +353,18 @@ fn open_store(db: Option<PathBuf>) -> Result<Store> {
 }
 
 async fn dispatch(cli: Cli) -> Result<ExitCode> {
-    match cli.command {
+    let Some(command) = cli.command else {
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stdin())
+            && std::io::IsTerminal::is_terminal(&std::io::stdout());
+        if terminal {
+            return chat::run(cli.db).await;
+        }
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        eprintln!("{}", cmd.render_help());
+        eprintln!("troupe: no command given (the interactive chat needs a terminal)");
+        return Ok(ExitCode::from(2));
+    };
+    match command {
         Command::Run(args) => run(cli.db, args).await,
         // `serve` reads TROUPE_SERVER_PASSWORD itself: there an empty value is refused, not
         // taken as "no password" (a guard fails closed).

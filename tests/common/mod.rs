@@ -173,7 +173,15 @@ impl CliProject {
 
     /// The binary with the isolation env vars, in the project dir, stdin closed.
     pub fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
+        let mut cmd = tokio::process::Command::from(self.std_command(args));
+        cmd.stdin(std::process::Stdio::null()).kill_on_drop(true);
+        cmd
+    }
+
+    /// [`CliProject::command`] as a `std::process::Command` (e.g. for a pseudo-terminal),
+    /// stdio left as it is.
+    pub fn std_command(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
         cmd.args(args)
             .current_dir(&self.root)
             .env("TROUPE_DB", self.db())
@@ -189,9 +197,7 @@ impl CliProject {
             .env_remove("TROUPE_LOG")
             .env_remove("TROUPE_SERVER_PASSWORD")
             .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
+            .env_remove("ANTHROPIC_API_KEY");
         cmd
     }
 

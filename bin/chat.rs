@@ -1,0 +1,334 @@
+//! Bare `troupe` in a terminal: an interactive chat on one runtime. Each line is a prompt
+//! to the current session (streamed like `troupe run`); lines starting with `/` are commands:
+//! `/agent [NAME]`, `/model [provider/model]`, `/new`, `/sessions [ID]`, `/help`, `/quit`.
+//! Ctrl-C during a turn stops the turn (the chat goes on); at the prompt it clears the line;
+//! Ctrl-D or `/quit` leaves.
+//!
+//! The line editor (rustyline) runs on its own thread: it blocks on the terminal and puts it
+//! in raw mode only while a line is being read, so during a turn Ctrl-C arrives as SIGINT.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow};
+use rustyline::error::ReadlineError;
+use troupe_actors::{PromptInput, Runtime};
+use troupe_session::{Session, Store};
+
+use crate::activity::Activity;
+use crate::output::{PrintOptions, Printer};
+
+/// One line from the editor thread.
+type Line = std::result::Result<String, ReadlineError>;
+
+/// The editor thread: answers each prompt string with the line typed.
+struct Editor {
+    ask: std::sync::mpsc::Sender<(String, tokio::sync::oneshot::Sender<Line>)>,
+}
+
+impl Editor {
+    fn start() -> Result<Editor> {
+        let mut ed = rustyline::DefaultEditor::new()
+            .map_err(|e| anyhow!("cannot start the line editor: {e}"))?;
+        let (tx, rx) = std::sync::mpsc::channel::<(String, tokio::sync::oneshot::Sender<Line>)>();
+        std::thread::Builder::new()
+            .name("troupe-line-editor".into())
+            .spawn(move || {
+                while let Ok((prompt, reply)) = rx.recv() {
+                    let line = ed.readline(&prompt);
+                    if let Ok(l) = &line
+                        && !l.trim().is_empty()
+                    {
+                        let _ = ed.add_history_entry(l.as_str());
+                    }
+                    let _ = reply.send(line);
+                }
+            })
+            .map_err(|e| anyhow!("cannot start the line editor: {e}"))?;
+        Ok(Editor { ask: tx })
+    }
+
+    async fn read(&self, prompt: &str) -> Line {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.ask.send((prompt.to_string(), tx)).is_err() {
+            return Err(ReadlineError::Eof);
+        }
+        rx.await.unwrap_or(Err(ReadlineError::Eof))
+    }
+}
+
+/// The chat's state between lines.
+struct Chat {
+    runtime: Runtime,
+    store: Store,
+    cwd: PathBuf,
+    session: Option<Session>,
+    agent: Option<String>,
+    model: Option<String>,
+    activity: Activity,
+}
+
+const HELP: &str = "\
+  /agent [NAME]        list the primary agents, or switch to NAME
+  /model [PROV/MODEL]  show the model, or switch to PROV/MODEL
+  /new                 start a new session with the next prompt
+  /sessions [ID]       list recent sessions here, or continue session ID
+  /help                this list
+  /quit                leave (also Ctrl-D)
+  Ctrl-C stops a running turn; the chat goes on.";
+
+/// Runs the chat until `/quit` or Ctrl-D.
+pub async fn run(db: Option<PathBuf>) -> Result<ExitCode> {
+    let cwd = crate::resolve_dir(None)?;
+    let (mut config, agents) = crate::load_agents(&cwd)?;
+    let model = crate::choose_model(None, &config).await?;
+    if let Some(m) = &model {
+        config.resolve_model(m).map_err(|e| anyhow!("{e}"))?;
+        crate::check_api_key(&config, m)?;
+        crate::local::apply_detected_limits(&mut config, m).await;
+    }
+    // As in `run`: only the probed local server overrides the agents' own models.
+    let model = model.filter(|_| config.default_model().is_none());
+    let default_agent = agents
+        .default_agent(config.config.default_agent.as_deref())
+        .map(|a| a.name.clone())
+        .map_err(|e| anyhow!("{e}"))?;
+    let store = crate::open_store(db)?;
+    let activity = Activity::on_stderr(true);
+    let asker: Arc<dyn troupe_tools::PermissionAsker> =
+        Arc::new(crate::output::TerminalAsker::new(activity.clone()));
+    let shown_model = model
+        .clone()
+        .or_else(|| config.default_model())
+        .unwrap_or_else(|| "(agent's model)".into());
+    let runtime = Runtime::start_with_agents(
+        store.clone(),
+        config,
+        agents,
+        crate::registry(),
+        asker,
+        crate::runtime_options()?,
+    )
+    .await?;
+    let editor = Editor::start()?;
+    let mut chat = Chat {
+        runtime,
+        store,
+        cwd,
+        session: None,
+        agent: None,
+        model,
+        activity,
+    };
+    eprintln!(
+        "troupe chat in {} (agent {default_agent}, model {shown_model}); /help for commands, /quit or Ctrl-D to leave",
+        chat.cwd.display()
+    );
+    loop {
+        let prompt = format!("{}> ", chat.agent.as_deref().unwrap_or(&default_agent));
+        let line = match editor.read(&prompt).await {
+            Ok(l) => l,
+            Err(ReadlineError::Interrupted) => continue,
+            Err(ReadlineError::Eof) => break,
+            Err(e) => {
+                eprintln!("troupe: cannot read the line: {e}");
+                break;
+            }
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(cmd) = line.strip_prefix('/') {
+            match chat.command(cmd).await {
+                Ok(true) => continue,
+                Ok(false) => break,
+                Err(e) => {
+                    eprintln!("troupe: {e:#}");
+                    continue;
+                }
+            }
+        }
+        if let Err(e) = chat.turn(line).await {
+            eprintln!("troupe: {e:#}");
+        }
+    }
+    chat.runtime.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+impl Chat {
+    /// A `/command`; `Ok(false)` leaves the chat.
+    async fn command(&mut self, cmd: &str) -> Result<bool> {
+        let (name, arg) = match cmd.split_once(char::is_whitespace) {
+            Some((n, a)) => (n, a.trim()),
+            None => (cmd, ""),
+        };
+        let shared = self.runtime.shared().clone();
+        match name {
+            "quit" | "exit" | "q" => return Ok(false),
+            "help" | "?" => eprintln!("{HELP}"),
+            "new" => {
+                self.session = None;
+                eprintln!("a new session starts with the next prompt");
+            }
+            "agent" if arg.is_empty() => {
+                let current = self.agent.clone().unwrap_or_else(|| {
+                    shared
+                        .agents
+                        .default_agent(shared.config.config.default_agent.as_deref())
+                        .map(|a| a.name.clone())
+                        .unwrap_or_default()
+                });
+                for a in shared
+                    .agents
+                    .list(false)
+                    .iter()
+                    .filter(|a| a.is_selectable())
+                {
+                    let mark = if a.name == current { "*" } else { " " };
+                    eprintln!("{mark} {:<12} {}", a.name, a.description);
+                }
+            }
+            "agent" => {
+                let a = shared
+                    .agents
+                    .require_selectable(arg)
+                    .map_err(|e| anyhow!("{e}"))?;
+                self.agent = Some(a.name.clone());
+                eprintln!("agent: {}", a.name);
+            }
+            "model" if arg.is_empty() => {
+                let m = self
+                    .model
+                    .clone()
+                    .or_else(|| shared.config.default_model())
+                    .unwrap_or_else(|| "(the agent's model)".into());
+                eprintln!("model: {m}");
+            }
+            "model" => {
+                let m = shared
+                    .config
+                    .resolve_model(arg)
+                    .map_err(|e| anyhow!("{e}"))?;
+                crate::check_api_key(&shared.config, arg)?;
+                self.model = Some(m.full_id());
+                eprintln!("model: {}", m.full_id());
+            }
+            "sessions" if arg.is_empty() => {
+                let d = self.cwd.display().to_string();
+                let list = self
+                    .store
+                    .read(move |r| r.sessions(200, true))
+                    .await?
+                    .into_iter()
+                    .filter(|s| s.directory == d)
+                    .take(10)
+                    .collect::<Vec<_>>();
+                if list.is_empty() {
+                    eprintln!("no sessions in {}", self.cwd.display());
+                }
+                for s in list {
+                    let mark = if self.session.as_ref().is_some_and(|c| c.id == s.id) {
+                        "*"
+                    } else {
+                        " "
+                    };
+                    eprintln!(
+                        "{mark} {}  {}  {}",
+                        s.id,
+                        troupe_session::iso_time(s.time.updated)
+                            .get(..19)
+                            .unwrap_or(""),
+                        s.title
+                    );
+                }
+            }
+            "sessions" => {
+                let key = arg.to_string();
+                let s = self
+                    .store
+                    .read(move |r| r.find_session(&key))
+                    .await?
+                    .ok_or_else(|| anyhow!("session not found: {arg}"))?;
+                eprintln!("continuing session {} {}", s.id, s.title);
+                self.session = Some(s);
+            }
+            other => {
+                return Err(anyhow!(
+                    "unknown command /{other}; /help lists the commands"
+                ));
+            }
+        }
+        Ok(true)
+    }
+
+    /// One prompt: streamed like `troupe run`; Ctrl-C stops the turn, not the chat.
+    async fn turn(&mut self, text: &str) -> Result<()> {
+        let session = match &self.session {
+            Some(s) => s.clone(),
+            None => {
+                let s = self.runtime.create_session(&self.cwd, None).await?;
+                self.session = Some(s.clone());
+                s
+            }
+        };
+        let mut rx = self.runtime.bus().subscribe();
+        let mut printer = Printer::new(
+            false,
+            session.id.clone(),
+            PrintOptions {
+                quiet: false,
+                activity: self.activity.clone(),
+            },
+        );
+        let input = PromptInput {
+            text: text.to_string(),
+            agent: self.agent.clone(),
+            model: self.model.clone(),
+            system: None,
+            synthetic: Vec::new(),
+            compact: false,
+        };
+        let (rt, sid) = (self.runtime.clone(), session.id.clone());
+        let mut turn = tokio::spawn(async move { rt.prompt(&sid, input).await });
+        printer.start();
+        let mut interrupted = false;
+        let result = loop {
+            tokio::select! {
+                r = &mut turn => break r,
+                ev = rx.recv() => match ev {
+                    Ok(ev) => printer.event(&ev),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        eprintln!("troupe: output fell behind; {n} events skipped");
+                    }
+                    Err(_) => {}
+                },
+                _ = tokio::signal::ctrl_c(), if !interrupted => {
+                    interrupted = true;
+                    self.activity.clear();
+                    eprintln!("\ntroupe: stopping the turn (the chat goes on)");
+                    self.runtime.abort(&session.id);
+                }
+            }
+        };
+        let _ = self.runtime.store().flush().await;
+        while let Ok(ev) = rx.try_recv() {
+            printer.event(&ev);
+        }
+        printer.finish();
+        let result = result.map_err(|e| anyhow!("the turn task failed: {e}"))?;
+        match result {
+            Ok(t) => match t.error {
+                None => {}
+                Some(e) if e.name == "MessageAbortedError" => {
+                    eprintln!("troupe: turn stopped; type to continue the session")
+                }
+                Some(e) => eprintln!("troupe: {}: {}", e.name, e.message().replace('\n', " ")),
+            },
+            Err(e) => eprintln!("troupe: {e}"),
+        }
+        Ok(())
+    }
+}

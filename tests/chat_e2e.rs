@@ -1,0 +1,90 @@
+//! The interactive chat (bare `troupe` in a terminal), driven through a pseudo-terminal with
+//! `expectrl`: a prompt, a tool call, Ctrl-C during a turn, `/quit`.
+
+use std::time::Duration;
+
+use expectrl::{ControlCode, Eof, Expect, Session};
+use serde_json::json;
+use troupe_testkit::{Conversation, Fault, MockServer, Script, Step};
+
+mod common;
+use common::*;
+
+/// How long one `expect` may wait before the test fails (a hung chat fails, it does not hang
+/// the suite); not a timing assertion.
+const EXPECT_DEADLINE: Duration = Duration::from_secs(30);
+
+#[test]
+fn chat_prompt_tool_call_interrupt_and_quit() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // Three conversations, chosen by the first user message of each session.
+    let script = Script::new(vec![
+        Conversation::new(vec![Step::text("Hello from the model.")]).matching("say hello"),
+        Conversation::new(vec![
+            Step::tool("glob", json!({"pattern": "*.md"})),
+            Step::text("There is one markdown file."),
+        ])
+        .matching("list markdown"),
+        Conversation::new(vec![
+            Step::text("this never ends").with_fault(Fault::hang_after(0)),
+        ])
+        .matching("hang forever"),
+    ]);
+    let server = rt.block_on(MockServer::start(script)).expect("mock server");
+    let p = CliProject::new(&server.base_url());
+    std::fs::write(p.root.join("README.md"), "# hi\n").expect("README");
+
+    let mut cmd = p.std_command(&[]);
+    cmd.env("TERM", "xterm");
+    let mut chat = Session::spawn(cmd).expect("spawn troupe in a pty");
+    chat.set_expect_timeout(Some(EXPECT_DEADLINE));
+    chat.expect("/help for commands").expect("banner");
+    chat.expect("build> ").expect("prompt");
+
+    // A prompt and its answer.
+    chat.send_line("say hello").expect("send");
+    chat.expect("Hello from the model.").expect("answer");
+    chat.expect("build> ").expect("prompt again");
+
+    // A new session, then a tool call.
+    chat.send_line("/new").expect("send /new");
+    chat.expect("a new session starts").expect("/new");
+    chat.send_line("list markdown").expect("send");
+    chat.expect("✓ glob *.md").expect("tool line");
+    chat.expect("There is one markdown file.")
+        .expect("answer after the tool");
+    chat.expect("build> ").expect("prompt again");
+
+    // Ctrl-C during a turn stops the turn, not the chat.
+    chat.send_line("/new").expect("send /new");
+    chat.expect("a new session starts").expect("/new");
+    chat.send_line("hang forever").expect("send");
+    chat.expect("waiting for model")
+        .expect("activity line while waiting");
+    chat.send(ControlCode::EndOfText).expect("Ctrl-C");
+    chat.expect("stopping the turn").expect("interrupt notice");
+    chat.expect("build> ").expect("the chat goes on");
+
+    // Commands.
+    chat.send_line("/agent explore").expect("send");
+    chat.expect("is a subagent").expect("subagent refused");
+    chat.send_line("/agent plan").expect("send");
+    chat.expect("plan> ").expect("agent switched");
+    chat.send_line("/sessions").expect("send");
+    chat.expect("ses_").expect("session list");
+
+    chat.send_line("/quit").expect("send /quit");
+    chat.expect(Eof).expect("exits");
+    let status = format!("{:?}", chat.get_process().wait().expect("wait"));
+    assert!(
+        status.starts_with("Exited(") && status.ends_with(", 0)"),
+        "clean exit: {status}"
+    );
+    let sessions = rt.block_on(p.sessions());
+    assert_eq!(sessions.len(), 3, "three sessions: {sessions:#?}");
+    rt.block_on(server.shutdown());
+}
