@@ -144,8 +144,9 @@ fn set_subreaper() -> bool {
 }
 
 fn start_watchdog(owner: &str) -> Option<std::process::ChildStdin> {
-    // Spawned from a thread that lives as long as the process is not needed: the watchdog
-    // reacts to its pipe closing, which happens only when the whole process is gone.
+    // Any thread may spawn it: the watchdog reacts to its pipe closing, which happens only
+    // when the whole process is gone (the write end is close-on-exec, so no tool process
+    // inherits it).
     let child = std::process::Command::new("/bin/sh")
         .arg("-c")
         .arg(WATCHDOG)
@@ -158,9 +159,9 @@ fn start_watchdog(owner: &str) -> Option<std::process::ChildStdin> {
         .spawn();
     match child {
         Ok(mut c) => {
-            register_child(c.id() as i32);
             let stdin = c.stdin.take();
-            // Reap it if it ever exits while troupe lives (e.g. killed by hand).
+            // Reap it if it ever exits while troupe lives (e.g. killed by hand; the reaper
+            // may collect it first, then this wait just returns an error).
             let _ = std::thread::Builder::new()
                 .name("troupe-watchdog-wait".into())
                 .spawn(move || {
