@@ -5,7 +5,9 @@
 //! Ctrl-D or `/quit` leaves.
 //!
 //! The line editor (rustyline) runs on its own thread: it blocks on the terminal and puts it
-//! in raw mode only while a line is being read, so during a turn Ctrl-C arrives as SIGINT.
+//! in raw mode only while a line is being read, so during a turn Ctrl-C arrives as SIGINT
+//! (the chat takes the signals over from the early handler). SIGTERM stops the turn and
+//! leaves with 143.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,19 +30,36 @@ struct Editor {
 }
 
 impl Editor {
+    /// Starts the editor thread. A new rustyline editor is made for every line: rustyline
+    /// replaces the SIGINT handler for as long as an editor exists (without its `signal-hook`
+    /// feature, which stalls on typed-ahead input), so between lines the process's own
+    /// handlers must be back for Ctrl-C to stop a turn.
     fn start() -> Result<Editor> {
-        let mut ed = rustyline::DefaultEditor::new()
-            .map_err(|e| anyhow!("cannot start the line editor: {e}"))?;
+        // Fail early, in one line, when no editor can be made at all.
+        drop(
+            rustyline::DefaultEditor::new()
+                .map_err(|e| anyhow!("cannot start the line editor: {e}"))?,
+        );
         let (tx, rx) = std::sync::mpsc::channel::<(String, tokio::sync::oneshot::Sender<Line>)>();
         std::thread::Builder::new()
             .name("troupe-line-editor".into())
             .spawn(move || {
+                let mut history: Vec<String> = Vec::new();
                 while let Ok((prompt, reply)) = rx.recv() {
-                    let line = ed.readline(&prompt);
+                    let line = match rustyline::DefaultEditor::new() {
+                        Ok(mut ed) => {
+                            for h in &history {
+                                let _ = ed.add_history_entry(h.as_str());
+                            }
+                            ed.readline(&prompt)
+                        }
+                        Err(e) => Err(e),
+                    };
                     if let Ok(l) = &line
                         && !l.trim().is_empty()
+                        && history.last() != Some(l)
                     {
-                        let _ = ed.add_history_entry(l.as_str());
+                        history.push(l.clone());
                     }
                     let _ = reply.send(line);
                 }
@@ -67,6 +86,10 @@ struct Chat {
     agent: Option<String>,
     model: Option<String>,
     activity: Activity,
+    /// SIGINT/SIGTERM, taken over from the early handler for the whole chat.
+    signals: crate::signals::Signals,
+    /// A SIGTERM arrived: leave after the current turn.
+    terminated: bool,
 }
 
 const HELP: &str = "\
@@ -112,6 +135,7 @@ pub async fn run(db: Option<PathBuf>) -> Result<ExitCode> {
     )
     .await?;
     let editor = Editor::start()?;
+    let signals = crate::signals::Signals::take_over()?;
     let mut chat = Chat {
         runtime,
         store,
@@ -120,6 +144,8 @@ pub async fn run(db: Option<PathBuf>) -> Result<ExitCode> {
         agent: None,
         model,
         activity,
+        signals,
+        terminated: false,
     };
     eprintln!(
         "troupe chat in {} (agent {default_agent}, model {shown_model}); /help for commands, /quit or Ctrl-D to leave",
@@ -127,7 +153,20 @@ pub async fn run(db: Option<PathBuf>) -> Result<ExitCode> {
     );
     loop {
         let prompt = format!("{}> ", chat.agent.as_deref().unwrap_or(&default_agent));
-        let line = match editor.read(&prompt).await {
+        // At the prompt the editor has the terminal in raw mode (Ctrl-C is a key); a signal
+        // here is SIGTERM (or a SIGINT sent by another process): SIGTERM leaves.
+        let read = tokio::select! {
+            l = editor.read(&prompt) => Some(l),
+            sig = chat.signals.next() => match sig {
+                Some(libc::SIGTERM) | None => None,
+                Some(_) => continue,
+            },
+        };
+        let Some(read) = read else {
+            chat.terminated = true;
+            break;
+        };
+        let line = match read {
             Ok(l) => l,
             Err(ReadlineError::Interrupted) => continue,
             Err(ReadlineError::Eof) => break,
@@ -153,9 +192,17 @@ pub async fn run(db: Option<PathBuf>) -> Result<ExitCode> {
         if let Err(e) = chat.turn(line).await {
             eprintln!("troupe: {e:#}");
         }
+        if chat.terminated {
+            break;
+        }
     }
+    let code = if chat.terminated {
+        ExitCode::from(crate::signals::abort_exit_code())
+    } else {
+        ExitCode::SUCCESS
+    };
     chat.runtime.shutdown().await;
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
 
 impl Chat {
@@ -305,10 +352,15 @@ impl Chat {
                     }
                     Err(_) => {}
                 },
-                _ = tokio::signal::ctrl_c(), if !interrupted => {
+                sig = self.signals.next(), if !interrupted => {
                     interrupted = true;
                     self.activity.clear();
-                    eprintln!("\ntroupe: stopping the turn (the chat goes on)");
+                    if sig == Some(libc::SIGINT) {
+                        eprintln!("\ntroupe: stopping the turn (the chat goes on)");
+                    } else {
+                        eprintln!("\ntroupe: terminated; stopping the turn");
+                        self.terminated = true;
+                    }
                     self.runtime.abort(&session.id);
                 }
             }

@@ -14,6 +14,24 @@ use common::*;
 /// the suite); not a timing assertion.
 const EXPECT_DEADLINE: Duration = Duration::from_secs(30);
 
+/// `expect` that shows what the terminal received when the needle does not come.
+fn want<N: expectrl::Needle>(chat: &mut expectrl::session::OsSession, needle: N, what: &str) {
+    if let Err(e) = chat.expect(needle) {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = chat.try_read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+        panic!(
+            "{what}: {e}; the terminal showed:\n{}",
+            String::from_utf8_lossy(&seen)
+        );
+    }
+}
+
 #[test]
 fn chat_prompt_tool_call_interrupt_and_quit() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -42,43 +60,49 @@ fn chat_prompt_tool_call_interrupt_and_quit() {
     cmd.env("TERM", "xterm");
     let mut chat = Session::spawn(cmd).expect("spawn troupe in a pty");
     chat.set_expect_timeout(Some(EXPECT_DEADLINE));
-    chat.expect("/help for commands").expect("banner");
-    chat.expect("build> ").expect("prompt");
+    want(&mut chat, "/help for commands", "banner");
+    want(&mut chat, "build> ", "prompt");
 
     // A prompt and its answer.
     chat.send_line("say hello").expect("send");
-    chat.expect("Hello from the model.").expect("answer");
-    chat.expect("build> ").expect("prompt again");
+    want(&mut chat, "Hello from the model.", "answer");
+    want(&mut chat, "build> ", "prompt again");
 
     // A new session, then a tool call.
     chat.send_line("/new").expect("send /new");
-    chat.expect("a new session starts").expect("/new");
+    want(&mut chat, "a new session starts", "/new");
     chat.send_line("list markdown").expect("send");
-    chat.expect("✓ glob *.md").expect("tool line");
-    chat.expect("There is one markdown file.")
-        .expect("answer after the tool");
-    chat.expect("build> ").expect("prompt again");
+    want(&mut chat, "✓ glob *.md", "tool line");
+    want(
+        &mut chat,
+        "There is one markdown file.",
+        "answer after the tool",
+    );
+    want(&mut chat, "build> ", "prompt again");
 
     // Ctrl-C during a turn stops the turn, not the chat.
     chat.send_line("/new").expect("send /new");
-    chat.expect("a new session starts").expect("/new");
+    want(&mut chat, "a new session starts", "/new");
     chat.send_line("hang forever").expect("send");
-    chat.expect("waiting for model")
-        .expect("activity line while waiting");
+    want(
+        &mut chat,
+        "waiting for model",
+        "activity line while waiting",
+    );
     chat.send(ControlCode::EndOfText).expect("Ctrl-C");
-    chat.expect("stopping the turn").expect("interrupt notice");
-    chat.expect("build> ").expect("the chat goes on");
+    want(&mut chat, "stopping the turn", "interrupt notice");
+    want(&mut chat, "build> ", "the chat goes on");
 
     // Commands.
     chat.send_line("/agent explore").expect("send");
-    chat.expect("is a subagent").expect("subagent refused");
+    want(&mut chat, "is a subagent", "subagent refused");
     chat.send_line("/agent plan").expect("send");
-    chat.expect("plan> ").expect("agent switched");
+    want(&mut chat, "plan> ", "agent switched");
     chat.send_line("/sessions").expect("send");
-    chat.expect("ses_").expect("session list");
+    want(&mut chat, "ses_", "session list");
 
     chat.send_line("/quit").expect("send /quit");
-    chat.expect(Eof).expect("exits");
+    want(&mut chat, Eof, "exits");
     let status = format!("{:?}", chat.get_process().wait().expect("wait"));
     assert!(
         status.starts_with("Exited(") && status.ends_with(", 0)"),
