@@ -17,6 +17,9 @@ fn help_for(name: &str) -> &'static str {
         "provider_requests_total" => "Provider requests finished, by provider and status.",
         "provider_requests_started_total" => "Provider requests started, by provider.",
         "retries_total" => "Retries of failed provider requests, by provider.",
+        "stream_data_skipped_total" => {
+            "Stream data lines skipped as not JSON (e.g. `data: : keepalive`), by provider."
+        }
         "tokens_total" => {
             "Tokens used, by type (input, output, reasoning, cache_read, cache_write)."
         }
