@@ -196,6 +196,9 @@ pub struct RuntimeShared {
     pub counters: Counters,
     /// Subagent depth by session id (absent = root, depth 0).
     pub depth: DashMap<String, u32>,
+    /// Child sessions a `task` call is driving right now: one call per child at a time, so
+    /// two calls with the same `task_id` never run two actors on one session (issue 24.7).
+    pub task_children: DashMap<String, ()>,
     /// Slots for concurrently running subagents.
     pub subagent_slots: Arc<tokio::sync::Semaphore>,
     /// The live supervision tree (for monitoring).
@@ -388,6 +391,7 @@ impl Runtime {
                 sessions: DashMap::new(),
                 counters: Counters::default(),
                 depth: DashMap::new(),
+                task_children: DashMap::new(),
                 subagent_slots: Arc::new(tokio::sync::Semaphore::new(max_subagents)),
                 rate_limits: DashMap::new(),
                 tree: Arc::new(crate::tree::Registry::default()),

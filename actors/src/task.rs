@@ -93,6 +93,37 @@ impl Drop for AbortChild {
     }
 }
 
+/// A `task` call's hold on its child session ([`crate::RuntimeShared::task_children`]),
+/// released when the call ends, however it ends.
+struct ChildClaim {
+    rt: Arc<RuntimeShared>,
+    session_id: String,
+}
+
+impl ChildClaim {
+    fn take(rt: &Arc<RuntimeShared>, session_id: &str) -> Result<Self, ToolError> {
+        match rt.task_children.entry(session_id.to_string()) {
+            dashmap::mapref::entry::Entry::Occupied(_) => Err(ToolError::Failed(format!(
+                "task_id {session_id} is already running in another task call of this session; \
+                 wait for its result before continuing it, or start a new subagent without task_id"
+            ))),
+            dashmap::mapref::entry::Entry::Vacant(v) => {
+                v.insert(());
+                Ok(ChildClaim {
+                    rt: rt.clone(),
+                    session_id: session_id.to_string(),
+                })
+            }
+        }
+    }
+}
+
+impl Drop for ChildClaim {
+    fn drop(&mut self) {
+        self.rt.task_children.remove(&self.session_id);
+    }
+}
+
 impl Tool for TaskTool {
     fn name(&self) -> &'static str {
         "task"
@@ -238,6 +269,9 @@ async fn run_task(
             s
         }
     };
+    // One task call per child session at a time: a second call continuing the same task_id
+    // while the first still runs is refused (its result would interleave the transcript).
+    let _claim = ChildClaim::take(&rt, &child.id)?;
     rt.depth.insert(child.id.clone(), depth);
 
     // Per-runtime cap on concurrent subagents: calls over it wait here.

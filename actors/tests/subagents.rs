@@ -878,3 +878,87 @@ async fn disabled_tool_is_not_executed_by_a_subagent() {
     rt.shutdown().await;
     server.shutdown().await;
 }
+
+/// Issue 24.7: two task calls in one step continuing the same `task_id` never run two actors
+/// on the child session: one continues it, the other is refused with a clear error, and the
+/// child's transcript is two whole turns (user, assistant, user, assistant).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_calls_with_one_task_id_do_not_share_the_child() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let child_conv = |steps: Vec<Step>| Conversation::new(steps).matching("CHILD-TWICE");
+    let server1 = MockServer::start(Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", task_args("CHILD-TWICE", "explore")),
+            Step::text("parent turn one done"),
+        ])
+        .matching("PARENT-TWICE"),
+        child_conv(vec![Step::text("child first answer")]),
+    ]))
+    .await
+    .expect("mock 1");
+    let rt = start_runtime(&dir, &server1.base_url(), RuntimeOptions::default()).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let t1 = run_prompt(&rt, &sid, "PARENT-TWICE: start a helper").await;
+    assert!(t1.error.is_none(), "{:?}", t1.error);
+    let child = task_id_of(
+        &task_results(&messages(&rt, &sid).await)[0]
+            .1
+            .clone()
+            .expect("ok"),
+    );
+    wait_idle(&rt, Duration::from_secs(5)).await;
+    rt.shutdown().await;
+    server1.shutdown().await;
+
+    let resume = |prompt: &str| {
+        json!({
+            "description": "continue helper",
+            "prompt": prompt,
+            "subagent_type": "explore",
+            "task_id": child,
+        })
+    };
+    let filler = || Step::text("unused");
+    // The child's answer waits a little before its headers so that both calls overlap.
+    let server2 = MockServer::start(Script::new(vec![
+        Conversation::new(vec![
+            filler(),
+            filler(),
+            Step::tool("task", resume("first continuation"))
+                .with_tool("task", resume("second continuation")),
+            Step::text("parent turn two done"),
+        ])
+        .matching("PARENT-TWICE"),
+        child_conv(vec![
+            filler(),
+            Step::text("child second answer").with_first_byte_delay_ms(300),
+        ]),
+    ]))
+    .await
+    .expect("mock 2");
+    let rt = start_runtime(&dir, &server2.base_url(), RuntimeOptions::default()).await;
+    let t2 = run_prompt(&rt, &sid, "continue the helper twice").await;
+    assert!(t2.error.is_none(), "{:?}", t2.error);
+    let r2 = task_results(&messages(&rt, &sid).await);
+    assert_eq!(r2.len(), 3, "{r2:#?}");
+    let outcomes = [r2[1].1.clone(), r2[2].1.clone()];
+    let ok: Vec<&String> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
+    let refused: Vec<&String> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
+    assert_eq!((ok.len(), refused.len()), (1, 1), "{outcomes:#?}");
+    assert!(ok[0].contains("child second answer"), "{}", ok[0]);
+    assert!(
+        refused[0].contains(&format!("task_id {child} is already running")),
+        "{}",
+        refused[0]
+    );
+    let h = messages(&rt, &child).await;
+    let roles: Vec<bool> = h
+        .iter()
+        .map(|m| matches!(m.info, Message::User(_)))
+        .collect();
+    assert_eq!(roles, [true, false, true, false], "{h:#?}");
+    wait_idle(&rt, Duration::from_secs(5)).await;
+    rt.shutdown().await;
+    server2.shutdown().await;
+}
