@@ -23,7 +23,39 @@ pub const SESSION_LIST_LIMIT: usize = 1_000;
 
 type ApiResult<T> = Result<T, ApiError>;
 
-/// `POST /session` body.
+/// A model in a request body: troupe's `"provider/model"` or OpenCode's
+/// `{"providerID", "modelID"}` (`POST /session` also sends `{"providerID", "id"}`).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum ModelSpec {
+    /// `provider/model`.
+    Text(String),
+    /// OpenCode's model reference.
+    Ref {
+        /// Provider id.
+        #[serde(rename = "providerID")]
+        provider_id: String,
+        /// Model id (`modelID`, or `id` in OpenCode's session-create body).
+        #[serde(rename = "modelID", alias = "id")]
+        model_id: String,
+    },
+}
+
+impl ModelSpec {
+    /// `provider/model`.
+    pub fn full(&self) -> String {
+        match self {
+            ModelSpec::Text(s) => s.clone(),
+            ModelSpec::Ref {
+                provider_id,
+                model_id,
+            } => format!("{provider_id}/{model_id}"),
+        }
+    }
+}
+
+/// `POST /session` body (troupe's fields plus OpenCode's `agent` and `model`; OpenCode's
+/// `?directory=` query or `x-opencode-directory` header also name the directory).
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct CreateSession {
     /// Title (default `New session - <ISO time>`).
@@ -33,33 +65,53 @@ pub struct CreateSession {
     /// Parent session id (makes a child session). Must exist.
     #[serde(rename = "parentID")]
     pub parent_id: Option<String>,
+    /// OpenCode's `agent`: checked (it must be a primary agent), not stored; each prompt
+    /// names its agent (default: the default agent).
+    pub agent: Option<String>,
+    /// Model of the session's prompts (stored as the session's model).
+    pub model: Option<ModelSpec>,
 }
 
-/// One part of a prompt.
+/// One part of a prompt. OpenCode clients send `id` (and other fields), which are accepted;
+/// only `text` parts carry content troupe can send.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct PromptPart {
+    /// Part id the client chose (`prt_…`); accepted, not reused.
+    pub id: Option<String>,
     /// Part type; only `text` is accepted.
     #[serde(rename = "type")]
     pub kind: String,
     /// The text.
     #[serde(default)]
     pub text: String,
+    /// A synthetic part (context the client adds, not typed by the user).
+    #[serde(default)]
+    pub synthetic: bool,
 }
 
-/// `POST /session/{id}/message` and `/prompt_async` body. `text` and the text parts are
-/// joined with newlines; the result must not be blank.
+/// `POST /session/{id}/message` and `/prompt_async` body: troupe's `text` and
+/// `model: "provider/model"`, or OpenCode's `parts` with ids and
+/// `model: {providerID, modelID}`. `text` and the text parts are joined with newlines; the
+/// result must not be blank.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct PromptBody {
     /// The prompt text.
     pub text: Option<String>,
-    /// Prompt parts (`[{"type": "text", "text": "..."}]`).
+    /// Prompt parts (`[{"type": "text", "text": "..."}]`, OpenCode's with `id`).
     pub parts: Option<Vec<PromptPart>>,
     /// Agent name (default `build`).
     pub agent: Option<String>,
-    /// Model as `provider/model`.
-    pub model: Option<String>,
+    /// Model.
+    pub model: Option<ModelSpec>,
     /// Extra system prompt for this message.
     pub system: Option<String>,
+    /// OpenCode's `messageID` for the new user message; accepted, not reused.
+    #[serde(rename = "messageID")]
+    pub message_id: Option<String>,
+    /// OpenCode's `noReply`: store the message without running a turn. Not supported: `true`
+    /// is refused.
+    #[serde(rename = "noReply", default)]
+    pub no_reply: bool,
 }
 
 /// `POST /permission/{requestID}/reply` body.
@@ -94,12 +146,53 @@ async fn find_session(st: &AppState, id: &str) -> ApiResult<Session> {
 /// `troupe_session::lease`) as `{sessionID, owner, pid, host, label, acquired, heartbeat,
 /// expires}` (times ms since epoch, store clock), or `null` when no process does.
 fn with_owner(s: &Session, lease: Option<&LeaseHolder>) -> ApiResult<Value> {
-    let mut v = serde_json::to_value(s).map_err(|e| ApiError::internal(e.to_string()))?;
+    let mut v = session_value(s)?;
     if let Value::Object(m) = &mut v {
         m.insert(
             "owner".into(),
             serde_json::to_value(lease).map_err(|e| ApiError::internal(e.to_string()))?,
         );
+    }
+    Ok(v)
+}
+
+/// A session as JSON in OpenCode's `Session.Info` shape as well: troupe's fields plus
+/// `projectID` (a hash of the session's worktree, `global` outside git, as OpenCode) and
+/// `version` (troupe's).
+fn session_value(s: &Session) -> ApiResult<Value> {
+    let mut v = serde_json::to_value(s).map_err(|e| ApiError::internal(e.to_string()))?;
+    if let Value::Object(m) = &mut v {
+        m.insert("projectID".into(), json!(project_id(&s.directory)));
+        m.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    }
+    Ok(v)
+}
+
+/// `global` for a directory outside git, else 16 hex digits of the FNV-1a hash of its
+/// worktree path (stable across runs and builds).
+fn project_id(directory: &str) -> String {
+    let dir = std::path::Path::new(directory);
+    let root = troupe_config::find_worktree(dir);
+    if !root.join(".git").exists() {
+        return "global".into();
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in root.to_string_lossy().bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// A message `{info, parts}` in OpenCode's shape as well: assistant messages get `mode` (the
+/// agent, which OpenCode still sends).
+fn message_value(m: &MessageWithParts) -> ApiResult<Value> {
+    let mut v = serde_json::to_value(m).map_err(|e| ApiError::internal(e.to_string()))?;
+    if let Some(info) = v.get_mut("info").and_then(Value::as_object_mut)
+        && info.get("role").and_then(Value::as_str) == Some("assistant")
+        && let Some(agent) = info.get("agent").cloned()
+    {
+        info.insert("mode".into(), agent);
     }
     Ok(v)
 }
@@ -143,9 +236,38 @@ pub async fn list_sessions(
               (status = 400, body = ErrorBody), (status = 404, description = "Unknown parent", body = ErrorBody)))]
 pub async fn create_session(
     State(st): State<AppState>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<CreateSession>,
-) -> ApiResult<Json<Session>> {
-    let dir = match &body.directory {
+) -> ApiResult<Json<Value>> {
+    // OpenCode names the directory in the query or a header; the body wins.
+    let directory = body
+        .directory
+        .clone()
+        .or_else(|| q.get("directory").cloned())
+        .or_else(|| {
+            headers
+                .get("x-opencode-directory")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        });
+    let shared = st.runtime.shared();
+    if let Some(a) = &body.agent {
+        shared
+            .agents
+            .require_selectable(a)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    }
+    let model = match &body.model {
+        Some(m) => Some(
+            shared
+                .config
+                .resolve_model(&m.full())
+                .map_err(|e| ApiError::bad_request(format!("model: {e}")))?,
+        ),
+        None => None,
+    };
+    let dir = match &directory {
         Some(d) => {
             let p = PathBuf::from(d);
             let p = if p.is_absolute() {
@@ -174,15 +296,26 @@ pub async fn create_session(
         .runtime
         .create_session(&dir, body.parent_id.clone())
         .await?;
+    let mut changed = false;
     if let Some(t) = body.title.filter(|t| !t.trim().is_empty()) {
         s.title = t;
+        changed = true;
+    }
+    if let Some(m) = model {
+        s.model = Some(troupe_session::ModelRef {
+            provider_id: m.provider_id,
+            model_id: m.model_id,
+        });
+        changed = true;
+    }
+    if changed {
         st.runtime.store().write1(Write::Session {
             info: s.clone(),
             created: false,
         });
         st.runtime.store().flush().await?;
     }
-    Ok(Json(s))
+    session_value(&s).map(Json)
 }
 
 /// One session, with `owner` (the process driving it, or null).
@@ -220,10 +353,13 @@ pub async fn delete_session(
 pub async fn children(
     State(st): State<AppState>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Vec<Session>>> {
+) -> ApiResult<Json<Vec<Value>>> {
     find_session(&st, &id).await?;
     let v = st.runtime.store().read(move |r| r.children(&id)).await?;
-    Ok(Json(v))
+    v.iter()
+        .map(session_value)
+        .collect::<ApiResult<Vec<_>>>()
+        .map(Json)
 }
 
 /// Messages with their parts, oldest first.
@@ -233,16 +369,25 @@ pub async fn children(
 pub async fn messages(
     State(st): State<AppState>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Vec<MessageWithParts>>> {
+) -> ApiResult<Json<Vec<Value>>> {
     find_session(&st, &id).await?;
     let v = st.runtime.store().read(move |r| r.messages(&id)).await?;
-    Ok(Json(v))
+    v.iter()
+        .map(message_value)
+        .collect::<ApiResult<Vec<_>>>()
+        .map(Json)
 }
 
 /// Validate a prompt body against the session, agents and models.
 async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<PromptInput> {
     find_session(st, id).await?;
+    if body.no_reply {
+        return Err(ApiError::bad_request(
+            "noReply is not supported: every prompt runs a turn",
+        ));
+    }
     let mut pieces: Vec<String> = Vec::new();
+    let mut synthetic: Vec<String> = Vec::new();
     if let Some(t) = body.text {
         pieces.push(t);
     }
@@ -253,7 +398,11 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
                 p.kind
             )));
         }
-        pieces.push(p.text);
+        if p.synthetic {
+            synthetic.push(p.text);
+        } else {
+            pieces.push(p.text);
+        }
     }
     let text = pieces.join("\n");
     if text.trim().is_empty() {
@@ -268,7 +417,8 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
             .require(a)
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
-    if let Some(m) = &body.model {
+    let model = body.model.as_ref().map(ModelSpec::full);
+    if let Some(m) = &model {
         shared
             .config
             .resolve_model(m)
@@ -277,9 +427,9 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
     Ok(PromptInput {
         text,
         agent: body.agent,
-        model: body.model,
+        model,
         system: body.system,
-        synthetic: Vec::new(),
+        synthetic,
         compact: false,
     })
 }
@@ -304,7 +454,7 @@ pub async fn prompt(
     let all = st.runtime.store().read(move |r| r.messages(&sid)).await?;
     let found = all.into_iter().find(|m| m.info.id() == msg.id);
     Ok(Json(match found {
-        Some(m) => serde_json::to_value(m).map_err(|e| ApiError::internal(e.to_string()))?,
+        Some(m) => message_value(&m)?,
         None => json!({"info": msg, "parts": []}),
     }))
 }

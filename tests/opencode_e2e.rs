@@ -1,0 +1,295 @@
+//! OpenCode's clients against `troupe serve`: the request bodies OpenCode's SDK sends
+//! (session create, message with `model: {providerID, modelID}` and parts with ids,
+//! prompt_async, abort, permission reply), and responses checked against the required fields
+//! of OpenCode's schemas (`Session`, `UserMessage`, `AssistantMessage`, `Part`,
+//! `PermissionRequest`; OpenCode v1.15 `packages/sdk/openapi.json`, as summarized in the
+//! project's reference notes).
+
+use serde_json::{Value, json};
+use troupe_testkit::{Conversation, Fault, MockServer, Script, Step};
+
+mod common;
+use common::*;
+
+fn is_str(v: &Value, key: &str) -> bool {
+    v.get(key).is_some_and(Value::is_string)
+}
+
+fn is_num(v: &Value, key: &str) -> bool {
+    v.get(key).is_some_and(Value::is_number)
+}
+
+/// OpenCode `Session`: `{id, projectID, directory, title, version, time{created, updated},
+/// parentID?}`.
+fn assert_session(v: &Value) {
+    for k in ["id", "projectID", "directory", "title", "version"] {
+        assert!(is_str(v, k), "Session.{k} must be a string: {v}");
+    }
+    assert!(v["id"].as_str().unwrap_or("").starts_with("ses_"), "{v}");
+    assert!(
+        is_num(&v["time"], "created") && is_num(&v["time"], "updated"),
+        "{v}"
+    );
+    if let Some(p) = v.get("parentID") {
+        assert!(p.is_string(), "{v}");
+    }
+}
+
+fn assert_tokens(t: &Value) {
+    for k in ["input", "output", "reasoning"] {
+        assert!(is_num(t, k), "tokens.{k}: {t}");
+    }
+    assert!(
+        is_num(&t["cache"], "read") && is_num(&t["cache"], "write"),
+        "{t}"
+    );
+}
+
+/// OpenCode `Message`: user `{id, sessionID, role, time{created}, agent, model{providerID,
+/// modelID}}` or assistant `{id, sessionID, role, time{created}, parentID, modelID,
+/// providerID, mode, agent, path{cwd, root}, cost, tokens}`.
+fn assert_message(info: &Value) {
+    for k in ["id", "sessionID", "role"] {
+        assert!(is_str(info, k), "Message.{k}: {info}");
+    }
+    assert!(is_num(&info["time"], "created"), "{info}");
+    match info["role"].as_str() {
+        Some("user") => {
+            assert!(is_str(info, "agent"), "{info}");
+            assert!(
+                is_str(&info["model"], "providerID") && is_str(&info["model"], "modelID"),
+                "{info}"
+            );
+        }
+        Some("assistant") => {
+            for k in ["parentID", "modelID", "providerID", "mode", "agent"] {
+                assert!(is_str(info, k), "AssistantMessage.{k}: {info}");
+            }
+            assert!(
+                is_str(&info["path"], "cwd") && is_str(&info["path"], "root"),
+                "{info}"
+            );
+            assert!(is_num(info, "cost"), "{info}");
+            assert_tokens(&info["tokens"]);
+            if let Some(e) = info.get("error") {
+                assert!(is_str(e, "name") && e["data"].is_object(), "{info}");
+            }
+        }
+        other => panic!("unknown role {other:?}: {info}"),
+    }
+}
+
+/// OpenCode `Part`: `{id, sessionID, messageID, type}` plus the fields of its type.
+fn assert_part(p: &Value) {
+    for k in ["id", "sessionID", "messageID", "type"] {
+        assert!(is_str(p, k), "Part.{k}: {p}");
+    }
+    match p["type"].as_str().unwrap_or("") {
+        "text" | "reasoning" => assert!(is_str(p, "text"), "{p}"),
+        "tool" => {
+            assert!(is_str(p, "callID") && is_str(p, "tool"), "{p}");
+            assert!(is_str(&p["state"], "status"), "{p}");
+        }
+        "step-start" => {}
+        "step-finish" => {
+            assert!(is_str(p, "reason") && is_num(p, "cost"), "{p}");
+            assert_tokens(&p["tokens"]);
+        }
+        "compaction" => assert!(p["auto"].is_boolean(), "{p}"),
+        other => panic!("part type {other:?} is not one of OpenCode's: {p}"),
+    }
+}
+
+fn assert_with_parts(m: &Value) {
+    assert_message(&m["info"]);
+    for p in m["parts"].as_array().expect("parts array") {
+        assert_part(p);
+        assert_eq!(p["messageID"], m["info"]["id"], "{p}");
+    }
+}
+
+async fn post(http: &reqwest::Client, url: String, body: Value) -> (u16, Value) {
+    let r = http.post(url).json(&body).send().await.expect("POST");
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+async fn get(http: &reqwest::Client, url: String) -> Value {
+    http.get(url)
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_request_and_response_shapes() {
+    let script = Script::new(vec![
+        Conversation::new(vec![Step::text("Hello, OpenCode.")]).matching("greet me"),
+        Conversation::new(vec![
+            Step::tool(
+                "bash",
+                json!({"command": "echo asked", "description": "ask first"}),
+            ),
+            Step::text("It ran."),
+        ])
+        .matching("run something"),
+        Conversation::new(vec![
+            Step::text("never ends").with_fault(Fault::hang_after(0)),
+        ])
+        .matching("hang please"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let p = CliProject::empty();
+    let mut config = mock_config(&server.base_url());
+    config["permission"] = json!({"bash": "ask"});
+    p.write_config(&config.to_string());
+    let (_serve, base) = p.serve().await;
+    let http = reqwest::Client::new();
+
+    // Session create with OpenCode's body; the directory in OpenCode's query parameter.
+    let (status, s) = post(
+        &http,
+        format!("{base}/session?directory={}", p.root.display()),
+        json!({"title": "from opencode", "agent": "build",
+               "model": {"id": "mock-model", "providerID": "mock"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{s}");
+    assert_session(&s);
+    assert_eq!(s["title"], "from opencode");
+    assert_eq!(s["directory"], json!(p.root.display().to_string()));
+    let sid = s["id"].as_str().expect("id").to_string();
+
+    // Message with OpenCode's model object, parts with ids, agent and system.
+    let (status, m) = post(
+        &http,
+        format!("{base}/session/{sid}/message"),
+        json!({
+            "messageID": "msg_client_chosen",
+            "model": {"providerID": "mock", "modelID": "mock-model"},
+            "agent": "build",
+            "system": "Answer in one line.",
+            "parts": [{"id": "prt_client_1", "type": "text", "text": "greet me"}]
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{m}");
+    assert_with_parts(&m);
+    assert_eq!(m["info"]["role"], "assistant");
+    assert_eq!(m["info"]["providerID"], "mock");
+    assert_eq!(m["info"]["modelID"], "mock-model");
+    assert_eq!(m["info"]["mode"], "build");
+    let texts: Vec<&str> = m["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(texts, vec!["Hello, OpenCode."]);
+    let req = completions(&server).pop().expect("a request");
+    assert!(
+        req.body.to_string().contains("Answer in one line."),
+        "system reached the model"
+    );
+
+    // The listing parses too.
+    let list = get(&http, format!("{base}/session/{sid}/message")).await;
+    for m in list.as_array().expect("messages") {
+        assert_with_parts(m);
+    }
+    for s in get(&http, format!("{base}/session"))
+        .await
+        .as_array()
+        .expect("sessions")
+    {
+        assert_session(s);
+    }
+
+    // prompt_async, a permission ask, OpenCode's reply body.
+    let (_, s2) = post(&http, format!("{base}/session"), json!({})).await;
+    let sid2 = s2["id"].as_str().expect("id").to_string();
+    let (status, _) = post(
+        &http,
+        format!("{base}/session/{sid2}/prompt_async"),
+        json!({"parts": [{"id": "prt_client_2", "type": "text", "text": "run something"}],
+               "model": {"providerID": "mock", "modelID": "mock-model"}}),
+    )
+    .await;
+    assert_eq!(status, 204);
+    let mut pending = Value::Null;
+    for _ in 0..400 {
+        let list = get(&http, format!("{base}/permission")).await;
+        if let Some(first) = list.as_array().and_then(|l| l.first()) {
+            pending = first.clone();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    // OpenCode `PermissionRequest`: {id, sessionID, permission, patterns, metadata, always}.
+    for k in ["id", "sessionID", "permission"] {
+        assert!(is_str(&pending, k), "PermissionRequest.{k}: {pending}");
+    }
+    assert!(
+        pending["patterns"].is_array() && pending["always"].is_array(),
+        "{pending}"
+    );
+    assert!(pending["metadata"].is_object(), "{pending}");
+    assert_eq!(pending["sessionID"], json!(sid2));
+    let rid = pending["id"].as_str().expect("id");
+    let (status, ok) = post(
+        &http,
+        format!("{base}/permission/{rid}/reply"),
+        json!({"reply": "once"}),
+    )
+    .await;
+    assert_eq!((status, ok), (200, json!(true)));
+    let mut done = false;
+    for _ in 0..400 {
+        let list = get(&http, format!("{base}/session/{sid2}/message")).await;
+        let last = list
+            .as_array()
+            .and_then(|l| l.last())
+            .cloned()
+            .unwrap_or_default();
+        if last["info"]["role"] == "assistant" && is_num(&last["info"]["time"], "completed") {
+            let has_text = last["parts"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(|p| p["text"] == "It ran."));
+            if has_text {
+                for m in list.as_array().expect("messages") {
+                    assert_with_parts(m);
+                }
+                done = true;
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(done, "the turn finished after the permission reply");
+
+    // abort.
+    let (_, s3) = post(&http, format!("{base}/session"), json!({})).await;
+    let sid3 = s3["id"].as_str().expect("id").to_string();
+    let (status, _) = post(
+        &http,
+        format!("{base}/session/{sid3}/prompt_async"),
+        json!({"parts": [{"id": "prt_client_3", "type": "text", "text": "hang please"}]}),
+    )
+    .await;
+    assert_eq!(status, 204);
+    let (status, aborted) = post(&http, format!("{base}/session/{sid3}/abort"), json!({})).await;
+    assert_eq!((status, aborted), (200, json!(true)));
+
+    // What troupe cannot do is refused in one clear line, not silently dropped.
+    let (status, e) = post(
+        &http,
+        format!("{base}/session/{sid}/message"),
+        json!({"noReply": true, "parts": [{"id": "prt_x", "type": "text", "text": "note"}]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{e}");
+}
