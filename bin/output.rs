@@ -332,6 +332,17 @@ async fn delete_tree(store: &Store, session: Session) -> Result<usize> {
         stack.extend(children);
         order.push(s);
     }
+    // Not while another process drives one of them (its lease is live): that process
+    // would go on writing into a deleted session.
+    for s in &order {
+        if let Some(h) = store.lease_of(&s.id).await.map_err(|e| anyhow!("{e}"))? {
+            return Err(anyhow!(
+                "session {} is driven by {} right now; nothing deleted (try again when it is idle)",
+                s.id,
+                h.describe()
+            ));
+        }
+    }
     let n = order.len();
     for s in order.into_iter().rev() {
         store.write1(troupe_session::Write::DeleteSession(s));

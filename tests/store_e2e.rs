@@ -413,6 +413,68 @@ async fn a_killed_owner_s_lease_expires_and_a_new_driver_takes_over() {
         "{line}"
     );
 
+    // Nobody deletes a session another process drives.
+    let r = srv
+        .http
+        .delete(format!("{}/session/{sid}", srv.base))
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(r.status().as_u16(), 409);
+    let err: Value = r.json().await.expect("JSON error");
+    assert_eq!(err["error"]["type"], "session_busy", "{err}");
+    let out = project.output(&["session", "delete", &sid], &[]).await;
+    let line = assert_one_line_failure(&out, "session delete while driven elsewhere");
+    assert!(line.contains(&format!("(pid {run_pid} on ")), "{line}");
+    srv.get(&format!("/session/{sid}")).await;
+
+    // A driver waiting for the session says so, and Ctrl-C ends its wait.
+    let mut waiter = project.command(&["run", "--session", &sid, "third"]);
+    waiter.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut waiter = waiter.spawn().expect("spawn a waiting troupe run");
+    let mut lines = {
+        use tokio::io::AsyncBufReadExt;
+        tokio::io::BufReader::new(waiter.stderr.take().expect("stderr")).lines()
+    };
+    // Other activity may come first; the waiting line names the owner.
+    loop {
+        let line = tokio::time::timeout(CLI_DEADLINE, lines.next_line())
+            .await
+            .expect("a waiting line in time")
+            .expect("read stderr")
+            .expect("a waiting line before the end of stderr");
+        if line.contains("is driven by") {
+            assert!(
+                line.contains(&format!("is driven by troupe run (pid {run_pid} on "))
+                    && line.contains("waiting"),
+                "{line}"
+            );
+            break;
+        }
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &waiter.id().expect("pid").to_string()])
+        .status()
+        .expect("run kill");
+    assert!(killed.success());
+    let mut rest = Vec::new();
+    while let Some(l) = tokio::time::timeout(CLI_DEADLINE, lines.next_line())
+        .await
+        .expect("the waiter ends in time")
+        .expect("read stderr")
+    {
+        rest.push(l);
+    }
+    let status = waiter.wait().await.expect("wait");
+    assert!(!status.success());
+    assert!(
+        rest.iter().any(|l| l.starts_with("troupe: ")
+            && l.contains(&format!(
+                "gave up waiting for session {sid}, which troupe run (pid {run_pid} "
+            ))),
+        "{rest:?}"
+    );
+
     // The server's prompt waits for the run; the run dies without releasing anything.
     let post = tokio::spawn(srv.post(
         &format!("/session/{sid}/message"),
@@ -455,7 +517,8 @@ async fn a_killed_owner_s_lease_expires_and_a_new_driver_takes_over() {
     .map(|(r, x)| (r.to_string(), x.to_string()))
     .collect();
     assert_eq!(t, want, "{msgs:#}");
-    // The refused run created nothing; the provider saw the run's step and the server's.
+    // The refused and the interrupted runs created nothing; the provider saw the run's
+    // step and the server's.
     assert_eq!(completions(&mock).len(), 2);
     srv.wait_session(&sid, "no owner after the takeover", |s| {
         s["owner"].is_null()

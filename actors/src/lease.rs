@@ -325,6 +325,51 @@ mod tests {
         assert!(book.waits.is_empty());
     }
 
+    /// A holder that stalled past its TTL finds, at its next heartbeat, that another
+    /// process took the session over: the lease reports itself lost.
+    #[tokio::test]
+    async fn a_lease_taken_over_after_expiry_is_reported_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("t.db"), Bus::new()).unwrap();
+        let me = Identity::current("troupe test");
+        let (stalled, other) = (me.claim(), me.claim());
+        // The stalled holder's last renewal gave it 1 ms; its heartbeat comes every 100 ms.
+        let TakeOutcome::Taken { lease, .. } = store
+            .lease_take("ses_x", &stalled, Duration::from_millis(1))
+            .await
+            .unwrap()
+        else {
+            panic!("free lease not taken");
+        };
+        let book = Arc::new(LeaseBook::default());
+        let held = SessionLease::start(
+            store.clone(),
+            &lease,
+            Duration::from_millis(300),
+            book.clone(),
+        );
+        let lost = held.lost();
+        loop {
+            match store
+                .lease_take("ses_x", &other, Duration::from_secs(60))
+                .await
+                .unwrap()
+            {
+                TakeOutcome::Taken { previous, .. } => {
+                    assert_eq!(previous.map(|p| p.owner), Some(stalled.owner.clone()));
+                    break;
+                }
+                TakeOutcome::Held(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+            }
+        }
+        lost.cancelled().await;
+        // Dropping the lost lease does not release the new holder's.
+        drop(held);
+        book.settle(Duration::from_secs(3600)).await;
+        let now = store.lease_of("ses_x").await.unwrap().map(|h| h.owner);
+        assert_eq!(now, Some(other.owner));
+    }
+
     #[tokio::test]
     async fn dropping_a_lease_releases_it_after_a_flush() {
         let dir = tempfile::tempdir().unwrap();

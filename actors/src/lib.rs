@@ -279,11 +279,9 @@ pub enum RuntimeError {
     /// The turn could not run (bad agent, model, …).
     #[error("{0}")]
     Turn(String),
-    /// Another process drives the session (holds its lease) and did not finish within the
-    /// wait ([`RuntimeOptions::lease_wait`]).
-    #[error(
-        "session {session_id} is driven by {owner} since {since}; gave up after waiting {waited_s:.1} s (TROUPE_LEASE_WAIT_MS sets the wait)"
-    )]
+    /// Another process drives the session (holds its lease): it did not finish within the
+    /// wait ([`RuntimeOptions::lease_wait`]), or the session cannot be deleted now.
+    #[error("session {session_id} is driven by {owner} since {since}; {outcome}")]
     SessionBusy {
         /// The session.
         session_id: String,
@@ -291,8 +289,9 @@ pub enum RuntimeError {
         owner: String,
         /// When the owner took it, ISO-8601 UTC (store clock).
         since: String,
-        /// How long this driver waited, seconds.
-        waited_s: f64,
+        /// What this caller did about it: `gave up after waiting 300.0 s …`, `nothing
+        /// deleted`.
+        outcome: String,
     },
 }
 
@@ -484,7 +483,10 @@ impl Runtime {
                             session_id: session_id.to_string(),
                             owner: holder.describe(),
                             since: troupe_session::iso_time(holder.acquired),
-                            waited_s: waited.as_secs_f64(),
+                            outcome: format!(
+                                "gave up after waiting {:.1} s (TROUPE_LEASE_WAIT_MS sets the wait)",
+                                waited.as_secs_f64()
+                            ),
                         });
                     }
                     // Our own process's holder is an actor starting or stopping: no news.
@@ -511,7 +513,7 @@ impl Runtime {
                         _ = tokio::time::sleep(left.min(lease::LEASE_POLL)) => {}
                         _ = wait.token.cancelled() => {
                             return Err(RuntimeError::Turn(format!(
-                                "aborted while waiting for session {session_id}, which {} drives",
+                                "gave up waiting for session {session_id}, which {} drives",
                                 holder.describe()
                             )));
                         }
@@ -660,7 +662,10 @@ impl Runtime {
 
     /// Abort a session and delete it (and its messages, parts and event log) from the store;
     /// its background processes (bash `background: true`) are stopped.
+    /// Fails with [`RuntimeError::SessionBusy`] (nothing deleted) while another process
+    /// drives the session or one of its children.
     pub async fn delete_session(&self, session_id: &str) -> Result<bool, RuntimeError> {
+        self.refuse_if_driven_elsewhere(session_id).await?;
         self.abort(session_id);
         // Its background processes stop with it.
         let owner = session_id.to_string();
@@ -678,6 +683,28 @@ impl Runtime {
         self.shared.store.write1(Write::DeleteSession(s));
         self.shared.store.flush().await?;
         Ok(true)
+    }
+
+    /// [`RuntimeError::SessionBusy`] when another process holds the lease of `session_id`
+    /// or of a session below it.
+    async fn refuse_if_driven_elsewhere(&self, session_id: &str) -> Result<(), RuntimeError> {
+        let mut stack = vec![session_id.to_string()];
+        while let Some(id) = stack.pop() {
+            if let Some(h) = self.shared.store.lease_of(&id).await?
+                && (h.pid != self.shared.identity.pid || h.host != self.shared.identity.host)
+            {
+                return Err(RuntimeError::SessionBusy {
+                    session_id: id,
+                    owner: h.describe(),
+                    since: troupe_session::iso_time(h.acquired),
+                    outcome: "nothing deleted (try again when it is idle)".into(),
+                });
+            }
+            let sid = id.clone();
+            let children = self.shared.store.read(move |r| r.children(&sid)).await?;
+            stack.extend(children.into_iter().map(|c| c.id));
+        }
+        Ok(())
     }
 
     /// Number of live actors below the root (sessions, processors, tool calls).
