@@ -284,6 +284,30 @@ async fn run_task(
         .clone()
         .or_else(|| parent.model.as_ref().map(|m| m.full()));
 
+    // The child is driven under its own lease like any session, so no other process (or
+    // parallel task call resuming the same child) drives it meanwhile. No waiting here:
+    // the parent's turn would stall behind someone else's.
+    let lease = match rt
+        .store
+        .lease_take(&child.id, &rt.identity.claim(), rt.opts.lease_ttl)
+        .await
+        .map_err(|e| ToolError::Failed(e.to_string()))?
+    {
+        troupe_session::TakeOutcome::Taken { lease, .. } => crate::lease::SessionLease::start(
+            rt.store.clone(),
+            &lease,
+            rt.opts.lease_ttl,
+            rt.leases.clone(),
+        ),
+        troupe_session::TakeOutcome::Held(h) => {
+            return Err(ToolError::Failed(format!(
+                "subagent session {} is driven by {} right now; resume it with this task_id once that ends",
+                child.id,
+                h.describe()
+            )));
+        }
+    };
+
     // Spawn the child's actor under the calling tool-call actor.
     let child_id = child.id.clone();
     let cid = child_id.clone();
@@ -304,7 +328,7 @@ async fn run_task(
             crate::tree::Kind::ToolCall,
             &ctx.call_id,
         )),
-        lease: None,
+        lease: Some(lease),
     };
     let spawned = match supervisor {
         Some(cell) => Actor::spawn_linked(None, SessionActor, actor_args, cell).await,

@@ -1,6 +1,7 @@
 //! Integration tests of the `task` tool (subagents as child session actors) against the
 //! scripted provider: parallel fan-out with failure isolation, abort propagation, resuming a
-//! child with `task_id`, the concurrent-subagent cap, and refused task calls.
+//! child with `task_id` (refused while another process drives the child), the
+//! concurrent-subagent cap, and refused task calls.
 //!
 //! Each conversation of the mock is selected by a unique token in the first user message, so
 //! the parent (whose first user message is the prompt) and every child (whose first user
@@ -13,7 +14,9 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use troupe_actors::{PromptInput, Runtime, RuntimeOptions, TurnResult};
 use troupe_config::{Config, LoadedConfig};
-use troupe_session::{Bus, Message, MessageWithParts, PartKind, Session, Store, ToolState};
+use troupe_session::{
+    Bus, LeaseClaim, Message, MessageWithParts, PartKind, Session, Store, TakeOutcome, ToolState,
+};
 use troupe_testkit::{Conversation, Exhausted, Fault, MockServer, RecordedRequest, Script, Step};
 use troupe_tools::{AllowAll, Registry};
 
@@ -575,8 +578,10 @@ async fn resume_with_task_id() {
         Conversation::new(vec![
             filler(),
             filler(),
-            Step::tool("task", resume).with_tool("task", bogus),
+            Step::tool("task", resume.clone()).with_tool("task", bogus),
             Step::text("parent turn two done"),
+            Step::tool("task", resume),
+            Step::text("parent turn three done"),
         ])
         .matching("PARENT-RESUME"),
         child_conv(vec![
@@ -630,6 +635,51 @@ async fn resume_with_task_id() {
             .any(|t| t.contains("child first answer: 17 files")),
         "{assistants:#?}"
     );
+    wait_idle(&rt, Duration::from_secs(5)).await;
+
+    // Turn 3: another process drives the child meanwhile (holds its lease): resuming it is
+    // refused, naming that process, and the child's history is left alone.
+    let other = open_store(&dir);
+    let claim = LeaseClaim {
+        owner: "own_other".into(),
+        pid: 4242,
+        host: "elsewhere".into(),
+        label: "troupe run".into(),
+    };
+    // The child's actor released its lease when it stopped; that may still be under way.
+    let deadline = Instant::now() + DEADLINE;
+    while !matches!(
+        other
+            .lease_take(&child, &claim, Duration::from_secs(60))
+            .await
+            .expect("lease_take"),
+        TakeOutcome::Taken { .. }
+    ) {
+        assert!(
+            Instant::now() < deadline,
+            "the child's lease was never released"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let t3 = run_prompt(&rt, &sid, "continue the helper once more").await;
+    assert_eq!(t3.text, "parent turn three done");
+    let r3 = task_results(&messages(&rt, &sid).await);
+    assert_eq!(r3.len(), 4, "{r3:#?}");
+    let err = r3[3]
+        .1
+        .clone()
+        .expect_err("resuming a child driven elsewhere fails");
+    assert!(
+        err.contains(&format!(
+            "subagent session {child} is driven by troupe run (pid 4242 on elsewhere)"
+        )),
+        "{err}"
+    );
+    assert_eq!(messages(&rt, &child).await.len(), 4);
+    other
+        .lease_release(&child, "own_other")
+        .await
+        .expect("release");
     wait_idle(&rt, Duration::from_secs(5)).await;
     rt.shutdown().await;
     server2.shutdown().await;
