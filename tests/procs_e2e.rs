@@ -64,6 +64,8 @@ impl Project {
             .env("TROUPE_NO_STDIN", "1")
             .env("TROUPE_TITLE", "0")
             .env("TROUPE_TEST_TOOLS", "1")
+            // A killed run's session lease expires quickly, so the next run takes over.
+            .env("TROUPE_LEASE_TTL_MS", "1500")
             .env("TROUPE_TOOL_OUTPUT_DIR", self.global.path().join("out"))
             .env_remove("TROUPE_CONFIG_CONTENT")
             .env_remove("TROUPE_LOG")
@@ -228,6 +230,71 @@ async fn sigkill_of_run_leaves_no_bash_process() {
         "{state:#}"
     );
     assert_eq!(state["metadata"]["outcome"], "unknown", "{state:#}");
+    // The loader looked for the call's processes by their mark: the watchdog had already
+    // stopped them all.
+    assert!(
+        state["error"]
+            .as_str()
+            .is_some_and(|e| e.ends_with("None of the processes it started is still running.")),
+        "{state:#}"
+    );
+    assert_eq!(state["metadata"]["survivorsStopped"], 0, "{state:#}");
+    server.shutdown().await;
+}
+
+/// Issue 12.4, second line of defence: if the watchdog is gone too (killed with troupe),
+/// the process that loads the session next finds the survivors by their mark, stops them and
+/// says so in the swept part.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loader_stops_survivors_when_the_watchdog_died_too() {
+    let needle = "sleep 41.29";
+    let command = format!("setsid {needle} & {needle}; wait");
+    let script = Script::single(vec![
+        Step::tool("bash", json!({"command": command, "description": "sleep"})),
+        Step::text("after the crash"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = Project::new(&server.base_url());
+    assert!(pgrep(needle).is_empty(), "stray processes before the test");
+    let child = project
+        .command(&["run", "sleep", "please"])
+        .spawn()
+        .expect("spawn");
+    let pid = child.id().expect("pid");
+    wait_for("two sleeps", || pgrep(needle).len() >= 2).await;
+    let watchdog = pgrep(&format!("troupe-watchdog {pid}."));
+    assert_eq!(watchdog.len(), 1, "one watchdog per troupe process");
+    signal(watchdog[0].parse().expect("pid"), "-KILL");
+    signal(pid, "-KILL");
+    let _ = tokio::time::timeout(CLI_DEADLINE, child.wait_with_output()).await;
+    // Nothing stopped them this time: the shell and both sleeps live on.
+    let survivors = pgrep(needle).len();
+    assert!(survivors >= 2, "the sleeps should have survived");
+
+    let out = project.troupe(&["run", "--continue", "go", "on"]).await;
+    assert_success(&out, "continue after the crash");
+    let left = pgrep(needle);
+    for p in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", p])
+            .status();
+    }
+    assert!(left.is_empty(), "the loader left survivors: {left:?}");
+    let sid = project.only_session().await;
+    let tools = tool_parts(&project.messages(&sid).await);
+    let state = &tools[0]["state"];
+    assert!(
+        state["error"]
+            .as_str()
+            .is_some_and(|e| e.ends_with(&format!(
+                "{survivors} process(es) it started were still running and have been stopped."
+            ))),
+        "{state:#}"
+    );
+    assert_eq!(
+        state["metadata"]["survivorsStopped"], survivors,
+        "{state:#}"
+    );
     server.shutdown().await;
 }
 

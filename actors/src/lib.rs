@@ -331,6 +331,43 @@ impl Actor for RootActor {
     }
 }
 
+/// Before a loaded session is swept: for each tool part still `running` whose metadata
+/// names its processes' mark (bash, [`troupe_tools::procs::OWNER_METADATA_KEY`]), stop
+/// whatever still carries that mark (the process that ran it died) and record how many on
+/// the part ([`troupe_session::store::SURVIVORS_KEY`]) so the swept error says so (issue
+/// 12.4).
+async fn stop_survivors(history: &mut [troupe_session::MessageWithParts]) {
+    for m in history.iter_mut() {
+        for p in m.parts.iter_mut() {
+            let troupe_session::PartKind::Tool {
+                state:
+                    troupe_session::ToolState::Running {
+                        metadata: Some(meta),
+                        ..
+                    },
+                ..
+            } = &mut p.kind
+            else {
+                continue;
+            };
+            let Some(tag) = meta
+                .get(troupe_tools::procs::OWNER_METADATA_KEY)
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+            else {
+                continue;
+            };
+            let n = tokio::task::spawn_blocking(move || troupe_tools::procs::stop_survivors(&tag))
+                .await
+                .unwrap_or(0);
+            if n > 0 {
+                tracing::warn!(part = %p.id, processes = n, "stopped processes that outlived a crashed troupe");
+            }
+            meta[troupe_session::store::SURVIVORS_KEY] = serde_json::json!(n);
+        }
+    }
+}
+
 /// The runtime: one per process.
 #[derive(Clone)]
 pub struct Runtime {
@@ -537,6 +574,7 @@ impl Runtime {
             .await?;
         let session =
             session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
+        stop_survivors(&mut history).await;
         troupe_session::store::sweep_interrupted(&self.shared.store, &mut history);
         let args = SessionArgs {
             rt: self.shared.clone(),

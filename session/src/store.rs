@@ -858,6 +858,11 @@ pub const OUTCOME_UNKNOWN: &str = "Tool execution interrupted: the process runni
 finished, so its outcome is unknown (it may have partly or fully taken effect). Check the current \
 state (files, processes) before retrying.";
 
+/// Metadata key of a running part that says how many of its processes the loader found
+/// still running and stopped (`troupe_tools::procs::SURVIVORS_METADATA_KEY`); the swept error
+/// then says so.
+pub const SURVIVORS_KEY: &str = "survivorsStopped";
+
 /// Repair a session left inconsistent by a crashed or killed process: tool parts still
 /// `pending` (never started) or `running` a read-only tool ([`READ_ONLY_TOOLS`]) become
 /// `error` "Tool execution aborted"; parts `running` any other tool become `error`
@@ -878,11 +883,27 @@ pub fn sweep_interrupted(store: &Store, history: &mut [MessageWithParts]) -> usi
                     _ => (now, false),
                 };
                 let unknown = ran && !READ_ONLY_TOOLS.contains(&tool.as_str());
+                // Set by the loader when it looked for the call's processes (issue 12.4).
+                let survivors = match state {
+                    ToolState::Running {
+                        metadata: Some(m), ..
+                    } => m.get(SURVIVORS_KEY).and_then(|v| v.as_u64()),
+                    _ => None,
+                };
                 let (error, metadata) = if unknown {
-                    (
-                        OUTCOME_UNKNOWN.to_string(),
-                        serde_json::json!({"interrupted": true, "outcome": "unknown"}),
-                    )
+                    let mut error = OUTCOME_UNKNOWN.to_string();
+                    let mut metadata =
+                        serde_json::json!({"interrupted": true, "outcome": "unknown"});
+                    if let Some(n) = survivors {
+                        error.push_str(&match n {
+                            0 => " None of the processes it started is still running.".to_string(),
+                            n => format!(
+                                " {n} process(es) it started were still running and have been stopped."
+                            ),
+                        });
+                        metadata[SURVIVORS_KEY] = serde_json::json!(n);
+                    }
+                    (error, metadata)
                 } else {
                     (
                         "Tool execution aborted".to_string(),
@@ -1088,6 +1109,74 @@ mod tests {
         assert_eq!(errors[6].1, serde_json::json!({"interrupted": true}));
         // A pending write never started: nothing happened.
         assert_eq!(errors[7].0, "write: Tool execution aborted");
+    }
+
+    /// Issue 12.4: what the loader found of a dead call's processes is in the swept error.
+    #[tokio::test]
+    async fn sweep_reports_survivors_the_loader_stopped() {
+        let (_d, store) = store();
+        let s = Session::new("/tmp", None);
+        let mid = crate::id::message();
+        let part = |n: u64| {
+            Part::new(
+                &s.id,
+                &mid,
+                PartKind::Tool {
+                    call_id: format!("call_{n}"),
+                    tool: "bash".into(),
+                    state: ToolState::Running {
+                        input: serde_json::json!({"command": "sleep 100"}),
+                        title: None,
+                        metadata: Some(serde_json::json!({SURVIVORS_KEY: n})),
+                        time: ToolTime {
+                            start: 1,
+                            end: None,
+                            compacted: None,
+                        },
+                    },
+                },
+            )
+        };
+        let mut history = vec![MessageWithParts {
+            info: Message::User(UserMessage {
+                id: mid.clone(),
+                session_id: s.id.clone(),
+                time: UserTime { created: 1 },
+                agent: "build".into(),
+                model: ModelRef {
+                    provider_id: "p".into(),
+                    model_id: "m".into(),
+                },
+                system: None,
+            }),
+            parts: vec![part(0), part(2)],
+        }];
+        sweep_interrupted(&store, &mut history);
+        let errors: Vec<(String, serde_json::Value)> = history[0]
+            .parts
+            .iter()
+            .map(|p| match &p.kind {
+                PartKind::Tool {
+                    state:
+                        ToolState::Error {
+                            error, metadata, ..
+                        },
+                    ..
+                } => (error.clone(), metadata.clone().unwrap_or_default()),
+                other => panic!("not swept: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            errors[0].0,
+            format!("{OUTCOME_UNKNOWN} None of the processes it started is still running.")
+        );
+        assert_eq!(errors[0].1[SURVIVORS_KEY], 0);
+        assert_eq!(
+            errors[1].0,
+            format!(
+                "{OUTCOME_UNKNOWN} 2 process(es) it started were still running and have been stopped."
+            )
+        );
     }
 
     #[tokio::test]

@@ -40,6 +40,21 @@ use std::time::Duration;
 /// a counter.
 pub const OWNER_ENV: &str = "TROUPE_PROC_OWNER";
 
+/// Key of a running bash part's metadata holding its call's [`OWNER_ENV`] mark, so a process
+/// that loads the session after a crash can stop what survived ([`stop_survivors`]).
+pub const OWNER_METADATA_KEY: &str = "processOwner";
+
+/// Key the loader sets on a running part's metadata before sweeping it: how many processes
+/// of the call were still running and were stopped.
+pub const SURVIVORS_METADATA_KEY: &str = "survivorsStopped";
+
+/// Kill the processes still carrying a dead call's mark `tag` (no process group: the group
+/// id of a dead troupe's shell may name another process by now). Returns how many were
+/// running. Blocking: reads `/proc`.
+pub fn stop_survivors(tag: &str) -> usize {
+    kill_call(tag, 0)
+}
+
 /// How often the reaper thread collects exited orphans.
 pub const REAP_INTERVAL: Duration = Duration::from_millis(500);
 

@@ -382,10 +382,14 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
             Value::String(last_chars(&buf.text(), MAX_METADATA_LENGTH)),
         );
         m.insert("description".into(), Value::String(description.clone()));
+        // The call's process mark, on the stored running part: if troupe dies, the next
+        // process that loads the session finds what survived by it (issue 12.4).
+        m.insert(procs::OWNER_METADATA_KEY.into(), Value::String(tag.clone()));
         ctx.progress.update(Some(description.clone()), m);
     };
 
     let mut buf = OutputBuf::new();
+    publish(&buf);
     let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms.saturating_add(100)));
     tokio::pin!(deadline);
     let mut ticker = tokio::time::interval(PROGRESS_INTERVAL);
