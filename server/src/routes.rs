@@ -205,16 +205,22 @@ pub async fn index() -> Html<&'static str> {
 /// List sessions, newest first.
 #[utoipa::path(get, path = "/session", tag = "session",
     params(("roots" = Option<bool>, Query, description = "Only root sessions")),
-    responses((status = 200, description = "Sessions, newest first, each with `owner` (the process driving it, or null)", body = [Value])))]
+    responses((status = 200, description = "Sessions, newest first, each with `owner` (the process driving it, or null) and `lastError` (the error of its last turn, or null)", body = [Value])))]
 pub async fn list_sessions(
     State(st): State<AppState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Vec<Value>>> {
     let roots = bool_param(&q, "roots")?;
+    // Each session with the error of its last turn (one indexed lookup per session).
     let v = st
         .runtime
         .store()
-        .read(move |r| r.sessions(SESSION_LIST_LIMIT, roots))
+        .read(move |r| {
+            r.sessions(SESSION_LIST_LIMIT, roots)?
+                .into_iter()
+                .map(|s| r.last_error(&s.id).map(|e| (s, e)))
+                .collect::<Result<Vec<_>, _>>()
+        })
         .await?;
     let leases: HashMap<String, LeaseHolder> = st
         .runtime
@@ -225,9 +231,21 @@ pub async fn list_sessions(
         .map(|l| (l.session_id.clone(), l))
         .collect();
     v.iter()
-        .map(|s| with_owner(s, leases.get(&s.id)))
+        .map(|(s, e)| with_last_error(with_owner(s, leases.get(&s.id))?, e.as_ref()))
         .collect::<ApiResult<Vec<_>>>()
         .map(Json)
+}
+
+/// Adds `lastError`: the `{name, data}` error of the session's last assistant message, or
+/// `null` when its last turn ended without one (the web view marks failed sessions with it).
+fn with_last_error(mut v: Value, error: Option<&troupe_session::MessageError>) -> ApiResult<Value> {
+    if let Value::Object(m) = &mut v {
+        m.insert(
+            "lastError".into(),
+            serde_json::to_value(error).map_err(|e| ApiError::internal(e.to_string()))?,
+        );
+    }
+    Ok(v)
 }
 
 /// Create a session.
@@ -328,7 +346,9 @@ pub async fn get_session(
 ) -> ApiResult<Json<Value>> {
     let s = find_session(&st, &id).await?;
     let lease = st.runtime.store().lease_of(&id).await?;
-    with_owner(&s, lease.as_ref()).map(Json)
+    let key = id.clone();
+    let error = st.runtime.store().read(move |r| r.last_error(&key)).await?;
+    with_last_error(with_owner(&s, lease.as_ref())?, error.as_ref()).map(Json)
 }
 
 /// Delete a session (aborting it) with its children, messages and parts.

@@ -580,6 +580,29 @@ impl Reader<'_> {
             .map_err(|e| sql_err(self.path, e))
     }
 
+    /// The error of `session_id`'s last assistant message (`{name, data}`), `None` when its
+    /// last turn ended without one or it has no assistant message. One indexed lookup.
+    pub fn last_error(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<crate::types::MessageError>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT json_extract(data, '$.error') FROM message \
+                 WHERE session_id = ?1 AND role = 'assistant' ORDER BY id DESC LIMIT 1",
+            )
+            .map_err(|e| sql_err(self.path, e))?;
+        let mut rows = stmt
+            .query([session_id])
+            .map_err(|e| sql_err(self.path, e))?;
+        let Some(row) = rows.next().map_err(|e| sql_err(self.path, e))? else {
+            return Ok(None);
+        };
+        let raw: Option<String> = row.get(0).map_err(|e| sql_err(self.path, e))?;
+        Ok(raw.and_then(|t| serde_json::from_str(&t).ok()))
+    }
+
     /// Every assistant message in the store (for usage statistics), oldest first.
     pub fn assistant_messages(&self) -> Result<Vec<crate::types::AssistantMessage>, StoreError> {
         let mut stmt = self
@@ -952,6 +975,52 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(dir.path().join("t.db"), Bus::new()).unwrap();
         (dir, s)
+    }
+
+    #[tokio::test]
+    async fn last_error_is_the_last_assistant_messages() {
+        let (_d, store) = store();
+        let s = Session::new("/tmp", None);
+        let assistant = |error: Option<MessageError>| AssistantMessage {
+            id: crate::id::message(),
+            session_id: s.id.clone(),
+            parent_id: "msg_u".into(),
+            time: AssistantTime {
+                created: 1,
+                completed: Some(2),
+            },
+            agent: "build".into(),
+            model_id: "m".into(),
+            provider_id: "p".into(),
+            path: MessagePath::default(),
+            summary: false,
+            cost: rust_decimal::Decimal::ZERO,
+            tokens: Tokens::default(),
+            finish: None,
+            error,
+        };
+        store.write1(Write::Session {
+            info: s.clone(),
+            created: true,
+        });
+        store.flush().await.unwrap();
+        let sid = s.id.clone();
+        assert_eq!(store.read(move |r| r.last_error(&sid)).await.unwrap(), None);
+        let failed = MessageError::new("APIError", "bad request");
+        store.write1(Write::Message(Message::Assistant(assistant(Some(
+            failed.clone(),
+        )))));
+        store.flush().await.unwrap();
+        let sid = s.id.clone();
+        assert_eq!(
+            store.read(move |r| r.last_error(&sid)).await.unwrap(),
+            Some(failed)
+        );
+        // A later turn that went well clears it.
+        store.write1(Write::Message(Message::Assistant(assistant(None))));
+        store.flush().await.unwrap();
+        let sid = s.id.clone();
+        assert_eq!(store.read(move |r| r.last_error(&sid)).await.unwrap(), None);
     }
 
     #[tokio::test]

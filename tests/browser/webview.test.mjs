@@ -8,7 +8,8 @@
 // Flow: load the page → send a prompt through the prompt box (creates a session) → the session
 // appears in the list → the assistant text streams in → the bash permission request appears →
 // click "Once" → the tool completes with its output → the final text arrives → the session goes
-// idle and the actor tree shows it. Screenshots go to $ARTIFACTS_DIR/webview.png (and
+// idle and the actor tree shows it → a second prompt fails: its session is marked failed (error on
+// hover), still after a reload, times carry dates, and the status/directory filters work. Screenshots go to $ARTIFACTS_DIR/webview.png (and
 // webview-permission.png; webview-failure.png on failure). Exit code 1 on any failed expectation.
 
 import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
@@ -26,6 +27,7 @@ mkdirSync(artifacts, { recursive: true });
 const STEP = Number(process.env.STEP_TIMEOUT_MS || 20000);
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const PROMPT = "browser test: please list the files";
+const FAILING_PROMPT = "browser failure: this prompt fails";
 
 let step = "start";
 const t0 = Date.now();
@@ -146,6 +148,53 @@ try {
   await expectVisible(page.locator("[data-testid=part-tool][data-tool=bash][data-status=completed]"), "the completed tool after a reload");
   await expectVisible(page.locator("[data-testid=part-text]", { hasText: "All done:" }), "the final text after a reload");
   await page.waitForTimeout(300);
+
+  // A failed turn: the session is marked failed in the list, the error on hover, and stays
+  // marked after a reload (the server's lastError), and the status filter finds it.
+  step = "send a prompt that fails";
+  await page.locator("[data-testid=new-session]").click();
+  await page.locator("[data-testid=prompt-input]").fill(FAILING_PROMPT);
+  await page.locator("[data-testid=prompt-send]").click();
+  const failedSid = await expectTrue(page, "a second session in the list", (first) => {
+    const other = [...document.querySelectorAll("[data-testid=session-item]")]
+      .map((li) => li.getAttribute("data-session-id"))
+      .find((id) => id && id !== first);
+    return other || false;
+  }, sid);
+  log(`failing session ${failedSid}`);
+  const markedFailed = (id) => {
+    const li = document.querySelector(`[data-testid=session-item][data-session-id="${id}"]`);
+    const badge = li && li.querySelector("[data-testid=session-status]");
+    return !!li && li.dataset.failed === "true" && li.classList.contains("failed") &&
+      badge.textContent.trim() === "failed" && /refuses this prompt/.test(badge.title);
+  };
+  await expectTrue(page, "the failed session to be marked failed with its error on hover", markedFailed, failedSid);
+  const okMarked = await page.evaluate((id) =>
+    document.querySelector(`[data-testid=session-item][data-session-id="${id}"]`).dataset.failed, sid);
+  if (okMarked !== "false") throw new Error(`the finished session is marked failed=${okMarked}`);
+  await page.screenshot({ path: join(artifacts, "webview-failed.png") });
+
+  step = "reload with a failed session";
+  await page.reload({ waitUntil: "domcontentloaded" });
+  await expectTrue(page, "the failed session to stay marked after a reload", markedFailed, failedSid);
+  await expectTrue(page, "times to carry a date", (id) => {
+    const t = document.querySelector(`[data-testid=session-item][data-session-id="${id}"] .sid`);
+    return !!t && /[A-Za-z]{3,}\.? ?\d{1,2}|\d{1,2}\.? [A-Za-z]{3,}/.test(t.textContent);
+  }, failedSid);
+
+  step = "filter by status and directory";
+  await page.locator("[data-testid=filter-status]").selectOption("failed");
+  await expectTrue(page, "only the failed session with the failed filter", (id) => {
+    const ids = [...document.querySelectorAll("[data-testid=session-item]")].map((li) => li.getAttribute("data-session-id"));
+    return ids.length === 1 && ids[0] === id;
+  }, failedSid);
+  await page.locator("[data-testid=filter-status]").selectOption("");
+  await page.locator("[data-testid=filter-dir]").fill("/no/such/directory");
+  await expectTrue(page, "no session for a directory none is in", () =>
+    document.querySelectorAll("[data-testid=session-item]").length === 0);
+  await page.locator("[data-testid=filter-dir]").fill("");
+  await expectTrue(page, "both sessions again without filters", () =>
+    document.querySelectorAll("[data-testid=session-item]").length >= 2);
 
   if (pageErrors.length) throw new Error("the page reported errors:\n  " + pageErrors.join("\n  "));
   await page.screenshot({ path: join(artifacts, "webview.png") });
