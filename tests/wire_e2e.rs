@@ -224,3 +224,44 @@ async fn absurd_usage_is_clamped_not_wrapped() {
     assert_eq!(tokens["output"], 7, "{tokens}");
     server.shutdown().await;
 }
+
+/// Issue 24.4: a tool call whose streamed arguments pass `maxToolArgumentBytes` is not run: its
+/// part ends as an error naming the cap, the file is not written, and the turn goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_tool_arguments_end_the_call_with_an_error() {
+    let content = "x".repeat(5000);
+    let server = MockServer::start(Script::single(vec![
+        Step::tool("write", json!({"filePath": "big.txt", "content": content}))
+            .with_chunk_size(512),
+        Step::text("gave up on the big file"),
+    ]))
+    .await
+    .expect("mock");
+    let project = Project::new(
+        &server.base_url(),
+        OPENAI,
+        json!({"maxToolArgumentBytes": 1024}),
+    );
+    let out = project
+        .troupe(&["run", "--format", "json", "write it"])
+        .await;
+    assert_success(&out, "oversized arguments");
+    assert!(!project.root.join("big.txt").exists(), "the call ran");
+    let events = parse_events(&out.stdout);
+    let errors: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "message.part.updated")
+        .map(|e| &e["properties"]["part"])
+        .filter(|p| p["type"] == "tool" && p["state"]["status"] == "error")
+        .collect();
+    assert_eq!(errors.len(), 1, "{events:#?}");
+    let err = errors[0]["state"]["error"].as_str().unwrap_or("");
+    assert!(err.contains("limit of 1024 bytes"), "{err}");
+    assert!(
+        text(&out.stdout).len() < 64 * 1024,
+        "the arguments were echoed: {} bytes",
+        text(&out.stdout).len()
+    );
+    assert_eq!(completions(&server).len(), 2);
+    server.shutdown().await;
+}
