@@ -515,7 +515,17 @@ impl Runtime {
                 }
                 troupe_session::TakeOutcome::Held(holder) => {
                     let waited = started.elapsed();
+                    // A `waiting` status announced earlier ends with this driver's wait.
+                    let end_wait = |announced: bool| {
+                        if announced {
+                            store.write1(Write::Publish(troupe_session::Event::SessionStatus {
+                                session_id: session_id.to_string(),
+                                status: troupe_session::SessionStatus::Idle,
+                            }));
+                        }
+                    };
                     if waited >= opts.lease_wait {
+                        end_wait(announced);
                         return Err(RuntimeError::SessionBusy {
                             session_id: session_id.to_string(),
                             owner: holder.describe(),
@@ -549,6 +559,7 @@ impl Runtime {
                     tokio::select! {
                         _ = tokio::time::sleep(left.min(lease::LEASE_POLL)) => {}
                         _ = wait.token.cancelled() => {
+                            end_wait(announced);
                             return Err(RuntimeError::Turn(format!(
                                 "gave up waiting for session {session_id}, which {} drives",
                                 holder.describe()
