@@ -748,8 +748,13 @@ impl troupe_tools::PermissionAsker for TerminalAsker {
         Box::pin(async move {
             let _g = lock.lock().await;
             activity.pause();
+            let why = if req.reason.is_empty() {
+                String::new()
+            } else {
+                format!("\n  {}", req.reason)
+            };
             let question = format!(
-                "\npermission: {}\n  allow? [o]nce / [a]lways / [r]eject (text after r = feedback): ",
+                "\npermission: {}{why}\n  allow? [o]nce / [a]lways / [r]eject (text after r = feedback): ",
                 permission_question(&req)
             );
             let answer = tokio::task::spawn_blocking(move || {
@@ -766,12 +771,20 @@ impl troupe_tools::PermissionAsker for TerminalAsker {
                         Some('o') | Some('y') => troupe_tools::PermissionReply::Allow,
                         Some('a') => troupe_tools::PermissionReply::AllowAlways,
                         _ => {
+                            // A plain reject stops the turn; with feedback the model sees it
+                            // and the turn goes on (issue 11, OpenCode §6).
                             let fb = t.get(1..).unwrap_or("").trim().to_string();
-                            troupe_tools::PermissionReply::Deny(fb)
+                            if fb.is_empty() {
+                                troupe_tools::PermissionReply::Reject(String::new())
+                            } else {
+                                troupe_tools::PermissionReply::Deny(format!(
+                                    "The user rejected this call and said: {fb}"
+                                ))
+                            }
                         }
                     }
                 }
-                _ => troupe_tools::PermissionReply::Deny(String::new()),
+                _ => troupe_tools::PermissionReply::Reject(String::new()),
             }
         })
     }
@@ -838,6 +851,7 @@ mod tests {
                 patterns: patterns.iter().map(|s| s.to_string()).collect(),
                 always: vec![],
                 metadata,
+                ..Default::default()
             };
         assert_eq!(
             permission_question(&req(

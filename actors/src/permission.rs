@@ -16,6 +16,7 @@ use dashmap::DashMap;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
+use troupe_agents::permission::Verdict;
 use troupe_agents::{Action, Rule, Ruleset};
 use troupe_session::{Event, Store, Write};
 use troupe_tools::{PermissionAsker, PermissionReply, PermissionRequest};
@@ -49,6 +50,7 @@ struct Pending {
     permission: String,
     patterns: Vec<String>,
     always: Vec<String>,
+    reason: String,
     rules: Arc<Ruleset>,
     tx: oneshot::Sender<PermissionReply>,
 }
@@ -100,31 +102,42 @@ impl PermissionBroker {
             .clone()
     }
 
-    /// Evaluate a request against `rules` + approvals; ask when needed.
+    /// What the rules (`rules` + the project's approvals) decide for `req`, without asking
+    /// (troupe-agents `decide_request`: strictest part, opaque parts at least ask).
+    pub async fn verdict(
+        &self,
+        project: &str,
+        rules: &Ruleset,
+        req: &PermissionRequest,
+    ) -> Verdict {
+        let approvals = self.approvals_for(project).await;
+        troupe_agents::permission::decide_request(
+            &req.permission,
+            &req.patterns,
+            &req.sources,
+            &req.opaque,
+            &[rules, &approvals],
+        )
+    }
+
+    /// Evaluate a request against `rules` + approvals; ask when needed. A deny names the
+    /// deciding rule and part; an ask carries the reason in `req.reason` and the published
+    /// `permission.asked` payload (`reason`).
     pub async fn ask(
         self: &Arc<Self>,
         session_id: &str,
         project: &str,
         rules: Arc<Ruleset>,
-        req: PermissionRequest,
+        mut req: PermissionRequest,
         tool: Option<(String, String)>,
     ) -> PermissionReply {
-        let approvals = self.approvals_for(project).await;
-        let mut needs_ask = false;
-        for p in &req.patterns {
-            match troupe_agents::permission::evaluate(&req.permission, p, &[&rules, &approvals]) {
-                Action::Deny => {
-                    return PermissionReply::Deny(format!(
-                        "Permission denied by a rule: {} {p}. Do not retry this call; choose another approach or ask the user.",
-                        req.permission
-                    ));
-                }
-                Action::Ask => needs_ask = true,
-                Action::Allow => {}
+        let verdict = self.verdict(project, &rules, &req).await;
+        match verdict.action {
+            Action::Deny => {
+                return PermissionReply::Deny(deny_message(&verdict));
             }
-        }
-        if !needs_ask {
-            return PermissionReply::Allow;
+            Action::Allow => return PermissionReply::Allow,
+            Action::Ask => req.reason = verdict.message,
         }
         let id = troupe_session::id::ascending(troupe_session::id::Prefix::Permission);
         let mut info = json!({
@@ -134,6 +147,7 @@ impl PermissionBroker {
             "patterns": req.patterns,
             "always": req.always,
             "metadata": req.metadata,
+            "reason": req.reason,
         });
         if let Some((message_id, call_id)) = tool {
             info["tool"] = json!({"messageID": message_id, "callID": call_id});
@@ -148,6 +162,7 @@ impl PermissionBroker {
                 permission: req.permission.clone(),
                 patterns: req.patterns.clone(),
                 always: req.always.clone(),
+                reason: req.reason.clone(),
                 rules,
                 tx,
             },
@@ -158,12 +173,12 @@ impl PermissionBroker {
         let fut = self.responder.ask(req);
         let rid = id.clone();
         let responder = tokio::spawn(async move {
-            let reply = match fut.await {
-                PermissionReply::Allow => Reply::Once,
-                PermissionReply::AllowAlways => Reply::Always,
-                PermissionReply::Deny(msg) => Reply::Reject((!msg.is_empty()).then_some(msg)),
+            match fut.await {
+                PermissionReply::Allow => me.reply(&rid, Reply::Once),
+                PermissionReply::AllowAlways => me.reply(&rid, Reply::Always),
+                PermissionReply::Reject(_) => me.reply(&rid, Reply::Reject(None)),
+                PermissionReply::Deny(msg) => me.settle(&rid, Reply::Reject(None), Some(msg)),
             };
-            me.reply(&rid, reply);
         });
         let out = rx
             .await
@@ -174,8 +189,17 @@ impl PermissionBroker {
         out
     }
 
-    /// Answer a pending request. Returns false when no such request is pending.
+    /// Answer a pending request. Returns false when no such request is pending. A
+    /// `Reject(None)` stops the turn and rejects the session's other pending requests; a
+    /// `Reject(Some(feedback))` sends the feedback to the model and the turn goes on.
     pub fn reply(&self, request_id: &str, reply: Reply) -> bool {
+        self.settle(request_id, reply, None)
+    }
+
+    /// [`PermissionBroker::reply`]; `refusal` is a responder's own refusal text (a
+    /// non-interactive policy, a prompt's feedback), sent verbatim, not stopping the turn and
+    /// not touching other requests.
+    fn settle(&self, request_id: &str, reply: Reply, refusal: Option<String>) -> bool {
         let Some((_, p)) = self.pending.remove(request_id) else {
             return false;
         };
@@ -232,12 +256,30 @@ impl PermissionBroker {
                 }
             }
             Reply::Reject(feedback) => {
-                let msg = match feedback {
-                    Some(f) => format!("The user rejected this call and said: {f}"),
-                    None => "The user rejected permission to run this tool call.".to_string(),
+                let (reply, stops) = match (refusal, feedback) {
+                    (Some(text), _) => (PermissionReply::Deny(text), false),
+                    (None, Some(f)) => (
+                        PermissionReply::Deny(format!("The user rejected this call and said: {f}")),
+                        false,
+                    ),
+                    (None, None) => (
+                        PermissionReply::Reject(if p.reason.is_empty() {
+                            "The user rejected permission to run this tool call. The turn stops here."
+                                .to_string()
+                        } else {
+                            format!(
+                                "The user rejected permission to run this tool call ({}). The turn stops here.",
+                                p.reason
+                            )
+                        }),
+                        true,
+                    ),
                 };
-                let _ = p.tx.send(PermissionReply::Deny(msg));
-                // A rejection also rejects the session's other pending requests.
+                let _ = p.tx.send(reply);
+                if !stops {
+                    return true;
+                }
+                // A plain rejection also rejects the session's other pending requests.
                 let others: Vec<String> = self
                     .pending
                     .iter()
@@ -286,6 +328,24 @@ impl PermissionAsker for TurnPermissions {
                 .await
         })
     }
+
+    fn precheck(&self, req: &PermissionRequest) -> BoxFuture<'static, Option<PermissionReply>> {
+        let me = self.clone();
+        let req = req.clone();
+        Box::pin(async move {
+            let v = me.broker.verdict(&me.project, &me.rules, &req).await;
+            (v.action == Action::Deny).then(|| PermissionReply::Deny(deny_message(&v)))
+        })
+    }
+}
+
+/// The text a rule's deny sends to the model: the verdict (permission, deciding rule, part)
+/// and what to do instead.
+fn deny_message(v: &Verdict) -> String {
+    format!(
+        "Permission {}. Do not retry this call; choose another approach or ask the user.",
+        v.message
+    )
 }
 
 /// A responder that answers every ask with a fixed policy (non-interactive runs).
@@ -301,6 +361,10 @@ impl PermissionAsker for Policy {
     fn ask(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionReply> {
         let reply = match self {
             Policy::Allow => PermissionReply::Allow,
+            Policy::Deny if !req.reason.is_empty() => PermissionReply::Deny(format!(
+                "Permission {}. This run is non-interactive, so nobody could approve it (auto-rejected; run in a terminal or pass --permission allow).",
+                req.reason
+            )),
             Policy::Deny => PermissionReply::Deny(format!(
                 "permission {} for {} needs approval and this run is non-interactive (auto-rejected; run in a terminal or pass --permission allow)",
                 req.permission,
@@ -328,6 +392,7 @@ mod tests {
             patterns: vec![pat.into()],
             always: vec!["*".into()],
             metadata: Value::Null,
+            ..Default::default()
         }
     }
 

@@ -737,13 +737,16 @@ impl ProcessorActor {
                     patterns: tools.clone(),
                     always: tools,
                     metadata: serde_json::json!({"tool": name, "input": input, "reason": dl.describe()}),
+                    ..Default::default()
                 };
                 let ask = state.tool_ctx.permissions.ask(req);
                 let reply = tokio::select! {
                     r = ask => r,
                     _ = state.cancel.cancelled() => troupe_tools::PermissionReply::Deny("aborted".into()),
                 };
-                if let troupe_tools::PermissionReply::Deny(msg) = reply {
+                if let troupe_tools::PermissionReply::Deny(msg)
+                | troupe_tools::PermissionReply::Reject(msg) = reply
+                {
                     let text = format!("Stopped a doom loop: {}. {msg}", dl.describe());
                     state.set_tool_state(i, done_err(input, text.clone()), Some(name));
                     state.assistant.error = Some(MessageError::new("DoomLoopError", text));
@@ -1149,12 +1152,19 @@ impl Actor for ProcessorActor {
                             time,
                         }
                     }
-                    Some(Err(e)) => ToolState::Error {
-                        input,
-                        error: e.to_string(),
-                        metadata,
-                        time,
-                    },
+                    Some(Err(e)) => {
+                        if matches!(e, ToolError::PermissionRejected(_)) {
+                            // A plain user reject stops the turn after this step (OpenCode
+                            // `RejectedError`); feedback and rule denials do not.
+                            state.result = StepResult::Stop;
+                        }
+                        ToolState::Error {
+                            input,
+                            error: e.to_string(),
+                            metadata,
+                            time,
+                        }
+                    }
                     None => ToolState::Error {
                         input,
                         error: "Tool execution aborted".into(),

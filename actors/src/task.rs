@@ -184,9 +184,12 @@ async fn run_task(
         patterns: vec![args.subagent_type.clone()],
         always: vec!["*".into()],
         metadata: json!({"description": args.description, "subagent_type": args.subagent_type}),
+        ..Default::default()
     };
-    if let PermissionReply::Deny(m) = ctx.permissions.ask(req).await {
-        return Err(ToolError::PermissionDenied(m));
+    match ctx.permissions.ask(req).await {
+        PermissionReply::Deny(m) => return Err(ToolError::PermissionDenied(m)),
+        PermissionReply::Reject(m) => return Err(ToolError::PermissionRejected(m)),
+        PermissionReply::Allow | PermissionReply::AllowAlways => {}
     }
     let sub = match rt.agents.get(&args.subagent_type) {
         Some(a) if a.is_subagent() => a.clone(),

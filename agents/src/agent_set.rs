@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::permission::{
-    self, Action, Ruleset, dir_glob, from_config_at, from_legacy_tools, json_kind, push_key_path,
+    self, Action, Rule, Ruleset, dir_glob, from_config_at, from_legacy_tools, json_kind,
+    push_key_path,
 };
 use crate::{Agent, Mode};
 
@@ -106,7 +107,11 @@ pub fn builtin_agents(user: &Ruleset) -> Vec<Agent> {
             permission: Ruleset::new(),
         };
     let with = |mut a: Agent, specific: Ruleset| {
-        a.permission = Ruleset::merge(&[&defaults, &specific, user]);
+        // The agent's guarantees ([`Rule::floor`]) come last so they read as what they are;
+        // being floors, their position does not matter.
+        let (floors, ordinary): (Vec<Rule>, Vec<Rule>) =
+            specific.0.into_iter().partition(|r| r.floor);
+        a.permission = Ruleset::merge(&[&defaults, &Ruleset(ordinary), user, &Ruleset(floors)]);
         a
     };
     let rules = |list: &[(&str, &str, Action)]| {
@@ -164,12 +169,19 @@ pub fn builtin_agents(user: &Ruleset) -> Vec<Agent> {
                 false,
                 None,
             ),
-            rules(&[
-                ("question", "*", Allow),
-                ("plan_exit", "*", Allow),
-                ("edit", "*", Deny),
-                ("edit", PLAN_FILES_GLOB, Allow),
-            ]),
+            {
+                let mut r = rules(&[
+                    ("question", "*", Allow),
+                    ("plan_exit", "*", Allow),
+                    ("edit", "*", Deny),
+                    ("edit", PLAN_FILES_GLOB, Allow),
+                ]);
+                // Plan mode's read-only promise: a global `permission` block can tighten it
+                // but not loosen it; only `agent.plan.permission` can (issue 11).
+                r.0.push(Rule::guarantee("edit", "*", Deny));
+                r.0.push(Rule::guarantee("edit", PLAN_FILES_GLOB, Allow));
+                r
+            },
         ),
         with(
             agent(
@@ -405,7 +417,30 @@ impl Patch {
             a.hidden = h;
         }
         a.options.extend(self.options);
+        // An explicit per-agent choice may change the agent's own guarantees: its rules for a
+        // guaranteed permission are repeated as guarantee rules (see `Rule::floor`).
+        let guarded: Vec<String> = a
+            .permission
+            .0
+            .iter()
+            .filter(|r| r.floor)
+            .map(|r| r.permission.clone())
+            .fold(Vec::new(), |mut v, p| {
+                if !v.contains(&p) {
+                    v.push(p);
+                }
+                v
+            });
+        let mut extra = Vec::new();
+        for r in &self.permission.0 {
+            for g in &guarded {
+                if permission::wildcard_match(g, &r.permission) {
+                    extra.push(Rule::guarantee(g.clone(), r.pattern.clone(), r.action));
+                }
+            }
+        }
         a.permission.extend(&self.permission);
+        a.permission.0.extend(extra);
     }
 }
 
@@ -983,9 +1018,11 @@ mod tests {
             ("build", "bash", "git push origin", Action::Ask),
             ("build", "webfetch", "https://x", Action::Deny),
             ("build", "websearch", "q", Action::Deny),
-            // User `edit: allow` comes after plan's specific deny, so it wins (OpenCode order).
-            ("plan", "edit", "src/main.rs", Action::Allow),
+            // The global `edit: allow` cannot loosen plan's read-only guarantee (issue 11);
+            // `agent.plan.permission` can, for what it names.
+            ("plan", "edit", "src/main.rs", Action::Deny),
             ("plan", "edit", "docs/a.md", Action::Allow),
+            ("plan", "edit", ".troupe/plans/p.md", Action::Allow),
             ("explore", "bash", "rm x", Action::Deny),
         ];
         for (agent, perm, pat, want) in cases {
@@ -999,6 +1036,69 @@ mod tests {
         let last = s.get("build").unwrap().permission.0.last().unwrap().clone();
         assert_eq!(last.permission, "external_directory");
         assert_eq!(last.action, Action::Allow);
+    }
+
+    #[test]
+    fn plan_edit_guarantee_against_global_rules() {
+        let plan = |agents: Value, global: Value| {
+            AgentSet::from_config_value(Some(&agents), Some(&global), None, "troupe.json")
+                .unwrap()
+                .get("plan")
+                .unwrap()
+                .clone()
+        };
+        // A global allow is overridden, and the decision says so.
+        let p = plan(json!({}), json!({"edit": "allow"}));
+        let d = permission::decide_one("edit", "src/a.rs", &[&p.permission]);
+        assert_eq!(d.action, Action::Deny);
+        assert!(d.rule.unwrap().floor);
+        assert_eq!(d.overridden.unwrap().action, Action::Allow);
+        assert!(
+            d.describe_rule().contains("overriding edit \"*\": allow"),
+            "{}",
+            d.describe_rule()
+        );
+        // `"permission": "allow"` (every key) does not loosen it either.
+        let p = plan(json!({}), json!("allow"));
+        assert_eq!(p.evaluate("edit", "src/a.rs", &[]), Action::Deny);
+        // An "always" approval layered later cannot loosen it.
+        let mut approvals = Ruleset::new();
+        approvals.push("edit", "*", Action::Allow);
+        assert_eq!(p.evaluate("edit", "src/a.rs", &[&approvals]), Action::Deny);
+        // A global rule may tighten plan files.
+        let p = plan(json!({}), json!({"edit": {".troupe/*": "deny"}}));
+        assert_eq!(p.evaluate("edit", ".troupe/plans/x.md", &[]), Action::Deny);
+        let p = plan(json!({}), json!({"edit": "ask"}));
+        assert_eq!(p.evaluate("edit", ".troupe/plans/x.md", &[]), Action::Ask);
+        assert_eq!(p.evaluate("edit", "src/a.rs", &[]), Action::Deny);
+        // The per-agent block can loosen it.
+        let p = plan(
+            json!({"plan": {"permission": {"edit": "allow"}}}),
+            json!({"edit": "deny"}),
+        );
+        assert_eq!(p.evaluate("edit", "src/a.rs", &[]), Action::Allow);
+        let p = plan(
+            json!({"plan": {"permission": {"edit": "ask"}}}),
+            json!({"edit": "allow"}),
+        );
+        assert_eq!(p.evaluate("edit", "src/a.rs", &[]), Action::Ask);
+        // Other agents are unaffected: the global allow wins for build.
+        let s =
+            AgentSet::from_config_value(None, Some(&json!({"edit": "deny"})), None, "x").unwrap();
+        assert_eq!(
+            s.get("build").unwrap().evaluate("edit", "a", &[]),
+            Action::Deny
+        );
+        // A subagent started from plan inherits the guarantee (edit denials are copied).
+        let p = plan(json!({}), json!({"edit": "allow"}));
+        let derived =
+            permission::derive_subagent_ruleset(&p.permission, &Ruleset::new(), &Ruleset::new());
+        let mut general_user = Ruleset::new();
+        general_user.push("edit", "*", Action::Allow);
+        assert_eq!(
+            permission::evaluate("edit", "src/a.rs", &[&general_user, &derived]),
+            Action::Deny
+        );
     }
 
     #[test]

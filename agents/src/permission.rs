@@ -61,15 +61,50 @@ pub struct Rule {
     pub pattern: String,
     /// Action taken when the rule is the last match.
     pub action: Action,
+    /// A guarantee ("floor") rule: among floor rules the last match wins too, and the result
+    /// is the *stricter* of the floor decision and the ordinary one (see [`decide_one`]). Later
+    /// ordinary rules (a global `permission` block, "always" approvals) can tighten it but
+    /// never loosen it. The `plan` agent's `edit` deny is one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub floor: bool,
 }
 
 impl Rule {
-    /// Convenience constructor.
+    /// Convenience constructor (an ordinary rule).
     pub fn new(permission: impl Into<String>, pattern: impl Into<String>, action: Action) -> Rule {
         Rule {
             permission: permission.into(),
             pattern: pattern.into(),
             action,
+            floor: false,
+        }
+    }
+
+    /// A guarantee rule (see [`Rule::floor`]).
+    pub fn guarantee(
+        permission: impl Into<String>,
+        pattern: impl Into<String>,
+        action: Action,
+    ) -> Rule {
+        Rule {
+            floor: true,
+            ..Rule::new(permission, pattern, action)
+        }
+    }
+
+    /// `permission "pattern": action`, e.g. `bash "rm *": deny`.
+    pub fn describe(&self) -> String {
+        format!("{} \"{}\": {}", self.permission, self.pattern, self.action)
+    }
+}
+
+impl Action {
+    /// Strictness order: allow < ask < deny.
+    pub fn strictness(self) -> u8 {
+        match self {
+            Action::Allow => 0,
+            Action::Ask => 1,
+            Action::Deny => 2,
         }
     }
 }
@@ -315,23 +350,154 @@ pub fn wildcard_match(s: &str, pattern: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// The last rule across `layers` (concatenated in order) whose permission and pattern both
-/// match, or `None`.
+/// The last ordinary (non-guarantee) rule across `layers` (concatenated in order) whose
+/// permission and pattern both match, or `None`.
 pub fn find_rule<'a>(permission: &str, pattern: &str, layers: &[&'a Ruleset]) -> Option<&'a Rule> {
+    find(permission, pattern, layers, false)
+}
+
+fn find<'a>(
+    permission: &str,
+    pattern: &str,
+    layers: &[&'a Ruleset],
+    floor: bool,
+) -> Option<&'a Rule> {
     layers
         .iter()
         .rev()
         .flat_map(|r| r.0.iter().rev())
+        .filter(|r| r.floor == floor)
         .find(|r| wildcard_match(permission, &r.permission) && wildcard_match(pattern, &r.pattern))
 }
 
+/// How one `(permission, pattern)` was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleDecision<'a> {
+    /// The action.
+    pub action: Action,
+    /// The deciding rule; `None` when no rule matches (default ask).
+    pub rule: Option<&'a Rule>,
+    /// An ordinary rule that would have been looser but a guarantee rule ([`Rule::floor`])
+    /// overrode it.
+    pub overridden: Option<&'a Rule>,
+}
+
+impl RuleDecision<'_> {
+    /// `rule "rm *"` / `rule "*" (a guarantee of the agent, overriding edit "*": allow)` /
+    /// `no rule (default ask)`.
+    pub fn describe_rule(&self) -> String {
+        match (self.rule, self.overridden) {
+            (Some(r), Some(o)) => format!(
+                "rule \"{}\" (a guarantee of the agent, overriding {})",
+                r.pattern,
+                o.describe()
+            ),
+            (Some(r), None) => format!("rule \"{}\"", r.pattern),
+            (None, _) => "no matching rule (default ask)".to_string(),
+        }
+    }
+}
+
+/// Decides one `(permission, pattern)`: the last matching ordinary rule across `layers`
+/// (default ask), unless the last matching guarantee rule is stricter, which then decides.
+pub fn decide_one<'a>(permission: &str, pattern: &str, layers: &[&'a Ruleset]) -> RuleDecision<'a> {
+    let rule = find(permission, pattern, layers, false);
+    let action = rule.map(|r| r.action).unwrap_or(Action::Ask);
+    match find(permission, pattern, layers, true) {
+        Some(f) if f.action.strictness() > action.strictness() => RuleDecision {
+            action: f.action,
+            rule: Some(f),
+            overridden: rule,
+        },
+        _ => RuleDecision {
+            action,
+            rule,
+            overridden: None,
+        },
+    }
+}
+
 /// Evaluates one request (OpenCode `evaluate`, §6.2): the last matching rule across the
-/// concatenated `layers` wins; [`Action::Ask`] when nothing matches. Typical layers:
-/// `[agent.permission, session rules, approvals]`.
+/// concatenated `layers` wins; [`Action::Ask`] when nothing matches; a stricter guarantee rule
+/// ([`Rule::floor`]) overrides. Typical layers: `[agent.permission, session rules, approvals]`.
 pub fn evaluate(permission: &str, pattern: &str, layers: &[&Ruleset]) -> Action {
-    find_rule(permission, pattern, layers)
-        .map(|r| r.action)
-        .unwrap_or(Action::Ask)
+    decide_one(permission, pattern, layers).action
+}
+
+/// Whether `layers` restrict `permission` at all: some rule for it asks or denies, or
+/// nothing allows it wholesale (then the default is ask). A permission allowed everywhere
+/// (`bash: allow`) is not restricted, so an opaque command is not asked about.
+pub fn restricts(permission: &str, layers: &[&Ruleset]) -> bool {
+    let any_strict = layers
+        .iter()
+        .flat_map(|r| r.0.iter())
+        .any(|r| r.action != Action::Allow && wildcard_match(permission, &r.permission));
+    any_strict || evaluate(permission, "*", layers) != Action::Allow
+}
+
+/// The decision for a whole request and the sentence explaining it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// The strictest action over the request's patterns (and opaque parts).
+    pub action: Action,
+    /// Names the permission, the deciding rule and the part it decided, e.g.
+    /// `bash: denied by rule "rm *": /bin/rm -rf d`. Empty for allow.
+    pub message: String,
+}
+
+/// Decides a request of `patterns` (each with the `sources` text it came from, same order;
+/// missing sources fall back to the pattern) under `permission`: the strictest part decides
+/// (the first one among equals). Each `opaque` reason (something only known when the command
+/// runs) makes the request at least ask when [`restricts`] holds.
+pub fn decide_request(
+    permission: &str,
+    patterns: &[String],
+    sources: &[String],
+    opaque: &[String],
+    layers: &[&Ruleset],
+) -> Verdict {
+    let mut best: Option<(RuleDecision<'_>, usize)> = None;
+    for (i, p) in patterns.iter().enumerate() {
+        let d = decide_one(permission, p, layers);
+        if best
+            .as_ref()
+            .is_none_or(|(b, _)| d.action.strictness() > b.action.strictness())
+        {
+            best = Some((d, i));
+        }
+    }
+    let part = |i: usize| {
+        sources
+            .get(i)
+            .filter(|s| !s.is_empty())
+            .unwrap_or(&patterns[i])
+            .clone()
+    };
+    match best {
+        Some((d, i)) if d.action == Action::Deny => Verdict {
+            action: Action::Deny,
+            message: format!("{permission}: denied by {}: {}", d.describe_rule(), part(i)),
+        },
+        _ if !opaque.is_empty() && restricts(permission, layers) => Verdict {
+            action: Action::Ask,
+            message: format!(
+                "{permission}: needs approval because its meaning is only known when it runs: {}",
+                opaque.join("; ")
+            ),
+        },
+        Some((d, i)) if d.action == Action::Ask => Verdict {
+            action: Action::Ask,
+            message: format!(
+                "{permission}: needs approval by {}: {}",
+                d.describe_rule(),
+                part(i)
+            ),
+        },
+        _ => Verdict {
+            action: Action::Allow,
+            message: String::new(),
+        },
+    }
 }
 
 /// Tools that must not be offered to the model (OpenCode `disabled`, §6.2): for each tool, the
@@ -348,7 +514,7 @@ pub fn disabled_tools<S: AsRef<str>>(tool_names: &[S], ruleset: &Ruleset) -> BTr
                 .0
                 .iter()
                 .rev()
-                .find(|r| wildcard_match(perm, &r.permission))
+                .find(|r| !r.floor && wildcard_match(perm, &r.permission))
                 .is_some_and(|r| r.pattern == "*" && r.action == Action::Deny)
         })
         .map(str::to_string)
@@ -465,159 +631,6 @@ pub fn noninteractive_session_ruleset() -> Ruleset {
         r.push(p, "*", Action::Deny);
     }
     r
-}
-
-/// Number of leading tokens that form "the command" for a known command prefix (OpenCode
-/// `permission/arity.ts` idea, own table). Looked up longest-prefix-first by
-/// [`bash_always_pattern`]; commands not listed use 1 token.
-pub const BASH_ARITY: &[(&str, usize)] = &[
-    ("git", 2),
-    ("git remote", 3),
-    ("git stash", 3),
-    ("git config", 3),
-    ("npm", 2),
-    ("npm run", 3),
-    ("npm exec", 3),
-    ("npx", 2),
-    ("pnpm", 2),
-    ("pnpm run", 3),
-    ("pnpm exec", 3),
-    ("pnpm dlx", 3),
-    ("yarn", 2),
-    ("yarn run", 3),
-    ("bun", 2),
-    ("bun run", 3),
-    ("bun x", 3),
-    ("bunx", 2),
-    ("deno", 2),
-    ("deno task", 3),
-    ("cargo", 2),
-    ("rustup", 2),
-    ("rustup toolchain", 3),
-    ("go", 2),
-    ("go mod", 3),
-    ("docker", 2),
-    ("docker compose", 3),
-    ("docker container", 3),
-    ("docker image", 3),
-    ("docker network", 3),
-    ("docker volume", 3),
-    ("podman", 2),
-    ("kubectl", 2),
-    ("helm", 2),
-    ("terraform", 2),
-    ("gh", 3),
-    ("glab", 3),
-    ("aws", 3),
-    ("gcloud", 3),
-    ("az", 3),
-    ("pip", 2),
-    ("pip3", 2),
-    ("uv", 2),
-    ("uv pip", 3),
-    ("poetry", 2),
-    ("python -m", 3),
-    ("python3 -m", 3),
-    ("brew", 2),
-    ("apt", 2),
-    ("apt-get", 2),
-    ("dnf", 2),
-    ("yum", 2),
-    ("pacman", 2),
-    ("systemctl", 2),
-    ("make", 2),
-    ("just", 2),
-    ("mvn", 2),
-    ("gradle", 2),
-    ("dotnet", 2),
-    ("composer", 2),
-    ("bundle", 2),
-    ("bundle exec", 3),
-    ("rails", 2),
-    ("mix", 2),
-    ("swift", 2),
-    ("zig", 2),
-];
-
-/// Splits a command into whitespace-separated tokens, honouring single and double quotes and
-/// backslash escapes (enough for arity prefixes; not a full shell parser).
-fn shell_tokens(command: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut in_token = false;
-    let mut quote: Option<char> = None;
-    let mut chars = command.chars();
-    while let Some(c) = chars.next() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some('"') if c == '\\' => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                }
-            }
-            Some(_) => cur.push(c),
-            None if c == '\'' || c == '"' => {
-                quote = Some(c);
-                in_token = true;
-            }
-            None if c == '\\' => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                    in_token = true;
-                }
-            }
-            None if c.is_whitespace() => {
-                if in_token {
-                    out.push(std::mem::take(&mut cur));
-                    in_token = false;
-                }
-            }
-            None => {
-                cur.push(c);
-                in_token = true;
-            }
-        }
-    }
-    if in_token {
-        out.push(cur);
-    }
-    out
-}
-
-fn is_env_assignment(tok: &str) -> bool {
-    match tok.split_once('=') {
-        Some((name, _)) => {
-            !name.is_empty()
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        }
-        None => false,
-    }
-}
-
-/// The "always allow" pattern for one simple bash command (OpenCode `BashArity.prefix(tokens)
-/// + " *"`, §6.4): leading `VAR=value` assignments are skipped, the longest prefix found in
-/// [`BASH_ARITY`] decides how many tokens form the command, unknown commands use the first
-/// token. `git checkout main` → `git checkout *`; `npm run dev` → `npm run dev *`;
-/// `ls -la` → `ls *`; an empty command → `*`.
-pub fn bash_always_pattern(command: &str) -> String {
-    let tokens: Vec<String> = shell_tokens(command)
-        .into_iter()
-        .skip_while(|t| is_env_assignment(t))
-        .collect();
-    if tokens.is_empty() {
-        return "*".to_string();
-    }
-    let mut arity = 1;
-    for len in (1..=tokens.len()).rev() {
-        let prefix = tokens[..len].join(" ");
-        if let Some((_, n)) = BASH_ARITY.iter().find(|(p, _)| *p == prefix) {
-            arity = *n;
-            break;
-        }
-    }
-    let n = arity.min(tokens.len());
-    format!("{} *", tokens[..n].join(" "))
 }
 
 #[cfg(test)]
@@ -849,27 +862,5 @@ mod tests {
         assert_eq!(evaluate("edit", "src/main.rs", &[&sub, &d]), Action::Deny);
         assert_eq!(evaluate("todowrite", "*", &[&sub, &d]), Action::Allow);
         assert_eq!(evaluate("task", "general", &[&sub, &d]), Action::Deny);
-    }
-
-    #[test]
-    fn bash_arity_table() {
-        let cases = [
-            ("git checkout main", "git checkout *"),
-            ("git", "git *"),
-            ("npm run dev", "npm run dev *"),
-            ("npm run dev -- --port 3000", "npm run dev *"),
-            ("npm install left-pad", "npm install *"),
-            ("docker compose up -d", "docker compose up *"),
-            ("docker ps -a", "docker ps *"),
-            ("ls -la", "ls *"),
-            ("FOO=1 BAR=2 cargo test -p x", "cargo test *"),
-            ("  ", "*"),
-            ("gh pr list --limit 3", "gh pr list *"),
-            ("'my tool' --flag", "my tool *"),
-            ("git remote add origin x", "git remote add *"),
-        ];
-        for (cmd, want) in cases {
-            assert_eq!(bash_always_pattern(cmd), want, "{cmd}");
-        }
     }
 }

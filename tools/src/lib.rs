@@ -10,17 +10,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub mod args;
+pub mod bash_command;
 pub mod builtin;
 pub mod paths;
 pub mod procs;
 pub mod registry;
-pub mod shell;
 pub mod testing;
 pub mod truncate;
 
 pub use args::parse_args;
+pub use bash_command::{Analysis, Part, PathUse, analyze};
 pub use registry::{Registry, invalid_tool_message};
-pub use shell::{BashPermissions, bash_permission_patterns, split_commands};
 pub use truncate::{Direction, Truncated, apply_truncation, truncate_output};
 
 use futures::future::BoxFuture;
@@ -57,9 +57,14 @@ pub enum ToolError {
     /// The call was aborted (session cancelled).
     #[error("Tool execution aborted")]
     Aborted,
-    /// Permission denied by a rule or rejected by the user (message says which).
+    /// Permission denied by a rule, refused by a non-interactive policy, or rejected by the
+    /// user with feedback (message says which); the turn goes on and the model sees it.
     #[error("{0}")]
     PermissionDenied(String),
+    /// The user rejected the call without feedback: the turn stops after this step
+    /// (OpenCode `RejectedError`, §6).
+    #[error("{0}")]
+    PermissionRejected(String),
 }
 
 /// Decision of a permission check.
@@ -69,12 +74,14 @@ pub enum PermissionReply {
     Allow,
     /// Go ahead, and remember the request's `always` patterns as allowed for this project.
     AllowAlways,
-    /// Refused; the text explains (and may carry the user's feedback).
+    /// Refused; the text explains (and may carry the user's feedback). The turn goes on.
     Deny(String),
+    /// The user rejected it without feedback; the text explains. The turn stops.
+    Reject(String),
 }
 
 /// A permission request a tool raises before acting (OpenCode `ctx.ask`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct PermissionRequest {
     /// Permission key: `read`, `edit`, `bash`, `glob`, `grep`, `list`, `external_directory`, …
     pub permission: String,
@@ -84,6 +91,16 @@ pub struct PermissionRequest {
     pub always: Vec<String>,
     /// Extra information for the UI.
     pub metadata: Value,
+    /// The text each pattern came from (same order as `patterns`; may be empty), e.g. the
+    /// command `/bin/rm -rf d` for the pattern `rm -rf d`. Messages name it.
+    pub sources: Vec<String>,
+    /// Why the request's meaning is only known when it runs (one sentence each, e.g. a bash
+    /// command word that is not a literal). Each makes the request at least "ask" when the
+    /// rules restrict this permission at all (fail closed).
+    pub opaque: Vec<String>,
+    /// Why approval is needed (the deciding rule and part), filled in by the permission layer
+    /// before the request is shown to the user or a policy; empty until then.
+    pub reason: String,
 }
 
 /// Who answers permission requests. The actor layer supplies the real one (rulesets, asking
@@ -91,6 +108,14 @@ pub struct PermissionRequest {
 pub trait PermissionAsker: Send + Sync {
     /// Ask; resolves when a rule or the user decides.
     fn ask(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionReply>;
+
+    /// What the rules alone decide, without asking anyone: `Some(Deny(message))` when a rule
+    /// denies the request, `None` otherwise (allowed, or it would ask). A tool making several
+    /// requests for one action checks them all first, so the strictest part decides before
+    /// the user is asked about a looser one. The default knows no rules.
+    fn precheck(&self, _req: &PermissionRequest) -> BoxFuture<'static, Option<PermissionReply>> {
+        Box::pin(async { None })
+    }
 }
 
 /// A [`PermissionAsker`] that allows everything.

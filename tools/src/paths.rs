@@ -31,12 +31,20 @@ pub async fn ask(
         patterns,
         always,
         metadata,
+        ..Default::default()
     };
+    ask_request(ctx, req).await
+}
+
+/// Ask a prepared request through `ctx.permissions` (see [`ask`]); a plain user rejection
+/// becomes [`ToolError::PermissionRejected`].
+pub async fn ask_request(ctx: &ToolContext, req: PermissionRequest) -> Result<(), ToolError> {
     let fut = ctx.permissions.ask(req);
     tokio::select! {
         reply = fut => match reply {
             PermissionReply::Allow | PermissionReply::AllowAlways => Ok(()),
             PermissionReply::Deny(msg) => Err(ToolError::PermissionDenied(msg)),
+            PermissionReply::Reject(msg) => Err(ToolError::PermissionRejected(msg)),
         },
         _ = ctx.abort.cancelled() => Err(ToolError::Aborted),
     }

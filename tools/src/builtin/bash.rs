@@ -16,9 +16,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::paths::{self, PathKind};
+use crate::paths;
 use crate::procs;
-use crate::shell::bash_permission_patterns;
 use crate::truncate::{self, Direction, MAX_BYTES, MAX_LINES};
 use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
 
@@ -153,39 +152,6 @@ fn shell_path() -> &'static str {
     }
 }
 
-fn expand_home(arg: &str) -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    match (arg, home) {
-        ("~", Some(h)) => h,
-        (a, Some(h)) if a.starts_with("~/") => h.join(&a[2..]),
-        (a, _) => PathBuf::from(a),
-    }
-}
-
-/// The external directories (`<dir>/*` globs) touched by a command's file-command arguments
-/// (`path_args` of [`crate::BashPermissions`]), resolved against `cwd` (`~` expanded, symlinks
-/// followed): a directory gives `<dir>/*`, anything else `<parent>/*`. Deduplicated, in order.
-pub async fn external_globs(ctx: &ToolContext, cwd: &Path, path_args: &[String]) -> Vec<String> {
-    let mut globs = Vec::new();
-    for arg in path_args {
-        let p = expand_home(arg);
-        let abs = paths::normalize(&if p.is_absolute() { p } else { cwd.join(p) });
-        if paths::is_inside_project(ctx, &abs).await {
-            continue;
-        }
-        let real = paths::real_path(&abs).await;
-        let dir = match paths::kind_of(&real).await {
-            PathKind::Directory => real,
-            PathKind::File => real.parent().map(Path::to_path_buf).unwrap_or(real),
-        };
-        let g = paths::external_glob(&dir);
-        if !globs.contains(&g) {
-            globs.push(g);
-        }
-    }
-    globs
-}
-
 /// Output collected so far: a bounded tail in memory, spilled to a file once it exceeds
 /// [`MAX_BYTES`].
 struct OutputBuf {
@@ -312,30 +278,8 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         _ => paths::normalize(&ctx.directory),
     };
 
-    // Permissions: external directories first (workdir, then file-command arguments), then bash.
-    paths::assert_external_directory(&ctx, &cwd, PathKind::Directory).await?;
-    let perms = bash_permission_patterns(&args.command);
-    let globs = external_globs(&ctx, &cwd, &perms.path_args).await;
-    if !globs.is_empty() {
-        paths::ask(
-            &ctx,
-            "external_directory",
-            globs.clone(),
-            globs,
-            json!({"command": args.command}),
-        )
-        .await?;
-    }
-    if !perms.patterns.is_empty() {
-        paths::ask(
-            &ctx,
-            "bash",
-            perms.patterns.clone(),
-            perms.always.clone(),
-            json!({"command": args.command, "description": description}),
-        )
-        .await?;
-    }
+    // Permissions (issue 11): the tree-sitter analysis in `bash_permission`.
+    super::bash_permission::check(&ctx, &args.command, &cwd, &description).await?;
     if ctx.abort.is_cancelled() {
         return Err(ToolError::Aborted);
     }
@@ -1120,12 +1064,13 @@ mod tests {
             .await
             .unwrap();
         let reqs = rec.requests();
-        assert_eq!(reqs[0].permission, "external_directory");
+        let perms: Vec<&str> = reqs.iter().map(|r| r.permission.as_str()).collect();
+        assert_eq!(perms, ["external_directory", "edit", "bash"]);
         let other = std::fs::canonicalize(d.path().join("other")).unwrap();
         assert_eq!(reqs[0].patterns, vec![format!("{}/*", other.display())]);
-        assert_eq!(reqs[1].permission, "bash");
-        assert_eq!(reqs[1].patterns, vec!["rm -rf y", "ls"]);
-        assert_eq!(reqs[1].always, vec!["rm *", "ls *"]);
+        assert_eq!(reqs[1].patterns, vec!["../other/y"]);
+        assert_eq!(reqs[2].patterns, vec!["rm -rf y", "ls"]);
+        assert_eq!(reqs[2].always, vec!["rm *", "ls *"]);
         // Denied bash never runs.
         ctx.permissions = Recorder::denying("bash");
         let err = BashTool

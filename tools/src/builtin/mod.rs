@@ -3,6 +3,7 @@
 use std::time::SystemTime;
 
 pub mod bash;
+pub mod bash_permission;
 pub mod edit;
 pub mod edit_replace;
 pub mod glob;
