@@ -400,7 +400,11 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
                     let cwd = resolve_dir(dir)?;
                     let (_, agents) = load_agents(&cwd)?;
                     let agent = agents.require(&name).map_err(|e| anyhow!("{e}"))?;
-                    println!("{}", serde_json::to_string_pretty(agent)?);
+                    // The record plus how its rules decide each permission (issue 11: which
+                    // rule decides `edit` for plan, and whether it overrode a global rule).
+                    let mut v = serde_json::to_value(agent)?;
+                    v["decisions"] = agent.decisions();
+                    println!("{}", serde_json::to_string_pretty(&v)?);
                 }
             }
             Ok(ExitCode::SUCCESS)

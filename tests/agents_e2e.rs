@@ -997,3 +997,235 @@ async fn external_directory_through_a_symlink() {
     );
     server.shutdown().await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 11: permissions that fail closed.
+// ---------------------------------------------------------------------------------------------
+
+fn git_in(dir: &Path, args: &[&str]) -> Output {
+    std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("run git")
+}
+
+/// The issue's table through `troupe run --permission deny` with
+/// `bash: {"*": "allow", "rm *": "deny", "git push *": "deny"}` and
+/// `external_directory: "deny"`: nothing outside the project is created, `d` still exists,
+/// the bare remote receives no push, each refused part names what refused it, and the turn
+/// goes on after each refusal (the last, allowed command runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_table_is_refused_and_names_the_rule() {
+    // (command, text its tool error must contain)
+    let table: &[(&str, &str)] = &[
+        ("/bin/rm -rf d", "denied by rule \"rm *\": /bin/rm -rf d"),
+        ("\\rm -rf d", "denied by rule \"rm *\""),
+        ("\"rm\" -rf d", "denied by rule \"rm *\""),
+        (
+            "$(echo rm) -rf d",
+            "the command word `$(echo rm)` is not a literal",
+        ),
+        (
+            "git -C . push origin main",
+            "denied by rule \"git push *\": git -C . push origin main",
+        ),
+        (
+            "echo X > ../outside.txt",
+            "external_directory: denied by rule \"*\"",
+        ),
+        (
+            "printf x | tee ../outside2.txt",
+            "external_directory: denied by rule \"*\"",
+        ),
+    ];
+    let mut steps: Vec<Step> = table
+        .iter()
+        .map(|(c, _)| Step::tool("bash", json!({"command": c, "description": "try"})))
+        .collect();
+    steps.push(Step::tool(
+        "bash",
+        json!({"command": "ls d", "description": "still there"}),
+    ));
+    steps.push(Step::text("done"));
+    let server = MockServer::start(Script::single(steps))
+        .await
+        .expect("mock");
+    let project = Project::with_config(config_with(
+        &server.base_url(),
+        json!({"permission": {
+            "bash": {"*": "allow", "rm *": "deny", "git push *": "deny"},
+            "external_directory": "deny",
+        }}),
+    ));
+    project.write("d/keep.txt", "precious");
+    project.write(".gitignore", "troupe.json\n");
+    let remote = project.base.join("remote.git");
+    assert!(
+        git_in(&project.base, &["init", "-q", "--bare", "remote.git"])
+            .status
+            .success()
+    );
+    for args in [
+        vec!["init", "-q", "-b", "main"],
+        vec!["add", "-A"],
+        vec!["commit", "-q", "-m", "init"],
+    ] {
+        let out = git_in(&project.root, &args);
+        assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+    }
+    let remote_s = remote.to_string_lossy().to_string();
+    assert!(
+        git_in(&project.root, &["remote", "add", "origin", &remote_s])
+            .status
+            .success()
+    );
+
+    let out = project
+        .troupe(&["run", "--permission", "deny", "try", "them"], &[])
+        .await;
+    assert_success(&out, "run with --permission deny");
+
+    assert!(project.root.join("d/keep.txt").is_file(), "d was deleted");
+    for f in ["outside.txt", "outside2.txt"] {
+        assert!(!project.base.join(f).exists(), "{f} was created outside");
+    }
+    let refs = git_in(&remote, &["for-each-ref"]);
+    assert!(
+        text(&refs.stdout).trim().is_empty(),
+        "the bare remote received a push: {}",
+        text(&refs.stdout)
+    );
+    let tools = tool_parts(&project.latest_messages().await);
+    assert_eq!(tools.len(), table.len() + 1, "{tools:#?}");
+    for (part, (cmd, says)) in tools.iter().zip(table) {
+        assert_eq!(part["state"]["input"]["command"], *cmd);
+        let err = tool_error(part);
+        assert!(err.contains(says), "{cmd:?}: {err:?} lacks {says:?}");
+    }
+    // The ask (not a literal) was refused because nobody could approve it, saying so.
+    assert!(
+        tool_error(&tools[3]).contains("non-interactive"),
+        "{:#}",
+        tools[3]
+    );
+    let last = &tools[table.len()];
+    assert_eq!(last["state"]["status"], "completed", "{last:#}");
+    server.shutdown().await;
+}
+
+fn plan_bash_script() -> Script {
+    Script::single(vec![
+        Step::tool("write", json!({"filePath": "src.txt", "content": "hi"})),
+        Step::tool(
+            "bash",
+            json!({"command": "echo x > notes.txt", "description": "redirect"}),
+        ),
+        Step::tool(
+            "bash",
+            json!({"command": "printf y | tee -a old.txt", "description": "tee"}),
+        ),
+        Step::text("done"),
+    ])
+}
+
+/// With the common global `"permission": {"edit": "allow"}`, plan mode still cannot write or
+/// redirect into a project file; the refusal names the guarantee and the overridden rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_mode_guarantee_beats_global_edit_allow() {
+    let server = MockServer::start(plan_bash_script()).await.expect("mock");
+    let project = Project::with_config(config_with(
+        &server.base_url(),
+        json!({"permission": {"edit": "allow"}}),
+    ));
+    project.git();
+    project.write("old.txt", "old\n");
+    let out = project
+        .troupe(&["run", "--agent", "plan", "write", "things"], &[])
+        .await;
+    assert_success(&out, "plan run");
+    assert!(!project.root.join("src.txt").exists(), "plan wrote src.txt");
+    assert!(
+        !project.root.join("notes.txt").exists(),
+        "plan redirected into notes.txt"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.root.join("old.txt")).unwrap(),
+        "old\n",
+        "plan appended to old.txt"
+    );
+    let tools = tool_parts(&project.latest_messages().await);
+    assert_eq!(tools.len(), 3, "{tools:#?}");
+    for t in &tools {
+        let err = tool_error(t);
+        assert!(
+            err.contains("edit: denied by rule \"*\" (a guarantee of the agent, overriding edit \"*\": allow)"),
+            "{err}"
+        );
+    }
+    server.shutdown().await;
+}
+
+/// `agent.plan.permission.edit: "allow"` is the explicit per-agent choice that can loosen it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_mode_per_agent_edit_allow_writes() {
+    let server = MockServer::start(plan_bash_script()).await.expect("mock");
+    let project = Project::with_config(config_with(
+        &server.base_url(),
+        json!({"permission": {"edit": "deny"}, "agent": {"plan": {"permission": {"edit": "allow"}}}}),
+    ));
+    project.git();
+    project.write("old.txt", "old\n");
+    let out = project
+        .troupe(&["run", "--agent", "plan", "write", "things"], &[])
+        .await;
+    assert_success(&out, "plan run");
+    let tools = tool_parts(&project.latest_messages().await);
+    assert_eq!(tools.len(), 3, "{tools:#?}");
+    for t in &tools {
+        assert_eq!(t["state"]["status"], "completed", "{t:#}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(project.root.join("src.txt")).unwrap(),
+        "hi"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.root.join("notes.txt")).unwrap(),
+        "x\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.root.join("old.txt")).unwrap(),
+        "old\ny"
+    );
+    server.shutdown().await;
+}
+
+/// `troupe agent show plan` names the rule that decides `edit` and says that the global rule
+/// was overridden by the agent's guarantee.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_show_plan_names_the_deciding_edit_rule() {
+    let project = Project::with_config(config_with(
+        "http://127.0.0.1:1/v1",
+        json!({"permission": {"edit": "allow"}}),
+    ));
+    let out = project.troupe(&["agent", "show", "plan"], &[]).await;
+    assert_success(&out, "agent show plan");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("agent show JSON");
+    let edit = &v["decisions"]["edit"];
+    assert_eq!(edit["action"], "deny", "{edit:#}");
+    assert_eq!(edit["rule"], "edit \"*\": deny", "{edit:#}");
+    assert_eq!(edit["guarantee"], true, "{edit:#}");
+    assert_eq!(edit["overrides"], "edit \"*\": allow", "{edit:#}");
+    assert!(
+        edit["note"].as_str().unwrap_or("").contains("overridden"),
+        "{edit:#}"
+    );
+    // build follows the global rule, nothing overridden.
+    let out = project.troupe(&["agent", "show", "build"], &[]).await;
+    let v: Value = serde_json::from_slice(&out.stdout).expect("agent show JSON");
+    assert_eq!(v["decisions"]["edit"]["action"], "allow");
+    assert!(v["decisions"]["edit"].get("overrides").is_none());
+}

@@ -1058,6 +1058,19 @@ mod tests {
             "{}",
             d.describe_rule()
         );
+        let shown = p.decisions();
+        assert_eq!(shown["edit"]["action"], "deny");
+        assert_eq!(shown["edit"]["rule"], "edit \"*\": deny");
+        assert_eq!(shown["edit"]["guarantee"], true);
+        assert_eq!(shown["edit"]["overrides"], "edit \"*\": allow");
+        assert!(
+            shown["edit"]["note"]
+                .as_str()
+                .unwrap()
+                .contains("agent.plan.permission")
+        );
+        assert_eq!(shown["bash"]["action"], "allow");
+        assert!(shown["bash"].get("overrides").is_none());
         // `"permission": "allow"` (every key) does not loosen it either.
         let p = plan(json!({}), json!("allow"));
         assert_eq!(p.evaluate("edit", "src/a.rs", &[]), Action::Deny);

@@ -115,6 +115,44 @@ impl Agent {
         self.mode != Mode::Primary && !self.hidden
     }
 
+    /// How the agent's ruleset decides each permission it mentions (plus `bash`, `edit`,
+    /// `read`, `external_directory`) for the pattern `*`, for `troupe agent show`: a JSON
+    /// object `{permission: {action, rule, guarantee, overrides?, note?}}` where `rule` is the
+    /// deciding rule (`edit "*": deny`, or `none (default ask)`), `guarantee` says it is an
+    /// agent guarantee ([`permission::Rule::floor`]), and `overrides`/`note` name the looser
+    /// rule (from the config's `permission` block) that the guarantee overrode.
+    pub fn decisions(&self) -> serde_json::Value {
+        let mut keys: Vec<String> = ["bash", "edit", "read", "external_directory"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for r in &self.permission.0 {
+            if r.permission != "*" && !keys.contains(&r.permission) {
+                keys.push(r.permission.clone());
+            }
+        }
+        let mut out = serde_json::Map::new();
+        for k in keys {
+            let d = permission::decide_one(&k, "*", &[&self.permission]);
+            let mut v = serde_json::json!({
+                "action": d.action,
+                "rule": d.rule.map_or_else(|| "none (default ask)".to_string(), |r| r.describe()),
+                "guarantee": d.rule.is_some_and(|r| r.floor),
+            });
+            if let Some(o) = d.overridden {
+                v["overrides"] = serde_json::Value::String(o.describe());
+                v["note"] = serde_json::Value::String(format!(
+                    "the rule {} (from the config's permission block) is overridden by the {} agent's guarantee; only agent.{}.permission can loosen it",
+                    o.describe(),
+                    self.name,
+                    self.name
+                ));
+            }
+            out.insert(k, v);
+        }
+        serde_json::Value::Object(out)
+    }
+
     /// Evaluates one request against the agent's ruleset plus extra `layers` (session rules,
     /// approvals), last match wins, default ask (see [`permission::evaluate`]).
     pub fn evaluate(&self, permission: &str, pattern: &str, layers: &[&Ruleset]) -> Action {
