@@ -467,4 +467,73 @@ mod tests {
             matches!(b.ask("s", "/p", rules, req("bash", "make"), None).await, PermissionReply::Deny(m) if m.contains("non-interactive"))
         );
     }
+
+    /// Issue 11: a plain reject stops the turn (`Reject`) and takes the session's other
+    /// pending requests with it; a non-interactive policy's refusal is a `Deny` that says why
+    /// (the deciding rule and part) and leaves other requests alone.
+    #[tokio::test]
+    async fn plain_reject_stops_and_policy_refusal_explains() {
+        let (_d, b) = broker(Arc::new(Never));
+        let rules = Arc::new(Ruleset::new());
+        let spawn_ask = |pat: &'static str| {
+            let b2 = b.clone();
+            let r2 = rules.clone();
+            tokio::spawn(async move { b2.ask("s", "/p", r2, req("bash", pat), None).await })
+        };
+        let h1 = spawn_ask("make");
+        let h2 = spawn_ask("make test");
+        let ids = loop {
+            let p = b.pending();
+            if p.len() == 2 {
+                break p;
+            }
+            tokio::task::yield_now().await;
+        };
+        assert!(
+            ids[0]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("bash: needs approval by no matching rule (default ask)")
+        );
+        b.reply(ids[0]["id"].as_str().unwrap(), Reply::Reject(None));
+        for h in [h1, h2] {
+            match h.await.unwrap() {
+                PermissionReply::Reject(m) => assert!(m.contains("turn stops"), "{m}"),
+                o => panic!("{o:?}"),
+            }
+        }
+
+        let (_d2, b) = broker(Arc::new(Policy::Deny));
+        let mut rules = Ruleset::new();
+        rules.push("bash", "*", Action::Allow);
+        rules.push("bash", "rm *", Action::Deny);
+        let rules = Arc::new(rules);
+        let opaque = PermissionRequest {
+            permission: "bash".into(),
+            patterns: vec!["$(echo rm) -rf d".into()],
+            opaque: vec!["the command word `$(echo rm)` is not a literal".into()],
+            ..Default::default()
+        };
+        match b.ask("s", "/p", rules.clone(), opaque, None).await {
+            PermissionReply::Deny(m) => {
+                assert!(m.contains("only known when it runs"), "{m}");
+                assert!(m.contains("`$(echo rm)` is not a literal"), "{m}");
+                assert!(m.contains("non-interactive"), "{m}");
+            }
+            o => panic!("{o:?}"),
+        }
+        let denied = PermissionRequest {
+            permission: "bash".into(),
+            patterns: vec!["ls".into(), "rm -rf d".into()],
+            sources: vec!["ls".into(), "/bin/rm -rf d".into()],
+            ..Default::default()
+        };
+        match b.ask("s", "/p", rules, denied, None).await {
+            PermissionReply::Deny(m) => assert!(
+                m.contains("bash: denied by rule \"rm *\": /bin/rm -rf d"),
+                "{m}"
+            ),
+            o => panic!("{o:?}"),
+        }
+    }
 }

@@ -1,0 +1,121 @@
+//! Issue 11: a user's plain "reject" (no feedback) stops the turn, as OpenCode's
+//! `RejectedError` does; a reject with feedback sends the feedback to the model and the turn
+//! goes on. Runs the real runtime against the scripted provider with a responder that answers
+//! every ask.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::json;
+use tempfile::TempDir;
+use troupe_actors::{PromptInput, Runtime, RuntimeOptions};
+use troupe_config::{Config, LoadedConfig};
+use troupe_session::{Bus, MessageWithParts, PartKind, Store, ToolState};
+use troupe_testkit::{MockServer, Script, Step};
+use troupe_tools::{PermissionAsker, PermissionReply, PermissionRequest, Registry};
+
+/// Bound on the turn, so a hang fails instead of blocking the suite.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// Answers every ask with a fixed reply.
+struct Answer(PermissionReply);
+
+impl PermissionAsker for Answer {
+    fn ask(&self, _req: PermissionRequest) -> BoxFuture<'static, PermissionReply> {
+        let r = self.0.clone();
+        Box::pin(async move { r })
+    }
+}
+
+fn config(base_url: &str) -> LoadedConfig {
+    let text = json!({
+        "model": "mock/mock-model",
+        "permission": {"bash": "ask"},
+        "provider": {"mock": {
+            "name": "Mock",
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": base_url, "apiKey": "test"},
+            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
+        }}
+    })
+    .to_string();
+    LoadedConfig::from_config(Config::from_jsonc("test", &text).expect("test config parses"))
+}
+
+/// Runs one turn whose model calls `bash ls` and would then answer "after"; returns the
+/// number of model requests and the bash part's error.
+async fn turn_with(reply: PermissionReply) -> (usize, String) {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::single(vec![
+        Step::tool("bash", json!({"command": "ls", "description": "list"})),
+        Step::text("after"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let store = Store::open(dir.path().join("troupe.db"), Bus::new()).expect("store");
+    let rt = Runtime::start(
+        store,
+        config(&server.base_url()),
+        Registry::builtin(),
+        Arc::new(Answer(reply)),
+        RuntimeOptions::default(),
+    )
+    .await
+    .expect("runtime");
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    tokio::time::timeout(
+        DEADLINE,
+        rt.prompt(
+            &sid,
+            PromptInput {
+                text: "list".into(),
+                ..Default::default()
+            },
+        ),
+    )
+    .await
+    .expect("turn finished")
+    .expect("turn ran");
+    rt.store().flush().await.expect("flush");
+    let s = sid.clone();
+    let history: Vec<MessageWithParts> = rt
+        .store()
+        .read(move |r| r.messages(&s))
+        .await
+        .expect("messages");
+    let error = history
+        .iter()
+        .flat_map(|m| m.parts.iter())
+        .find_map(|p| match &p.kind {
+            PartKind::Tool {
+                state: ToolState::Error { error, .. },
+                ..
+            } => Some(error.clone()),
+            _ => None,
+        })
+        .expect("the bash part failed");
+    let n = server.requests().len();
+    server.shutdown().await;
+    (n, error)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_reject_stops_the_turn() {
+    let (requests, error) = turn_with(PermissionReply::Reject(String::new())).await;
+    assert!(error.contains("The user rejected permission"), "{error}");
+    assert_eq!(
+        requests, 1,
+        "the model was asked again after a plain reject"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reject_with_feedback_goes_on() {
+    let (requests, error) = turn_with(PermissionReply::Deny(
+        "The user rejected this call and said: use dir".into(),
+    ))
+    .await;
+    assert!(error.contains("use dir"), "{error}");
+    assert_eq!(requests, 2, "the feedback did not reach the model");
+}
