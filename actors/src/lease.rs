@@ -73,7 +73,8 @@ impl Identity {
 }
 
 /// Leases this runtime holds, the tasks releasing them (waited for at shutdown), and the
-/// prompts waiting for another process's lease (ended by an abort).
+/// prompts on their way to a session actor (an abort ends their wait for another process's
+/// lease, and is passed on once they are queued).
 #[derive(Debug, Default)]
 pub struct LeaseBook {
     /// Release tasks.
@@ -84,7 +85,7 @@ pub struct LeaseBook {
     waits: dashmap::DashMap<String, (CancellationToken, usize)>,
 }
 
-/// One prompt waiting for a session's lease; unregisters itself when dropped.
+/// One prompt on its way to a session actor; unregisters itself when dropped.
 pub(crate) struct WaitGuard<'a> {
     book: &'a LeaseBook,
     session_id: String,
@@ -109,7 +110,7 @@ impl Drop for WaitGuard<'_> {
 }
 
 impl LeaseBook {
-    /// Register a waiter for `session_id`'s lease.
+    /// Register a prompt on its way to `session_id`'s actor.
     pub(crate) fn wait_guard(&self, session_id: &str) -> WaitGuard<'_> {
         let token = {
             let mut e = self
@@ -126,7 +127,8 @@ impl LeaseBook {
         }
     }
 
-    /// End the waits for `session_id`'s lease (every session's with `None`).
+    /// Cancel the tokens of the prompts on their way to `session_id` (every session's with
+    /// `None`).
     pub(crate) fn abort_waits(&self, session_id: Option<&str>) {
         match session_id {
             Some(id) => {

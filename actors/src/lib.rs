@@ -482,7 +482,13 @@ impl Runtime {
     /// [`lease::LEASE_POLL`], publishing `session.status` `waiting` once) up to
     /// [`RuntimeOptions::lease_wait`], then [`RuntimeError::SessionBusy`]. The session is
     /// loaded (and swept) only after the lease is taken, so its history is current.
-    async fn session_actor(&self, session_id: &str) -> Result<ActorRef<SessionMsg>, RuntimeError> {
+    ///
+    /// `abort` is the prompt's abort token ([`Runtime::abort`] cancels it): it ends a wait.
+    async fn session_actor(
+        &self,
+        session_id: &str,
+        abort: &tokio_util::sync::CancellationToken,
+    ) -> Result<ActorRef<SessionMsg>, RuntimeError> {
         if let Some(a) = self.shared.sessions.get(session_id) {
             return Ok(a.clone());
         }
@@ -491,8 +497,6 @@ impl Runtime {
         let started = std::time::Instant::now();
         let claim = self.shared.identity.claim();
         let mut announced = false;
-        // `abort` ends the wait too (Ctrl-C while another process drives the session).
-        let wait = self.shared.leases.wait_guard(session_id);
         let lease = loop {
             // A prompt from this process may have started the actor while we waited.
             if let Some(a) = self.shared.sessions.get(session_id) {
@@ -558,7 +562,7 @@ impl Runtime {
                     let left = opts.lease_wait - waited;
                     tokio::select! {
                         _ = tokio::time::sleep(left.min(lease::LEASE_POLL)) => {}
-                        _ = wait.token.cancelled() => {
+                        _ = abort.cancelled() => {
                             end_wait(announced);
                             return Err(RuntimeError::Turn(format!(
                                 "gave up waiting for session {session_id}, which {} drives",
@@ -569,7 +573,6 @@ impl Runtime {
                 }
             }
         };
-        drop(wait);
         let _guard = self.shared.spawn_lock.lock().await;
         if let Some(a) = self.shared.sessions.get(session_id) {
             // Defensive: a live actor holds its own lease, so ours was granted only after
@@ -610,8 +613,12 @@ impl Runtime {
         session_id: &str,
         input: PromptInput,
     ) -> Result<TurnResult, RuntimeError> {
+        // An abort that comes before the prompt reaches the session's actor (while the lease
+        // is taken or waited for, or the actor starts) must not be lost: `abort` cancels this
+        // token, which ends a wait and is checked again once the prompt is queued.
+        let pending = self.shared.leases.wait_guard(session_id);
         loop {
-            let actor = self.session_actor(session_id).await?;
+            let actor = self.session_actor(session_id, &pending.token).await?;
             let accepted = Arc::new(AtomicBool::new(false));
             let (tx, rx) = oneshot::channel();
             let msg = SessionMsg::Prompt(PendingPrompt {
@@ -625,6 +632,10 @@ impl Runtime {
                     .sessions
                     .remove_if(session_id, |_, a| a.get_id() == actor.get_id());
                 continue;
+            }
+            if pending.token.is_cancelled() {
+                // Aborted on the way: the abort goes after the prompt in the mailbox.
+                let _ = actor.cast(SessionMsg::Abort);
             }
             match rx.await {
                 Ok(Ok(r)) => return Ok(r),
