@@ -637,6 +637,18 @@ async fn web_pages_cannot_drive_or_read_the_server_and_create_nothing() {
         eprintln!("{what}: {}", body["error"]["message"]);
     };
 
+    // Clickjacking: the web view (and every other answer) refuses to be framed.
+    for path in ["/", "/session"] {
+        let r = raw.get(url(path)).send().await.expect("GET");
+        assert_eq!(r.status().as_u16(), 200, "GET {path}");
+        let h = r.headers();
+        assert_eq!(h["x-frame-options"], "DENY", "GET {path}");
+        assert_eq!(
+            h["content-security-policy"], "frame-ancestors 'none'",
+            "GET {path}"
+        );
+    }
+
     // DNS rebinding: the page's own name in Host.
     for host in [format!("evil.example:{port}"), "evil.example".to_string()] {
         let r = raw

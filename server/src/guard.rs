@@ -36,7 +36,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -85,6 +85,19 @@ impl Guard {
 
     /// Check one request's headers; `Err` is the response to send instead.
     pub fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), ApiError> {
+        // A repeated Host, Origin or Content-Type is ambiguous: checking one copy while a
+        // later layer reads another would let the other through (RFC 9112 §3.2: a request
+        // with more than one Host gets 400).
+        for name in [header::HOST, header::ORIGIN, header::CONTENT_TYPE] {
+            let copies = headers.get_all(&name).iter().count();
+            if copies > 1 {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    format!("refused a request with {copies} {name} headers (send one)"),
+                ));
+            }
+        }
         let host = headers
             .get(header::HOST)
             .and_then(|v| v.to_str().ok())
@@ -193,20 +206,35 @@ fn check_json_body(headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 /// Middleware running [`Guard::check`] on every request.
+///
+/// Every response, refused or not, also says it must not be framed by another page
+/// (`X-Frame-Options: DENY`, RFC 7034, and CSP `frame-ancestors 'none'`): a page that frames
+/// the web view could otherwise trick the user into clicking its permission buttons
+/// (clickjacking).
 pub async fn guard(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
-    match g.check(req.method(), req.headers()) {
+    let mut response = match g.check(req.method(), req.headers()) {
         Ok(()) => next.run(req).await,
         Err(e) => {
             tracing::warn!("{} {}: {}", req.method(), req.uri().path(), e.message);
             e.into_response()
         }
-    }
+    };
+    let h = response.headers_mut();
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("frame-ancestors 'none'"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
 
     fn addr(port: u16) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], port))
@@ -224,6 +252,28 @@ mod tests {
         match g.check(&m, &headers(pairs)) {
             Ok(()) => 200,
             Err(e) => e.status.as_u16(),
+        }
+    }
+
+    #[test]
+    fn repeated_host_origin_or_content_type_is_refused() {
+        for password in [false, true] {
+            let g = Guard::new("127.0.0.1", addr(4096), password, &[]);
+            for (name, first, second) in [
+                ("host", "127.0.0.1:4096", "evil.example"),
+                ("origin", "http://127.0.0.1:4096", "http://evil.example"),
+                ("content-type", "application/json", "text/plain"),
+            ] {
+                let mut h = headers(&[("host", "127.0.0.1:4096")]);
+                h.remove(name);
+                h.append(name, HeaderValue::from_str(first).expect("value"));
+                h.append(name, HeaderValue::from_str(second).expect("value"));
+                let status = match g.check(&Method::POST, &h) {
+                    Ok(()) => 200,
+                    Err(e) => e.status.as_u16(),
+                };
+                assert_eq!(status, 400, "two {name} headers, password {password}");
+            }
         }
     }
 
