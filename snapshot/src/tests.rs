@@ -1,0 +1,384 @@
+//! Tests against real temporary git repositories and the real `git` program.
+
+use super::*;
+use std::process::Command as StdCommand;
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    project: PathBuf,
+    data: PathBuf,
+}
+
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = StdCommand::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn fixture() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let project = root.join("project");
+    let data = root.join("data");
+    std::fs::create_dir_all(&project).unwrap();
+    git_in(&project, &["init", "-q"]);
+    Fixture {
+        _tmp: tmp,
+        project,
+        data,
+    }
+}
+
+fn write(p: &Path, rel: &str, content: &str) {
+    let path = p.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, content).unwrap();
+}
+
+fn read(p: &Path, rel: &str) -> Option<String> {
+    std::fs::read_to_string(p.join(rel)).ok()
+}
+
+async fn open(f: &Fixture) -> Snapshot {
+    Snapshot::open(&f.data, &f.project).await.expect("git repo")
+}
+
+#[tokio::test]
+async fn not_a_git_repo_is_unavailable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = Snapshot::open(tmp.path(), tmp.path()).await.unwrap_err();
+    assert!(matches!(err, Unavailable::NotGitRepo(_)), "{err:?}");
+    assert!(err.to_string().contains("not in a git repository"));
+}
+
+#[tokio::test]
+async fn opened_from_a_subdirectory_uses_the_top_level() {
+    let f = fixture();
+    write(&f.project, "sub/x.txt", "x\n");
+    let s = Snapshot::open(&f.data, &f.project.join("sub"))
+        .await
+        .unwrap();
+    assert_eq!(s.work_tree(), f.project.as_path());
+    assert!(s.git_dir().starts_with(f.data.join("snapshot")));
+}
+
+#[tokio::test]
+async fn same_content_same_tree_and_changed_files_listed() {
+    let f = fixture();
+    write(&f.project, "a.txt", "one\n");
+    write(&f.project, "dir/b.txt", "two\n");
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    assert!(is_hash(&t1));
+    assert_eq!(s.track().await.unwrap(), t1, "nothing changed, same tree");
+    write(&f.project, "a.txt", "one\nmore\n");
+    write(&f.project, "new file *.txt", "n\n");
+    std::fs::remove_file(f.project.join("dir/b.txt")).unwrap();
+    let t2 = s.track().await.unwrap();
+    assert_ne!(t1, t2);
+    let mut files = s.changed_files(&t1, &t2).await.unwrap();
+    files.sort();
+    assert_eq!(
+        files,
+        vec![
+            f.project.join("a.txt"),
+            f.project.join("dir/b.txt"),
+            f.project.join("new file *.txt"),
+        ]
+    );
+    assert!(s.changed_files(&t2, &t2).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn users_git_dir_is_never_written() {
+    let f = fixture();
+    write(&f.project, "a.txt", "one\n");
+    git_in(&f.project, &["add", "a.txt"]);
+    let index_before = std::fs::read(f.project.join(".git/index")).unwrap();
+    let objects_before = git_in(&f.project, &["count-objects", "-v"]);
+    let s = open(&f).await;
+    write(&f.project, "b.txt", "two\n");
+    s.track().await.unwrap();
+    write(&f.project, "a.txt", "changed\n");
+    s.track().await.unwrap();
+    assert_eq!(
+        std::fs::read(f.project.join(".git/index")).unwrap(),
+        index_before
+    );
+    assert_eq!(git_in(&f.project, &["count-objects", "-v"]), objects_before);
+    // The shadow repository is not inside the project.
+    assert!(!s.git_dir().starts_with(&f.project));
+}
+
+#[tokio::test]
+async fn ignore_rules_and_large_untracked_files_are_left_out() {
+    let f = fixture();
+    write(&f.project, ".gitignore", "*.log\nbuild/\n");
+    write(&f.project, ".git/info/exclude", "secret.env\n");
+    write(&f.project, "keep.txt", "k\n");
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    write(&f.project, "run.log", "log\n");
+    write(&f.project, "build/out.o", "obj\n");
+    write(&f.project, "secret.env", "KEY=1\n");
+    let big = "x".repeat(MAX_UNTRACKED_BYTES as usize + 1);
+    write(&f.project, "big.bin", &big);
+    let exactly = "y".repeat(MAX_UNTRACKED_BYTES as usize);
+    write(&f.project, "limit.bin", &exactly);
+    write(&f.project, "keep.txt", "k2\n");
+    let t2 = s.track().await.unwrap();
+    let files = s.changed_files(&t1, &t2).await.unwrap();
+    assert_eq!(
+        files,
+        vec![f.project.join("keep.txt"), f.project.join("limit.bin")],
+        "ignored and >2 MiB files are not in snapshots; exactly 2 MiB is"
+    );
+}
+
+#[tokio::test]
+async fn data_dir_inside_the_project_is_excluded() {
+    let f = fixture();
+    let data = f.project.join(".troupe-data");
+    write(&f.project, "a.txt", "a\n");
+    let s = Snapshot::open(&data, &f.project).await.unwrap();
+    let t1 = s.track().await.unwrap();
+    write(&data, "troupe.db", "db\n");
+    let t2 = s.track().await.unwrap();
+    assert_eq!(t1, t2, "troupe's own files never appear in a snapshot");
+}
+
+#[tokio::test]
+async fn diff_counts_lines_and_status() {
+    let f = fixture();
+    write(&f.project, "m.txt", "1\n2\n3\n");
+    write(&f.project, "gone.txt", "a\nb\n");
+    std::fs::write(f.project.join("bin.dat"), [0u8, 1, 2, 3]).unwrap();
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    write(&f.project, "m.txt", "1\ntwo\n3\n4\n");
+    std::fs::remove_file(f.project.join("gone.txt")).unwrap();
+    write(&f.project, "new.txt", "x\ny\nz\n");
+    std::fs::write(f.project.join("bin.dat"), [0u8, 9, 9]).unwrap();
+    let t2 = s.track().await.unwrap();
+    let d = s.diff_full(&t1, &t2).await.unwrap();
+    let by = |name: &str| d.iter().find(|c| c.file == name).unwrap().clone();
+    assert_eq!(d.len(), 4);
+    let m = by("m.txt");
+    assert_eq!(
+        (m.status, m.additions, m.deletions),
+        (ChangeStatus::Modified, 2, 1)
+    );
+    assert!(
+        m.patch.starts_with("diff --git a/m.txt b/m.txt"),
+        "{}",
+        m.patch
+    );
+    assert!(m.patch.contains("+two\n") && m.patch.contains("-2\n"));
+    let g = by("gone.txt");
+    assert_eq!(
+        (g.status, g.additions, g.deletions),
+        (ChangeStatus::Deleted, 0, 2)
+    );
+    let n = by("new.txt");
+    assert_eq!(
+        (n.status, n.additions, n.deletions),
+        (ChangeStatus::Added, 3, 0)
+    );
+    assert!(n.patch.contains("new.txt"));
+    let b = by("bin.dat");
+    assert!(b.binary);
+    // The plain diff has the same counts without the text.
+    let plain = s.diff(&t1, &t2).await.unwrap();
+    assert_eq!(plain.len(), 4);
+    assert!(plain.iter().all(|c| c.patch.is_empty()));
+    let text = s.diff_text(&t1, &t2).await.unwrap();
+    assert!(text.contains("diff --git a/new.txt b/new.txt"));
+}
+
+#[tokio::test]
+async fn revert_restores_modified_and_deleted_and_deletes_added() {
+    let f = fixture();
+    write(&f.project, ".gitignore", "*.log\n");
+    write(&f.project, "b.txt", "b\n");
+    write(&f.project, "c.txt", "c\n");
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    // The "agent" step.
+    write(&f.project, "a.txt", "a\n");
+    write(&f.project, "b.txt", "b edited\n");
+    std::fs::remove_file(f.project.join("c.txt")).unwrap();
+    write(&f.project, "d dir/d.txt", "new\n");
+    write(&f.project, "x.log", "ignored\n");
+    let big = "z".repeat(MAX_UNTRACKED_BYTES as usize + 10);
+    write(&f.project, "big.bin", &big);
+    let t2 = s.track().await.unwrap();
+    let files = s.changed_files(&t1, &t2).await.unwrap();
+    assert_eq!(files.len(), 4);
+    let before_revert = s.track().await.unwrap();
+    let touched = s
+        .revert(&[Patch {
+            hash: t1.clone(),
+            files: files.clone(),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(touched.len(), 4);
+    assert_eq!(read(&f.project, "a.txt"), None);
+    assert_eq!(read(&f.project, "b.txt").as_deref(), Some("b\n"));
+    assert_eq!(read(&f.project, "c.txt").as_deref(), Some("c\n"));
+    assert_eq!(read(&f.project, "d dir/d.txt"), None);
+    assert_eq!(read(&f.project, "x.log").as_deref(), Some("ignored\n"));
+    assert_eq!(read(&f.project, "big.bin").as_deref(), Some(big.as_str()));
+    // Unrevert: back to the state before the revert, byte for byte.
+    s.restore(&before_revert, &files).await.unwrap();
+    assert_eq!(read(&f.project, "a.txt").as_deref(), Some("a\n"));
+    assert_eq!(read(&f.project, "b.txt").as_deref(), Some("b edited\n"));
+    assert_eq!(read(&f.project, "c.txt"), None);
+    assert_eq!(read(&f.project, "d dir/d.txt").as_deref(), Some("new\n"));
+    assert_eq!(s.track().await.unwrap(), t2);
+}
+
+#[tokio::test]
+async fn first_patch_listing_a_file_wins() {
+    let f = fixture();
+    write(&f.project, "f.txt", "v1\n");
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    write(&f.project, "f.txt", "v2\n");
+    let t2 = s.track().await.unwrap();
+    write(&f.project, "f.txt", "v3\n");
+    let file = vec![f.project.join("f.txt")];
+    let patches = [
+        Patch {
+            hash: t1,
+            files: file.clone(),
+        },
+        Patch {
+            hash: t2,
+            files: file,
+        },
+    ];
+    s.revert(&patches).await.unwrap();
+    assert_eq!(read(&f.project, "f.txt").as_deref(), Some("v1\n"));
+}
+
+#[tokio::test]
+async fn a_user_edit_between_steps_is_not_undone_by_reverting_a_step() {
+    let f = fixture();
+    write(&f.project, "agent.txt", "a1\n");
+    write(&f.project, "user.txt", "u1\n");
+    let s = open(&f).await;
+    // Step 1 (agent) changes agent.txt.
+    let start1 = s.track().await.unwrap();
+    write(&f.project, "agent.txt", "a2\n");
+    let finish1 = s.track().await.unwrap();
+    let step1 = s.changed_files(&start1, &finish1).await.unwrap();
+    // The user edits user.txt between the steps; step 2 changes nothing.
+    write(&f.project, "user.txt", "u2 by the user\n");
+    let start2 = s.track().await.unwrap();
+    let finish2 = s.track().await.unwrap();
+    assert!(s.changed_files(&start2, &finish2).await.unwrap().is_empty());
+    s.revert(&[Patch {
+        hash: start1,
+        files: step1,
+    }])
+    .await
+    .unwrap();
+    assert_eq!(read(&f.project, "agent.txt").as_deref(), Some("a1\n"));
+    assert_eq!(
+        read(&f.project, "user.txt").as_deref(),
+        Some("u2 by the user\n")
+    );
+}
+
+#[tokio::test]
+async fn concurrent_tracks_on_one_repository_are_serialized() {
+    let f = fixture();
+    for i in 0..20 {
+        write(&f.project, &format!("f{i}.txt"), &format!("{i}\n"));
+    }
+    let a = open(&f).await;
+    let b = open(&f).await;
+    let mut tasks = Vec::new();
+    for k in 0..8 {
+        let s = if k % 2 == 0 { a.clone() } else { b.clone() };
+        tasks.push(tokio::spawn(async move { s.track().await }));
+    }
+    let mut trees = HashSet::new();
+    for t in tasks {
+        trees.insert(t.await.unwrap().expect("no index.lock clash"));
+    }
+    assert_eq!(trees.len(), 1);
+}
+
+#[tokio::test]
+async fn stale_index_lock_is_cleared() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let s = open(&f).await;
+    s.track().await.unwrap();
+    std::fs::write(s.git_dir().join("index.lock"), b"").unwrap();
+    // A fresh process (new state) finds the stale lock and removes it.
+    drop(s);
+    let s = open(&f).await;
+    write(&f.project, "a.txt", "b\n");
+    s.track().await.expect("stale index.lock removed");
+}
+
+#[tokio::test]
+async fn bad_hashes_are_refused() {
+    let f = fixture();
+    let s = open(&f).await;
+    let err = s.changed_files("HEAD", "HEAD").await.unwrap_err();
+    assert!(matches!(err, SnapshotError::BadHash(_)));
+    let err = s
+        .revert(&[Patch {
+            hash: "--output=/tmp/x".into(),
+            files: vec![],
+        }])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SnapshotError::BadHash(_)));
+}
+
+#[tokio::test]
+async fn gc_runs() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let s = open(&f).await;
+    s.track().await.unwrap();
+    s.gc().await.unwrap();
+}
+
+#[test]
+fn exclude_lines_are_literal() {
+    assert_eq!(exclude_line("a b/*x?.txt"), "/a\\ b/\\*x\\?.txt");
+    assert_eq!(exclude_line("#n!"), "/\\#n\\!");
+}
+
+#[test]
+fn path_hash_is_stable() {
+    assert_eq!(path_hash(Path::new("")), "cbf29ce484222325");
+    assert_eq!(path_hash(Path::new("/a")), path_hash(Path::new("/a")));
+    assert_ne!(path_hash(Path::new("/a")), path_hash(Path::new("/b")));
+}
+
+#[test]
+fn raw_numstat_parsing() {
+    let out = b":100644 100644 aaaa bbbb M\0x\0:000000 100644 0000 cccc A\0y z\0\
+                2\t1\tx\0-\t-\ty z\0";
+    let c = parse_raw_numstat(out);
+    assert_eq!(c.len(), 2);
+    assert_eq!((c[0].additions, c[0].deletions), (2, 1));
+    assert_eq!(c[1].status, ChangeStatus::Added);
+    assert!(c[1].binary);
+}
