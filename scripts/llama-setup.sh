@@ -98,9 +98,28 @@ else
     -DLLAMA_USE_PREBUILT_UI=OFF \
     >"$CACHE/build-configure.log" 2>&1 \
     || { tail -40 "$CACHE/build-configure.log" >&2; die "cmake configure failed (log: $CACHE/build-configure.log)"; }
-  log "building target llama-server with $JOBS jobs (~5-8 min on 2 cores; log: $CACHE/build.log)"
-  "$CMAKE" --build "$BUILD" --target llama-server -j "$JOBS" >"$CACHE/build.log" 2>&1 \
-    || { tail -40 "$CACHE/build.log" >&2; die "build failed (log: $CACHE/build.log)"; }
+  log "building target llama-server with $JOBS jobs (~8-10 min on 2 cores; log: $CACHE/build.log)"
+  # Ninja prints "[done/total] Building ..." per step; show a progress line at
+  # every 5% (with elapsed time) so a ten-minute build is not silence.
+  set +e
+  "$CMAKE" --build "$BUILD" --target llama-server -j "$JOBS" 2>&1 \
+    | tee "$CACHE/build.log" \
+    | awk -v t0="$(date +%s)" '
+        match($0, /^\[[0-9]+\/[0-9]+\]/) {
+          split(substr($0, 2, RLENGTH - 2), a, "/"); done = a[1] + 0; total = a[2] + 0
+          if (total <= 0) next
+          pct = int(done * 100 / total)
+          if (pct >= last + 5 || done == total) {
+            last = pct - pct % 5
+            cmd = "date +%s"; cmd | getline now; close(cmd)
+            el = now - t0
+            printf("[llama-setup] build %3d%% (%d/%d steps, %dm%02ds elapsed)\n", pct, done, total, el / 60, el % 60) > "/dev/stderr"
+            fflush("/dev/stderr")
+          }
+        }'
+  rc=${PIPESTATUS[0]}
+  set -e
+  [[ $rc -eq 0 ]] || { tail -40 "$CACHE/build.log" >&2; die "build failed (log: $CACHE/build.log)"; }
   BIN="$(find "$BUILD/bin" -maxdepth 1 -name llama-server -type f | head -1)"
   [[ -n "$BIN" ]] || die "llama-server binary not found under $BUILD/bin"
   install -m 0755 "$BIN" "$CACHE/bin/llama-server.tmp" && mv "$CACHE/bin/llama-server.tmp" "$CACHE/bin/llama-server"

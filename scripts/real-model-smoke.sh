@@ -3,10 +3,10 @@
 #
 # 1. gets (or reuses) llama-server and SmolLM2-135M (scripts/llama-setup.sh, cached);
 # 2. starts the server on 127.0.0.1:$SMOKE_PORT and always stops it on exit;
-# 3. runs `troupe run --format json` on a real prompt with a one-tool agent and checks real
-#    properties: the turn finished, a real tool call round-tripped, the final text is
-#    non-empty and came from the server (usage tokens > 0 as reported), the session is in
-#    the store;
+# 3. asks the quickstart's demo question (scripts/demo-project.sh) with `troupe run --format
+#    json` and asserts: exactly one `read` call with the valid arguments {"filePath":
+#    "NOTES.md"} that completed, the result went back to the model, and the answer names the
+#    codename (Bluebird) in a short sentence; usage tokens > 0 as the server reported;
 # 4. interrupts a long generation with SIGINT and checks the partial text was kept and the
 #    run exited cleanly (130);
 # 5. runs two `troupe run` processes at once against the same server and the same store and
@@ -51,53 +51,33 @@ SERVER_PID=$(cat "$SERVER_PID_FILE")
 log "llama-server pid $SERVER_PID on port $PORT"
 
 mkdir -p "$WORK/repo" "$WORK/cfg"
-printf 'alpha\n' > "$WORK/repo/alpha.txt"
-printf '# Notes\nTODO: write the report\n' > "$WORK/repo/notes.md"
-# `smoke` sees one tool (`glob`, whose short schema the 135M model fills in reliably; with
-# `list` it loops inside the `ignore` array until the output limit); its first step forces a tool call the way that works for a
-# 135M model (scripts/REAL_MODEL_NOTES.md): tool_choice required + a `<tool_call>` prefill
-# + stop at `</tool_call>`. `counter` has no tools and generates for a long time.
-cat > "$WORK/repo/troupe.json" <<EOF
-{
-  "model": "local/smollm2",
-  "provider": {
-    "local": {
-      "options": { "baseURL": "http://127.0.0.1:$PORT/v1", "chunkTimeout": 180000, "temperature": 0 },
-      "models": {
-        "smollm2": { "name": "SmolLM2 135M Instruct", "limit": { "context": 4096, "output": 200 } },
-        "smollm2-small": { "id": "smollm2", "name": "SmolLM2 135M, small context", "limit": { "context": 1500, "output": 120 } }
-      }
-    }
-  },
-  "agent": {
-    "smoke": {
-      "mode": "primary",
-      "steps": 3,
-      "prompt": "You are a coding agent. Use the glob tool, then answer briefly.",
-      "permission": { "*": "deny", "glob": "allow" },
-      "options": { "firstStep": { "tool_choice": "required", "stop": ["</tool_call>"], "prefill": "<tool_call>\n" } }
-    },
-    "chat": {
-      "mode": "primary",
-      "model": "local/smollm2-small",
-      "prompt": "You are a helpful assistant. Answer in one or two sentences.",
-      "permission": { "*": "deny" }
-    },
-    "counter": {
-      "mode": "primary",
-      "prompt": "You are a helpful assistant.",
-      "permission": { "*": "deny" },
-      "options": { "ignore_eos": true, "max_tokens": 3000 }
-    }
-  }
-}
-EOF
+# The quickstart's sample project and agent (scripts/demo-project.sh): the first step is
+# forced into one `read` call whose `filePath` the grammar limits to the real NOTES.md, the
+# second answers from the file. Added here: `chat` (no tools, small context, for the
+# compaction check) and `counter` (no tools, generates for a long time).
+DEMO_QUESTION=$(scripts/demo-project.sh "$WORK/repo" "$PORT")
+python3 - "$WORK/repo/troupe.json" <<'PY'
+import json, sys
+path = sys.argv[1]
+cfg = json.load(open(path))
+cfg["provider"]["local"]["models"]["smollm2-small"] = {
+    "id": "smollm2", "name": "SmolLM2 135M, small context",
+    "limit": {"context": 1500, "output": 120}}
+cfg["agent"]["chat"] = {
+    "mode": "primary", "model": "local/smollm2-small",
+    "prompt": "You are a helpful assistant. Answer in one or two sentences.",
+    "permission": {"*": "deny"}}
+cfg["agent"]["counter"] = {
+    "mode": "primary", "prompt": "You are a helpful assistant.",
+    "permission": {"*": "deny"}, "options": {"ignore_eos": True, "max_tokens": 3000}}
+json.dump(cfg, open(path, "w"), indent=2)
+PY
 export TROUPE_DB="$WORK/troupe.db" TROUPE_CONFIG_DIR="$WORK/cfg" TROUPE_NO_STDIN=1 TROUPE_TITLE=0
 cd "$WORK/repo"
 
-log "1/3 a real turn with a tool call"
+log "1/4 the quickstart's demo question: a real tool call with valid arguments, then a correct answer"
 t0=$(date +%s)
-"$BIN" run --agent smoke --format json "Find the markdown files in this directory and read notes.md." > "$WORK/run1.jsonl"
+"$BIN" run --format json "$DEMO_QUESTION" > "$WORK/run1.jsonl"
 log "turn finished in $(( $(date +%s) - t0 ))s"
 SID=$(sid_of "$WORK/run1.jsonl")
 "$BIN" session show "$SID" --format json > "$WORK/show1.json"
@@ -116,21 +96,26 @@ for a in assistants:
     assert a["info"].get("error") is None, a["info"].get("error")
 parts = [p for m in assistants for p in m["parts"]]
 tools = [p for p in parts if p["type"] == "tool"]
-assert tools, "the model made no tool call"
-assert tools[0]["tool"] == "glob", tools[0]["tool"]
-# The tool really ran on the model's arguments (a 135M model does not always pick a valid
-# path: an error result is still a full round trip) and its result went back to the model.
-assert tools[0]["state"]["status"] in ("completed", "error"), tools[0]["state"]
-assert "pattern" in tools[0]["state"]["input"], tools[0]["state"]["input"]
-assert len(assistants) >= 2, "the tool result never went back to the model"
-texts = [p["text"] for p in parts if p["type"] == "text" and p["text"].strip()]
-assert texts, "no text from the model"
+assert len(tools) == 1, f"expected exactly one tool call, got {[(t['tool'], t['state']) for t in tools]}"
+call = tools[0]
+assert call["tool"] == "read", call["tool"]
+# Valid arguments: exactly the real file, no invented offset/limit, and the tool succeeded
+# on them (its output is the file's text).
+assert call["state"]["input"] == {"filePath": "NOTES.md"}, call["state"]["input"]
+assert call["state"]["status"] == "completed", call["state"]
+assert "The project codename is Bluebird." in call["state"]["output"], call["state"]["output"]
+assert len(assistants) == 2, f"expected a tool step and an answer step, got {len(assistants)}"
+answer = "".join(p["text"] for p in assistants[-1]["parts"] if p["type"] == "text").strip()
+# A correct short answer in the model's own words: names the codename, no copied tool block.
+assert "bluebird" in answer.lower(), f"wrong answer: {answer!r}"
+assert "<tool_response>" not in answer and "<content>" not in answer, f"copied the tool result: {answer!r}"
+assert len(answer) <= 200, f"not a short answer: {answer!r}"
 finishes = [p for p in parts if p["type"] == "step-finish"]
 assert finishes and all(f["tokens"]["input"] + f["tokens"]["cache"]["read"] > 0 and f["tokens"]["output"] > 0 for f in finishes), finishes
-print(f"ok: {len(assistants)} steps, tool {tools[0]['tool']} {tools[0]['state']['status']}, text {texts[-1][:80]!r}")
+print(f"ok: read {call['state']['input']} -> completed; answer {answer!r}")
 PY
 
-log "2/3 SIGINT during a long generation keeps the partial text"
+log "2/4 SIGINT during a long generation keeps the partial text"
 "$BIN" run --agent counter --format json "Count from 1 to 1000, one number per line." > "$WORK/run2.jsonl" 2> "$WORK/run2.err" &
 RUN_PID=$!
 for _ in $(seq 1 600); do
@@ -157,9 +142,9 @@ assert text.strip(), "the partial text was not kept"
 print(f"ok: partial text kept ({len(text)} chars): {text[:60]!r}")
 PY
 
-log "3/3 two runs at once against one server and one store"
-"$BIN" run --agent smoke --format json "Find the text files here." > "$WORK/a.jsonl" 2> "$WORK/a.err" & PA=$!
-"$BIN" run --agent smoke --format json "Find the markdown files in this directory." > "$WORK/b.jsonl" 2> "$WORK/b.err" & PB=$!
+log "3/4 two runs at once against one server and one store"
+"$BIN" run --format json "$DEMO_QUESTION" > "$WORK/a.jsonl" 2> "$WORK/a.err" & PA=$!
+"$BIN" run --format json "Read NOTES.md and tell me the codename of the project." > "$WORK/b.jsonl" 2> "$WORK/b.err" & PB=$!
 set +e; wait "$PA"; ca=$?; wait "$PB"; cb=$?; set -e
 [ "$ca" = 0 ] && [ "$cb" = 0 ] || { cat "$WORK/a.err" "$WORK/b.err" >&2; echo "concurrent runs failed: $ca $cb" >&2; exit 1; }
 "$BIN" session list --format json > "$WORK/list.json"

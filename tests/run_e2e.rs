@@ -968,3 +968,93 @@ async fn no_model_and_no_local_server_explains_how_to_configure() {
         );
     }
 }
+
+/// `firstStep` options steer only the first request of a turn: `tool_choice`/`stop` go into
+/// its body, `prefill` becomes a trailing assistant message, and `toolSchema` is merged into
+/// that request's tool schema as a JSON Merge Patch (here an `enum` of the one real path,
+/// which llama.cpp compiles into the grammar of the call's arguments, and `null` dropping an
+/// optional property). The follow-up request carries none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_step_options_constrain_only_the_first_request() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    std::fs::write(project.root.join("NOTES.md"), "The codename is Bluebird.\n").expect("notes");
+    let script = Script::single(vec![
+        Step::tool("read", json!({"filePath": "NOTES.md"})),
+        Step::text("The codename is Bluebird."),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let mut config = config_json(&server.base_url());
+    config["agent"] = json!({"demo": {
+        "mode": "primary",
+        "permission": {"*": "deny", "read": "allow"},
+        "options": {"firstStep": {
+            "tool_choice": "required",
+            "stop": ["</tool_call>"],
+            "prefill": "<tool_call>\n",
+            "toolSchema": {"read": {
+                "properties": {"filePath": {"enum": ["NOTES.md"]}, "offset": null},
+                "additionalProperties": false
+            }}
+        }}
+    }});
+    project.write_config(&config.to_string());
+    let out = project
+        .troupe(&["run", "--agent", "demo", "What is the codename?"], &[])
+        .await;
+    assert_success(&out, "run with firstStep");
+    assert!(
+        text(&out.stdout).contains("Bluebird"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let reqs = completions(&server);
+    assert_eq!(
+        reqs.len(),
+        2,
+        "a tool step and an answer step; stderr: {}",
+        text(&out.stderr)
+    );
+    let read_schema = |body: &Value| -> Value {
+        body["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .find(|t| t["function"]["name"] == "read")
+            .expect("read tool")["function"]["parameters"]
+            .clone()
+    };
+    let first = &reqs[0].body;
+    assert_eq!(first["tool_choice"], "required");
+    assert_eq!(first["stop"], json!(["</tool_call>"]));
+    let params = read_schema(first);
+    assert_eq!(
+        params["properties"]["filePath"]["enum"],
+        json!(["NOTES.md"])
+    );
+    assert_eq!(
+        params["properties"]["filePath"]["type"], "string",
+        "the rest of the schema is kept"
+    );
+    assert!(params["required"].as_array().is_some_and(|r| !r.is_empty()));
+    let props = params["properties"].as_object().expect("properties");
+    assert!(
+        !props.contains_key("offset") && props.contains_key("limit"),
+        "null removes a property (JSON Merge Patch), others stay: {props:?}"
+    );
+    assert_eq!(params["additionalProperties"], false);
+    let msgs = req_messages(&reqs[0]);
+    let last = msgs.last().expect("messages");
+    assert_eq!(last["role"], "assistant");
+    assert_eq!(last["content"], "<tool_call>\n");
+    assert!(first.get("toolSchema").is_none() && first.get("firstStep").is_none());
+
+    let second = &reqs[1].body;
+    assert!(second.get("tool_choice").is_none() && second.get("stop").is_none());
+    let params = read_schema(second);
+    assert!(params["properties"]["filePath"].get("enum").is_none());
+    assert!(params["properties"].get("offset").is_some());
+    let msgs = req_messages(&reqs[1]);
+    assert_eq!(msgs.last().expect("messages")["role"], "tool");
+    server.shutdown().await;
+}

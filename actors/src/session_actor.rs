@@ -438,12 +438,20 @@ impl SessionActor {
         }
         // `firstStep`: options merged only into the first request of a turn (e.g. llama.cpp's
         // `tool_choice: "required"` for a small model), with `prefill` sent as the start of
-        // the assistant's answer (a response prefill, as llama.cpp and Anthropic support).
+        // the assistant's answer (a response prefill, as llama.cpp and Anthropic support)
+        // and `toolSchema` (`{tool name: JSON Schema fragment}`) deep-merged into those
+        // tools' parameter schemas for that request only, e.g. an `enum` of real paths that
+        // llama.cpp compiles into the grammar the call's arguments must follow.
+        let mut tool_schema: Option<serde_json::Map<String, serde_json::Value>> = None;
         if let Some(serde_json::Value::Object(first)) = extra.remove("firstStep")
             && turn.step == 1
         {
             for (k, v) in first {
-                if k == "prefill" {
+                if k == "toolSchema" {
+                    if let serde_json::Value::Object(m) = v {
+                        tool_schema = Some(m);
+                    }
+                } else if k == "prefill" {
                     if let Some(text) = v.as_str().filter(|t| !t.is_empty()) {
                         messages.push(ChatMessage::Assistant {
                             content: Some(text.to_string()),
@@ -463,7 +471,15 @@ impl SessionActor {
             tools: if is_last && turn.max_steps > 1 {
                 Vec::new()
             } else {
-                turn.tools.clone()
+                let mut tools = turn.tools.clone();
+                if let Some(patches) = &tool_schema {
+                    for t in &mut tools {
+                        if let Some(patch) = patches.get(&t.name) {
+                            merge_schema(&mut t.parameters, patch);
+                        }
+                    }
+                }
+                tools
             },
             temperature: turn.agent.temperature.filter(|_| model.temperature),
             top_p: turn.agent.top_p,
@@ -1226,5 +1242,28 @@ impl Actor for SessionActor {
             let _ = t.reply.send(Err("session actor stopped".into()));
         }
         Ok(())
+    }
+}
+
+/// Apply a JSON Schema fragment to a tool's parameter schema (`firstStep.toolSchema`) with
+/// JSON Merge Patch semantics (RFC 7396): objects merge key by key, `null` removes the key
+/// (e.g. an optional property the first call must not use), anything else replaces it.
+fn merge_schema(dst: &mut serde_json::Value, patch: &serde_json::Value) {
+    match (dst, patch) {
+        (serde_json::Value::Object(d), serde_json::Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    d.remove(k);
+                    continue;
+                }
+                match d.get_mut(k) {
+                    Some(existing) => merge_schema(existing, v),
+                    None => {
+                        d.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (dst, patch) => *dst = patch.clone(),
     }
 }

@@ -58,7 +58,8 @@ impl std::error::Error for ScriptError {
 /// 1. the conversation is the first one that has at least one matcher (`match` /
 ///    `match_system`) and all of its matchers match; else the first one without matchers;
 ///    else the server answers 404;
-/// 2. the step index is the number of `role: "assistant"` messages in the request.
+/// 2. the step index is the number of `role: "assistant"` messages in the request, not
+///    counting a trailing one (a response prefill, e.g. `firstStep.prefill`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Script {

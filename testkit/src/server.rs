@@ -60,7 +60,8 @@ pub struct RecordedRequest {
     pub dialect: Option<Dialect>,
     /// Index of the conversation that answered, if one was selected.
     pub conversation: Option<usize>,
-    /// Step index (number of assistant messages in the request), if the body was understood.
+    /// Step index (number of assistant messages in the request, a trailing prefill not
+    /// counted), if the body was understood.
     pub step: Option<usize>,
     /// 1-based attempt number for (session key, conversation, step); 0 when not counted.
     pub attempt: u32,

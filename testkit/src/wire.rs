@@ -53,10 +53,16 @@ pub(crate) fn analyze(body: &Value, dialect: Dialect) -> Result<RequestInfo, Str
         .and_then(Value::as_array)
         .ok_or("`messages` must be an array")?;
     let role = |m: &Value| m.get("role").and_then(Value::as_str).map(str::to_owned);
+    // A trailing assistant message is a response prefill (the start of the answer being
+    // asked for), not a finished step.
+    let prefill = messages
+        .last()
+        .is_some_and(|m| role(m).as_deref() == Some("assistant"));
     let step_index = messages
         .iter()
         .filter(|m| role(m).as_deref() == Some("assistant"))
-        .count();
+        .count()
+        - usize::from(prefill);
     let first_user_text = messages
         .iter()
         .find(|m| role(m).as_deref() == Some("user"))
@@ -824,6 +830,14 @@ mod tests {
         );
         assert!(analyze(&json!({"model": "x"}), Dialect::OpenAi).is_err());
         assert!(analyze(&json!([1]), Dialect::OpenAi).is_err());
+    }
+
+    #[test]
+    fn a_trailing_assistant_prefill_is_not_a_step() {
+        let body = json!({"model": "m", "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": "<tool_call>\n"}]});
+        assert_eq!(analyze(&body, Dialect::OpenAi).expect("ok").step_index, 0);
     }
 
     #[test]
