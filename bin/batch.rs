@@ -442,6 +442,7 @@ async fn run_one(
         system: None,
         synthetic: Vec::new(),
         compact: false,
+        no_reply: false,
     };
     match rt.prompt(&session.id, input).await {
         Ok(turn) => BatchResult {

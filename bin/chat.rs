@@ -337,6 +337,7 @@ impl Chat {
             system: None,
             synthetic: Vec::new(),
             compact: false,
+            no_reply: false,
         };
         let (rt, sid) = (self.runtime.clone(), session.id.clone());
         let mut turn = tokio::spawn(async move { rt.prompt(&sid, input).await });

@@ -915,6 +915,7 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         system: None,
         synthetic: attachments,
         compact: false,
+        no_reply: false,
     };
     let rt2 = runtime.clone();
     // Listen before the turn starts, so no signal falls between the early handler and ours.

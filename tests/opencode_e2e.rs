@@ -283,13 +283,258 @@ async fn opencode_request_and_response_shapes() {
     assert_eq!(status, 204);
     let (status, aborted) = post(&http, format!("{base}/session/{sid3}/abort"), json!({})).await;
     assert_eq!((status, aborted), (200, json!(true)));
+}
 
-    // What troupe cannot do is refused in one clear line, not silently dropped.
-    let (status, e) = post(
+async fn patch(http: &reqwest::Client, url: String, body: Value) -> (u16, Value) {
+    let r = http.patch(url).json(&body).send().await.expect("PATCH");
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// The first pending permission request of `sid` (polls until one appears).
+async fn pending_of(http: &reqwest::Client, base: &str, sid: &str) -> Value {
+    for _ in 0..400 {
+        let list = get(http, format!("{base}/permission")).await;
+        if let Some(p) = list
+            .as_array()
+            .and_then(|l| l.iter().find(|p| p["sessionID"] == sid))
+        {
+            return p.clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("no permission request for {sid}");
+}
+
+/// The session's last message once it is a finished assistant message (polls).
+async fn finished_turn(http: &reqwest::Client, base: &str, sid: &str) -> Value {
+    for _ in 0..400 {
+        let list = get(http, format!("{base}/session/{sid}/message")).await;
+        if let Some(last) = list.as_array().and_then(|l| l.last())
+            && last["info"]["role"] == "assistant"
+            && is_num(&last["info"]["time"], "completed")
+        {
+            return last.clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the turn of {sid} did not finish");
+}
+
+/// `PATCH /session/{id}` (title, permission merged onto the session's rules), `noReply` on
+/// message and prompt_async, the `agent` given on create as the prompts' default, and the
+/// legacy `POST /session/{id}/permissions/{permissionID}` reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
+    let script = Script::new(vec![
+        Conversation::new(vec![Step::text("Planned.")]).matching("which agent"),
+        Conversation::new(vec![
+            Step::tool(
+                "bash",
+                json!({"command": "echo asked", "description": "ask first"}),
+            ),
+            Step::text("It ran."),
+        ])
+        .matching("run something"),
+        Conversation::new(vec![Step::text("Answer after the notes.")]).matching("note one"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let p = CliProject::empty();
+    let mut config = mock_config(&server.base_url());
+    config["permission"] = json!({"bash": "ask"});
+    p.write_config(&config.to_string());
+    let (_serve, base) = p.serve().await;
+    let http = reqwest::Client::new();
+
+    // PATCH the title with OpenCode's body; the response is a Session and the change is kept.
+    let (_, s) = post(&http, format!("{base}/session"), json!({})).await;
+    let sid = s["id"].as_str().expect("id").to_string();
+    let (status, s) = patch(
+        &http,
+        format!("{base}/session/{sid}"),
+        json!({"title": "Renamed by OpenCode"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{s}");
+    assert_session(&s);
+    assert_eq!(s["title"], "Renamed by OpenCode");
+    let again = get(&http, format!("{base}/session/{sid}")).await;
+    assert_eq!(again["title"], "Renamed by OpenCode");
+    for (body, what) in [
+        (json!({"title": "  "}), "blank title"),
+        (json!({"time": {"archived": 1}}), "archiving"),
+        (
+            json!({"permission": [{"permission": "bash", "pattern": "*", "action": "maybe"}]}),
+            "bad action",
+        ),
+    ] {
+        let (status, e) = patch(&http, format!("{base}/session/{sid}"), body).await;
+        assert_eq!(status, 400, "{what}: {e}");
+        assert!(e.to_string().len() > 20, "{what}: the error says why: {e}");
+    }
+    let (status, _) = patch(
+        &http,
+        format!("{base}/session/ses_nosuch"),
+        json!({"title": "x"}),
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    // noReply: the user message is stored and returned, no model request is made.
+    let before = completions(&server).len();
+    let (status, m) = post(
         &http,
         format!("{base}/session/{sid}/message"),
-        json!({"noReply": true, "parts": [{"id": "prt_x", "type": "text", "text": "note"}]}),
+        json!({"noReply": true, "parts": [{"id": "prt_n1", "type": "text", "text": "note one"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{m}");
+    assert_with_parts(&m);
+    assert_eq!(m["info"]["role"], "user");
+    assert_eq!(m["parts"][0]["text"], "note one");
+    let (status, _) = post(
+        &http,
+        format!("{base}/session/{sid}/prompt_async"),
+        json!({"noReply": true, "parts": [{"id": "prt_n2", "type": "text", "text": "note two"}]}),
+    )
+    .await;
+    assert_eq!(status, 204);
+    let mut texts = Vec::new();
+    for _ in 0..400 {
+        let list = get(&http, format!("{base}/session/{sid}/message")).await;
+        texts = list
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| {
+                assert_with_parts(m);
+                (
+                    m["info"]["role"].as_str().unwrap_or("").to_string(),
+                    m["parts"][0]["text"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        if texts.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let expect = [("user", "note one"), ("user", "note two")];
+    assert_eq!(
+        texts,
+        expect.map(|(r, t)| (r.to_string(), t.to_string())),
+        "two stored user messages and no reply"
+    );
+    assert_eq!(completions(&server).len(), before, "noReply ran no turn");
+    // A later prompt answers with the notes in the history.
+    let (status, m) = post(
+        &http,
+        format!("{base}/session/{sid}/message"),
+        json!({"parts": [{"id": "prt_n3", "type": "text", "text": "and now answer"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{m}");
+    assert_eq!(m["parts"].as_array().map(Vec::len), Some(3), "{m}");
+    let req = completions(&server).pop().expect("a request");
+    let sent: Vec<String> = req_messages(&req)
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(content_text)
+        .collect();
+    assert!(
+        sent.iter().any(|t| t.contains("note one")) && sent.iter().any(|t| t.contains("note two")),
+        "{sent:?}"
+    );
+
+    // The agent given on create is stored and used by a prompt that names none.
+    let (status, s) = post(&http, format!("{base}/session"), json!({"agent": "plan"})).await;
+    assert_eq!(status, 200, "{s}");
+    assert_eq!(s["agent"], "plan");
+    let sid_plan = s["id"].as_str().expect("id").to_string();
+    let (status, m) = post(
+        &http,
+        format!("{base}/session/{sid_plan}/message"),
+        json!({"parts": [{"id": "prt_p", "type": "text", "text": "which agent"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{m}");
+    assert_eq!(m["info"]["agent"], "plan", "{m}");
+    assert_eq!(m["info"]["mode"], "plan", "{m}");
+
+    // PATCH permission: OpenCode's rules are merged onto the session's; bash is then allowed
+    // without asking in this session although the config says ask.
+    let (_, s) = post(&http, format!("{base}/session"), json!({})).await;
+    let sid_allow = s["id"].as_str().expect("id").to_string();
+    let (status, s) = patch(
+        &http,
+        format!("{base}/session/{sid_allow}"),
+        json!({"permission": [{"permission": "bash", "pattern": "*", "action": "allow"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{s}");
+    let (status, m) = post(
+        &http,
+        format!("{base}/session/{sid_allow}/message"),
+        json!({"parts": [{"id": "prt_a", "type": "text", "text": "run something"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{m}");
+    assert!(
+        m["parts"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(|p| p["text"] == "It ran.")),
+        "{m}"
+    );
+    let all = get(&http, format!("{base}/session/{sid_allow}/message")).await;
+    let tool = all
+        .as_array()
+        .expect("messages")
+        .iter()
+        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .find(|p| p["type"] == "tool")
+        .expect("a tool part");
+    assert_eq!(tool["state"]["status"], "completed", "{tool}");
+
+    // The legacy reply route: `{response}`, and the request must belong to the session.
+    let (_, s) = post(&http, format!("{base}/session"), json!({})).await;
+    let sid_ask = s["id"].as_str().expect("id").to_string();
+    let (status, _) = post(
+        &http,
+        format!("{base}/session/{sid_ask}/prompt_async"),
+        json!({"parts": [{"id": "prt_l", "type": "text", "text": "run something"}]}),
+    )
+    .await;
+    assert_eq!(status, 204);
+    let pending = pending_of(&http, &base, &sid_ask).await;
+    let rid = pending["id"].as_str().expect("id");
+    let (status, e) = post(
+        &http,
+        format!("{base}/session/{sid}/permissions/{rid}"),
+        json!({"response": "once"}),
+    )
+    .await;
+    assert_eq!(status, 404, "another session's request: {e}");
+    let (status, e) = post(
+        &http,
+        format!("{base}/session/{sid_ask}/permissions/{rid}"),
+        json!({"response": "sure"}),
     )
     .await;
     assert_eq!(status, 400, "{e}");
+    let (status, ok) = post(
+        &http,
+        format!("{base}/session/{sid_ask}/permissions/{rid}"),
+        json!({"response": "once"}),
+    )
+    .await;
+    assert_eq!((status, ok), (200, json!(true)));
+    let last = finished_turn(&http, &base, &sid_ask).await;
+    assert_with_parts(&last);
+    assert!(
+        last["parts"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(|p| p["text"] == "It ran.")),
+        "{last}"
+    );
 }

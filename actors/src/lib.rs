@@ -243,6 +243,38 @@ pub struct PromptInput {
     pub synthetic: Vec<String>,
     /// Only compact the session's history (`session compact`); `text` is ignored.
     pub compact: bool,
+    /// OpenCode's `noReply`: store the user message and run no turn (the result has no
+    /// assistant message). Queued behind a running turn like any prompt.
+    pub no_reply: bool,
+}
+
+/// Changes to a session (`PATCH /session/{id}`, OpenCode's `{title?, permission?}`).
+#[derive(Debug, Clone, Default)]
+pub struct SessionPatch {
+    /// New title.
+    pub title: Option<String>,
+    /// Rules appended to the session's own ruleset (later rules win, as OpenCode merges
+    /// them onto the existing ruleset); they apply from the session's next turn.
+    pub permission: Option<troupe_agents::Ruleset>,
+}
+
+impl SessionPatch {
+    /// Apply to `s` and bump its `time.updated`.
+    pub fn apply(&self, s: &mut troupe_session::Session) {
+        if let Some(t) = &self.title {
+            s.title = t.clone();
+        }
+        if let Some(extra) = &self.permission {
+            let old: troupe_agents::Ruleset = s
+                .permission
+                .as_ref()
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .unwrap_or_default();
+            let merged = troupe_agents::Ruleset::merge(&[&old, extra]);
+            s.permission = serde_json::to_value(merged).ok();
+        }
+        s.time.updated = troupe_session::now_ms();
+    }
 }
 
 /// The result of one turn.
@@ -250,6 +282,8 @@ pub struct PromptInput {
 pub struct TurnResult {
     /// Session.
     pub session_id: String,
+    /// The user message the prompt stored.
+    pub user_message_id: Option<String>,
     /// The turn's last assistant message.
     pub message: Option<AssistantMessage>,
     /// Its text.
@@ -653,6 +687,40 @@ impl Runtime {
                 }
             }
         }
+    }
+
+    /// Change a session's title or permission rules. A live session actor applies it (so its
+    /// next write keeps it); otherwise the stored session is updated. Returns the session.
+    pub async fn update_session(
+        &self,
+        session_id: &str,
+        patch: SessionPatch,
+    ) -> Result<troupe_session::Session, RuntimeError> {
+        let live = self.shared.sessions.get(session_id).map(|a| a.clone());
+        if let Some(actor) = live {
+            let (tx, rx) = oneshot::channel();
+            if actor.cast(SessionMsg::Update(patch.clone(), tx)).is_ok()
+                && let Ok(s) = rx.await
+            {
+                self.shared.store.flush().await?;
+                return Ok(s);
+            }
+            // The actor stopped before it took the change: update the store instead.
+        }
+        let key = session_id.to_string();
+        let mut s = self
+            .shared
+            .store
+            .read(move |r| r.session(&key))
+            .await?
+            .ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
+        patch.apply(&mut s);
+        self.shared.store.write1(Write::Session {
+            info: s.clone(),
+            created: false,
+        });
+        self.shared.store.flush().await?;
+        Ok(s)
     }
 
     /// Compact a session's history now (a manual compaction; waits for the summary).

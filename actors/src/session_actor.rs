@@ -52,6 +52,10 @@ pub enum SessionMsg {
     /// The session's lease was taken over by another process: abort, refuse queued
     /// prompts, stop (the next prompt takes the lease again).
     LeaseLost,
+    /// Change the session's title or permission rules (`PATCH /session/{id}`); replies with
+    /// the updated session. Goes through the actor because it writes its own copy of the
+    /// session on every turn.
+    Update(crate::SessionPatch, oneshot::Sender<Session>),
 }
 
 /// The session actor.
@@ -153,6 +157,10 @@ impl SessionActor {
                 myself.stop(Some("idle".into()));
                 return;
             };
+            if p.input.no_reply {
+                let _ = p.reply.send(self.store_only(state, &p.input));
+                continue;
+            }
             match self.begin_turn(state, p.input).await {
                 Ok(turn) => {
                     state.turn = Some(Turn {
@@ -185,13 +193,22 @@ impl SessionActor {
         }
     }
 
-    /// Create the user message and resolve agent, model, tools, permissions and the system
-    /// prompt (instruction files are read on the blocking pool).
-    async fn begin_turn(
+    /// Resolve the prompt's agent (default: the config's default agent) and model (agent's,
+    /// session's, config's), then store the user message with its parts (text or compaction
+    /// request, synthetic reminders) and append it to the history. Returns the agent, the
+    /// model and the new message's id; errors name a bad agent or model.
+    fn add_user_message(
         &self,
         state: &mut SessionState,
-        input: PromptInput,
-    ) -> Result<Turn, String> {
+        input: &PromptInput,
+    ) -> Result<
+        (
+            troupe_agents::Agent,
+            Arc<troupe_config::model::ResolvedModel>,
+            String,
+        ),
+        String,
+    > {
         let rt = state.rt.clone();
         let agent = match &input.agent {
             Some(name) => rt.agents.require(name).map_err(|e| e.to_string())?.clone(),
@@ -279,6 +296,37 @@ impl SessionActor {
             info: Message::User(user),
             parts,
         });
+        Ok((agent, model, user_id))
+    }
+
+    /// A `noReply` prompt (OpenCode's): store the user message, run no turn.
+    fn store_only(
+        &self,
+        state: &mut SessionState,
+        input: &PromptInput,
+    ) -> Result<TurnResult, String> {
+        let (_, _, user_id) = self.add_user_message(state, input)?;
+        Ok(TurnResult {
+            session_id: state.session.id.clone(),
+            user_message_id: Some(user_id),
+            message: None,
+            text: String::new(),
+            error: None,
+            steps: 0,
+            cost: Default::default(),
+            tokens: state.session.tokens,
+        })
+    }
+
+    /// Create the user message and resolve agent, model, tools, permissions and the system
+    /// prompt (instruction files are read on the blocking pool).
+    async fn begin_turn(
+        &self,
+        state: &mut SessionState,
+        input: PromptInput,
+    ) -> Result<Turn, String> {
+        let rt = state.rt.clone();
+        let (agent, model, user_id) = self.add_user_message(state, &input)?;
 
         // Session rules (e.g. a subagent's derived ruleset) come after the agent's.
         let session_rules: troupe_agents::Ruleset = state
@@ -996,6 +1044,7 @@ impl SessionActor {
         }
         let result = TurnResult {
             session_id: sid,
+            user_message_id: Some(turn.user_id.clone()),
             message,
             text,
             error,
@@ -1085,6 +1134,14 @@ impl Actor for SessionActor {
                 if let Some(t) = &state.turn {
                     t.cancel.cancel();
                 }
+            }
+            SessionMsg::Update(patch, reply) => {
+                patch.apply(&mut state.session);
+                state.rt.store.write1(Write::Session {
+                    info: state.session.clone(),
+                    created: false,
+                });
+                let _ = reply.send(state.session.clone());
             }
             SessionMsg::LeaseLost => {
                 let sid = state.session.id.clone();

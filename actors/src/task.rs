@@ -357,6 +357,7 @@ async fn run_task(
         system: None,
         synthetic: Vec::new(),
         compact: false,
+        no_reply: false,
     };
     actor
         .cast(SessionMsg::Prompt(PendingPrompt {

@@ -5,15 +5,17 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /session[?roots=true]` | `[Session + owner]`, newest first |
-//! | `POST /session` `{title?, directory?, parentID?}` | `Session` |
+//! | `POST /session` `{title?, directory?, parentID?, agent?, model?}` | `Session` |
 //! | `GET /session/{id}` / `DELETE /session/{id}` | `Session + owner` / `true` |
+//! | `PATCH /session/{id}` `{title?, permission?}` | `Session` |
 //! | `GET /session/{id}/children` | `[Session]` |
 //! | `GET /session/{id}/message` | `[{info, parts}]` |
-//! | `POST /session/{id}/message` `{text?, parts?, agent?, model?}` | waits; last assistant `{info, parts}`; 409 when another process drives the session past the lease wait |
+//! | `POST /session/{id}/message` `{text?, parts?, agent?, model?, noReply?}` | waits; last assistant `{info, parts}` (with `noReply`, the stored user message); 409 when another process drives the session past the lease wait |
 //! | `POST /session/{id}/prompt_async` (same body) | 204 |
 //! | `POST /session/{id}/abort` / `summarize` | `true` |
 //! | `GET /permission` | pending requests |
 //! | `POST /permission/{requestID}/reply` `{reply: once/always/reject, message?}` | `true` |
+//! | `POST /session/{id}/permissions/{permissionID}` `{response}` (OpenCode's legacy form) | `true` |
 //! | `GET /agent`, `/models`, `/config` | agents, resolved models, merged config (secrets redacted) |
 //! | `GET /event` | SSE of bus events (`server.connected` first, `server.heartbeat` every 10 s) |
 //! | `GET /actors` | the supervision tree (`ActorNode`) |
@@ -193,12 +195,14 @@ pub struct AppState {
     info(title = "troupe server", description = "Sessions, permissions, events and the live actor tree of a troupe runtime."),
     paths(
         routes::list_sessions, routes::create_session, routes::get_session, routes::delete_session,
+        routes::patch_session, routes::reply_permission_legacy,
         routes::children, routes::messages, routes::prompt, routes::prompt_async, routes::abort,
         routes::summarize, routes::permissions, routes::reply_permission, routes::agents,
         routes::models, routes::config, routes::actors, routes::metrics, routes::events,
     ),
     components(schemas(error::ErrorBody, error::ErrorDetail, routes::CreateSession, routes::PromptBody,
-        routes::PromptPart, routes::PermissionReplyBody)),
+        routes::PromptPart, routes::PermissionReplyBody, routes::PatchSession,
+        routes::LegacyPermissionBody)),
     modifiers(&Security),
     security(("bearer" = []), ("basic" = []))
 )]
@@ -248,7 +252,13 @@ pub fn router(
         .route("/session", get(r::list_sessions).post(r::create_session))
         .route(
             "/session/{id}",
-            get(r::get_session).delete(r::delete_session),
+            get(r::get_session)
+                .delete(r::delete_session)
+                .patch(r::patch_session),
+        )
+        .route(
+            "/session/{id}/permissions/{permission_id}",
+            post(r::reply_permission_legacy),
         )
         .route("/session/{id}/children", get(r::children))
         .route("/session/{id}/message", get(r::messages).post(r::prompt))
@@ -400,6 +410,7 @@ mod tests {
             "/session",
             "/session/{id}/prompt_async",
             "/permission/{requestID}/reply",
+            "/session/{id}/permissions/{permissionID}",
             "/actors",
             "/event",
         ] {

@@ -65,8 +65,8 @@ pub struct CreateSession {
     /// Parent session id (makes a child session). Must exist.
     #[serde(rename = "parentID")]
     pub parent_id: Option<String>,
-    /// OpenCode's `agent`: checked (it must be a primary agent), not stored; each prompt
-    /// names its agent (default: the default agent).
+    /// OpenCode's `agent`: must be a primary agent; stored as the session's agent, which a
+    /// prompt without `agent` uses (default: the config's default agent).
     pub agent: Option<String>,
     /// Model of the session's prompts (stored as the session's model).
     pub model: Option<ModelSpec>,
@@ -108,10 +108,29 @@ pub struct PromptBody {
     /// OpenCode's `messageID` for the new user message; accepted, not reused.
     #[serde(rename = "messageID")]
     pub message_id: Option<String>,
-    /// OpenCode's `noReply`: store the message without running a turn. Not supported: `true`
-    /// is refused.
+    /// OpenCode's `noReply`: store the user message and run no turn (`/message` then
+    /// returns that user message as `{info, parts}`). Queued behind a running turn.
     #[serde(rename = "noReply", default)]
     pub no_reply: bool,
+}
+
+/// `PATCH /session/{id}` body (OpenCode's): any of `title` and `permission`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct PatchSession {
+    /// New title (not blank).
+    pub title: Option<String>,
+    /// Rules appended to the session's ruleset (later rules win): OpenCode's
+    /// `[{permission, pattern, action}]` or the config form (`{"bash": "deny"}`).
+    pub permission: Option<Value>,
+    /// OpenCode's `time.archived`: archiving is not supported, so a value is refused.
+    pub time: Option<Value>,
+}
+
+/// OpenCode's legacy `POST /session/{id}/permissions/{permissionID}` body.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct LegacyPermissionBody {
+    /// `once`, `always` or `reject`.
+    pub response: String,
 }
 
 /// `POST /permission/{requestID}/reply` body.
@@ -326,6 +345,10 @@ pub async fn create_session(
         });
         changed = true;
     }
+    if let Some(a) = body.agent {
+        s.agent = Some(a);
+        changed = true;
+    }
     if changed {
         st.runtime.store().write1(Write::Session {
             info: s.clone(),
@@ -349,6 +372,51 @@ pub async fn get_session(
     let key = id.clone();
     let error = st.runtime.store().read(move |r| r.last_error(&key)).await?;
     with_last_error(with_owner(&s, lease.as_ref())?, error.as_ref()).map(Json)
+}
+
+/// Change a session's title or permission rules (OpenCode's `PATCH /session/{id}`).
+#[utoipa::path(patch, path = "/session/{id}", tag = "session", request_body = PatchSession,
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, description = "The updated session", body = Value),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn patch_session(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<PatchSession>,
+) -> ApiResult<Json<Value>> {
+    find_session(&st, &id).await?;
+    if let Some(t) = &body.time
+        && t.get("archived").is_some_and(|a| !a.is_null())
+    {
+        return Err(ApiError::bad_request(
+            "time.archived: archiving sessions is not supported",
+        ));
+    }
+    let title = match body.title {
+        Some(t) if t.trim().is_empty() => {
+            return Err(ApiError::bad_request("title must not be blank"));
+        }
+        t => t,
+    };
+    let permission = match body.permission {
+        None | Some(Value::Null) => None,
+        Some(v @ Value::Array(_)) => Some(
+            serde_json::from_value::<troupe_agents::Ruleset>(v).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "permission: expected [{{permission, pattern, action}}] with action allow, ask or deny: {e}"
+                ))
+            })?,
+        ),
+        Some(v) => Some(
+            troupe_agents::permission::from_config(&v)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+        ),
+    };
+    let s = st
+        .runtime
+        .update_session(&id, troupe_actors::SessionPatch { title, permission })
+        .await?;
+    session_value(&s).map(Json)
 }
 
 /// Delete a session (aborting it) with its children, messages and parts.
@@ -400,12 +468,7 @@ pub async fn messages(
 
 /// Validate a prompt body against the session, agents and models.
 async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<PromptInput> {
-    find_session(st, id).await?;
-    if body.no_reply {
-        return Err(ApiError::bad_request(
-            "noReply is not supported: every prompt runs a turn",
-        ));
-    }
+    let session = find_session(st, id).await?;
     let mut pieces: Vec<String> = Vec::new();
     let mut synthetic: Vec<String> = Vec::new();
     if let Some(t) = body.text {
@@ -437,6 +500,11 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
             .require(a)
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
+    // Without `agent`, the session's agent (given on create, or its last turn's) when it
+    // still exists; else the default agent.
+    let agent = body
+        .agent
+        .or_else(|| session.agent.filter(|a| shared.agents.require(a).is_ok()));
     let model = body.model.as_ref().map(ModelSpec::full);
     if let Some(m) = &model {
         shared
@@ -446,18 +514,20 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
     }
     Ok(PromptInput {
         text,
-        agent: body.agent,
+        agent,
         model,
         system: body.system,
         synthetic,
         compact: false,
+        no_reply: body.no_reply,
     })
 }
 
-/// Send a prompt and wait for the turn; returns its last assistant message.
+/// Send a prompt and wait for the turn; returns its last assistant message (with
+/// `noReply`, the stored user message).
 #[utoipa::path(post, path = "/session/{id}/message", tag = "session", request_body = PromptBody,
     params(("id" = String, Path, description = "Session id")),
-    responses((status = 200, description = "`{info, parts}` of the turn's last assistant message", body = Value),
+    responses((status = 200, description = "`{info, parts}` of the turn's last assistant message, or of the user message with `noReply`", body = Value),
               (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
               (status = 409, description = "Another process drives the session and did not finish in time", body = ErrorBody)))]
 pub async fn prompt(
@@ -466,7 +536,18 @@ pub async fn prompt(
     ApiJson(body): ApiJson<PromptBody>,
 ) -> ApiResult<Json<Value>> {
     let input = prompt_input(&st, &id, body).await?;
+    let no_reply = input.no_reply;
     let result = st.runtime.prompt(&id, input).await?;
+    if no_reply {
+        st.runtime.store().flush().await?;
+        let sid = id.clone();
+        let all = st.runtime.store().read(move |r| r.messages(&sid)).await?;
+        let user = all
+            .into_iter()
+            .find(|m| Some(m.info.id()) == result.user_message_id.as_deref())
+            .ok_or_else(|| ApiError::internal("the stored user message was not found"))?;
+        return message_value(&user).map(Json);
+    }
     let Some(msg) = result.message else {
         return Ok(Json(json!({"info": null, "parts": []})));
     };
@@ -557,6 +638,39 @@ pub async fn reply_permission(
             "permission request not found (already answered?): {request_id}"
         )))
     }
+}
+
+/// Answer a pending permission request: OpenCode's legacy route, `{response}` instead of
+/// `{reply}`. The request must belong to the session.
+#[utoipa::path(post, path = "/session/{id}/permissions/{permissionID}", tag = "permission",
+    request_body = LegacyPermissionBody,
+    params(("id" = String, Path, description = "Session id"),
+           ("permissionID" = String, Path, description = "Request id (`permission.asked` id)")),
+    responses((status = 200, body = bool), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn reply_permission_legacy(
+    State(st): State<AppState>,
+    Path((id, request_id)): Path<(String, String)>,
+    ApiJson(body): ApiJson<LegacyPermissionBody>,
+) -> ApiResult<Json<bool>> {
+    find_session(&st, &id).await?;
+    let pending = st.runtime.pending_permissions().into_iter().any(|p| {
+        p.get("id").and_then(Value::as_str) == Some(request_id.as_str())
+            && p.get("sessionID").and_then(Value::as_str) == Some(id.as_str())
+    });
+    if !pending {
+        return Err(ApiError::not_found(format!(
+            "permission request not found in session {id} (already answered?): {request_id}"
+        )));
+    }
+    reply_permission(
+        State(st),
+        Path(request_id),
+        ApiJson(PermissionReplyBody {
+            reply: body.response,
+            message: None,
+        }),
+    )
+    .await
 }
 
 /// Agents, including hidden ones.
