@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use troupe_session::compaction::{CLEARED_TOOL_OUTPUT, CONTINUE_PROMPT};
+use troupe_agents::prompt::COMPACTION_CONTINUE_PROMPT;
+use troupe_session::compaction::CLEARED_TOOL_OUTPUT;
 use troupe_testkit::{Conversation, Fault, MockServer, RecordedRequest, Script, Step, UsageSpec};
 
 mod common;
@@ -367,7 +368,7 @@ async fn auto_compaction() {
     }
     let cont = parts_of_type(&messages[5], "text");
     assert_eq!(cont.len(), 1, "{:#}", messages[5]);
-    assert_eq!(cont[0]["text"], CONTINUE_PROMPT);
+    assert_eq!(cont[0]["text"], COMPACTION_CONTINUE_PROMPT);
     assert_eq!(cont[0]["synthetic"], true, "{:#}", cont[0]);
     assert_eq!(message_text(&messages[6]), FINAL);
     assert!(messages[6]["info"]["error"].is_null(), "{:#}", messages[6]);
@@ -393,13 +394,27 @@ async fn auto_compaction() {
         smsgs.iter().any(|m| content_text(m).contains(PROMPT)),
         "summary request lacks the history: {smsgs:#?}"
     );
-    for m in smsgs.iter().filter(|m| m["role"] == "tool") {
+    // Both reads of the turn (alpha.txt, then the 200 kB big.txt) reach the summarizer, the
+    // big one cut to 2,000 chars plus the truncation note.
+    let tool_msgs: Vec<&Value> = smsgs.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(
+        tool_msgs.len(),
+        2,
+        "tool results in the summary request: {smsgs:#?}"
+    );
+    for m in &tool_msgs {
         assert!(
             content_text(m).chars().count() < 2_200,
             "tool output not cut for the summary: {} chars",
             content_text(m).chars().count()
         );
     }
+    assert!(
+        tool_msgs
+            .iter()
+            .any(|m| content_text(m).contains("[Tool output truncated for compaction")),
+        "big.txt not truncated: {tool_msgs:#?}"
+    );
 
     // The request after the compaction starts from it.
     let post = &reqs[3];
@@ -414,7 +429,7 @@ async fn auto_compaction() {
         content_text(&msgs[2]).contains("## Goal"),
         "summary not sent as assistant text: {msgs:#?}"
     );
-    assert_eq!(content_text(&msgs[3]), CONTINUE_PROMPT);
+    assert_eq!(content_text(&msgs[3]), COMPACTION_CONTINUE_PROMPT);
     let body = post.body.to_string();
     assert!(
         !body.contains(BIG_MARKER),

@@ -13,10 +13,11 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio_util::sync::CancellationToken;
+use troupe_agents::prompt::COMPACTION_REQUEST_PROMPT;
 use troupe_config::ResolvedModel;
 use troupe_llm::{ChatMessage, ChatRequest};
 use troupe_session::compaction::{
-    SUMMARY_PROMPT, TOOL_OUTPUT_MAX_CHARS, compaction_input, estimate_tokens, usable_context,
+    TOOL_OUTPUT_MAX_CHARS, compaction_input, estimate_tokens, usable_context,
 };
 use troupe_session::{
     AssistantMessage, AssistantTime, Message, MessagePath, MessageWithParts, Write, now_ms,
@@ -108,8 +109,9 @@ impl Actor for CompactionWorker {
         let usable = usable_context(&args.model, cfg);
         // Room for the instructions plus a safety margin of 10% of the usable context (at
         // least 200 tokens) for the token estimate's error.
-        let overhead =
-            estimate_tokens(&system) + estimate_tokens(SUMMARY_PROMPT) + (usable / 10).max(200);
+        let overhead = estimate_tokens(&system)
+            + estimate_tokens(COMPACTION_REQUEST_PROMPT)
+            + (usable / 10).max(200);
         let max_out = args.model.max_output_tokens().min(8_192);
         let budget = if usable == 0 {
             u64::MAX
@@ -122,7 +124,7 @@ impl Actor for CompactionWorker {
             crate::history::convert(m, &mut messages);
         }
         messages.push(ChatMessage::User {
-            content: SUMMARY_PROMPT.to_string(),
+            content: COMPACTION_REQUEST_PROMPT.to_string(),
         });
         let mut extra = args.model.options.clone();
         extra.remove("firstStep");

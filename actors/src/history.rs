@@ -12,10 +12,9 @@
 //! messages), not O(history).
 
 use troupe_llm::{ChatMessage, ToolCallRequest};
+use troupe_session::compaction::CLEARED_TOOL_OUTPUT;
 use troupe_session::{Message, MessageWithParts, PartKind, ToolState};
 
-/// Text sent in place of a pruned tool output.
-pub const CLEARED_OUTPUT: &str = "[Old tool result content cleared]";
 /// Result sent for a tool call that never finished.
 pub const INTERRUPTED_OUTPUT: &str = "[Tool execution was interrupted]";
 
@@ -91,7 +90,7 @@ pub fn convert(m: &MessageWithParts, out: &mut Vec<ChatMessage>) {
                         let (content, is_error) = match state {
                             ToolState::Completed { output, time, .. } => {
                                 if time.compacted.is_some() {
-                                    (CLEARED_OUTPUT.to_string(), false)
+                                    (CLEARED_TOOL_OUTPUT.to_string(), false)
                                 } else {
                                     (output.clone(), false)
                                 }
@@ -230,7 +229,7 @@ mod tests {
             out[2],
             ChatMessage::Tool {
                 call_id: "b".into(),
-                content: CLEARED_OUTPUT.into(),
+                content: CLEARED_TOOL_OUTPUT.into(),
                 is_error: false
             }
         );

@@ -846,7 +846,7 @@ impl SessionActor {
             &state.session.id,
             &user.id,
             PartKind::Text {
-                text: troupe_session::compaction::CONTINUE_PROMPT.to_string(),
+                text: troupe_agents::prompt::COMPACTION_CONTINUE_PROMPT.to_string(),
                 synthetic: true,
                 time: None,
             },
@@ -986,7 +986,7 @@ impl SessionActor {
                 .write(changed.into_iter().map(Write::Part).collect());
             state.cache.reset();
         }
-        let summary = troupe_session::compaction::file_changes(&state.history);
+        let summary = troupe_session::file_changes::file_changes(&state.history);
         if summary.files > 0 {
             state.session.summary = Some(summary);
         }

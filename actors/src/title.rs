@@ -3,7 +3,7 @@
 //! Started by the session actor when a root session with the default title gets its first
 //! user message. It asks the hidden `title` agent (temperature 0.5) on `small_model` when
 //! configured, else the session's model, and cleans the answer
-//! (troupe-session `compaction::title_from_response`: one line, ≤ 100 chars, no quotes).
+//! (troupe-session `title::title_from_response`: one line, ≤ 100 chars, no quotes).
 //! It runs beside the turn and never blocks or fails it: any error just leaves the default
 //! title. Its final state carries the title for the session actor to store.
 
@@ -132,5 +132,5 @@ async fn ask(args: TitleArgs) -> Option<String> {
             Err(_) => return None,
         }
     }
-    troupe_session::compaction::title_from_response(&out)
+    troupe_session::title::title_from_response(&out)
 }

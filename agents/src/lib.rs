@@ -11,12 +11,17 @@
 //! - [`prompt`]: provider prompts, environment, instruction files, layering, reminders (§12.3–12.5).
 
 pub mod agent_set;
+mod builtin;
+mod markdown;
+mod patch;
 pub mod permission;
 pub mod prompt;
 
 use serde::{Deserialize, Serialize};
 
-pub use agent_set::{AgentError, AgentSet, builtin_agents, project_dirs};
+pub use agent_set::{AgentError, AgentSet};
+pub use builtin::{PLAN_FILES_GLOB, builtin_agents};
+pub use markdown::project_dirs;
 pub use permission::{Action, PermissionError, Rule, Ruleset};
 pub use prompt::{
     build_system_prompt, environment, find_instruction_files, provider_prompt, switch_reminder,
@@ -180,63 +185,42 @@ pub const DEFAULT_PROMPT: &str = include_str!("../prompts/provider/default.txt")
 /// Text appended as an assistant prefill on the last allowed step (OpenCode `max-steps.txt`).
 pub const MAX_STEPS_PROMPT: &str = include_str!("../prompts/max-steps.txt");
 
-/// The built-in `build` agent: the default, all tools. Its permission ruleset is the defaults
-/// plus `question: allow, plan_enter: allow` (no user config applied).
-pub fn build_agent() -> Agent {
-    builtin_agents(&Ruleset::new())
-        .into_iter()
-        .find(|a| a.name == "build")
-        .unwrap_or_else(|| Agent {
-            name: "build".into(),
-            description: String::new(),
-            mode: Mode::Primary,
-            hidden: false,
-            native: true,
-            model: None,
-            variant: None,
-            temperature: None,
-            top_p: None,
-            prompt: None,
-            options: Default::default(),
-            color: None,
-            steps: None,
-            permission: permission::default_ruleset(),
-        })
-}
-
-/// Looks up an agent by name among the built-ins merged with config `agent.<name>` entries
-/// (no markdown agents, no top-level `permission`; use [`AgentSet::load`] for the full set).
-/// Config fields override built-in ones; an unknown name that config defines becomes a new agent
-/// of mode `all`. Errors: invalid config (`agent.foo.mode: unknown mode …`), a disabled agent,
-/// or `agent not found: <name>. Available agents: …`.
-pub fn resolve(name: &str, config_agents: Option<&serde_json::Value>) -> Result<Agent, String> {
-    let set = AgentSet::from_config_value(config_agents, None, None, "config")
-        .map_err(|e| e.to_string())?;
-    set.require(name).cloned().map_err(|e| e.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The built-in `build` agent with no user config.
+    pub(crate) fn build_agent() -> Agent {
+        AgentSet::from_config_value(None, None, None, "config")
+            .unwrap()
+            .require("build")
+            .unwrap()
+            .clone()
+    }
+
     #[test]
     fn config_overrides_builtin_fields() {
+        let lookup = |cfg: &serde_json::Value, name: &str| {
+            AgentSet::from_config_value(Some(cfg), None, None, "config")
+                .map_err(|e| e.to_string())
+                .and_then(|set| set.require(name).cloned().map_err(|e| e.to_string()))
+        };
         let cfg = serde_json::json!({"build": {"steps": 3, "temperature": 0.2}, "mine": {"prompt": "hi"}});
-        let b = resolve("build", Some(&cfg)).unwrap();
+        let b = lookup(&cfg, "build").unwrap();
         assert_eq!(b.steps, Some(3));
         assert_eq!(b.temperature, Some(0.2));
-        let m = resolve("mine", Some(&cfg)).unwrap();
+        let m = lookup(&cfg, "mine").unwrap();
         assert_eq!(m.prompt.as_deref(), Some("hi"));
         assert_eq!(m.mode, Mode::All);
         assert!(!m.native);
         assert!(
-            resolve("nope", Some(&cfg))
+            lookup(&cfg, "nope")
                 .unwrap_err()
                 .contains("agent not found: nope")
         );
         let bad = serde_json::json!({"foo": {"mode": "primry"}});
         assert_eq!(
-            resolve("foo", Some(&bad)).unwrap_err(),
+            lookup(&bad, "foo").unwrap_err(),
             r#"config: agent.foo.mode: unknown mode "primry" (expected primary, subagent or all)"#
         );
     }

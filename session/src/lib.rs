@@ -1,12 +1,17 @@
 //! troupe-session: ids, the Session/Message/Part model, bus events, the SQLite store, and
-//! pure policies on history (cost; later overflow, prune, filter-compacted).
+//! pure policies on history: cost, compaction (overflow, prune, filter-compacted, summarizer
+//! input), a session's file-change summary and its title.
 
 pub mod compaction;
 pub mod cost;
 pub mod event;
+pub mod file_changes;
 pub mod id;
 pub mod lease;
 pub mod store;
+#[cfg(test)]
+mod test_support;
+pub mod title;
 pub mod types;
 
 pub use event::{Bus, Event};
