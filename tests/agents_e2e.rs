@@ -3,166 +3,27 @@
 //! sub-command rules, external directories, config errors, markdown agents, instruction files
 //! and doom-loop detection.
 //!
-//! Each test gets its own base temp directory holding the project (`proj/`), a directory outside
-//! the project (`outside/`), the store and an empty global config dir, and its own `TMPDIR`
-//! (`tmp/`): the default ruleset allows `external_directory` under the temp dir, so the binary's
-//! temp dir must not contain the "outside" directory.
+//! Each test gets its own project (`tests/common/project.rs`): a project dir, a directory
+//! outside it, and a home holding the store, an empty global config dir and the binary's own
+//! `TMPDIR` (the default ruleset allows `external_directory` under the temp dir, so it must not
+//! contain the "outside" directory). The test tools are off: these tests check which tools
+//! are offered.
 //!
 //! The mock picks the script step from the number of assistant messages in the request, so a
 //! new session starts again at step 0 of its conversation (selected by `matching`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
-use std::time::Duration;
 
 use serde_json::{Value, json};
-use tempfile::TempDir;
 use troupe_testkit::{Conversation, MockServer, RecordedRequest, Script, Step};
 
 mod common;
 use common::*;
 
-/// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
-const CLI_DEADLINE: Duration = Duration::from_secs(30);
-
-/// One isolated project: `<base>/proj` (cwd), `<base>/outside`, store, empty global config.
-struct Project {
-    /// Keeps everything alive.
-    _base: TempDir,
-    /// Canonical `<base>`.
-    base: PathBuf,
-    /// Canonical `<base>/proj` (the session's `directory`).
-    root: PathBuf,
-}
-
-impl Project {
-    /// A project whose `troupe.json` points the `mock` provider at `base_url`.
-    fn new(base_url: &str) -> Project {
-        Project::with_config(config_json(base_url))
-    }
-
-    /// A project with the given `troupe.json` value.
-    fn with_config(config: Value) -> Project {
-        let base_dir = tempfile::tempdir().expect("tempdir");
-        let base = base_dir.path().canonicalize().expect("canonicalize");
-        for d in ["proj", "outside", "global/config", "tmp"] {
-            std::fs::create_dir_all(base.join(d)).expect("mkdir");
-        }
-        let p = Project {
-            _base: base_dir,
-            root: base.join("proj"),
-            base,
-        };
-        p.write_config(&config.to_string());
-        p
-    }
-
-    fn write_config(&self, text: &str) {
-        std::fs::write(self.root.join("troupe.json"), text).expect("write troupe.json");
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let p = self.root.join(rel);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write file");
-    }
-
-    /// Makes the project a git worktree (an empty `.git` dir is enough for worktree detection).
-    fn git(&self) {
-        std::fs::create_dir_all(self.root.join(".git")).expect(".git");
-    }
-
-    fn outside(&self) -> PathBuf {
-        self.base.join("outside")
-    }
-
-    fn db(&self) -> PathBuf {
-        self.base.join("global/troupe.db")
-    }
-
-    /// Run the binary in the project dir with the isolation env vars plus `envs`.
-    async fn troupe(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
-        self.troupe_in(&self.root, args, envs).await
-    }
-
-    /// Run the binary in `cwd` with the isolation env vars plus `envs`.
-    async fn troupe_in(&self, cwd: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
-        cmd.args(args)
-            .current_dir(cwd)
-            .env("TROUPE_DB", self.db())
-            .env("TROUPE_CONFIG_DIR", self.base.join("global/config"))
-            .env("TROUPE_NO_STDIN", "1")
-            .env("TROUPE_TITLE", "0")
-            .env("TMPDIR", self.base.join("tmp"))
-            .env_remove("TROUPE_TOOL_OUTPUT_DIR")
-            .env_remove("TROUPE_TEST_TOOLS")
-            .env_remove("TROUPE_CONFIG_CONTENT")
-            .env_remove("TROUPE_LOG")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        tokio::time::timeout(CLI_DEADLINE, cmd.output())
-            .await
-            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish within {CLI_DEADLINE:?}"))
-            .expect("spawn troupe")
-    }
-
-    /// `troupe session show ID --format json`, parsed.
-    async fn show(&self, id: &str) -> Value {
-        let out = self
-            .troupe(&["session", "show", id, "--format", "json"], &[])
-            .await;
-        assert_success(&out, "session show");
-        serde_json::from_slice(&out.stdout).expect("session show JSON")
-    }
-
-    /// `troupe session list --format json`, parsed.
-    async fn list(&self) -> Vec<Value> {
-        let out = self
-            .troupe(&["session", "list", "--format", "json"], &[])
-            .await;
-        assert_success(&out, "session list");
-        let v: Value = serde_json::from_slice(&out.stdout).expect("session list JSON");
-        v.as_array().expect("session list is an array").clone()
-    }
-
-    /// Messages of the newest session (session list is newest first).
-    async fn latest_messages(&self) -> Vec<Value> {
-        let sessions = self.list().await;
-        let sid = sessions
-            .first()
-            .and_then(|s| s["id"].as_str())
-            .expect("a session")
-            .to_string();
-        let doc = self.show(&sid).await;
-        doc["messages"].as_array().expect("messages").clone()
-    }
-}
-
-fn config_json(base_url: &str) -> Value {
-    json!({
-        "model": "mock/mock-model",
-        "provider": {"mock": {
-            "name": "Mock",
-            "npm": "@ai-sdk/openai-compatible",
-            "options": {"baseURL": base_url, "apiKey": "test"},
-            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
-        }}
-    })
-}
-
-/// [`config_json`] plus the top-level keys of `extra`.
-fn config_with(base_url: &str, extra: Value) -> Value {
-    let mut c = config_json(base_url);
-    if let (Some(c), Value::Object(extra)) = (c.as_object_mut(), extra) {
-        c.extend(extra);
-    }
-    c
+/// A project whose `troupe.json` is `config`, without the test tools.
+fn agents_project(config: Value) -> Project {
+    Project::with_config(&config).with_env("TROUPE_TEST_TOOLS", "0")
 }
 
 /// Names of the tools a request offers (`tools[].function.name`).
@@ -203,13 +64,6 @@ fn body_text(r: &RecordedRequest) -> String {
     r.body.to_string()
 }
 
-fn tool_parts(messages: &[Value]) -> Vec<Value> {
-    all_parts_of_type(messages, "tool")
-        .into_iter()
-        .cloned()
-        .collect()
-}
-
 fn tool_error(part: &Value) -> String {
     assert_eq!(part["state"]["status"], "error", "tool part: {part:#}");
     part["state"]["error"].as_str().unwrap_or("").to_string()
@@ -232,7 +86,10 @@ async fn denied_tool_is_not_offered() {
     let script = Script::single(vec![Step::text("one"), Step::text("two")]);
     let server = MockServer::start(script).await.expect("mock");
     let url = server.base_url();
-    let project = Project::with_config(config_with(&url, json!({"permission": {"bash": "deny"}})));
+    let project = agents_project(mock_config_with(
+        &url,
+        json!({"permission": {"bash": "deny"}}),
+    ));
 
     let out = project.troupe(&["run", "hello"], &[]).await;
     assert_success(&out, "run with bash: deny");
@@ -253,7 +110,7 @@ async fn denied_tool_is_not_offered() {
     // hidden only when that rule is `"*": deny`. Here the last bash rule is
     // `"git status": allow`, so bash stays offered (and `bash ls` would be denied at call time).
     project.write_config(
-        &config_with(
+        &mock_config_with(
             &url,
             json!({"permission": {"bash": {"*": "deny", "git status": "allow"}}}),
         )
@@ -323,7 +180,7 @@ fn plan_script() -> Script {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_mode_cannot_write() {
     let server = MockServer::start(plan_script()).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = agents_project(mock_config(&server.base_url()));
     project.git();
     let (denied, plan) = plan_writes(&project, &server).await;
     assert_eq!(denied["tool"], "write");
@@ -354,7 +211,7 @@ async fn plan_mode_cannot_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_mode_plan_file_without_git() {
     let server = MockServer::start(plan_script()).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = agents_project(mock_config(&server.base_url()));
     let (denied, plan) = plan_writes(&project, &server).await;
     assert_denied(&denied);
     assert_eq!(
@@ -374,7 +231,7 @@ async fn plan_then_build_switch() {
     let plan_text = "Plan: 1. edit main.rs 2. run tests";
     let script = Script::single(vec![Step::text(plan_text), Step::text("done")]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = agents_project(mock_config(&server.base_url()));
     project.git();
 
     let out = project
@@ -470,11 +327,11 @@ async fn bash_subcommand_rules() {
         Step::text("done"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::with_config(config_with(
+    let project = agents_project(mock_config_with(
         &server.base_url(),
         json!({"permission": {"bash": {"*": "allow", "rm *": "deny"}}}),
     ));
-    project.write("sub/victim/keep.txt", "precious");
+    project.write_file("sub/victim/keep.txt", "precious");
 
     let out = project.troupe(&["run", "clean", "up"], &[]).await;
     assert_success(&out, "run");
@@ -520,7 +377,7 @@ async fn external_directory_asks() {
         Step::text("finished"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = agents_project(mock_config(&server.base_url()));
     project.git();
     std::fs::write(project.outside().join("secret.txt"), SECRET).expect("secret");
 
@@ -567,7 +424,7 @@ async fn external_directory_asks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn external_directory_bash_cd() {
-    let project = Project::new("http://127.0.0.1:1/v1");
+    let project = agents_project(mock_config("http://127.0.0.1:1/v1"));
     project.git();
     let outside = project.outside();
     std::fs::write(outside.join("secret.txt"), SECRET).expect("secret");
@@ -578,7 +435,7 @@ async fn external_directory_bash_cd() {
         Step::text("done"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    project.write_config(&config_json(&server.base_url()).to_string());
+    project.write_config(&mock_config(&server.base_url()).to_string());
 
     let out = project.troupe(&["run", "peek"], &[]).await;
     assert_success(&out, "default-policy run");
@@ -613,7 +470,7 @@ async fn external_directory_bash_cd() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_errors_name_file_line_and_key() {
-    let project = Project::new("http://127.0.0.1:1/v1");
+    let project = agents_project(mock_config("http://127.0.0.1:1/v1"));
 
     // Bad JSON on line 3.
     project.write_config("{\n  \"model\": \"mock/mock-model\",\n  \"agent\": nope,\n}\n");
@@ -628,7 +485,7 @@ async fn config_errors_name_file_line_and_key() {
     assert_one_line_failure(&out, "agent list with bad JSON");
 
     // Unknown agent mode.
-    let base = config_json("http://127.0.0.1:1/v1");
+    let base = mock_config("http://127.0.0.1:1/v1");
     let mut c = base.clone();
     c["agent"] = json!({"x": {"mode": "primry"}});
     project.write_config(&c.to_string());
@@ -652,9 +509,9 @@ async fn config_errors_name_file_line_and_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_list_show_and_debug_config() {
-    let project = Project::new("http://127.0.0.1:1/v1");
+    let project = agents_project(mock_config("http://127.0.0.1:1/v1"));
     // No config at all: an empty directory next to the project.
-    let empty = project.base.join("empty");
+    let empty = project.base().join("empty");
     std::fs::create_dir_all(&empty).expect("mkdir");
 
     let out = project
@@ -744,9 +601,9 @@ async fn markdown_agent() {
     let server = MockServer::start(Script::single(vec![Step::text("looks fine")]))
         .await
         .expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = agents_project(mock_config(&server.base_url()));
     project.git();
-    project.write(
+    project.write_file(
         ".troupe/agent/reviewer.md",
         &format!(
             "---\ndescription: Reviews code for bugs\nmode: primary\ntemperature: 0.3\npermission:\n  edit: deny\n---\n{body}\n"
@@ -807,9 +664,9 @@ async fn instructions_from_agents_md() {
     let server = MockServer::start(Script::single(vec![Step::text("ok")]))
         .await
         .expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = agents_project(mock_config(&server.base_url()));
     project.git();
-    project.write("AGENTS.md", &format!("# Rules\n{rule}\n"));
+    project.write_file("AGENTS.md", &format!("# Rules\n{rule}\n"));
 
     let out = project.troupe(&["run", "hi"], &[]).await;
     assert_success(&out, "run");
@@ -839,9 +696,9 @@ fn doom_script() -> Script {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doom_loop_is_refused_without_a_terminal() {
     let server = MockServer::start(doom_script()).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = agents_project(mock_config(&server.base_url()));
     project.git();
-    project.write("a.txt", "alpha\n");
+    project.write_file("a.txt", "alpha\n");
 
     let out = project.troupe(&["run", "read", "a"], &[]).await;
     let line = assert_one_line_failure(&out, "doom loop");
@@ -869,9 +726,9 @@ async fn doom_loop_is_refused_without_a_terminal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doom_loop_allowed_by_policy_finishes() {
     let server = MockServer::start(doom_script()).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = agents_project(mock_config(&server.base_url()));
     project.git();
-    project.write("a.txt", "alpha\n");
+    project.write_file("a.txt", "alpha\n");
 
     let out = project
         .troupe(&["run", "--permission", "allow", "read", "a"], &[])
@@ -903,12 +760,12 @@ async fn rm_variants(commands: &[&str]) -> Vec<(String, bool)> {
     let server = MockServer::start(Script::single(steps))
         .await
         .expect("mock");
-    let project = Project::with_config(config_with(
+    let project = agents_project(mock_config_with(
         &server.base_url(),
         json!({"permission": {"bash": {"*": "allow", "rm *": "deny"}}}),
     ));
     for i in 1..=commands.len() {
-        project.write(&format!("v{i}/keep.txt"), "precious");
+        project.write_file(&format!("v{i}/keep.txt"), "precious");
     }
     let out = project.troupe(&["run", "variants"], &[]).await;
     assert_success(&out, "run");
@@ -977,7 +834,7 @@ async fn external_directory_through_a_symlink() {
         Step::text("done"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = agents_project(mock_config(&server.base_url()));
     project.git();
     std::fs::write(project.outside().join("secret.txt"), SECRET).expect("secret");
     std::os::unix::fs::symlink(project.outside(), project.root.join("link")).expect("symlink");
@@ -1054,18 +911,18 @@ async fn issue_table_is_refused_and_names_the_rule() {
     let server = MockServer::start(Script::single(steps))
         .await
         .expect("mock");
-    let project = Project::with_config(config_with(
+    let project = agents_project(mock_config_with(
         &server.base_url(),
         json!({"permission": {
             "bash": {"*": "allow", "rm *": "deny", "git push *": "deny"},
             "external_directory": "deny",
         }}),
     ));
-    project.write("d/keep.txt", "precious");
-    project.write(".gitignore", "troupe.json\n");
-    let remote = project.base.join("remote.git");
+    project.write_file("d/keep.txt", "precious");
+    project.write_file(".gitignore", "troupe.json\n");
+    let remote = project.base().join("remote.git");
     assert!(
-        git_in(&project.base, &["init", "-q", "--bare", "remote.git"])
+        git_in(&project.base(), &["init", "-q", "--bare", "remote.git"])
             .status
             .success()
     );
@@ -1091,7 +948,7 @@ async fn issue_table_is_refused_and_names_the_rule() {
 
     assert!(project.root.join("d/keep.txt").is_file(), "d was deleted");
     for f in ["outside.txt", "outside2.txt"] {
-        assert!(!project.base.join(f).exists(), "{f} was created outside");
+        assert!(!project.base().join(f).exists(), "{f} was created outside");
     }
     let refs = git_in(&remote, &["for-each-ref"]);
     assert!(
@@ -1137,12 +994,12 @@ fn plan_bash_script() -> Script {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_mode_guarantee_beats_global_edit_allow() {
     let server = MockServer::start(plan_bash_script()).await.expect("mock");
-    let project = Project::with_config(config_with(
+    let project = agents_project(mock_config_with(
         &server.base_url(),
         json!({"permission": {"edit": "allow"}}),
     ));
     project.git();
-    project.write("old.txt", "old\n");
+    project.write_file("old.txt", "old\n");
     let out = project
         .troupe(&["run", "--agent", "plan", "write", "things"], &[])
         .await;
@@ -1173,12 +1030,12 @@ async fn plan_mode_guarantee_beats_global_edit_allow() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_mode_per_agent_edit_allow_writes() {
     let server = MockServer::start(plan_bash_script()).await.expect("mock");
-    let project = Project::with_config(config_with(
+    let project = agents_project(mock_config_with(
         &server.base_url(),
         json!({"permission": {"edit": "deny"}, "agent": {"plan": {"permission": {"edit": "allow"}}}}),
     ));
     project.git();
-    project.write("old.txt", "old\n");
+    project.write_file("old.txt", "old\n");
     let out = project
         .troupe(&["run", "--agent", "plan", "write", "things"], &[])
         .await;
@@ -1207,7 +1064,7 @@ async fn plan_mode_per_agent_edit_allow_writes() {
 /// was overridden by the agent's guarantee.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_show_plan_names_the_deciding_edit_rule() {
-    let project = Project::with_config(config_with(
+    let project = agents_project(mock_config_with(
         "http://127.0.0.1:1/v1",
         json!({"permission": {"edit": "allow"}}),
     ));

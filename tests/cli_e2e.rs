@@ -850,3 +850,60 @@ async fn auth_login_stores_a_private_key_that_runs_use() {
     let out = p.troupe(&["auth", "list"], &[]).await;
     assert!(text(&out.stdout).starts_with("no stored keys"));
 }
+
+// ------------------------------------------------------------------ the test fixture itself
+
+/// The binary under test sees only the fixture's environment: the test runner's own
+/// variables (cargo sets `CARGO_*` for every test process) never reach it, and of the `TROUPE_*`
+/// variables only those the fixture sets. Checked through what a bash tool call sees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_sees_only_the_fixture_environment() {
+    let server = mock(vec![
+        Step::tool(
+            "bash",
+            json!({"command": "env", "description": "print env"}),
+        ),
+        Step::text("done"),
+    ])
+    .await;
+    let p = CliProject::new(&server.base_url()).with_env("TROUPE_MAX_RETRIES", "0");
+    let out = p.troupe(&["run", "env"], &[]).await;
+    assert_success(&out, "run env");
+    let (_, messages) = p.messages().await;
+    let tools = tool_parts(&messages);
+    assert_eq!(tools.len(), 1, "{messages:#?}");
+    let output = tools[0]["state"]["output"].as_str().expect("bash output");
+    let names: Vec<&str> = output
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .collect();
+    assert!(names.contains(&"PATH"), "{output}");
+    let home = p.home.path().display().to_string();
+    assert!(output.contains(&format!("HOME={home}\n")), "{output}");
+    assert!(output.contains(&format!("TMPDIR={home}/tmp\n")), "{output}");
+    let troupe: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|k| k.starts_with("TROUPE_"))
+        .collect();
+    let fixture = [
+        "TROUPE_DB",
+        "TROUPE_CONFIG_DIR",
+        "TROUPE_NO_STDIN",
+        "TROUPE_TITLE",
+        "TROUPE_TEST_TOOLS",
+        "TROUPE_MAX_RETRIES",
+        // Set by troupe itself for the processes its tools start (process ownership).
+        "TROUPE_PROC_OWNER",
+    ];
+    for k in &troupe {
+        assert!(fixture.contains(k), "{k} leaked into the binary: {output}");
+    }
+    for k in &names {
+        assert!(
+            !k.starts_with("CARGO") && !k.ends_with("_API_KEY") && !k.starts_with("XDG_"),
+            "{k} leaked into the binary: {output}"
+        );
+    }
+}

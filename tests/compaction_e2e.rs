@@ -3,7 +3,7 @@
 //!
 //! Each test gets its own temp project directory (with a `troupe.json` pointing at its own
 //! `MockServer`), its own SQLite store and an empty global config directory, so tests run in
-//! parallel without sharing anything. Helpers follow `tests/run_e2e.rs`.
+//! parallel without sharing anything (the fixture is `tests/common/project.rs`).
 //!
 //! How the mock routes the requests of one session (see `testkit/README.md`):
 //! * the summary request carries the `compaction` agent's system prompt
@@ -14,21 +14,15 @@
 //! * the title request carries the `title` agent's system prompt ([`TITLE_SYSTEM`]) and a
 //!   first user message that *contains* the prompt, so title conversations are listed first.
 
-use std::path::PathBuf;
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tempfile::TempDir;
 use troupe_agents::prompt::COMPACTION_CONTINUE_PROMPT;
 use troupe_session::compaction::CLEARED_TOOL_OUTPUT;
 use troupe_testkit::{Conversation, Fault, MockServer, RecordedRequest, Script, Step, UsageSpec};
 
 mod common;
 use common::*;
-
-/// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
-const CLI_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Start of the hidden `compaction` agent's system prompt (agents/prompts/compaction.txt).
 const COMPACTION_SYSTEM: &str = "You are summarising a coding conversation";
@@ -43,140 +37,17 @@ const SMALL_CONTEXT: u64 = 8000;
 const SMALL_OUTPUT: u64 = 1000;
 const USABLE: u64 = SMALL_CONTEXT - SMALL_OUTPUT;
 
-/// One isolated project: working dir, store, empty global config dir.
-struct Project {
-    /// Keeps the project directory alive.
-    _dir: TempDir,
-    global: TempDir,
-    /// Canonical path of `dir` (the session's `directory`).
-    root: PathBuf,
-}
-
-impl Project {
-    /// A project whose `troupe.json` is `config` (written later with [`Project::write_config`]
-    /// once the mock's URL is known).
-    fn new() -> Project {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let global = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().canonicalize().expect("canonicalize");
-        Project {
-            _dir: dir,
-            global,
-            root,
-        }
-    }
-
-    fn write_config(&self, v: &Value) {
-        std::fs::write(self.root.join("troupe.json"), v.to_string()).expect("write troupe.json");
-    }
-
-    fn write_file(&self, name: &str, content: &str) -> String {
-        let path = self.root.join(name);
-        std::fs::write(&path, content).expect("write project file");
-        path.display().to_string()
-    }
-
-    fn db(&self) -> PathBuf {
-        // Keep the store outside the project so glob/grep do not see it.
-        self.global.path().join("troupe.db")
-    }
-
-    /// Run the binary in the project dir with the isolation env vars plus `envs`
-    /// (titles are off unless `envs` sets `TROUPE_TITLE`).
-    async fn troupe(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
-        let config_dir = self.global.path().join("config");
-        std::fs::create_dir_all(&config_dir).expect("config dir");
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
-        cmd.args(args)
-            .current_dir(&self.root)
-            .env("TROUPE_DB", self.db())
-            .env("TROUPE_CONFIG_DIR", &config_dir)
-            .env("TROUPE_NO_STDIN", "1")
-            .env("TROUPE_TITLE", "0")
-            .env("TROUPE_TEST_TOOLS", "1")
-            .env_remove("TROUPE_CONFIG_CONTENT")
-            .env_remove("TROUPE_LOG")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        tokio::time::timeout(CLI_DEADLINE, cmd.output())
-            .await
-            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish within {CLI_DEADLINE:?}"))
-            .expect("spawn troupe")
-    }
-
-    /// `troupe session show ID --format json`, parsed.
-    async fn show(&self, id: &str) -> Value {
-        let out = self
-            .troupe(&["session", "show", id, "--format", "json"], &[])
-            .await;
-        assert_success(&out, "session show");
-        serde_json::from_slice(&out.stdout).expect("session show JSON")
-    }
-
-    /// `troupe session list --format json`, parsed.
-    async fn list(&self) -> Vec<Value> {
-        let out = self
-            .troupe(&["session", "list", "--format", "json"], &[])
-            .await;
-        assert_success(&out, "session list");
-        let v: Value = serde_json::from_slice(&out.stdout).expect("session list JSON");
-        v.as_array().expect("session list is an array").clone()
-    }
-
-    /// The only session in the store (asserts there is exactly one).
-    async fn only_session(&self) -> Value {
-        let sessions = self.list().await;
-        assert_eq!(sessions.len(), 1, "expected one session: {sessions:#?}");
-        sessions[0].clone()
-    }
-
-    /// The stored messages of the only session.
-    async fn messages(&self) -> (String, Vec<Value>) {
-        let sid = self.only_session().await["id"]
-            .as_str()
-            .expect("id")
-            .to_string();
-        let doc = self.show(&sid).await;
-        let messages = doc["messages"].as_array().expect("messages").clone();
-        (sid, messages)
-    }
-}
-
 /// A `troupe.json` with the `mock` provider at `base_url`, model limits `context`/`output`,
 /// and `compaction` (if not null) as the compaction block.
-fn config_json(base_url: &str, context: u64, output: u64, compaction: Value) -> Value {
-    let mut v = json!({
-        "model": "mock/mock-model",
-        "provider": {"mock": {
-            "name": "Mock",
-            "npm": "@ai-sdk/openai-compatible",
-            "options": {"baseURL": base_url, "apiKey": "test"},
-            "models": {"mock-model": {"name": "Mock", "limit": {"context": context, "output": output}}}
-        }}
-    });
-    if !compaction.is_null() {
-        v["compaction"] = compaction;
-    }
-    v
-}
-
-/// Parses `--format json` stdout: every non-empty line must be a JSON bus event.
-fn parse_events(stdout: &[u8]) -> Vec<Value> {
-    text(stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let v: Value =
-                serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"));
-            assert!(v["type"].is_string(), "event without type: {l}");
-            v
-        })
-        .collect()
+fn config_json(base_url: &str, context: u64, output: u64, compaction: Value) -> String {
+    mock_config_with(
+        base_url,
+        json!({
+            "provider": {"mock": {"models": {"mock-model": {"limit": {"context": context, "output": output}}}}},
+            "compaction": compaction,
+        }),
+    )
+    .to_string()
 }
 
 fn is_summary(m: &Value) -> bool {
@@ -301,7 +172,7 @@ fn summary_step() -> Step {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_compaction() {
-    let project = Project::new();
+    let project = Project::empty();
     let (alpha, big) = write_data_files(&project);
     let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
     let server = MockServer::start(compaction_script(&alpha, step1, summary_step()))
@@ -457,7 +328,7 @@ async fn auto_compaction() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_off_shows_overflow_error() {
     // Fault variant: the provider rejects step 1 as too long; with auto off it is shown.
-    let project = Project::new();
+    let project = Project::empty();
     let (alpha, big) = write_data_files(&project);
     let step1 = Step::tool("read", json!({"filePath": big}))
         .with_usage(usage(7500, 20))
@@ -499,7 +370,7 @@ async fn auto_off_shows_overflow_error() {
 
     // Token-count variant: step 1 reports 7,500 tokens (≥ 7,000 usable) but succeeds; with
     // auto off the loop just goes on.
-    let project = Project::new();
+    let project = Project::empty();
     let (alpha, big) = write_data_files(&project);
     let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
     let server = MockServer::start(compaction_script(&alpha, step1, summary_step()))
@@ -535,7 +406,7 @@ async fn auto_off_shows_overflow_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_overflow_error_compacts() {
-    let project = Project::new();
+    let project = Project::empty();
     let (alpha, big) = write_data_files(&project);
     // The step's own usage is small: only the provider's error calls for the compaction.
     let step1 = Step::tool("read", json!({"filePath": big}))
@@ -595,7 +466,7 @@ async fn provider_overflow_error_compacts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn summary_that_overflows_stops_after_two_attempts() {
-    let project = Project::new();
+    let project = Project::empty();
     let (alpha, big) = write_data_files(&project);
     let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
     let summary = Step::text(SUMMARY)
@@ -649,7 +520,7 @@ async fn summary_that_overflows_stops_after_two_attempts() {
 /// history as the first, with at most as much input: not the compaction request itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn summary_retry_summarizes_the_same_history() {
-    let project = Project::new();
+    let project = Project::empty();
     let (alpha, big) = write_data_files(&project);
     let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
     let summary = Step::text(SUMMARY)
@@ -694,7 +565,7 @@ async fn summary_retry_summarizes_the_same_history() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_than_two_compactions_in_a_row_stop() {
-    let project = Project::new();
+    let project = Project::empty();
     let (alpha, big) = write_data_files(&project);
     let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
     let still_too_big = Step::tool("read", json!({"filePath": big})).with_usage(usage(7800, 20));
@@ -735,7 +606,7 @@ async fn more_than_two_compactions_in_a_row_stop() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manual_compact() {
-    let project = Project::new();
+    let project = Project::empty();
     let (alpha, _big) = write_data_files(&project);
     let script = Script::new(vec![
         Conversation::new(vec![summary_step(); 4]).matching_system(COMPACTION_SYSTEM),
@@ -810,7 +681,7 @@ async fn manual_compact() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prune_marks_old_outputs() {
-    let project = Project::new();
+    let project = Project::empty();
     // Six ~200 KB files; read returns ≤ 50 KB of each (≈ 12,800 tokens), so turn 1 holds
     // ≈ 77,000 tokens of tool output: past the 40,000 protected, ≥ 20,000 to clear.
     let mut calls = Step::text("reading");
@@ -927,7 +798,7 @@ async fn title_arrives() {
         Conversation::new(vec![Step::text("The TODO list is fixed.")]).matching(TITLE_PROMPT),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new();
+    let project = Project::empty();
     project.write_config(&config_json(&server.base_url(), 128_000, 8192, Value::Null));
     let out = project
         .troupe(&["run", TITLE_PROMPT], &[("TROUPE_TITLE", "1")])
@@ -974,7 +845,7 @@ async fn title_failure_keeps_default_title() {
         Conversation::new(vec![Step::text("The TODO list is fixed.")]).matching(TITLE_PROMPT),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new();
+    let project = Project::empty();
     project.write_config(&config_json(&server.base_url(), 128_000, 8192, Value::Null));
     let out = project
         .troupe(&["run", TITLE_PROMPT], &[("TROUPE_TITLE", "1")])

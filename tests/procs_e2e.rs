@@ -8,145 +8,23 @@
 //! - a long last line of bash output reaches the model as its tail;
 //! - terminal escapes in a provider error are not printed.
 //!
-//! Same isolation as the other end-to-end files: a temp project with its own `troupe.json`,
-//! store and empty global config dir per test.
+//! Same isolation as the other end-to-end files (`tests/common/project.rs`), plus a short
+//! session lease (a killed run's lease expires quickly, so the next run takes over) and a tool
+//! output dir in the test's home.
 
-use std::path::PathBuf;
-use std::process::Output;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use tempfile::TempDir;
+use serde_json::json;
 use troupe_testkit::{Fault, MockServer, Script, Step};
 
 mod common;
 use common::*;
 
-/// Upper bound for one CLI invocation or one wait; a hung binary fails the test.
-const CLI_DEADLINE: Duration = Duration::from_secs(30);
-
-struct Project {
-    _dir: TempDir,
-    global: TempDir,
-    root: PathBuf,
-}
-
-impl Project {
-    fn new(base_url: &str) -> Project {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let global = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().canonicalize().expect("canonicalize");
-        let config = json!({
-            "model": "mock/mock-model",
-            "provider": {"mock": {
-                "name": "Mock",
-                "npm": "@ai-sdk/openai-compatible",
-                "options": {"baseURL": base_url, "apiKey": "test"},
-                "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
-            }}
-        });
-        std::fs::write(root.join("troupe.json"), config.to_string()).expect("config");
-        Project {
-            _dir: dir,
-            global,
-            root,
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let config_dir = self.global.path().join("config");
-        std::fs::create_dir_all(&config_dir).expect("config dir");
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
-        cmd.args(args)
-            .current_dir(&self.root)
-            .env("TROUPE_DB", self.global.path().join("troupe.db"))
-            .env("TROUPE_CONFIG_DIR", &config_dir)
-            .env("TROUPE_NO_STDIN", "1")
-            .env("TROUPE_TITLE", "0")
-            .env("TROUPE_TEST_TOOLS", "1")
-            // A killed run's session lease expires quickly, so the next run takes over.
-            .env("TROUPE_LEASE_TTL_MS", "1500")
-            .env("TROUPE_TOOL_OUTPUT_DIR", self.global.path().join("out"))
-            .env_remove("TROUPE_CONFIG_CONTENT")
-            .env_remove("TROUPE_LOG")
-            .env_remove("TROUPE_MAX_RETRIES")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        cmd
-    }
-
-    async fn troupe(&self, args: &[&str]) -> Output {
-        let mut cmd = self.command(args);
-        tokio::time::timeout(CLI_DEADLINE, cmd.output())
-            .await
-            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish in time"))
-            .expect("spawn troupe")
-    }
-
-    async fn messages(&self, sid: &str) -> Vec<Value> {
-        let out = self
-            .troupe(&["session", "show", sid, "--format", "json"])
-            .await;
-        assert_success(&out, "session show");
-        let doc: Value = serde_json::from_slice(&out.stdout).expect("show JSON");
-        doc["messages"].as_array().expect("messages").clone()
-    }
-
-    async fn only_session(&self) -> String {
-        let out = self.troupe(&["session", "list", "--format", "json"]).await;
-        assert_success(&out, "session list");
-        let list: Value = serde_json::from_slice(&out.stdout).expect("list JSON");
-        let list = list.as_array().expect("array").clone();
-        assert_eq!(list.len(), 1, "{list:#?}");
-        list[0]["id"].as_str().expect("id").to_string()
-    }
-}
-
-fn signal(pid: u32, sig: &str) {
-    let st = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(st.success(), "kill {sig} {pid}");
-}
-
-async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < CLI_DEADLINE,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Pids of live processes whose command line contains `needle`, pgrep itself excluded.
-fn pgrep(needle: &str) -> Vec<String> {
-    let out = std::process::Command::new("pgrep")
-        .args(["-f", needle])
-        .output()
-        .expect("pgrep");
-    text(&out.stdout)
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .filter(|p| {
-            // Zombies (killed, not yet collected by init) are gone for our purpose.
-            std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .ok()
-                .and_then(|s| {
-                    s.rsplit_once(')')
-                        .map(|(_, r)| !r.trim_start().starts_with('Z'))
-                })
-                .unwrap_or(false)
-        })
-        .map(str::to_string)
-        .collect()
+/// A project for `base_url` with a 1.5 s session lease and the tool output dir in its home.
+fn procs_project(base_url: &str) -> Project {
+    let p = Project::new(base_url).with_env("TROUPE_LEASE_TTL_MS", "1500");
+    let out = p.home.path().join("out");
+    p.with_env("TROUPE_TOOL_OUTPUT_DIR", out)
 }
 
 /// Whether `pid` has handlers for both SIGINT and SIGTERM (bits 2 and 15 of `SigCgt` in
@@ -163,13 +41,6 @@ fn catches_int_and_term(pid: u32) -> bool {
         .is_some_and(|mask| mask & INT_AND_TERM == INT_AND_TERM)
 }
 
-fn tool_parts(messages: &[Value]) -> Vec<Value> {
-    all_parts_of_type(messages, "tool")
-        .into_iter()
-        .cloned()
-        .collect()
-}
-
 /// Issue 12.4 and 12.5: `kill -9` of `troupe run` during a long bash call takes the call's
 /// processes with it (also one that left the process group), and the session loaded after
 /// the crash says the bash outcome is unknown.
@@ -183,18 +54,15 @@ async fn sigkill_of_run_leaves_no_bash_process() {
         Step::text("after the crash"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = procs_project(&server.base_url());
     assert!(pgrep(needle).is_empty(), "stray processes before the test");
 
-    let child = project
-        .command(&["run", "sleep", "please"])
-        .spawn()
-        .expect("spawn");
+    let child = project.spawn(&["run", "sleep", "please"], &[]);
     let pid = child.id().expect("pid");
     wait_for("three sleeps", || pgrep(needle).len() >= 3).await;
     let running = pgrep(needle);
     signal(pid, "-KILL");
-    let out = tokio::time::timeout(CLI_DEADLINE, child.wait_with_output())
+    let out = tokio::time::timeout(CLI_RUN_DEADLINE, child.wait_with_output())
         .await
         .expect("troupe did not die")
         .expect("wait");
@@ -216,10 +84,12 @@ async fn sigkill_of_run_leaves_no_bash_process() {
     );
 
     // The next run sweeps the part: the outcome is unknown, not "aborted".
-    let out = project.troupe(&["run", "--continue", "go", "on"]).await;
+    let out = project
+        .troupe(&["run", "--continue", "go", "on"], &[])
+        .await;
     assert_success(&out, "continue after the crash");
-    let sid = project.only_session().await;
-    let tools = tool_parts(&project.messages(&sid).await);
+    let sid = project.only_session_id().await;
+    let tools = tool_parts(&project.session_messages(&sid).await);
     assert_eq!(tools.len(), 1, "{tools:#?}");
     let state = &tools[0]["state"];
     assert_eq!(state["status"], "error", "{state:#}");
@@ -254,24 +124,23 @@ async fn loader_stops_survivors_when_the_watchdog_died_too() {
         Step::text("after the crash"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = procs_project(&server.base_url());
     assert!(pgrep(needle).is_empty(), "stray processes before the test");
-    let child = project
-        .command(&["run", "sleep", "please"])
-        .spawn()
-        .expect("spawn");
+    let child = project.spawn(&["run", "sleep", "please"], &[]);
     let pid = child.id().expect("pid");
     wait_for("two sleeps", || pgrep(needle).len() >= 2).await;
     let watchdog = pgrep(&format!("troupe-watchdog {pid}."));
     assert_eq!(watchdog.len(), 1, "one watchdog per troupe process");
     signal(watchdog[0].parse().expect("pid"), "-KILL");
     signal(pid, "-KILL");
-    let _ = tokio::time::timeout(CLI_DEADLINE, child.wait_with_output()).await;
+    let _ = tokio::time::timeout(CLI_RUN_DEADLINE, child.wait_with_output()).await;
     // Nothing stopped them this time: the shell and both sleeps live on.
     let survivors = pgrep(needle).len();
     assert!(survivors >= 2, "the sleeps should have survived");
 
-    let out = project.troupe(&["run", "--continue", "go", "on"]).await;
+    let out = project
+        .troupe(&["run", "--continue", "go", "on"], &[])
+        .await;
     assert_success(&out, "continue after the crash");
     let left = pgrep(needle);
     for p in &left {
@@ -280,8 +149,8 @@ async fn loader_stops_survivors_when_the_watchdog_died_too() {
             .status();
     }
     assert!(left.is_empty(), "the loader left survivors: {left:?}");
-    let sid = project.only_session().await;
-    let tools = tool_parts(&project.messages(&sid).await);
+    let sid = project.only_session_id().await;
+    let tools = tool_parts(&project.session_messages(&sid).await);
     let state = &tools[0]["state"];
     assert!(
         state["error"]
@@ -307,11 +176,8 @@ async fn sigterm_aborts_the_turn_and_exits_143() {
         Step::text("never reached"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
-    let child = project
-        .command(&["run", "--format", "json", "sleep", "a", "while"])
-        .spawn()
-        .expect("spawn");
+    let project = procs_project(&server.base_url());
+    let child = project.spawn(&["run", "--format", "json", "sleep", "a", "while"], &[]);
     let pid = child.id().expect("pid");
     wait_for("the request to finish", || {
         completions(&server)
@@ -322,7 +188,7 @@ async fn sigterm_aborts_the_turn_and_exits_143() {
     // Let the tool part start running (no timed assertion: only a head start).
     tokio::time::sleep(Duration::from_millis(300)).await;
     signal(pid, "-TERM");
-    let out = tokio::time::timeout(CLI_DEADLINE, child.wait_with_output())
+    let out = tokio::time::timeout(CLI_RUN_DEADLINE, child.wait_with_output())
         .await
         .expect("troupe did not exit after SIGTERM")
         .expect("wait");
@@ -332,8 +198,8 @@ async fn sigterm_aborts_the_turn_and_exits_143() {
         "stderr: {}",
         text(&out.stderr)
     );
-    let sid = project.only_session().await;
-    let messages = project.messages(&sid).await;
+    let sid = project.only_session_id().await;
+    let messages = project.session_messages(&sid).await;
     let tools = tool_parts(&messages);
     assert_eq!(tools.len(), 1, "{messages:#?}");
     assert_eq!(tools[0]["state"]["status"], "error", "{:#}", tools[0]);
@@ -357,15 +223,15 @@ async fn early_signal_exits_with_a_code() {
         Step::text("never reached"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = procs_project(&server.base_url());
     for (sig, code) in [("-INT", 130), ("-TERM", 143)] {
         for delay_ms in [0u64, 10, 30] {
-            let child = project.command(&["run", "hello"]).spawn().expect("spawn");
+            let child = project.spawn(&["run", "hello"], &[]);
             let pid = child.id().expect("pid");
             wait_for("the signal handlers", || catches_int_and_term(pid)).await;
             tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             signal(pid, sig);
-            let out = tokio::time::timeout(CLI_DEADLINE, child.wait_with_output())
+            let out = tokio::time::timeout(CLI_RUN_DEADLINE, child.wait_with_output())
                 .await
                 .expect("troupe did not exit")
                 .expect("wait");
@@ -393,18 +259,18 @@ async fn edit_with_empty_old_string_keeps_the_file() {
         Step::text("done"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = procs_project(&server.base_url());
     std::fs::write(project.root.join("keep.txt"), "keep me\nsecond line\n").unwrap();
     let out = project
-        .troupe(&["run", "--permission", "allow", "append", "please"])
+        .troupe(&["run", "--permission", "allow", "append", "please"], &[])
         .await;
     assert_success(&out, "run");
     assert_eq!(
         std::fs::read_to_string(project.root.join("keep.txt")).unwrap(),
         "keep me\nsecond line\n"
     );
-    let sid = project.only_session().await;
-    let tools = tool_parts(&project.messages(&sid).await);
+    let sid = project.only_session_id().await;
+    let tools = tool_parts(&project.session_messages(&sid).await);
     assert_eq!(tools[0]["state"]["status"], "error", "{:#}", tools[0]);
     let err = tools[0]["state"]["error"].as_str().unwrap_or_default();
     assert!(
@@ -433,8 +299,8 @@ async fn long_last_line_reaches_the_model_as_its_tail() {
         Step::text("done"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
-    let out = project.troupe(&["run", "long", "line"]).await;
+    let project = procs_project(&server.base_url());
+    let out = project.troupe(&["run", "long", "line"], &[]).await;
     assert_success(&out, "run");
     let reqs = completions(&server);
     let tool_msg = req_messages(&reqs[1])
@@ -467,8 +333,8 @@ async fn escapes_in_a_provider_error_are_stripped() {
         body: Some(json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}})),
     })]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
-    let out = project.troupe(&["run", "hi"]).await;
+    let project = procs_project(&server.base_url());
+    let out = project.troupe(&["run", "hi"], &[]).await;
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("bad key red"), "{err:?}");

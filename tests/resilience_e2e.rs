@@ -3,136 +3,38 @@
 //! events, discarded partial attempts), Ctrl-C during a running bash command, the Anthropic
 //! protocol, tool-name repair / invalid arguments, and cost accounting up to `troupe stats`.
 //!
-//! Same isolation as `run_e2e.rs`: each test has its own temp project (with a `troupe.json`
-//! pointing at its own `MockServer`), its own SQLite store and an empty global config dir.
+//! Same isolation as the other end-to-end files (`tests/common/project.rs`): each test has its
+//! own temp project (with a `troupe.json` pointing at its own `MockServer`), its own SQLite
+//! store and an empty global config dir.
 //! Retry waits are real, so faults carry short `retry-after(-ms)` hints wherever the protocol
 //! allows one; only the stream-level faults (cut, error event) pay the 2 s default backoff.
 
-use std::path::PathBuf;
 use std::process::Output;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use tempfile::TempDir;
 use tokio::io::AsyncBufReadExt;
 use troupe_testkit::{Fault, MockServer, RecordedRequest, Script, Step, UsageSpec};
 
 mod common;
 use common::*;
 
-/// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
-const CLI_DEADLINE: Duration = Duration::from_secs(30);
-
 /// Prices used by the cost tests, USD per 1M tokens.
 const PRICES: (f64, f64, f64, f64) = (3.0, 15.0, 0.3, 3.75);
 
 // ---------------------------------------------------------------------------------------------
-// Helpers (copied from run_e2e.rs, plus a few for streaming output and Anthropic).
+// Helpers for streaming output, costs and Anthropic.
 // ---------------------------------------------------------------------------------------------
-
-/// One isolated project: working dir, store, empty global config dir.
-struct Project {
-    /// Keeps the project directory alive.
-    _dir: TempDir,
-    global: TempDir,
-    /// Canonical path of the project dir (the session's `directory`).
-    root: PathBuf,
-}
-
-impl Project {
-    /// A project whose `troupe.json` is `config`.
-    fn with_config(config: &Value) -> Project {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let global = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().canonicalize().expect("canonicalize");
-        let p = Project {
-            _dir: dir,
-            global,
-            root,
-        };
-        p.write_config(&config.to_string());
-        p
-    }
-
-    /// A project whose `troupe.json` points the OpenAI-compatible `mock` provider at `base_url`.
-    fn new(base_url: &str) -> Project {
-        Project::with_config(&config_json(base_url, false))
-    }
-
-    fn write_config(&self, text: &str) {
-        std::fs::write(self.root.join("troupe.json"), text).expect("write troupe.json");
-    }
-
-    fn db(&self) -> PathBuf {
-        self.global.path().join("troupe.db")
-    }
-
-    fn command(&self, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::Command {
-        let config_dir = self.global.path().join("config");
-        std::fs::create_dir_all(&config_dir).expect("config dir");
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
-        cmd.args(args)
-            .current_dir(&self.root)
-            .env("TROUPE_DB", self.db())
-            .env("TROUPE_CONFIG_DIR", &config_dir)
-            .env("TROUPE_NO_STDIN", "1")
-            .env("TROUPE_TITLE", "0")
-            .env("TROUPE_TEST_TOOLS", "1")
-            .env_remove("TROUPE_CONFIG_CONTENT")
-            .env_remove("TROUPE_LOG")
-            .env_remove("TROUPE_MAX_RETRIES")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        cmd
-    }
-
-    /// Run the binary in the project dir with the isolation env vars plus `envs`.
-    async fn troupe(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
-        let mut cmd = self.command(args, envs);
-        tokio::time::timeout(CLI_DEADLINE, cmd.output())
-            .await
-            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish within {CLI_DEADLINE:?}"))
-            .expect("spawn troupe")
-    }
-
-    /// `troupe session show ID --format json`, parsed.
-    async fn show(&self, id: &str) -> Value {
-        let out = self
-            .troupe(&["session", "show", id, "--format", "json"], &[])
-            .await;
-        assert_success(&out, "session show");
-        serde_json::from_slice(&out.stdout).expect("session show JSON")
-    }
-
-    /// The stored messages of session `id`.
-    async fn messages(&self, id: &str) -> Vec<Value> {
-        let doc = self.show(id).await;
-        doc["messages"].as_array().expect("messages").clone()
-    }
-}
 
 /// A config with one OpenAI-compatible provider `mock` (model `mock-model`), priced with
 /// [`PRICES`] when `priced`.
 fn config_json(base_url: &str, priced: bool) -> Value {
-    let mut model = json!({"name": "Mock", "limit": {"context": 128000, "output": 8192}});
-    if priced {
-        model["cost"] = prices_json();
-    }
-    json!({
-        "model": "mock/mock-model",
-        "provider": {"mock": {
-            "name": "Mock",
-            "npm": "@ai-sdk/openai-compatible",
-            "options": {"baseURL": base_url, "apiKey": "test"},
-            "models": {"mock-model": model}
-        }}
-    })
+    let cost = if priced { prices_json() } else { Value::Null };
+    mock_config_with(
+        base_url,
+        json!({"provider": {"mock": {"models": {"mock-model": {"cost": cost}}}}}),
+    )
 }
 
 fn prices_json() -> Value {
@@ -142,31 +44,6 @@ fn prices_json() -> Value {
         "cache_read": PRICES.2,
         "cache_write": PRICES.3
     })
-}
-
-fn parse_line(l: &str) -> Value {
-    let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"));
-    assert!(v["type"].is_string(), "event without type: {l}");
-    assert!(v["properties"].is_object(), "event without properties: {l}");
-    v
-}
-
-/// Parses `--format json` stdout: every non-empty line must be a JSON bus event.
-fn parse_events(stdout: &[u8]) -> Vec<Value> {
-    text(stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(parse_line)
-        .collect()
-}
-
-/// Completion requests only, both dialects (the mock also records e.g. `GET /v1/models`).
-fn completions(server: &MockServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.path.ends_with("/chat/completions") || r.path.ends_with("/messages"))
-        .collect()
 }
 
 /// `session.status` types of the run, consecutive duplicates collapsed.
@@ -202,32 +79,10 @@ fn only_assistant_error(messages: &[Value]) -> Value {
     err
 }
 
-/// The text of a tool result in a request (OpenAI `role: tool` message content).
-fn tool_result_text(m: &Value) -> String {
-    match &m["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// Sends SIGINT to a running `troupe` (the CLI's Ctrl-C path).
-fn interrupt(pid: u32) {
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -INT {pid} failed");
 }
 
 /// A running `troupe` whose stdout lines are collected as they arrive.
@@ -240,10 +95,7 @@ struct Running {
 
 impl Running {
     fn spawn(project: &Project, args: &[&str], envs: &[(&str, &str)]) -> Running {
-        let mut cmd = project.command(args, envs);
-        cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn troupe");
+        let mut child = project.spawn(args, envs);
         let stdout = child.stdout.take().expect("stdout");
         let mut err = child.stderr.take().expect("stderr");
         let lines = Arc::new(Mutex::new(Vec::new()));
@@ -273,34 +125,9 @@ impl Running {
             .expect("lines lock")
             .iter()
             .filter(|l| !l.trim().is_empty())
-            .map(|l| parse_line(l))
+            .map(|l| parse_event_line(l))
             .collect()
     }
-}
-
-async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < CLI_DEADLINE,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// PIDs whose command line contains `needle` (via `pgrep -f`), excluding pgrep itself.
-fn pgrep(needle: &str) -> Vec<String> {
-    let out = std::process::Command::new("pgrep")
-        .args(["-f", needle])
-        .output()
-        .expect("run pgrep");
-    text(&out.stdout)
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect()
 }
 
 fn usage(prompt: u64, completion: u64, cached: u64, reasoning: u64) -> UsageSpec {
@@ -329,7 +156,7 @@ async fn rate_limit_429_retry_after_2() {
         Step::text("made it after waiting two seconds").with_fault(Fault::rate_limited(2)),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = Project::with_config(&config_json(&server.base_url(), false));
     let started = Instant::now();
     let out = project
         .troupe(&["run", "--format", "json", "slow", "down"], &[])
@@ -391,7 +218,7 @@ async fn overloaded_529_then_success() {
         },
     )]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = Project::with_config(&config_json(&server.base_url(), false));
     let out = project
         .troupe(&["run", "--format", "json", "are", "you", "busy"], &[])
         .await;
@@ -408,7 +235,7 @@ async fn overloaded_529_then_success() {
         "retry-after-ms 300 not honoured: waited {waited} ms"
     );
     let sid = session_id_of(&events);
-    let messages = project.messages(&sid).await;
+    let messages = project.session_messages(&sid).await;
     let texts: Vec<&str> = all_parts_of_type(&messages[1..], "text")
         .iter()
         .filter_map(|p| p["text"].as_str())
@@ -432,7 +259,7 @@ async fn server_500_three_times_then_success() {
             .with_fault(fault()),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = Project::with_config(&config_json(&server.base_url(), false));
     let out = project
         .troupe(&["run", "--format", "json", "server", "errors"], &[])
         .await;
@@ -456,7 +283,7 @@ async fn server_500_three_times_then_success() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cut_mid_stream_after_half_a_tool_call() {
-    let project = Project::new("http://127.0.0.1:1/v1");
+    let project = Project::with_config(&config_json("http://127.0.0.1:1/v1", false));
     let long_name = format!("{}.txt", "a_rather_long_file_name_".repeat(4));
     std::fs::write(project.root.join(&long_name), "content of the long file\n").expect("file");
     let path = project.root.join(&long_name).display().to_string();
@@ -517,7 +344,7 @@ async fn cut_mid_stream_after_half_a_tool_call() {
     }
 
     let sid = session_id_of(&events);
-    let messages = project.messages(&sid).await;
+    let messages = project.session_messages(&sid).await;
     let roles: Vec<&str> = messages.iter().map(role).collect();
     assert_eq!(roles, ["user", "assistant", "assistant"], "{messages:#?}");
     let tools = all_parts_of_type(&messages, "tool");
@@ -560,7 +387,7 @@ async fn error_event_inside_200_stream_then_success() {
             .with_fault(Fault::error_event_after(2, "upstream hiccup")),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = Project::with_config(&config_json(&server.base_url(), false));
     let out = project
         .troupe(&["run", "--format", "json", "error", "event"], &[])
         .await;
@@ -581,7 +408,7 @@ async fn error_event_inside_200_stream_then_success() {
     assert!(reqs.iter().all(|r| r.status == 200));
 
     let sid = session_id_of(&events);
-    let messages = project.messages(&sid).await;
+    let messages = project.session_messages(&sid).await;
     let texts: Vec<&str> = all_parts_of_type(&messages[1..], "text")
         .iter()
         .filter_map(|p| p["text"].as_str())
@@ -611,7 +438,7 @@ async fn run_single_fault_env(
 ) -> (Output, Vec<Value>, Vec<RecordedRequest>) {
     let script = Script::single(vec![Step::text("never shown").with_fault(fault)]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = Project::with_config(&config_json(&server.base_url(), false));
     let started = Instant::now();
     let out = project
         .troupe(&["run", "--format", "json", prompt], env)
@@ -623,7 +450,7 @@ async fn run_single_fault_env(
         "{prompt}: a final error was retried"
     );
     let sid = session_id_of(&events);
-    let messages = project.messages(&sid).await;
+    let messages = project.session_messages(&sid).await;
     let reqs = completions(&server);
     server.shutdown().await;
     (out, messages, reqs)
@@ -740,7 +567,7 @@ async fn sigint_during_long_bash() {
         Step::text("continued after the interruption"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let project = Project::new(&server.base_url());
+    let project = Project::with_config(&config_json(&server.base_url(), false));
     let before = pgrep(needle);
     assert!(
         before.is_empty(),
@@ -804,7 +631,7 @@ async fn sigint_during_long_bash() {
 
     let events = run.events();
     let sid = session_id_of(&events);
-    let messages = project.messages(&sid).await;
+    let messages = project.session_messages(&sid).await;
     let tools = all_parts_of_type(&messages, "tool");
     assert_eq!(tools.len(), 1, "{messages:#?}");
     let state = &tools[0]["state"];
@@ -902,7 +729,7 @@ async fn anthropic_provider_end_to_end() {
         "tool_result lacks the file content: {result:#}"
     );
 
-    let messages = project.messages(&sid).await;
+    let messages = project.session_messages(&sid).await;
     let roles: Vec<&str> = messages.iter().map(role).collect();
     assert_eq!(roles, ["user", "assistant", "assistant"]);
     // Step 0: (500·3 + 20·15) / 1e6 = (1500 + 300) / 1e6 = 0.0018
@@ -936,7 +763,7 @@ async fn anthropic_provider_end_to_end() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_name_repair_and_invalid_args() {
-    let project = Project::new("http://127.0.0.1:1/v1");
+    let project = Project::with_config(&config_json("http://127.0.0.1:1/v1", false));
     std::fs::write(project.root.join("repair.md"), "repaired read works\n").expect("file");
     let path = project.root.join("repair.md").display().to_string();
     let script = Script::single(vec![
@@ -954,7 +781,7 @@ async fn tool_name_repair_and_invalid_args() {
     assert_success(&out, "troupe run");
     let events = parse_events(&out.stdout);
     let sid = session_id_of(&events);
-    let messages = project.messages(&sid).await;
+    let messages = project.session_messages(&sid).await;
     let tools = all_parts_of_type(&messages, "tool");
     assert_eq!(tools.len(), 4, "{tools:#?}");
     let by_id = |id: &str| {
@@ -1005,7 +832,7 @@ async fn tool_name_repair_and_invalid_args() {
         .map(|m| {
             (
                 m["tool_call_id"].as_str().unwrap_or("").to_string(),
-                tool_result_text(m),
+                content_text(m),
             )
         })
         .collect();

@@ -4,118 +4,14 @@
 //! `MockServer`), its own SQLite store and an empty global config directory, so tests run in
 //! parallel without sharing anything.
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tempfile::TempDir;
 use troupe_testkit::{Fault, MockServer, Script, Step};
 
 mod common;
 use common::*;
-
-/// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
-const CLI_DEADLINE: Duration = Duration::from_secs(30);
-
-/// One isolated project: working dir, store, empty global config dir.
-struct Project {
-    /// Keeps the project directory alive.
-    _dir: TempDir,
-    global: TempDir,
-    /// Canonical path of `dir` (the session's `directory`).
-    root: PathBuf,
-}
-
-impl Project {
-    /// A project whose `troupe.json` points the `mock` provider at `base_url`.
-    fn new(base_url: &str) -> Project {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let global = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().canonicalize().expect("canonicalize");
-        let p = Project {
-            _dir: dir,
-            global,
-            root,
-        };
-        p.write_config(&config_json(base_url).to_string());
-        p
-    }
-
-    fn write_config(&self, text: &str) {
-        std::fs::write(self.root.join("troupe.json"), text).expect("write troupe.json");
-    }
-
-    fn db(&self) -> PathBuf {
-        // Keep the store outside the project so glob/grep do not see it.
-        self.global.path().join("troupe.db")
-    }
-
-    /// Run the binary in the project dir with the isolation env vars plus `envs`.
-    async fn troupe(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
-        let config_dir = self.global.path().join("config");
-        std::fs::create_dir_all(&config_dir).expect("config dir");
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
-        cmd.args(args)
-            .current_dir(&self.root)
-            .env("TROUPE_DB", self.db())
-            .env("TROUPE_CONFIG_DIR", &config_dir)
-            .env("TROUPE_NO_STDIN", "1")
-            .env("TROUPE_TITLE", "0")
-            .env("TROUPE_TEST_TOOLS", "1")
-            .env_remove("TROUPE_CONFIG_CONTENT")
-            .env_remove("TROUPE_LOG")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        tokio::time::timeout(CLI_DEADLINE, cmd.output())
-            .await
-            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish within {CLI_DEADLINE:?}"))
-            .expect("spawn troupe")
-    }
-
-    /// `troupe session show ID --format json`, parsed.
-    async fn show(&self, id: &str) -> Value {
-        let out = self
-            .troupe(&["session", "show", id, "--format", "json"], &[])
-            .await;
-        assert_success(&out, "session show");
-        serde_json::from_slice(&out.stdout).expect("session show JSON")
-    }
-
-    /// `troupe session list --format json`, parsed.
-    async fn list(&self) -> Vec<Value> {
-        let out = self
-            .troupe(&["session", "list", "--format", "json"], &[])
-            .await;
-        assert_success(&out, "session list");
-        let v: Value = serde_json::from_slice(&out.stdout).expect("session list JSON");
-        v.as_array().expect("session list is an array").clone()
-    }
-
-    /// The only session in the store (asserts there is exactly one).
-    async fn only_session(&self) -> Value {
-        let sessions = self.list().await;
-        assert_eq!(sessions.len(), 1, "expected one session: {sessions:#?}");
-        sessions[0].clone()
-    }
-}
-
-fn config_json(base_url: &str) -> Value {
-    json!({
-        "model": "mock/mock-model",
-        "provider": {"mock": {
-            "name": "Mock",
-            "npm": "@ai-sdk/openai-compatible",
-            "options": {"baseURL": base_url, "apiKey": "test"},
-            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
-        }}
-    })
-}
 
 fn contains_file(dir: &Path, name: &str) -> bool {
     dir.join(name).is_file()
@@ -144,7 +40,7 @@ async fn six_step_session() {
         Step::text(final_text),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    project.write_config(&config_json(&server.base_url()).to_string());
+    project.write_config(&mock_config(&server.base_url()).to_string());
 
     let started = Instant::now();
     let out = project
@@ -275,7 +171,7 @@ async fn six_step_session() {
     );
 
     // The session is listed.
-    let sessions = project.list().await;
+    let sessions = project.sessions().await;
     assert!(
         sessions.iter().any(|s| s["id"] == sid.as_str()),
         "session {sid} not listed: {sessions:#?}"
@@ -727,50 +623,6 @@ async fn session_flag_export_and_models() {
     server.shutdown().await;
 }
 
-/// Sends SIGINT to a running `troupe` (the CLI's Ctrl-C path).
-fn interrupt(pid: u32) {
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -INT {pid} failed");
-}
-
-/// Starts `troupe run` in the background (same isolation as `Project::troupe`).
-fn spawn_run(project: &Project, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::Child {
-    let config_dir = project.global.path().join("config");
-    std::fs::create_dir_all(&config_dir).expect("config dir");
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
-    cmd.args(args)
-        .current_dir(&project.root)
-        .env("TROUPE_DB", project.db())
-        .env("TROUPE_CONFIG_DIR", &config_dir)
-        .env("TROUPE_NO_STDIN", "1")
-        .env("TROUPE_TITLE", "0")
-        .env("TROUPE_TEST_TOOLS", "1")
-        .env_remove("TROUPE_CONFIG_CONTENT")
-        .env_remove("TROUPE_LOG")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    cmd.spawn().expect("spawn troupe")
-}
-
-async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < CLI_DEADLINE,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_during_a_hung_stream_aborts_and_keeps_partial_text() {
     let script = Script::single(vec![
@@ -780,7 +632,7 @@ async fn ctrl_c_during_a_hung_stream_aborts_and_keeps_partial_text() {
     ]);
     let server = MockServer::start(script).await.expect("mock");
     let project = Project::new(&server.base_url());
-    let child = spawn_run(&project, &["run", "hang", "now"], &[]);
+    let child = project.spawn(&["run", "hang", "now"], &[]);
     let pid = child.id().expect("pid");
     wait_for("the request", || !completions(&server).is_empty()).await;
     // Let the two chunks reach the client and the store.
@@ -848,7 +700,7 @@ async fn ctrl_c_during_a_tool_marks_it_interrupted() {
     ]);
     let server = MockServer::start(script).await.expect("mock");
     let project = Project::new(&server.base_url());
-    let child = spawn_run(&project, &["run", "sleep", "a", "while"], &[]);
+    let child = project.spawn(&["run", "sleep", "a", "while"], &[]);
     let pid = child.id().expect("pid");
     wait_for("the request to finish", || {
         completions(&server)
@@ -983,7 +835,7 @@ async fn first_step_options_constrain_only_the_first_request() {
         Step::text("The codename is Bluebird."),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let mut config = config_json(&server.base_url());
+    let mut config = mock_config(&server.base_url());
     config["agent"] = json!({"demo": {
         "mode": "primary",
         "permission": {"*": "deny", "read": "allow"},

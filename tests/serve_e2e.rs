@@ -2,21 +2,14 @@
 //! provider (`troupe-testkit`). Each test starts its own server process on a free port with
 //! its own project directory, store and empty global config.
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use serde_json::{Value, json};
-use tempfile::TempDir;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
-use troupe_server::client::Client;
 use troupe_testkit::{Conversation, MockServer, Script, Step};
 
 mod common;
-
-const DEADLINE: Duration = Duration::from_secs(30);
+use common::*;
 
 /// A running `troupe serve`.
 struct Served {
@@ -25,75 +18,17 @@ struct Served {
     base: String,
     http: reqwest::Client,
     password: Option<String>,
-    _dir: TempDir,
-    global: TempDir,
-    root: PathBuf,
-}
-
-fn config_json(base_url: &str, extra: Value) -> Value {
-    let mut c = json!({
-        "model": "mock/mock-model",
-        "provider": {"mock": {
-            "name": "Mock",
-            "npm": "@ai-sdk/openai-compatible",
-            "options": {"baseURL": base_url, "apiKey": "test"},
-            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
-        }}
-    });
-    if let (Some(c), Value::Object(e)) = (c.as_object_mut(), extra) {
-        c.extend(e);
-    }
-    c
-}
-
-fn command(dir: &std::path::Path, global: &std::path::Path) -> tokio::process::Command {
-    let config_dir = global.join("config");
-    std::fs::create_dir_all(&config_dir).expect("config dir");
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
-    cmd.current_dir(dir)
-        .env("TROUPE_DB", global.join("troupe.db"))
-        .env("TROUPE_CONFIG_DIR", &config_dir)
-        .env("TROUPE_NO_STDIN", "1")
-        .env("TROUPE_TEST_TOOLS", "1")
-        .env("TROUPE_TITLE", "0")
-        .env_remove("TROUPE_SERVER_PASSWORD")
-        .env_remove("TROUPE_CONFIG_CONTENT")
-        .env_remove("TROUPE_LOG")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    cmd
+    /// The project the server runs in.
+    project: Project,
 }
 
 impl Served {
     /// Start `troupe serve --port 0 <args>` with a config pointing at `mock_url`.
     async fn start(mock_url: &str, extra_config: Value, args: &[&str]) -> Served {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let global = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().canonicalize().expect("canonicalize");
-        std::fs::write(
-            root.join("troupe.json"),
-            config_json(mock_url, extra_config).to_string(),
-        )
-        .expect("write config");
-        let mut cmd = command(&root, global.path());
-        cmd.args(["serve", "--port", "0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = cmd.spawn().expect("spawn troupe serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(DEADLINE, lines.next_line())
-            .await
-            .expect("startup line in time")
-            .expect("read stdout")
-            .expect("a startup line");
-        let base = line
-            .strip_prefix("troupe server listening on ")
-            .unwrap_or_else(|| panic!("unexpected startup line {line:?}"))
-            .to_string();
+        let project = Project::with_config(&mock_config_with(mock_url, extra_config));
+        let mut cmd = project.command(&["serve", "--port", "0"]);
+        cmd.args(args);
+        let (child, base) = serve_with(cmd).await;
         let password = args
             .iter()
             .position(|a| *a == "--password")
@@ -104,9 +39,7 @@ impl Served {
             base,
             http: reqwest::Client::new(),
             password,
-            _dir: dir,
-            global,
-            root,
+            project,
         }
     }
 
@@ -147,31 +80,14 @@ impl Served {
 
     /// Subscribe to /event; events arrive on the returned channel (after `server.connected`).
     async fn subscribe(&self) -> mpsc::UnboundedReceiver<Value> {
-        let client = Client::new(&self.base, self.password.clone()).expect("client");
-        let stream = client.events().await.expect("subscribe");
-        let (tx, rx) = mpsc::unbounded_channel();
-        let mut stream = Box::pin(stream);
-        let first = tokio::time::timeout(DEADLINE, stream.next())
-            .await
-            .expect("connected in time")
-            .expect("an event")
-            .expect("valid event");
-        assert_eq!(first["type"], "server.connected");
-        tokio::spawn(async move {
-            while let Some(Ok(v)) = stream.next().await {
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
-        rx
+        subscribe_events(&self.base, self.password.clone()).await
     }
 }
 
 /// Collect events of `sid` until `session.idle` for it.
 async fn until_idle(rx: &mut mpsc::UnboundedReceiver<Value>, sid: &str) -> Vec<Value> {
     let mut out = Vec::new();
-    let deadline = Instant::now() + DEADLINE;
+    let deadline = Instant::now() + CLI_RUN_DEADLINE;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let v = tokio::time::timeout(left, rx.recv())
@@ -191,7 +107,7 @@ async fn until_idle(rx: &mut mpsc::UnboundedReceiver<Value>, sid: &str) -> Vec<V
 
 /// Wait for the first event of `sid` with type `kind`.
 async fn wait_event(rx: &mut mpsc::UnboundedReceiver<Value>, sid: &str, kind: &str) -> Value {
-    let deadline = Instant::now() + DEADLINE;
+    let deadline = Instant::now() + CLI_RUN_DEADLINE;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let v = tokio::time::timeout(left, rx.recv())
@@ -338,7 +254,7 @@ async fn actors_show_the_processor_and_tool_call_while_a_slow_tool_runs() {
         )
         .await;
     assert_eq!(status, 204);
-    let deadline = Instant::now() + DEADLINE;
+    let deadline = Instant::now() + CLI_RUN_DEADLINE;
     let tree = loop {
         let (status, tree) = srv.get("/actors").await;
         assert_eq!(status, 200);
@@ -548,12 +464,11 @@ async fn permission_asks_wait_for_http_replies_once_and_reject_with_feedback() {
 
 #[tokio::test]
 async fn non_loopback_bind_needs_a_password_and_the_password_guards_every_route() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let global = tempfile::tempdir().expect("tempdir");
+    let project = Project::empty();
     let out = tokio::time::timeout(
-        DEADLINE,
-        command(dir.path(), global.path())
-            .args(["serve", "--hostname", "0.0.0.0", "--port", "0"])
+        CLI_RUN_DEADLINE,
+        project
+            .command(&["serve", "--hostname", "0.0.0.0", "--port", "0"])
             .output(),
     )
     .await
@@ -792,8 +707,7 @@ async fn web_pages_cannot_drive_or_read_the_server_and_create_nothing() {
 
 #[tokio::test]
 async fn blank_passwords_and_any_origin_without_a_password_are_refused_at_start() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let global = tempfile::tempdir().expect("tempdir");
+    let project = Project::empty();
     let cases: Vec<(Vec<&str>, Option<&str>, &str)> = vec![
         (vec!["--password", ""], None, "blank"),
         (vec!["--password", "   "], None, "blank"),
@@ -807,17 +721,17 @@ async fn blank_passwords_and_any_origin_without_a_password_are_refused_at_start(
         (vec!["--cors", "*"], None, "--cors '*'"),
     ];
     for (args, env, needle) in cases {
-        let mut cmd = command(dir.path(), global.path());
-        cmd.args(["serve", "--port", "0"]).args(&args);
+        let mut cmd = project.command(&["serve", "--port", "0"]);
+        cmd.args(&args);
         if let Some(v) = env {
             cmd.env("TROUPE_SERVER_PASSWORD", v);
         }
-        let out = tokio::time::timeout(DEADLINE, cmd.output())
+        let out = tokio::time::timeout(CLI_RUN_DEADLINE, cmd.output())
             .await
             .expect("in time")
             .expect("run");
         let what = format!("serve {args:?} env {env:?}");
-        let line = common::assert_one_line_failure(&out, &what);
+        let line = assert_one_line_failure(&out, &what);
         assert!(line.contains(needle), "{what}: {line}");
     }
 }
@@ -928,9 +842,9 @@ async fn run_attach_prints_the_reply_and_exits_zero() {
     .expect("mock");
     let srv = Served::start(&mock.base_url(), json!({}), &["--password", "pw1"]).await;
     let out = tokio::time::timeout(
-        DEADLINE,
-        command(&srv.root, srv.global.path())
-            .args(["run", "--attach", &srv.base, "--password", "pw1", "hi"])
+        CLI_RUN_DEADLINE,
+        srv.project
+            .command(&["run", "--attach", &srv.base, "--password", "pw1", "hi"])
             .output(),
     )
     .await
@@ -945,8 +859,9 @@ async fn run_attach_prints_the_reply_and_exits_zero() {
     );
     assert!(stdout.contains("Attached answer here"), "{stdout}");
     // Without the password: a one-line failure.
-    let out = command(&srv.root, srv.global.path())
-        .args(["run", "--attach", &srv.base, "hi"])
+    let out = srv
+        .project
+        .command(&["run", "--attach", &srv.base, "hi"])
         .output()
         .await
         .expect("run");

@@ -2,116 +2,31 @@
 //! processes open a new file at once, and one owner per session (the session lease) when a
 //! `troupe run` and a `troupe serve` drive the same session.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tempfile::TempDir;
 use troupe_testkit::{Conversation, Exhausted, MockServer, Script, Step};
 
 mod common;
 use common::*;
 
-/// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
-const CLI_DEADLINE: Duration = Duration::from_secs(60);
-
-/// One isolated project: working dir, store, empty global config dir.
-struct Project {
-    _dir: TempDir,
-    global: TempDir,
-    root: PathBuf,
-}
-
-impl Project {
-    fn new(base_url: &str) -> Project {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let global = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().canonicalize().expect("canonicalize");
-        std::fs::write(
-            root.join("troupe.json"),
-            json!({
-                "model": "mock/mock-model",
-                "provider": {"mock": {
-                    "name": "Mock",
-                    "npm": "@ai-sdk/openai-compatible",
-                    "options": {"baseURL": base_url, "apiKey": "test"},
-                    "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
-                }}
-            })
-            .to_string(),
-        )
-        .expect("write troupe.json");
-        Project {
-            _dir: dir,
-            global,
-            root,
-        }
-    }
-
-    fn db(&self) -> PathBuf {
-        self.global.path().join("troupe.db")
-    }
-
-    /// The binary in the project dir with the isolation env vars.
-    fn command(&self, args: &[&str]) -> tokio::process::Command {
-        command_in(&self.root, self.global.path(), &self.db(), args)
-    }
-
-    async fn output(&self, args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
-        let mut cmd = self.command(args);
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        tokio::time::timeout(CLI_DEADLINE, cmd.output())
-            .await
-            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish within {CLI_DEADLINE:?}"))
-            .expect("spawn troupe")
-    }
-}
-
-fn command_in(root: &Path, global: &Path, db: &Path, args: &[&str]) -> tokio::process::Command {
-    let config_dir = global.join("config");
-    std::fs::create_dir_all(&config_dir).expect("config dir");
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
-    cmd.args(args)
-        .current_dir(root)
-        .env("TROUPE_DB", db)
-        .env("TROUPE_CONFIG_DIR", &config_dir)
-        .env("TROUPE_NO_STDIN", "1")
-        .env("TROUPE_TITLE", "0")
-        .env("TROUPE_TEST_TOOLS", "1")
-        .env_remove("TROUPE_SERVER_PASSWORD")
-        .env_remove("TROUPE_CONFIG_CONTENT")
-        .env_remove("TROUPE_LOG")
-        .env_remove("TROUPE_LEASE_TTL_MS")
-        .env_remove("TROUPE_LEASE_WAIT_MS")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    cmd
-}
-
 #[tokio::test]
 async fn sixteen_processes_open_a_new_store_at_once() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let global = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("sub").join("new.db");
+    let project = Project::empty();
+    let db = project.base().join("sub").join("new.db");
     let children: Vec<_> = (0..16)
         .map(|_| {
-            let mut cmd = command_in(
-                dir.path(),
-                global.path(),
-                &db,
+            let db = db.display().to_string();
+            project.spawn(
                 &["session", "list", "--format", "json"],
-            );
-            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-            cmd.spawn().expect("spawn troupe")
+                &[("TROUPE_DB", &db)],
+            )
         })
         .collect();
     let outs = tokio::time::timeout(
-        CLI_DEADLINE,
+        CLI_RUN_DEADLINE,
         futures::future::join_all(children.into_iter().map(|c| c.wait_with_output())),
     )
     .await
@@ -133,24 +48,9 @@ struct Served {
 
 impl Served {
     async fn start(project: &Project, envs: &[(&str, &str)]) -> Served {
-        use tokio::io::AsyncBufReadExt;
         let mut cmd = project.command(&["serve", "--port", "0"]);
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
-        let mut child = cmd.spawn().expect("spawn troupe serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(CLI_DEADLINE, lines.next_line())
-            .await
-            .expect("startup line in time")
-            .expect("read stdout")
-            .expect("a startup line");
-        let base = line
-            .strip_prefix("troupe server listening on ")
-            .unwrap_or_else(|| panic!("unexpected startup line {line:?}"))
-            .to_string();
+        cmd.envs(envs.iter().copied());
+        let (child, base) = serve_with(cmd).await;
         Served {
             child,
             base,
@@ -181,29 +81,12 @@ impl Served {
 
     /// Events of `/event` on a channel (after `server.connected`).
     async fn subscribe(&self) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
-        use futures::StreamExt;
-        let client = troupe_server::client::Client::new(&self.base, None).expect("client");
-        let mut stream = Box::pin(client.events().await.expect("subscribe"));
-        let first = tokio::time::timeout(CLI_DEADLINE, stream.next())
-            .await
-            .expect("connected in time")
-            .expect("an event")
-            .expect("valid event");
-        assert_eq!(first["type"], "server.connected");
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Some(Ok(v)) = stream.next().await {
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
-        rx
+        subscribe_events(&self.base, None).await
     }
 
     /// Poll `GET /session/{sid}` until `pred` holds for it.
     async fn wait_session(&self, sid: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + CLI_DEADLINE;
+        let deadline = tokio::time::Instant::now() + CLI_RUN_DEADLINE;
         loop {
             let s = self.get(&format!("/session/{sid}")).await;
             if pred(&s) {
@@ -221,7 +104,7 @@ impl Served {
 /// The first `session.status` `waiting` event of `sid`.
 async fn waiting_event(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Value>, sid: &str) -> Value {
     loop {
-        let v = tokio::time::timeout(CLI_DEADLINE, rx.recv())
+        let v = tokio::time::timeout(CLI_RUN_DEADLINE, rx.recv())
             .await
             .expect("a waiting status in time")
             .expect("event stream open");
@@ -329,12 +212,12 @@ async fn a_run_and_a_served_prompt_on_one_session_take_turns() {
     );
     std::fs::write(&gate, "").expect("open the gate");
 
-    let out = tokio::time::timeout(CLI_DEADLINE, run.wait_with_output())
+    let out = tokio::time::timeout(CLI_RUN_DEADLINE, run.wait_with_output())
         .await
         .expect("run finishes")
         .expect("wait");
     assert_success(&out, "troupe run --session");
-    let (status, reply) = tokio::time::timeout(CLI_DEADLINE, post)
+    let (status, reply) = tokio::time::timeout(CLI_RUN_DEADLINE, post)
         .await
         .expect("the served prompt finishes")
         .expect("join");
@@ -391,7 +274,7 @@ async fn a_killed_owner_s_lease_expires_and_a_new_driver_takes_over() {
     srv.wait_session(&sid, "the run's lease", |s| s["owner"]["pid"] == run_pid)
         .await;
     // Wait until the run is inside its tool.
-    let deadline = tokio::time::Instant::now() + CLI_DEADLINE;
+    let deadline = tokio::time::Instant::now() + CLI_RUN_DEADLINE;
     while !transcript(&srv.get(&format!("/session/{sid}/message")).await)
         .iter()
         .any(|(_, x)| x == "test_gate:running")
@@ -402,7 +285,7 @@ async fn a_killed_owner_s_lease_expires_and_a_new_driver_takes_over() {
 
     // A driver that will not wait is refused with one line naming the owner.
     let out = project
-        .output(
+        .troupe(
             &["run", "--session", &sid, "not now"],
             &[("TROUPE_LEASE_WAIT_MS", "0")],
         )
@@ -423,7 +306,7 @@ async fn a_killed_owner_s_lease_expires_and_a_new_driver_takes_over() {
     assert_eq!(r.status().as_u16(), 409);
     let err: Value = r.json().await.expect("JSON error");
     assert_eq!(err["error"]["type"], "session_busy", "{err}");
-    let out = project.output(&["session", "delete", &sid], &[]).await;
+    let out = project.troupe(&["session", "delete", &sid], &[]).await;
     let line = assert_one_line_failure(&out, "session delete while driven elsewhere");
     assert!(line.contains(&format!("(pid {run_pid} on ")), "{line}");
     srv.get(&format!("/session/{sid}")).await;
@@ -438,7 +321,7 @@ async fn a_killed_owner_s_lease_expires_and_a_new_driver_takes_over() {
     };
     // Other activity may come first; the waiting line names the owner.
     loop {
-        let line = tokio::time::timeout(CLI_DEADLINE, lines.next_line())
+        let line = tokio::time::timeout(CLI_RUN_DEADLINE, lines.next_line())
             .await
             .expect("a waiting line in time")
             .expect("read stderr")
@@ -458,7 +341,7 @@ async fn a_killed_owner_s_lease_expires_and_a_new_driver_takes_over() {
         .expect("run kill");
     assert!(killed.success());
     let mut rest = Vec::new();
-    while let Some(l) = tokio::time::timeout(CLI_DEADLINE, lines.next_line())
+    while let Some(l) = tokio::time::timeout(CLI_RUN_DEADLINE, lines.next_line())
         .await
         .expect("the waiter ends in time")
         .expect("read stderr")
@@ -495,7 +378,7 @@ async fn a_killed_owner_s_lease_expires_and_a_new_driver_takes_over() {
     );
 
     // Once the dead run's lease expires the server takes the session over.
-    let (status, reply) = tokio::time::timeout(CLI_DEADLINE, post)
+    let (status, reply) = tokio::time::timeout(CLI_RUN_DEADLINE, post)
         .await
         .expect("the served prompt finishes")
         .expect("join");

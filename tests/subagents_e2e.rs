@@ -2,126 +2,17 @@
 //! the scripted provider (`troupe-testkit`).
 //!
 //! Each test gets its own temp project directory (with a `troupe.json` pointing at its own
-//! `MockServer`), its own SQLite store and an empty global config directory.
+//! `MockServer`), its own SQLite store and an empty global config directory
+//! (`tests/common/project.rs`).
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tempfile::TempDir;
 use troupe_testkit::{Conversation, Exhausted, MockServer, Script, Step};
 
 mod common;
 use common::*;
-
-/// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
-const CLI_DEADLINE: Duration = Duration::from_secs(30);
-
-/// One isolated project: working dir, store, empty global config dir.
-struct Project {
-    /// Keeps the project directory alive.
-    _dir: TempDir,
-    global: TempDir,
-    /// Canonical path of the project dir.
-    root: PathBuf,
-}
-
-impl Project {
-    /// A project whose `troupe.json` points the `mock` provider at `base_url`.
-    fn new(base_url: &str) -> Project {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let global = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().canonicalize().expect("canonicalize");
-        let p = Project {
-            _dir: dir,
-            global,
-            root,
-        };
-        p.write_config(&config_json(base_url).to_string());
-        p
-    }
-
-    fn write_config(&self, text: &str) {
-        std::fs::write(self.root.join("troupe.json"), text).expect("write troupe.json");
-    }
-
-    fn db(&self) -> PathBuf {
-        self.global.path().join("troupe.db")
-    }
-
-    /// A path outside the project (for task and result files).
-    fn outside(&self, name: &str) -> PathBuf {
-        self.global.path().join(name)
-    }
-
-    /// The binary in the project dir with the isolation env vars plus `envs`.
-    fn command(&self, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::Command {
-        let config_dir = self.global.path().join("config");
-        std::fs::create_dir_all(&config_dir).expect("config dir");
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
-        cmd.args(args)
-            .current_dir(&self.root)
-            .env("TROUPE_DB", self.db())
-            .env("TROUPE_CONFIG_DIR", &config_dir)
-            .env("TROUPE_NO_STDIN", "1")
-            .env("TROUPE_TITLE", "0")
-            .env("TROUPE_TEST_TOOLS", "1")
-            .env_remove("TROUPE_CONFIG_CONTENT")
-            .env_remove("TROUPE_LOG")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        cmd
-    }
-
-    /// Run the binary to completion.
-    async fn troupe(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
-        let mut cmd = self.command(args, envs);
-        tokio::time::timeout(CLI_DEADLINE, cmd.output())
-            .await
-            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish within {CLI_DEADLINE:?}"))
-            .expect("spawn troupe")
-    }
-
-    /// `troupe session list --format json`, parsed.
-    async fn list(&self) -> Vec<Value> {
-        let out = self
-            .troupe(&["session", "list", "--format", "json"], &[])
-            .await;
-        assert_success(&out, "session list");
-        let v: Value = serde_json::from_slice(&out.stdout).expect("session list JSON");
-        v.as_array().expect("session list is an array").clone()
-    }
-
-    /// `troupe session show ID --format json`, parsed.
-    async fn show(&self, id: &str) -> Value {
-        let out = self
-            .troupe(&["session", "show", id, "--format", "json"], &[])
-            .await;
-        assert_success(&out, "session show");
-        serde_json::from_slice(&out.stdout).expect("session show JSON")
-    }
-}
-
-fn config_json(base_url: &str) -> Value {
-    json!({
-        "model": "mock/mock-model",
-        "provider": {"mock": {
-            "name": "Mock",
-            "npm": "@ai-sdk/openai-compatible",
-            "options": {"baseURL": base_url, "apiKey": "test"},
-            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
-        }}
-    })
-}
 
 fn task_args(token: &str, subagent: &str) -> Value {
     json!({
@@ -211,7 +102,7 @@ async fn task_fan_out_via_cli() {
         .matching("CHILD-C-SLEEP"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    project.write_config(&config_json(&server.base_url()).to_string());
+    project.write_config(&mock_config(&server.base_url()).to_string());
 
     let started = Instant::now();
     let out = project
@@ -229,7 +120,7 @@ async fn task_fan_out_via_cli() {
     assert!(!events.is_empty(), "no events printed");
 
     // One root session and three children pointing at it.
-    let sessions = project.list().await;
+    let sessions = project.sessions().await;
     let roots: Vec<&Value> = sessions
         .iter()
         .filter(|s| s["parentID"].is_null())
@@ -283,12 +174,12 @@ async fn batch_200_parallel_32() {
     let server = MockServer::start(read_then_text(&file, 0))
         .await
         .expect("mock");
-    project.write_config(&config_json(&server.base_url()).to_string());
+    project.write_config(&mock_config(&server.base_url()).to_string());
     let tasks: Vec<Value> = (0..200)
         .map(|i| json!({"id": format!("t{i:03}"), "prompt": format!("batch task number {i}")}))
         .collect();
-    let tasks_file = project.outside("tasks.jsonl");
-    let out_file = project.outside("results.jsonl");
+    let tasks_file = project.outside().join("tasks.jsonl");
+    let out_file = project.outside().join("results.jsonl");
     write_tasks(&tasks_file, &tasks);
 
     let started = Instant::now();
@@ -343,12 +234,12 @@ async fn batch_kill_and_resume() {
     let server = MockServer::start(read_then_text(&file, 250))
         .await
         .expect("mock");
-    project.write_config(&config_json(&server.base_url()).to_string());
+    project.write_config(&mock_config(&server.base_url()).to_string());
     let tasks: Vec<Value> = (0..200)
         .map(|i| json!({"id": format!("k{i:03}"), "prompt": format!("resumable task {i}")}))
         .collect();
-    let tasks_file = project.outside("tasks.jsonl");
-    let out_file = project.outside("results.jsonl");
+    let tasks_file = project.outside().join("tasks.jsonl");
+    let out_file = project.outside().join("results.jsonl");
     write_tasks(&tasks_file, &tasks);
     let args = [
         "batch",
@@ -359,7 +250,7 @@ async fn batch_kill_and_resume() {
         out_file.to_str().expect("utf-8 path"),
     ];
 
-    let mut child = project.command(&args, &[]).spawn().expect("spawn batch");
+    let mut child = project.spawn(&args, &[]);
     let started = Instant::now();
     loop {
         let (lines, _) = read_results(&out_file);
@@ -367,8 +258,8 @@ async fn batch_kill_and_resume() {
             break;
         }
         assert!(
-            started.elapsed() < CLI_DEADLINE,
-            "fewer than 30 results after {CLI_DEADLINE:?}"
+            started.elapsed() < CLI_RUN_DEADLINE,
+            "fewer than 30 results after {CLI_RUN_DEADLINE:?}"
         );
         if let Some(status) = child.try_wait().expect("try_wait") {
             panic!("the batch ended before the kill: {status:?}");
@@ -448,12 +339,12 @@ async fn batch_resume_after_a_cut_last_line() {
     let server = MockServer::start(Script::single(vec![Step::text("done")]))
         .await
         .expect("mock");
-    project.write_config(&config_json(&server.base_url()).to_string());
+    project.write_config(&mock_config(&server.base_url()).to_string());
     let tasks: Vec<Value> = (0..3)
         .map(|i| json!({"id": format!("c{i}"), "prompt": format!("cut task {i}")}))
         .collect();
-    let tasks_file = project.outside("tasks.jsonl");
-    let out_file = project.outside("results.jsonl");
+    let tasks_file = project.outside().join("tasks.jsonl");
+    let out_file = project.outside().join("results.jsonl");
     write_tasks(&tasks_file, &tasks);
     let whole = json!({"id": "c0", "session_id": "ses_x", "status": "completed", "text": "done",
         "tokens": {}, "cost": 0.0, "duration_ms": 1});
@@ -492,14 +383,14 @@ async fn batch_failures_exit_nonzero() {
     let server = MockServer::start(Script::single(vec![Step::text("fine answer")]))
         .await
         .expect("mock");
-    project.write_config(&config_json(&server.base_url()).to_string());
+    project.write_config(&mock_config(&server.base_url()).to_string());
     let tasks = vec![
         json!({"id": "good-1", "prompt": "a good task"}),
         json!({"id": "bad-model", "prompt": "a task for a missing model", "model": "nosuch/x"}),
         json!({"id": "good-2", "prompt": "another good task"}),
     ];
-    let tasks_file = project.outside("tasks.jsonl");
-    let out_file = project.outside("results.jsonl");
+    let tasks_file = project.outside().join("tasks.jsonl");
+    let out_file = project.outside().join("results.jsonl");
     write_tasks(&tasks_file, &tasks);
     let out = project
         .troupe(

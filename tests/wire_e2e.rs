@@ -2,89 +2,22 @@
 //! 24.4): SSE framings the spec allows, keep-alives written as data lines, stalled providers,
 //! a `tool_calls` finish without a call, and absurd usage reports.
 //!
-//! Same isolation as `run_e2e.rs`: each test has its own temp project (with a `troupe.json`
-//! pointing at its own `MockServer`), its own SQLite store and an empty global config dir.
-
-use std::path::PathBuf;
-use std::process::Output;
-use std::time::Duration;
+//! Same isolation as the other end-to-end files (`tests/common/project.rs`): each test has its
+//! own temp project (with a `troupe.json` pointing at its own `MockServer`), its own SQLite
+//! store and an empty global config dir.
 
 use serde_json::{Value, json};
-use tempfile::TempDir;
 use troupe_testkit::{Fault, LineEnding, MockServer, Script, Stall, Step, UsageSpec};
 
 mod common;
-use common::{assert_one_line_failure, assert_success, parse_events, session_id_of, text};
+use common::*;
 
-/// Completion requests of either dialect.
-fn completions(server: &MockServer) -> Vec<troupe_testkit::RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.dialect.is_some())
-        .collect()
-}
-
-/// Upper bound for one CLI invocation; a hung binary fails the test instead of the suite.
-const CLI_DEADLINE: Duration = Duration::from_secs(60);
-
-/// One isolated project: working dir, store, empty global config dir.
-struct Project {
-    _dir: TempDir,
-    global: TempDir,
-    root: PathBuf,
-}
-
-impl Project {
-    /// A project whose `mock` provider (npm `npm`, extra provider `options`) is `base_url`.
-    fn new(base_url: &str, npm: &str, options: Value) -> Project {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let global = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().canonicalize().expect("canonicalize");
-        let mut opts = json!({"baseURL": base_url, "apiKey": "test"});
-        if let (Some(o), Value::Object(extra)) = (opts.as_object_mut(), options) {
-            o.extend(extra);
-        }
-        let config = json!({
-            "model": "mock/mock-model",
-            "provider": {"mock": {
-                "name": "Mock",
-                "npm": npm,
-                "options": opts,
-                "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
-            }}
-        });
-        std::fs::write(root.join("troupe.json"), config.to_string()).expect("troupe.json");
-        Project {
-            _dir: dir,
-            global,
-            root,
-        }
-    }
-
-    async fn troupe(&self, args: &[&str]) -> Output {
-        let config_dir = self.global.path().join("config");
-        std::fs::create_dir_all(&config_dir).expect("config dir");
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
-        cmd.args(args)
-            .current_dir(&self.root)
-            .env("TROUPE_DB", self.global.path().join("troupe.db"))
-            .env("TROUPE_CONFIG_DIR", &config_dir)
-            .env("TROUPE_NO_STDIN", "1")
-            .env("TROUPE_TITLE", "0")
-            .env("TROUPE_TEST_TOOLS", "1")
-            .env("TROUPE_MAX_RETRIES", "0")
-            .env_remove("TROUPE_CONFIG_CONTENT")
-            .env_remove("TROUPE_LOG")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        tokio::time::timeout(CLI_DEADLINE, cmd.output())
-            .await
-            .unwrap_or_else(|_| panic!("troupe {args:?} did not finish within {CLI_DEADLINE:?}"))
-            .expect("spawn troupe")
-    }
+/// A project whose `mock` provider (npm package `npm`, extra provider `options`) is
+/// `base_url`, with retries off.
+fn wire_project(base_url: &str, npm: &str, options: Value) -> Project {
+    let mut config = mock_config_with(base_url, json!({"provider": {"mock": {"npm": npm}}}));
+    merge_patch(&mut config["provider"]["mock"]["options"], options);
+    Project::with_config(&config).with_env("TROUPE_MAX_RETRIES", "0")
 }
 
 const OPENAI: &str = "@ai-sdk/openai-compatible";
@@ -109,8 +42,8 @@ async fn any_line_ending_on_a_kept_open_connection_finishes_at_once() {
             let server = MockServer::start(Script::single(vec![step]))
                 .await
                 .expect("mock");
-            let project = Project::new(&server.base_url(), npm, json!({"chunkTimeout": 600000}));
-            let out = project.troupe(&["run", "say it"]).await;
+            let project = wire_project(&server.base_url(), npm, json!({"chunkTimeout": 600000}));
+            let out = project.troupe(&["run", "say it"], &[]).await;
             let what = format!("{npm} {ending:?} bom={bom}");
             assert_success(&out, &what);
             assert!(
@@ -133,8 +66,8 @@ async fn keepalive_data_lines_are_skipped_and_the_turn_goes_on() {
         let server = MockServer::start(Script::single(vec![step]))
             .await
             .expect("mock");
-        let project = Project::new(&server.base_url(), npm, json!({}));
-        let out = project.troupe(&["run", "say it"]).await;
+        let project = wire_project(&server.base_url(), npm, json!({}));
+        let out = project.troupe(&["run", "say it"], &[]).await;
         assert_success(&out, npm);
         assert!(
             text(&out.stdout).contains("kept alive all the way"),
@@ -155,8 +88,8 @@ async fn stalled_provider_fails_with_the_named_phase() {
     ]))
     .await
     .expect("mock");
-    let project = Project::new(&server.base_url(), OPENAI, json!({"timeout": 500}));
-    let out = project.troupe(&["run", "say it"]).await;
+    let project = wire_project(&server.base_url(), OPENAI, json!({"timeout": 500}));
+    let out = project.troupe(&["run", "say it"], &[]).await;
     let line = assert_one_line_failure(&out, "stalled headers");
     assert!(
         line.contains("no response headers from provider mock after 0.5 s"),
@@ -175,8 +108,8 @@ async fn tool_calls_finish_without_a_call_ends_the_turn() {
         ]))
         .await
         .expect("mock");
-        let project = Project::new(&server.base_url(), npm, json!({}));
-        let out = project.troupe(&["run", "finish"]).await;
+        let project = wire_project(&server.base_url(), npm, json!({}));
+        let out = project.troupe(&["run", "finish"], &[]).await;
         assert_success(&out, npm);
         assert!(text(&out.stdout).contains("all done"), "{npm}");
         assert_eq!(completions(&server).len(), 1, "{npm}: re-sent");
@@ -187,8 +120,8 @@ async fn tool_calls_finish_without_a_call_ends_the_turn() {
         ]))
         .await
         .expect("mock");
-        let project = Project::new(&server.base_url(), npm, json!({}));
-        let out = project.troupe(&["run", "finish"]).await;
+        let project = wire_project(&server.base_url(), npm, json!({}));
+        let out = project.troupe(&["run", "finish"], &[]).await;
         let line = assert_one_line_failure(&out, npm);
         assert!(line.contains("tool-calls but sent no tool call"), "{line}");
         assert_eq!(completions(&server).len(), 1, "{npm}: re-sent");
@@ -209,13 +142,15 @@ async fn absurd_usage_is_clamped_not_wrapped() {
     )]))
     .await
     .expect("mock");
-    let project = Project::new(&server.base_url(), OPENAI, json!({}));
-    let out = project.troupe(&["run", "--format", "json", "count"]).await;
+    let project = wire_project(&server.base_url(), OPENAI, json!({}));
+    let out = project
+        .troupe(&["run", "--format", "json", "count"], &[])
+        .await;
     assert_success(&out, "absurd usage");
     let events = parse_events(&out.stdout);
     let sid = session_id_of(&events);
     let out = project
-        .troupe(&["session", "show", &sid, "--format", "json"])
+        .troupe(&["session", "show", &sid, "--format", "json"], &[])
         .await;
     assert_success(&out, "show");
     let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
@@ -237,13 +172,13 @@ async fn oversized_tool_arguments_end_the_call_with_an_error() {
     ]))
     .await
     .expect("mock");
-    let project = Project::new(
+    let project = wire_project(
         &server.base_url(),
         OPENAI,
         json!({"maxToolArgumentBytes": 1024}),
     );
     let out = project
-        .troupe(&["run", "--format", "json", "write it"])
+        .troupe(&["run", "--format", "json", "write it"], &[])
         .await;
     assert_success(&out, "oversized arguments");
     assert!(!project.root.join("big.txt").exists(), "the call ran");
