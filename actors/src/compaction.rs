@@ -49,11 +49,17 @@ pub struct CompactionArgs {
     pub tool_ctx: ToolContext,
     /// Paths for the assistant message.
     pub path: MessagePath,
+    /// Registry key of the parent node in the supervision tree (the session's).
+    pub tree_parent: String,
 }
 
 /// Final state: the summary step's outcome (None if it could not run).
 pub struct CompactionState {
     _gauge: crate::ActorGauge,
+    node: crate::tree::NodeGuard,
+    /// The summary step's processor (the only child; matched by identity).
+    step: Option<ractor::ActorId>,
+    rt: Arc<RuntimeShared>,
     /// The summary message, when the step ran.
     pub outcome: Option<StepOutcome>,
     /// Why it could not run.
@@ -82,8 +88,18 @@ impl Actor for CompactionWorker {
         args: CompactionArgs,
     ) -> Result<CompactionState, ActorProcessingErr> {
         myself.cast(CompactionMsg::Start)?;
+        let node = args.rt.tree.register(
+            crate::tree::Kind::Compaction,
+            &args.request_id,
+            Some(&args.session_id),
+            Some(&args.tree_parent),
+        );
+        node.set_status(crate::tree::ActorStatus::Busy);
         Ok(CompactionState {
             _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
+            node,
+            step: None,
+            rt: args.rt.clone(),
             outcome: None,
             error: None,
             args: Some(args),
@@ -166,10 +182,15 @@ impl Actor for CompactionWorker {
             cancel: args.cancel.clone(),
             tool_ctx: args.tool_ctx.clone(),
             prior_calls: Vec::new(),
+            restarts: 0,
+            tree_parent: Some(state.node.key().to_string()),
         };
-        if let Err(e) = Actor::spawn_linked(None, ProcessorActor, pargs, myself.get_cell()).await {
-            state.error = Some(format!("could not start the summary step: {e}"));
-            myself.stop(None);
+        match Actor::spawn_linked(None, ProcessorActor, pargs, myself.get_cell()).await {
+            Ok((a, _)) => state.step = Some(a.get_id()),
+            Err(e) => {
+                state.error = Some(format!("could not start the summary step: {e}"));
+                myself.stop(None);
+            }
         }
         Ok(())
     }
@@ -180,6 +201,16 @@ impl Actor for CompactionWorker {
         evt: SupervisionEvent,
         state: &mut CompactionState,
     ) -> Result<(), ActorProcessingErr> {
+        let child = match &evt {
+            SupervisionEvent::ActorTerminated(cell, _, _)
+            | SupervisionEvent::ActorFailed(cell, _) => cell.get_id(),
+            _ => return Ok(()),
+        };
+        if state.step != Some(child) {
+            tracing::warn!(actor = %child, "supervision event from an unknown child of a compaction; ignored");
+            return Ok(());
+        }
+        state.step = None;
         match evt {
             SupervisionEvent::ActorTerminated(_, boxed, _) => {
                 state.outcome = boxed
@@ -191,6 +222,11 @@ impl Actor for CompactionWorker {
                 myself.stop(None);
             }
             SupervisionEvent::ActorFailed(_, err) => {
+                state
+                    .rt
+                    .counters
+                    .failure(crate::supervision::Role::Processor);
+                state.node.add_failure();
                 state.error = Some(format!("the summary step crashed: {err}"));
                 myself.stop(None);
             }

@@ -2,7 +2,8 @@
 //!
 //! Rules:
 //! - user text parts are joined; empty messages are skipped;
-//! - an assistant message with an error is skipped unless it was aborted and has content;
+//! - an assistant message with an error is skipped unless it was aborted (or its step
+//!   crashed, `data.crashed`) and has content;
 //! - every tool call sent has exactly one result: completed → output (or
 //!   `[Old tool result content cleared]` once pruned), error → the error text, pending/running
 //!   → `[Tool execution was interrupted]`; a call without a valid JSON object input is sent
@@ -48,8 +49,13 @@ pub fn convert(m: &MessageWithParts, out: &mut Vec<ChatMessage>) {
                 .parts
                 .iter()
                 .any(|p| matches!(p.kind, PartKind::Text { .. } | PartKind::Tool { .. }));
+            // A step whose processor crashed keeps what it committed (its tool results), so
+            // the retried step sees them and does not run a finished call again.
+            let crashed = |e: &troupe_session::MessageError| {
+                e.data.get("crashed").and_then(|v| v.as_bool()) == Some(true)
+            };
             if let Some(err) = &a.error
-                && !(err.name == "MessageAbortedError" && has_content)
+                && !((err.name == "MessageAbortedError" || crashed(err)) && has_content)
             {
                 return;
             }

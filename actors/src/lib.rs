@@ -1,17 +1,36 @@
 //! troupe-actors: the supervised runtime.
 //!
 //! ```text
-//! Runtime (root supervisor, one per process)
-//! └── SessionActor ses_…      serializes prompts; runs the loop
-//!     └── Processor msg_…     one per step: provider stream → parts
-//!         └── ToolCall call_… one per tool invocation; panic/timeout → error part
+//! Runtime (root supervisor, one per process)              restart strategy of the child
+//! └── SessionActor ses_…  serializes prompts; runs the turn   restart from the store, in-flight
+//!     │                                                        turn continues (≤ session_restarts
+//!     │                                                        per period), then the turn fails
+//!     ├── Processor msg_…  one per step: stream → parts        open parts closed as errors, step
+//!     │   │                                                    retried once (step_retries), then
+//!     │   │                                                    the turn fails
+//!     │   └── ToolCall call_…  one per tool invocation
+//!     │       ├── read-only (read, glob, grep, list)           re-run with the same input after a
+//!     │       │                                                backoff (≤ tool_restarts), then an
+//!     │       │                                                error part naming the attempts
+//!     │       ├── side-effecting (bash, write, edit, MCP, …)   never re-run: error part, outcome
+//!     │       │                                                unknown
+//!     │       └── task → SessionActor ses_… (subagent, same tree below)
+//!     ├── CompactionWorker  summary step on overflow           the turn fails with the cause
+//!     │   └── Processor msg_…  (tool-less summary step)
+//!     ├── TitleWorker       first prompt → session title       ignored (default title stays)
+//!     └── SummaryWorker     `summary` agent after a turn that  ignored (no summary stored)
+//!                           changed files
 //! ```
 //!
-//! Every parent overrides `handle_supervisor_evt`, so a child's end becomes state (an error
-//! part, a failed step) and never stops the parent (ractor's default would). Streams and
-//! waits run in tasks that cast back to their actor, so handlers stay short and an abort is
-//! never stuck behind a long await. Cancellation flows down the tree as a
-//! `CancellationToken`.
+//! Every parent keeps the `ActorId` and [`supervision::Role`] of each child it spawned and
+//! overrides `handle_supervisor_evt` (ractor's default would stop the parent), matching each
+//! event against that map: a child's end becomes state (an error part, a retried step, a
+//! failed turn) and an event from an unknown child is logged, never guessed. Restarts and
+//! failures are counted per node in [`tree`] (`/actors`, `troupe monitor`) and per role in
+//! [`Counters`] (`troupe_actor_restarts_total{role}`, `troupe_actor_failures_total{role}` on
+//! `/metrics`). Limits come from the `supervision` config block. Streams and waits run in
+//! tasks that cast back to their actor, so handlers stay short and an abort is never stuck
+//! behind a long await. Cancellation flows down the tree as a `CancellationToken`.
 
 pub mod compaction;
 pub mod doom;
@@ -21,6 +40,7 @@ pub mod permission;
 pub mod processor;
 pub mod progress;
 pub mod session_actor;
+pub mod supervision;
 pub mod task;
 pub mod title;
 pub mod tool_call;
@@ -139,6 +159,24 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Count a crash of an actor of `role` (`actor_failures_total{role=…}`).
+    pub fn failure(&self, role: crate::supervision::Role) {
+        self.incr(
+            "actor_failures_total",
+            format!("role=\"{}\"", role.as_str()),
+            1,
+        );
+    }
+
+    /// Count a restart of an actor of `role` (`actor_restarts_total{role=…}`).
+    pub fn restart(&self, role: crate::supervision::Role) {
+        self.incr(
+            "actor_restarts_total",
+            format!("role=\"{}\"", role.as_str()),
+            1,
+        );
+    }
+
     /// Add `by` to a labelled counter, e.g. `incr("tool_calls_total", "tool=\"bash\",outcome=\"completed\"", 1)`.
     pub fn incr(&self, name: &'static str, labels: String, by: u64) {
         *self.labeled.entry((name, labels)).or_insert(0) += by;
@@ -202,7 +240,7 @@ pub struct RuntimeShared {
     /// Slots for concurrently running subagents.
     pub subagent_slots: Arc<tokio::sync::Semaphore>,
     /// The live supervision tree (for monitoring).
-    pub tree: Arc<crate::tree::Registry>,
+    pub tree: Arc<crate::tree::ActorTree>,
     /// Per-provider back-off: no request to the provider starts before this time (ms since
     /// epoch). Set when one session gets a 429, so parallel sessions back off together.
     pub rate_limits: DashMap<String, i64>,
@@ -213,6 +251,15 @@ pub struct RuntimeShared {
     pub identity: lease::Identity,
     /// Session leases held by this runtime.
     pub leases: Arc<lease::LeaseBook>,
+    /// The runtime root's children: session actor id → session id.
+    root_children: DashMap<ractor::ActorId, String>,
+    /// Session actors that crashed, by session id: (actor, cause), until the prompt whose
+    /// turn they ran takes the entry and restarts the session.
+    crashed: DashMap<String, (ractor::ActorId, String)>,
+    /// Restart-intensity state of each session (crashes within the period).
+    session_intensity: DashMap<String, crate::supervision::Intensity>,
+    /// Notified after the root handled a supervision event.
+    root_events: tokio::sync::Notify,
 }
 
 impl RuntimeShared {
@@ -349,18 +396,29 @@ impl Actor for RootActor {
         &self,
         _m: ActorRef<()>,
         evt: SupervisionEvent,
-        rt: &mut Arc<RuntimeShared>,
+        shared: &mut Arc<RuntimeShared>,
     ) -> Result<(), ActorProcessingErr> {
-        match evt {
-            SupervisionEvent::ActorFailed(cell, err) => {
-                tracing::error!("session actor crashed: {err}");
-                rt.sessions.retain(|_, a| a.get_id() != cell.get_id());
-            }
-            SupervisionEvent::ActorTerminated(cell, _, _) => {
-                rt.sessions.retain(|_, a| a.get_id() != cell.get_id());
-            }
-            _ => {}
+        let (cell, crash) = match evt {
+            SupervisionEvent::ActorFailed(cell, err) => (cell, Some(err.to_string())),
+            SupervisionEvent::ActorTerminated(cell, _, _) => (cell, None),
+            _ => return Ok(()),
+        };
+        // Supervise by identity: only the session actors this root spawned are its children.
+        let Some((id, session_id)) = shared.root_children.remove(&cell.get_id()) else {
+            tracing::warn!(actor = %cell.get_id(), "supervision event from an unknown child of the runtime; ignored");
+            return Ok(());
+        };
+        shared
+            .sessions
+            .remove_if(&session_id, |_, a| a.get_id() == id);
+        if let Some(cause) = crash {
+            tracing::error!("session actor {session_id} crashed: {cause}");
+            shared.counters.failure(crate::supervision::Role::Session);
+            shared.tree.root_failure();
+            // The prompt waiting on this actor's turn restarts it from the store.
+            shared.crashed.insert(session_id, (id, cause));
         }
+        shared.root_events.notify_waiters();
         Ok(())
     }
 }
@@ -464,12 +522,16 @@ impl Runtime {
                 task_children: DashMap::new(),
                 subagent_slots: Arc::new(tokio::sync::Semaphore::new(max_subagents)),
                 rate_limits: DashMap::new(),
-                tree: Arc::new(crate::tree::Registry::default()),
+                tree: Arc::new(crate::tree::ActorTree::default()),
                 http,
                 providers: DashMap::new(),
                 spawn_lock: tokio::sync::Mutex::new(()),
                 identity: lease::Identity::current(&lease_label),
                 leases: Arc::new(lease::LeaseBook::default()),
+                root_children: DashMap::new(),
+                crashed: DashMap::new(),
+                session_intensity: DashMap::new(),
+                root_events: tokio::sync::Notify::new(),
             }
         });
         let (root, _) = Actor::spawn(None, RootActor, shared.clone())
@@ -635,6 +697,9 @@ impl Runtime {
             .await
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
         self.shared
+            .root_children
+            .insert(actor.get_id(), session_id.to_string());
+        self.shared
             .sessions
             .insert(session_id.to_string(), actor.clone());
         Ok(actor)
@@ -651,13 +716,19 @@ impl Runtime {
         // is taken or waited for, or the actor starts) must not be lost: `abort` cancels this
         // token, which ends a wait and is checked again once the prompt is queued.
         let pending = self.shared.leases.wait_guard(session_id);
+        // Set once the session actor crashed during this prompt's turn: the turn goes on
+        // from the store instead of starting again.
+        let mut resume = false;
         loop {
             let actor = self.session_actor(session_id, &pending.token).await?;
             let accepted = Arc::new(AtomicBool::new(false));
+            let started = Arc::new(AtomicBool::new(false));
             let (tx, rx) = oneshot::channel();
             let msg = SessionMsg::Prompt(PendingPrompt {
                 input: input.clone(),
                 accepted: accepted.clone(),
+                started: started.clone(),
+                resume,
                 reply: tx,
             });
             if actor.cast(msg).is_err() {
@@ -681,9 +752,64 @@ impl Runtime {
                     continue;
                 }
                 Err(_) => {
-                    return Err(RuntimeError::Turn(
-                        "the session actor stopped during the turn".into(),
-                    ));
+                    let Some(cause) = self.crash_of(session_id, &actor).await else {
+                        return Err(RuntimeError::Turn(
+                            "the session actor stopped during the turn".into(),
+                        ));
+                    };
+                    if !started.load(Ordering::SeqCst) {
+                        // Still queued when the actor crashed: send it again as it was.
+                        continue;
+                    }
+                    if pending.token.is_cancelled() {
+                        return Err(RuntimeError::Turn(format!(
+                            "the session actor crashed ({cause}) and the turn was aborted"
+                        )));
+                    }
+                    let cfg = &self.shared.config.config.supervision;
+                    let verdict = self
+                        .shared
+                        .session_intensity
+                        .entry(session_id.to_string())
+                        .or_insert_with(|| {
+                            crate::supervision::Intensity::for_role(
+                                crate::supervision::Role::Session,
+                                cfg,
+                            )
+                        })
+                        .crash(std::time::Instant::now());
+                    match verdict {
+                        crate::supervision::Verdict::Restart { backoff, attempt } => {
+                            tracing::warn!(
+                                "session {session_id}: restarting its actor from the store (restart {attempt}) after: {cause}"
+                            );
+                            self.shared
+                                .counters
+                                .restart(crate::supervision::Role::Session);
+                            self.shared.tree.root_restart();
+                            tokio::select! {
+                                _ = tokio::time::sleep(backoff) => {}
+                                _ = pending.token.cancelled() => {}
+                            }
+                            // The turn goes on from the store: no new user message.
+                            resume = true;
+                            continue;
+                        }
+                        crate::supervision::Verdict::Escalate { crashes } => {
+                            let msg = format!(
+                                "the session failed: its actor crashed {crashes} times within {} s (supervision.session_restarts = {}); last crash: {cause}",
+                                cfg.period().as_secs(),
+                                cfg.session_restarts()
+                            );
+                            self.shared.store.write1(Write::Publish(
+                                troupe_session::Event::SessionError {
+                                    session_id: session_id.to_string(),
+                                    error: MessageError::new("UnknownError", msg.clone()),
+                                },
+                            ));
+                            return Err(RuntimeError::Turn(msg));
+                        }
+                    }
                 }
             }
         }
@@ -721,6 +847,25 @@ impl Runtime {
         });
         self.shared.store.flush().await?;
         Ok(s)
+    }
+
+    /// Why `actor` (the actor of `session_id`) ended, when it crashed: waits until the root
+    /// handled its supervision event (the reply channel closes a moment before), at most 5 s.
+    async fn crash_of(&self, session_id: &str, actor: &ActorRef<SessionMsg>) -> Option<String> {
+        let wait = async {
+            loop {
+                let notified = self.shared.root_events.notified();
+                if !self.shared.root_children.contains_key(&actor.get_id()) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(5), wait).await;
+        self.shared
+            .crashed
+            .remove_if(session_id, |_, (id, _)| *id == actor.get_id())
+            .map(|(_, (_, cause))| cause)
     }
 
     /// Compact a session's history now (a manual compaction; waits for the summary).
@@ -848,21 +993,19 @@ impl Runtime {
 
     /// [`Runtime::shutdown`] waiting at most `grace` for background work (0 after Ctrl-C).
     pub async fn shutdown_within(self, grace: Duration) {
-        let deadline = std::time::Instant::now() + grace;
-        // Only idle sessions with background work (a title) are waited for; a running turn is
-        // aborted at once below.
-        while !self.shared.sessions.is_empty()
-            && std::time::Instant::now() < deadline
-            && self
-                .shared
-                .tree
-                .tree()
-                .children
-                .iter()
-                .all(|n| n.status == "idle")
-        {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        // Only idle sessions with background work (a title, a summary) are waited for; a
+        // running turn is aborted at once below. Every status change or removal in the tree
+        // wakes the wait, so it ends as soon as the last session is gone.
+        let _ = tokio::time::timeout(grace, async {
+            loop {
+                let changed = self.shared.tree.changed();
+                if self.shared.sessions.is_empty() || !self.shared.tree.sessions_idle() {
+                    return;
+                }
+                changed.await;
+            }
+        })
+        .await;
         self.abort_all();
         // Background processes of every session stop with the runtime.
         let _ = tokio::task::spawn_blocking(troupe_tools::procs::stop_all).await;

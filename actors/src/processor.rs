@@ -69,6 +69,8 @@ pub enum ProcMsg {
     ResetAttempt,
     /// A tool call ran past its timeout.
     ToolTimeout(String),
+    /// The backoff of a crashed read-only tool call is over: run it again (call id).
+    RestartTool(String),
     /// The turn was cancelled.
     Cancelled,
     /// Grace period after cancellation is over: kill what still runs.
@@ -92,6 +94,10 @@ pub struct ProcessorArgs {
     /// Tool calls made earlier in this user turn (name, input), oldest first, for doom-loop
     /// detection.
     pub prior_calls: Vec<(String, Value)>,
+    /// Times this step was started again after a crashed processor (shown in `/actors`).
+    pub restarts: u64,
+    /// Registry key of the parent node in the supervision tree; `None` = the session's.
+    pub tree_parent: Option<String>,
 }
 
 /// The processor actor.
@@ -104,6 +110,18 @@ struct PendingCall {
     truncated: bool,
     /// Why the call must not run (from the provider layer, e.g. oversized arguments).
     error: Option<String>,
+}
+
+/// One started tool call, kept so a crashed read-only call can run again with the same
+/// input.
+struct CallSpec {
+    name: String,
+    tool: Arc<dyn troupe_tools::Tool>,
+    input: Value,
+    role: crate::supervision::Role,
+    crashes: crate::supervision::Intensity,
+    /// Times it was started again.
+    restarts: u64,
 }
 
 /// Processor state.
@@ -119,7 +137,13 @@ pub struct ProcessorState {
     reasoning_block: HashMap<String, usize>,
     tool_block: HashMap<String, usize>,
     calls: Vec<PendingCall>,
+    /// Live tool-call children by actor id: the call and how to stop it. Supervision events
+    /// are matched against this map (an unknown child is logged, never guessed).
     running: HashMap<ActorId, (String, ActorCell, CancellationToken)>,
+    /// Calls of this step by call id: what is needed to run one again after a crash.
+    call_specs: HashMap<String, CallSpec>,
+    /// Crashed read-only calls waiting for their backoff before running again.
+    restarting: std::collections::HashSet<String>,
     model: Arc<ResolvedModel>,
     cancel: CancellationToken,
     tool_ctx: ToolContext,
@@ -781,66 +805,198 @@ impl ProcessorActor {
                 },
                 Some(name.clone()),
             );
-            let token = state.cancel.child_token();
-            let mut ctx = state.tool_ctx.clone();
-            ctx.call_id = call.call_id.clone();
-            ctx.message_id = state.assistant.id.clone();
-            ctx.abort = token.clone();
-            ctx.progress = Arc::new(crate::progress::PartProgress::new(
-                state.store.clone(),
-                state.parts[i].clone(),
-            ));
-            let timeout = state.rt.opts.tool_timeout_for(&name, &input);
-            let args = ToolCallArgs {
-                call_id: call.call_id.clone(),
-                tool,
-                args: input,
-                ctx,
-                gauge: crate::ActorGauge::new(&state.rt.counters.live_actors),
-                node: {
-                    let n = state.rt.tree.register(
-                        crate::tree::Kind::ToolCall,
-                        &call.call_id,
-                        Some(&state.assistant.session_id),
-                        Some(state.node.key()),
-                    );
-                    n.update(|x| {
-                        x.status = "busy".into();
-                        x.tool = Some(name.clone());
-                    });
-                    n
+            let role =
+                crate::supervision::Role::of_tool(&name, &state.rt.config.config.supervision);
+            state.call_specs.insert(
+                call.call_id.clone(),
+                CallSpec {
+                    name,
+                    tool,
+                    input,
+                    role,
+                    crashes: crate::supervision::Intensity::for_role(
+                        role,
+                        &state.rt.config.config.supervision,
+                    ),
+                    restarts: 0,
                 },
-            };
-            let me = myself.clone();
-            let call_id = call.call_id.clone();
-            // spawn_linked awaits pre_start, which only casts a message to itself.
-            match Actor::spawn_linked(None, ToolCallActor, args, myself.get_cell()).await {
-                Ok((actor, _)) => {
-                    let timer_token = token.clone();
-                    state
-                        .running
-                        .insert(actor.get_id(), (call_id.clone(), actor.get_cell(), token));
-                    // The timer ends early when the call ends (its token is cancelled then).
-                    tokio::spawn(async move {
-                        tokio::select! {
-                            _ = tokio::time::sleep(timeout) => { let _ = me.cast(ProcMsg::ToolTimeout(call_id)); }
-                            _ = timer_token.cancelled() => {}
-                        }
-                    });
-                }
-                Err(e) => {
-                    let st = done_err(
-                        Value::Object(Default::default()),
-                        format!("could not start the tool: {e}"),
-                    );
-                    state.set_tool_state(i, st, None);
-                }
+            );
+            self.spawn_tool(myself, state, &call.call_id).await;
+        }
+    }
+
+    /// Spawn the tool-call actor of `call_id` (from its [`CallSpec`]) with its timeout timer.
+    async fn spawn_tool(
+        &self,
+        myself: &ActorRef<ProcMsg>,
+        state: &mut ProcessorState,
+        call_id: &str,
+    ) {
+        let (Some(&i), Some(spec)) = (state.tool_block.get(call_id), state.call_specs.get(call_id))
+        else {
+            return;
+        };
+        let (name, tool, input, restarts) = (
+            spec.name.clone(),
+            spec.tool.clone(),
+            spec.input.clone(),
+            spec.restarts,
+        );
+        let token = state.cancel.child_token();
+        let mut ctx = state.tool_ctx.clone();
+        ctx.call_id = call_id.to_string();
+        ctx.message_id = state.assistant.id.clone();
+        ctx.abort = token.clone();
+        ctx.progress = Arc::new(crate::progress::PartProgress::new(
+            state.store.clone(),
+            state.parts[i].clone(),
+        ));
+        let timeout = state.rt.opts.tool_timeout_for(&name, &input);
+        let args = ToolCallArgs {
+            call_id: call_id.to_string(),
+            tool,
+            args: input,
+            ctx,
+            gauge: crate::ActorGauge::new(&state.rt.counters.live_actors),
+            node: {
+                let n = state.rt.tree.register(
+                    crate::tree::Kind::ToolCall,
+                    call_id,
+                    Some(&state.assistant.session_id),
+                    Some(state.node.key()),
+                );
+                n.update(|x| {
+                    x.status = crate::tree::ActorStatus::Busy;
+                    x.tool = Some(name.clone());
+                    x.restarts = restarts;
+                });
+                n
+            },
+        };
+        let me = myself.clone();
+        let call_id = call_id.to_string();
+        // spawn_linked awaits pre_start, which only casts a message to itself.
+        match Actor::spawn_linked(None, ToolCallActor, args, myself.get_cell()).await {
+            Ok((actor, _)) => {
+                let timer_token = token.clone();
+                state
+                    .running
+                    .insert(actor.get_id(), (call_id.clone(), actor.get_cell(), token));
+                // The timer ends early when the call ends (its token is cancelled then).
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::time::sleep(timeout) => { let _ = me.cast(ProcMsg::ToolTimeout(call_id)); }
+                        _ = timer_token.cancelled() => {}
+                    }
+                });
+            }
+            Err(e) => {
+                let now = now_ms();
+                let st = ToolState::Error {
+                    input: Value::Object(Default::default()),
+                    error: format!("could not start the tool: {e}"),
+                    metadata: None,
+                    time: ToolTime {
+                        start: now,
+                        end: Some(now),
+                        compacted: None,
+                    },
+                };
+                state.set_tool_state(i, st, None);
             }
         }
     }
 
+    /// A tool-call child crashed: a read-only call runs again with the same input after a
+    /// backoff while within `supervision.tool_restarts`, else (and for every side-effecting
+    /// call) its part becomes an error.
+    fn tool_crashed(
+        &self,
+        myself: &ActorRef<ProcMsg>,
+        state: &mut ProcessorState,
+        call_id: String,
+        err: String,
+    ) {
+        state
+            .rt
+            .counters
+            .tool_crashes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        state.node.add_failure();
+        let Some(spec) = state.call_specs.get_mut(&call_id) else {
+            return;
+        };
+        state.rt.counters.failure(spec.role);
+        let role = spec.role;
+        let verdict = match role {
+            crate::supervision::Role::ReadOnlyTool => spec.crashes.crash(std::time::Instant::now()),
+            _ => crate::supervision::Verdict::Escalate { crashes: 1 },
+        };
+        if let crate::supervision::Verdict::Restart { backoff, attempt } = verdict
+            && !state.cancel.is_cancelled()
+        {
+            spec.restarts += 1;
+            tracing::warn!(call = %call_id, tool = %spec.name, "read-only tool crashed ({err}); running it again (restart {attempt})");
+            state.rt.counters.restart(role);
+            state.restarting.insert(call_id.clone());
+            let me = myself.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(backoff).await;
+                let _ = me.cast(ProcMsg::RestartTool(call_id));
+            });
+            return;
+        }
+        let error = match (role, verdict) {
+            (
+                crate::supervision::Role::ReadOnlyTool,
+                crate::supervision::Verdict::Escalate { crashes },
+            ) => format!(
+                "Tool crashed {crashes} time{} in a row (supervision.tool_restarts = {}), so it was given up: {err}",
+                if crashes == 1 { "" } else { "s" },
+                state.rt.config.config.supervision.tool_restarts()
+            ),
+            (crate::supervision::Role::ReadOnlyTool, _) => format!("Tool crashed: {err}"),
+            _ => format!(
+                "Tool crashed: {err}. It may have partly run, so its outcome is unknown; it was not run again."
+            ),
+        };
+        let Some(&i) = state.tool_block.get(&call_id) else {
+            return;
+        };
+        let (input, start) = match &state.parts[i].kind {
+            PartKind::Tool {
+                state: ToolState::Running { input, time, .. },
+                ..
+            } => (input.clone(), time.start),
+            PartKind::Tool { state: s, .. } => (s.input().clone(), now_ms()),
+            _ => (Value::Null, now_ms()),
+        };
+        let mut metadata = serde_json::json!({"crashed": true});
+        if role != crate::supervision::Role::ReadOnlyTool {
+            metadata["outcome"] = "unknown".into();
+        }
+        state.set_tool_state(
+            i,
+            ToolState::Error {
+                input,
+                error,
+                metadata: Some(metadata),
+                time: ToolTime {
+                    start,
+                    end: Some(now_ms()),
+                    compacted: None,
+                },
+            },
+            None,
+        );
+    }
+
     fn maybe_finish(&self, myself: &ActorRef<ProcMsg>, state: &mut ProcessorState) {
-        if state.stream_done && state.tools_started && state.running.is_empty() {
+        if state.stream_done
+            && state.tools_started
+            && state.running.is_empty()
+            && state.restarting.is_empty()
+        {
             state.close_open_blocks();
             state.fail_unfinished_tools("Tool execution aborted", true);
             if state.cancel.is_cancelled() && state.assistant.error.is_none() {
@@ -873,14 +1029,17 @@ impl Actor for ProcessorActor {
                     crate::tree::Kind::Processor,
                     &args.assistant.id,
                     Some(&args.assistant.session_id),
-                    Some(&crate::tree::node_key(
-                        crate::tree::Kind::Session,
-                        &args.assistant.session_id,
-                    )),
+                    Some(&args.tree_parent.clone().unwrap_or_else(|| {
+                        crate::tree::node_key(
+                            crate::tree::Kind::Session,
+                            &args.assistant.session_id,
+                        )
+                    })),
                 );
                 n.update(|x| {
-                    x.status = "busy".into();
+                    x.status = crate::tree::ActorStatus::Busy;
                     x.agent = Some(args.assistant.agent.clone());
+                    x.restarts = args.restarts;
                 });
                 n
             },
@@ -903,6 +1062,8 @@ impl Actor for ProcessorActor {
             result: StepResult::Continue,
             request: Some(args.request),
             prior_calls: args.prior_calls,
+            call_specs: HashMap::new(),
+            restarting: std::collections::HashSet::new(),
             _done: None,
             offered,
         })
@@ -996,7 +1157,9 @@ impl Actor for ProcessorActor {
                 message,
                 next,
             } => {
-                state.node.update(|n| n.status = "retry".into());
+                state
+                    .node
+                    .update(|n| n.status = crate::tree::ActorStatus::Retry);
                 state.store.write1(Write::Publish(Event::SessionStatus {
                     session_id: state.assistant.session_id.clone(),
                     status: SessionStatus::Retry {
@@ -1007,7 +1170,9 @@ impl Actor for ProcessorActor {
                 }));
             }
             ProcMsg::ResetAttempt => {
-                state.node.update(|n| n.status = "busy".into());
+                state
+                    .node
+                    .update(|n| n.status = crate::tree::ActorStatus::Busy);
                 // Drop what the failed attempt produced; the step starts over.
                 let removed: Vec<Part> = state.parts.drain(state.attempt_start..).collect();
                 for p in removed {
@@ -1070,6 +1235,16 @@ impl Actor for ProcessorActor {
                     self.maybe_finish(&myself, state);
                 }
             }
+            ProcMsg::RestartTool(call_id) => {
+                if state.restarting.remove(&call_id) {
+                    if state.cancel.is_cancelled() {
+                        // Aborted during the backoff: the part ends as aborted below.
+                    } else {
+                        self.spawn_tool(&myself, state, &call_id).await;
+                    }
+                    self.maybe_finish(&myself, state);
+                }
+            }
             ProcMsg::Cancelled => {
                 let me = myself.clone();
                 tokio::spawn(async move {
@@ -1081,6 +1256,7 @@ impl Actor for ProcessorActor {
                 for (_, (_, cell, _)) in state.running.drain() {
                     cell.kill();
                 }
+                state.restarting.clear();
                 state.stream_done = true;
                 state.tools_started = true;
                 self.maybe_finish(&myself, state);
@@ -1099,6 +1275,7 @@ impl Actor for ProcessorActor {
         match evt {
             SupervisionEvent::ActorTerminated(cell, boxed, _reason) => {
                 let Some((call_id, _, done_token)) = state.running.remove(&cell.get_id()) else {
+                    tracing::warn!(actor = %cell.get_id(), "supervision event from an unknown child of a step; ignored");
                     return Ok(());
                 };
                 // The call is over: end its timeout timer (and anything still holding its token).
@@ -1177,39 +1354,12 @@ impl Actor for ProcessorActor {
             }
             SupervisionEvent::ActorFailed(cell, err) => {
                 let Some((call_id, _, done_token)) = state.running.remove(&cell.get_id()) else {
+                    tracing::warn!(actor = %cell.get_id(), "supervision event from an unknown child of a step; ignored");
                     return Ok(());
                 };
                 // The call is over: end its timeout timer (and anything still holding its token).
                 done_token.cancel();
-                if let Some(&i) = state.tool_block.get(&call_id) {
-                    let (input, start) = match &state.parts[i].kind {
-                        PartKind::Tool {
-                            state: ToolState::Running { input, time, .. },
-                            ..
-                        } => (input.clone(), time.start),
-                        PartKind::Tool { state: s, .. } => (s.input().clone(), now_ms()),
-                        _ => (Value::Null, now_ms()),
-                    };
-                    state
-                        .rt
-                        .counters
-                        .tool_crashes
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    state.set_tool_state(
-                        i,
-                        ToolState::Error {
-                            input,
-                            error: format!("Tool crashed: {err}"),
-                            metadata: Some(serde_json::json!({"crashed": true})),
-                            time: ToolTime {
-                                start,
-                                end: Some(now_ms()),
-                                compacted: None,
-                            },
-                        },
-                        None,
-                    );
-                }
+                self.tool_crashed(&myself, state, call_id, err.to_string());
                 self.maybe_finish(&myself, state);
             }
             _ => {}

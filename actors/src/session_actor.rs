@@ -39,6 +39,12 @@ pub struct PendingPrompt {
     /// Set when the session actor took the prompt (so a caller knows whether to resend it
     /// to a fresh actor if this one stopped first).
     pub accepted: Arc<AtomicBool>,
+    /// Set when the prompt's turn began (so a caller whose actor crashed knows whether to
+    /// resend it or to resume its turn).
+    pub started: Arc<AtomicBool>,
+    /// Continue the session's last turn from the store instead of starting one: no user
+    /// message is created (the runtime restarting a crashed session actor).
+    pub resume: bool,
     /// Where the turn's result goes.
     pub reply: oneshot::Sender<Result<TurnResult, String>>,
 }
@@ -95,6 +101,35 @@ struct Turn {
     summary_attempts: u32,
     /// This turn only compacts (`session compact`): no continue message, no step.
     compact_only: bool,
+    /// The turn was resumed after its session actor crashed: the step that was interrupted
+    /// (swept as aborted) does not end the turn.
+    resumed: bool,
+    /// Crashed steps within the period (`supervision.step_retries`).
+    step_crashes: crate::supervision::Intensity,
+    /// Steps restarted after a crash in this turn (the next processor's `restarts`).
+    step_restarts: u64,
+}
+
+/// A child the session actor spawned, by role; supervision events are matched against
+/// these (never guessed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Child {
+    /// The running step.
+    Processor,
+    /// The compaction worker.
+    Compaction,
+    /// The title worker.
+    Title,
+}
+
+impl Child {
+    fn role(self) -> crate::supervision::Role {
+        match self {
+            Child::Processor => crate::supervision::Role::Processor,
+            Child::Compaction => crate::supervision::Role::Compaction,
+            Child::Title => crate::supervision::Role::Title,
+        }
+    }
 }
 
 /// Session actor state.
@@ -109,16 +144,36 @@ pub struct SessionState {
     turn: Option<Turn>,
     directory: PathBuf,
     worktree: PathBuf,
-    /// The running compaction worker, if any.
-    worker: Option<ractor::ActorId>,
-    /// The running title worker, if any (the actor stays alive until it reports).
-    title_worker: Option<ractor::ActorId>,
+    /// Live children by actor id (processor, compaction and title workers). The actor
+    /// stays alive while a title worker runs, until it reports.
+    children: std::collections::HashMap<ractor::ActorId, Child>,
     /// Start of the history slice the chat cache converts (after the newest summary).
     cache_start: usize,
     /// The session's lease (dropped, and so released, with the state).
     _lease: Option<crate::lease::SessionLease>,
     /// Set when the lease was lost: no more turns start.
     lease_lost: bool,
+}
+
+impl SessionState {
+    fn has_child(&self, kind: Child) -> bool {
+        self.children.values().any(|c| *c == kind)
+    }
+}
+
+/// The session's own permission rules (a subagent's derived ruleset), or an error naming the
+/// session when the stored value does not decode: a ruleset that cannot be read must fail
+/// the turn, never be dropped (that would widen a subagent's permissions to its agent's).
+pub fn session_ruleset(session: &Session) -> Result<troupe_agents::Ruleset, String> {
+    match &session.permission {
+        None => Ok(troupe_agents::Ruleset::default()),
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
+            format!(
+                "session {} has a permission ruleset that does not decode ({e}); refusing to run it without its restrictions",
+                session.id
+            )
+        }),
+    }
 }
 
 fn worktree_of(dir: &std::path::Path) -> PathBuf {
@@ -148,7 +203,7 @@ impl SessionActor {
         }
         while state.turn.is_none() {
             let Some(p) = state.queue.pop_front() else {
-                if state.title_worker.is_some() {
+                if state.has_child(Child::Title) {
                     // Stay until the title arrives; the worker's end brings us back here.
                     return;
                 }
@@ -157,12 +212,13 @@ impl SessionActor {
                 myself.stop(Some("idle".into()));
                 return;
             };
-            if p.input.no_reply {
+            if p.input.no_reply && !p.resume {
                 let _ = p.reply.send(self.store_only(state, &p.input));
                 continue;
             }
-            match self.begin_turn(state, p.input).await {
+            match self.begin_turn(state, p.input, p.resume).await {
                 Ok(turn) => {
+                    p.started.store(true, Ordering::SeqCst);
                     state.turn = Some(Turn {
                         reply: p.reply,
                         ..turn
@@ -175,7 +231,7 @@ impl SessionActor {
                     let agent = state.turn.as_ref().map(|t| t.agent.name.clone());
                     let queued = state.queue.len() as u64;
                     state.node.update(|n| {
-                        n.status = "busy".into();
+                        n.status = crate::tree::ActorStatus::Busy;
                         n.agent = agent;
                         n.queued = queued;
                     });
@@ -324,17 +380,64 @@ impl SessionActor {
         &self,
         state: &mut SessionState,
         input: PromptInput,
+        resume: bool,
     ) -> Result<Turn, String> {
-        let rt = state.rt.clone();
+        if resume {
+            return self.resume_turn(state, input).await;
+        }
         let (agent, model, user_id) = self.add_user_message(state, &input)?;
 
-        // Session rules (e.g. a subagent's derived ruleset) come after the agent's.
-        let session_rules: troupe_agents::Ruleset = state
-            .session
-            .permission
-            .as_ref()
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .unwrap_or_default();
+        self.turn_for(state, agent, model, user_id, input.system, input.compact)
+            .await
+    }
+
+    /// Resume the session's last turn after its actor crashed: the agent and model of its
+    /// last user message, no new message.
+    async fn resume_turn(
+        &self,
+        state: &mut SessionState,
+        input: PromptInput,
+    ) -> Result<Turn, String> {
+        let rt = state.rt.clone();
+        let Some(user) = state.history.iter().rev().find_map(|m| match &m.info {
+            Message::User(u) => Some(u.clone()),
+            Message::Assistant(_) => None,
+        }) else {
+            return Err("nothing to resume: the session has no user message".into());
+        };
+        let agent = rt
+            .agents
+            .require(input.agent.as_deref().unwrap_or(&user.agent))
+            .map_err(|e| e.to_string())?
+            .clone();
+        let model = Arc::new(
+            rt.config
+                .resolve_model(&input.model.clone().unwrap_or_else(|| user.model.full()))
+                .map_err(|e| e.to_string())?,
+        );
+        let mut turn = self
+            .turn_for(state, agent, model, user.id, user.system, false)
+            .await?;
+        turn.resumed = true;
+        Ok(turn)
+    }
+
+    /// Resolve a turn's permissions, tools and system prompt (instruction files are read on
+    /// the blocking pool).
+    async fn turn_for(
+        &self,
+        state: &mut SessionState,
+        agent: Agent,
+        model: Arc<ResolvedModel>,
+        user_id: String,
+        user_system: Option<String>,
+        compact_only: bool,
+    ) -> Result<Turn, String> {
+        let rt = state.rt.clone();
+        // Session rules (e.g. a subagent's derived ruleset) come after the agent's. A value
+        // that does not decode fails the turn: dropping it would run a subagent with its
+        // parent's wider permissions.
+        let session_rules = session_ruleset(&state.session)?;
         let rules = Arc::new(troupe_agents::Ruleset::merge(&[
             &agent.permission,
             &session_rules,
@@ -362,7 +465,6 @@ impl SessionActor {
             agent.clone(),
         );
         let instructions = rt.config.config.instructions.clone();
-        let user_system = input.system.clone();
         let system = tokio::task::spawn_blocking(move || {
             let files = troupe_agents::find_instruction_files(
                 &dir,
@@ -398,7 +500,13 @@ impl SessionActor {
             started_cost: state.session.cost,
             compactions: 0,
             summary_attempts: 0,
-            compact_only: input.compact,
+            compact_only,
+            resumed: false,
+            step_restarts: 0,
+            step_crashes: crate::supervision::Intensity::for_role(
+                crate::supervision::Role::Processor,
+                &rt.config.config.supervision,
+            ),
         })
     }
 
@@ -411,6 +519,8 @@ impl SessionActor {
             self.finish_turn(myself, state, None).await;
             return;
         }
+        // A resumed turn goes on past the step its crashed actor left (swept as aborted).
+        let resumed = std::mem::take(&mut turn.resumed);
         // Exit condition (OpenCode runLoop): the newest assistant answers the newest user
         // message and finished for a reason other than tool calls, without tool parts.
         if let Some(MessageWithParts {
@@ -418,6 +528,7 @@ impl SessionActor {
             parts,
         }) = state.history.last()
             && a.id.as_str() > turn.user_id.as_str()
+            && !(resumed && a.error.is_some())
         {
             if a.error.is_some() {
                 self.finish_turn(myself, state, None).await;
@@ -449,6 +560,15 @@ impl SessionActor {
                 return;
             }
         }
+        self.start_step(myself, state).await;
+    }
+
+    /// Start the turn's next step (within the agent's step limit): build the request from
+    /// the committed history and spawn its processor.
+    async fn start_step(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+        let Some(turn) = state.turn.as_mut() else {
+            return;
+        };
         turn.step += 1;
         if turn.step > turn.max_steps {
             let msg = format!(
@@ -595,24 +715,31 @@ impl SessionActor {
             cancel: turn.cancel.clone(),
             tool_ctx,
             prior_calls,
+            restarts: turn.step_restarts,
+            tree_parent: None,
         };
         state.rt.counters.steps.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = Actor::spawn_linked(None, ProcessorActor, args, myself.get_cell()).await {
-            let mut a = assistant;
-            a.error = Some(MessageError::new(
-                "UnknownError",
-                format!("could not start the step: {e}"),
-            ));
-            a.time.completed = Some(now_ms());
-            state
-                .rt
-                .store
-                .write1(Write::Message(Message::Assistant(a.clone())));
-            state.history.push(MessageWithParts {
-                info: Message::Assistant(a),
-                parts: Vec::new(),
-            });
-            self.finish_turn(myself, state, None).await;
+        match Actor::spawn_linked(None, ProcessorActor, args, myself.get_cell()).await {
+            Ok((a, _)) => {
+                state.children.insert(a.get_id(), Child::Processor);
+            }
+            Err(e) => {
+                let mut a = assistant;
+                a.error = Some(MessageError::new(
+                    "UnknownError",
+                    format!("could not start the step: {e}"),
+                ));
+                a.time.completed = Some(now_ms());
+                state
+                    .rt
+                    .store
+                    .write1(Write::Message(Message::Assistant(a.clone())));
+                state.history.push(MessageWithParts {
+                    info: Message::Assistant(a),
+                    parts: Vec::new(),
+                });
+                self.finish_turn(myself, state, None).await;
+            }
         }
     }
 
@@ -714,6 +841,7 @@ impl SessionActor {
                 cwd: state.directory.display().to_string(),
                 root: state.worktree.display().to_string(),
             },
+            tree_parent: state.node.key().to_string(),
         };
         state.session.time.compacting = Some(now_ms());
         match Actor::spawn_linked(
@@ -724,7 +852,9 @@ impl SessionActor {
         )
         .await
         {
-            Ok((a, _)) => state.worker = Some(a.get_id()),
+            Ok((a, _)) => {
+                state.children.insert(a.get_id(), Child::Compaction);
+            }
             Err(e) => {
                 let err = MessageError::new(
                     "UnknownError",
@@ -742,7 +872,6 @@ impl SessionActor {
         state: &mut SessionState,
         done: Option<crate::compaction::CompactionState>,
     ) {
-        state.worker = None;
         state.session.time.compacting = None;
         let Some(done) = done else {
             let e = MessageError::new(
@@ -866,7 +995,7 @@ impl SessionActor {
     /// Start the title worker for a root session's first user message.
     async fn maybe_start_title(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
         if !state.rt.opts.titles
-            || state.title_worker.is_some()
+            || state.has_child(Child::Title)
             || state.session.parent_id.is_some()
             || !state.session.has_default_title()
         {
@@ -905,6 +1034,7 @@ impl SessionActor {
             _ => turn.model.clone(),
         };
         let args = crate::title::TitleArgs {
+            tree_parent: state.node.key().to_string(),
             rt: state.rt.clone(),
             session_id: state.session.id.clone(),
             text: first.to_string(),
@@ -913,7 +1043,132 @@ impl SessionActor {
         if let Ok((a, _)) =
             Actor::spawn_linked(None, crate::title::TitleWorker, args, myself.get_cell()).await
         {
-            state.title_worker = Some(a.get_id());
+            state.children.insert(a.get_id(), Child::Title);
+        }
+    }
+
+    /// A step finished (its processor stopped normally): account it, then compact, finish
+    /// or go on.
+    async fn step_done(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        o: crate::processor::StepOutcome,
+    ) {
+        self.account(state, &o.message);
+        let cfg = state.rt.config.config.compaction.clone();
+        let (overflow_error, overflowed) = match (&o.message.info, state.turn.as_ref()) {
+            (Message::Assistant(a), Some(t)) => (
+                a.error
+                    .as_ref()
+                    .is_some_and(|e| e.name == "ContextOverflowError"),
+                a.error.is_none()
+                    && troupe_session::compaction::is_overflow(&a.tokens, &t.model, &cfg),
+            ),
+            _ => (false, false),
+        };
+        state.history.push(o.message);
+        let aborted = state.turn.as_ref().is_some_and(|t| t.cancel.is_cancelled());
+        if !aborted && cfg.auto && (overflow_error || overflowed) {
+            self.start_compaction(myself, state, true, overflow_error, true)
+                .await;
+        } else if o.result == StepResult::Stop {
+            self.finish_turn(myself, state, None).await;
+        } else {
+            if let Some(t) = state.turn.as_mut() {
+                t.compactions = 0;
+            }
+            self.next_step(myself, state).await;
+        }
+    }
+
+    /// The step's processor crashed: its open parts are closed as errors (from the store,
+    /// which holds what it wrote), its message is marked crashed, and the step is retried
+    /// once from the committed history (`supervision.step_retries`); past the limit the turn
+    /// fails with the cause.
+    async fn step_crashed(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        cause: String,
+    ) {
+        let sid = state.session.id.clone();
+        let mut history = match state.rt.store.read(move |r| r.messages(&sid)).await {
+            Ok(h) => h,
+            Err(e) => {
+                let e = MessageError::new(
+                    "UnknownError",
+                    format!(
+                        "the step crashed ({cause}) and the session could not be read back: {e}"
+                    ),
+                );
+                self.finish_turn(myself, state, Some(e)).await;
+                return;
+            }
+        };
+        let crashed = MessageError::new("UnknownError", format!("the step crashed: {cause}"));
+        if let Some(turn) = &state.turn {
+            let last_assistant = history.iter().rposition(
+                |m| matches!(&m.info, Message::Assistant(a) if a.parent_id == turn.user_id),
+            );
+            if let Some(i) = last_assistant
+                && matches!(&history[i].info, Message::Assistant(a) if a.time.completed.is_none() || a.error.is_none())
+            {
+                let mut fixed = vec![history[i].clone()];
+                troupe_session::store::sweep_interrupted(&state.rt.store, &mut fixed);
+                if let Message::Assistant(a) = &mut fixed[0].info {
+                    let mut e = crashed.clone();
+                    e.data["crashed"] = serde_json::Value::Bool(true);
+                    a.error = Some(e);
+                    state
+                        .rt
+                        .store
+                        .write1(Write::Message(Message::Assistant(a.clone())));
+                }
+                history[i] = fixed.remove(0);
+            }
+        }
+        state.history = history;
+        state.cache.reset();
+        let Some(turn) = state.turn.as_mut() else {
+            return;
+        };
+        if turn.cancel.is_cancelled() {
+            self.finish_turn(myself, state, None).await;
+            return;
+        }
+        match turn.step_crashes.crash(std::time::Instant::now()) {
+            crate::supervision::Verdict::Restart { backoff, attempt } => {
+                tracing::warn!(session = %state.session.id, "retrying the crashed step (retry {attempt})");
+                state
+                    .rt
+                    .counters
+                    .restart(crate::supervision::Role::Processor);
+                turn.step_restarts += 1;
+                // A short backoff (≤ 5 s) inside the handler: the turn has nothing else to
+                // do meanwhile, and an abort cancels the wait.
+                let cancel = turn.cancel.clone();
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = cancel.cancelled() => {}
+                }
+                if cancel.is_cancelled() {
+                    self.finish_turn(myself, state, None).await;
+                    return;
+                }
+                self.start_step(myself, state).await;
+            }
+            crate::supervision::Verdict::Escalate { crashes } => {
+                let e = MessageError::new(
+                    "UnknownError",
+                    format!(
+                        "the step crashed {crashes} time{} (supervision.step_retries = {}); last crash: {cause}",
+                        if crashes == 1 { "" } else { "s" },
+                        state.rt.config.config.supervision.step_retries()
+                    ),
+                );
+                self.finish_turn(myself, state, Some(e)).await;
+            }
         }
     }
 
@@ -992,7 +1247,9 @@ impl SessionActor {
         }
         state.session.time.updated = now;
         let sid = state.session.id.clone();
-        state.node.update(|n| n.status = "idle".into());
+        state
+            .node
+            .update(|n| n.status = crate::tree::ActorStatus::Idle);
         state.rt.store.write(vec![
             Write::Session {
                 info: state.session.clone(),
@@ -1105,8 +1362,7 @@ impl Actor for SessionActor {
             turn: None,
             directory,
             worktree,
-            worker: None,
-            title_worker: None,
+            children: std::collections::HashMap::new(),
             cache_start: 0,
             _lease: args.lease,
             lease_lost: false,
@@ -1169,12 +1425,30 @@ impl Actor for SessionActor {
         evt: SupervisionEvent,
         state: &mut SessionState,
     ) -> Result<(), ActorProcessingErr> {
-        match evt {
-            SupervisionEvent::ActorTerminated(cell, boxed, _)
-                if state.title_worker == Some(cell.get_id()) =>
-            {
-                state.title_worker = None;
-                let title = boxed
+        let (cell, ended) = match evt {
+            SupervisionEvent::ActorTerminated(cell, boxed, _) => (cell, Ok(boxed)),
+            SupervisionEvent::ActorFailed(cell, err) => (cell, Err(err.to_string())),
+            _ => return Ok(()),
+        };
+        // Supervise by identity: the child's role was recorded when it was spawned.
+        let Some(child) = state.children.remove(&cell.get_id()) else {
+            tracing::warn!(
+                session = %state.session.id,
+                actor = %cell.get_id(),
+                "supervision event from an unknown child; ignored"
+            );
+            return Ok(());
+        };
+        if let Err(cause) = &ended {
+            tracing::error!(session = %state.session.id, role = child.role().as_str(), "child crashed: {cause}");
+            state.rt.counters.failure(child.role());
+            state.node.add_failure();
+        }
+        match (child, ended) {
+            (Child::Title, ended) => {
+                let title = ended
+                    .ok()
+                    .flatten()
                     .and_then(|mut b| b.take::<crate::title::TitleState>().ok())
                     .and_then(|t| t.title);
                 if let Some(t) = title {
@@ -1189,99 +1463,36 @@ impl Actor for SessionActor {
                     self.start_next(&myself, state).await;
                 }
             }
-            SupervisionEvent::ActorFailed(cell, _) if state.title_worker == Some(cell.get_id()) => {
-                state.title_worker = None;
-                if state.turn.is_none() {
-                    self.start_next(&myself, state).await;
-                }
+            (Child::Compaction, Ok(boxed)) => {
+                let done =
+                    boxed.and_then(|mut b| b.take::<crate::compaction::CompactionState>().ok());
+                self.compaction_done(&myself, state, done).await;
             }
-            SupervisionEvent::ActorTerminated(cell, boxed, _) => {
-                if state.worker == Some(cell.get_id()) {
-                    let done =
-                        boxed.and_then(|mut b| b.take::<crate::compaction::CompactionState>().ok());
-                    self.compaction_done(&myself, state, done).await;
-                    return Ok(());
-                }
+            (Child::Compaction, Err(cause)) => {
+                state.session.time.compacting = None;
+                let e = MessageError::new(
+                    "UnknownError",
+                    format!("the compaction worker crashed: {cause}"),
+                );
+                self.finish_turn(&myself, state, Some(e)).await;
+            }
+            (Child::Processor, Ok(boxed)) => {
                 let outcome = boxed
                     .and_then(|mut b| b.take::<ProcessorState>().ok())
                     .map(ProcessorState::into_outcome);
-                if let Some(o) = outcome {
-                    self.account(state, &o.message);
-                    let cfg = state.rt.config.config.compaction.clone();
-                    let (overflow_error, overflowed) = match (&o.message.info, state.turn.as_ref())
-                    {
-                        (Message::Assistant(a), Some(t)) => (
-                            a.error
-                                .as_ref()
-                                .is_some_and(|e| e.name == "ContextOverflowError"),
-                            a.error.is_none()
-                                && troupe_session::compaction::is_overflow(
-                                    &a.tokens, &t.model, &cfg,
-                                ),
-                        ),
-                        _ => (false, false),
-                    };
-                    state.history.push(o.message);
-                    let aborted = state.turn.as_ref().is_some_and(|t| t.cancel.is_cancelled());
-                    if !aborted && cfg.auto && (overflow_error || overflowed) {
-                        self.start_compaction(&myself, state, true, overflow_error, true)
-                            .await;
-                    } else if o.result == StepResult::Stop {
-                        self.finish_turn(&myself, state, None).await;
-                    } else {
-                        if let Some(t) = state.turn.as_mut() {
-                            t.compactions = 0;
-                        }
-                        self.next_step(&myself, state).await;
+                match outcome {
+                    Some(o) => self.step_done(&myself, state, o).await,
+                    None if state.turn.is_some() => {
+                        let e = MessageError::new(
+                            "UnknownError",
+                            "the step was stopped before it finished",
+                        );
+                        self.finish_turn(&myself, state, Some(e)).await;
                     }
-                } else if state.turn.is_some() {
-                    let e = MessageError::new(
-                        "UnknownError",
-                        "the step was stopped before it finished",
-                    );
-                    self.finish_turn(&myself, state, Some(e)).await;
+                    None => {}
                 }
             }
-            SupervisionEvent::ActorFailed(_cell, err) => {
-                // The processor crashed: the step fails, the session goes on serving.
-                state
-                    .rt
-                    .counters
-                    .processor_crashes
-                    .fetch_add(1, Ordering::Relaxed);
-                let sid = state.session.id.clone();
-                let mut history = state
-                    .rt
-                    .store
-                    .read(move |r| r.messages(&sid))
-                    .await
-                    .unwrap_or_default();
-                if let Some(turn) = &state.turn {
-                    let last_assistant = history.iter().rposition(
-                        |m| matches!(&m.info, Message::Assistant(a) if a.parent_id == turn.user_id),
-                    );
-                    if let Some(i) = last_assistant {
-                        let mut fixed = vec![history[i].clone()];
-                        troupe_session::store::sweep_interrupted(&state.rt.store, &mut fixed);
-                        if let Message::Assistant(a) = &mut fixed[0].info {
-                            a.error = Some(MessageError::new(
-                                "UnknownError",
-                                format!("the step crashed: {err}"),
-                            ));
-                            state
-                                .rt
-                                .store
-                                .write1(Write::Message(Message::Assistant(a.clone())));
-                        }
-                        history[i] = fixed.remove(0);
-                    }
-                }
-                state.history = history;
-                state.cache.reset();
-                let e = MessageError::new("UnknownError", format!("the step crashed: {err}"));
-                self.finish_turn(&myself, state, Some(e)).await;
-            }
-            _ => {}
+            (Child::Processor, Err(cause)) => self.step_crashed(&myself, state, cause).await,
         }
         Ok(())
     }

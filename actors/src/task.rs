@@ -363,6 +363,8 @@ async fn run_task(
         .cast(SessionMsg::Prompt(PendingPrompt {
             input,
             accepted,
+            started: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            resume: false,
             reply: tx,
         }))
         .map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;

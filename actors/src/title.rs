@@ -31,11 +31,14 @@ pub struct TitleArgs {
     pub text: String,
     /// Model to ask.
     pub model: Arc<ResolvedModel>,
+    /// Registry key of the parent node in the supervision tree (the session's).
+    pub tree_parent: String,
 }
 
 /// Final state: the title, if one was made.
 pub struct TitleState {
     _gauge: crate::ActorGauge,
+    _node: crate::tree::NodeGuard,
     /// The cleaned title.
     pub title: Option<String>,
     args: Option<TitleArgs>,
@@ -62,8 +65,16 @@ impl Actor for TitleWorker {
         args: TitleArgs,
     ) -> Result<TitleState, ActorProcessingErr> {
         myself.cast(TitleMsg::Start)?;
+        let node = args.rt.tree.register(
+            crate::tree::Kind::Title,
+            &args.session_id,
+            Some(&args.session_id),
+            Some(&args.tree_parent),
+        );
+        node.set_status(crate::tree::ActorStatus::Busy);
         Ok(TitleState {
             _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
+            _node: node,
             title: None,
             args: Some(args),
         })

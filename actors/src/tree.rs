@@ -29,9 +29,53 @@ pub enum Kind {
     Compaction,
     /// A title worker.
     Title,
+    /// A summary worker (the `summary` agent after a turn that changed files).
+    Summary,
     /// A process a tool started with `background: true` (not an actor: owned by its
     /// session, listed under it, or under the runtime once the session actor is idle).
     Process,
+}
+
+/// What an actor is doing, as served in `/actors` (a string: `idle`, `busy`, `retry`,
+/// `running`, `exited <code>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ActorStatus {
+    /// Waiting for work.
+    #[default]
+    Idle,
+    /// Working (a turn, a step, a tool call, a worker's request).
+    Busy,
+    /// A step waiting before a provider retry.
+    Retry,
+    /// A background process that still runs.
+    Running,
+    /// A background process that exited with this code.
+    Exited(i32),
+}
+
+impl ActorStatus {
+    /// Whether the actor is idle.
+    pub fn is_idle(self) -> bool {
+        self == ActorStatus::Idle
+    }
+}
+
+impl std::fmt::Display for ActorStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ActorStatus::Idle => f.write_str("idle"),
+            ActorStatus::Busy => f.write_str("busy"),
+            ActorStatus::Retry => f.write_str("retry"),
+            ActorStatus::Running => f.write_str("running"),
+            ActorStatus::Exited(code) => write!(f, "exited {code}"),
+        }
+    }
+}
+
+impl Serialize for ActorStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// One node of the tree as served.
@@ -44,8 +88,8 @@ pub struct ActorNode {
     /// Session the actor works for.
     #[serde(rename = "sessionID", skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
-    /// `idle`, `busy`, `retry`.
-    pub status: String,
+    /// What it is doing.
+    pub status: ActorStatus,
     /// Tool running (tool calls) or last tool seen (sessions).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
@@ -61,9 +105,11 @@ pub struct ActorNode {
     /// Cost so far, USD.
     #[serde(with = "rust_decimal::serde::float")]
     pub cost: Decimal,
-    /// Restarts (supervisor restarts of this actor).
+    /// Restarts: how many times a supervisor started this actor again after a crash (a
+    /// read-only tool call re-run, a retried step, a session restarted from the store).
     pub restarts: u64,
-    /// Failures of children seen by this actor (crashed tools, crashed steps).
+    /// Crashes of this actor's children seen by it (tools, steps, workers); the runtime node
+    /// counts crashed sessions.
     pub failures: u64,
     /// Prompts waiting behind the running turn (sessions).
     pub queued: u64,
@@ -77,13 +123,20 @@ struct Entry {
     parent: Option<String>,
 }
 
-/// Registry of live actors.
+/// The live actors of a runtime, by registry key, with their parent links. (Named apart from
+/// the tool registry, `troupe_tools::Registry`.)
 #[derive(Debug, Default)]
-pub struct Registry {
+pub struct ActorTree {
     nodes: DashMap<String, Entry>,
+    /// Crashed sessions seen by the runtime root (the root has no node of its own).
+    root_failures: std::sync::atomic::AtomicU64,
+    /// Session restarts by the runtime root.
+    root_restarts: std::sync::atomic::AtomicU64,
+    /// Wakes [`ActorTree::changed`] waiters on every status change and removal.
+    changed: tokio::sync::Notify,
 }
 
-impl Registry {
+impl ActorTree {
     /// Register a node; the guard removes it when dropped.
     pub fn register(
         self: &Arc<Self>,
@@ -97,7 +150,7 @@ impl Registry {
             kind,
             id: id.to_string(),
             session_id: session_id.map(str::to_string),
-            status: "idle".into(),
+            status: ActorStatus::Idle,
             tool: None,
             agent: None,
             started: now_ms(),
@@ -120,6 +173,32 @@ impl Registry {
             registry: self.clone(),
             key,
         }
+    }
+
+    /// Count a crashed session (the runtime root's failures).
+    pub fn root_failure(&self) {
+        self.root_failures
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Count a session restarted by the runtime root.
+    pub fn root_restart(&self) {
+        self.root_restarts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Resolves at the next status change or node removal (for waiters that would otherwise
+    /// poll, e.g. shutdown waiting for idle sessions to finish background work). Create the
+    /// future before checking the condition, so no change is missed in between.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+
+    /// Whether every live session is idle (a session with only background work left).
+    pub fn sessions_idle(&self) -> bool {
+        self.nodes
+            .iter()
+            .all(|e| e.node.kind != Kind::Session || e.node.status.is_idle())
     }
 
     /// Number of live nodes.
@@ -162,10 +241,10 @@ impl Registry {
                 .collect()
         }
         let mut kids = build(None, &mut children);
-        let status = if kids.iter().any(|k| k.status != "idle") {
-            "busy".into()
+        let status = if kids.iter().all(|k| k.status.is_idle()) {
+            ActorStatus::Idle
         } else {
-            "idle".into()
+            ActorStatus::Busy
         };
         attach_background(&mut kids, troupe_tools::procs::all_background());
         ActorNode {
@@ -179,8 +258,12 @@ impl Registry {
             steps: kids.iter().map(|k| k.steps).sum(),
             tokens: Tokens::default(),
             cost: kids.iter().map(|k| k.cost).sum(),
-            restarts: 0,
-            failures: kids.iter().map(|k| k.failures).sum(),
+            restarts: self
+                .root_restarts
+                .load(std::sync::atomic::Ordering::Relaxed),
+            failures: self
+                .root_failures
+                .load(std::sync::atomic::Ordering::Relaxed),
             queued: 0,
             children: kids,
         }
@@ -214,8 +297,8 @@ fn attach_background(
                 id: b.pid.to_string(),
                 session_id: Some(sid.clone()),
                 status: match exited {
-                    None => "running".into(),
-                    Some(code) => format!("exited {code}"),
+                    None => ActorStatus::Running,
+                    Some(code) => ActorStatus::Exited(code),
                 },
                 tool: Some(b.command.clone()),
                 agent: None,
@@ -244,6 +327,7 @@ fn key_prefix(kind: Kind) -> &'static str {
         Kind::ToolCall => "call",
         Kind::Compaction => "compaction",
         Kind::Title => "title",
+        Kind::Summary => "summary",
         Kind::Process => "proc",
     }
 }
@@ -256,16 +340,34 @@ pub fn node_key(kind: Kind, id: &str) -> String {
 /// Keeps a node registered; updates go through it.
 #[derive(Debug)]
 pub struct NodeGuard {
-    registry: Arc<Registry>,
+    registry: Arc<ActorTree>,
     key: String,
 }
 
 impl NodeGuard {
     /// Change the node.
     pub fn update(&self, f: impl FnOnce(&mut ActorNode)) {
-        if let Some(mut e) = self.registry.nodes.get_mut(&self.key) {
-            f(&mut e.node);
+        let changed = match self.registry.nodes.get_mut(&self.key) {
+            Some(mut e) => {
+                let before = e.node.status;
+                f(&mut e.node);
+                before != e.node.status
+            }
+            None => false,
+        };
+        if changed {
+            self.registry.changed.notify_waiters();
         }
+    }
+
+    /// Set the node's status.
+    pub fn set_status(&self, status: ActorStatus) {
+        self.update(|n| n.status = status);
+    }
+
+    /// Count one crashed child of this node.
+    pub fn add_failure(&self) {
+        self.update(|n| n.failures += 1);
     }
 
     /// The node's registry key.
@@ -277,6 +379,7 @@ impl NodeGuard {
 impl Drop for NodeGuard {
     fn drop(&mut self) {
         self.registry.nodes.remove(&self.key);
+        self.registry.changed.notify_waiters();
     }
 }
 
@@ -286,7 +389,7 @@ mod tests {
 
     #[test]
     fn tree_follows_parent_links_and_guards_remove_nodes() {
-        let r = Arc::new(Registry::default());
+        let r = Arc::new(ActorTree::default());
         let s = r.register(Kind::Session, "ses_1", Some("ses_1"), None);
         let p = r.register(Kind::Processor, "msg_1", Some("ses_1"), Some(s.key()));
         let t = r.register(Kind::ToolCall, "call_1", Some("ses_1"), Some(p.key()));
@@ -306,7 +409,7 @@ mod tests {
 
     #[test]
     fn background_processes_hang_under_their_session() {
-        let r = Arc::new(Registry::default());
+        let r = Arc::new(ActorTree::default());
         let _s = r.register(Kind::Session, "ses_live", Some("ses_live"), None);
         let mut kids = r.tree().children;
         let bg = |pid: i32, exited: Option<i32>| troupe_tools::procs::Background {
@@ -327,17 +430,18 @@ mod tests {
         assert_eq!(kids.len(), 2);
         let under = &kids[0].children[0];
         assert_eq!(
-            (under.kind, under.id.as_str(), under.status.as_str()),
-            (Kind::Process, "11", "running")
+            (under.kind, under.id.as_str(), under.status),
+            (Kind::Process, "11", ActorStatus::Running)
         );
         assert_eq!(under.tool.as_deref(), Some("server 11"));
         assert_eq!(under.session_id.as_deref(), Some("ses_live"));
         // The idle session's actor is gone: its process is listed at the top.
         assert_eq!(
-            (kids[1].kind, kids[1].id.as_str(), kids[1].status.as_str()),
-            (Kind::Process, "12", "exited 3")
+            (kids[1].kind, kids[1].id.as_str(), kids[1].status),
+            (Kind::Process, "12", ActorStatus::Exited(3))
         );
         let json = serde_json::to_value(&kids[1]).unwrap();
         assert_eq!(json["kind"], "process");
+        assert_eq!(json["status"], "exited 3");
     }
 }

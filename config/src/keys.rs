@@ -3,7 +3,7 @@
 //! column and the nearest known key instead of a silently ignored setting.
 //!
 //! Checked places: the top level, `provider.<id>`, `provider.<id>.models.<model>`, its
-//! `limit`, and `compaction`. Provider `options` and model `options` are open by design
+//! `limit`, `compaction` and `supervision`. Provider `options` and model `options` are open by design
 //! (their other keys go into the request body); `agent`, `permission`, `tools`, `server` and
 //! the OpenCode-only keys are raw values checked by whoever interprets them.
 
@@ -86,6 +86,16 @@ const COMPACTION_KEYS: &[&str] = &[
     "reserved",
     "tail_turns",
     "preserve_recent_tokens",
+];
+
+/// Keys of `supervision`.
+const SUPERVISION_KEYS: &[&str] = &[
+    "tool_restarts",
+    "step_retries",
+    "session_restarts",
+    "period_secs",
+    "backoff_ms",
+    "read_only_tools",
 ];
 
 /// One object key found in a JSON text: the path of the object holding it (`[]` for array
@@ -232,6 +242,7 @@ fn known_at(path: &[String]) -> Option<Vec<&'static str>> {
         ["provider", _, "models", _] => Some(MODEL_KEYS.to_vec()),
         ["provider", _, "models", _, "limit"] => Some(LIMIT_KEYS.to_vec()),
         ["compaction"] => Some(COMPACTION_KEYS.to_vec()),
+        ["supervision"] => Some(SUPERVISION_KEYS.to_vec()),
         _ => None,
     }
 }

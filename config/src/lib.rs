@@ -35,7 +35,7 @@ pub use resolve::{
 };
 pub use schema::{
     CompactionConfig, Config, CostConfig, LimitConfig, ModelConfig, PriceConfig, ProviderConfig,
-    ProviderOptions, TierConfig, TierSpec, Timeout,
+    ProviderOptions, SupervisionConfig, TierConfig, TierSpec, Timeout,
 };
 
 use std::path::PathBuf;

@@ -25,6 +25,7 @@ pub(crate) const KNOWN_TOP_LEVEL_KEYS: &[&str] = &[
     "permission",
     "instructions",
     "compaction",
+    "supervision",
     "tools",
     "server",
 ];
@@ -60,6 +61,9 @@ pub struct Config {
     /// Compaction settings (OpenCode `compaction`).
     #[serde(default)]
     pub compaction: CompactionConfig,
+    /// Supervision policy (restart limits of crashed actors; troupe's own block).
+    #[serde(default)]
+    pub supervision: SupervisionConfig,
     /// Legacy `tools: {name: bool}` switches, raw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Value>,
@@ -110,6 +114,71 @@ impl Default for CompactionConfig {
             reserved: None,
             tail_turns: None,
             preserve_recent_tokens: None,
+        }
+    }
+}
+
+/// `supervision` block: how the runtime treats crashed actors (troupe-actors `supervision`).
+/// Every key is optional; an absent key takes the default shown. Restarts are counted in a
+/// sliding window of `period_secs` (Erlang/OTP's `intensity` within `period`): the crash past
+/// the limit escalates (the tool call becomes an error part, the turn fails).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SupervisionConfig {
+    /// Restarts of a crashed read-only tool call with the same input. Default 2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_restarts: Option<u32>,
+    /// Retries of a step whose processor crashed, from the committed history. Default 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_retries: Option<u32>,
+    /// Restarts of a crashed session actor (its in-flight turn continues). Default 3.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_restarts: Option<u32>,
+    /// Window of the restart limits, seconds. Default 60.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub period_secs: Option<u64>,
+    /// First backoff before a restart, milliseconds; doubles per restart in the window
+    /// (at most 5 s). Default 100.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff_ms: Option<u64>,
+    /// Tools safe to run again after a crash (they only read). Default `read`, `glob`,
+    /// `grep`, `list`. Every other tool is side-effecting and never re-run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only_tools: Option<Vec<String>>,
+}
+
+impl SupervisionConfig {
+    /// Default read-only tools (source: issue 14; fetch-like tools join when they exist).
+    pub const DEFAULT_READ_ONLY_TOOLS: &'static [&'static str] = &["read", "glob", "grep", "list"];
+
+    /// `tool_restarts` or 2.
+    pub fn tool_restarts(&self) -> u32 {
+        self.tool_restarts.unwrap_or(2)
+    }
+    /// `step_retries` or 1.
+    pub fn step_retries(&self) -> u32 {
+        self.step_retries.unwrap_or(1)
+    }
+    /// `session_restarts` or 3.
+    pub fn session_restarts(&self) -> u32 {
+        self.session_restarts.unwrap_or(3)
+    }
+    /// `period_secs` or 60 s.
+    pub fn period(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.period_secs.unwrap_or(60))
+    }
+    /// `backoff_ms` or 100 ms.
+    pub fn backoff(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.backoff_ms.unwrap_or(100))
+    }
+    /// `read_only_tools` or the default list.
+    pub fn read_only_tools(&self) -> Vec<String> {
+        match &self.read_only_tools {
+            Some(v) => v.clone(),
+            None => Self::DEFAULT_READ_ONLY_TOOLS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
         }
     }
 }

@@ -861,6 +861,30 @@ fn unknown_keys_in_provider_model_and_limit_blocks() {
 }
 
 #[test]
+fn supervision_block_parses_and_its_unknown_keys_are_errors() {
+    let loaded = load_str(
+        r#"{"supervision": {"tool_restarts": 5, "period_secs": 10, "read_only_tools": ["read"]}}"#,
+    );
+    let s = &loaded.config.supervision;
+    assert_eq!(s.tool_restarts(), 5);
+    assert_eq!(s.period(), std::time::Duration::from_secs(10));
+    assert_eq!(s.read_only_tools(), vec!["read".to_string()]);
+    // Absent keys take the documented defaults.
+    assert_eq!(s.step_retries(), 1);
+    assert_eq!(s.session_restarts(), 3);
+    assert_eq!(s.backoff(), std::time::Duration::from_millis(100));
+    let d = load_str("{}").config.supervision;
+    assert_eq!(d.read_only_tools(), vec!["read", "glob", "grep", "list"]);
+    let err = load_err("troupe.json", r#"{"supervision": {"tool_restart": 1}}"#);
+    assert!(
+        err.ends_with(
+            "troupe.json:1:18: unknown key \"tool_restart\" in supervision (did you mean \"tool_restarts\"?)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn open_places_and_opencode_keys_stay_accepted() {
     // Request-body options, agent and permission blocks take any key; OpenCode-only top-level
     // keys are accepted and kept.

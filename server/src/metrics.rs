@@ -20,6 +20,12 @@ fn help_for(name: &str) -> &'static str {
         "stream_data_skipped_total" => {
             "Stream data lines skipped as not JSON (e.g. `data: : keepalive`), by provider."
         }
+        "actor_restarts_total" => {
+            "Actors started again by their supervisor after a crash, by role (read_only_tool, processor, session)."
+        }
+        "actor_failures_total" => {
+            "Actors that crashed, by role (read_only_tool, side_effect_tool, processor, session, compaction, title, summary)."
+        }
         "tokens_total" => {
             "Tokens used, by type (input, output, reasoning, cache_read, cache_write)."
         }
@@ -53,11 +59,12 @@ pub fn render(rt: &Runtime) -> String {
             Kind::ToolCall => "tool_call",
             Kind::Compaction => "compaction",
             Kind::Title => "title",
+            Kind::Summary => "summary",
             Kind::Process => "process",
         };
         *by_kind.entry(kind).or_insert(0) += 1;
         if n.kind == Kind::Session {
-            *by_status.entry(n.status.clone()).or_insert(0) += 1;
+            *by_status.entry(n.status.to_string()).or_insert(0) += 1;
             queued += n.queued;
         }
     }

@@ -1,0 +1,320 @@
+//! Issue 14: supervision by role. A crashed read-only tool call runs again with the same
+//! input (within `supervision.tool_restarts`), a crashed side-effecting call is never run
+//! again, the workers appear in the supervision tree while they run, restart and failure
+//! counters move per node and per role, and a session whose permission ruleset does not
+//! decode refuses to run. Runs the real runtime against the scripted provider.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use support::*;
+use tempfile::TempDir;
+use troupe_actors::Runtime;
+use troupe_actors::tree::{ActorNode, Kind};
+use troupe_session::{ToolState, Write};
+use troupe_testkit::{Conversation, MockServer, Script, Step};
+use troupe_tools::{Registry, Tool, ToolContext, ToolError, ToolOutput};
+
+/// A tool that panics on its first `crashes` runs, then succeeds; counts its runs.
+struct Flaky {
+    name: &'static str,
+    crashes: usize,
+    runs: Arc<AtomicUsize>,
+}
+
+impl Tool for Flaky {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn description(&self) -> String {
+        "Test tool: panics on its first runs.".into()
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {}})
+    }
+    fn execute(
+        &self,
+        _args: Value,
+        _ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        let run = self.runs.fetch_add(1, Ordering::SeqCst);
+        let crash = run < self.crashes;
+        Box::pin(async move {
+            if crash {
+                panic!("injected crash {run}");
+            }
+            Ok(ToolOutput {
+                title: "ok".into(),
+                output: format!("ran after {run} crashes"),
+                metadata: Default::default(),
+            })
+        })
+    }
+}
+
+fn flaky(name: &'static str, crashes: usize) -> (Arc<dyn Tool>, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    (
+        Arc::new(Flaky {
+            name,
+            crashes,
+            runs: runs.clone(),
+        }),
+        runs,
+    )
+}
+
+/// A runtime whose registry has `tool` and whose `supervision` block lists `flaky_read` as
+/// read-only, with a 1 ms backoff.
+async fn runtime_with(dir: &TempDir, server: &MockServer, tool: Arc<dyn Tool>) -> Runtime {
+    let mut f = Fixture::new(&server.base_url());
+    f.config = config_with(
+        &server.base_url(),
+        json!({"supervision": {"read_only_tools": ["flaky_read"], "backoff_ms": 1}}),
+    );
+    let mut registry = Registry::builtin();
+    registry.register(tool);
+    f.registry = registry;
+    f.start(dir).await
+}
+
+fn labeled(rt: &Runtime, name: &str, labels: &str) -> u64 {
+    rt.shared()
+        .counters
+        .snapshot()
+        .into_iter()
+        .find(|(n, l, _)| *n == name && l == labels)
+        .map(|(_, _, v)| v)
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_tool_that_crashed_once_is_rerun_and_completes() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let server = MockServer::start(Script::single(vec![
+        Step::tool("flaky_read", json!({})),
+        Step::text("done"),
+    ]))
+    .await
+    .unwrap();
+    let (tool, runs) = flaky("flaky_read", 1);
+    let rt = runtime_with(&dir, &server, tool).await;
+    let sid = rt.create_session(&root, None).await.unwrap().id;
+    let r = run_prompt(&rt, &sid, "go").await;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.text, "done");
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "one crash, one good run");
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    assert_eq!(parts.len(), 1);
+    match &parts[0].1 {
+        ToolState::Completed { output, .. } => assert_eq!(output, "ran after 1 crashes"),
+        other => panic!("expected a completed part, got {other:?}"),
+    }
+    assert_eq!(
+        labeled(&rt, "actor_restarts_total", "role=\"read_only_tool\""),
+        1
+    );
+    assert_eq!(
+        labeled(&rt, "actor_failures_total", "role=\"read_only_tool\""),
+        1
+    );
+    assert_eq!(rt.live_actors(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_tool_that_keeps_crashing_gives_up_at_the_limit() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let server = MockServer::start(Script::single(vec![
+        Step::tool("flaky_read", json!({})),
+        Step::text("done"),
+    ]))
+    .await
+    .unwrap();
+    let (tool, runs) = flaky("flaky_read", usize::MAX);
+    let rt = runtime_with(&dir, &server, tool).await;
+    let sid = rt.create_session(&root, None).await.unwrap().id;
+    let r = run_prompt(&rt, &sid, "go").await;
+    assert!(
+        r.error.is_none(),
+        "a crashed tool is an error part, not a failed turn"
+    );
+    // Default limit: 2 restarts, so 3 runs.
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    match &parts[0].1 {
+        ToolState::Error { error, .. } => {
+            assert!(error.contains("crashed 3 times"), "{error}");
+            assert!(error.contains("injected crash 2"), "{error}");
+        }
+        other => panic!("expected an error part, got {other:?}"),
+    }
+    assert_eq!(
+        labeled(&rt, "actor_restarts_total", "role=\"read_only_tool\""),
+        2
+    );
+    assert_eq!(
+        labeled(&rt, "actor_failures_total", "role=\"read_only_tool\""),
+        3
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn side_effecting_tool_that_crashed_is_never_rerun() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let server = MockServer::start(Script::single(vec![
+        Step::tool("flaky_write", json!({})),
+        Step::text("done"),
+    ]))
+    .await
+    .unwrap();
+    let (tool, runs) = flaky("flaky_write", 1);
+    let rt = runtime_with(&dir, &server, tool).await;
+    let sid = rt.create_session(&root, None).await.unwrap().id;
+    let r = run_prompt(&rt, &sid, "go").await;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "ran exactly once");
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    match &parts[0].1 {
+        ToolState::Error {
+            error, metadata, ..
+        } => {
+            assert!(error.contains("outcome is unknown"), "{error}");
+            assert_eq!(metadata.as_ref().unwrap()["outcome"], "unknown");
+        }
+        other => panic!("expected an error part, got {other:?}"),
+    }
+    assert_eq!(
+        labeled(&rt, "actor_failures_total", "role=\"side_effect_tool\""),
+        1
+    );
+    assert_eq!(
+        labeled(&rt, "actor_restarts_total", "role=\"side_effect_tool\""),
+        0
+    );
+}
+
+fn find(n: &ActorNode, kind: Kind) -> Option<&ActorNode> {
+    if n.kind == kind {
+        return Some(n);
+    }
+    n.children.iter().find_map(|c| find(c, kind))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn title_and_compaction_workers_appear_in_the_tree_while_they_run() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    // The title and the summary answer slowly, so the workers are seen while they run; the
+    // first step reports usage past the 4k context, which starts a compaction.
+    let over = troupe_testkit::UsageSpec {
+        prompt_tokens: Some(3_900),
+        completion_tokens: Some(10),
+        ..Default::default()
+    };
+    let server = MockServer::start(Script::new(vec![
+        Conversation::new(vec![Step::text("A title").with_first_byte_delay_ms(1_500)])
+            .matching_system("You write a title"),
+        // Step i answers a request with i assistant messages: the summary request carries
+        // the overflowing answer.
+        Conversation::new(vec![
+            Step::text("unused"),
+            Step::text("## Goal\nsummary").with_first_byte_delay_ms(1_500),
+        ])
+        .matching_system("You are summarising a coding conversation"),
+        Conversation::new(vec![Step::text("big answer").with_usage(over)]),
+    ]))
+    .await
+    .unwrap();
+    let mut f = Fixture::new(&server.base_url());
+    f.config = config_with(
+        &server.base_url(),
+        json!({"provider": {"mock": {
+            "name": "Mock",
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": server.base_url(), "apiKey": "test"},
+            "models": {"mock-model": {"name": "Mock", "limit": {"context": 4096, "output": 512}}}
+        }}}),
+    );
+    f.opts.titles = true;
+    let rt = f.start(&dir).await;
+    let sid = rt.create_session(&root, None).await.unwrap().id;
+    let turn = {
+        let rt = rt.clone();
+        let sid = sid.clone();
+        tokio::spawn(async move { rt.prompt(&sid, prompt("make it big")).await })
+    };
+    let mut seen_title = None;
+    let mut seen_compaction = None;
+    wait_until("the title and compaction workers in the tree", || {
+        let tree = rt.actors();
+        if seen_title.is_none() {
+            seen_title = find(&tree, Kind::Title).cloned();
+        }
+        if seen_compaction.is_none() {
+            seen_compaction = find(&tree, Kind::Compaction).cloned();
+        }
+        (seen_title.is_some() && seen_compaction.is_some()) || turn.is_finished()
+    })
+    .await;
+    assert!(
+        seen_title.is_some() && seen_compaction.is_some(),
+        "title seen: {}, compaction seen: {}; turn: {:?}",
+        seen_title.is_some(),
+        seen_compaction.is_some(),
+        turn.await
+    );
+    let title = seen_title.unwrap();
+    assert_eq!(title.session_id.as_deref(), Some(sid.as_str()));
+    assert_eq!(title.status.to_string(), "busy");
+    let compaction = seen_compaction.unwrap();
+    assert_eq!(compaction.session_id.as_deref(), Some(sid.as_str()));
+    let r = tokio::time::timeout(DEADLINE, turn)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    wait_until("the workers to end", || rt.live_actors() == 0).await;
+    assert!(find(&rt.actors(), Kind::Title).is_none());
+    assert!(find(&rt.actors(), Kind::Compaction).is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_ruleset_that_does_not_decode_fails_the_turn() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let server = MockServer::start(Script::single(vec![Step::text("should not run")]))
+        .await
+        .unwrap();
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let mut s = rt.create_session(&root, None).await.unwrap();
+    s.permission = Some(json!("not a ruleset"));
+    rt.store().write1(Write::Session {
+        info: s.clone(),
+        created: false,
+    });
+    rt.store().flush().await.unwrap();
+    let err = tokio::time::timeout(DEADLINE, rt.prompt(&s.id, prompt("hi")))
+        .await
+        .unwrap()
+        .expect_err("the turn must not run without the session's restrictions");
+    assert!(
+        err.to_string()
+            .contains("permission ruleset that does not decode"),
+        "{err}"
+    );
+    assert!(
+        server
+            .requests()
+            .iter()
+            .all(|r| !r.path.ends_with("/chat/completions")),
+        "no request went to the model"
+    );
+}

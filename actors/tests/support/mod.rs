@@ -1,0 +1,150 @@
+//! Shared fixture of the runtime's integration tests: a config pointing at the scripted
+//! provider on 127.0.0.1, a runtime over a real SQLite store in a temp dir, and readers of
+//! what the store holds. Each test file includes it with `mod support;` and uses what it
+//! needs.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use troupe_actors::{PromptInput, Runtime, RuntimeOptions, TurnResult};
+use troupe_config::{Config, LoadedConfig};
+use troupe_session::{Bus, MessageWithParts, PartKind, Store, ToolState};
+use troupe_tools::{AllowAll, PermissionAsker, Registry};
+
+/// Bound on any single wait in these tests, so a deadlock fails instead of hanging.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// Config with the mock provider at `base_url` as the default model (`mock/mock-model`,
+/// 128k context, 8k output), with the top-level keys of `extra` merged over it.
+pub fn config_with(base_url: &str, extra: Value) -> LoadedConfig {
+    let mut cfg = json!({
+        "model": "mock/mock-model",
+        "provider": {"mock": {
+            "name": "Mock",
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": base_url, "apiKey": "test"},
+            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
+        }}
+    });
+    if let (Some(dst), Value::Object(src)) = (cfg.as_object_mut(), extra) {
+        for (k, v) in src {
+            dst.insert(k, v);
+        }
+    }
+    LoadedConfig::from_config(
+        Config::from_jsonc("test", &cfg.to_string()).expect("test config parses"),
+    )
+}
+
+/// [`config_with`] without extra keys.
+pub fn config(base_url: &str) -> LoadedConfig {
+    config_with(base_url, json!({}))
+}
+
+/// The store of a test: `troupe.db` in `dir`.
+pub fn open_store(dir: &TempDir) -> Store {
+    Store::open(dir.path().join("troupe.db"), Bus::new()).expect("store")
+}
+
+/// How to start a test runtime; [`Fixture::start`] fills the defaults.
+pub struct Fixture {
+    /// Config (default: [`config`] of the mock).
+    pub config: LoadedConfig,
+    /// Tools (default: the built-ins plus the test tools).
+    pub registry: Registry,
+    /// Who answers permission asks (default: allow all).
+    pub responder: Arc<dyn PermissionAsker>,
+    /// Options (default: the library defaults).
+    pub opts: RuntimeOptions,
+}
+
+impl Fixture {
+    /// Defaults for the mock at `base_url`.
+    pub fn new(base_url: &str) -> Self {
+        Self {
+            config: config(base_url),
+            registry: Registry::builtin().with_test_tools(),
+            responder: Arc::new(AllowAll),
+            opts: RuntimeOptions::default(),
+        }
+    }
+
+    /// Start the runtime over the store in `dir`.
+    pub async fn start(self, dir: &TempDir) -> Runtime {
+        Runtime::start(
+            open_store(dir),
+            self.config,
+            self.registry,
+            self.responder,
+            self.opts,
+        )
+        .await
+        .expect("runtime")
+    }
+}
+
+/// A runtime with every default for the mock at `base_url`.
+pub async fn start_runtime(dir: &TempDir, base_url: &str) -> Runtime {
+    Fixture::new(base_url).start(dir).await
+}
+
+/// A plain prompt.
+pub fn prompt(text: &str) -> PromptInput {
+    PromptInput {
+        text: text.into(),
+        ..Default::default()
+    }
+}
+
+/// Run one prompt to its end (bounded by [`DEADLINE`]).
+pub async fn run_prompt(rt: &Runtime, sid: &str, text: &str) -> TurnResult {
+    tokio::time::timeout(DEADLINE, rt.prompt(sid, prompt(text)))
+        .await
+        .expect("turn finished in time")
+        .expect("turn ran")
+}
+
+/// The stored messages of a session (after a flush).
+pub async fn messages(rt: &Runtime, sid: &str) -> Vec<MessageWithParts> {
+    let sid = sid.to_string();
+    rt.store().flush().await.expect("flush");
+    rt.store()
+        .read(move |r| r.messages(&sid))
+        .await
+        .expect("messages")
+}
+
+/// Every tool part of a history: (tool name, state), oldest first.
+pub fn tool_parts(history: &[MessageWithParts]) -> Vec<(String, ToolState)> {
+    history
+        .iter()
+        .flat_map(|m| m.parts.iter())
+        .filter_map(|p| match &p.kind {
+            PartKind::Tool { tool, state, .. } => Some((tool.clone(), state.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The text parts of a message.
+pub fn texts(m: &MessageWithParts) -> Vec<String> {
+    m.parts
+        .iter()
+        .filter_map(|p| match &p.kind {
+            PartKind::Text { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Wait until `cond` holds, failing after [`DEADLINE`] (checked every 5 ms).
+pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
