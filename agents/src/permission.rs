@@ -435,6 +435,21 @@ pub fn restricts(permission: &str, layers: &[&Ruleset]) -> bool {
     any_strict || evaluate(permission, "*", layers) != Action::Allow
 }
 
+/// Whether an opaque part of a `permission` request must ask: [`restricts`] holds for it,
+/// or — for `bash`, whose unknown command may touch any file — some rule denies
+/// `external_directory` or `edit` (issue 11: code the analysis cannot see, such as
+/// `python -c …`, asks whenever the user forbids anything it could do, and runs only under
+/// a plain allow-all with no denied paths).
+pub fn opaque_restricted(permission: &str, layers: &[&Ruleset]) -> bool {
+    restricts(permission, layers)
+        || (permission == "bash"
+            && layers.iter().flat_map(|r| r.0.iter()).any(|r| {
+                r.action == Action::Deny
+                    && (wildcard_match("external_directory", &r.permission)
+                        || wildcard_match("edit", &r.permission))
+            }))
+}
+
 /// The decision for a whole request and the sentence explaining it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
@@ -478,7 +493,7 @@ pub fn decide_request(
             action: Action::Deny,
             message: format!("{permission}: denied by {}: {}", d.describe_rule(), part(i)),
         },
-        _ if !opaque.is_empty() && restricts(permission, layers) => Verdict {
+        _ if !opaque.is_empty() && opaque_restricted(permission, layers) => Verdict {
             action: Action::Ask,
             message: format!(
                 "{permission}: needs approval because its meaning is only known when it runs: {}",

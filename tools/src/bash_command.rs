@@ -21,7 +21,11 @@
 //! and path-like arguments of any command (absolute, `~`, or containing `..`), joined to the
 //! directory of an earlier literal `cd`.
 
+use std::collections::HashMap;
+
 use tree_sitter::{Node, Parser};
+
+use crate::bash_rules::{self, WRAPPERS};
 
 /// How many leading words name "the command" for `always` patterns (OpenCode
 /// `permission/arity.ts` idea, own table): the longest matching prefix wins, commands not
@@ -97,78 +101,8 @@ pub const ARITY: &[(&str, usize)] = &[
     ("zig", 2),
 ];
 
-/// Wrappers skipped to find the command they run, with their options that take a separate
-/// value (`sudo -u root rm x` → `rm x`). `timeout` also takes its duration, `env` its
-/// `NAME=value` arguments.
-const WRAPPERS: &[(&str, &[&str])] = &[
-    (
-        "sudo",
-        &[
-            "-u",
-            "-g",
-            "-h",
-            "-p",
-            "-C",
-            "-D",
-            "-r",
-            "-t",
-            "-U",
-            "-T",
-            "--user",
-            "--group",
-            "--host",
-            "--prompt",
-            "--chdir",
-            "--role",
-            "--type",
-            "--other-user",
-            "--close-from",
-            "--command-timeout",
-        ],
-    ),
-    ("doas", &["-u", "-C"]),
-    ("env", &["-u", "-C", "--unset", "--chdir"]),
-    ("nohup", &[]),
-    ("time", &["-f", "-o", "--format", "--output"]),
-    ("command", &[]),
-    ("exec", &["-a"]),
-    ("builtin", &[]),
-    ("nice", &["-n", "--adjustment"]),
-    ("ionice", &["-c", "-n", "-p", "--class", "--classdata"]),
-    ("setsid", &[]),
-    ("stdbuf", &["-i", "-o", "-e"]),
-    ("unbuffer", &[]),
-    ("chronic", &[]),
-    ("coproc", &[]),
-    ("caffeinate", &["-t", "-w"]),
-    (
-        "xargs",
-        &[
-            "-a",
-            "-d",
-            "-E",
-            "-I",
-            "-L",
-            "-n",
-            "-P",
-            "-s",
-            "--arg-file",
-            "--delimiter",
-            "--max-args",
-            "--max-lines",
-            "--max-procs",
-            "--max-chars",
-            "--replace",
-            "--eof",
-        ],
-    ),
-    ("timeout", &["-s", "-k", "--signal", "--kill-after"]),
-];
-
 /// Shells whose script is analysed (`-c SCRIPT`), or which read it from stdin.
-const SHELLS: &[&str] = &[
-    "sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "busybox",
-];
+const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"];
 
 /// Commands that change the directory the following commands run in.
 const CD_COMMANDS: &[&str] = &["cd", "chdir", "pushd", "popd"];
@@ -253,16 +187,29 @@ pub struct PathUse {
     pub source: String,
 }
 
+/// A path a command touches that is only known when it runs (`cat $(echo ..)/x`,
+/// `echo x > $OUT`, a path relative to a directory a `cd` may or may not have entered).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownPath {
+    /// One sentence naming the command and the word, for the ask message.
+    pub reason: String,
+    /// The command may write there.
+    pub write: bool,
+}
+
 /// Result of [`analyze`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Analysis {
     /// Every simple command, in source order (`cd` gives none: its path is in `paths`).
     pub parts: Vec<Part>,
-    /// Why the command's meaning cannot be known before it runs, one sentence each naming
-    /// the offending text (deduplicated).
+    /// Why what the command runs cannot be known before it runs, one sentence each naming
+    /// the offending text (deduplicated): the `bash` request asks because of them.
     pub opaque: Vec<String>,
     /// Paths the command touches (deduplicated).
     pub paths: Vec<PathUse>,
+    /// Paths the command touches that are only known when it runs (deduplicated): the
+    /// `external_directory` request (and the `edit` request for writes) asks because of them.
+    pub unknown_paths: Vec<UnknownPath>,
 }
 
 impl Analysis {
@@ -301,7 +248,17 @@ impl Analysis {
 pub fn analyze(command: &str) -> Analysis {
     let mut w = Walker {
         out: Analysis::default(),
-        cd: Cd::Here,
+        cd: Cd::here(),
+        cd_ok: None,
+        last_cmd_cd: Cd::here(),
+        cd_seen: 0,
+        links: None,
+        vars: HashMap::new(),
+        link_dests: Vec::new(),
+        written: Vec::new(),
+        xargs_repl: None,
+        in_find_exec: false,
+        cd_ok_set_by_cd: false,
         level: 0,
     };
     w.script(command, 0);
@@ -339,12 +296,47 @@ pub fn arity_prefix(words: &[String]) -> Vec<String> {
 /// Directory the next commands run in, relative to the working directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Cd {
-    /// The working directory.
-    Here,
-    /// A literal directory (relative, absolute or `~`-based).
-    Dir(String),
-    /// Only known when the command runs (`cd $X`, `cd -`, `popd`).
+    /// One of these literal directories (relative to the working directory, absolute, or
+    /// `~`-based; `""` is the working directory itself): a `cd` that may have failed leaves
+    /// both the old and the new directory possible.
+    Known(Vec<String>),
+    /// Only known when the command runs (`cd $X`, `cd -`, `popd`, a function that `cd`s).
     Unknown(String),
+}
+
+/// More candidate directories than this make the directory unknown.
+const MAX_CD_CANDIDATES: usize = 8;
+
+impl Cd {
+    fn here() -> Cd {
+        Cd::Known(vec![String::new()])
+    }
+
+    /// Either state (after a command that may or may not have changed directory).
+    fn union(a: &Cd, b: &Cd) -> Cd {
+        match (a, b) {
+            (Cd::Unknown(u), _) | (_, Cd::Unknown(u)) => Cd::Unknown(u.clone()),
+            (Cd::Known(x), Cd::Known(y)) => {
+                let mut v = x.clone();
+                for d in y {
+                    if !v.contains(d) {
+                        v.push(d.clone());
+                    }
+                }
+                Cd::Known(v)
+            }
+        }
+    }
+}
+
+/// What is known about a shell variable assigned in the command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Var {
+    /// A literal value without code in it.
+    Literal,
+    /// Only known when it runs (`x=$(cat f)`, `read x`), or a literal holding code
+    /// (`x='a[$(rm d)]'`, evaluated by arithmetic).
+    Unknown,
 }
 
 /// One shell word: its value after quote removal when it is a literal, and its text as
@@ -355,6 +347,8 @@ struct Word {
     raw: String,
     /// Unquoted glob or brace characters: the value is only known after expansion.
     glob: bool,
+    /// The literal parts with each expansion replaced by `\0` (`$(echo ..)/x` → `\0/x`).
+    skel: String,
 }
 
 impl Word {
@@ -363,6 +357,7 @@ impl Word {
             lit: Some(s.to_string()),
             raw: s.to_string(),
             glob: false,
+            skel: s.to_string(),
         }
     }
 
@@ -374,7 +369,33 @@ impl Word {
 
 struct Walker {
     out: Analysis,
+    /// Directory the next command runs in.
     cd: Cd,
+    /// Directory when the command just walked succeeded, when it differs from `cd` (set by a
+    /// `cd`, read by `&&` and `||`).
+    cd_ok: Option<Cd>,
+    /// The directory the last simple command started in.
+    last_cmd_cd: Cd,
+    /// How many `cd`-like commands were walked (a function body that `cd`s changes the
+    /// directory of whatever runs after it is called).
+    cd_seen: usize,
+    /// Set by a command that may create symbolic links the analysis cannot see (`tar x`,
+    /// `git clone`, `ln` with a computed target): later relative paths are unknown.
+    links: Option<String>,
+    /// Variables assigned in the command so far.
+    vars: HashMap<String, Var>,
+    /// Destinations of copied or moved files (which may be symbolic links resolving
+    /// differently there): later paths through them are unknown.
+    link_dests: Vec<String>,
+    /// Paths written so far (as recorded), to spot a script written and run in one call.
+    written: Vec<String>,
+    /// The replace string of an enclosing `xargs -I`/`-i`/`--replace`, while its command is
+    /// analysed: words holding it are built from the input.
+    xargs_repl: Option<String>,
+    /// A `find -exec` command is being analysed (`{}` is a file name it finds).
+    in_find_exec: bool,
+    /// The command just analysed was a `cd` that set `cd_ok`.
+    cd_ok_set_by_cd: bool,
     /// Current depth in the syntax tree (all scripts together), bounded by [`MAX_TREE_DEPTH`].
     level: usize,
 }
@@ -478,18 +499,357 @@ impl Walker {
                 self.script(&unescape_backtick(body), depth + 1);
                 self.cd = saved;
             }
-            "subshell" | "command_substitution" | "process_substitution" => {
+            "subshell" | "command_substitution" | "process_substitution" | "pipeline" => {
+                // A child process: its `cd` does not move what comes after.
                 let saved = self.cd.clone();
                 self.children(node, src, depth);
                 self.cd = saved;
+                self.cd_ok = None;
             }
             "function_definition" => {
+                // The body runs when the function is called, in the calling shell: a body
+                // that changes directory leaves every later directory unknown.
                 let saved = self.cd.clone();
+                let seen = self.cd_seen;
                 self.children(node, src, depth);
                 self.cd = saved;
+                self.cd_ok = None;
+                if self.cd_seen != seen {
+                    let text = collapse(&src[node.byte_range()]);
+                    self.cd = Cd::Unknown(text);
+                }
+            }
+            "list" => self.list(node, src, depth),
+            "redirected_statement" => {
+                // The tree hangs `a && b > f` as `(a && b) > f`; bash redirects `b` only,
+                // in the directory `b` runs in.
+                let kids = fielded(node);
+                let mut body_was_list = false;
+                for (f, k) in &kids {
+                    if *f == Some("body") {
+                        body_was_list = k.kind() == "list";
+                        self.walk(*k, src, depth);
+                    }
+                }
+                let after = self.cd.clone();
+                let ok = self.cd_ok.clone();
+                if body_was_list {
+                    self.cd = self.last_cmd_cd.clone();
+                }
+                for (f, k) in &kids {
+                    if *f != Some("body") {
+                        self.walk(*k, src, depth);
+                    }
+                }
+                self.cd = after;
+                self.cd_ok = ok;
+            }
+            "negated_command" => {
+                self.children(node, src, depth);
+                self.cd_ok = None;
             }
             "file_redirect" => self.redirect(node, src, depth),
+            "variable_assignment" => self.assignment(node, src, depth),
+            "for_statement" => self.for_loop(node, src, depth),
+            "arithmetic_expansion" => {
+                self.arith(node, src);
+                self.children(node, src, depth);
+            }
+            "compound_statement" if node.child(0).is_some_and(|c| c.kind() == "((") => {
+                self.arith(node, src);
+                self.children(node, src, depth);
+            }
+            "c_style_for_statement" => {
+                let kids = fielded(node);
+                for (f, k) in kids {
+                    if matches!(f, Some("initializer" | "condition" | "update")) {
+                        self.arith(k, src);
+                    }
+                }
+                self.children(node, src, depth);
+            }
+            "subscript" => {
+                if let Some(ix) = node.child_by_field_name("index") {
+                    self.arith(ix, src);
+                }
+                self.children(node, src, depth);
+            }
+            "expansion" => {
+                self.expansion(node, src);
+                self.children(node, src, depth);
+            }
+            "test_command" => {
+                self.test_command(node, src);
+                self.children(node, src, depth);
+            }
+            "declaration_command" => {
+                let text = collapse(&src[node.byte_range()]);
+                let mut cur = node.walk();
+                let kids: Vec<Node<'_>> = node.children(&mut cur).collect();
+                for k in &kids {
+                    let w = word(*k, src);
+                    if k.kind() != "variable_assignment" && holds_subscript_code(&w) {
+                        self.opaque(format!(
+                            "{} evaluates a subscript holding code: {}",
+                            q(&text),
+                            q(&w.raw)
+                        ));
+                    }
+                    if k.kind() == "word" && w.lit.as_deref() == Some("-n") {
+                        // `declare -n r=…`: a name reference, whose target is only known
+                        // when it runs.
+                        self.opaque(format!("{} declares a name reference", q(&text)));
+                    }
+                }
+                self.children(node, src, depth);
+            }
             _ => self.children(node, src, depth),
+        }
+    }
+
+    /// `a && b`, `a || b`: `b` runs in the directory `a` left when it succeeded (`&&`) or
+    /// failed (`||`); afterwards either is possible.
+    fn list(&mut self, node: Node<'_>, src: &str, depth: usize) {
+        let mut cur = node.walk();
+        let kids: Vec<Node<'_>> = node.children(&mut cur).collect();
+        let op = kids
+            .iter()
+            .find(|k| !k.is_named() && matches!(k.kind(), "&&" | "||"))
+            .map(|k| k.kind());
+        let (Some(op), [left, .., right]) = (op, kids.as_slice()) else {
+            self.children(node, src, depth);
+            return;
+        };
+        self.cd_ok = None;
+        self.walk(*left, src, depth);
+        let any_left = self.cd.clone();
+        let ok_left = self.cd_ok.take().unwrap_or_else(|| any_left.clone());
+        if op == "&&" {
+            self.cd = ok_left.clone();
+        }
+        self.walk(*right, src, depth);
+        let any_right = self.cd.clone();
+        let ok_right = self.cd_ok.take().unwrap_or_else(|| any_right.clone());
+        self.cd = Cd::union(&any_left, &any_right);
+        self.cd_ok = Some(if op == "&&" {
+            ok_right
+        } else {
+            Cd::union(&ok_left, &ok_right)
+        });
+    }
+
+    /// `NAME=value` (alone, before a command, or in `export`/`declare`/`local`): a variable
+    /// that makes programs run other code is opaque; a value holding subscript code is
+    /// opaque; a path-like literal value is a path the command touches.
+    fn assignment(&mut self, node: Node<'_>, src: &str, depth: usize) {
+        let text = collapse(&src[node.byte_range()]);
+        let name_node = node.child_by_field_name("name");
+        let name = name_node
+            .map(|n| match n.kind() {
+                "subscript" => n
+                    .child_by_field_name("name")
+                    .map(|x| src[x.byte_range()].to_string())
+                    .unwrap_or_default(),
+                _ => src[n.byte_range()].to_string(),
+            })
+            .unwrap_or_default();
+        if bash_rules::risky_var(&name) {
+            self.opaque(format!(
+                "{} sets `{name}`, which can make programs run other code or read other \
+                 configuration",
+                q(&text)
+            ));
+        }
+        let state = match node.child_by_field_name("value") {
+            None => Var::Literal,
+            Some(v) => {
+                let w = word(v, src);
+                if holds_subscript_code(&w) {
+                    self.opaque(format!(
+                        "{} stores code that arithmetic evaluation would run",
+                        q(&text)
+                    ));
+                }
+                if w.lit.is_some() {
+                    self.path(&w, false, &text, false);
+                    Var::Literal
+                } else if v.kind() == "arithmetic_expansion" {
+                    // `$(( … ))` is always a number.
+                    Var::Literal
+                } else {
+                    Var::Unknown
+                }
+            }
+        };
+        if !name.is_empty() {
+            self.vars.insert(name, state);
+        }
+        self.children(node, src, depth);
+    }
+
+    /// `for NAME in WORDS`: NAME holds each word (known when they are literals, which are
+    /// paths the command touches when path-like).
+    fn for_loop(&mut self, node: Node<'_>, src: &str, depth: usize) {
+        let text = collapse(&src[node.byte_range()]);
+        let mut known = true;
+        let kids = fielded(node);
+        for (f, k) in &kids {
+            if *f == Some("value") {
+                let w = word(*k, src);
+                if w.lit.is_some() {
+                    self.path(&w, false, &text, false);
+                } else if !(w.raw.starts_with("$(seq ") || w.raw.starts_with("`seq ")) {
+                    // (`$(seq 1 5)` gives numbers.)
+                    known = false;
+                }
+            }
+        }
+        if let Some(v) = node.child_by_field_name("variable") {
+            let name = src[v.byte_range()].to_string();
+            if bash_rules::risky_var(&name) {
+                self.opaque(format!(
+                    "{} sets `{name}`, which can make programs run other code",
+                    q(&text)
+                ));
+            }
+            self.vars
+                .insert(name, if known { Var::Literal } else { Var::Unknown });
+        }
+        self.children(node, src, depth);
+    }
+
+    /// An arithmetic context (`$(( ))`, `(( ))`, a subscript, `[[ a -eq b ]]`): bash
+    /// evaluates variables' values as expressions, and a subscript in them runs `$( )`. A
+    /// variable whose value is unknown, quoted text or a command's output is opaque.
+    fn arith(&mut self, node: Node<'_>, src: &str) {
+        let text = collapse(&src[node.byte_range()]);
+        let mut stack = vec![node];
+        let mut steps = 0usize;
+        while let Some(n) = stack.pop() {
+            steps += 1;
+            if steps > 10_000 {
+                break;
+            }
+            match n.kind() {
+                "string" | "raw_string" | "ansi_c_string" | "translated_string" => {
+                    self.opaque(format!(
+                        "quoted text in the arithmetic {} is evaluated as an expression",
+                        q(&text)
+                    ));
+                    return;
+                }
+                "command_substitution" | "process_substitution" => {
+                    self.opaque(format!(
+                        "a command's output is evaluated as an arithmetic expression in {}",
+                        q(&text)
+                    ));
+                    return;
+                }
+                "variable_name" | "word" => {
+                    let t = &src[n.byte_range()];
+                    if self.vars.get(t) == Some(&Var::Unknown) {
+                        self.opaque(format!(
+                            "`{t}`, whose value is only known when it runs, is evaluated as an \
+                             arithmetic expression in {}",
+                            q(&text)
+                        ));
+                        return;
+                    }
+                }
+                _ => {}
+            }
+            let mut cur = n.walk();
+            stack.extend(n.children(&mut cur));
+        }
+    }
+
+    /// `${…}`: `${x@P}` expands the value as a prompt (running `$( )` in it), `${!x}` names
+    /// another variable (a subscript in it runs code), offsets are arithmetic, and
+    /// `${X:=v}` assigns.
+    fn expansion(&mut self, node: Node<'_>, src: &str) {
+        let text = collapse(&src[node.byte_range()]);
+        if text.contains("@P") || text.contains("@A") {
+            self.opaque(format!(
+                "{} expands a value as a prompt or assignment, which can run code",
+                q(&text)
+            ));
+        }
+        let mut cur = node.walk();
+        let kids: Vec<Node<'_>> = node.children(&mut cur).collect();
+        let name = kids
+            .iter()
+            .find(|k| k.kind() == "variable_name")
+            .map(|k| src[k.byte_range()].to_string());
+        let indirect = kids.get(1).is_some_and(|k| k.kind() == "!")
+            && !text.ends_with("[@]}")
+            && !text.ends_with("[*]}")
+            && !text.ends_with("*}")
+            && !text.ends_with("@}");
+        if indirect
+            && name
+                .as_ref()
+                .is_none_or(|n| self.vars.get(n) == Some(&Var::Unknown))
+        {
+            self.opaque(format!(
+                "{} names a variable that is only known when it runs",
+                q(&text)
+            ));
+        }
+        if kids.iter().any(|k| matches!(k.kind(), ":=" | "="))
+            && let Some(n) = name.as_ref().filter(|n| bash_rules::risky_var(n))
+        {
+            self.opaque(format!(
+                "{} sets `{n}`, which can make programs run other code",
+                q(&text)
+            ));
+        }
+        if kids.iter().any(|k| k.kind() == ":") {
+            // `${s:off:len}`: offset and length are arithmetic.
+            let mut after = false;
+            for k in &kids {
+                if k.kind() == ":" {
+                    after = true;
+                } else if after && k.is_named() {
+                    self.arith(*k, src);
+                }
+            }
+        }
+    }
+
+    /// `[[ … ]]`: `-eq`-style operands are arithmetic, `-v NAME` evaluates a subscript.
+    fn test_command(&mut self, node: Node<'_>, src: &str) {
+        let mut stack = vec![node];
+        while let Some(n) = stack.pop() {
+            if matches!(n.kind(), "binary_expression" | "unary_expression") {
+                let op = n
+                    .child_by_field_name("operator")
+                    .map(|o| src[o.byte_range()].to_string())
+                    .unwrap_or_default();
+                let mut cur = n.walk();
+                let kids: Vec<Node<'_>> = n.named_children(&mut cur).collect();
+                match op.as_str() {
+                    "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge" => {
+                        for k in kids.iter().filter(|k| k.kind() != "test_operator") {
+                            self.arith(*k, src);
+                        }
+                    }
+                    "-v" | "-R" => {
+                        for k in kids.iter().filter(|k| k.kind() != "test_operator") {
+                            let w = word(*k, src);
+                            if w.lit.is_none() || holds_subscript_code(&w) {
+                                self.opaque(format!(
+                                    "{} tests a variable name holding code or only known when \
+                                     it runs",
+                                    q(&src[n.byte_range()])
+                                ));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let mut cur = n.walk();
+            stack.extend(n.named_children(&mut cur));
         }
     }
 
@@ -532,23 +892,120 @@ impl Walker {
         }
     }
 
+    /// Record a path only known when it runs.
+    fn unknown(&mut self, reason: String, write: bool) {
+        let u = UnknownPath { reason, write };
+        if !self.out.unknown_paths.contains(&u) {
+            self.out.unknown_paths.push(u);
+        }
+    }
+
     /// Record a path use. `required`: the word is known to be a path (a redirection or write
-    /// target), so a non-literal value is opaque; otherwise only path-like literals count.
+    /// target), so a non-literal value is unknown; otherwise only path-like words count (a
+    /// literal that is absolute, `~`-based or climbs with `..`; a computed word with a `/`
+    /// or `..` in its literal parts).
     fn path(&mut self, w: &Word, write: bool, source: &str, required: bool) {
-        let Some(lit) = w.lit.as_deref().filter(|_| !w.glob || !required) else {
-            if required || write {
-                self.opaque(format!(
-                    "{} {} {}, a path only known when it runs",
-                    q(source),
-                    if write { "writes to" } else { "reads" },
-                    q(&w.raw)
-                ));
+        let Some(lit) = w.lit.as_deref() else {
+            let skel = &w.skel;
+            let path_like = (skel.contains('/') && !skel.contains("://"))
+                || skel.starts_with('~')
+                || skel.contains("..");
+            if required || write || path_like {
+                self.unknown(
+                    format!(
+                        "{} {} {}, a path only known when it runs",
+                        q(source),
+                        if write { "writes to" } else { "reads" },
+                        q(&w.raw)
+                    ),
+                    write,
+                );
             }
             return;
         };
-        if lit.is_empty() || lit == "{}" {
-            // `{}`: the placeholder of `find -exec` / `xargs -I{}`; the files are under the
-            // paths given to `find`.
+        if w.glob {
+            // Brace expansion gives several words; glob characters match names only known
+            // when it runs (`.[.]` may match `..`).
+            let alts = if lit.contains('{') {
+                bash_rules::expand_braces(lit)
+            } else {
+                Some(vec![lit.to_string()])
+            };
+            let Some(alts) = alts else {
+                self.unknown(
+                    format!(
+                        "{} touches {}, too many paths to check",
+                        q(source),
+                        q(&w.raw)
+                    ),
+                    write,
+                );
+                return;
+            };
+            for a in alts {
+                let has_glob = a.contains(['*', '?', '[']);
+                let dot_glob = a
+                    .split('/')
+                    .any(|c| c.starts_with('.') && c.contains(['*', '?', '[']));
+                if has_glob && (required || dot_glob) {
+                    self.unknown(
+                        format!(
+                            "{} touches {}, whose matches are only known when it runs",
+                            q(source),
+                            q(&w.raw)
+                        ),
+                        write,
+                    );
+                    continue;
+                }
+                self.path_literal(&a, write, source, required);
+            }
+            return;
+        }
+        let lit = lit.to_string();
+        self.path_literal(&lit, write, source, required);
+    }
+
+    /// [`Walker::path`] for one literal path.
+    fn path_literal(&mut self, lit: &str, write: bool, source: &str, required: bool) {
+        if lit.is_empty() {
+            return;
+        }
+        if lit.contains("{}") {
+            if let Some(r) = self.xargs_repl.clone().filter(|r| lit.contains(r.as_str())) {
+                // The placeholder of `xargs -I{}`: the paths come from its input.
+                self.unknown(
+                    format!(
+                        "{} touches {}, built from its input when it runs",
+                        q(source),
+                        q(&r)
+                    ),
+                    write,
+                );
+                return;
+            }
+            if lit == "{}" {
+                // `find -exec … {}`: the files are under the paths given to `find`.
+                return;
+            }
+        }
+        // `~+` is the current directory, `~-` the previous one, `~user` a home directory.
+        let lit: String = if lit == "~+" || lit.starts_with("~+/") {
+            format!(".{}", &lit[2..])
+        } else {
+            lit.to_string()
+        };
+        let tilde_user =
+            lit.starts_with('~') && !lit.starts_with("~/") && lit != "~" && !lit.starts_with("~+");
+        if tilde_user {
+            self.unknown(
+                format!(
+                    "{} touches {}, in a directory only known when it runs",
+                    q(source),
+                    q(&lit)
+                ),
+                write,
+            );
             return;
         }
         let path_like = lit.starts_with('/')
@@ -560,43 +1017,97 @@ impl Walker {
         if !required && !write && !path_like {
             return;
         }
-        if SPECIAL_PATHS.contains(&lit) || lit.starts_with("/dev/fd/") {
+        if SPECIAL_PATHS.contains(&lit.as_str()) || lit.starts_with("/dev/fd/") {
             return;
         }
         let absolute = lit.starts_with('/') || lit.starts_with('~');
-        let joined = match (&self.cd, absolute) {
-            (_, true) | (Cd::Here, _) => lit.to_string(),
-            (Cd::Dir(d), false) => format!("{}/{lit}", d.trim_end_matches('/')),
+        if !absolute && let Some(how) = self.links.clone() {
+            self.unknown(
+                format!(
+                    "{} touches {}, which may go through a link made by {} in the same \
+                         command",
+                    q(source),
+                    q(&lit),
+                    q(&how)
+                ),
+                write,
+            );
+            return;
+        }
+        let joined: Vec<String> = match (&self.cd, absolute) {
+            (_, true) => vec![lit.clone()],
+            (Cd::Known(dirs), false) => dirs
+                .iter()
+                .map(|d| {
+                    if d.is_empty() {
+                        lit.clone()
+                    } else {
+                        format!("{}/{lit}", d.trim_end_matches('/'))
+                    }
+                })
+                .collect(),
             (Cd::Unknown(how), false) => {
                 let how = how.clone();
-                self.opaque(format!(
-                    "{} touches {}, relative to a directory only known when it runs (after {})",
-                    q(source),
-                    q(lit),
-                    q(&how)
-                ));
+                self.unknown(
+                    format!(
+                        "{} touches {}, relative to a directory only known when it runs \
+                         (after {})",
+                        q(source),
+                        q(&lit),
+                        q(&how)
+                    ),
+                    write,
+                );
                 return;
             }
         };
-        let use_ = PathUse {
-            path: joined,
-            write,
-            source: collapse(source),
-        };
-        if !self.out.paths.contains(&use_) {
-            self.out.paths.push(use_);
+        for path in joined {
+            let clean = path.trim_start_matches("./").to_string();
+            if let Some(d) = self.link_dests.iter().find(|d| {
+                let d = d.trim_start_matches("./").trim_end_matches('/');
+                clean == d || clean.starts_with(&format!("{d}/"))
+            }) {
+                let d = d.clone();
+                self.unknown(
+                    format!(
+                        "{} touches {}, under {} which the same command copied or moved (a link \
+                         there may point elsewhere)",
+                        q(source),
+                        q(&lit),
+                        q(&d)
+                    ),
+                    write,
+                );
+                continue;
+            }
+            if write
+                && (path.split('/').rev().skip(1).any(|c| c == ".git")
+                    || path.ends_with(".gitconfig"))
+            {
+                self.opaque(format!(
+                    "{} writes {}, git's configuration or hooks, which can run commands",
+                    q(source),
+                    q(&lit)
+                ));
+            }
+            if write && !self.written.contains(&path) {
+                self.written.push(path.clone());
+            }
+            let use_ = PathUse {
+                path,
+                write,
+                source: collapse(source),
+            };
+            if !self.out.paths.contains(&use_) {
+                self.out.paths.push(use_);
+            }
         }
     }
 
     /// A `command` node: words, prefix assignments and redirections.
     fn command(&mut self, node: Node<'_>, src: &str, depth: usize) {
         let mut words: Vec<Word> = Vec::new();
-        let mut cur = node.walk();
-        let kids: Vec<(Option<&str>, Node<'_>)> = node
-            .children(&mut cur)
-            .enumerate()
-            .map(|(i, k)| (node.field_name_for_child(i as u32), k))
-            .collect();
+        let kids = fielded(node);
         for (field, k) in &kids {
             match (*field, k.kind()) {
                 (Some("name"), _) => {
@@ -618,11 +1129,25 @@ impl Walker {
 
     /// Analyse one simple command given as words (also used for `find -exec` commands).
     fn simple(&mut self, words: Vec<Word>, source: &str, depth: usize) {
+        self.last_cmd_cd = self.cd.clone();
+        let saved_repl = self.xargs_repl.clone();
+        self.simple_inner(words, source, depth);
+        self.xargs_repl = saved_repl;
+        if !self.cd_ok_set_by_cd {
+            self.cd_ok = None;
+        }
+        self.cd_ok_set_by_cd = false;
+    }
+
+    fn simple_inner(&mut self, words: Vec<Word>, source: &str, depth: usize) {
         // Leading assignments (only possible here for `find -exec`-built commands).
         let mut k = words
             .iter()
             .take_while(|w| w.lit.as_deref().is_some_and(is_assignment))
             .count();
+        for w in &words[..k] {
+            self.env_assignment(w.text(), source);
+        }
         if k >= words.len() {
             return;
         }
@@ -639,6 +1164,25 @@ impl Walker {
                 self.record(&words, &starts, source, None);
                 return;
             };
+            let from_input = match &self.xargs_repl {
+                Some(r) => lit.contains(r.as_str()),
+                None => self.in_find_exec && lit.contains("{}"),
+            };
+            if from_input {
+                self.opaque(format!(
+                    "the command word {} is built from the input when it runs",
+                    q(&w.raw)
+                ));
+                self.record(&words, &starts, source, None);
+                return;
+            }
+            if lit.contains('/') && self.is_written(lit) {
+                self.opaque(format!(
+                    "{} runs {}, a file written by the same command",
+                    q(source),
+                    q(lit)
+                ));
+            }
             let name = basename(lit);
             if name == "command" {
                 // `command -v x` / `command -V x` only describe x.
@@ -650,46 +1194,152 @@ impl Walker {
                     break name;
                 }
             }
-            if name == "env"
-                && words[k + 1..].iter().any(|w| {
-                    w.lit.as_deref().is_some_and(|s| {
-                        s == "-S" || s.starts_with("--split-string") || (s.starts_with("-S"))
-                    })
-                })
-            {
-                self.opaque(format!(
-                    "{} splits a string into a command (`env -S`), which is not analysed",
-                    q(source)
-                ));
-            }
-            let Some((wrapper, opts)) = WRAPPERS.iter().find(|(n, _)| *n == name) else {
+            let su_style = name == "runuser"
+                && !words[k + 1..].iter().any(|w| {
+                    matches!(w.text(), "-u" | "--user") || w.text().starts_with("--user=")
+                });
+            let Some(spec) = WRAPPERS.iter().find(|s| s.name == name && !su_style) else {
+                let sub = words.get(k + 1).and_then(|w| w.lit.as_deref());
+                if bash_rules::SUBCOMMAND_WRAPPERS
+                    .iter()
+                    .any(|(p, s)| *p == name && Some(*s) == sub)
+                {
+                    let mut j = k + 2;
+                    if name == "direnv" {
+                        j += 1;
+                    }
+                    while j < words.len() && words[j].text().starts_with('-') {
+                        let t = words[j].text().to_string();
+                        j += 1;
+                        if t == "--" {
+                            break;
+                        }
+                    }
+                    if j < words.len() {
+                        k = j;
+                        continue;
+                    }
+                }
                 break name;
             };
             let mut j = k + 1;
+            let mut repl: Option<String> = None;
+            let mut script_done = false;
+            let mut positional_left = spec.positional;
             while j < words.len() {
                 let t = words[j].text().to_string();
                 if t == "--" {
                     j += 1;
                     break;
                 }
-                if t.starts_with('-') && t.len() > 1 {
-                    j += if opts.contains(&t.as_str()) { 2 } else { 1 };
-                } else if *wrapper == "env" && is_assignment(&t) {
+                if spec.name == "env" && !t.starts_with('-') && t.contains('=') {
+                    self.env_assignment(&t, source);
                     j += 1;
-                } else {
-                    break;
+                    continue;
                 }
+                if let Some(long) = t.strip_prefix("--").filter(|l| !l.is_empty()) {
+                    let (opt, inline) = match long.split_once('=') {
+                        Some((o, v)) => (format!("--{o}"), Some(v.to_string())),
+                        None => (t.clone(), None),
+                    };
+                    if spec.name == "env" && opt == "--split-string" {
+                        self.opaque(format!(
+                            "{} splits a string into a command (`env -S`), which is not analysed",
+                            q(source)
+                        ));
+                    }
+                    if spec.name == "xargs" && opt == "--replace" {
+                        repl = Some(inline.clone().unwrap_or_else(|| "{}".into()));
+                    }
+                    let takes = inline.is_none() && spec.long_values.contains(&opt.as_str());
+                    if spec.script_long.contains(&opt.as_str()) {
+                        let v = match inline {
+                            Some(v) => Some(Word::plain(&v)),
+                            None => words.get(j + 1).cloned(),
+                        };
+                        self.wrapper_script(v.as_ref(), source, depth);
+                        script_done = true;
+                        j += if t.contains('=') { 1 } else { 2 };
+                        continue;
+                    }
+                    j += if takes { 2 } else { 1 };
+                    continue;
+                }
+                if t.starts_with('-') && t.len() > 1 {
+                    let chars: Vec<char> = t[1..].chars().collect();
+                    let mut next_taken = false;
+                    for (ci, c) in chars.iter().enumerate() {
+                        let rest: String = chars[ci + 1..].iter().collect();
+                        if spec.script_short.contains(*c) {
+                            let v = if rest.is_empty() {
+                                next_taken = true;
+                                words.get(j + 1).cloned()
+                            } else {
+                                Some(Word::plain(&rest))
+                            };
+                            self.wrapper_script(v.as_ref(), source, depth);
+                            script_done = true;
+                            break;
+                        }
+                        if spec.name == "xargs" && *c == 'i' {
+                            repl = Some(if rest.is_empty() { "{}".into() } else { rest });
+                            break;
+                        }
+                        if spec.short_values.contains(*c) {
+                            let value = if rest.is_empty() {
+                                next_taken = true;
+                                words.get(j + 1).map(|w| w.text().to_string())
+                            } else {
+                                Some(rest)
+                            };
+                            if spec.name == "xargs" && *c == 'I' {
+                                repl = value;
+                            }
+                            if spec.name == "env" && *c == 'S' {
+                                self.opaque(format!(
+                                    "{} splits a string into a command (`env -S`), which is not \
+                                     analysed",
+                                    q(source)
+                                ));
+                            }
+                            break;
+                        }
+                    }
+                    j += 1 + usize::from(next_taken);
+                    continue;
+                }
+                if positional_left > 0 {
+                    positional_left -= 1;
+                    if matches!(spec.name, "flock" | "chroot") {
+                        let w = words[j].clone();
+                        self.path(&w, false, source, true);
+                    }
+                    if spec.name == "chroot" {
+                        self.links = Some(collapse(source));
+                    }
+                    j += 1;
+                    continue;
+                }
+                break;
             }
-            if *wrapper == "timeout" {
-                j += 1;
+            if spec.name == "xargs"
+                && let Some(r) = repl.filter(|r| !r.is_empty())
+            {
+                self.xargs_repl = Some(r);
             }
-            if j >= words.len() {
+            if script_done || j >= words.len() {
                 break name;
             }
             k = j;
         };
         let core = *starts.last().unwrap_or(&0);
         let mut args: Vec<Word> = words[core + 1..].to_vec();
+        let mut name = name;
+        if let Some(sub) = name.strip_prefix("git-").map(str::to_string) {
+            // `/usr/lib/git-core/git-push` is `git push`.
+            args.insert(0, Word::plain(&sub));
+            name = "git".into();
+        }
         let mut inner_words: Vec<String> = vec![name.clone()];
         if name == "git" {
             args = self.git_globals(args, source);
@@ -700,8 +1350,168 @@ impl Walker {
             return;
         }
         self.record(&words, &starts, source, Some(&inner_words));
+        if let Some(extra) = self.equivalents(&name, &args)
+            && let Some(p) = self.out.parts.last_mut()
+            && !p.patterns.contains(&extra)
+        {
+            p.patterns.push(extra);
+        }
         self.scripts(&name, &args, source, depth);
         self.paths_of(&name, &args, source);
+        self.assigns(&name, &args, source);
+    }
+
+    /// Whether a path (as written, relative to the current directory candidates) was
+    /// written earlier in the command.
+    fn is_written(&self, lit: &str) -> bool {
+        let lit = lit.trim_start_matches("./");
+        match &self.cd {
+            Cd::Known(dirs) => dirs.iter().any(|d| {
+                let p = if d.is_empty() || lit.starts_with('/') {
+                    lit.to_string()
+                } else {
+                    format!("{}/{lit}", d.trim_end_matches('/'))
+                };
+                self.written.iter().any(|w| w.trim_start_matches("./") == p)
+            }),
+            Cd::Unknown(_) => !self.written.is_empty(),
+        }
+    }
+
+    /// `NAME=value` given to `env` (or before a `find -exec` command).
+    fn env_assignment(&mut self, text: &str, source: &str) {
+        let name = text.split('=').next().unwrap_or("");
+        if bash_rules::risky_var(name) {
+            self.opaque(format!(
+                "{} sets `{name}`, which can make programs run other code or read other \
+                 configuration",
+                q(source)
+            ));
+        }
+    }
+
+    /// The script a wrapper runs itself (`flock FILE -c SCRIPT`, `runuser -c SCRIPT`).
+    fn wrapper_script(&mut self, w: Option<&Word>, source: &str, depth: usize) {
+        match w {
+            Some(Word { lit: Some(s), .. }) => {
+                let saved = self.cd.clone();
+                self.script(s, depth + 1);
+                self.cd = saved;
+            }
+            Some(w) => self.opaque(format!(
+                "the script of {} is not a literal: {}",
+                q(source),
+                q(&w.raw)
+            )),
+            None => self.opaque(format!("{} has `-c` without a script", q(source))),
+        }
+    }
+
+    /// Another spelling of the same action, matched against the rules too: `git send-pack`
+    /// and `git http-push` push, as do `git subtree push` and `git lfs push`; `find -delete`
+    /// removes files like `rm`.
+    fn equivalents(&self, name: &str, args: &[Word]) -> Option<String> {
+        let texts: Vec<String> = args.iter().map(|w| collapse(w.text())).collect();
+        match (name, texts.first().map(String::as_str)) {
+            ("git", Some("send-pack" | "http-push")) => Some(
+                format!("git push {}", texts[1..].join(" "))
+                    .trim_end()
+                    .to_string(),
+            ),
+            ("git", Some("subtree" | "lfs"))
+                if texts.get(1).map(String::as_str) == Some("push") =>
+            {
+                Some(
+                    format!("git push {}", texts[2..].join(" "))
+                        .trim_end()
+                        .to_string(),
+                )
+            }
+            ("find", _) if texts.iter().any(|t| t == "-delete") => {
+                let roots: Vec<&str> = texts
+                    .iter()
+                    .take_while(|t| !t.starts_with('-') && !matches!(t.as_str(), "(" | "!"))
+                    .map(String::as_str)
+                    .collect();
+                Some(format!(
+                    "rm -r {}",
+                    if roots.is_empty() {
+                        ".".to_string()
+                    } else {
+                        roots.join(" ")
+                    }
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// Variables a command assigns (`read x`, `mapfile a`, `printf -v x`): their values are
+    /// only known when it runs.
+    fn assigns(&mut self, name: &str, args: &[Word], source: &str) {
+        let mut names: Vec<String> = Vec::new();
+        match name {
+            "read" => {
+                let mut i = 0;
+                while i < args.len() {
+                    let t = args[i].text();
+                    if t.starts_with('-') {
+                        if matches!(t, "-a" | "-d" | "-i" | "-n" | "-N" | "-p" | "-t" | "-u") {
+                            if t == "-a"
+                                && let Some(n) = args.get(i + 1)
+                            {
+                                names.push(n.text().to_string());
+                            }
+                            i += 1;
+                        }
+                    } else {
+                        names.push(t.to_string());
+                    }
+                    i += 1;
+                }
+                if names.is_empty() {
+                    names.push("REPLY".into());
+                }
+            }
+            "mapfile" | "readarray" => {
+                names.push(
+                    args.last()
+                        .filter(|w| !w.text().starts_with('-'))
+                        .map(|w| w.text().to_string())
+                        .unwrap_or_else(|| "MAPFILE".into()),
+                );
+            }
+            "printf" => {
+                if let Some(i) = args.iter().position(|w| w.text() == "-v")
+                    && let Some(n) = args.get(i + 1)
+                {
+                    names.push(n.text().to_string());
+                }
+            }
+            "getopts" => {
+                if let Some(n) = args.get(1) {
+                    names.push(n.text().to_string());
+                }
+            }
+            _ => return,
+        }
+        for n in &names {
+            let plain = n.split('[').next().unwrap_or(n).to_string();
+            if n.contains('[') && (n.contains("$(") || n.contains('`') || n.contains("${")) {
+                self.opaque(format!(
+                    "{} assigns to {}, a subscript holding code",
+                    q(source),
+                    q(n)
+                ));
+            }
+            if bash_rules::risky_var(&plain) {
+                self.opaque(format!(
+                    "{} sets `{plain}`, which can make programs run other code",
+                    q(source)
+                ));
+            }
+            self.vars.insert(plain, Var::Unknown);
+        }
     }
 
     /// Add the part for a command: one pattern per wrapper layer (the innermost from
@@ -812,36 +1622,80 @@ impl Walker {
                 1
             };
         }
+        if let Some(w) = args[..(i + 1).min(args.len())]
+            .iter()
+            .find(|w| w.glob || w.lit.is_none())
+        {
+            // `git {push,x}`, `git pu?h`, `git $SUB`: the subcommand is only known when it runs.
+            self.opaque(format!(
+                "{} has {}, a git option or subcommand only known when it runs",
+                q(source),
+                q(&w.raw)
+            ));
+        }
         args.into_iter().skip(i).collect()
     }
 
     /// `cd`-like commands: their target is a path the command touches, and it moves the
-    /// following commands.
+    /// following commands. A `cd` may fail (a missing directory, no permission), leaving the
+    /// old directory: afterwards both are possible, except after `&&` (see [`Walker::list`]).
     fn cd(&mut self, name: &str, args: &[Word], source: &str) {
+        self.cd_seen += 1;
         let operands: Vec<&Word> = args
             .iter()
             .filter(|w| !w.text().starts_with('-') || w.text() == "-")
             .collect();
-        if name == "popd" {
-            self.cd = Cd::Unknown(source.to_string());
-            return;
-        }
-        match operands.first() {
-            None => self.cd = Cd::Dir("~".into()),
-            Some(w) => match w.lit.as_deref().filter(|_| !w.glob) {
-                Some("-") | None => self.cd = Cd::Unknown(source.to_string()),
-                Some(dir) => {
-                    self.path(w, false, source, true);
-                    let dir = dir.to_string();
-                    self.cd = match &self.cd {
-                        _ if dir.starts_with('/') || dir.starts_with('~') => Cd::Dir(dir),
-                        Cd::Here => Cd::Dir(dir),
-                        Cd::Dir(d) => Cd::Dir(format!("{}/{dir}", d.trim_end_matches('/'))),
-                        Cd::Unknown(u) => Cd::Unknown(u.clone()),
-                    };
+        let unknown = |s: &str| Cd::Unknown(s.to_string());
+        let target: Result<String, ()> = match (name, operands.first()) {
+            ("popd", _) => Err(()),
+            ("pushd", None) => Err(()),
+            (_, None) => Ok("~".into()),
+            (_, Some(w)) => match w.lit.as_deref().filter(|_| !w.glob) {
+                Some("-") | None => Err(()),
+                Some(d) if d.starts_with('+') || (name == "pushd" && d.starts_with('-')) => Err(()),
+                Some(d) if d.starts_with('~') && !(d == "~" || d.starts_with("~/")) => Err(()),
+                Some(d) => {
+                    let w = (*w).clone();
+                    self.path(&w, false, source, true);
+                    Ok(d.to_string())
                 }
             },
+        };
+        if target.is_err() {
+            // Whatever runs next reads that directory (`cd $D && ls`).
+            self.unknown(
+                format!("{} enters a directory only known when it runs", q(source)),
+                false,
+            );
         }
+        let new = match (target, &self.cd) {
+            (Err(()), _) => unknown(source),
+            (Ok(_), Cd::Unknown(u)) => Cd::Unknown(u.clone()),
+            (Ok(dir), Cd::Known(dirs)) => {
+                if dir.starts_with('/') || dir.starts_with('~') {
+                    Cd::Known(vec![dir])
+                } else {
+                    Cd::Known(
+                        dirs.iter()
+                            .map(|d| {
+                                if d.is_empty() {
+                                    dir.clone()
+                                } else {
+                                    format!("{}/{dir}", d.trim_end_matches('/'))
+                                }
+                            })
+                            .collect(),
+                    )
+                }
+            }
+        };
+        let any = Cd::union(&self.cd, &new);
+        self.cd = match any {
+            Cd::Known(v) if v.len() > MAX_CD_CANDIDATES => unknown(source),
+            other => other,
+        };
+        self.cd_ok = Some(new);
+        self.cd_ok_set_by_cd = true;
     }
 
     /// Scripts the command runs itself: `sh -c SCRIPT`, a shell reading stdin, `eval ARGS`,
@@ -881,6 +1735,10 @@ impl Walker {
             if has_c {
                 match operand {
                     Some(w) => match &w.lit {
+                        Some(script) if self.built_from_input(script) => self.opaque(format!(
+                            "the script of {} is built from the input when it runs",
+                            q(source)
+                        )),
                         Some(script) => {
                             let saved = self.cd.clone();
                             self.script(script, depth + 1);
@@ -901,11 +1759,110 @@ impl Walker {
                 ));
             } else if let Some(w) = operand {
                 // `bash script.sh`: runs a file.
-                self.path(w, false, source, false);
+                self.script_file(w, source);
             }
             return;
         }
+        if let Some(inline) = bash_rules::interpreter(name) {
+            self.interpreter(name, inline, args, source);
+            return;
+        }
         match name {
+            "awk" | "gawk" | "mawk" | "nawk" => self.awk(args, source),
+            "sed" | "gsed" => self.sed(args, source),
+            "trap" => {
+                let ops: Vec<&Word> = args
+                    .iter()
+                    .filter(|w| !matches!(w.text(), "-p" | "-l" | "-P" | "--"))
+                    .collect();
+                if let Some(action) = ops.first().filter(|_| ops.len() >= 2) {
+                    match &action.lit {
+                        Some(code) => {
+                            let saved = self.cd.clone();
+                            self.script(code, depth + 1);
+                            self.cd = saved;
+                        }
+                        None => self.opaque(format!(
+                            "{} sets a trap whose code is only known when it runs",
+                            q(source)
+                        )),
+                    }
+                }
+            }
+            "mapfile" | "readarray" | "complete" | "compgen"
+                if args.iter().any(|w| w.text().starts_with("-C")) =>
+            {
+                self.opaque(format!("{} runs a command given with `-C`", q(source)))
+            }
+            "bind" if args.iter().any(|w| w.text().starts_with("-x")) => {
+                self.opaque(format!("{} binds a key to a command", q(source)))
+            }
+            "alias" if args.iter().any(|w| w.text().contains('=')) => self.opaque(format!(
+                "{} defines an alias, so later command words may mean something else",
+                q(source)
+            )),
+            "set"
+                if args.iter().any(|w| w.text() == "posix")
+                    || args.iter().any(|w| w.text() == "--" || w.text() == "-") =>
+            {
+                self.opaque(format!(
+                    "{} changes the shell's mode or arguments (`posix` mode expands aliases)",
+                    q(source)
+                ))
+            }
+            "enable" | "hash" if !args.is_empty() && args.iter().any(|w| w.text() != "-r") => self
+                .opaque(format!(
+                    "{} changes which program or builtin a command name runs",
+                    q(source)
+                )),
+            "parallel" | "at" | "batch" => self.opaque(format!(
+                "{} runs commands built from its input or later, which are not analysed",
+                q(source)
+            )),
+            "crontab" if !args.iter().any(|w| matches!(w.text(), "-l" | "-r")) => {
+                self.opaque(format!("{} installs commands to run later", q(source)))
+            }
+            "su" | "runuser" | "script" | "sudo" | "doas" | "sg" | "nix-shell" => {
+                self.shell_runner(name, args, source, depth)
+            }
+            "make" | "gmake" => {
+                let file = args
+                    .iter()
+                    .position(|w| matches!(w.text(), "-f" | "--file" | "--makefile"))
+                    .and_then(|i| args.get(i + 1))
+                    .and_then(|w| w.lit.clone());
+                let files: Vec<String> = match file {
+                    Some(f) => vec![f],
+                    None => vec!["GNUmakefile".into(), "makefile".into(), "Makefile".into()],
+                };
+                if files.iter().any(|f| self.is_written(f)) {
+                    self.opaque(format!(
+                        "{} runs a makefile written by the same command",
+                        q(source)
+                    ));
+                }
+            }
+            "git" => self.git_runs(args, source, depth),
+            "ssh" | "scp" | "sftp" | "rsync" => {
+                let texts: Vec<&str> = args.iter().map(Word::text).collect();
+                let risky = texts.iter().enumerate().any(|(i, t)| {
+                    let lower = t.to_ascii_lowercase();
+                    lower.contains("proxycommand")
+                        || lower.contains("localcommand")
+                        || lower.contains("knownhostscommand")
+                        || (matches!(*t, "-S" | "-e" | "-F") && i + 1 < texts.len())
+                        || t.starts_with("--rsh")
+                        || t.starts_with("--rsync-path")
+                        || (name != "ssh" && t.starts_with("-S"))
+                });
+                if risky {
+                    self.opaque(format!(
+                        "{} runs a command given in its options (ssh `ProxyCommand`, `-e`, `-S`)",
+                        q(source)
+                    ));
+                }
+            }
+
             "eval" | "watch" => {
                 let mut parts = Vec::new();
                 let mut skip = false;
@@ -935,20 +1892,22 @@ impl Walker {
                     }
                 }
                 if !parts.is_empty() {
+                    // `eval` runs in this shell (its `cd` moves what follows); `watch` runs
+                    // a child shell.
                     let saved = self.cd.clone();
                     self.script(&parts.join(" "), depth + 1);
-                    self.cd = saved;
+                    if name == "watch" {
+                        self.cd = saved;
+                    }
                 }
             }
-            "source" | "." => match args.first() {
-                Some(w) if w.lit.is_some() => self.path(w, false, source, true),
-                Some(w) => self.opaque(format!(
-                    "{} runs the script {}, which is only known when it runs",
-                    q(source),
-                    q(&w.raw)
-                )),
-                None => {}
-            },
+            "source" | "." => {
+                if let Some(w) = args.first() {
+                    self.script_file(w, source);
+                }
+                // The script runs in this shell and may change directory.
+                self.cd = Cd::Unknown(source.to_string());
+            }
             "find" => {
                 let mut i = 0usize;
                 while i < args.len() {
@@ -960,7 +1919,12 @@ impl Walker {
                         }
                         if end > start {
                             let inner = args[start..end].to_vec();
+                            let was = self.in_find_exec;
+                            self.in_find_exec = true;
+                            let saved = self.cd.clone();
                             self.simple(inner, source, depth);
+                            self.cd = saved;
+                            self.in_find_exec = was;
                         }
                         i = end;
                     }
@@ -974,6 +1938,496 @@ impl Walker {
                 ));
             }
             _ => {}
+        }
+    }
+
+    /// Whether a literal script or command holds the `xargs -I` replace string (or `{}` of
+    /// `find -exec`): then it is built from input when it runs.
+    fn built_from_input(&self, text: &str) -> bool {
+        match &self.xargs_repl {
+            Some(r) => text.contains(r.as_str()),
+            None => self.in_find_exec && text.contains("{}"),
+        }
+    }
+
+    /// A script file a shell, an interpreter or `source` runs: a computed name, stdin, a
+    /// descriptor or a process substitution (`bash <(…)`, `. /dev/stdin`) is opaque, and so
+    /// is a file written by the same command; otherwise it is a path the command reads.
+    fn script_file(&mut self, w: &Word, source: &str) {
+        let Some(lit) = w.lit.as_deref() else {
+            self.opaque(format!(
+                "{} runs the script {}, which is only known when it runs",
+                q(source),
+                q(&w.raw)
+            ));
+            return;
+        };
+        if lit == "-"
+            || lit.starts_with("/dev/")
+            || lit.starts_with("/proc/")
+            || lit.starts_with("/system/")
+        {
+            self.opaque(format!(
+                "{} reads its script from stdin or a descriptor ({})",
+                q(source),
+                q(lit)
+            ));
+            return;
+        }
+        if self.built_from_input(lit) {
+            self.opaque(format!(
+                "{} runs a script named by the input when it runs",
+                q(source)
+            ));
+            return;
+        }
+        if self.is_written(lit) {
+            self.opaque(format!(
+                "{} runs {}, a file written by the same command",
+                q(source),
+                q(lit)
+            ));
+            return;
+        }
+        let w = w.clone();
+        self.path(&w, false, source, true);
+    }
+
+    /// An interpreter (`python`, `perl`, `node`, …): inline code (`-c`, `-e`, `-pe`) is
+    /// opaque; so is a program read from stdin (no script operand) or from a file written
+    /// by the same command.
+    fn interpreter(&mut self, name: &str, inline: &[&str], args: &[Word], source: &str) {
+        let mut i = 0usize;
+        let mut no_script_needed = false;
+        while i < args.len() {
+            let t = args[i].text();
+            if inline.contains(&t)
+                || inline
+                    .iter()
+                    .any(|o| o.len() > 2 && t.starts_with(&format!("{o}=")))
+            {
+                self.opaque(format!(
+                    "{} runs inline code, which is not analysed",
+                    q(source)
+                ));
+                return;
+            }
+            if let Some(cluster) = t.strip_prefix('-').filter(|c| !c.starts_with('-')) {
+                // `perl -pe CODE`, `python -Ic CODE`, `ruby -ne CODE`, `perl -e'…'`.
+                let letters: Vec<char> = inline
+                    .iter()
+                    .filter_map(|o| o.strip_prefix('-').filter(|l| l.len() == 1))
+                    .filter_map(|l| l.chars().next())
+                    .collect();
+                if cluster.chars().any(|c| letters.contains(&c)) {
+                    self.opaque(format!(
+                        "{} runs inline code, which is not analysed",
+                        q(source)
+                    ));
+                    return;
+                }
+            }
+            if matches!(
+                t,
+                "-m" | "--version" | "-V" | "-h" | "--help" | "-v" | "--check" | "-l" | "--list"
+            ) {
+                no_script_needed = true;
+                if t == "-m" {
+                    return;
+                }
+            }
+            if name.starts_with("deno") || name == "bun" {
+                // Subcommand interpreters: `deno eval CODE`, `bun run x`.
+                if t == "eval" {
+                    self.opaque(format!(
+                        "{} runs inline code, which is not analysed",
+                        q(source)
+                    ));
+                }
+                return;
+            }
+            if !t.starts_with('-') || t == "-" {
+                break;
+            }
+            i += 1;
+        }
+        match args.get(i) {
+            Some(w) => self.script_file(w, source),
+            None if no_script_needed => {}
+            None => self.opaque(format!(
+                "{} reads its program from stdin, a pipe or a here-document",
+                q(source)
+            )),
+        }
+    }
+
+    /// `awk PROGRAM FILE…`: a program that runs commands or writes files is opaque, as is a
+    /// program from a file (`-f`) written by the same command or an in-place edit.
+    fn awk(&mut self, args: &[Word], source: &str) {
+        let mut i = 0usize;
+        let mut program: Option<&Word> = None;
+        let mut from_file = false;
+        while i < args.len() {
+            let t = args[i].text();
+            match t {
+                "-f" | "--file" => {
+                    from_file = true;
+                    if let Some(w) = args.get(i + 1) {
+                        self.script_file(w, source);
+                    }
+                    i += 2;
+                    continue;
+                }
+                "-i" | "--include" | "-l" | "--load" | "-E" | "--exec" => {
+                    self.opaque(format!(
+                        "{} loads code or edits files in place (`{t}`)",
+                        q(source)
+                    ));
+                    return;
+                }
+                "-e" | "--source" => {
+                    program = args.get(i + 1);
+                    i += 2;
+                    continue;
+                }
+                "-F" | "-v" | "--assign" | "--field-separator" => {
+                    i += 2;
+                    continue;
+                }
+                "--" => {
+                    i += 1;
+                    break;
+                }
+                _ if t.starts_with('-') && t.len() > 1 => {
+                    i += 1;
+                    continue;
+                }
+                _ => break,
+            }
+        }
+        if program.is_none() && !from_file {
+            program = args.get(i);
+        }
+        match program {
+            Some(w) => match &w.lit {
+                Some(p) => {
+                    if let Some(why) = bash_rules::awk_risk(p) {
+                        self.opaque(format!("{} {why}", q(source)));
+                    }
+                }
+                None => self.opaque(format!(
+                    "the awk program of {} is only known when it runs",
+                    q(source)
+                )),
+            },
+            None if !from_file => self.opaque(format!("{} has no awk program", q(source))),
+            None => {}
+        }
+    }
+
+    /// `sed SCRIPT FILE…`: a script that writes or reads files or runs commands (`w`, `r`,
+    /// `e`, `s///w`) is opaque unless `--sandbox` forbids them.
+    fn sed(&mut self, args: &[Word], source: &str) {
+        if args.iter().any(|w| w.text() == "--sandbox") {
+            return;
+        }
+        let mut scripts: Vec<&Word> = Vec::new();
+        let mut i = 0usize;
+        let mut first_operand: Option<&Word> = None;
+        while i < args.len() {
+            let t = args[i].text();
+            if matches!(t, "-e" | "--expression") {
+                if let Some(w) = args.get(i + 1) {
+                    scripts.push(w);
+                }
+                i += 2;
+                continue;
+            }
+            if t.starts_with("--expression=") {
+                scripts.push(&args[i]);
+                i += 1;
+                continue;
+            }
+            if matches!(t, "-f" | "--file") || t.starts_with("--file=") {
+                if let Some(w) = args.get(i + 1).filter(|_| !t.contains('=')) {
+                    self.script_file(w, source);
+                }
+                scripts.push(&args[i]);
+                i += if t.contains('=') { 1 } else { 2 };
+                continue;
+            }
+            if matches!(t, "-l" | "--line-length") {
+                i += 2;
+                continue;
+            }
+            if t.starts_with('-') && t.len() > 1 {
+                if !t.starts_with("--") && t[1..].contains('e') && !t.ends_with('e') {
+                    // `-ne's/a/b/'` style: the script is attached.
+                    self.opaque(format!(
+                        "{} has a script attached to its options",
+                        q(source)
+                    ));
+                    return;
+                }
+                if !t.starts_with("--") && t.ends_with('e') && t.len() > 2 {
+                    if let Some(w) = args.get(i + 1) {
+                        scripts.push(w);
+                    }
+                    i += 2;
+                    continue;
+                }
+                i += 1;
+                continue;
+            }
+            if first_operand.is_none() {
+                first_operand = Some(&args[i]);
+            }
+            i += 1;
+        }
+        if scripts.is_empty()
+            && let Some(w) = first_operand
+        {
+            scripts.push(w);
+        }
+        for w in scripts {
+            let t = w.text();
+            if t.starts_with("-f") || t.starts_with("--file") {
+                continue;
+            }
+            let text = t.strip_prefix("--expression=").unwrap_or(t);
+            match &w.lit {
+                Some(_) => {
+                    if let Some(why) = bash_rules::sed_risk(text) {
+                        self.opaque(format!("the sed script of {} {why}", q(source)));
+                    }
+                }
+                None => self.opaque(format!(
+                    "the sed script of {} is only known when it runs",
+                    q(source)
+                )),
+            }
+        }
+    }
+
+    /// Commands that start a shell: `su -c SCRIPT`, `script -c SCRIPT`, `sg GROUP SCRIPT`,
+    /// `nix-shell --run SCRIPT`; without a script (or `sudo -s`, `doas -s`) the shell reads
+    /// stdin, which is opaque.
+    fn shell_runner(&mut self, name: &str, args: &[Word], source: &str, depth: usize) {
+        let texts: Vec<&str> = args.iter().map(Word::text).collect();
+        let script_at = texts.iter().position(|t| {
+            matches!(
+                *t,
+                "-c" | "--command" | "--session-command" | "--run" | "--command="
+            ) || t.starts_with("--command=")
+                || t.starts_with("--run=")
+                || (name == "script"
+                    && t.starts_with('-')
+                    && !t.starts_with("--")
+                    && t.ends_with('c'))
+        });
+        let script: Option<Word> = match script_at {
+            Some(i) => match texts[i].split_once('=') {
+                Some((_, v)) => Some(Word::plain(v)),
+                None => args.get(i + 1).cloned(),
+            },
+            None if name == "sg" => {
+                // `sg GROUP CMD`.
+                args.get(1).cloned()
+            }
+            None => None,
+        };
+        match (name, script) {
+            (_, Some(w)) => self.wrapper_script(Some(&w), source, depth),
+            ("sudo" | "doas", None) => {
+                if texts.iter().any(|t| {
+                    matches!(*t, "-s" | "-i" | "--shell" | "--login")
+                        || (t.starts_with('-')
+                            && !t.starts_with("--")
+                            && (t.contains('s') || t.contains('i')))
+                }) {
+                    self.opaque(format!("{} starts a shell reading stdin", q(source)));
+                }
+            }
+            ("nix-shell", None) => {}
+            (_, None) => self.opaque(format!("{} starts a shell reading stdin", q(source))),
+        }
+        if name == "script"
+            && let Some(file) = args
+                .iter()
+                .enumerate()
+                .filter(|(i, w)| {
+                    !w.text().starts_with('-') && script_at.is_none_or(|s| *i != s + 1)
+                })
+                .map(|(_, w)| w)
+                .next()
+        {
+            self.path(file, true, source, true);
+        }
+    }
+
+    /// Git subcommands that run commands given to them (`rebase --exec`, `submodule
+    /// foreach`, `bisect run`, `--upload-pack=…`) or change configuration that runs code
+    /// (`git config alias.p push`, `core.fsmonitor`).
+    fn git_runs(&mut self, args: &[Word], source: &str, depth: usize) {
+        let texts: Vec<&str> = args.iter().map(Word::text).collect();
+        let sub = texts.first().copied().unwrap_or("");
+        for t in &texts {
+            if t.starts_with("--upload-pack")
+                || t.starts_with("--receive-pack")
+                || t.starts_with("--exec=")
+                || *t == "--exec" && sub == "archive"
+                || t.starts_with("--extcmd")
+                || t.starts_with("--tool=")
+                || t.starts_with("--config=")
+                || (sub == "clone" && (*t == "-u" || *t == "--config" || *t == "-c"))
+                || (sub == "difftool" && *t == "-x")
+                || (sub == "mergetool" && *t == "-t")
+            {
+                self.opaque(format!(
+                    "{} runs a command or sets configuration given in its options (`{t}`)",
+                    q(source)
+                ));
+                return;
+            }
+        }
+        match sub {
+            "rebase" => {
+                let mut i = 1;
+                while i < args.len() {
+                    let t = texts[i];
+                    let value = if matches!(t, "-x" | "--exec") {
+                        i += 1;
+                        args.get(i).cloned()
+                    } else {
+                        t.strip_prefix("--exec=").map(Word::plain)
+                    };
+                    if let Some(v) = value {
+                        self.wrapper_script(Some(&v), source, depth);
+                    }
+                    i += 1;
+                }
+            }
+            "submodule" if texts.contains(&"foreach") => {
+                let at = texts.iter().position(|t| *t == "foreach").unwrap_or(0);
+                let rest: Vec<&Word> = args[at + 1..]
+                    .iter()
+                    .filter(|w| !w.text().starts_with("--"))
+                    .collect();
+                let mut parts = Vec::new();
+                for w in rest {
+                    match &w.lit {
+                        Some(l) => parts.push(l.clone()),
+                        None => {
+                            self.opaque(format!(
+                                "{} runs a command only known when it runs",
+                                q(source)
+                            ));
+                            return;
+                        }
+                    }
+                }
+                let saved = self.cd.clone();
+                self.script(&parts.join(" "), depth + 1);
+                self.cd = saved;
+            }
+            "bisect" if texts.get(1) == Some(&"run") => {
+                let inner = args[2..].to_vec();
+                if !inner.is_empty() {
+                    let saved = self.cd.clone();
+                    self.simple(inner, source, depth);
+                    self.cd = saved;
+                }
+            }
+            "filter-branch" | "filter-repo" => self.opaque(format!(
+                "{} runs filter commands, which are not analysed",
+                q(source)
+            )),
+            "config" => self.git_config(&args[1..], source),
+            _ => {}
+        }
+    }
+
+    /// `git config …`: setting (not reading) a key whose value git runs or that defines an
+    /// alias is opaque; so is a key only known when it runs and `--edit`.
+    fn git_config(&mut self, args: &[Word], source: &str) {
+        let texts: Vec<&str> = args.iter().map(Word::text).collect();
+        let reading = texts.iter().any(|t| {
+            matches!(
+                *t,
+                "--get"
+                    | "--get-all"
+                    | "--get-regexp"
+                    | "--get-urlmatch"
+                    | "-l"
+                    | "--list"
+                    | "get"
+                    | "list"
+                    | "--show-origin"
+                    | "--show-scope"
+                    | "--unset"
+                    | "--unset-all"
+                    | "unset"
+                    | "--get-color"
+                    | "--get-colorbool"
+            )
+        });
+        if texts.iter().any(|t| matches!(*t, "-e" | "--edit" | "edit")) {
+            self.opaque(format!(
+                "{} opens an editor on git's configuration",
+                q(source)
+            ));
+            return;
+        }
+        let with_value = [
+            "-f",
+            "--file",
+            "--blob",
+            "--type",
+            "--default",
+            "--comment",
+            "--value",
+        ];
+        let mut i = 0usize;
+        let mut operands: Vec<&Word> = Vec::new();
+        while i < args.len() {
+            let t = texts[i];
+            if with_value.contains(&t) {
+                i += 2;
+                continue;
+            }
+            if t.starts_with('-') {
+                i += 1;
+                continue;
+            }
+            operands.push(&args[i]);
+            i += 1;
+        }
+        if operands.first().is_some_and(|w| {
+            matches!(
+                w.text(),
+                "set" | "get" | "unset" | "list" | "rename-section" | "remove-section"
+            )
+        }) {
+            operands.remove(0);
+        }
+        if reading {
+            return;
+        }
+        let Some(key) = operands.first() else { return };
+        match &key.lit {
+            None => self.opaque(format!(
+                "{} sets git configuration only known when it runs",
+                q(source)
+            )),
+            Some(k) => {
+                let k = k.to_ascii_lowercase();
+                if operands.len() >= 2 && GIT_EXEC_KEYS.iter().any(|p| k.starts_with(p)) {
+                    self.opaque(format!(
+                        "{} sets `{k}`, which defines a git alias or a command git runs",
+                        q(source)
+                    ));
+                }
+            }
         }
     }
 
@@ -991,9 +2445,119 @@ impl Walker {
             "cp" | "mv" | "ln" => &["-S", "--suffix"],
             "sed" => &["-e", "-f", "-l", "--expression", "--file", "--line-length"],
             "curl" => &[
-                "-o", "--output", "-d", "--data", "-H", "--header", "-X", "-u", "-A",
+                "-o",
+                "--output",
+                "-d",
+                "--data",
+                "--data-binary",
+                "--data-raw",
+                "--data-urlencode",
+                "-F",
+                "--form",
+                "-H",
+                "--header",
+                "-X",
+                "-u",
+                "-A",
+                "-T",
+                "--upload-file",
+                "-K",
+                "--config",
+                "--output-dir",
+                "-b",
+                "-c",
+                "--cookie",
+                "--cookie-jar",
+                "-e",
+                "--referer",
             ],
-            "wget" => &["-O", "--output-document", "-P", "--directory-prefix", "-o"],
+            "wget" => &[
+                "-O",
+                "--output-document",
+                "-P",
+                "--directory-prefix",
+                "-o",
+                "--output-file",
+                "-a",
+                "--append-output",
+                "-i",
+                "--input-file",
+            ],
+            "sort" => &[
+                "-o",
+                "--output",
+                "-T",
+                "--temporary-directory",
+                "-k",
+                "-t",
+                "-S",
+            ],
+            "gcc" | "g++" | "cc" | "c++" | "clang" | "clang++" | "ld" | "rustc" | "as" | "nasm" => {
+                &[
+                    "-o",
+                    "-I",
+                    "-L",
+                    "-l",
+                    "-D",
+                    "-U",
+                    "-x",
+                    "--out-dir",
+                    "-C",
+                    "--edition",
+                    "--crate-type",
+                    "--crate-name",
+                    "--target",
+                ]
+            }
+            "tar" | "bsdtar" => &[
+                "-f",
+                "--file",
+                "-C",
+                "--directory",
+                "-T",
+                "--files-from",
+                "-X",
+                "--exclude-from",
+                "-g",
+                "--listed-incremental",
+                "-b",
+                "-K",
+                "-N",
+                "-V",
+                "-H",
+                "--format",
+                "--owner",
+                "--group",
+                "--mode",
+                "--transform",
+                "--exclude",
+            ],
+            "unzip" => &["-d", "-x", "-P"],
+            "zip" => &["-b", "-n", "-t", "-tt", "-P", "-x", "-i"],
+            "rsync" => &[
+                "-e",
+                "--rsh",
+                "--rsync-path",
+                "--exclude",
+                "--include",
+                "--filter",
+                "-f",
+                "--exclude-from",
+                "--include-from",
+                "--files-from",
+                "--backup-dir",
+                "--temp-dir",
+                "-T",
+                "--partial-dir",
+                "--log-file",
+                "--password-file",
+                "--chmod",
+                "--chown",
+                "--compare-dest",
+                "--copy-dest",
+                "--link-dest",
+            ],
+            "scp" => &["-P", "-i", "-o", "-F", "-c", "-l", "-S", "-J"],
             "dd" => &[],
             _ => &[],
         };
@@ -1050,10 +2614,79 @@ impl Walker {
                         sed_inplace = true
                     }
                     ("sed", "-e" | "-f" | "--expression" | "--file") => sed_script_given = true,
-                    ("curl", "-o" | "--output")
-                    | ("wget", "-O" | "--output-document" | "-P" | "--directory-prefix") => {
+                    ("curl", "-o" | "--output" | "--output-dir" | "-c" | "--cookie-jar")
+                    | (
+                        "wget",
+                        "-O" | "--output-document" | "-P" | "--directory-prefix" | "-o"
+                        | "--output-file" | "-a" | "--append-output",
+                    )
+                    | ("sort", "-o" | "--output")
+                    | (
+                        "gcc" | "g++" | "cc" | "c++" | "clang" | "clang++" | "ld" | "rustc" | "as"
+                        | "nasm",
+                        "-o" | "--out-dir",
+                    )
+                    | ("tar" | "bsdtar", "-C" | "--directory")
+                    | ("unzip", "-d")
+                    | (
+                        "rsync",
+                        "--backup-dir" | "--temp-dir" | "-T" | "--partial-dir" | "--log-file",
+                    ) => {
                         if let Some(v) = value.as_ref().filter(|v| v.text() != "-") {
                             self.path(v, true, source, true);
+                        }
+                    }
+                    (
+                        "tar" | "bsdtar",
+                        "-f"
+                        | "--file"
+                        | "-T"
+                        | "--files-from"
+                        | "-X"
+                        | "--exclude-from"
+                        | "-g"
+                        | "--listed-incremental",
+                    )
+                    | ("curl", "-T" | "--upload-file" | "-K" | "--config" | "-b" | "--cookie")
+                    | ("wget", "-i" | "--input-file")
+                    | (
+                        "rsync",
+                        "--exclude-from" | "--include-from" | "--files-from" | "--password-file",
+                    ) => {
+                        if let Some(v) = value.as_ref().filter(|v| v.text() != "-") {
+                            self.path(v, false, source, true);
+                        }
+                    }
+                    (
+                        "curl",
+                        "-d" | "--data" | "--data-binary" | "--data-urlencode" | "-F" | "--form",
+                    ) => {
+                        // `@FILE` (`-F name=@FILE`, `<FILE`) sends a file's contents.
+                        if let Some(v) = &value {
+                            let t = v.text();
+                            let file = t
+                                .split_once('@')
+                                .or_else(|| t.split_once('<'))
+                                .map(|(_, f)| f.split(';').next().unwrap_or(f).to_string());
+                            match (file, &v.lit) {
+                                (Some(f), Some(_)) if !f.is_empty() && f != "-" => {
+                                    self.path(&Word::plain(&f), false, source, true)
+                                }
+                                (_, None) if v.raw.contains('@') || v.raw.contains('<') => {
+                                    self.path(v, false, source, true)
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                    (_, o) if OUTPUT_OPTIONS.contains(&o) => {
+                        // `--target-dir DIR`, `--output=FILE`: an output location.
+                        let v = value.clone().or_else(|| args.get(i + 1).cloned());
+                        if let Some(v) = v.filter(|v| v.text() != "-") {
+                            self.path(&v, true, source, true);
+                        }
+                        if inline.is_none() && !with_value.contains(&opt) {
+                            i += 1;
                         }
                     }
                     _ => {
@@ -1076,6 +2709,12 @@ impl Walker {
                 operands.clone()
             }
             "chmod" | "chown" | "chgrp" => operands.iter().skip(1).copied().collect(),
+            // `mv` removes its sources too.
+            "mv" if target_dir.is_some() || operands.len() >= 2 => {
+                let mut v = operands.clone();
+                v.extend(target_dir);
+                v
+            }
             "cp" | "mv" | "install" | "ln" => match target_dir {
                 Some(d) => vec![d],
                 None if operands.len() >= 2 => operands.last().copied().into_iter().collect(),
@@ -1105,15 +2744,333 @@ impl Walker {
                 }
             }
         }
-        for w in &written {
-            self.path(w, true, source, true);
+        if name == "find" {
+            self.find_paths(args, source);
         }
-        for w in operands {
-            if !written.iter().any(|x| std::ptr::eq(*x, w)) {
-                self.path(w, false, source, false);
+        let remote = |w: &Word| {
+            matches!(name, "rsync" | "scp")
+                && w.lit.as_deref().is_some_and(|l| {
+                    l.split_once(':').is_some_and(|(h, _)| !h.contains('/'))
+                        || l.starts_with("rsync://")
+                })
+        };
+        let written: Vec<&Word> = match name {
+            "rsync" | "scp" if operands.len() >= 2 => {
+                operands.last().copied().into_iter().collect()
+            }
+            _ => written,
+        };
+        let required = matches!(
+            name,
+            "cp" | "mv" | "ln" | "install" | "rsync" | "scp" | "tee" | "rm" | "touch" | "mkdir"
+        );
+        for w in &written {
+            if !remote(w) {
+                self.path(w, true, source, true);
+            }
+        }
+        if matches!(name, "cp" | "mv") {
+            // A copied or moved symbolic link resolves from its new place.
+            let preserving = name == "mv"
+                || args.iter().any(|w| {
+                    let t = w.text();
+                    matches!(t, "--archive" | "--no-dereference" | "--recursive")
+                        || t.starts_with("--preserve")
+                        || (t.starts_with('-')
+                            && !t.starts_with("--")
+                            && t.contains(['a', 'd', 'P', 'r', 'R']))
+                });
+            if preserving
+                && let Some(w) = written.last()
+                && let Some(l) = w.lit.as_deref()
+            {
+                for c in self.candidates(l) {
+                    if !self.link_dests.contains(&c) {
+                        self.link_dests.push(c);
+                    }
+                }
+            }
+        }
+        // The program text of `sed`/`awk` and the pattern of `grep` are not paths.
+        let program_operand = match name {
+            "sed" | "gsed" if !sed_script_given => operands.first().copied(),
+            "awk" | "gawk" | "mawk" | "nawk"
+                if !args
+                    .iter()
+                    .any(|w| matches!(w.text(), "-f" | "--file" | "-e" | "--source")) =>
+            {
+                operands.first().copied()
+            }
+            "grep" | "egrep" | "fgrep" | "rg"
+                if !args.iter().any(|w| {
+                    let t = w.text();
+                    matches!(t, "-e" | "-f" | "--regexp" | "--file")
+                        || t.starts_with("--regexp=")
+                        || t.starts_with("--file=")
+                }) =>
+            {
+                operands.first().copied()
+            }
+            _ => None,
+        };
+        // After something made links the analysis cannot see, every operand of a file
+        // command may go through one.
+        let links_made = self.links.is_some() || !self.link_dests.is_empty();
+        for w in operands.iter().copied() {
+            if written.iter().any(|x| std::ptr::eq(*x, w))
+                || remote(w)
+                || program_operand.is_some_and(|p| std::ptr::eq(p, w))
+            {
+                continue;
+            }
+            if w.lit.is_none() && FILE_COMMANDS.contains(&name) && self.bare_unknown(w) {
+                self.unknown(
+                    format!(
+                        "{} reads {}, a path only known when it runs",
+                        q(source),
+                        q(&w.raw)
+                    ),
+                    false,
+                );
+                continue;
+            }
+            let required = required || (links_made && FILE_COMMANDS.contains(&name));
+            self.path(w, false, source, required);
+        }
+        let first = args.first().map(Word::text).unwrap_or("");
+        let makes_links = match name {
+            "tar" | "bsdtar" => {
+                args.iter().any(|w| {
+                    let t = w.text();
+                    matches!(t, "--extract" | "--get")
+                        || (t.starts_with('-') && !t.starts_with("--") && t.contains('x'))
+                }) || (!first.starts_with('-') && first.contains('x'))
+            }
+            "unzip" | "cpio" | "7z" | "7za" | "7zr" | "unrar" | "pax" | "rsync" | "ar" => true,
+            "git" => matches!(
+                first,
+                "clone"
+                    | "checkout"
+                    | "switch"
+                    | "pull"
+                    | "merge"
+                    | "reset"
+                    | "restore"
+                    | "stash"
+                    | "am"
+                    | "apply"
+                    | "cherry-pick"
+                    | "rebase"
+                    | "worktree"
+                    | "submodule"
+                    | "read-tree"
+                    | "checkout-index"
+                    | "revert"
+            ),
+            "ln" => operands.iter().any(|w| w.lit.is_none() || w.glob),
+            _ => false,
+        };
+        if makes_links && self.links.is_none() {
+            self.links = Some(collapse(source));
+        }
+    }
+
+    /// `find`: `-fprint FILE` and friends write FILE; `-delete` removes what it finds under
+    /// its starting points (so they are written).
+    fn find_paths(&mut self, args: &[Word], source: &str) {
+        let mut i = 0usize;
+        while i < args.len() {
+            if matches!(args[i].text(), "-fprint" | "-fprint0" | "-fls" | "-fprintf") {
+                if let Some(w) = args.get(i + 1) {
+                    let w = w.clone();
+                    self.path(&w, true, source, true);
+                }
+                i += 1;
+            }
+            i += 1;
+        }
+        if args.iter().any(|w| w.text() == "-delete") {
+            let roots: Vec<Word> = args
+                .iter()
+                .take_while(|w| {
+                    let t = w.text();
+                    !t.starts_with('-') && !matches!(t, "(" | "!" | ")")
+                })
+                .cloned()
+                .collect();
+            if roots.is_empty() {
+                self.path(&Word::plain("."), true, source, true);
+            }
+            for r in roots {
+                self.path(&r, true, source, true);
             }
         }
     }
+
+    /// The directories a relative literal path may be in (one per `cd` candidate); empty
+    /// when the directory is unknown.
+    fn candidates(&self, lit: &str) -> Vec<String> {
+        if lit.starts_with('/') || lit.starts_with('~') {
+            return vec![lit.to_string()];
+        }
+        match &self.cd {
+            Cd::Known(dirs) => dirs
+                .iter()
+                .map(|d| {
+                    if d.is_empty() {
+                        lit.to_string()
+                    } else {
+                        format!("{}/{lit}", d.trim_end_matches('/'))
+                    }
+                })
+                .collect(),
+            Cd::Unknown(_) => Vec::new(),
+        }
+    }
+
+    /// A word that is one bare expansion (`$x`, `"${x}"`, `$(…)`) whose value may be a path
+    /// outside: a variable assigned from something only known when it runs, an environment
+    /// variable naming a directory (`$HOME`), a positional parameter, or a command's output.
+    fn bare_unknown(&self, w: &Word) -> bool {
+        if w.skel != "\0" || w.raw.starts_with("<(") || w.raw.starts_with(">(") {
+            // A process substitution is a `/dev/fd/N` pipe.
+            return false;
+        }
+        let raw = w.raw.trim_matches('"');
+        let name = raw
+            .strip_prefix("${")
+            .and_then(|r| r.strip_suffix('}'))
+            .or_else(|| raw.strip_prefix('$'))
+            .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+        match name {
+            Some(n) if n.chars().all(|c| c.is_ascii_digit()) => true,
+            Some(n) => match self.vars.get(n) {
+                Some(Var::Unknown) => true,
+                Some(Var::Literal) => false,
+                None => bash_rules::directory_var(n),
+            },
+            None => true,
+        }
+    }
+}
+
+/// Long options that by convention name where a program writes (`--target-dir DIR`,
+/// `--output=FILE`): their value is a written path for any command.
+const OUTPUT_OPTIONS: &[&str] = &[
+    "--output",
+    "--output-file",
+    "--outfile",
+    "--out-file",
+    "--out-dir",
+    "--outdir",
+    "--output-dir",
+    "--target-dir",
+    "--log-file",
+    "--logfile",
+    "--prefix",
+    "--destdir",
+    "--install-dir",
+    "--root",
+];
+
+/// Commands whose operands are files they read (or write): a bare computed operand
+/// (`cat $X`, `cp "$(…)" .`) is a path only known when it runs.
+const FILE_COMMANDS: &[&str] = &[
+    "cat",
+    "tac",
+    "head",
+    "tail",
+    "less",
+    "more",
+    "nl",
+    "od",
+    "xxd",
+    "hexdump",
+    "base64",
+    "strings",
+    "wc",
+    "sort",
+    "uniq",
+    "cut",
+    "paste",
+    "join",
+    "comm",
+    "diff",
+    "cmp",
+    "file",
+    "stat",
+    "du",
+    "ls",
+    "tree",
+    "find",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "ag",
+    "awk",
+    "sed",
+    "cp",
+    "mv",
+    "ln",
+    "rm",
+    "rmdir",
+    "touch",
+    "mkdir",
+    "chmod",
+    "chown",
+    "chgrp",
+    "tee",
+    "dd",
+    "tar",
+    "zip",
+    "unzip",
+    "gzip",
+    "gunzip",
+    "zcat",
+    "bzip2",
+    "xz",
+    "zstd",
+    "rsync",
+    "scp",
+    "install",
+    "truncate",
+    "shred",
+    "readlink",
+    "realpath",
+    "source",
+    ".",
+    "bash",
+    "sh",
+    "zsh",
+    "python",
+    "python3",
+    "node",
+    "perl",
+    "ruby",
+    "vim",
+    "vi",
+    "nano",
+    "emacs",
+    "code",
+    "open",
+    "xdg-open",
+    "jq",
+    "yq",
+    "md5sum",
+    "sha1sum",
+    "sha256sum",
+    "sha512sum",
+    "patch",
+];
+
+/// The children of `node` with their field names (`name`, `argument`, `body`, …).
+fn fielded(node: Node<'_>) -> Vec<(Option<&'static str>, Node<'_>)> {
+    let mut cur = node.walk();
+    node.children(&mut cur)
+        .enumerate()
+        .map(|(i, k)| (node.field_name_for_child(i as u32), k))
+        .collect()
 }
 
 /// The first `ERROR` or missing node under `node`.
@@ -1133,7 +3090,51 @@ fn word(node: Node<'_>, src: &str) -> Word {
     let raw = src[node.byte_range()].to_string();
     let mut glob = false;
     let lit = literal(node, src, &mut glob);
-    Word { lit, raw, glob }
+    let skel = match &lit {
+        Some(l) => l.clone(),
+        None => skeleton(node, src),
+    };
+    Word {
+        lit,
+        raw,
+        glob,
+        skel,
+    }
+}
+
+/// The literal parts of a word node with each expansion replaced by `\0`.
+fn skeleton(node: Node<'_>, src: &str) -> String {
+    let text = &src[node.byte_range()];
+    match node.kind() {
+        "word" | "number" if node.named_child_count() == 0 => unescape_word(text),
+        "raw_string" => text.trim_matches('\'').to_string(),
+        "string_content" => unescape_double(text),
+        "command_name" => node
+            .named_child(0)
+            .map(|c| skeleton(c, src))
+            .unwrap_or_default(),
+        "string" | "concatenation" | "translated_string" => {
+            let mut out = String::new();
+            let mut cur = node.walk();
+            for c in node.children(&mut cur) {
+                if c.is_named() {
+                    out.push_str(&skeleton(c, src));
+                } else if node.kind() == "concatenation" {
+                    out.push_str(&src[c.byte_range()]);
+                }
+            }
+            out
+        }
+        _ => "\0".to_string(),
+    }
+}
+
+/// A literal word holding a subscript with code in it (`a[$(rm d)]`): bash runs the code
+/// when it evaluates the word as a variable name or arithmetic.
+fn holds_subscript_code(w: &Word) -> bool {
+    w.lit.as_deref().is_some_and(|l| {
+        l.contains('[') && (l.contains("$(") || l.contains('`') || l.contains("${"))
+    })
 }
 
 /// Literal value of a word node, or `None` when it contains an expansion.
@@ -1178,11 +3179,20 @@ fn literal(node: Node<'_>, src: &str, glob: &mut bool) -> Option<String> {
         "translated_string" => node.named_child(0).and_then(|c| literal(c, src, glob)),
         "concatenation" => {
             let mut out = String::new();
+            // The unquoted text with quoted parts masked, for brace expansion across the
+            // parts (`{push,origin}` is three words in the tree).
+            let mut unquoted = String::new();
             let mut cur = node.walk();
             for c in node.children(&mut cur) {
                 if c.is_named() {
                     out.push_str(&literal(c, src, glob)?);
+                    if c.kind() == "word" {
+                        unquoted.push_str(&src[c.byte_range()]);
+                    } else {
+                        unquoted.push('Q');
+                    }
                 } else {
+                    unquoted.push_str(&src[c.byte_range()]);
                     let t = &src[c.byte_range()];
                     if t.contains('$') || t.contains('`') {
                         return None;
@@ -1192,6 +3202,9 @@ fn literal(node: Node<'_>, src: &str, glob: &mut bool) -> Option<String> {
                     }
                     out.push_str(t);
                 }
+            }
+            if has_unquoted_glob(&unquoted) {
+                *glob = true;
             }
             Some(out)
         }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 pub mod args;
 pub mod bash_command;
+mod bash_rules;
 pub mod builtin;
 pub mod paths;
 pub mod procs;

@@ -129,11 +129,13 @@ async fn project_roots(ctx: &ToolContext) -> Vec<PathBuf> {
 }
 
 fn absolute(p: &Path) -> PathBuf {
+    // Not normalized lexically: [`real_path`] applies `..` to the real parent, so
+    // `link/../x` is judged where the kernel would put it.
     if p.is_absolute() {
-        normalize(p)
+        p.to_path_buf()
     } else {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        normalize(&cwd.join(p))
+        cwd.join(p)
     }
 }
 

@@ -468,6 +468,9 @@ fn spawn_shell(
             .arg(command)
             .current_dir(cwd)
             .env(procs::OWNER_ENV, tag)
+            // With CDPATH set, `cd x` may enter a directory elsewhere than `./x`, which the
+            // permission check would not see (issue 11).
+            .env_remove("CDPATH")
             .stdin(Stdio::null())
             .stdout(Stdio::from(writer))
             .stderr(Stdio::from(writer_err))

@@ -48,7 +48,33 @@ pub async fn requests(
             ..Default::default()
         });
     }
-    let (external, edits) = path_requests(ctx, cwd, &analysis, command).await;
+    let (mut external, mut edits) = path_requests(ctx, cwd, &analysis, command).await;
+    // Paths only known when the command runs: ask `external_directory` (they may be
+    // outside) and, for writes, `edit` (they may be any file).
+    let unknown: Vec<String> = analysis
+        .unknown_paths
+        .iter()
+        .map(|u| u.reason.clone())
+        .collect();
+    let unknown_writes: Vec<String> = analysis
+        .unknown_paths
+        .iter()
+        .filter(|u| u.write)
+        .map(|u| u.reason.clone())
+        .collect();
+    for (req, permission, reasons) in [
+        (&mut external, "external_directory", unknown),
+        (&mut edits, "edit", unknown_writes),
+    ] {
+        if !reasons.is_empty() {
+            req.get_or_insert_with(|| PermissionRequest {
+                permission: permission.into(),
+                metadata: json!({"command": command}),
+                ..Default::default()
+            })
+            .opaque = reasons;
+        }
+    }
     out.extend(external);
     out.extend(edits);
     let (patterns, sources) = analysis.patterns_with_sources();
@@ -81,7 +107,9 @@ async fn path_requests(
     let mut edit_sources: Vec<String> = Vec::new();
     for u in &analysis.paths {
         let p = expand_home(&u.path);
-        let abs = paths::normalize(&if p.is_absolute() { p } else { cwd.join(p) });
+        // Not normalized lexically: `link/..` is the parent of where `link` points, which
+        // `is_inside_project` resolves on the disk.
+        let abs = if p.is_absolute() { p } else { cwd.join(p) };
         if !paths::is_inside_project(ctx, &abs).await {
             let real = paths::real_path(&abs).await;
             let dir = match paths::kind_of(&real).await {
