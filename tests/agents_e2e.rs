@@ -870,35 +870,13 @@ fn git_in(dir: &Path, args: &[&str]) -> Output {
         .expect("run git")
 }
 
-/// The issue's table through `troupe run --permission deny` with
-/// `bash: {"*": "allow", "rm *": "deny", "git push *": "deny"}` and
-/// `external_directory: "deny"`: nothing outside the project is created, `d` still exists,
-/// the bare remote receives no push, each refused part names what refused it, and the turn
-/// goes on after each refusal (the last, allowed command runs).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_table_is_refused_and_names_the_rule() {
-    // (command, text its tool error must contain)
-    let table: &[(&str, &str)] = &[
-        ("/bin/rm -rf d", "denied by rule \"rm *\": /bin/rm -rf d"),
-        ("\\rm -rf d", "denied by rule \"rm *\""),
-        ("\"rm\" -rf d", "denied by rule \"rm *\""),
-        (
-            "$(echo rm) -rf d",
-            "the command word `$(echo rm)` is not a literal",
-        ),
-        (
-            "git -C . push origin main",
-            "denied by rule \"git push *\": git -C . push origin main",
-        ),
-        (
-            "echo X > ../outside.txt",
-            "external_directory: denied by rule \"*\"",
-        ),
-        (
-            "printf x | tee ../outside2.txt",
-            "external_directory: denied by rule \"*\"",
-        ),
-    ];
+/// Runs `table` (one bash call per row, then `ls d`) through `troupe run --permission deny`
+/// with `bash: {"*": "allow", "rm *": "deny", "git push *": "deny"}` and
+/// `external_directory: "deny"` in a git project with a bare remote, and checks that `d`
+/// still exists, none of `outside_files` (relative to the directory holding the project)
+/// was created, the remote received no push, each refused part's error contains its text,
+/// and the turn went on (the last command ran). Returns the tool parts.
+async fn refused_under_issue_rules(table: &[(&str, &str)], outside_files: &[&str]) -> Vec<Value> {
     let mut steps: Vec<Step> = table
         .iter()
         .map(|(c, _)| Step::tool("bash", json!({"command": c, "description": "try"})))
@@ -947,7 +925,7 @@ async fn issue_table_is_refused_and_names_the_rule() {
     assert_success(&out, "run with --permission deny");
 
     assert!(project.root.join("d/keep.txt").is_file(), "d was deleted");
-    for f in ["outside.txt", "outside2.txt"] {
+    for f in outside_files {
         assert!(!project.base().join(f).exists(), "{f} was created outside");
     }
     let refs = git_in(&remote, &["for-each-ref"]);
@@ -963,15 +941,76 @@ async fn issue_table_is_refused_and_names_the_rule() {
         let err = tool_error(part);
         assert!(err.contains(says), "{cmd:?}: {err:?} lacks {says:?}");
     }
+    let last = &tools[table.len()];
+    assert_eq!(last["state"]["status"], "completed", "{last:#}");
+    server.shutdown().await;
+    tools
+}
+
+/// The issue's table: nothing outside the project is created, `d` still exists, the bare
+/// remote receives no push, each refused part names what refused it, and the turn goes on
+/// after each refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_table_is_refused_and_names_the_rule() {
+    // (command, text its tool error must contain)
+    let table: &[(&str, &str)] = &[
+        ("/bin/rm -rf d", "denied by rule \"rm *\": /bin/rm -rf d"),
+        ("\\rm -rf d", "denied by rule \"rm *\""),
+        ("\"rm\" -rf d", "denied by rule \"rm *\""),
+        (
+            "$(echo rm) -rf d",
+            "the command word `$(echo rm)` is not a literal",
+        ),
+        (
+            "git -C . push origin main",
+            "denied by rule \"git push *\": git -C . push origin main",
+        ),
+        (
+            "echo X > ../outside.txt",
+            "external_directory: denied by rule \"*\"",
+        ),
+        (
+            "printf x | tee ../outside2.txt",
+            "external_directory: denied by rule \"*\"",
+        ),
+    ];
+    let tools = refused_under_issue_rules(table, &["outside.txt", "outside2.txt"]).await;
     // The ask (not a literal) was refused because nobody could approve it, saying so.
     assert!(
         tool_error(&tools[3]).contains("non-interactive"),
         "{:#}",
         tools[3]
     );
-    let last = &tools[table.len()];
-    assert_eq!(last["state"]["status"], "completed", "{last:#}");
-    server.shutdown().await;
+}
+
+/// The hostile probe's most dangerous bypasses (issue 11, second round): a `cd` that fails
+/// leaves `..` outside, a push renamed by an alias, inline interpreter code, a script written
+/// and run in one call, and a link made in the same call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_probe_bypasses_are_refused() {
+    let table: &[(&str, &str)] = &[
+        (
+            "cd nope; echo x > ../outside/x1.txt",
+            "external_directory: denied by rule \"*\"",
+        ),
+        ("git config alias.p push; git p origin main", "a git alias"),
+        (
+            "python3 -c 'import shutil; shutil.rmtree(\"d\")'",
+            "runs inline code",
+        ),
+        (
+            "echo 'rm -rf d' > s.sh; bash s.sh",
+            "a file written by the same command",
+        ),
+        (
+            "ln -s .. l; echo x > l/outside/x2.txt",
+            "external_directory: denied by rule \"*\"",
+        ),
+    ];
+    let tools = refused_under_issue_rules(table, &["outside/x1.txt", "outside/x2.txt"]).await;
+    for t in &tools[..table.len()] {
+        assert_eq!(t["state"]["status"], "error", "{t:#}");
+    }
 }
 
 fn plan_bash_script() -> Script {

@@ -654,6 +654,38 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn opaque_bash_asks_when_paths_are_denied() {
+        let rules = |v: serde_json::Value| from_config(&v).unwrap();
+        let opaque = vec!["`python3 -c …` runs inline code".to_string()];
+        let cases = [
+            (json!({"*": "allow"}), Action::Allow),
+            (
+                json!({"*": "allow", "external_directory": "ask"}),
+                Action::Allow,
+            ),
+            (
+                json!({"*": "allow", "external_directory": "deny"}),
+                Action::Ask,
+            ),
+            (
+                json!({"*": "allow", "edit": {"*.lock": "deny"}}),
+                Action::Ask,
+            ),
+            (json!({"*": "allow", "bash": {"rm *": "deny"}}), Action::Ask),
+        ];
+        for (cfg, want) in cases {
+            let r = rules(cfg.clone());
+            let v = decide_request("bash", &["python3 -c x".into()], &[], &opaque, &[&r]);
+            assert_eq!(v.action, want, "{cfg}: {}", v.message);
+        }
+        // Other permissions keep their own rule: an opaque edit asks only when edit is
+        // restricted.
+        let r = rules(json!({"*": "allow", "external_directory": "deny"}));
+        let v = decide_request("edit", &[], &[], &opaque, &[&r]);
+        assert_eq!(v.action, Action::Allow);
+    }
+
+    #[test]
     fn wildcard_table() {
         let cases: &[(&str, &str, bool)] = &[
             ("ls", "ls *", true),

@@ -102,7 +102,10 @@ pub const ARITY: &[(&str, usize)] = &[
 ];
 
 /// Shells whose script is analysed (`-c SCRIPT`), or which read it from stdin.
-const SHELLS: &[&str] = &["sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"];
+const SHELLS: &[&str] = &[
+    "sh", "bash", "rbash", "zsh", "dash", "ksh", "mksh", "ash", "yash", "posh", "oksh", "loksh",
+    "bosh",
+];
 
 /// Commands that change the directory the following commands run in.
 const CD_COMMANDS: &[&str] = &["cd", "chdir", "pushd", "popd"];
@@ -119,31 +122,128 @@ const GIT_OPTS_WITH_VALUE: &[&str] = &[
     "--attr-source",
 ];
 
-/// Git config keys (prefix match, lower case) whose value is a command git runs: an inline
-/// `-c KEY=…` with one of them makes the command opaque.
-const GIT_EXEC_KEYS: &[&str] = &[
-    "alias.",
-    "core.sshcommand",
-    "core.pager",
-    "core.editor",
-    "core.fsmonitor",
-    "core.hookspath",
-    "core.gitproxy",
-    "core.askpass",
-    "diff.external",
-    "sequence.editor",
-    "credential.helper",
-    "gpg.program",
-    "gpg.ssh.program",
-    "filter.",
-    "pager.",
-    "uploadpack.packobjectshook",
-    "merge.tool",
-    "diff.tool",
-    "remote.",
-    "url.",
-    "include.",
-    "includeif.",
+/// Git config keys (prefix match, lower case) that only change formatting, identity or
+/// plain behaviour. Any other key set inline (`-c KEY=…`) or with `git config` is opaque:
+/// many keys name a command git runs (`core.sshCommand`, `diff.<driver>.textconv`,
+/// `submodule.<name>.update=!cmd`, `trailer.<t>.cmd`), define an alias, enable a transport
+/// (`protocol.ext.allow`) or make a typo run a command (`help.autocorrect`).
+const GIT_SAFE_KEYS: &[&str] = &[
+    "user.",
+    "color.",
+    "advice.",
+    "log.",
+    "status.",
+    "column.",
+    "i18n.",
+    "blame.",
+    "gc.",
+    "pack.",
+    "init.defaultbranch",
+    "core.autocrlf",
+    "core.filemode",
+    "core.ignorecase",
+    "core.quotepath",
+    "core.whitespace",
+    "core.safecrlf",
+    "core.eol",
+    "core.longpaths",
+    "core.precomposeunicode",
+    "core.abbrev",
+    "pull.rebase",
+    "pull.ff",
+    "push.default",
+    "push.autosetupremote",
+    "fetch.prune",
+    "fetch.prunetags",
+    "rebase.autosquash",
+    "rebase.autostash",
+    "rebase.updaterefs",
+    "merge.conflictstyle",
+    "merge.ff",
+    "diff.algorithm",
+    "diff.renames",
+    "diff.colormoved",
+    "diff.mnemonicprefix",
+    "diff.noprefix",
+    "diff.context",
+    "commit.verbose",
+    "commit.cleanup",
+    "commit.gpgsign",
+    "tag.sort",
+    "branch.sort",
+    "grep.linenumber",
+    "grep.extendedregexp",
+    "format.pretty",
+    "checkout.defaultremote",
+    "rerere.enabled",
+    "protocol.version",
+    "http.postbuffer",
+    "http.version",
+];
+
+/// Whether setting the git configuration `key` (lower case) can make git run a command or
+/// mean something else by a subcommand (see [`GIT_SAFE_KEYS`]).
+fn git_key_risky(key: &str) -> bool {
+    !GIT_SAFE_KEYS.iter().any(|p| {
+        if p.ends_with('.') {
+            key.starts_with(p)
+        } else {
+            key == *p
+        }
+    })
+}
+
+/// Options whose value is code the program runs (`tar --to-command=CMD`, `vim -c CMD`,
+/// `sort --compress-program=CMD`, `man -P CMD`): (program, options).
+const CODE_OPTIONS: &[(&str, &[&str])] = &[
+    (
+        "tar",
+        &[
+            "--to-command",
+            "-I",
+            "--use-compress-program",
+            "--checkpoint-action",
+            "-F",
+            "--info-script",
+            "--new-volume-script",
+            "--rsh-command",
+            "--rmt-command",
+        ],
+    ),
+    ("zip", &["-TT", "--unzip-command"]),
+    ("sort", &["--compress-program"]),
+    ("man", &["-P", "--pager", "-H", "--html"]),
+    ("vim", &["-c", "--cmd", "-S"]),
+    ("nvim", &["-c", "--cmd", "-S", "-l"]),
+    ("vi", &["-c", "--cmd", "-S"]),
+    ("ex", &["-c", "--cmd", "-S"]),
+    ("view", &["-c", "--cmd", "-S"]),
+    (
+        "emacs",
+        &[
+            "--eval",
+            "-l",
+            "--load",
+            "-f",
+            "--funcall",
+            "--script",
+            "-x",
+        ],
+    ),
+    ("sqlite3", &["-cmd", "-init"]),
+    ("psql", &["-c", "--command", "-f", "--file"]),
+    ("mysql", &["-e", "--execute"]),
+    ("R", &["-e"]),
+    ("octave", &["--eval"]),
+    ("gnuplot", &["-e"]),
+    ("dc", &["-e", "--expression", "-f"]),
+    ("ipython", &["-c"]),
+    ("cargo", &["--config"]),
+    ("npx", &["-c", "--call"]),
+    ("npm", &["-c", "--call"]),
+    ("pnpm", &["-c"]),
+    ("make", &["--eval", "-E"]),
+    ("gmake", &["--eval", "-E"]),
 ];
 
 /// Paths that are not files a command writes to or reads from the project's point of view.
@@ -358,6 +458,24 @@ impl Word {
             raw: s.to_string(),
             glob: false,
             skel: s.to_string(),
+        }
+    }
+
+    /// The value `v` cut from this word (`--opt=VALUE`, `-oVALUE`): literal when the word is,
+    /// else only known when it runs.
+    fn part(&self, v: &str) -> Word {
+        if self.lit.is_some() {
+            return Word::plain(v);
+        }
+        let skel = match self.skel.split_once('=') {
+            Some((_, after)) => after.to_string(),
+            None => "\0".to_string(),
+        };
+        Word {
+            lit: None,
+            raw: v.to_string(),
+            glob: false,
+            skel,
         }
     }
 
@@ -1232,7 +1350,10 @@ impl Walker {
                     j += 1;
                     break;
                 }
-                if spec.name == "env" && !t.starts_with('-') && t.contains('=') {
+                if matches!(spec.name, "sudo" | "doas" | "env")
+                    && !t.starts_with('-')
+                    && t.contains('=')
+                {
                     self.env_assignment(&t, source);
                     j += 1;
                     continue;
@@ -1252,9 +1373,17 @@ impl Walker {
                         repl = Some(inline.clone().unwrap_or_else(|| "{}".into()));
                     }
                     let takes = inline.is_none() && spec.long_values.contains(&opt.as_str());
+                    let value = match &inline {
+                        Some(v) => Some(words[j].part(v)),
+                        None if takes => words.get(j + 1).cloned(),
+                        None => None,
+                    };
+                    if let Some(v) = value {
+                        self.wrapper_value(spec.name, &opt, &v, source);
+                    }
                     if spec.script_long.contains(&opt.as_str()) {
                         let v = match inline {
-                            Some(v) => Some(Word::plain(&v)),
+                            Some(v) => Some(words[j].part(&v)),
                             None => words.get(j + 1).cloned(),
                         };
                         self.wrapper_script(v.as_ref(), source, depth);
@@ -1275,7 +1404,7 @@ impl Walker {
                                 next_taken = true;
                                 words.get(j + 1).cloned()
                             } else {
-                                Some(Word::plain(&rest))
+                                Some(words[j].part(&rest))
                             };
                             self.wrapper_script(v.as_ref(), source, depth);
                             script_done = true;
@@ -1292,6 +1421,14 @@ impl Walker {
                             } else {
                                 Some(rest)
                             };
+                            if let Some(v) = &value {
+                                let w = if next_taken {
+                                    words.get(j + 1).cloned().unwrap_or_else(|| Word::plain(v))
+                                } else {
+                                    words[j].part(v)
+                                };
+                                self.wrapper_value(spec.name, &format!("-{c}"), &w, source);
+                            }
                             if spec.name == "xargs" && *c == 'I' {
                                 repl = value;
                             }
@@ -1359,6 +1496,28 @@ impl Walker {
         self.scripts(&name, &args, source, depth);
         self.paths_of(&name, &args, source);
         self.assigns(&name, &args, source);
+    }
+
+    /// An option value of a wrapper that is a path: the directory the command runs in
+    /// (`env -C DIR`, `sudo -D DIR`), a file it reads (`xargs -a FILE`) or writes
+    /// (`strace -o FILE`).
+    fn wrapper_value(&mut self, wrapper: &str, opt: &str, v: &Word, source: &str) {
+        let (is_path, write) = match (wrapper, opt) {
+            ("env", "-C" | "--chdir")
+            | ("sudo", "-D" | "--chdir" | "-R" | "--chroot")
+            | ("doas", "-C")
+            | ("nsenter", "--wd" | "--root")
+            | ("unshare", "-w" | "--wd" | "-R" | "--root")
+            | ("systemd-run", "--working-directory")
+            | ("xargs", "-a" | "--arg-file")
+            | ("fakeroot", "-s" | "-i")
+            | ("chroot", "--userspec") => (opt != "--userspec", false),
+            ("strace" | "ltrace" | "time", "-o" | "--output") => (true, true),
+            _ => (false, false),
+        };
+        if is_path {
+            self.path(v, write, source, true);
+        }
     }
 
     /// Whether a path (as written, relative to the current directory candidates) was
@@ -1573,7 +1732,7 @@ impl Walker {
             };
             let takes = GIT_OPTS_WITH_VALUE.contains(&opt.as_str());
             let value: Option<Word> = match (&inline, takes) {
-                (Some(v), _) => Some(Word::plain(v)),
+                (Some(v), _) => Some(args[i].part(v)),
                 (None, true) => args.get(i + 1).cloned(),
                 (None, false) => None,
             };
@@ -1600,9 +1759,9 @@ impl Walker {
                 "-c" | "--config-env" => match value.as_ref().and_then(|v| v.lit.clone()) {
                     Some(kv) => {
                         let key = kv.split('=').next().unwrap_or("").to_ascii_lowercase();
-                        if GIT_EXEC_KEYS.iter().any(|p| key.starts_with(p)) {
+                        if git_key_risky(&key) {
                             self.opaque(format!(
-                                "{} sets `{key}` inline, which defines a git alias or a command git runs",
+                                "{} sets `{key}` inline, which may define a git alias or a command git runs",
                                 q(source)
                             ));
                         }
@@ -1767,8 +1926,53 @@ impl Walker {
             self.interpreter(name, inline, args, source);
             return;
         }
+        if let Some((_, opts)) = CODE_OPTIONS.iter().find(|(n, _)| *n == name) {
+            let hit = args.iter().map(Word::text).find(|t| {
+                opts.iter().any(|o| {
+                    *t == *o
+                        || t.starts_with(&format!("{o}="))
+                        || (o.len() == 2 && !o.starts_with("--") && t.starts_with(o) && t.len() > 2)
+                })
+            });
+            if let Some(t) = hit {
+                self.opaque(format!(
+                    "{} runs code given in its options (`{t}`), which is not analysed",
+                    q(source)
+                ));
+            }
+        }
         match name {
             "awk" | "gawk" | "mawk" | "nawk" => self.awk(args, source),
+            "shopt" => {
+                // Options that change what words mean (`cdable_vars`: `cd x` may enter `$x`;
+                // `expand_aliases`; `extglob` patterns) are opaque; listing or harmless
+                // globbing options are not.
+                const HARMLESS: &[&str] = &[
+                    "nullglob",
+                    "failglob",
+                    "globstar",
+                    "nocaseglob",
+                    "nocasematch",
+                    "lastpipe",
+                    "inherit_errexit",
+                    "dotglob",
+                    "checkwinsize",
+                    "histappend",
+                    "-s",
+                    "-u",
+                    "-q",
+                    "-p",
+                    "-o",
+                ];
+                if let Some(w) = args.iter().find(|w| !HARMLESS.contains(&w.text())) {
+                    self.opaque(format!(
+                        "{} sets {}, which can change what later words mean (alias expansion \
+                         when `expand_aliases`)",
+                        q(source),
+                        q(&w.raw)
+                    ));
+                }
+            }
             "sed" | "gsed" => self.sed(args, source),
             "trap" => {
                 let ops: Vec<&Word> = args
@@ -1802,8 +2006,15 @@ impl Walker {
                 q(source)
             )),
             "set"
-                if args.iter().any(|w| w.text() == "posix")
-                    || args.iter().any(|w| w.text() == "--" || w.text() == "-") =>
+                if args
+                    .iter()
+                    .any(|w| matches!(w.text(), "posix" | "keyword" | "--" | "-"))
+                    || args.iter().any(|w| {
+                        let t = w.text();
+                        (t.starts_with('-') || t.starts_with('+'))
+                            && !t.starts_with("--")
+                            && t.contains('k')
+                    }) =>
             {
                 self.opaque(format!(
                     "{} changes the shell's mode or arguments (`posix` mode expands aliases)",
@@ -1826,6 +2037,43 @@ impl Walker {
                 self.shell_runner(name, args, source, depth)
             }
             "make" | "gmake" => {
+                // `make CC='rm -rf d'`: a variable given on the command line replaces the
+                // makefile's, and recipes run it.
+                const MAKE_CODE_VARS: &[&str] = &[
+                    "SHELL",
+                    ".SHELLFLAGS",
+                    "RM",
+                    "CC",
+                    "CXX",
+                    "CPP",
+                    "LD",
+                    "AR",
+                    "AS",
+                    "FC",
+                    "YACC",
+                    "LEX",
+                    "INSTALL",
+                    "MAKE",
+                    "MAKEFLAGS",
+                    "CP",
+                    "MV",
+                    "MKDIR",
+                    "SED",
+                ];
+                if let Some(w) = args.iter().find(|w| {
+                    let t = w.text();
+                    !t.starts_with('-')
+                        && t.split_once('=').is_some_and(|(n, _)| {
+                            MAKE_CODE_VARS.contains(&n.trim_end_matches([':', '+', '?']))
+                                || bash_rules::risky_var(n.trim_end_matches([':', '+', '?']))
+                        })
+                }) {
+                    self.opaque(format!(
+                        "{} sets {}, a make variable recipes may run",
+                        q(source),
+                        q(&w.raw)
+                    ));
+                }
                 let file = args
                     .iter()
                     .position(|w| matches!(w.text(), "-f" | "--file" | "--makefile"))
@@ -1860,6 +2108,8 @@ impl Walker {
                         "{} runs a command given in its options (ssh `ProxyCommand`, `-e`, `-S`)",
                         q(source)
                     ));
+                } else if name == "ssh" {
+                    self.ssh(args, source, depth);
                 }
             }
 
@@ -1930,12 +2180,6 @@ impl Walker {
                     }
                     i += 1;
                 }
-            }
-            "shopt" if args.iter().any(|w| w.text() == "expand_aliases") => {
-                self.opaque(format!(
-                    "{} turns on alias expansion, so later command words may mean something else",
-                    q(source)
-                ));
             }
             _ => {}
         }
@@ -2209,6 +2453,50 @@ impl Walker {
         }
     }
 
+    /// `ssh HOST COMMAND…`: the command runs on the host, which may be this machine
+    /// (`localhost`, an alias in `~/.ssh/config`), so it is analysed like `sh -c`.
+    fn ssh(&mut self, args: &[Word], source: &str, depth: usize) {
+        const WITH_VALUE: &str = "BbcDEeFIiJLlmOoPpQRSWw";
+        let mut i = 0usize;
+        while i < args.len() {
+            let t = args[i].text();
+            if t == "--" {
+                i += 1;
+                break;
+            }
+            if let Some(cluster) = t.strip_prefix('-').filter(|c| !c.is_empty()) {
+                let takes = cluster
+                    .chars()
+                    .position(|c| WITH_VALUE.contains(c))
+                    .is_some_and(|p| p + 1 == cluster.len());
+                i += 1 + usize::from(takes);
+                continue;
+            }
+            break;
+        }
+        // args[i] is the host; the rest is the remote command.
+        let rest = args.get(i + 1..).unwrap_or(&[]);
+        if rest.is_empty() {
+            return;
+        }
+        let mut parts = Vec::new();
+        for w in rest {
+            match &w.lit {
+                Some(l) => parts.push(l.clone()),
+                None => {
+                    self.opaque(format!(
+                        "{} runs a remote command only known when it runs",
+                        q(source)
+                    ));
+                    return;
+                }
+            }
+        }
+        let saved = self.cd.clone();
+        self.script(&parts.join(" "), depth + 1);
+        self.cd = saved;
+    }
+
     /// Commands that start a shell: `su -c SCRIPT`, `script -c SCRIPT`, `sg GROUP SCRIPT`,
     /// `nix-shell --run SCRIPT`; without a script (or `sudo -s`, `doas -s`) the shell reads
     /// stdin, which is opaque.
@@ -2227,7 +2515,7 @@ impl Walker {
         });
         let script: Option<Word> = match script_at {
             Some(i) => match texts[i].split_once('=') {
-                Some((_, v)) => Some(Word::plain(v)),
+                Some((_, v)) => Some(args[i].part(v)),
                 None => args.get(i + 1).cloned(),
             },
             None if name == "sg" => {
@@ -2273,6 +2561,8 @@ impl Walker {
         let sub = texts.first().copied().unwrap_or("");
         for t in &texts {
             if t.starts_with("--upload-pack")
+                || *t == "-O"
+                || t.starts_with("--open-files-in-pager")
                 || t.starts_with("--receive-pack")
                 || t.starts_with("--exec=")
                 || *t == "--exec" && sub == "archive"
@@ -2421,9 +2711,9 @@ impl Walker {
             )),
             Some(k) => {
                 let k = k.to_ascii_lowercase();
-                if operands.len() >= 2 && GIT_EXEC_KEYS.iter().any(|p| k.starts_with(p)) {
+                if operands.len() >= 2 && git_key_risky(&k) {
                     self.opaque(format!(
-                        "{} sets `{k}`, which defines a git alias or a command git runs",
+                        "{} sets `{k}`, which may define a git alias or a command git runs",
                         q(source)
                     ));
                 }
@@ -2559,6 +2849,9 @@ impl Walker {
             ],
             "scp" => &["-P", "-i", "-o", "-F", "-c", "-l", "-S", "-J"],
             "dd" => &[],
+            "git" if args.first().map(Word::text) == Some("format-patch") => {
+                &["-o", "--output-directory"]
+            }
             _ => &[],
         };
         // `find … -exec CMD ;`: CMD's arguments belong to CMD (see `scripts`).
@@ -2592,7 +2885,7 @@ impl Walker {
                     None => (t, None),
                 };
                 let value: Option<Word> = match inline {
-                    Some(v) => Some(Word::plain(v)),
+                    Some(v) => Some(w.part(v)),
                     None if with_value.contains(&opt) => args.get(i + 1).cloned(),
                     None => None,
                 };
@@ -2621,6 +2914,7 @@ impl Walker {
                         | "--output-file" | "-a" | "--append-output",
                     )
                     | ("sort", "-o" | "--output")
+                    | ("git", "-o" | "--output-directory")
                     | (
                         "gcc" | "g++" | "cc" | "c++" | "clang" | "clang++" | "ld" | "rustc" | "as"
                         | "nasm",
@@ -2746,6 +3040,9 @@ impl Walker {
         }
         if name == "find" {
             self.find_paths(args, source);
+        }
+        if name == "git" && args.first().map(Word::text) == Some("clone") {
+            self.clone_paths(&args[1..], source);
         }
         let remote = |w: &Word| {
             matches!(name, "rsync" | "scp")
@@ -2904,6 +3201,54 @@ impl Walker {
             for r in roots {
                 self.path(&r, true, source, true);
             }
+        }
+    }
+
+    /// `git clone [options] REPO [DIR]`: a local REPO is read, DIR is written.
+    fn clone_paths(&mut self, args: &[Word], source: &str) {
+        const WITH_VALUE: &[&str] = &[
+            "-b",
+            "--branch",
+            "--depth",
+            "-o",
+            "--origin",
+            "--reference",
+            "--reference-if-able",
+            "--separate-git-dir",
+            "--template",
+            "-j",
+            "--jobs",
+            "--filter",
+            "--shallow-since",
+            "--shallow-exclude",
+            "--bundle-uri",
+            "--server-option",
+            "--revision",
+        ];
+        let mut operands: Vec<&Word> = Vec::new();
+        let mut i = 0usize;
+        while i < args.len() {
+            let t = args[i].text();
+            if t.starts_with('-') && t.len() > 1 {
+                i += if WITH_VALUE.contains(&t) { 2 } else { 1 };
+                continue;
+            }
+            operands.push(&args[i]);
+            i += 1;
+        }
+        if let Some(repo) = operands.first() {
+            let local = repo
+                .lit
+                .as_deref()
+                .is_none_or(|r| !r.contains("://") && !r.contains('@'));
+            if local {
+                let w = (*repo).clone();
+                self.path(&w, false, source, false);
+            }
+        }
+        if let Some(dir) = operands.get(1) {
+            let w = (*dir).clone();
+            self.path(&w, true, source, true);
         }
     }
 

@@ -143,7 +143,7 @@ fn opaque_constructs_say_why() {
         ("source \"$F\"", "runs the script"),
         (". $F", "runs the script"),
         ("sh -c \"$S\"", "the script of"),
-        ("git -c alias.p=push p origin", "defines a git alias"),
+        ("git -c alias.p=push p origin", "a git alias"),
         (
             "git -c core.sshCommand='rm -rf d' fetch",
             "`core.sshcommand`",

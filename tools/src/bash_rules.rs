@@ -268,6 +268,12 @@ pub(crate) const INTERPRETERS: &[(&str, &[&str])] = &[
     ("jshell", &[]),
     ("irb", &[]),
     ("gdb", &["-ex", "--eval-command"]),
+    ("fish", &["-c", "--command", "-C", "--init-command"]),
+    ("tcsh", &["-c"]),
+    ("csh", &["-c"]),
+    ("nu", &["-c", "--commands"]),
+    ("xonsh", &["-c"]),
+    ("elvish", &["-c"]),
 ];
 
 /// Whether `name` (a file name) is an interpreter of [`INTERPRETERS`], including versioned
@@ -380,7 +386,7 @@ const RISKY_VARS: &[&str] = &[
 const RISKY_PREFIXES: &[&str] = &[
     "LD_",
     "DYLD_",
-    "BASH_FUNC_",
+    "BASH_",
     "GIT_",
     "PYTHON",
     "NPM_CONFIG_",

@@ -272,18 +272,8 @@ const CORPUS: &[(&str, &str, Action, &str)] = &[
     ("issue", "sh -c 'git push --force'", D, PUSH),
     ("issue", "git   push   origin", D, PUSH),
     ("issue", "git -C ../outside push", D, EXT),
-    (
-        "issue",
-        "git -c alias.p=push p origin",
-        K,
-        "defines a git alias",
-    ),
-    (
-        "issue",
-        "git -c alias.st=status st",
-        K,
-        "defines a git alias",
-    ),
+    ("issue", "git -c alias.p=push p origin", K, "a git alias"),
+    ("issue", "git -c alias.st=status st", K, "a git alias"),
     (
         "issue",
         "git -c core.sshCommand=x fetch",
@@ -797,20 +787,15 @@ const CORPUS: &[(&str, &str, Action, &str)] = &[
         "issue",
         "git config alias.p push; git p origin",
         K,
-        "defines a git alias",
+        "a git alias",
     ),
     (
         "issue",
         "git config --global alias.p push",
         K,
-        "defines a git alias",
+        "a git alias",
     ),
-    (
-        "issue",
-        "git config set alias.p push",
-        K,
-        "defines a git alias",
-    ),
+    ("issue", "git config set alias.p push", K, "a git alias"),
     ("issue", "git config --add core.pager x", K, "`core.pager`"),
     ("issue", "git config user.name x", A, ""),
     ("issue", "git config --get alias.p", A, ""),
@@ -883,6 +868,140 @@ const CORPUS: &[(&str, &str, Action, &str)] = &[
     ("issue", "poetry run rm -rf d", D, RM),
     ("issue", "strace -f -o log rm -rf d", D, RM),
     ("issue", "fakeroot rm -rf d", D, RM),
+    // Re-probe (this change): wrappers taking assignments, directories and outputs.
+    ("issue", "sudo A=1 rm -rf d", D, RM),
+    ("issue", "sudo LD_PRELOAD=./x.so ls", K, "`LD_PRELOAD`"),
+    (
+        "issue",
+        "sudo 'BASH_FUNC_ls%%=() { rm -rf d; }' ls",
+        K,
+        "`BASH_FUNC_ls%%`",
+    ),
+    ("issue", "env -C .. cat secret", D, EXT),
+    (
+        "issue",
+        "env --chdir=\"$D\" cat secret",
+        K,
+        "only known when it runs",
+    ),
+    ("issue", "sudo -D /tmp cat x", D, EXT),
+    ("issue", "xargs -a ../list cat", D, EXT),
+    ("issue", "strace -o ../trace ls", D, EXT),
+    // Options that run code.
+    (
+        "issue",
+        "tar --to-command='rm -rf d' -xf a.tar",
+        K,
+        "runs code given in its options",
+    ),
+    (
+        "issue",
+        "tar -I 'sh -c x' -xf a.tar",
+        K,
+        "runs code given in its options",
+    ),
+    (
+        "issue",
+        "sort --compress-program=./x f",
+        K,
+        "runs code given in its options",
+    ),
+    (
+        "issue",
+        "man -P 'rm -rf d' ls",
+        K,
+        "runs code given in its options",
+    ),
+    (
+        "issue",
+        "vim -c '!rm -rf d' f",
+        K,
+        "runs code given in its options",
+    ),
+    (
+        "issue",
+        "sqlite3 -cmd '.shell rm -rf d' x.db",
+        K,
+        "runs code given in its options",
+    ),
+    (
+        "issue",
+        "cargo --config 'target.x.runner=\"rm\"' run",
+        K,
+        "runs code given in its options",
+    ),
+    (
+        "issue",
+        "npx -c 'rm -rf d'",
+        K,
+        "runs code given in its options",
+    ),
+    (
+        "issue",
+        "make --eval='x:;rm -rf d' x",
+        K,
+        "runs code given in its options",
+    ),
+    ("issue", "make CC='rm -rf d'", K, "a make variable"),
+    ("issue", "make -j4 test", A, ""),
+    ("issue", "fish -c 'rm -rf d'", K, "runs inline code"),
+    ("issue", "tcsh -c 'rm -rf d'", K, "runs inline code"),
+    ("issue", "yash -c 'rm -rf d'", D, RM),
+    // Shell state that changes what words mean.
+    ("issue", "shopt -s cdable_vars; x=..; cd x", D, EXT),
+    ("issue", "shopt -s cdable_vars", K, "`cdable_vars`"),
+    ("issue", "shopt -s expand_aliases", K, "`expand_aliases`"),
+    ("issue", "shopt -s nullglob globstar", A, ""),
+    ("issue", "BASH_CMDS[ls]=./x; ls d", K, "`BASH_CMDS`"),
+    ("issue", "BASH_ALIASES[ls]=rm", K, "`BASH_ALIASES`"),
+    ("issue", "set -k; ls X=1", K, "changes the shell's mode"),
+    ("issue", "set -euo pipefail", A, ""),
+    // Remote commands may run here.
+    ("issue", "ssh localhost rm -rf d", D, RM),
+    ("issue", "ssh -p 22 -o BatchMode=yes host 'rm -rf d'", D, RM),
+    ("issue", "ssh host \"$CMD\"", K, "remote command only known"),
+    (
+        "issue",
+        "ssh -o ProxyCommand='rm -rf d' h",
+        K,
+        "`ProxyCommand`",
+    ),
+    // git configuration beyond aliases; more code-running options.
+    (
+        "issue",
+        "git -c protocol.ext.allow=always fetch 'ext::sh -c x'",
+        K,
+        "`protocol.ext.allow`",
+    ),
+    (
+        "issue",
+        "git -c help.autocorrect=immediate psuh",
+        K,
+        "`help.autocorrect`",
+    ),
+    (
+        "issue",
+        "git -c diff.x.textconv=./t diff",
+        K,
+        "`diff.x.textconv`",
+    ),
+    (
+        "issue",
+        "git config submodule.s.update '!rm -rf d'",
+        K,
+        "`submodule.s.update`",
+    ),
+    (
+        "issue",
+        "git -c user.name=x -c color.ui=never commit -m m",
+        A,
+        "",
+    ),
+    ("issue", "git grep -O 'rm -rf d' x", K, "`-O`"),
+    ("issue", "git format-patch -o ../p HEAD~1", D, EXT),
+    ("issue", "git format-patch -o \"$D\" HEAD~1", K, "writes to"),
+    ("issue", "git ls-files -o --exclude-standard", A, ""),
+    ("issue", "git log --output=../log", D, EXT),
     // Allowed.
     ("issue", "ls -la", A, ""),
     ("issue", "echo hello", A, ""),
@@ -1068,5 +1187,150 @@ proptest! {
     #[test]
     fn denied_git_push_is_never_allowed(cmd in spelling(vec!["git", "push", "origin"])) {
         prop_assert_ne!(bash_decision(&cmd), Action::Allow, "{:?} was allowed", cmd);
+    }
+}
+
+/// A wrapper (with options) in front of a denied command.
+fn wrapped_rm() -> impl Strategy<Value = String> {
+    let wrappers = prop::sample::select(vec![
+        "taskset 1",
+        "taskset -c 0",
+        "flock l",
+        "flock -w 5 l",
+        "unshare -r",
+        "chroot .",
+        "setsid -f",
+        "stdbuf -oL -eL",
+        "ionice -c3",
+        "ionice -c 2 -n 7",
+        "chrt -i 0",
+        "runuser -u me --",
+        "busybox",
+        "doas -u root",
+        "nsenter -t 1 -m",
+        "firejail --quiet",
+        "systemd-run --user -p X=1",
+        "sudo A=1",
+        "sudo -E -u root",
+        "env -iu FOO",
+        "env -u FOO -C sub",
+        "strace -f -o log",
+        "fakeroot",
+        "uv run",
+        "poetry run --",
+        "timeout -k 1 5",
+        "nice -n5",
+        "xargs -0 -n1",
+    ]);
+    (prop::collection::vec(wrappers, 1..4), 0usize..3).prop_map(|(ws, form)| {
+        let cmd = format!("{} rm -rf d", ws.join(" "));
+        match form {
+            0 => cmd,
+            1 => format!("sh -c '{cmd}'"),
+            _ => format!("ls && {cmd}"),
+        }
+    })
+}
+
+/// Inline code for an interpreter, spelled with the option separate, attached, in a
+/// cluster or after other options.
+fn inline_code() -> impl Strategy<Value = String> {
+    let forms = prop::sample::select(vec![
+        ("python3", "-c"),
+        ("python", "-c"),
+        ("python3.11", "-c"),
+        ("perl", "-e"),
+        ("perl", "-E"),
+        ("ruby", "-e"),
+        ("node", "-e"),
+        ("node", "-p"),
+        ("php", "-r"),
+        ("lua", "-e"),
+        ("Rscript", "-e"),
+        ("fish", "-c"),
+    ]);
+    (
+        forms,
+        0usize..4,
+        prop::sample::select(vec!["", "/usr/bin/", "env "]),
+    )
+        .prop_map(|((interp, opt), how, prefix)| {
+            let letter = &opt[1..];
+            let code = "'x'";
+            match how {
+                0 => format!("{prefix}{interp} {opt} {code}"),
+                1 => format!("{prefix}{interp} {opt}{code}"),
+                2 => format!("{prefix}{interp} -W{letter} {code}"),
+                _ => format!("{prefix}{interp} -v {opt} {code}"),
+            }
+        })
+}
+
+/// A variable that makes programs run other code, set in one of the ways bash offers.
+fn injected_env() -> impl Strategy<Value = String> {
+    let names = prop::sample::select(vec![
+        "BASH_ENV",
+        "ENV",
+        "LD_PRELOAD",
+        "GIT_SSH_COMMAND",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT",
+        "GIT_PAGER",
+        "PAGER",
+        "EDITOR",
+        "PATH",
+        "PROMPT_COMMAND",
+        "PS4",
+        "CDPATH",
+        "NODE_OPTIONS",
+        "PYTHONSTARTUP",
+        "RUSTC_WRAPPER",
+        "BASH_FUNC_ls%%",
+        "npm_config_script_shell",
+    ]);
+    (names, 0usize..7).prop_map(|(n, how)| match how {
+        0 => format!("{n}=x git status"),
+        1 => format!("env {n}=x git status"),
+        2 => format!("export {n}=x; git status"),
+        3 => format!("declare -x {n}=x; git status"),
+        4 => format!("sudo {n}=x git status"),
+        5 => format!("{n}=x; git status"),
+        _ => format!("read {n} < f; git status"),
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn wrapped_rm_is_never_allowed(cmd in wrapped_rm()) {
+        prop_assert_ne!(bash_decision(&cmd), Action::Allow, "{:?} was allowed", cmd);
+    }
+
+    #[test]
+    fn inline_interpreter_code_is_never_allowed(cmd in inline_code()) {
+        prop_assert_ne!(bash_decision(&cmd), Action::Allow, "{:?} was allowed", cmd);
+    }
+
+    #[test]
+    fn injected_environment_is_never_allowed(cmd in injected_env()) {
+        prop_assert_ne!(bash_decision(&cmd), Action::Allow, "{:?} was allowed", cmd);
+    }
+
+    /// After a `cd` that may fail (`;`, `||`, `&`, a pipe, a newline), a path relative to the
+    /// old directory is still checked (or unknown), never only relative to the new one.
+    #[test]
+    fn a_cd_that_may_fail_keeps_the_old_directory(
+        dir in prop::sample::select(vec!["nope", "sub", "a/b", "sub/deep"]),
+        sep in prop::sample::select(vec!["; ", " || true; ", " & ", " | cat; ", "\n", " 2>/dev/null; "]),
+        cd in prop::sample::select(vec!["cd", "builtin cd", "command cd", "pushd", "\\cd", "'cd'"]),
+    ) {
+        let cmd = format!("{cd} {dir}{sep}echo x > ../outside/x");
+        let a = troupe_tools::analyze(&cmd);
+        prop_assert!(
+            a.paths.iter().any(|p| p.path == "../outside/x") || !a.unknown_paths.is_empty(),
+            "{:?}: {:?}", cmd, a
+        );
     }
 }
