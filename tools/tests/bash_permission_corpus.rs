@@ -1085,6 +1085,48 @@ async fn corpus_decisions_and_deciding_rules() {
     );
 }
 
+/// Aliases already in the repository's configuration (set in an earlier call, or by the
+/// user) are expanded: `git p` with `alias.p = push` is `git push`.
+#[tokio::test]
+async fn git_aliases_from_the_configuration_are_expanded() {
+    let (_d, proj) = project();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&proj)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["config", "alias.p", "push"]);
+    git(&["config", "alias.wipe", "!rm -rf d"]);
+    git(&["config", "alias.pp", "p"]);
+    git(&["config", "alias.st", "status"]);
+    let rows: &[(&str, Action, &str)] = &[
+        ("git p origin main", D, "(git alias `p` = `push`)"),
+        ("sudo git -C . p", D, PUSH),
+        ("git wipe", K, "the shell alias `!rm -rf d`"),
+        ("git pp origin", K, "not a git command troupe knows"),
+        ("git st", A, ""),
+        ("git status", A, ""),
+        ("git nosuchthing", A, ""),
+    ];
+    for (cmd, want, says) in rows {
+        let (got, msg) = decide(issue_rules(), &proj, cmd).await;
+        assert!(
+            got == *want && msg.contains(says),
+            "{cmd:?}: want {want} containing {says:?}, got {got}: {msg}"
+        );
+    }
+    git(&["config", "help.autocorrect", "immediate"]);
+    let (got, msg) = decide(issue_rules(), &proj, "git psuh").await;
+    assert_eq!(got, K, "{msg}");
+    assert!(msg.contains("help.autocorrect"), "{msg}");
+}
+
 /// A denied command spelled in many ways (quoting split anywhere, backslashes, absolute paths,
 /// wrappers, extra blanks, nesting in `$( )`, `;`, `&&`, `|`, subshells, `sh -c`, `eval`).
 fn spelling(words: Vec<&'static str>) -> impl Strategy<Value = String> {

@@ -77,19 +77,241 @@ pub async fn requests(
     }
     out.extend(external);
     out.extend(edits);
-    let (patterns, sources) = analysis.patterns_with_sources();
-    if !patterns.is_empty() || !analysis.opaque.is_empty() {
+    let (mut patterns, mut sources) = analysis.patterns_with_sources();
+    let mut opaque = analysis.opaque.clone();
+    resolve_git_aliases(cwd, &mut patterns, &mut sources, &mut opaque).await;
+    if !patterns.is_empty() || !opaque.is_empty() {
         out.push(PermissionRequest {
             permission: "bash".into(),
             patterns,
             always: analysis.always(),
             metadata: json!({"command": command, "description": description}),
             sources,
-            opaque: analysis.opaque.clone(),
+            opaque,
             reason: String::new(),
         });
     }
     out
+}
+
+/// Git's own subcommands (`git help -a`, git 2.4x); any other word after `git` may be an
+/// alias from the configuration (`alias.p = push`).
+const GIT_COMMANDS: &[&str] = &[
+    "add",
+    "am",
+    "annotate",
+    "apply",
+    "archive",
+    "backfill",
+    "bisect",
+    "blame",
+    "branch",
+    "bugreport",
+    "bundle",
+    "cat-file",
+    "check-attr",
+    "check-ignore",
+    "check-mailmap",
+    "check-ref-format",
+    "checkout",
+    "checkout-index",
+    "cherry",
+    "cherry-pick",
+    "citool",
+    "clean",
+    "clone",
+    "column",
+    "commit",
+    "commit-graph",
+    "commit-tree",
+    "config",
+    "count-objects",
+    "credential",
+    "describe",
+    "diagnose",
+    "diff",
+    "diff-files",
+    "diff-index",
+    "diff-tree",
+    "difftool",
+    "fast-export",
+    "fast-import",
+    "fetch",
+    "fetch-pack",
+    "filter-branch",
+    "fmt-merge-msg",
+    "for-each-ref",
+    "for-each-repo",
+    "format-patch",
+    "fsck",
+    "gc",
+    "get-tar-commit-id",
+    "grep",
+    "gui",
+    "hash-object",
+    "help",
+    "http-push",
+    "index-pack",
+    "init",
+    "instaweb",
+    "interpret-trailers",
+    "lfs",
+    "log",
+    "ls-files",
+    "ls-remote",
+    "ls-tree",
+    "maintenance",
+    "merge",
+    "merge-base",
+    "merge-file",
+    "merge-index",
+    "merge-tree",
+    "mergetool",
+    "mktag",
+    "mktree",
+    "multi-pack-index",
+    "mv",
+    "name-rev",
+    "notes",
+    "pack-objects",
+    "pack-redundant",
+    "pack-refs",
+    "patch-id",
+    "prune",
+    "prune-packed",
+    "pull",
+    "push",
+    "range-diff",
+    "read-tree",
+    "rebase",
+    "reflog",
+    "refs",
+    "remote",
+    "repack",
+    "replace",
+    "replay",
+    "request-pull",
+    "rerere",
+    "reset",
+    "restore",
+    "rev-list",
+    "rev-parse",
+    "revert",
+    "rm",
+    "scalar",
+    "send-email",
+    "send-pack",
+    "shortlog",
+    "show",
+    "show-branch",
+    "show-index",
+    "show-ref",
+    "sparse-checkout",
+    "stage",
+    "stash",
+    "status",
+    "stripspace",
+    "submodule",
+    "subtree",
+    "switch",
+    "symbolic-ref",
+    "tag",
+    "unpack-file",
+    "unpack-objects",
+    "update-index",
+    "update-ref",
+    "update-server-info",
+    "var",
+    "verify-commit",
+    "verify-pack",
+    "verify-tag",
+    "version",
+    "whatchanged",
+    "worktree",
+    "write-tree",
+];
+
+/// Replace `git ALIAS …` by what the repository's configuration says it means, so
+/// `git p origin` with `alias.p = push` matches `git push *`: adds the expanded pattern;
+/// a shell alias (`!cmd`), an alias of an alias, or `help.autocorrect` (a typo runs the
+/// closest command) is opaque. Reads the configuration with `git config` in `cwd` (bounded
+/// by a timeout); without git or a repository nothing is added.
+async fn resolve_git_aliases(
+    cwd: &Path,
+    patterns: &mut Vec<String>,
+    sources: &mut Vec<String>,
+    opaque: &mut Vec<String>,
+) {
+    let unknown: Vec<(String, String, String)> = patterns
+        .iter()
+        .zip(sources.iter())
+        .filter_map(|(p, src)| {
+            let rest = p.strip_prefix("git ")?;
+            let (sub, args) = rest.split_once(' ').unwrap_or((rest, ""));
+            (!sub.starts_with('-') && !GIT_COMMANDS.contains(&sub))
+                .then(|| (sub.to_string(), args.to_string(), src.clone()))
+        })
+        .collect();
+    if unknown.is_empty() {
+        return;
+    }
+    let config = git_alias_config(cwd).await;
+    let autocorrect = config
+        .iter()
+        .find(|(k, _)| k == "help.autocorrect")
+        .map(|(_, v)| v.to_ascii_lowercase())
+        .filter(|v| !matches!(v.as_str(), "" | "0" | "false" | "never" | "show"));
+    for (sub, args, src) in unknown {
+        let key = format!("alias.{}", sub.to_ascii_lowercase());
+        match config.iter().find(|(k, _)| *k == key) {
+            Some((_, value)) if value.trim_start().starts_with('!') => opaque.push(format!(
+                "`git {sub}` is the shell alias `{}`, which is not analysed",
+                value.trim()
+            )),
+            Some((_, value)) => {
+                let first = value.split_whitespace().next().unwrap_or("");
+                if !GIT_COMMANDS.contains(&first) {
+                    opaque.push(format!(
+                        "`git {sub}` is the alias `{}`, which is not a git command troupe knows",
+                        value.trim()
+                    ));
+                }
+                let expanded = format!("git {} {args}", value.trim())
+                    .trim_end()
+                    .to_string();
+                if !patterns.contains(&expanded) {
+                    patterns.push(expanded);
+                    sources.push(format!("{src} (git alias `{sub}` = `{}`)", value.trim()));
+                }
+            }
+            None if autocorrect.is_some() => opaque.push(format!(
+                "`git {sub}` is not a git command and `help.autocorrect` may run a similar one"
+            )),
+            None => {}
+        }
+    }
+}
+
+/// `alias.*` and `help.autocorrect` entries of the git configuration seen from `cwd`
+/// (keys lower case as git prints them); empty when git is missing or fails.
+async fn git_alias_config(cwd: &Path) -> Vec<(String, String)> {
+    let child = tokio::process::Command::new("git")
+        .args(["config", "--get-regexp", r"^(alias\..*|help\.autocorrect)$"])
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let Ok(Ok(out)) = tokio::time::timeout(std::time::Duration::from_secs(5), child).await else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let (k, v) = l.split_once(' ').unwrap_or((l, ""));
+            (k.to_string(), v.to_string())
+        })
+        .collect()
 }
 
 /// `external_directory` and `edit` requests for the paths of `analysis`, resolved against
