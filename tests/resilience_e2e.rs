@@ -920,7 +920,7 @@ async fn cost_stats() {
     assert!(!days.is_empty() && days.len() <= 2, "{stats:#}");
     let day_cost: f64 = days.iter().filter_map(|d| d["cost"].as_f64()).sum();
     assert!((day_cost - 0.0066).abs() < 1e-12, "{stats:#}");
-    let today = chrono_like_today();
+    let today = utc_today();
     assert!(
         days.iter()
             .any(|d| d["key"].as_str() == Some(today.as_str())),
@@ -932,18 +932,7 @@ async fn cost_stats() {
     server.shutdown().await;
 }
 
-/// Today's UTC date as `YYYY-MM-DD` (civil-from-days, Howard Hinnant's algorithm).
-fn chrono_like_today() -> String {
-    let days = (now_ms() / 86_400_000) as i64;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02}")
+/// Today's UTC date as `YYYY-MM-DD`.
+fn utc_today() -> String {
+    troupe_session::iso_time(now_ms() as i64)[..10].to_string()
 }
