@@ -1199,7 +1199,11 @@ impl Walker {
                 continue;
             }
             if write
-                && (path.split('/').rev().skip(1).any(|c| c == ".git")
+                && (path
+                    .split('/')
+                    .rev()
+                    .skip(1)
+                    .any(|c| c == ".git" || c.ends_with(".git"))
                     || path.ends_with(".gitconfig"))
             {
                 self.opaque(format!(
@@ -1754,6 +1758,17 @@ impl Walker {
                 "-C" | "--git-dir" | "--work-tree" => {
                     if let Some(v) = &value {
                         self.path(v, false, source, true);
+                        // A repository directory not named `.git`/`*.git` may hold hooks
+                        // and configuration written as ordinary files.
+                        let name = v.lit.as_deref().map(|l| l.trim_end_matches('/'));
+                        if opt == "--git-dir" && !name.is_some_and(|n| n.ends_with(".git")) {
+                            self.opaque(format!(
+                                "{} uses the repository {}, whose hooks and configuration can \
+                                 run commands",
+                                q(source),
+                                q(&v.raw)
+                            ));
+                        }
                     }
                 }
                 "-c" | "--config-env" => match value.as_ref().and_then(|v| v.lit.clone()) {
@@ -2026,6 +2041,14 @@ impl Walker {
                     "{} changes which program or builtin a command name runs",
                     q(source)
                 )),
+            _ if runs_given_commands(name, args) => self.opaque(format!(
+                "{} runs commands given to it, which are not analysed",
+                q(source)
+            )),
+            "direnv" if args.first().map(Word::text) == Some("allow") => self.opaque(format!(
+                "{} lets `.envrc` run commands whenever the directory is entered",
+                q(source)
+            )),
             "parallel" | "at" | "batch" => self.opaque(format!(
                 "{} runs commands built from its input or later, which are not analysed",
                 q(source)
@@ -2561,6 +2584,7 @@ impl Walker {
         let sub = texts.first().copied().unwrap_or("");
         for t in &texts {
             if t.starts_with("--upload-pack")
+                || t.starts_with("--template")
                 || *t == "-O"
                 || t.starts_with("--open-files-in-pager")
                 || t.starts_with("--receive-pack")
@@ -3408,6 +3432,27 @@ const FILE_COMMANDS: &[&str] = &[
     "sha512sum",
     "patch",
 ];
+
+/// Programs that run a command given to them in a form not analysed here (sandboxes,
+/// file watchers, dev shells): `bwrap … CMD`, `watchexec -- CMD`, `cargo watch -s CMD`,
+/// `nix develop -c CMD`.
+fn runs_given_commands(name: &str, args: &[Word]) -> bool {
+    let any = |f: &dyn Fn(&str) -> bool| args.iter().any(|w| f(w.text()));
+    match name {
+        "bwrap" | "proot" | "watchexec" | "entr" | "nodemon" | "flatpak-spawn" | "toolbox"
+        | "distrobox-enter" | "distrobox" | "cargo-watch" => !args.is_empty(),
+        "cargo" => {
+            args.first().map(Word::text) == Some("watch")
+                && any(&|t| {
+                    matches!(t, "-x" | "-s" | "--exec" | "--shell" | "--")
+                        || t.starts_with("--exec=")
+                        || t.starts_with("--shell=")
+                })
+        }
+        "nix" => any(&|t| matches!(t, "-c" | "--command" | "--run") || t.starts_with("--command=")),
+        _ => false,
+    }
+}
 
 /// The children of `node` with their field names (`name`, `argument`, `body`, …).
 fn fielded(node: Node<'_>) -> Vec<(Option<&'static str>, Node<'_>)> {

@@ -1002,6 +1002,53 @@ const CORPUS: &[(&str, &str, Action, &str)] = &[
     ("issue", "git format-patch -o \"$D\" HEAD~1", K, "writes to"),
     ("issue", "git ls-files -o --exclude-standard", A, ""),
     ("issue", "git log --output=../log", D, EXT),
+    // Repositories and runners (third pass).
+    (
+        "issue",
+        "git --git-dir=fake --work-tree=. commit -m x",
+        K,
+        "whose hooks and configuration",
+    ),
+    ("issue", "git --git-dir=.git status", A, ""),
+    (
+        "issue",
+        "printf x > fake.git/hooks/pre-commit",
+        K,
+        "git's configuration or hooks",
+    ),
+    ("issue", "git init --template=tpl r", K, "`--template=tpl`"),
+    ("issue", "bwrap --bind / / rm -rf d", D, EXT),
+    (
+        "issue",
+        "bwrap --ro-bind src src ls",
+        K,
+        "runs commands given to it",
+    ),
+    (
+        "issue",
+        "watchexec -- rm -rf d",
+        K,
+        "runs commands given to it",
+    ),
+    (
+        "issue",
+        "entr -s 'rm -rf d' < list",
+        K,
+        "runs commands given to it",
+    ),
+    (
+        "issue",
+        "cargo watch -s 'rm -rf d'",
+        K,
+        "runs commands given to it",
+    ),
+    (
+        "issue",
+        "nix develop -c rm -rf d",
+        K,
+        "runs commands given to it",
+    ),
+    ("issue", "direnv allow", K, "`.envrc`"),
     // Allowed.
     ("issue", "ls -la", A, ""),
     ("issue", "echo hello", A, ""),
