@@ -116,6 +116,8 @@ impl Actor for CompactionWorker {
             return Ok(());
         };
         let rt = args.rt.clone();
+        rt.faults
+            .check(crate::faults::FaultPoint::CompactionStart, &args.session_id);
         let agent = rt.agents.get("compaction").cloned();
         let system = agent
             .as_ref()

@@ -34,6 +34,7 @@
 
 pub mod compaction;
 pub mod doom;
+pub mod faults;
 pub mod history;
 pub mod lease;
 pub mod permission;
@@ -260,6 +261,8 @@ pub struct RuntimeShared {
     session_intensity: DashMap<String, crate::supervision::Intensity>,
     /// Notified after the root handled a supervision event.
     root_events: tokio::sync::Notify,
+    /// Fault injection for tests ([`faults`]; empty without the `fault-injection` feature).
+    pub faults: faults::Faults,
 }
 
 impl RuntimeShared {
@@ -532,12 +535,19 @@ impl Runtime {
                 crashed: DashMap::new(),
                 session_intensity: DashMap::new(),
                 root_events: tokio::sync::Notify::new(),
+                faults: faults::Faults::default(),
             }
         });
         let (root, _) = Actor::spawn(None, RootActor, shared.clone())
             .await
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
         Ok(Runtime { shared, root })
+    }
+
+    /// Install a fault hook (tests only: feature `fault-injection`); see [`faults`].
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_faults(&self, hook: faults::FaultHook) {
+        self.shared.faults.install(hook);
     }
 
     /// Shared parts (store, config, counters).

@@ -1108,6 +1108,10 @@ impl Actor for ProcessorActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             ProcMsg::Stream(ev) => {
+                state.rt.faults.check(
+                    crate::faults::FaultPoint::ProcessorEvent,
+                    &state.assistant.id,
+                );
                 if !state.stream_done {
                     self.handle_event(state, ev);
                 }

@@ -1480,6 +1480,10 @@ impl Actor for SessionActor {
                 let outcome = boxed
                     .and_then(|mut b| b.take::<ProcessorState>().ok())
                     .map(ProcessorState::into_outcome);
+                state
+                    .rt
+                    .faults
+                    .check(crate::faults::FaultPoint::SessionStep, &state.session.id);
                 match outcome {
                     Some(o) => self.step_done(&myself, state, o).await,
                     None if state.turn.is_some() => {

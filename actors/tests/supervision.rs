@@ -123,7 +123,7 @@ async fn read_only_tool_that_crashed_once_is_rerun_and_completes() {
         labeled(&rt, "actor_failures_total", "role=\"read_only_tool\""),
         1
     );
-    assert_eq!(rt.live_actors(), 0);
+    wait_until("every actor to stop", || rt.live_actors() == 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -317,4 +317,110 @@ async fn a_permission_ruleset_that_does_not_decode_fails_the_turn() {
             .all(|r| !r.path.ends_with("/chat/completions")),
         "no request went to the model"
     );
+}
+
+/// A hook that injects one panic at `point`, the first time it is asked.
+fn once_at(point: troupe_actors::faults::FaultPoint) -> troupe_actors::faults::FaultHook {
+    let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    Arc::new(move |p, _key| p == point && !fired.swap(true, Ordering::SeqCst))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_step_is_retried_once_from_the_committed_history() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let server = MockServer::start(Script::single(vec![Step::text("the answer")]))
+        .await
+        .unwrap();
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    rt.inject_faults(once_at(troupe_actors::faults::FaultPoint::ProcessorEvent));
+    let sid = rt.create_session(&root, None).await.unwrap().id;
+    let r = run_prompt(&rt, &sid, "go").await;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.text, "the answer");
+    let history = messages(&rt, &sid).await;
+    // The crashed step stays stored with its error; the retry answered.
+    let errors: Vec<String> = history
+        .iter()
+        .filter_map(|m| match &m.info {
+            troupe_session::Message::Assistant(a) => a.error.as_ref().map(|e| e.message()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("the step crashed"), "{errors:?}");
+    assert_eq!(
+        labeled(&rt, "actor_failures_total", "role=\"processor\""),
+        1
+    );
+    assert_eq!(
+        labeled(&rt, "actor_restarts_total", "role=\"processor\""),
+        1
+    );
+    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_session_actor_is_restarted_and_its_turn_goes_on() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let server = MockServer::start(Script::single(vec![
+        Step::tool("flaky_write", json!({})),
+        Step::text("finished after the restart"),
+    ]))
+    .await
+    .unwrap();
+    let (tool, runs) = flaky("flaky_write", 0);
+    let rt = runtime_with(&dir, &server, tool).await;
+    // The session actor crashes as it takes the first finished step (the tool already ran).
+    rt.inject_faults(once_at(troupe_actors::faults::FaultPoint::SessionStep));
+    let sid = rt.create_session(&root, None).await.unwrap().id;
+    let r = run_prompt(&rt, &sid, "go").await;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.text, "finished after the restart");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the tool did not run again");
+    let history = messages(&rt, &sid).await;
+    let users = history
+        .iter()
+        .filter(|m| matches!(m.info, troupe_session::Message::User(_)))
+        .count();
+    assert_eq!(users, 1, "the resumed turn added no user message");
+    assert_eq!(labeled(&rt, "actor_failures_total", "role=\"session\""), 1);
+    assert_eq!(labeled(&rt, "actor_restarts_total", "role=\"session\""), 1);
+    let tree = rt.actors();
+    assert_eq!((tree.failures, tree.restarts), (1, 1));
+    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_keeps_crashing_fails_with_the_cause() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    // Every step calls a tool, so each restarted turn runs one more step and crashes again.
+    let mut steps: Vec<Step> = (0..6)
+        .map(|_| Step::tool("flaky_write", json!({})))
+        .collect();
+    steps.push(Step::text("never reached"));
+    let server = MockServer::start(Script::single(steps)).await.unwrap();
+    let (tool, runs) = flaky("flaky_write", 0);
+    // Default limit: 3 restarts within the period.
+    let rt = runtime_with(&dir, &server, tool).await;
+    rt.inject_faults(Arc::new(|p, _| {
+        p == troupe_actors::faults::FaultPoint::SessionStep
+    }));
+    let sid = rt.create_session(&root, None).await.unwrap().id;
+    let err = tokio::time::timeout(DEADLINE, rt.prompt(&sid, prompt("go")))
+        .await
+        .unwrap()
+        .expect_err("the session fails past its restart limit");
+    let msg = err.to_string();
+    assert!(msg.contains("crashed 4 times"), "{msg}");
+    assert!(msg.contains("injected fault"), "{msg}");
+    assert_eq!(labeled(&rt, "actor_restarts_total", "role=\"session\""), 3);
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        4,
+        "one tool run per step, none repeated"
+    );
+    wait_until("every actor to stop", || rt.live_actors() == 0).await;
 }

@@ -1,0 +1,388 @@
+//! Issue 14's chaos test: 500+ scripted turns with panics injected at random points in tool
+//! calls (read-only and side-effecting), processors, session actors and the compaction
+//! worker. Every turn must end in a defined state (finished, or a clear error), a read-only
+//! call that crashed once then succeeded is a completed part, no side-effecting call runs
+//! twice, the store and the counters agree, and no actor is left alive.
+//!
+//! Faults come from a seeded generator (deterministic per draw order; the interleaving of
+//! concurrent sessions varies between runs, the assertions hold for every interleaving).
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use support::*;
+use tempfile::TempDir;
+use troupe_actors::faults::FaultPoint;
+use troupe_session::ToolState;
+use troupe_testkit::{Conversation, Exhausted, MockServer, Script, Step, UsageSpec};
+use troupe_tools::{Registry, Tool, ToolContext, ToolError, ToolOutput};
+
+/// Turns in the test (one per session, run 16 at a time).
+const TURNS: usize = 520;
+/// Every this many turns overflows the context and compacts.
+const COMPACT_EVERY: usize = 8;
+
+/// A tiny seeded generator (xorshift64*), shared by the hooks.
+struct Rng(AtomicU64);
+
+impl Rng {
+    /// True with probability `per_mille`/1000.
+    fn chance(&self, per_mille: u64) -> bool {
+        let mut x = self.0.load(Ordering::Relaxed);
+        loop {
+            let mut y = x;
+            y ^= y >> 12;
+            y ^= y << 25;
+            y ^= y >> 27;
+            match self
+                .0
+                .compare_exchange_weak(x, y, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return y.wrapping_mul(0x2545_F491_4F6C_DD1D) % 1000 < per_mille,
+                Err(now) => x = now,
+            }
+        }
+    }
+}
+
+/// Runs of a tool, by (assistant message id, call id).
+type Runs = Arc<Mutex<HashMap<(String, String), usize>>>;
+
+/// `chaos_read`: read-only; panics on the first run of a call whose input says
+/// `crash_once`, and at random otherwise.
+struct ChaosRead {
+    runs: Runs,
+    rng: Arc<Rng>,
+    panics: Arc<AtomicUsize>,
+}
+
+/// `chaos_write`: side-effecting; panics at random; every run is recorded.
+struct ChaosWrite {
+    runs: Runs,
+    rng: Arc<Rng>,
+    panics: Arc<AtomicUsize>,
+}
+
+fn schema() -> Value {
+    json!({"type": "object", "properties": {"crash_once": {"type": "boolean"}}})
+}
+
+impl Tool for ChaosRead {
+    fn name(&self) -> &'static str {
+        "chaos_read"
+    }
+    fn description(&self) -> String {
+        "Chaos test tool (read-only).".into()
+    }
+    fn parameters(&self) -> Value {
+        schema()
+    }
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        let run = {
+            let mut runs = self.runs.lock().unwrap();
+            let n = runs.entry((ctx.message_id, ctx.call_id)).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let crash = (run == 1 && args["crash_once"] == true) || self.rng.chance(50);
+        if crash {
+            self.panics.fetch_add(1, Ordering::SeqCst);
+        }
+        Box::pin(async move {
+            if crash {
+                panic!("chaos: read crashed on run {run}");
+            }
+            Ok(ToolOutput {
+                title: "read".into(),
+                output: format!("read on run {run}"),
+                metadata: Default::default(),
+            })
+        })
+    }
+}
+
+impl Tool for ChaosWrite {
+    fn name(&self) -> &'static str {
+        "chaos_write"
+    }
+    fn description(&self) -> String {
+        "Chaos test tool (side-effecting).".into()
+    }
+    fn parameters(&self) -> Value {
+        schema()
+    }
+    fn execute(
+        &self,
+        _args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        *self
+            .runs
+            .lock()
+            .unwrap()
+            .entry((ctx.message_id, ctx.call_id))
+            .or_insert(0) += 1;
+        let crash = self.rng.chance(150);
+        if crash {
+            self.panics.fetch_add(1, Ordering::SeqCst);
+        }
+        Box::pin(async move {
+            if crash {
+                panic!("chaos: write crashed");
+            }
+            Ok(ToolOutput {
+                title: "write".into(),
+                output: "written".into(),
+                metadata: Default::default(),
+            })
+        })
+    }
+}
+
+fn counter(rt: &troupe_actors::Runtime, name: &str, role: &str) -> u64 {
+    let labels = format!("role=\"{role}\"");
+    rt.shared()
+        .counters
+        .snapshot()
+        .into_iter()
+        .find(|(n, l, _)| *n == name && *l == labels)
+        .map(|(_, _, v)| v)
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chaos_turns_end_in_defined_states() {
+    // The injected panics are expected: keep their messages out of the test output.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if !(msg.starts_with("chaos:") || msg.starts_with("injected fault")) {
+            default_hook(info);
+        }
+    }));
+    let started = std::time::Instant::now();
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let over = UsageSpec {
+        prompt_tokens: Some(3_900),
+        completion_tokens: Some(10),
+        ..Default::default()
+    };
+    let tools_step = || {
+        Step::tool("chaos_read", json!({"crash_once": true}))
+            .with_tool("chaos_write", json!({}))
+            .with_tool("chaos_read", json!({}))
+    };
+    let script = Script::new(vec![
+        // Overflowing turns: answer past the context → compaction → summary → go on.
+        Conversation::new(vec![
+            Step::text("a long answer").with_usage(over),
+            Step::text("## Goal\nthe summary"),
+            Step::text("after the compaction"),
+        ])
+        .matching("OVERFLOW")
+        .on_exhausted(Exhausted::Text),
+        // Ordinary turns: tool calls, then an answer. A retried step may see more or fewer
+        // assistant messages; past the end the mock answers with a plain text.
+        Conversation::new(vec![tools_step(), Step::text("done")]),
+    ]);
+    let server = MockServer::start(script).await.unwrap();
+    let rng = Arc::new(Rng(AtomicU64::new(0x9E37_79B9_7F4A_7C15)));
+    let read_runs: Runs = Default::default();
+    let write_runs: Runs = Default::default();
+    let read_panics = Arc::new(AtomicUsize::new(0));
+    let write_panics = Arc::new(AtomicUsize::new(0));
+    let mut registry = Registry::builtin();
+    registry.register(Arc::new(ChaosRead {
+        runs: read_runs.clone(),
+        rng: rng.clone(),
+        panics: read_panics.clone(),
+    }));
+    registry.register(Arc::new(ChaosWrite {
+        runs: write_runs.clone(),
+        rng: rng.clone(),
+        panics: write_panics.clone(),
+    }));
+    let mut f = Fixture::new(&server.base_url());
+    f.config = config_with(
+        &server.base_url(),
+        json!({
+            "provider": {"mock": {
+                "name": "Mock",
+                "npm": "@ai-sdk/openai-compatible",
+                "options": {"baseURL": server.base_url(), "apiKey": "test"},
+                "models": {"mock-model": {"name": "Mock", "limit": {"context": 4096, "output": 512}}}
+            }},
+            "supervision": {"read_only_tools": ["chaos_read"], "backoff_ms": 0, "tool_restarts": 3}
+        }),
+    );
+    f.registry = registry;
+    let rt = f.start(&dir).await;
+    let injected: Arc<Mutex<HashMap<&'static str, usize>>> = Default::default();
+    {
+        let rng = rng.clone();
+        let injected = injected.clone();
+        rt.inject_faults(Arc::new(move |point, _key| {
+            let (name, per_mille) = match point {
+                FaultPoint::ProcessorEvent => ("processor", 8),
+                FaultPoint::SessionStep => ("session", 40),
+                FaultPoint::CompactionStart => ("compaction", 200),
+            };
+            let hit = rng.chance(per_mille);
+            if hit {
+                *injected.lock().unwrap().entry(name).or_insert(0) += 1;
+            }
+            hit
+        }));
+    }
+
+    // Run the turns, 16 sessions at a time.
+    let mut outcomes = Vec::new();
+    let mut sessions = Vec::new();
+    for chunk in (0..TURNS).collect::<Vec<_>>().chunks(16) {
+        let mut set = tokio::task::JoinSet::new();
+        for &i in chunk {
+            let rt = rt.clone();
+            let sid = rt.create_session(&root, None).await.unwrap().id;
+            sessions.push(sid.clone());
+            let text = if i % COMPACT_EVERY == 0 {
+                format!("OVERFLOW turn {i}")
+            } else {
+                format!("turn {i}")
+            };
+            set.spawn(async move {
+                let r = tokio::time::timeout(DEADLINE, rt.prompt(&sid, prompt(&text))).await;
+                (sid, r)
+            });
+        }
+        while let Some(j) = set.join_next().await {
+            let (sid, r) = j.unwrap();
+            let r = r.unwrap_or_else(|_| panic!("turn of {sid} hung"));
+            outcomes.push((sid, r));
+        }
+    }
+    assert_eq!(outcomes.len(), TURNS);
+
+    // Every turn ended in a defined state: finished, or an error that says what happened.
+    let mut finished = 0;
+    let mut failed = 0;
+    for (sid, r) in &outcomes {
+        match r {
+            Ok(t) => match &t.error {
+                None => finished += 1,
+                Some(e) => {
+                    assert!(!e.message().is_empty(), "{sid}: error without a message");
+                    failed += 1;
+                }
+            },
+            Err(e) => {
+                assert!(!e.to_string().is_empty(), "{sid}: error without a message");
+                failed += 1;
+            }
+        }
+    }
+
+    // What the store holds.
+    let mut completed_after_crash = 0;
+    let mut unknown_outcome = 0;
+    let mut running_left = 0;
+    for sid in &sessions {
+        let history = messages(&rt, sid).await;
+        for m in &history {
+            for p in &m.parts {
+                let troupe_session::PartKind::Tool {
+                    tool,
+                    state,
+                    call_id,
+                    ..
+                } = &p.kind
+                else {
+                    continue;
+                };
+                match state {
+                    ToolState::Completed { input, .. }
+                        if tool == "chaos_read" && input["crash_once"] == true =>
+                    {
+                        let runs =
+                            read_runs.lock().unwrap()[&(p.message_id.clone(), call_id.clone())];
+                        assert!(runs >= 2, "a crash_once read completed after {runs} run(s)");
+                        completed_after_crash += 1;
+                    }
+                    ToolState::Error { metadata, .. }
+                        if tool == "chaos_write"
+                            && metadata.as_ref().is_some_and(|m| m["outcome"] == "unknown") =>
+                    {
+                        unknown_outcome += 1;
+                    }
+                    ToolState::Pending { .. } | ToolState::Running { .. } => running_left += 1,
+                    _ => {}
+                }
+            }
+        }
+    }
+    assert_eq!(running_left, 0, "tool parts left pending or running");
+
+    // No side-effecting call ran twice.
+    let writes = write_runs.lock().unwrap().clone();
+    assert!(!writes.is_empty());
+    for (k, n) in &writes {
+        assert_eq!(*n, 1, "side-effecting call {k:?} ran {n} times");
+    }
+
+    // The store and the counters agree.
+    let write_panics = write_panics.load(Ordering::SeqCst) as u64;
+    assert_eq!(
+        counter(&rt, "actor_failures_total", "side_effect_tool"),
+        write_panics
+    );
+    assert_eq!(
+        unknown_outcome as u64, write_panics,
+        "every crashed write is one stored error part with an unknown outcome"
+    );
+    assert_eq!(
+        counter(&rt, "actor_failures_total", "read_only_tool"),
+        read_panics.load(Ordering::SeqCst) as u64
+    );
+    let injected = injected.lock().unwrap().clone();
+    for (name, role) in [
+        ("processor", "processor"),
+        ("session", "session"),
+        ("compaction", "compaction"),
+    ] {
+        assert_eq!(
+            counter(&rt, "actor_failures_total", role),
+            injected.get(name).copied().unwrap_or(0) as u64,
+            "{role} failures"
+        );
+    }
+    assert!(completed_after_crash > 0, "no read-only call recovered");
+    for (name, _) in [("processor", 0), ("session", 0), ("compaction", 0)] {
+        assert!(
+            injected.get(name).copied().unwrap_or(0) > 0,
+            "no {name} fault was injected"
+        );
+    }
+    assert!(counter(&rt, "actor_restarts_total", "processor") > 0);
+    assert!(counter(&rt, "actor_restarts_total", "session") > 0);
+
+    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+    eprintln!(
+        "chaos: {TURNS} turns ({finished} finished, {failed} failed clearly) in {:?}; injected {injected:?}, read panics {}, write panics {write_panics}, recovered reads {completed_after_crash}",
+        started.elapsed(),
+        read_panics.load(Ordering::SeqCst)
+    );
+}
