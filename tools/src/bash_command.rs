@@ -638,6 +638,10 @@ impl Walker {
                 }
             }
             "list" => self.list(node, src, depth),
+            "heredoc_redirect" => {
+                self.heredoc(node, src, depth);
+                self.children(node, src, depth);
+            }
             "redirected_statement" => {
                 // The tree hangs `a && b > f` as `(a && b) > f`; bash redirects `b` only,
                 // in the directory `b` runs in.
@@ -722,6 +726,42 @@ impl Walker {
                 self.children(node, src, depth);
             }
             _ => self.children(node, src, depth),
+        }
+    }
+
+    /// A here-document whose delimiter is not quoted expands `$(…)`, backticks and `${…}` in
+    /// its body, which the tree does not always show (`<<-`, backticks): the body is parsed
+    /// again as the inside of a double-quoted string. A body that will not parse is opaque.
+    fn heredoc(&mut self, node: Node<'_>, src: &str, depth: usize) {
+        let mut cur = node.walk();
+        let kids: Vec<Node<'_>> = node.children(&mut cur).collect();
+        let quoted = kids
+            .iter()
+            .find(|k| k.kind() == "heredoc_start")
+            .is_some_and(|k| src[k.byte_range()].contains(['\'', '"', '\\']));
+        if quoted {
+            return;
+        }
+        let Some(body) = kids.iter().find(|k| k.kind() == "heredoc_body") else {
+            return;
+        };
+        let text = &src[body.byte_range()];
+        if !(text.contains("$(") || text.contains('`') || text.contains("${")) {
+            return;
+        }
+        let before = self.out.opaque.len();
+        let saved = self.cd.clone();
+        // An assignment records no command of its own; its value's substitutions are walked.
+        self.script(
+            &format!("__heredoc=\"{}\"", text.replace('"', "\\\"")),
+            depth + 1,
+        );
+        self.cd = saved;
+        if self.out.opaque.len() > before {
+            self.opaque(format!(
+                "the here-document of {} expands text troupe could not parse",
+                q(&src[node.byte_range()])
+            ));
         }
     }
 
@@ -886,6 +926,15 @@ impl Walker {
     /// `${X:=v}` assigns.
     fn expansion(&mut self, node: Node<'_>, src: &str) {
         let text = collapse(&src[node.byte_range()]);
+        if (text.contains("$(") || text.contains('`'))
+            && !has_descendant(node, "command_substitution")
+        {
+            // `${x#$(rm d)}`: the tree shows the pattern as a plain word.
+            self.opaque(format!(
+                "{} holds a command substitution troupe could not parse",
+                q(&text)
+            ));
+        }
         if text.contains("@P") || text.contains("@A") {
             self.opaque(format!(
                 "{} expands a value as a prompt or assignment, which can run code",
@@ -1087,6 +1136,12 @@ impl Walker {
     /// [`Walker::path`] for one literal path.
     fn path_literal(&mut self, lit: &str, write: bool, source: &str, required: bool) {
         if lit.is_empty() {
+            return;
+        }
+        if let Some(local) = lit.strip_prefix("file://") {
+            // `curl file:///bin/rm -o x`: a URL naming a local file.
+            let local = local.to_string();
+            self.path_literal(&local, write, source, true);
             return;
         }
         if lit.contains("{}") {
@@ -3452,6 +3507,19 @@ fn runs_given_commands(name: &str, args: &[Word]) -> bool {
         "nix" => any(&|t| matches!(t, "-c" | "--command" | "--run") || t.starts_with("--command=")),
         _ => false,
     }
+}
+
+/// Whether a node of `kind` is under `node`.
+fn has_descendant(node: Node<'_>, kind: &str) -> bool {
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if n.kind() == kind {
+            return true;
+        }
+        let mut cur = n.walk();
+        stack.extend(n.children(&mut cur));
+    }
+    false
 }
 
 /// The children of `node` with their field names (`name`, `argument`, `body`, …).

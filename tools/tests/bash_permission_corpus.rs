@@ -1049,6 +1049,30 @@ const CORPUS: &[(&str, &str, Action, &str)] = &[
         "runs commands given to it",
     ),
     ("issue", "direnv allow", K, "`.envrc`"),
+    ("issue", "cat <<-EOF\n\t$(rm -rf d)\n\tEOF", D, RM),
+    ("issue", "cat <<EOF\n`rm -rf d`\nEOF", D, RM),
+    (
+        "issue",
+        "cat <<EOF > out.txt\nhi \"$(rm -rf d)\" there\nEOF",
+        D,
+        RM,
+    ),
+    ("issue", "cat <<\\EOF\n$(rm -rf d)\nEOF", A, ""),
+    (
+        "issue",
+        "cat <<\"E\"OF\n$(rm -rf d)\nEOF",
+        K,
+        "not valid bash",
+    ),
+    ("issue", "echo \"${x#$(rm -rf d)}\"", K, "could not parse"),
+    ("issue", "curl file:///bin/rm -o del", D, EXT),
+    ("issue", "cp /bin/rm del; ./del -rf d", D, EXT),
+    (
+        "extdeny",
+        "cat src/a.rs > del; ./del -rf d",
+        K,
+        "a file written by the same command",
+    ),
     // Allowed.
     ("issue", "ls -la", A, ""),
     ("issue", "echo hello", A, ""),
@@ -1160,6 +1184,12 @@ async fn git_aliases_from_the_configuration_are_expanded() {
         ("git st", A, ""),
         ("git status", A, ""),
         ("git nosuchthing", A, ""),
+        ("git -C sub nosuchthing", K, "alias of another repository"),
+        (
+            "cd sub && git nosuchthing",
+            K,
+            "alias of another repository",
+        ),
     ];
     for (cmd, want, says) in rows {
         let (got, msg) = decide(issue_rules(), &proj, cmd).await;

@@ -79,7 +79,8 @@ pub async fn requests(
     out.extend(edits);
     let (mut patterns, mut sources) = analysis.patterns_with_sources();
     let mut opaque = analysis.opaque.clone();
-    resolve_git_aliases(cwd, &mut patterns, &mut sources, &mut opaque).await;
+    let elsewhere = command.contains("cd ") || command.contains("pushd ");
+    resolve_git_aliases(cwd, elsewhere, &mut patterns, &mut sources, &mut opaque).await;
     if !patterns.is_empty() || !opaque.is_empty() {
         out.push(PermissionRequest {
             permission: "bash".into(),
@@ -235,9 +236,12 @@ const GIT_COMMANDS: &[&str] = &[
 /// `git p origin` with `alias.p = push` matches `git push *`: adds the expanded pattern;
 /// a shell alias (`!cmd`), an alias of an alias, or `help.autocorrect` (a typo runs the
 /// closest command) is opaque. Reads the configuration with `git config` in `cwd` (bounded
-/// by a timeout); without git or a repository nothing is added.
+/// by a timeout); without git or a repository nothing is added. A subcommand that is no alias
+/// here is opaque when it runs in another repository (`git -C dir x`, `--git-dir`, or after
+/// a `cd`: `elsewhere`), whose configuration may define it.
 async fn resolve_git_aliases(
     cwd: &Path,
+    elsewhere: bool,
     patterns: &mut Vec<String>,
     sources: &mut Vec<String>,
     opaque: &mut Vec<String>,
@@ -287,6 +291,15 @@ async fn resolve_git_aliases(
             None if autocorrect.is_some() => opaque.push(format!(
                 "`git {sub}` is not a git command and `help.autocorrect` may run a similar one"
             )),
+            None if elsewhere
+                || src.contains(" -C")
+                || src.contains("--git-dir")
+                || src.contains("--work-tree") =>
+            {
+                opaque.push(format!(
+                    "`git {sub}` is not a git command and may be an alias of another repository"
+                ))
+            }
             None => {}
         }
     }
