@@ -10,16 +10,24 @@
 //! and git's global options skipped. Scripts a command runs itself (`sh -c '…'`, `eval …`,
 //! `find … -exec … ;`, `watch '…'`) are parsed and walked the same way.
 //!
-//! What cannot be known before the command runs is reported in [`Analysis::opaque`] (one
-//! reason each): a command word that is not a literal, a shell reading its script from stdin, a
-//! pipe or a here-document, `eval`/`source` of a non-literal, git aliases defined inline, a
-//! write to a path that is not a literal, and parse errors. The permission layer turns each
-//! into at least an "ask" when the ruleset restricts `bash` at all (fail closed).
+//! What the command runs that cannot be known before it runs is reported in
+//! [`Analysis::opaque`] (one reason each): a command word that is not a literal, a shell or
+//! interpreter reading its program from stdin, a descriptor, a pipe or a here-document,
+//! inline interpreter code (`python -c`), `eval`/`source` of a non-literal, a script written
+//! and run in the same call, `sed`/`awk` programs that write or run, variables that make
+//! programs run other code (`LD_PRELOAD`, `GIT_SSH_COMMAND`, …), git configuration that
+//! defines aliases or commands, code in arithmetic and subscripts, traps, aliases and parse
+//! errors. The permission layer turns each into at least an "ask" when the ruleset restricts
+//! `bash` or denies any path (fail closed; tables in `bash_rules`).
 //!
 //! Every path a command touches is reported in [`Analysis::paths`]: redirection targets,
-//! write targets of `tee`/`dd of=`/`cp`/`mv`/`install`/`ln`/`rm`/`touch`/`mkdir`/`sed -i`/…,
-//! and path-like arguments of any command (absolute, `~`, or containing `..`), joined to the
-//! directory of an earlier literal `cd`.
+//! write targets of `tee`/`dd of=`/`cp`/`mv`/`install`/`ln`/`rm`/`touch`/`mkdir`/`sed -i`/
+//! `find -delete`/…, operands of file commands, and path-like arguments of any command
+//! (absolute, `~`, or containing `..`), joined to every directory an earlier `cd` may have
+//! left (a `cd` may fail, so the old directory stays possible unless it is joined by `&&`).
+//! Paths only known when the command runs (`> $F`, `cat $(…)/x`, after a `cd` to an unknown
+//! directory, or after a command that may have made links: `tar x`, `git clone`, `cp -a`) are
+//! reported in [`Analysis::unknown_paths`].
 
 use std::collections::HashMap;
 

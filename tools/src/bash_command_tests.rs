@@ -228,6 +228,19 @@ fn paths_touched() {
         ("ls --color=auto --directory=/srv", &["R /srv"]),
         ("git -C ../other push", &["R ../other"]),
         ("cd x && rm -rf y", &["R x", "W x/y"]),
+        // A `cd` that may fail leaves both directories possible; `&&` only the new one.
+        ("cd x; rm y", &["R x", "W y", "W x/y"]),
+        ("cd x || true; rm y", &["R x", "W y", "W x/y"]),
+        ("cd x | cat; rm y", &["R x", "W y"]),
+        ("cd x && rm y > z", &["R x", "W x/y", "W x/z"]),
+        (
+            "cd x && cd y; rm z",
+            &["R x", "R x/y", "W z", "W x/z", "W x/y/z"],
+        ),
+        ("mv a b c", &["W a", "W b", "W c"]),
+        ("find . -name x -delete", &["W ."]),
+        ("cat {..,.}/x", &["R ../x"]),
+        ("curl file:///etc/passwd", &["R /etc/passwd"]),
         (
             "cd /tmp/a && cd b && cat c ~/d && cd ../.. && rm e",
             &[
