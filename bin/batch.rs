@@ -443,6 +443,7 @@ async fn run_one(
         synthetic: Vec::new(),
         compact: false,
         no_reply: false,
+        images: Vec::new(),
     };
     match rt.prompt(&session.id, input).await {
         Ok(turn) => BatchResult {

@@ -338,6 +338,7 @@ impl Chat {
             synthetic: Vec::new(),
             compact: false,
             no_reply: false,
+            images: Vec::new(),
         };
         let (rt, sid) = (self.runtime.clone(), session.id.clone());
         let mut turn = tokio::spawn(async move { rt.prompt(&sid, input).await });

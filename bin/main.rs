@@ -197,7 +197,9 @@ struct RunArgs {
     /// Title of the session (instead of a generated one).
     #[arg(long)]
     title: Option<String>,
-    /// Attach a text file to the prompt (repeatable); its content is sent with the message.
+    /// Attach a file to the prompt (repeatable): a text file's content is sent with the
+    /// message; a PNG, JPEG, GIF or WebP image is sent as an image to a model that takes
+    /// images (its catalog entry's `modalities.input` lists `image`), else it is an error.
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     files: Vec<PathBuf>,
     /// Model as provider/model.
@@ -467,41 +469,81 @@ fn load_agents(cwd: &Path) -> Result<(LoadedConfig, troupe_agents::AgentSet)> {
     Ok((config, agents))
 }
 
-/// Largest file `run -f` attaches, bytes (a bigger one would crowd out the conversation).
+/// Largest text file `run -f` attaches, bytes (a bigger one would crowd out the conversation).
 const MAX_ATTACHMENT_BYTES: u64 = 256 * 1024;
 
-/// The `-f` files as text parts (`Attached file PATH:` then the content in a fence). A file
-/// that is missing, too large, or not UTF-8 text (an image or other binary) is an error naming
-/// it: troupe sends text only.
-fn read_attachments(files: &[PathBuf]) -> Result<Vec<String>> {
-    let mut out = Vec::new();
+/// Largest image `run -f` attaches, bytes (Anthropic's Messages API limit per image, 5 MB).
+const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
+
+/// The image MIME type of `bytes` by their signature (PNG, JPEG, GIF, WebP: the formats
+/// OpenAI's and Anthropic's APIs take), or `None`.
+fn image_mime(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+/// The `-f` files: text files become text parts (`Attached file PATH:` then the content in a
+/// fence), PNG/JPEG/GIF/WebP images become image attachments (sent only to models that take
+/// images). A file that is missing, too large, or binary but not one of those images is an
+/// error naming it.
+fn read_attachments(
+    files: &[PathBuf],
+) -> Result<(Vec<String>, Vec<troupe_actors::ImageAttachment>)> {
+    use base64::Engine as _;
+    let mut texts = Vec::new();
+    let mut images = Vec::new();
     for f in files {
         let meta = std::fs::metadata(f).map_err(|e| anyhow!("-f {}: {e}", f.display()))?;
         if !meta.is_file() {
             bail!("-f {}: not a regular file", f.display());
         }
+        if meta.len() > MAX_IMAGE_BYTES.max(MAX_ATTACHMENT_BYTES) {
+            bail!(
+                "-f {}: {} bytes is over the {} byte limit for an attached image",
+                f.display(),
+                meta.len(),
+                MAX_IMAGE_BYTES
+            );
+        }
+        let bytes = std::fs::read(f).map_err(|e| anyhow!("-f {}: {e}", f.display()))?;
+        if let Some(mime) = image_mime(&bytes) {
+            images.push(troupe_actors::ImageAttachment {
+                filename: f.display().to_string(),
+                mime: mime.to_string(),
+                data: base64::engine::general_purpose::STANDARD.encode(&bytes),
+            });
+            continue;
+        }
         if meta.len() > MAX_ATTACHMENT_BYTES {
             bail!(
-                "-f {}: {} bytes is over the {} byte limit for an attached file",
+                "-f {}: {} bytes is over the {} byte limit for an attached text file",
                 f.display(),
                 meta.len(),
                 MAX_ATTACHMENT_BYTES
             );
         }
-        let bytes = std::fs::read(f).map_err(|e| anyhow!("-f {}: {e}", f.display()))?;
         let text = String::from_utf8(bytes).map_err(|_| {
             anyhow!(
-                "-f {}: not UTF-8 text (images and other binary files cannot be attached)",
+                "-f {}: neither UTF-8 text nor a PNG, JPEG, GIF or WebP image",
                 f.display()
             )
         })?;
-        out.push(format!(
+        texts.push(format!(
             "Attached file {}:\n```\n{}\n```",
             f.display(),
             text.trim_end_matches('\n')
         ));
     }
-    Ok(out)
+    Ok((texts, images))
 }
 
 /// Pick the model: flag, config, API-key defaults, else a local llama.cpp server if one answers.
@@ -786,7 +828,12 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     if text.trim().is_empty() {
         bail!("no prompt given: troupe run \"what to do\"");
     }
-    let attachments = read_attachments(&args.files)?;
+    let (attachments, images) = read_attachments(&args.files)?;
+    if args.attach.is_some() && !images.is_empty() {
+        bail!(
+            "-f: images cannot be sent with --attach yet; attach text files only, or run without --attach"
+        );
+    }
     if let Some(url) = args.attach.clone() {
         return attach::run(attach::AttachRun {
             url,
@@ -823,6 +870,26 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     }
     if let Some(m) = &chosen {
         check_api_key(&config, m)?;
+    }
+    if !images.is_empty() {
+        // Refuse before a session is created when the model that will run takes no images
+        // (the runtime checks again before storing the message).
+        let agent_model = match &args.agent {
+            Some(a) => agents.require(a).ok().and_then(|a| a.model.clone()),
+            None => agents
+                .default_agent(config.config.default_agent.as_deref())
+                .ok()
+                .and_then(|a| a.model.clone()),
+        };
+        if let Some(m) = args.model.clone().or(agent_model).or(chosen.clone())
+            && let Ok(resolved) = config.resolve_model(&m)
+            && !resolved.image_input
+        {
+            bail!(
+                "-f: model {} does not accept images (its catalog entry lists no image input; set \"modalities\": {{\"input\": [\"text\", \"image\"]}} on the model in troupe.json if it does)",
+                resolved.full_id()
+            );
+        }
     }
     // Only an explicit --model (or the probed local server, when nothing is configured)
     // overrides the agent's own model; otherwise the runtime applies the usual precedence
@@ -916,6 +983,7 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         synthetic: attachments,
         compact: false,
         no_reply: false,
+        images,
     };
     let rt2 = runtime.clone();
     // Listen before the turn starts, so no signal falls between the early handler and ours.

@@ -530,6 +530,15 @@ fn print_session(s: &Session, messages: &[MessageWithParts]) {
                     )
                 }
                 PartKind::Compaction { auto, .. } => println!("   [compaction] auto={auto}"),
+                PartKind::File {
+                    mime,
+                    filename,
+                    url,
+                } => println!(
+                    "   [file {mime}] {} ({} bytes as base64)",
+                    filename.as_deref().unwrap_or("(unnamed)"),
+                    url.len().saturating_sub(url.find(',').map_or(0, |i| i + 1))
+                ),
             }
         }
     }

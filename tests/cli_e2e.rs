@@ -83,7 +83,7 @@ async fn empty_troupe_env_vars_mean_unset() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_typo_names_file_line_and_nearest_key() {
-    let p = CliProject::empty();
+    let p = Project::empty();
     p.write_config("{\n  \"modle\": \"mock/mock-model\"\n}\n");
     let out = p.troupe(&["run", "hello"], &[]).await;
     let line = assert_one_line_failure(&out, "typo in troupe.json");
@@ -288,7 +288,7 @@ async fn local_server_context_comes_from_props() {
         },
     )
     .await;
-    let p = CliProject::empty();
+    let p = Project::empty();
     p.write_config(
         &json!({"model": "local/mock-model",
                 "provider": {"local": {"options": {"baseURL": server.base_url()}}}})
@@ -335,7 +335,7 @@ async fn models_lists_configured_and_local_server_models_and_marks_the_default()
         },
     )
     .await;
-    let p = CliProject::empty();
+    let p = Project::empty();
     p.write_config(
         &json!({
             "model": "mine/big",
@@ -673,7 +673,7 @@ async fn monitor_shows_a_busy_session_by_its_first_prompt() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completions_for_each_shell() {
-    let p = CliProject::empty();
+    let p = Project::empty();
     for (shell, needle) in [
         ("bash", "complete -F _troupe"),
         ("zsh", "#compdef troupe"),
@@ -702,12 +702,12 @@ async fn title_file_attachments_dir_filter_and_delete() {
     let sub = p.root.join("sub");
     std::fs::create_dir_all(&sub).expect("sub");
 
-    // -f: an image is refused before anything is sent.
+    // -f: a binary file that is no image is refused before anything is sent.
     let out = p.troupe(&["run", "-f", "pic.png", "look"], &[]).await;
-    let line = assert_one_line_failure(&out, "-f image");
+    let line = assert_one_line_failure(&out, "-f binary");
     assert_eq!(
         line,
-        "troupe: -f pic.png: not UTF-8 text (images and other binary files cannot be attached)"
+        "troupe: -f pic.png: neither UTF-8 text nor a PNG, JPEG, GIF or WebP image"
     );
     assert!(completions(&server).is_empty());
 
@@ -787,7 +787,7 @@ async fn title_file_attachments_dir_filter_and_delete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_login_stores_a_private_key_that_runs_use() {
     let server = mock(vec![Step::text("authed")]).await;
-    let p = CliProject::empty();
+    let p = Project::empty();
     // A provider block without a key: the stored one is used.
     p.write_config(
         &json!({"model": "mock/mock-model",
@@ -906,4 +906,138 @@ async fn the_binary_sees_only_the_fixture_environment() {
             "{k} leaked into the binary: {output}"
         );
     }
+}
+
+/// A real (tiny) PNG: the 8-byte signature and an IHDR chunk.
+const PNG: &[u8] = &[
+    0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, b'I', b'H', b'D', b'R', 0, 0, 0,
+    1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4, 0x89,
+];
+
+/// `run -f image.png`: an image part for a model whose entry says it takes images (OpenAI
+/// `image_url` content part, Anthropic base64 `image` block, both with the file's bytes), a
+/// `file` part in the stored message; a one-line error, with nothing sent or stored, for a
+/// model that does not take images.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_f_images_go_to_models_that_take_them() {
+    use base64::Engine as _;
+    let server = mock(vec![Step::text("a red dot")]).await;
+    let p = Project::empty();
+    let vision = json!({"name": "Vision", "limit": {"context": 128000, "output": 8192},
+                        "modalities": {"input": ["text", "image"], "output": ["text"]}});
+    p.write_config(
+        &json!({
+            "model": "mock/mock-model",
+            "provider": {
+                "mock": {
+                    "name": "Mock", "npm": "@ai-sdk/openai-compatible",
+                    "options": {"baseURL": server.base_url(), "apiKey": "test"},
+                    "models": {
+                        "mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}},
+                        "vision": vision
+                    }
+                },
+                "anth": {
+                    "name": "Anthropic mock", "npm": "@ai-sdk/anthropic",
+                    "options": {"baseURL": server.base_url(), "apiKey": "test"},
+                    "models": {"claude-vision": vision}
+                }
+            }
+        })
+        .to_string(),
+    );
+    std::fs::write(p.root.join("dot.png"), PNG).expect("png");
+    let b64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+
+    // A model without image input: refused in one line, before a session or a request.
+    let out = p
+        .troupe(&["run", "-f", "dot.png", "what is this?"], &[])
+        .await;
+    let line = assert_one_line_failure(&out, "-f image to a text-only model");
+    assert!(
+        line.contains("model mock/mock-model does not accept images")
+            && line.contains("modalities"),
+        "{line}"
+    );
+    assert!(completions(&server).is_empty());
+    assert!(p.sessions().await.is_empty(), "nothing stored");
+
+    // OpenAI-compatible: text part, then an image_url part with a data URL.
+    let out = p
+        .troupe(
+            &["run", "-m", "mock/vision", "-f", "dot.png", "what is this?"],
+            &[],
+        )
+        .await;
+    assert_success(&out, "run -f image");
+    assert!(text(&out.stdout).contains("a red dot"));
+    let req = completions(&server).pop().expect("a request");
+    let user = req_messages(&req)
+        .into_iter()
+        .rfind(|m| m["role"] == "user")
+        .expect("user message");
+    let content = user["content"].as_array().expect("content parts");
+    assert_eq!(content[0]["type"], "text");
+    assert!(
+        content[0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("what is this?")
+    );
+    assert_eq!(content[1]["type"], "image_url");
+    assert_eq!(
+        content[1]["image_url"]["url"],
+        format!("data:image/png;base64,{b64}")
+    );
+    // Stored as OpenCode's file part.
+    let sid = p.sessions().await[0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let out = p
+        .troupe(&["session", "show", &sid, "--format", "json"], &[])
+        .await;
+    assert_success(&out, "session show");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let file = doc["messages"][0]["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .find(|p| p["type"] == "file")
+        .cloned()
+        .expect("a file part");
+    assert_eq!(file["mime"], "image/png");
+    assert_eq!(file["filename"], "dot.png");
+    assert_eq!(file["url"], format!("data:image/png;base64,{b64}"));
+
+    // Anthropic: a base64 image block before the text.
+    let out = p
+        .troupe(
+            &[
+                "run",
+                "-m",
+                "anth/claude-vision",
+                "-f",
+                "dot.png",
+                "and now?",
+            ],
+            &[],
+        )
+        .await;
+    assert_success(&out, "run -f image, anthropic");
+    let req = server
+        .requests()
+        .into_iter()
+        .rfind(|r| r.path.ends_with("/messages"))
+        .expect("an anthropic request");
+    let blocks = req.body["messages"][0]["content"]
+        .as_array()
+        .expect("blocks")
+        .clone();
+    assert_eq!(blocks[0]["type"], "image");
+    assert_eq!(
+        blocks[0]["source"],
+        json!({"type": "base64", "media_type": "image/png", "data": b64})
+    );
+    assert_eq!(blocks[1]["type"], "text");
 }

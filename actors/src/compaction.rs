@@ -143,6 +143,7 @@ impl Actor for CompactionWorker {
         }
         messages.push(ChatMessage::User {
             content: COMPACTION_REQUEST_PROMPT.to_string(),
+            images: Vec::new(),
         });
         let mut extra = args.model.options.clone();
         extra.remove("firstStep");

@@ -24,7 +24,13 @@ pub fn convert(m: &MessageWithParts, out: &mut Vec<ChatMessage>) {
     match &m.info {
         Message::User(_) => {
             let mut text = String::new();
+            let mut images = Vec::new();
             for p in &m.parts {
+                if let PartKind::File { url, .. } = &p.kind
+                    && let Some(image) = troupe_llm::types::ImageInput::from_data_url(url)
+                {
+                    images.push(image);
+                }
                 if let PartKind::Text { text: t, .. } = &p.kind
                     && !t.is_empty()
                 {
@@ -40,8 +46,11 @@ pub fn convert(m: &MessageWithParts, out: &mut Vec<ChatMessage>) {
                     text.push_str("What did we do so far?");
                 }
             }
-            if !text.is_empty() {
-                out.push(ChatMessage::User { content: text });
+            if !text.is_empty() || !images.is_empty() {
+                out.push(ChatMessage::User {
+                    content: text,
+                    images,
+                });
             }
         }
         Message::Assistant(a) => {

@@ -296,6 +296,20 @@ pub struct PromptInput {
     /// OpenCode's `noReply`: store the user message and run no turn (the result has no
     /// assistant message). Queued behind a running turn like any prompt.
     pub no_reply: bool,
+    /// Images to attach (stored as `file` parts, sent as image inputs). A model whose
+    /// catalog entry does not accept images refuses the prompt before anything is stored.
+    pub images: Vec<ImageAttachment>,
+}
+
+/// An image attached to a prompt (`troupe run -f picture.png`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageAttachment {
+    /// The file's name as given.
+    pub filename: String,
+    /// MIME type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`).
+    pub mime: String,
+    /// Standard base64 of the bytes.
+    pub data: String,
 }
 
 /// Changes to a session (`PATCH /session/{id}`, OpenCode's `{title?, permission?}`).

@@ -289,6 +289,12 @@ impl SessionActor {
                 .resolve_model(&model_spec)
                 .map_err(|e| e.to_string())?,
         );
+        if !input.images.is_empty() && !model.image_input {
+            return Err(format!(
+                "model {} does not accept images (its catalog entry lists no image input; set \"modalities\": {{\"input\": [\"text\", \"image\"]}} on the model in troupe.json if it does)",
+                model.full_id()
+            ));
+        }
         let user = UserMessage {
             id: troupe_session::id::message(),
             session_id: state.session.id.clone(),
@@ -324,6 +330,17 @@ impl SessionActor {
         });
         let reminder = troupe_agents::switch_reminder(previous_agent.as_deref(), &agent.name)
             .filter(|_| !input.compact);
+        for image in &input.images {
+            parts.push(Part::new(
+                &state.session.id,
+                &user.id,
+                PartKind::File {
+                    mime: image.mime.clone(),
+                    filename: Some(image.filename.clone()),
+                    url: format!("data:{};base64,{}", image.mime, image.data),
+                },
+            ));
+        }
         for extra in input.synthetic.iter().cloned().chain(reminder) {
             parts.push(Part::new(
                 &state.session.id,

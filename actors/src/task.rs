@@ -358,6 +358,7 @@ async fn run_task(
         synthetic: Vec::new(),
         compact: false,
         no_reply: false,
+        images: Vec::new(),
     };
     actor
         .cast(SessionMsg::Prompt(PendingPrompt {

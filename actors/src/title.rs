@@ -114,6 +114,7 @@ async fn ask(args: TitleArgs) -> Option<String> {
                 content: format!(
                     "Write a title for a conversation that starts with this message:\n\n{text}"
                 ),
+                images: Vec::new(),
             },
         ],
         tools: Vec::new(),

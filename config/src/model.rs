@@ -102,6 +102,10 @@ pub struct ResolvedModel {
     pub temperature: bool,
     /// True when the model was not found in any catalog and runs on safe defaults.
     pub unknown: bool,
+    /// Whether the model takes images: `modalities.input` lists `image` (config over
+    /// catalog), else models.dev `attachment`; false for unknown models.
+    #[serde(default)]
+    pub image_input: bool,
 }
 
 impl ResolvedModel {

@@ -355,6 +355,13 @@ fn build(
         reasoning: pick(|m| m.reasoning).unwrap_or(false),
         temperature: pick(|m| m.temperature).unwrap_or(true),
         unknown: user_model.is_none() && catalog_model.is_none(),
+        image_input: pick(|m| {
+            m.modalities
+                .as_ref()
+                .map(|x| x.input.iter().any(|k| k == "image"))
+        })
+        .or_else(|| pick(|m| m.attachment))
+        .unwrap_or(false),
     })
 }
 

@@ -365,6 +365,24 @@ pub struct ModelConfig {
     /// Accepts `temperature`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<bool>,
+    /// models.dev `attachment`: accepts file attachments (used for images when `modalities`
+    /// is absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachment: Option<bool>,
+    /// models.dev `modalities`: what the model takes and produces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modalities: Option<Modalities>,
+}
+
+/// models.dev `modalities` (`{"input": ["text", "image"], "output": ["text"]}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Modalities {
+    /// Input kinds: `text`, `image`, `pdf`, `audio`, `video`.
+    #[serde(default)]
+    pub input: Vec<String>,
+    /// Output kinds.
+    #[serde(default)]
+    pub output: Vec<String>,
 }
 
 /// models.dev `limit`, tokens.

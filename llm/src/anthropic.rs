@@ -58,8 +58,18 @@ pub fn build_request_body(model: &ResolvedModel, req: &ChatRequest) -> Value {
     for m in &req.messages {
         let (role, blocks) = match m {
             ChatMessage::System { .. } => continue,
-            ChatMessage::User { content } => {
-                ("user", vec![json!({"type": "text", "text": content})])
+            // Messages API: image blocks (base64 source) before the text, as Anthropic
+            // recommends.
+            ChatMessage::User { content, images } => {
+                let mut blocks: Vec<Value> = images
+                    .iter()
+                    .map(|i| {
+                        json!({"type": "image", "source": {
+                            "type": "base64", "media_type": i.mime, "data": i.data}})
+                    })
+                    .collect();
+                blocks.push(json!({"type": "text", "text": content}));
+                ("user", blocks)
             }
             ChatMessage::Tool {
                 call_id,
@@ -730,6 +740,7 @@ mod tests {
             reasoning: true,
             temperature: true,
             unknown: false,
+            image_input: false,
         }
     }
 
@@ -746,6 +757,7 @@ mod tests {
                 },
                 ChatMessage::User {
                     content: "hi".into(),
+                    images: Vec::new(),
                 },
                 ChatMessage::Assistant {
                     content: Some("ok".into()),
@@ -764,6 +776,7 @@ mod tests {
                 },
                 ChatMessage::User {
                     content: "next".into(),
+                    images: Vec::new(),
                 },
             ],
             tools: vec![ToolSpec {

@@ -95,7 +95,19 @@ pub fn build_request_body(model: &ResolvedModel, req: &ChatRequest) -> Value {
 fn message_json(m: &ChatMessage, send_reasoning: bool) -> Value {
     match m {
         ChatMessage::System { content } => json!({"role": "system", "content": content}),
-        ChatMessage::User { content } => json!({"role": "user", "content": content}),
+        ChatMessage::User { content, images } if images.is_empty() => {
+            json!({"role": "user", "content": content})
+        }
+        // Chat Completions content parts: the text, then one `image_url` part per image.
+        ChatMessage::User { content, images } => {
+            let mut parts = vec![json!({"type": "text", "text": content})];
+            parts.extend(
+                images
+                    .iter()
+                    .map(|i| json!({"type": "image_url", "image_url": {"url": i.data_url()}})),
+            );
+            json!({"role": "user", "content": parts})
+        }
         ChatMessage::Assistant {
             content,
             reasoning,
@@ -772,6 +784,7 @@ mod tests {
             reasoning: false,
             temperature: true,
             unknown: false,
+            image_input: false,
         }
     }
 
@@ -784,6 +797,7 @@ mod tests {
                 },
                 ChatMessage::User {
                     content: "hi".into(),
+                    images: Vec::new(),
                 },
                 ChatMessage::Assistant {
                     content: None,

@@ -799,6 +799,7 @@ mod tests {
             reasoning: false,
             temperature: true,
             unknown: false,
+            image_input: false,
         }
     }
 

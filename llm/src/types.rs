@@ -2,6 +2,34 @@
 
 use serde::{Deserialize, Serialize};
 
+/// An image in a user turn: MIME type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`)
+/// and the bytes as standard base64.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageInput {
+    /// MIME type.
+    pub mime: String,
+    /// Standard base64 of the bytes (no `data:` prefix).
+    pub data: String,
+}
+
+impl ImageInput {
+    /// From a `data:<mime>;base64,<data>` URL; `None` for anything else.
+    pub fn from_data_url(url: &str) -> Option<ImageInput> {
+        let rest = url.strip_prefix("data:")?;
+        let (head, data) = rest.split_once(',')?;
+        let mime = head.strip_suffix(";base64")?;
+        (!mime.is_empty() && !data.is_empty()).then(|| ImageInput {
+            mime: mime.to_string(),
+            data: data.to_string(),
+        })
+    }
+
+    /// `data:<mime>;base64,<data>`.
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.mime, self.data)
+    }
+}
+
 /// One message of the conversation sent to a model, in a provider-neutral shape.
 /// Providers convert it to their wire format (OpenAI `messages[]`, Anthropic `messages[]` + `system`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -16,6 +44,9 @@ pub enum ChatMessage {
     User {
         /// Text content (parts already joined by the caller when needed).
         content: String,
+        /// Images sent after the text (only to models whose catalog entry accepts images).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ImageInput>,
     },
     /// An assistant turn: optional reasoning, optional text, and tool calls, in that order.
     Assistant {

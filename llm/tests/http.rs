@@ -102,6 +102,7 @@ fn model(base_url: &str, protocol: Protocol) -> ResolvedModel {
         reasoning: false,
         temperature: true,
         unknown: false,
+        image_input: false,
     }
 }
 
@@ -110,6 +111,7 @@ fn request() -> ChatRequest {
         model: "m1".into(),
         messages: vec![ChatMessage::User {
             content: "hi".into(),
+            images: Vec::new(),
         }],
         headers: vec![("x-session-affinity".into(), "s1".into())],
         ..Default::default()

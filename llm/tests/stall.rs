@@ -29,6 +29,7 @@ fn model(base_url: &str, protocol: Protocol) -> ResolvedModel {
         reasoning: false,
         temperature: true,
         unknown: false,
+        image_input: false,
     }
 }
 
@@ -44,6 +45,7 @@ fn deadlines() -> Deadlines {
 fn request(history: &[&str]) -> ChatRequest {
     let mut messages = vec![ChatMessage::User {
         content: "stall test".into(),
+        images: Vec::new(),
     }];
     for text in history {
         messages.push(ChatMessage::Assistant {
@@ -54,6 +56,7 @@ fn request(history: &[&str]) -> ChatRequest {
         });
         messages.push(ChatMessage::User {
             content: "again".into(),
+            images: Vec::new(),
         });
     }
     ChatRequest {

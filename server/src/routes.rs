@@ -520,6 +520,7 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
         synthetic,
         compact: false,
         no_reply: body.no_reply,
+        images: Vec::new(),
     })
 }
 

@@ -29,6 +29,7 @@ pub(crate) fn model(context: u64, input: Option<u64>, output: u64) -> ResolvedMo
         reasoning: false,
         temperature: true,
         unknown: false,
+        image_input: false,
     }
 }
 

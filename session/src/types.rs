@@ -502,6 +502,17 @@ pub enum PartKind {
         /// Tokens of the step.
         tokens: Tokens,
     },
+    /// An attached file (OpenCode's `FilePart`): an image sent to the model as an image
+    /// input, its bytes inline as a `data:` URL.
+    File {
+        /// MIME type, e.g. `image/png`.
+        mime: String,
+        /// The file's name as given.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        filename: Option<String>,
+        /// `data:<mime>;base64,<bytes>`.
+        url: String,
+    },
     /// A compaction request (on a user message).
     Compaction {
         /// Started automatically on overflow.
@@ -548,6 +559,7 @@ impl Part {
             PartKind::StepStart { .. } => "step-start",
             PartKind::StepFinish { .. } => "step-finish",
             PartKind::Compaction { .. } => "compaction",
+            PartKind::File { .. } => "file",
         }
     }
 }
