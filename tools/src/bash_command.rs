@@ -1886,7 +1886,11 @@ impl Walker {
         let target: Result<String, ()> = match (name, operands.first()) {
             ("popd", _) => Err(()),
             ("pushd", None) => Err(()),
-            (_, None) => Ok("~".into()),
+            (_, None) => {
+                // A bare `cd` enters the home directory.
+                self.path(&Word::plain("~"), false, source, true);
+                Ok("~".into())
+            }
             (_, Some(w)) => match w.lit.as_deref().filter(|_| !w.glob) {
                 Some("-") | None => Err(()),
                 Some(d) if d.starts_with('+') || (name == "pushd" && d.starts_with('-')) => Err(()),

@@ -1049,6 +1049,8 @@ const CORPUS: &[(&str, &str, Action, &str)] = &[
         "runs commands given to it",
     ),
     ("issue", "direnv allow", K, "`.envrc`"),
+    ("issue", "cd; cat .ssh/id_rsa", D, EXT),
+    ("issue", "cd && cat .ssh/id_rsa", D, EXT),
     ("issue", "cat <<-EOF\n\t$(rm -rf d)\n\tEOF", D, RM),
     ("issue", "cat <<EOF\n`rm -rf d`\nEOF", D, RM),
     (
