@@ -15,7 +15,6 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio_util::sync::CancellationToken;
 use troupe_agents::prompt::COMPACTION_REQUEST_PROMPT;
 use troupe_config::ResolvedModel;
-use troupe_llm::{ChatMessage, ChatRequest};
 use troupe_session::compaction::{
     TOOL_OUTPUT_MAX_CHARS, compaction_input, estimate_tokens, usable_context,
 };
@@ -130,33 +129,24 @@ impl Actor for CompactionWorker {
         let overhead = estimate_tokens(&system)
             + estimate_tokens(COMPACTION_REQUEST_PROMPT)
             + (usable / 10).max(200);
-        let max_out = args.model.max_output_tokens().min(8_192);
+        let max_out = crate::request::summary_max_tokens(&args.model);
         let budget = if usable == 0 {
             u64::MAX
         } else {
             ((usable.saturating_sub(overhead + max_out)) as f64 * args.budget_share) as u64
         };
         let input = compaction_input(&args.history, TOOL_OUTPUT_MAX_CHARS, budget);
-        let mut messages = vec![ChatMessage::System { content: system }];
+        let mut history = Vec::new();
         for m in &input {
-            crate::history::convert(m, &mut messages);
+            crate::history::convert(m, &mut history);
         }
-        messages.push(ChatMessage::User {
-            content: COMPACTION_REQUEST_PROMPT.to_string(),
-            images: Vec::new(),
-        });
-        let mut extra = args.model.options.clone();
-        extra.remove("firstStep");
-        let request = ChatRequest {
-            model: args.model.model_id.clone(),
-            messages,
-            tools: Vec::new(),
-            temperature: None,
-            top_p: None,
-            max_tokens: Some(max_out),
-            extra,
-            headers: vec![("x-session-affinity".into(), args.session_id.clone())],
-        };
+        let request = crate::request::summary_request(
+            &args.model,
+            &system,
+            history,
+            COMPACTION_REQUEST_PROMPT,
+            &args.session_id,
+        );
         let assistant = AssistantMessage {
             id: troupe_session::id::message(),
             session_id: args.session_id.clone(),

@@ -40,6 +40,7 @@ pub mod lease;
 pub mod permission;
 pub mod processor;
 pub mod progress;
+pub mod request;
 pub mod session_actor;
 pub mod supervision;
 pub mod task;

@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use troupe_agents::Agent;
 use troupe_config::ResolvedModel;
-use troupe_llm::{ChatMessage, ChatRequest, ToolSpec};
+use troupe_llm::ToolSpec;
 use troupe_session::{
     AssistantMessage, AssistantTime, Event, Message, MessageError, MessagePath, MessageWithParts,
     ModelRef, Part, PartKind, Session, SessionStatus, UserMessage, UserTime, Write, now_ms,
@@ -596,82 +596,26 @@ impl SessionActor {
                 .await;
             return;
         }
-        let is_last = turn.step >= turn.max_steps;
-        let mut messages = Vec::with_capacity(state.history.len() * 2 + 2);
-        messages.push(ChatMessage::System {
-            content: turn.system.clone(),
-        });
         // Requests start from the newest completed summary; the full history stays stored.
         let start = troupe_session::compaction::filter_compacted_start(&state.history);
         if start != state.cache_start {
             state.cache.reset();
             state.cache_start = start;
         }
-        messages.extend_from_slice(state.cache.extend(&state.history[start..]));
-        if is_last && turn.max_steps > 1 {
-            messages.push(ChatMessage::Assistant {
-                content: Some(troupe_agents::MAX_STEPS_PROMPT.to_string()),
-                reasoning: None,
-                reasoning_signature: None,
-                tool_calls: Vec::new(),
-            });
-        }
+        let history = state.cache.extend(&state.history[start..]);
         let model = turn.model.clone();
-        let mut extra = model.options.clone();
-        for (k, v) in &turn.agent.options {
-            extra.insert(k.clone(), v.clone());
-        }
-        // `firstStep`: options merged only into the first request of a turn (e.g. llama.cpp's
-        // `tool_choice: "required"` for a small model), with `prefill` sent as the start of
-        // the assistant's answer (a response prefill, as llama.cpp and Anthropic support)
-        // and `toolSchema` (`{tool name: JSON Schema fragment}`) deep-merged into those
-        // tools' parameter schemas for that request only, e.g. an `enum` of real paths that
-        // llama.cpp compiles into the grammar the call's arguments must follow.
-        let mut tool_schema: Option<serde_json::Map<String, serde_json::Value>> = None;
-        if let Some(serde_json::Value::Object(first)) = extra.remove("firstStep")
-            && turn.step == 1
-        {
-            for (k, v) in first {
-                if k == "toolSchema" {
-                    if let serde_json::Value::Object(m) = v {
-                        tool_schema = Some(m);
-                    }
-                } else if k == "prefill" {
-                    if let Some(text) = v.as_str().filter(|t| !t.is_empty()) {
-                        messages.push(ChatMessage::Assistant {
-                            content: Some(text.to_string()),
-                            reasoning: None,
-                            reasoning_signature: None,
-                            tool_calls: Vec::new(),
-                        });
-                    }
-                } else {
-                    extra.insert(k, v);
-                }
-            }
-        }
-        let request = ChatRequest {
-            model: model.model_id.clone(),
-            messages,
-            tools: if is_last && turn.max_steps > 1 {
-                Vec::new()
-            } else {
-                let mut tools = turn.tools.clone();
-                if let Some(patches) = &tool_schema {
-                    for t in &mut tools {
-                        if let Some(patch) = patches.get(&t.name) {
-                            merge_schema(&mut t.parameters, patch);
-                        }
-                    }
-                }
-                tools
-            },
-            temperature: turn.agent.temperature.filter(|_| model.temperature),
+        let request = crate::request::step_request(&crate::request::StepInput {
+            model: &model,
+            system: &turn.system,
+            history,
+            tools: &turn.tools,
+            agent_options: &turn.agent.options,
+            temperature: turn.agent.temperature,
             top_p: turn.agent.top_p,
-            max_tokens: Some(model.max_output_tokens()),
-            extra,
-            headers: vec![("x-session-affinity".into(), state.session.id.clone())],
-        };
+            step: turn.step,
+            max_steps: turn.max_steps,
+            session_id: &state.session.id,
+        });
         let assistant = AssistantMessage {
             id: troupe_session::id::message(),
             session_id: state.session.id.clone(),
@@ -1531,28 +1475,5 @@ impl Actor for SessionActor {
             let _ = t.reply.send(Err("session actor stopped".into()));
         }
         Ok(())
-    }
-}
-
-/// Apply a JSON Schema fragment to a tool's parameter schema (`firstStep.toolSchema`) with
-/// JSON Merge Patch semantics (RFC 7396): objects merge key by key, `null` removes the key
-/// (e.g. an optional property the first call must not use), anything else replaces it.
-fn merge_schema(dst: &mut serde_json::Value, patch: &serde_json::Value) {
-    match (dst, patch) {
-        (serde_json::Value::Object(d), serde_json::Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    d.remove(k);
-                    continue;
-                }
-                match d.get_mut(k) {
-                    Some(existing) => merge_schema(existing, v),
-                    None => {
-                        d.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (dst, patch) => *dst = patch.clone(),
     }
 }

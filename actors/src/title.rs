@@ -14,7 +14,7 @@ use futures::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio_util::sync::CancellationToken;
 use troupe_config::ResolvedModel;
-use troupe_llm::{ChatMessage, ChatRequest, StreamEvent};
+use troupe_llm::StreamEvent;
 
 use crate::RuntimeShared;
 
@@ -103,33 +103,13 @@ async fn ask(args: TitleArgs) -> Option<String> {
         .as_ref()
         .and_then(|a| a.prompt.clone())
         .unwrap_or_else(|| "Write a short title.".into());
-    let text: String = args.text.chars().take(4_000).collect();
-    let mut extra = args.model.options.clone();
-    extra.remove("firstStep");
-    let request = ChatRequest {
-        model: args.model.model_id.clone(),
-        messages: vec![
-            ChatMessage::System { content: system },
-            ChatMessage::User {
-                content: format!(
-                    "Write a title for a conversation that starts with this message:\n\n{text}"
-                ),
-                images: Vec::new(),
-            },
-        ],
-        tools: Vec::new(),
-        temperature: agent
-            .as_ref()
-            .and_then(|a| a.temperature)
-            .filter(|_| args.model.temperature),
-        top_p: None,
-        max_tokens: Some(args.model.max_output_tokens().min(200)),
-        extra,
-        headers: vec![
-            ("x-session-affinity".into(), args.session_id.clone()),
-            ("x-troupe-purpose".into(), "title".into()),
-        ],
-    };
+    let request = crate::request::title_request(
+        &args.model,
+        &system,
+        agent.as_ref().and_then(|a| a.temperature),
+        &args.text,
+        &args.session_id,
+    );
     let provider = args.rt.provider(&args.model);
     let mut stream = provider
         .stream(request, CancellationToken::new())
