@@ -2,6 +2,10 @@
 //! built-in tools (OpenCode names and parameters: `bash`, `read`, `write`, `edit`, `glob`,
 //! `grep`, `list`, `invalid`), output truncation and tool-name repair.
 //!
+//! A tool is written as a [`TypedTool`]: its arguments are a struct that derives both
+//! `Deserialize` and `JsonSchema`, so the schema the model sees and the parsing of each call
+//! come from one definition and cannot drift; every `TypedTool` is a [`Tool`].
+//!
 //! Tools are plain async functions of (arguments, context). They know nothing of actors: the
 //! actor layer runs each call in its own supervised tool-call actor, enforces the timeout and
 //! cancels through [`ToolContext::abort`].
@@ -19,7 +23,7 @@ pub mod registry;
 pub mod testing;
 pub mod truncate;
 
-pub use args::parse_args;
+pub use args::{args_schema, parse_args};
 pub use bash_command::{Analysis, Part, PathUse, analyze};
 pub use registry::{Registry, invalid_tool_message};
 pub use truncate::{Direction, Truncated, apply_truncation, truncate_output};
@@ -226,4 +230,51 @@ pub trait Tool: Send + Sync + 'static {
         args: Value,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>>;
+}
+
+/// The one way to write a tool: a typed [`Tool`]. `Args` is the arguments struct (serde
+/// `Deserialize` for parsing, schemars `JsonSchema` for the schema, field names in OpenCode's
+/// camelCase, each field's doc comment its description for the model). [`Tool::parameters`]
+/// is [`args_schema`]`::<Args>()`, and [`Tool::execute`] parses the call's arguments with
+/// [`parse_args`] (a mismatch is [`ToolError::InvalidArguments`] naming the field) before
+/// [`TypedTool::run`] sees them.
+pub trait TypedTool: Send + Sync + 'static {
+    /// The arguments struct.
+    type Args: serde::de::DeserializeOwned + schemars::JsonSchema + Send + 'static;
+    /// Name the model calls it by (e.g. `read`).
+    const NAME: &'static str;
+    /// Description sent to the model.
+    fn describe(&self) -> String;
+    /// Run the call with parsed arguments. Semantic checks beyond the schema (e.g. a path
+    /// that must be absolute) return [`ToolError::InvalidArguments`] via [`args::invalid`].
+    fn run(
+        &self,
+        args: Self::Args,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>>;
+}
+
+impl<T: TypedTool> Tool for T {
+    fn name(&self) -> &'static str {
+        T::NAME
+    }
+
+    fn description(&self) -> String {
+        self.describe()
+    }
+
+    fn parameters(&self) -> Value {
+        args_schema::<T::Args>()
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        match parse_args::<T::Args>(T::NAME, args) {
+            Ok(args) => self.run(args, ctx),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
 }

@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// `test_panic {message}`: panics with `message` when executed.
 #[derive(Debug, Default, Clone, Copy)]
@@ -21,14 +21,16 @@ pub struct PanicTool;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SleepTool;
 
-#[derive(Debug, Deserialize)]
-struct PanicArgs {
+/// Arguments of the `test_panic` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PanicArgs {
     #[serde(default)]
     message: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
-struct SleepArgs {
+/// Arguments of the `test_sleep` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SleepArgs {
     ms: u64,
 }
 
@@ -37,31 +39,26 @@ struct SleepArgs {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GateTool;
 
-#[derive(Debug, Deserialize)]
-struct GateArgs {
+/// Arguments of the `test_gate` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GateArgs {
     path: String,
 }
 
-impl Tool for GateTool {
-    fn name(&self) -> &'static str {
-        "test_gate"
-    }
+impl TypedTool for GateTool {
+    type Args = GateArgs;
+    const NAME: &'static str = "test_gate";
 
-    fn description(&self) -> String {
+    fn describe(&self) -> String {
         "Test tool: waits until the file `path` exists.".into()
     }
 
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
-    }
-
-    fn execute(
+    fn run(
         &self,
-        args: Value,
+        args: GateArgs,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let args: GateArgs = parse_args("test_gate", args)?;
             let path = std::path::PathBuf::from(&args.path);
             loop {
                 if tokio::fs::try_exists(&path).await.unwrap_or(false) {
@@ -80,52 +77,40 @@ impl Tool for GateTool {
     }
 }
 
-impl Tool for PanicTool {
-    fn name(&self) -> &'static str {
-        "test_panic"
-    }
+impl TypedTool for PanicTool {
+    type Args = PanicArgs;
+    const NAME: &'static str = "test_panic";
 
-    fn description(&self) -> String {
+    fn describe(&self) -> String {
         "Test tool: panics with the given message.".into()
     }
 
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"message": {"type": "string"}}})
-    }
-
-    fn execute(
+    fn run(
         &self,
-        args: Value,
+        args: PanicArgs,
         _ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let args: PanicArgs = parse_args("test_panic", args)?;
             let message = args.message.unwrap_or_else(|| "test_panic".into());
             panic!("{message}");
         })
     }
 }
 
-impl Tool for SleepTool {
-    fn name(&self) -> &'static str {
-        "test_sleep"
-    }
+impl TypedTool for SleepTool {
+    type Args = SleepArgs;
+    const NAME: &'static str = "test_sleep";
 
-    fn description(&self) -> String {
+    fn describe(&self) -> String {
         "Test tool: sleeps for `ms` milliseconds.".into()
     }
 
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0}}, "required": ["ms"]})
-    }
-
-    fn execute(
+    fn run(
         &self,
-        args: Value,
+        args: SleepArgs,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let args: SleepArgs = parse_args("test_sleep", args)?;
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(args.ms)) => Ok(ToolOutput {
                     title: "sleep".into(),
@@ -141,6 +126,8 @@ impl Tool for SleepTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
+    use serde_json::json;
 
     #[tokio::test]
     async fn sleep_honours_abort() {

@@ -11,6 +11,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,7 +20,7 @@ use tokio::sync::mpsc;
 use crate::paths;
 use crate::procs;
 use crate::truncate::{self, Direction, MAX_BYTES, MAX_LINES};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// Default timeout in ms (OpenCode 120_000).
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -40,24 +41,35 @@ pub const DRAIN_MAX: Duration = Duration::from_secs(1);
 #[derive(Debug, Default, Clone, Copy)]
 pub struct BashTool;
 
-#[derive(Debug, Deserialize)]
+/// Arguments of the `bash` tool; the schema the model sees is derived from this struct
+/// (each field's doc comment is its description).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct Args {
+pub struct BashArgs {
+    /// The command to execute
     command: String,
-    #[serde(default)]
+    /// Clear, concise description of what this command does in 5-10 words
+    // Asked of the model, not enforced: a call without one still runs (serde reads a
+    // missing `Option` field as `None`).
+    #[schemars(required)]
     description: Option<String>,
+    /// Optional timeout in milliseconds
+    // Advertised as an integer ≥ 1; a fractional or non-positive value is parsed and
+    // refused by `run` with a clear message.
+    #[schemars(with = "Option<u64>", range(min = 1))]
     timeout: Option<f64>,
+    /// Working directory for the command (default: the project directory)
     workdir: Option<String>,
+    /// Start the command in the background and return at once (for servers and watchers); it is stopped with the session
     #[serde(default)]
     background: Option<bool>,
 }
 
-impl Tool for BashTool {
-    fn name(&self) -> &'static str {
-        "bash"
-    }
+impl TypedTool for BashTool {
+    type Args = BashArgs;
+    const NAME: &'static str = "bash";
 
-    fn description(&self) -> String {
+    fn describe(&self) -> String {
         format!(
             "Run a shell command (bash -c) and return its combined stdout/stderr and exit code.\n\
              - `command`: the command line. Chain dependent steps with `&&`; quote paths with spaces.\n\
@@ -74,29 +86,12 @@ impl Tool for BashTool {
         )
     }
 
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "The command to execute"},
-                "timeout": {"type": "integer", "minimum": 1, "description": "Optional timeout in milliseconds"},
-                "workdir": {"type": "string", "description": "Working directory for the command (default: the project directory)"},
-                "description": {"type": "string", "description": "Clear, concise description of what this command does in 5-10 words"},
-                "background": {"type": "boolean", "description": "Start the command in the background and return at once (for servers and watchers); it is stopped with the session"}
-            },
-            "required": ["command", "description"]
-        })
-    }
-
-    fn execute(
+    fn run(
         &self,
-        args: Value,
+        args: BashArgs,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args("bash", args)?;
-            run(args, ctx).await
-        })
+        Box::pin(async move { run(args, ctx).await })
     }
 }
 
@@ -261,7 +256,7 @@ fn last_chars(s: &str, max: usize) -> String {
     }
 }
 
-async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+async fn run(args: BashArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     let timeout_ms = match args.timeout {
         None => DEFAULT_TIMEOUT_MS,
         Some(t) if t.is_finite() && t > 0.0 => t.round() as u64,
@@ -573,6 +568,7 @@ async fn pump(mut r: impl tokio::io::AsyncRead + Unpin, tx: mpsc::Sender<Vec<u8>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::paths::test_support::Recorder;
     use std::sync::{Arc, Mutex};
 

@@ -7,13 +7,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::write::BOM;
-use super::{diff_counts, unified_diff};
+use super::{FileChange, approve_and_write, writable_target};
 use crate::paths::{self, PathKind};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 pub use super::edit_replace::{IDENTICAL, MULTIPLE, NOT_FOUND};
 /// Error when `oldString` is empty but the file exists (issue 13.3): an empty `oldString`
@@ -24,12 +25,18 @@ pub const EMPTY_OLD_ON_EXISTING: &str = "oldString is empty but the file already
 #[derive(Debug, Default, Clone, Copy)]
 pub struct EditTool;
 
-#[derive(Debug, Deserialize)]
+/// Arguments of the `edit` tool; the schema the model sees is derived from this struct
+/// (each field's doc comment is its description).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct Args {
+pub struct EditArgs {
+    /// Absolute path of the file to modify
     file_path: String,
+    /// The text to replace
     old_string: String,
+    /// The text to replace it with (must be different from oldString)
     new_string: String,
+    /// Replace all occurrences of oldString (default false)
     #[serde(default)]
     replace_all: Option<bool>,
 }
@@ -48,12 +55,11 @@ fn file_lock(path: &std::path::Path) -> Arc<tokio::sync::Mutex<()>> {
     }
 }
 
-impl Tool for EditTool {
-    fn name(&self) -> &'static str {
-        "edit"
-    }
+impl TypedTool for EditTool {
+    type Args = EditArgs;
+    const NAME: &'static str = "edit";
 
-    fn description(&self) -> String {
+    fn describe(&self) -> String {
         "Replace text in a file.\n\
          - `oldString` must match the file exactly (whitespace and indentation included; copy it \
          from `read` output without the `N: ` line-number prefix) and must be unique unless \
@@ -66,32 +72,16 @@ impl Tool for EditTool {
             .to_string()
     }
 
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "filePath": {"type": "string", "description": "Absolute path of the file to modify"},
-                "oldString": {"type": "string", "description": "The text to replace"},
-                "newString": {"type": "string", "description": "The text to replace it with (must be different from oldString)"},
-                "replaceAll": {"type": "boolean", "description": "Replace all occurrences of oldString (default false)"}
-            },
-            "required": ["filePath", "oldString", "newString"]
-        })
-    }
-
-    fn execute(
+    fn run(
         &self,
-        args: Value,
+        args: EditArgs,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args("edit", args)?;
-            run(args, ctx).await
-        })
+        Box::pin(async move { run(args, ctx).await })
     }
 }
 
-async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+async fn run(args: EditArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     if args.old_string == args.new_string {
         return Err(ToolError::Failed(IDENTICAL.into()));
     }
@@ -101,18 +91,7 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     let lock = file_lock(&path);
     let _guard = lock.lock().await;
 
-    let meta = tokio::fs::metadata(&path).await.ok();
-    if meta.as_ref().is_some_and(|m| m.is_dir()) {
-        return Err(ToolError::Failed(format!(
-            "Path is a directory, not a file: {shown}"
-        )));
-    }
-    if let Some(kind) = meta
-        .as_ref()
-        .and_then(|m| paths::special_kind(m.file_type()))
-    {
-        return Err(paths::special_file_error("edit", &shown, kind));
-    }
+    let meta = writable_target(&path, &shown, "edit").await?;
     let (old_content, new_content) = if args.old_string.is_empty() {
         if meta.is_some() {
             return Err(ToolError::Failed(format!(
@@ -148,26 +127,21 @@ async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     };
 
     let rel = paths::worktree_relative(&ctx, &path).await;
-    let diff = unified_diff(&rel, &old_content, &new_content);
-    paths::ask(
+    let FileChange {
+        diff,
+        additions,
+        deletions,
+    } = approve_and_write(
         &ctx,
         "edit",
-        vec![rel.clone()],
-        vec!["*".into()],
-        json!({"filepath": shown, "diff": diff}),
+        &path,
+        &shown,
+        &rel,
+        &old_content,
+        &new_content,
     )
     .await?;
-    if ctx.abort.is_cancelled() {
-        return Err(ToolError::Aborted);
-    }
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await.map_err(|e| {
-            ToolError::Failed(format!("Cannot create directory {}: {e}", parent.display()))
-        })?;
-    }
-    paths::write_regular(&path, "edit", &shown, new_content.as_bytes()).await?;
 
-    let (additions, deletions) = diff_counts(&old_content, &new_content);
     let mut metadata = serde_json::Map::new();
     metadata.insert("diff".into(), Value::String(diff.clone()));
     metadata.insert("additions".into(), json!(additions));
@@ -203,6 +177,7 @@ pub use super::edit_replace::replace;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
 
     async fn edit(dir: &std::path::Path, args: Value) -> Result<ToolOutput, ToolError> {
         EditTool.execute(args, ToolContext::simple(dir)).await

@@ -5,12 +5,13 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{PathGlob, blocking, mtime, walker};
 use crate::paths::{self, PathKind};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// Maximum number of paths returned (OpenCode 100).
 pub const LIMIT: usize = 100;
@@ -21,19 +22,22 @@ pub const TRUNCATED_NOTE: &str = "(Results are truncated: showing first 100 resu
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GlobTool;
 
-#[derive(Debug, Deserialize)]
+/// Arguments of the `glob` tool; the schema the model sees is derived from this struct
+/// (each field's doc comment is its description).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct Args {
+pub struct GlobArgs {
+    /// The glob pattern to match files against
     pattern: String,
+    /// The directory to search in (default: the working directory)
     path: Option<String>,
 }
 
-impl Tool for GlobTool {
-    fn name(&self) -> &'static str {
-        "glob"
-    }
+impl TypedTool for GlobTool {
+    type Args = GlobArgs;
+    const NAME: &'static str = "glob";
 
-    fn description(&self) -> String {
+    fn describe(&self) -> String {
         "Find files by name pattern, e.g. `**/*.rs` or `src/**/*.test.ts`; a pattern without `/` \
          matches file names at any depth.\n\
          - `path`: directory to search (default: the working directory).\n\
@@ -42,24 +46,12 @@ impl Tool for GlobTool {
             .to_string()
     }
 
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "The glob pattern to match files against"},
-                "path": {"type": "string", "description": "The directory to search in (default: the working directory)"}
-            },
-            "required": ["pattern"]
-        })
-    }
-
-    fn execute(
+    fn run(
         &self,
-        args: Value,
+        args: GlobArgs,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let args: Args = parse_args("glob", args)?;
             let (root, pattern) = match split_absolute(&args.pattern) {
                 Some((base, rest)) => (paths::normalize(&base), rest),
                 None => {
@@ -182,6 +174,7 @@ fn find(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use std::time::Duration;
 
     fn touch(p: &std::path::Path, secs_ago: u64) {

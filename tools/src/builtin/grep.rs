@@ -8,13 +8,14 @@ use std::time::SystemTime;
 use futures::future::BoxFuture;
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::Lossy};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{PathGlob, blocking, mtime, walker};
 use crate::paths;
 use crate::truncate::{self, Direction, MAX_BYTES, MAX_LINES};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// Maximum number of matching lines returned (OpenCode 100).
 pub const LIMIT: usize = 100;
@@ -25,11 +26,16 @@ pub const MAX_LINE_LENGTH: usize = 2000;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GrepTool;
 
-#[derive(Debug, Deserialize)]
+/// Arguments of the `grep` tool; the schema the model sees is derived from this struct
+/// (each field's doc comment is its description).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct Args {
+pub struct GrepArgs {
+    /// The regex pattern to search for in file contents
     pattern: String,
+    /// The file or directory to search in (default: the working directory)
     path: Option<String>,
+    /// File pattern to include in the search (e.g. "*.js", "*.{ts,tsx}")
     include: Option<String>,
 }
 
@@ -41,12 +47,11 @@ struct Match {
     text: String,
 }
 
-impl Tool for GrepTool {
-    fn name(&self) -> &'static str {
-        "grep"
-    }
+impl TypedTool for GrepTool {
+    type Args = GrepArgs;
+    const NAME: &'static str = "grep";
 
-    fn description(&self) -> String {
+    fn describe(&self) -> String {
         "Search file contents with a regular expression (Rust regex syntax, e.g. `fn\\s+\\w+`, \
          `log.*Error`).\n\
          - `path`: file or directory to search (default: the working directory).\n\
@@ -57,31 +62,16 @@ impl Tool for GrepTool {
             .to_string()
     }
 
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "The regex pattern to search for in file contents"},
-                "path": {"type": "string", "description": "The file or directory to search in (default: the working directory)"},
-                "include": {"type": "string", "description": "File pattern to include in the search (e.g. \"*.js\", \"*.{ts,tsx}\")"}
-            },
-            "required": ["pattern"]
-        })
-    }
-
-    fn execute(
+    fn run(
         &self,
-        args: Value,
+        args: GrepArgs,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args("grep", args)?;
-            run(args, ctx).await
-        })
+        Box::pin(async move { run(args, ctx).await })
     }
 }
 
-async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+async fn run(args: GrepArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     if args.pattern.is_empty() {
         return Err(crate::args::invalid("grep", "pattern must not be empty"));
     }
@@ -327,6 +317,7 @@ fn search(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
 
     #[tokio::test]
     async fn finds_and_formats() {

@@ -2,45 +2,38 @@
 //! caller routes an unknown or malformed call here so the model sees what went wrong.
 
 use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// The `invalid` tool.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct InvalidTool;
 
-#[derive(Debug, Deserialize)]
-struct Args {
+/// Arguments of the `invalid` tool; the schema the model sees is derived from this struct
+/// (each field's doc comment is its description).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct InvalidArgs {
     tool: String,
     error: String,
 }
 
-impl Tool for InvalidTool {
-    fn name(&self) -> &'static str {
-        "invalid"
-    }
+impl TypedTool for InvalidTool {
+    type Args = InvalidArgs;
+    const NAME: &'static str = "invalid";
 
-    fn description(&self) -> String {
+    fn describe(&self) -> String {
         "Do not use".to_string()
     }
 
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"tool": {"type": "string"}, "error": {"type": "string"}},
-            "required": ["tool", "error"]
-        })
-    }
-
-    fn execute(
+    fn run(
         &self,
-        args: Value,
+        args: InvalidArgs,
         _ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let args: Args = parse_args("invalid", args)?;
             let mut metadata = serde_json::Map::new();
             metadata.insert("tool".into(), Value::String(args.tool));
             Ok(ToolOutput {
@@ -58,6 +51,8 @@ impl Tool for InvalidTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
+    use serde_json::json;
 
     #[tokio::test]
     async fn formats_error() {

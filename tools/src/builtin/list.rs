@@ -5,12 +5,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{PathGlob, blocking, walker};
 use crate::paths::{self, PathKind};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// Maximum number of files listed (OpenCode `LIMIT`).
 pub const LIMIT: usize = 100;
@@ -46,20 +47,23 @@ pub const DEFAULT_IGNORES: &[&str] = &[
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ListTool;
 
-#[derive(Debug, Deserialize)]
+/// Arguments of the `list` tool; the schema the model sees is derived from this struct
+/// (each field's doc comment is its description).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct Args {
+pub struct ListArgs {
+    /// The absolute path of the directory to list (default: the working directory)
     path: Option<String>,
+    /// Glob patterns to ignore
     #[serde(default)]
     ignore: Option<Vec<String>>,
 }
 
-impl Tool for ListTool {
-    fn name(&self) -> &'static str {
-        "list"
-    }
+impl TypedTool for ListTool {
+    type Args = ListArgs;
+    const NAME: &'static str = "list";
 
-    fn description(&self) -> String {
+    fn describe(&self) -> String {
         "List files under a directory as an indented tree.\n\
          - `path`: directory to list (default: the working directory).\n\
          - `ignore`: extra glob patterns to skip (e.g. `[\"*.lock\", \"fixtures/\"]`).\n\
@@ -69,23 +73,12 @@ impl Tool for ListTool {
             .to_string()
     }
 
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "The absolute path of the directory to list (default: the working directory)"},
-                "ignore": {"type": "array", "items": {"type": "string"}, "description": "Glob patterns to ignore"}
-            }
-        })
-    }
-
-    fn execute(
+    fn run(
         &self,
-        args: Value,
+        args: ListArgs,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let args: Args = parse_args("list", args)?;
             let root = match args.path.as_deref() {
                 Some(p) if !p.trim().is_empty() => paths::normalize(&ctx.resolve(p)),
                 _ => paths::normalize(&ctx.directory),
@@ -231,6 +224,7 @@ fn render_dir(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
 
     #[tokio::test]
     async fn tree_with_ignores() {

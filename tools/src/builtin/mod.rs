@@ -46,6 +46,77 @@ pub fn unified_diff(path: &str, old: &str, new: &str) -> String {
         .to_string()
 }
 
+/// The target of a `write` or `edit`: its metadata when it exists (`None` for a new file).
+/// Errors: `Path is a directory, not a file: <shown>`, or the special-file error of
+/// [`crate::paths::special_file_error`] (FIFO, socket, device) naming `tool`.
+pub(crate) async fn writable_target(
+    path: &std::path::Path,
+    shown: &str,
+    tool: &str,
+) -> Result<Option<std::fs::Metadata>, crate::ToolError> {
+    let meta = tokio::fs::metadata(path).await.ok();
+    if meta.as_ref().is_some_and(|m| m.is_dir()) {
+        return Err(crate::ToolError::Failed(format!(
+            "Path is a directory, not a file: {shown}"
+        )));
+    }
+    if let Some(kind) = meta
+        .as_ref()
+        .and_then(|m| crate::paths::special_kind(m.file_type()))
+    {
+        return Err(crate::paths::special_file_error(tool, shown, kind));
+    }
+    Ok(meta)
+}
+
+/// What [`approve_and_write`] changed: the unified diff (headers `rel`) and its line counts.
+pub(crate) struct FileChange {
+    pub(crate) diff: String,
+    pub(crate) additions: usize,
+    pub(crate) deletions: usize,
+}
+
+/// Asks the `edit` permission for changing `path` (`rel` to the worktree, `shown` in
+/// messages) from `old` to `new`, with the diff in the request's metadata; then, unless the
+/// call was aborted meanwhile, creates missing parent directories and writes `new` through
+/// [`crate::paths::write_regular`] (which refuses a path that became a special file).
+/// Errors: the permission's denial, [`crate::ToolError::Aborted`], `Cannot create directory
+/// …`, or the write's error naming `tool`.
+pub(crate) async fn approve_and_write(
+    ctx: &crate::ToolContext,
+    tool: &str,
+    path: &std::path::Path,
+    shown: &str,
+    rel: &str,
+    old: &str,
+    new: &str,
+) -> Result<FileChange, crate::ToolError> {
+    let diff = unified_diff(rel, old, new);
+    crate::paths::ask(
+        ctx,
+        "edit",
+        vec![rel.to_string()],
+        vec!["*".into()],
+        serde_json::json!({"filepath": shown, "diff": diff}),
+    )
+    .await?;
+    if ctx.abort.is_cancelled() {
+        return Err(crate::ToolError::Aborted);
+    }
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await.map_err(|e| {
+            crate::ToolError::Failed(format!("Cannot create directory {}: {e}", parent.display()))
+        })?;
+    }
+    crate::paths::write_regular(path, tool, shown, new.as_bytes()).await?;
+    let (additions, deletions) = diff_counts(old, new);
+    Ok(FileChange {
+        diff,
+        additions,
+        deletions,
+    })
+}
+
 /// Build the `ignore` walker used by glob, grep and list: respects `.gitignore` (also outside
 /// git repositories), `.ignore` and global git excludes; includes hidden files; skips `.git/`.
 pub(crate) fn walker(root: &std::path::Path) -> ignore::WalkBuilder {

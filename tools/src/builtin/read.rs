@@ -4,11 +4,12 @@
 use std::path::Path;
 
 use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::paths;
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// Default number of lines returned (OpenCode `DEFAULT_READ_LIMIT`).
 pub const DEFAULT_READ_LIMIT: usize = 2000;
@@ -38,20 +39,24 @@ pub const BINARY_EXTENSIONS: &[&str] = &[
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ReadTool;
 
-#[derive(Debug, Deserialize)]
+/// Arguments of the `read` tool; the schema the model sees is derived from this struct
+/// (each field's doc comment is its description).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct Args {
+pub struct ReadArgs {
+    /// Absolute path of the file or directory to read
     file_path: String,
+    /// 1-based line (or entry) number to start from
     offset: Option<u64>,
+    /// Maximum number of lines (or entries) to return (default 2000)
     limit: Option<u64>,
 }
 
-impl Tool for ReadTool {
-    fn name(&self) -> &'static str {
-        "read"
-    }
+impl TypedTool for ReadTool {
+    type Args = ReadArgs;
+    const NAME: &'static str = "read";
 
-    fn description(&self) -> String {
+    fn describe(&self) -> String {
         "Read a file or list a directory.\n\
          - `filePath`: absolute path (relative paths resolve against the working directory).\n\
          - Returns lines prefixed with their 1-based number (`12: text`). By default up to 2000 \
@@ -63,31 +68,16 @@ impl Tool for ReadTool {
             .to_string()
     }
 
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "filePath": {"type": "string", "description": "Absolute path of the file or directory to read"},
-                "offset": {"type": "integer", "minimum": 0, "description": "1-based line (or entry) number to start from"},
-                "limit": {"type": "integer", "minimum": 0, "description": "Maximum number of lines (or entries) to return (default 2000)"}
-            },
-            "required": ["filePath"]
-        })
-    }
-
-    fn execute(
+    fn run(
         &self,
-        args: Value,
+        args: ReadArgs,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args("read", args)?;
-            run(args, ctx).await
-        })
+        Box::pin(async move { run(args, ctx).await })
     }
 }
 
-async fn run(args: Args, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+async fn run(args: ReadArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     let path = paths::normalize(&ctx.resolve(&args.file_path));
     let shown = path.to_string_lossy().into_owned();
     let kind = paths::kind_of(&path).await;
@@ -538,6 +528,7 @@ pub fn is_binary(path: &Path, bytes: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::paths::test_support::Recorder;
 
     async fn read(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {

@@ -2,12 +2,13 @@
 //! (OpenCode `tool/write.ts`, §7.3). Asks `edit` (with the diff) before writing.
 
 use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{diff_counts, unified_diff};
+use super::{FileChange, approve_and_write, writable_target};
 use crate::paths::{self, PathKind};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// UTF-8 byte-order mark, preserved when the overwritten file had one.
 pub const BOM: &str = "\u{feff}";
@@ -16,19 +17,22 @@ pub const BOM: &str = "\u{feff}";
 #[derive(Debug, Default, Clone, Copy)]
 pub struct WriteTool;
 
-#[derive(Debug, Deserialize)]
+/// Arguments of the `write` tool; the schema the model sees is derived from this struct
+/// (each field's doc comment is its description).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct Args {
-    file_path: String,
+pub struct WriteArgs {
+    /// The content to write to the file
     content: String,
+    /// Absolute path of the file to write
+    file_path: String,
 }
 
-impl Tool for WriteTool {
-    fn name(&self) -> &'static str {
-        "write"
-    }
+impl TypedTool for WriteTool {
+    type Args = WriteArgs;
+    const NAME: &'static str = "write";
 
-    fn description(&self) -> String {
+    fn describe(&self) -> String {
         "Write a file, replacing it if it exists; missing parent directories are created.\n\
          - `filePath`: absolute path (relative paths resolve against the working directory).\n\
          - `content`: the complete new file content.\n\
@@ -37,40 +41,16 @@ impl Tool for WriteTool {
             .to_string()
     }
 
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "content": {"type": "string", "description": "The content to write to the file"},
-                "filePath": {"type": "string", "description": "Absolute path of the file to write"}
-            },
-            "required": ["content", "filePath"]
-        })
-    }
-
-    fn execute(
+    fn run(
         &self,
-        args: Value,
+        args: WriteArgs,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let args: Args = parse_args("write", args)?;
             let path = paths::normalize(&ctx.resolve(&args.file_path));
             let shown = path.to_string_lossy().into_owned();
             paths::assert_external_directory(&ctx, &path, PathKind::File).await?;
-            let meta = tokio::fs::metadata(&path).await.ok();
-            if meta.as_ref().is_some_and(|m| m.is_dir()) {
-                return Err(ToolError::Failed(format!(
-                    "Path is a directory, not a file: {shown}"
-                )));
-            }
-            if let Some(kind) = meta
-                .as_ref()
-                .and_then(|m| paths::special_kind(m.file_type()))
-            {
-                return Err(paths::special_file_error("write", &shown, kind));
-            }
-            let exists = meta.is_some();
+            let exists = writable_target(&path, &shown, "write").await?.is_some();
             let old = if exists {
                 // Unreadable old content only makes the diff empty; the write below still
                 // refuses a path that became a special file in between.
@@ -86,25 +66,11 @@ impl Tool for WriteTool {
                 content.insert_str(0, BOM);
             }
             let rel = paths::worktree_relative(&ctx, &path).await;
-            let diff = unified_diff(&rel, &old, &content);
-            paths::ask(
-                &ctx,
-                "edit",
-                vec![rel.clone()],
-                vec!["*".into()],
-                json!({"filepath": shown, "diff": diff}),
-            )
-            .await?;
-            if ctx.abort.is_cancelled() {
-                return Err(ToolError::Aborted);
-            }
-            if let Some(parent) = path.parent() {
-                tokio::fs::create_dir_all(parent).await.map_err(|e| {
-                    ToolError::Failed(format!("Cannot create directory {}: {e}", parent.display()))
-                })?;
-            }
-            paths::write_regular(&path, "write", &shown, content.as_bytes()).await?;
-            let (additions, deletions) = diff_counts(&old, &content);
+            let FileChange {
+                diff,
+                additions,
+                deletions,
+            } = approve_and_write(&ctx, "write", &path, &shown, &rel, &old, &content).await?;
             let mut metadata = serde_json::Map::new();
             metadata.insert("filepath".into(), Value::String(shown));
             metadata.insert("exists".into(), Value::Bool(exists));
@@ -123,6 +89,7 @@ impl Tool for WriteTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::paths::test_support::Recorder;
 
     /// Issue 24.4: write to a FIFO (no reader) or a device returns with a clear error.
