@@ -36,7 +36,8 @@ pub enum Mode {
     Primary,
     /// Only callable through the task tool.
     Subagent,
-    /// Both.
+    /// Either: selectable as the main agent and callable through the task tool (the
+    /// default for agents defined in config).
     #[default]
     All,
 }
@@ -70,13 +71,13 @@ pub struct Agent {
     /// Shown to task callers.
     #[serde(default)]
     pub description: String,
-    /// Mode.
+    /// Whether it can run a session, be a subagent, or both.
     #[serde(default)]
     pub mode: Mode,
     /// Hidden from lists and the task tool.
     #[serde(default)]
     pub hidden: bool,
-    /// Built in.
+    /// Built in (one of [`builtin_agents`]) rather than defined by config or markdown.
     #[serde(default)]
     pub native: bool,
     /// `provider/model` override.

@@ -21,7 +21,7 @@ pub enum Action {
     Allow,
     /// Ask the user (the default when no rule matches).
     Ask,
-    /// Refuse.
+    /// Refuse: the tool fails with a message naming the rule, the turn goes on.
     Deny,
 }
 

@@ -38,7 +38,7 @@ pub enum Event {
     /// Status changed: idle, busy, retry.
     #[serde(rename = "session.status")]
     SessionStatus {
-        /// Session.
+        /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
         session_id: String,
         /// New status.
@@ -47,14 +47,14 @@ pub enum Event {
     /// The session finished its queued work.
     #[serde(rename = "session.idle")]
     SessionIdle {
-        /// Session.
+        /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
         session_id: String,
     },
     /// A turn failed.
     #[serde(rename = "session.error")]
     SessionError {
-        /// Session.
+        /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
         session_id: String,
         /// What went wrong.
@@ -63,7 +63,7 @@ pub enum Event {
     /// The history was compacted.
     #[serde(rename = "session.compacted")]
     SessionCompacted {
-        /// Session.
+        /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
         session_id: String,
     },
@@ -76,10 +76,10 @@ pub enum Event {
     /// A message was removed.
     #[serde(rename = "message.removed")]
     MessageRemoved {
-        /// Session.
+        /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
         session_id: String,
-        /// Message.
+        /// Id of the message (`msg_…`).
         #[serde(rename = "messageID")]
         message_id: String,
     },
@@ -92,26 +92,26 @@ pub enum Event {
     /// A part was removed (e.g. the partial output of a failed attempt before a retry).
     #[serde(rename = "message.part.removed")]
     PartRemoved {
-        /// Session.
+        /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
         session_id: String,
-        /// Message.
+        /// Id of the message (`msg_…`).
         #[serde(rename = "messageID")]
         message_id: String,
-        /// Part.
+        /// Id of the part (`prt_…`).
         #[serde(rename = "partID")]
         part_id: String,
     },
     /// Text appended to a streaming part (bus only; not stored).
     #[serde(rename = "message.part.delta")]
     PartDelta {
-        /// Session.
+        /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
         session_id: String,
-        /// Message.
+        /// Id of the message (`msg_…`).
         #[serde(rename = "messageID")]
         message_id: String,
-        /// Part.
+        /// Id of the part (`prt_…`).
         #[serde(rename = "partID")]
         part_id: String,
         /// Field appended to (`text`).
@@ -125,10 +125,10 @@ pub enum Event {
     /// A permission request was answered.
     #[serde(rename = "permission.replied")]
     PermissionReplied {
-        /// Session.
+        /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
         session_id: String,
-        /// Request.
+        /// Id of the permission request (`per_…`).
         #[serde(rename = "requestID")]
         request_id: String,
         /// `once`, `always`, `reject`.

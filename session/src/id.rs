@@ -13,16 +13,16 @@ use rand::Rng;
 
 const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-/// Id prefixes.
+/// What an id names; its prefix (`ses`, `msg`, `prt`, `per`, `evt`) starts the id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Prefix {
-    /// Session.
+    /// A session: `ses_…`.
     Session,
-    /// Message.
+    /// A message: `msg_…`.
     Message,
-    /// Part.
+    /// A part of a message: `prt_…`.
     Part,
-    /// Permission request.
+    /// A permission request: `per_…`.
     Permission,
     /// Bus/store event.
     Event,

@@ -46,7 +46,7 @@ pub struct LeaseClaim {
 /// A lease as stored: who holds the session and until when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseHolder {
-    /// Session.
+    /// Id of the leased session (`ses_…`).
     #[serde(rename = "sessionID")]
     pub session_id: String,
     /// Unique id of the holder.

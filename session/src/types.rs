@@ -88,9 +88,9 @@ impl ModelRef {
 /// Session timestamps, ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct SessionTime {
-    /// Created.
+    /// When the session was created, ms since the epoch.
     pub created: Millis,
-    /// Last updated.
+    /// When anything of the session last changed, ms since the epoch.
     pub updated: Millis,
     /// Set while a compaction runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,7 +114,7 @@ pub struct SessionSummary {
 /// Per-file change counts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileDiff {
-    /// File path.
+    /// The file's path as the tool reported it.
     pub file: String,
     /// Lines added.
     pub additions: u64,
@@ -140,14 +140,15 @@ pub struct Session {
     /// Last model used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelRef>,
-    /// Timestamps.
+    /// Created / updated / compacting times.
     pub time: SessionTime,
     /// Total cost, USD, summed from step-finish parts.
     #[serde(with = "rust_decimal::serde::float")]
     pub cost: Decimal,
     /// Total tokens, summed from step-finish parts.
     pub tokens: Tokens,
-    /// Files changed.
+    /// Files changed by the session's `write` / `edit` calls, with line counts (set after
+    /// each loop; `None` before any change).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<SessionSummary>,
     /// Session-level permission rules (raw ruleset JSON).
@@ -231,10 +232,10 @@ pub struct UserTime {
 pub struct UserMessage {
     /// `msg_…`.
     pub id: String,
-    /// Session.
+    /// Id of the session (`ses_…`) the item belongs to.
     #[serde(rename = "sessionID")]
     pub session_id: String,
-    /// Times.
+    /// When the message was created.
     pub time: UserTime,
     /// Agent that answers this message.
     pub agent: String,
@@ -269,15 +270,15 @@ pub struct MessagePath {
 pub struct AssistantMessage {
     /// `msg_…`.
     pub id: String,
-    /// Session.
+    /// Id of the session (`ses_…`) the item belongs to.
     #[serde(rename = "sessionID")]
     pub session_id: String,
     /// The user message this answers.
     #[serde(rename = "parentID")]
     pub parent_id: String,
-    /// Times.
+    /// When the step started and finished.
     pub time: AssistantTime,
-    /// Agent.
+    /// Name of the agent that ran the step.
     pub agent: String,
     /// Model id.
     #[serde(rename = "modelID")]
@@ -285,7 +286,7 @@ pub struct AssistantMessage {
     /// Provider id.
     #[serde(rename = "providerID")]
     pub provider_id: String,
-    /// Paths.
+    /// Working directory and worktree root the step ran in.
     pub path: MessagePath,
     /// True for compaction summaries.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -310,14 +311,14 @@ pub struct AssistantMessage {
 // would add an allocation per message and noise at every match site.
 #[allow(clippy::large_enum_variant)]
 pub enum Message {
-    /// User.
+    /// A prompt (or a synthetic user message such as a compaction request).
     User(UserMessage),
-    /// Assistant.
+    /// One step of the loop: one model request and what it produced.
     Assistant(AssistantMessage),
 }
 
 impl Message {
-    /// Id.
+    /// The message's id (`msg_…`).
     pub fn id(&self) -> &str {
         match self {
             Message::User(m) => &m.id,
@@ -353,9 +354,9 @@ impl Message {
 /// Start/end timestamps of a text or reasoning part, ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct PartTime {
-    /// Start.
+    /// When the part started, ms since the epoch.
     pub start: Millis,
-    /// End.
+    /// When it ended, ms since the epoch (`None` while it streams).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<Millis>,
 }
@@ -363,9 +364,9 @@ pub struct PartTime {
 /// Timestamps of a tool call, ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct ToolTime {
-    /// Start.
+    /// When the call started running, ms since the epoch.
     pub start: Millis,
-    /// End.
+    /// When it finished, ms since the epoch (`None` while it runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<Millis>,
     /// When prune cleared this output.
@@ -384,9 +385,9 @@ pub enum ToolState {
         /// Raw input text so far.
         raw: String,
     },
-    /// Executing.
+    /// The tool is running.
     Running {
-        /// Arguments.
+        /// The arguments the model sent (a JSON object).
         input: Value,
         /// Title set by the tool.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -394,32 +395,32 @@ pub enum ToolState {
         /// Progress metadata.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         metadata: Option<Value>,
-        /// Times.
+        /// When the call started and ended.
         time: ToolTime,
     },
-    /// Finished.
+    /// The tool finished; its output is the result the model sees.
     Completed {
-        /// Arguments.
+        /// The arguments the model sent (a JSON object).
         input: Value,
         /// Output sent to the model.
         output: String,
-        /// Title.
+        /// Short title set by the tool (e.g. the file path).
         title: String,
-        /// Metadata.
+        /// Tool-specific details kept on the part (e.g. `exit`, `diff`, `additions`).
         metadata: Value,
-        /// Times.
+        /// When the call started and ended.
         time: ToolTime,
     },
-    /// Failed.
+    /// The tool failed (or was denied, aborted or interrupted); the model sees the error.
     Error {
-        /// Arguments.
+        /// The arguments the model sent (a JSON object).
         input: Value,
         /// Error text sent to the model.
         error: String,
         /// Metadata (`interrupted: true` when aborted).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         metadata: Option<Value>,
-        /// Times.
+        /// When the call started and ended.
         time: ToolTime,
     },
 }
@@ -455,25 +456,25 @@ impl ToolState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum PartKind {
-    /// Text.
+    /// Text of the model's answer, or of a user message.
     Text {
         /// The text.
         text: String,
         /// Made by troupe, not typed by the user or the model (reminders, continue prompts).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         synthetic: bool,
-        /// Times.
+        /// When the text streamed (`None` for user text).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         time: Option<PartTime>,
     },
-    /// Reasoning.
+    /// The model's reasoning text, when the provider streams it.
     Reasoning {
         /// The text.
         text: String,
         /// Provider metadata (e.g. `{"signature": …}`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         metadata: Option<Value>,
-        /// Times.
+        /// When the reasoning streamed.
         time: PartTime,
     },
     /// A tool call and its result.
@@ -483,7 +484,7 @@ pub enum PartKind {
         call_id: String,
         /// Tool name (after repair).
         tool: String,
-        /// State.
+        /// Where the call is: pending, running, completed or error.
         state: ToolState,
     },
     /// A step began.
@@ -528,13 +529,13 @@ pub enum PartKind {
 pub struct Part {
     /// `prt_…`.
     pub id: String,
-    /// Session.
+    /// Id of the session (`ses_…`) the item belongs to.
     #[serde(rename = "sessionID")]
     pub session_id: String,
-    /// Message.
+    /// Id of the message (`msg_…`) the part belongs to.
     #[serde(rename = "messageID")]
     pub message_id: String,
-    /// Content.
+    /// What the part holds (its `type` and fields, flattened into the JSON).
     #[serde(flatten)]
     pub kind: PartKind,
 }
@@ -585,7 +586,7 @@ pub enum SessionStatus {
     Retry {
         /// 1-based attempt number that failed.
         attempt: u32,
-        /// Why.
+        /// The failed attempt's error, as shown to the user.
         message: String,
         /// When the next attempt starts, ms since epoch.
         next: Millis,
