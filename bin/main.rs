@@ -459,7 +459,12 @@ fn resolve_dir(dir: Option<PathBuf>) -> Result<PathBuf> {
 }
 
 fn load_config(cwd: &Path) -> Result<LoadedConfig> {
-    troupe_config::load(&LoadOptions::from_env(cwd)).map_err(|e| anyhow!("config: {e}"))
+    let config =
+        troupe_config::load(&LoadOptions::from_env(cwd)).map_err(|e| anyhow!("config: {e}"))?;
+    for w in &config.warnings {
+        eprintln!("troupe: warning: config: {w}");
+    }
+    Ok(config)
 }
 
 fn load_agents(cwd: &Path) -> Result<(LoadedConfig, troupe_agents::AgentSet)> {

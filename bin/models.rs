@@ -80,7 +80,9 @@ pub async fn default_model(
     match crate::probe_local(&local).await {
         Some(id) => DefaultModel {
             spec: Some(format!("local/{id}")),
-            from: format!("nothing configured; the llama.cpp server at {local} lists it"),
+            from: format!(
+                "the llama.cpp server at {local}, which lists it (nothing is configured)"
+            ),
         },
         None => DefaultModel {
             spec: None,
@@ -225,10 +227,16 @@ pub async fn print(
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!(
-        "  {:<46} {:>9} {:>8} {:>9} {:>9}  SOURCE",
-        "MODEL", "CONTEXT", "OUTPUT", "$IN/1M", "$OUT/1M"
-    );
+    if rows.is_empty() {
+        println!(
+            "no models can run here yet: none is configured, no provider has a key, and no local server answers"
+        );
+    } else {
+        println!(
+            "  {:<46} {:>9} {:>8} {:>9} {:>9}  SOURCE",
+            "MODEL", "CONTEXT", "OUTPUT", "$IN/1M", "$OUT/1M"
+        );
+    }
     let price = |p: &Option<Decimal>| p.map(|d| d.normalize().to_string()).unwrap_or("-".into());
     for r in &rows {
         println!(

@@ -116,6 +116,13 @@ async fn agent_errors_name_only_primary_agents() {
     let out = p.troupe(&["run", "--agent", "title", "hi"], &[]).await;
     let line = assert_one_line_failure(&out, "--agent title");
     assert!(line.starts_with("troupe: agent title is hidden"), "{line}");
+    // `agent show` takes any agent, but does not advertise the hidden ones.
+    let out = p.troupe(&["agent", "show", "nosuch"], &[]).await;
+    let line = assert_one_line_failure(&out, "agent show nosuch");
+    assert_eq!(
+        line,
+        "troupe: agent not found: nosuch. Available agents: build, explore, general, plan"
+    );
     assert!(server.requests().is_empty(), "nothing was sent");
     assert!(p.sessions().await.is_empty(), "no session was created");
 }
@@ -1040,4 +1047,52 @@ async fn run_f_images_go_to_models_that_take_them() {
         json!({"type": "base64", "media_type": "image/png", "data": b64})
     );
     assert_eq!(blocks[1]["type"], "text");
+}
+
+/// `troupe models` with nothing that can run says so instead of printing an empty table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_with_nothing_to_run_says_so() {
+    let p = Project::empty();
+    p.write_config(
+        &json!({"provider": {"local": {"options": {"baseURL": "http://127.0.0.1:1/v1"}}}})
+            .to_string(),
+    );
+    let out = p.troupe(&["models"], &[]).await;
+    assert_success(&out, "models");
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("no models can run here yet"), "{stdout}");
+    assert!(!stdout.contains("MODEL"), "no empty table header: {stdout}");
+}
+
+/// `{env:NAME}` with the variable unset (or empty) is a warning naming the place, not silence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unset_env_substitution_is_warned_about() {
+    let server = mock(vec![Step::text("one"), Step::text("two")]).await;
+    let p = Project::empty();
+    let mut config = mock_config(&server.base_url());
+    config["provider"]["mock"]["options"]["apiKey"] = json!("{env:TROUPE_TEST_MY_KEY}");
+    p.write_config(&serde_json::to_string_pretty(&config).expect("json"));
+    let out = p.troupe(&["run", "hi"], &[]).await;
+    assert_success(&out, "run with an unset env var");
+    let stderr = text(&out.stderr);
+    let warning = stderr
+        .lines()
+        .find(|l| l.starts_with("troupe: warning: config: "))
+        .unwrap_or_else(|| panic!("no warning: {stderr}"));
+    assert!(
+        warning.contains("troupe.json:")
+            && warning.ends_with(
+                "{env:TROUPE_TEST_MY_KEY}: TROUPE_TEST_MY_KEY is not set, so the value is empty"
+            ),
+        "{warning}"
+    );
+    let out = p
+        .troupe(&["run", "again"], &[("TROUPE_TEST_MY_KEY", "k")])
+        .await;
+    assert_success(&out, "run with the env var set");
+    assert!(
+        !text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -381,6 +381,30 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
     .await;
     assert_eq!(status, 404);
 
+    // A bad model is named once ("model not found: …", not "model: model not found").
+    let (status, e) = post(
+        &http,
+        format!("{base}/session"),
+        json!({"model": {"providerID": "mock", "id": "nosuch"}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{e}");
+    let msg = e["error"]["message"].as_str().unwrap_or("").to_string();
+    assert!(msg.starts_with("model not found: mock/nosuch"), "{msg}");
+    let (status, e) = post(
+        &http,
+        format!("{base}/session/{sid}/message"),
+        json!({"model": {"providerID": "mock", "modelID": "nosuch"}, "text": "x"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("model not found: mock/nosuch")),
+        "{e}"
+    );
+
     // noReply: the user message is stored and returned, no model request is made.
     let before = completions(&server).len();
     let (status, m) = post(

@@ -263,12 +263,13 @@ impl AgentSet {
         self.agents.iter().find(|a| a.name == name)
     }
 
-    /// The agent called `name`, or [`AgentError::NotFound`] listing the available names.
+    /// The agent called `name` (hidden ones too), or [`AgentError::NotFound`] listing the
+    /// names a user can pick (hidden agents are not advertised).
     pub fn require(&self, name: &str) -> Result<&Agent, AgentError> {
         self.get(name).ok_or_else(|| AgentError::NotFound {
             name: name.to_string(),
             available: self
-                .list(true)
+                .list(false)
                 .iter()
                 .map(|a| a.name.as_str())
                 .collect::<Vec<_>>()

@@ -189,6 +189,12 @@ fn plan_edit_guarantee_against_global_rules() {
         "{}",
         d.describe_rule()
     );
+    // Without a global rule the guarantee is still what decides (issue 21: it was shown
+    // as `"guarantee": false`).
+    let alone = plan(json!({}), json!({})).decisions();
+    assert_eq!(alone["edit"]["action"], "deny");
+    assert_eq!(alone["edit"]["guarantee"], true, "{alone}");
+    assert!(alone["edit"].get("overrides").is_none(), "{alone}");
     let shown = p.decisions();
     assert_eq!(shown["edit"]["action"], "deny");
     assert_eq!(shown["edit"]["rule"], "edit \"*\": deny");

@@ -409,6 +409,13 @@ pub fn decide_one<'a>(permission: &str, pattern: &str, layers: &[&'a Ruleset]) -
             rule: Some(f),
             overridden: rule,
         },
+        // The same decision as the ordinary rules: the guarantee is what holds it (a later
+        // looser rule could not change it), so it is the deciding rule.
+        Some(f) if f.action == action => RuleDecision {
+            action,
+            rule: Some(f),
+            overridden: None,
+        },
         _ => RuleDecision {
             action,
             rule,

@@ -28,7 +28,7 @@ pub enum ConfigError {
     },
     /// A value has the wrong type or is out of range, e.g.
     /// `troupe.json:3:14: invalid type: integer `5`, expected a string at provider.mock.options.baseURL`.
-    #[error("{file}:{line}:{column}: {message} at {path}")]
+    #[error("{file}{}: {message} at {path}", position(*line, *column))]
     Type {
         /// File path, or `TROUPE_CONFIG_CONTENT`.
         file: String,
@@ -104,6 +104,16 @@ pub enum ConfigError {
     /// A provider has no base URL (user provider without `options.baseURL` / `api`).
     #[error("provider {0:?} has no base URL: set provider.{0}.options.baseURL")]
     MissingBaseUrl(String),
+}
+
+/// `:line:column`, or nothing when the position is unknown (0): a merged value or a file
+/// such as `auth.json` checked after parsing has no place in a text to point at.
+fn position(line: usize, column: usize) -> String {
+    match (line, column) {
+        (0, _) => String::new(),
+        (l, 0) => format!(":{l}"),
+        (l, c) => format!(":{l}:{c}"),
+    }
 }
 
 fn suggestion_text(provider: &str, suggestions: &[String], available: &[String]) -> String {

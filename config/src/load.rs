@@ -87,6 +87,9 @@ pub struct LoadedConfig {
     /// API keys stored by `troupe auth login` (`<global dir>/auth.json`), by provider id; used
     /// after the config's `apiKey` and the provider's key variables.
     pub auth: BTreeMap<String, String>,
+    /// Things worth a warning that are not errors, one sentence each with file:line:column:
+    /// an `{env:NAME}` whose variable is unset or empty (it becomes an empty string).
+    pub warnings: Vec<String>,
 }
 
 impl LoadedConfig {
@@ -99,6 +102,7 @@ impl LoadedConfig {
             origins: BTreeMap::new(),
             detected_limits: BTreeMap::new(),
             auth: BTreeMap::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -150,6 +154,7 @@ pub fn load_with_env(
     let mut merged = Value::Object(Map::new());
     let mut origins = BTreeMap::new();
     let mut sources: Vec<PathBuf> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
     for file in files {
         if !file.is_file() || sources.contains(&file) {
             continue;
@@ -160,11 +165,13 @@ pub fn load_with_env(
         })?;
         let label = file.display().to_string();
         let map = parse_document(&label, &text, file.parent(), env)?;
+        unset_env_warnings(&label, &text, env, &mut warnings);
         apply(&mut merged, &mut origins, &label, map);
         sources.push(file);
     }
     if let Some(content) = &opts.env_content {
         let map = parse_document(ENV_CONTENT_LABEL, content, Some(&cwd), env)?;
+        unset_env_warnings(ENV_CONTENT_LABEL, content, env, &mut warnings);
         apply(&mut merged, &mut origins, ENV_CONTENT_LABEL, map);
     }
 
@@ -185,7 +192,33 @@ pub fn load_with_env(
         origins,
         detected_limits: BTreeMap::new(),
         auth,
+        warnings,
     })
+}
+
+/// One warning per `{env:NAME}` in `text` (comments aside) whose variable is unset or empty:
+/// `troupe.json:3:20: {env:MY_KEY}: MY_KEY is not set, so the value is empty`.
+fn unset_env_warnings(
+    label: &str,
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    out: &mut Vec<String>,
+) {
+    let json = jsonc::to_json(text);
+    for cap in TOKEN.captures_iter(&json) {
+        let (Some(whole), Some(kind), Some(arg)) = (cap.get(0), cap.get(1), cap.get(2)) else {
+            continue;
+        };
+        let name = arg.as_str().trim();
+        if kind.as_str() != "env" || env(name).is_some_and(|v| !v.is_empty()) {
+            continue;
+        }
+        let (line, column) = jsonc::line_col(&json, whole.start());
+        out.push(format!(
+            "{label}:{line}:{column}: {}: {name} is not set, so the value is empty",
+            whole.as_str()
+        ));
+    }
 }
 
 /// File in the global config directory holding the keys of `troupe auth login`:

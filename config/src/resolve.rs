@@ -166,7 +166,9 @@ impl LoadedConfig {
             }
             let configured = non_empty(layers.user.and_then(|u| u.options.api_key.as_ref()));
             let why = match configured {
-                Some(_) => format!("provider.{provider}.options.apiKey is set in config"),
+                Some(_) => format!(
+                    "the default for {provider}, whose provider.{provider}.options.apiKey is set in config"
+                ),
                 None => {
                     let var = layers
                         .builtin
@@ -174,9 +176,11 @@ impl LoadedConfig {
                         .unwrap_or_default()
                         .iter()
                         .find(|v| non_empty(env(v).as_ref()).is_some())
-                        .map(|v| format!("{v} is set"));
+                        .map(|v| format!("the default for {provider}, whose {v} is set"));
                     var.unwrap_or_else(|| {
-                        format!("a key for {provider} is stored (troupe auth login {provider})")
+                        format!(
+                            "the default for {provider}, whose key is stored (troupe auth login {provider})"
+                        )
                     })
                 }
             };

@@ -998,7 +998,7 @@ fn default_model_says_where_it_came_from() {
         bare.default_model_source_with_env(&env),
         Some((
             DEFAULT_OPENAI_MODEL.to_owned(),
-            "OPENAI_API_KEY is set".to_owned()
+            "the default for openai, whose OPENAI_API_KEY is set".to_owned()
         ))
     );
     assert_eq!(bare.default_model_source_with_env(&no_env), None);
@@ -1025,7 +1025,7 @@ fn stored_auth_keys_come_after_config_and_env() {
         loaded.default_model_source_with_env(&no_env),
         Some((
             DEFAULT_OPENAI_MODEL.to_owned(),
-            "a key for openai is stored (troupe auth login openai)".to_owned()
+            "the default for openai, whose key is stored (troupe auth login openai)".to_owned()
         ))
     );
     let env = env_of(&[("OPENAI_API_KEY", "env-key")]);
@@ -1041,5 +1041,20 @@ fn stored_auth_keys_come_after_config_and_env() {
     assert!(
         err.contains("auth.json") && err.contains("openai.key"),
         "{err}"
+    );
+}
+
+#[test]
+fn an_error_without_a_position_shows_none() {
+    let e = crate::ConfigError::Type {
+        file: "auth.json".into(),
+        line: 0,
+        column: 0,
+        path: "openai.key".into(),
+        message: "expected a non-empty string".into(),
+    };
+    assert_eq!(
+        e.to_string(),
+        "auth.json: expected a non-empty string at openai.key"
     );
 }

@@ -300,7 +300,7 @@ pub async fn create_session(
             shared
                 .config
                 .resolve_model(&m.full())
-                .map_err(|e| ApiError::bad_request(format!("model: {e}")))?,
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
         ),
         None => None,
     };
@@ -510,7 +510,7 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
         shared
             .config
             .resolve_model(m)
-            .map_err(|e| ApiError::bad_request(format!("model: {e}")))?;
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
     Ok(PromptInput {
         text,
