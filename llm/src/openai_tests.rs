@@ -1,0 +1,377 @@
+use super::*;
+use crate::types::{ToolCallRequest, ToolSpec};
+
+pub(crate) fn model(provider: &str) -> ResolvedModel {
+    ResolvedModel {
+        provider_id: provider.into(),
+        model_id: "m1".into(),
+        name: "M1".into(),
+        protocol: Default::default(),
+        base_url: "http://127.0.0.1:9/v1".into(),
+        api_key: None,
+        headers: vec![],
+        options: Map::new(),
+        limits: Default::default(),
+        cost: None,
+        tool_call: true,
+        reasoning: false,
+        temperature: true,
+        unknown: false,
+        image_input: false,
+    }
+}
+
+fn req() -> ChatRequest {
+    ChatRequest {
+        model: "gpt-x".into(),
+        messages: vec![
+            ChatMessage::System {
+                content: "sys".into(),
+            },
+            ChatMessage::User {
+                content: "hi".into(),
+                images: Vec::new(),
+            },
+            ChatMessage::Assistant {
+                content: None,
+                reasoning: Some("think".into()),
+                reasoning_signature: None,
+                tool_calls: vec![ToolCallRequest {
+                    id: "call_1".into(),
+                    name: "read".into(),
+                    input: json!({"path": "a"}),
+                }],
+            },
+            ChatMessage::Tool {
+                call_id: "call_1".into(),
+                content: "data".into(),
+                is_error: false,
+            },
+        ],
+        tools: vec![ToolSpec {
+            name: "read".into(),
+            description: "Read".into(),
+            parameters: json!({"type": "object"}),
+        }],
+        temperature: Some(0.5),
+        top_p: None,
+        max_tokens: Some(100),
+        extra: Map::new(),
+        headers: vec![],
+    }
+}
+
+#[test]
+fn body_shape_openai() {
+    let b = build_request_body(&model("openai"), &req());
+    assert_eq!(b["model"], "gpt-x");
+    assert_eq!(b["stream"], true);
+    assert_eq!(b["stream_options"]["include_usage"], true);
+    assert_eq!(b["max_completion_tokens"], 100);
+    assert!(b.get("max_tokens").is_none());
+    assert!(b.get("top_p").is_none());
+    assert_eq!(b["temperature"], 0.5);
+    let msgs = b["messages"].as_array().expect("array");
+    assert_eq!(msgs[0], json!({"role": "system", "content": "sys"}));
+    assert_eq!(msgs[2]["content"], Value::Null);
+    assert!(msgs[2].get("reasoning_content").is_none());
+    assert_eq!(
+        msgs[2]["tool_calls"][0]["function"]["arguments"],
+        "{\"path\":\"a\"}"
+    );
+    assert_eq!(msgs[2]["tool_calls"][0]["type"], "function");
+    assert_eq!(
+        msgs[3],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "data"})
+    );
+    assert_eq!(b["tools"][0]["function"]["name"], "read");
+    assert_eq!(b["tools"][0]["type"], "function");
+}
+
+#[test]
+fn body_deepseek_reasoning_extra_override_and_no_tools() {
+    let mut r = req();
+    r.tools.clear();
+    r.extra.insert("temperature".into(), json!(0.1));
+    r.extra.insert("grammar".into(), json!("root ::= x"));
+    r.extra.insert("chunkTimeout".into(), json!(1000));
+    let b = build_request_body(&model("deepseek"), &r);
+    assert!(b.get("tools").is_none());
+    assert_eq!(b["max_tokens"], 100);
+    assert_eq!(b["temperature"], 0.1);
+    assert_eq!(b["grammar"], "root ::= x");
+    assert!(b.get("chunkTimeout").is_none());
+    assert_eq!(b["messages"][2]["reasoning_content"], "think");
+    let mut m = model("local");
+    m.options.insert("sendReasoning".into(), json!(true));
+    assert_eq!(
+        build_request_body(&m, &r)["messages"][2]["reasoning_content"],
+        "think"
+    );
+}
+
+fn run(provider: &str, chunks: &[&str]) -> Result<Vec<StreamEvent>, LlmError> {
+    let mut a = ChunkAssembler::new(provider);
+    let mut out = Vec::new();
+    for c in chunks {
+        out.extend(a.push(c)?);
+    }
+    out.extend(a.finish()?);
+    Ok(out)
+}
+
+#[test]
+fn eof_without_finish_is_retryable_transport() {
+    let e = run(
+        "x",
+        &[r#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#],
+    )
+    .expect_err("e");
+    assert_eq!(e.kind, ErrorKind::Transport);
+    assert_eq!(e.message, "stream ended before the step finished");
+    assert!(e.is_retryable());
+}
+
+#[test]
+fn error_payloads_classify() {
+    let e = run(
+        "x",
+        &[r#"{"error":{"message":"The server had an error","type":"server_error"}}"#],
+    )
+    .expect_err("e");
+    assert_eq!(e.kind, ErrorKind::StreamError);
+    assert_eq!(e.message, "The server had an error");
+    let e = run("x", &[r#"{"error":{"message":"This model's maximum context length is 4097 tokens.","code":"x"}}"#])
+        .expect_err("e");
+    assert_eq!(e.kind, ErrorKind::ContextOverflow);
+    let e = run(
+        "x",
+        &[r#"{"error":{"message":"m","type":"error","code":"context_length_exceeded"}}"#],
+    )
+    .expect_err("e");
+    assert_eq!(e.kind, ErrorKind::ContextOverflow);
+    // `"error": null` is not an error.
+    let ok = run(
+        "x",
+        &[r#"{"error":null,"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#],
+    );
+    assert!(ok.is_ok());
+}
+
+#[test]
+fn malformed_json_names_problem_and_quotes_chunk() {
+    let long = format!("{{\"choices\": [{}", "x".repeat(500));
+    let e = run("x", &[&long]).expect_err("e");
+    assert_eq!(e.kind, ErrorKind::MalformedChunk);
+    assert!(e.message.contains("invalid JSON"), "{}", e.message);
+    assert!(e.message.contains("{\"choices\": [xxx"), "{}", e.message);
+    assert!(e.message.len() < 400);
+    let e = run("x", &["42"]).expect_err("e");
+    assert!(e.message.contains("not a JSON object"));
+}
+
+#[test]
+fn length_with_incomplete_tool_json_is_truncated() {
+    let ev = run(
+        "x",
+        &[
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"write","arguments":"{\"a\":"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"c0","function":{"name":"ok","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
+            "[DONE]",
+        ],
+    )
+    .expect("ok");
+    let calls: Vec<_> = ev
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolCall {
+                id,
+                truncated,
+                input,
+                ..
+            } => Some((id.clone(), *truncated, input.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            ("c1".into(), true, "{\"a\":".into()),
+            ("c0".into(), false, "{}".into())
+        ]
+    );
+}
+
+#[test]
+fn reasoning_closes_when_text_begins_and_usage_last_wins() {
+    let ev = run(
+        "x",
+        &[
+            r#"{"choices":[{"index":0,"delta":{"reasoning":"hm"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"A"},"finish_reason":"stop"}]}"#,
+            r#"{"choices":null,"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4,"cache_write_tokens":2},"completion_tokens_details":{"reasoning_tokens":3}}}"#,
+        ],
+    )
+    .expect("ok");
+    assert_eq!(
+        ev[0],
+        StreamEvent::ReasoningStart {
+            id: "reasoning-0".into()
+        }
+    );
+    assert_eq!(
+        ev[2],
+        StreamEvent::ReasoningEnd {
+            id: "reasoning-0".into(),
+            signature: None
+        }
+    );
+    assert_eq!(
+        ev[3],
+        StreamEvent::TextStart {
+            id: "text-1".into()
+        }
+    );
+    assert_eq!(
+        ev.last(),
+        Some(&StreamEvent::FinishStep {
+            reason: FinishReason::Stop,
+            usage: Usage {
+                input: 10,
+                output: 5,
+                reasoning: 3,
+                cache_read: 4,
+                cache_write: 2
+            },
+            raw_reason: Some("stop".into()),
+        })
+    );
+    assert_eq!(
+        ev.iter()
+            .filter(|e| matches!(e, StreamEvent::FinishStep { .. }))
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn xai_output_adds_reasoning() {
+    let u = json!({"prompt_tokens":291,"completion_tokens":26,"completion_tokens_details":{"reasoning_tokens":196}});
+    assert_eq!(normalize_usage(&u, true).output, 222);
+    // Elsewhere completion includes reasoning; inconsistent counts clamp to reasoning.
+    assert_eq!(normalize_usage(&u, false).output, 196);
+}
+
+#[test]
+fn non_streaming_completion_fallback() {
+    let body = r#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
+    let ev = events_from_completion(body, "x").expect("ok");
+    assert!(ev.contains(&StreamEvent::TextDelta {
+        id: "text-0".into(),
+        text: "hi".into()
+    }));
+    assert!(ev.contains(&StreamEvent::ToolCall {
+        id: "c".into(),
+        name: "f".into(),
+        input: "{\"a\":1}".into(),
+        truncated: false,
+        error: None
+    }));
+    assert!(
+        matches!(ev.last(), Some(StreamEvent::FinishStep { reason: FinishReason::ToolCalls, usage, .. }) if usage.input == 3)
+    );
+    assert!(events_from_completion("nope", "x").is_err());
+}
+
+#[test]
+fn overflow_patterns_match() {
+    assert!(is_overflow_message(
+        "prompt is too long: 205429 tokens > 200000 maximum"
+    ));
+    assert!(is_overflow_message(
+        "request (13392 tokens) exceeds the available context size (8192 tokens)"
+    ));
+    assert!(is_overflow_message("413 status code (no body)"));
+    assert!(!is_overflow_message("Rate limit reached"));
+}
+
+/// Issue 13.2: a keep-alive written as a data line is skipped with a warning; the text on
+/// both sides of it is kept. JSON of the wrong shape stays an error.
+#[test]
+fn data_keepalive_is_skipped_with_a_warning() {
+    let ev = run(
+        "x",
+        &[
+            r#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#,
+            ": keepalive",
+            r#"{"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ],
+    )
+    .expect("ok");
+    let text: String = ev
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "ab");
+    assert!(ev.contains(&StreamEvent::Warning {
+        message: "skipped a stream data line that is not JSON: : keepalive".into()
+    }));
+    for bad in ["42", "\"text\"", "[1]", "{not json"] {
+        let e = run("x", &[bad]).expect_err(bad);
+        assert_eq!(e.kind, ErrorKind::MalformedChunk, "{bad}");
+    }
+}
+
+/// Issue 24.4: absurd and negative usage counts are clamped to 0, never wrapped.
+#[test]
+fn absurd_usage_is_clamped() {
+    let u = json!({"prompt_tokens": 18446744073709551615u64, "completion_tokens": -5,
+                   "prompt_tokens_details": {"cached_tokens": 1e300}});
+    assert_eq!(normalize_usage(&u, false), Usage::default());
+    let u = json!({"prompt_tokens": 100000000u64, "completion_tokens": 7.4});
+    let n = normalize_usage(&u, false);
+    assert_eq!((n.input, n.output), (100_000_000, 7));
+    let u = json!({"prompt_tokens": 100000001u64});
+    assert_eq!(normalize_usage(&u, false).input, 0);
+}
+
+/// Issue 24.4: arguments past the cap are neither kept nor forwarded; the call carries an
+/// error naming the cap, and each delta is forwarded once (never the accumulated text).
+#[test]
+fn tool_arguments_past_the_cap_end_the_call_with_an_error() {
+    let mut a = ChunkAssembler::new("x").with_max_tool_argument_bytes(10);
+    let mut ev = Vec::new();
+    for args in ["{\"a\":", "\"0123", "456789\"}"] {
+        let chunk = json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"write","arguments":args}}]}}]});
+        ev.extend(a.push(&chunk.to_string()).expect("push"));
+    }
+    ev.extend(
+        a.push(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#)
+            .expect("finish"),
+    );
+    ev.extend(a.finish().expect("end"));
+    let deltas: Vec<&str> = ev
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolInputDelta { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, ["{\"a\":", "\"0123"]);
+    let call = ev
+        .iter()
+        .find_map(|e| match e {
+            StreamEvent::ToolCall { input, error, .. } => Some((input.clone(), error.clone())),
+            _ => None,
+        })
+        .expect("call");
+    assert_eq!(call.0, "");
+    let err = call.1.expect("error");
+    assert!(err.contains("limit of 10 bytes"), "{err}");
+    assert!(err.contains("at least 18 bytes"), "{err}");
+}
