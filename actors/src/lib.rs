@@ -47,6 +47,7 @@ pub mod task;
 pub mod title;
 pub mod tool_call;
 pub mod tree;
+pub mod turn;
 
 use std::path::Path;
 use std::sync::Arc;

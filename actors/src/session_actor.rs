@@ -532,50 +532,34 @@ impl SessionActor {
         let Some(turn) = state.turn.as_mut() else {
             return;
         };
-        if turn.cancel.is_cancelled() {
-            self.finish_turn(myself, state, None).await;
-            return;
-        }
         // A resumed turn goes on past the step its crashed actor left (swept as aborted).
         let resumed = std::mem::take(&mut turn.resumed);
-        // Exit condition (OpenCode runLoop): the newest assistant answers the newest user
-        // message and finished for a reason other than tool calls, without tool parts.
-        if let Some(MessageWithParts {
-            info: Message::Assistant(a),
-            parts,
-        }) = state.history.last()
-            && a.id.as_str() > turn.user_id.as_str()
-            && !(resumed && a.error.is_some())
-        {
-            if a.error.is_some() {
-                self.finish_turn(myself, state, None).await;
-                return;
+        let last = match state.history.last() {
+            Some(
+                m @ MessageWithParts {
+                    info: Message::Assistant(a),
+                    ..
+                },
+            ) if a.id.as_str() > turn.user_id.as_str() => {
+                Some(crate::turn::StepFacts::of(m, false, false))
             }
-            let has_tools = parts
-                .iter()
-                .any(|p| matches!(p.kind, PartKind::Tool { .. }));
-            if let Some(f) = &a.finish
-                && !has_tools
-            {
-                // Finish reason `tool-calls` without a single tool call (issue 24.3): running
-                // the same request again would only repeat it up to the step limit. With text
-                // it is a finished reply; with nothing at all, a named error.
-                let error = (f == "tool-calls"
-                    && !parts.iter().any(|p| {
-                        matches!(&p.kind, PartKind::Text { text, .. } if !text.trim().is_empty())
-                    }))
-                .then(|| {
-                    MessageError::new(
-                        "EmptyToolCallsError",
-                        "the model ended its step with finish reason tool-calls but sent no tool call and no text",
-                    )
-                });
-                if f == "tool-calls" {
-                    tracing::warn!(session = %a.session_id, "finish reason tool-calls without a tool call; ending the turn");
+            _ => None,
+        };
+        let lp = self.loop_facts(state, resumed);
+        match crate::turn::continue_or_finish(last.as_ref(), &lp) {
+            crate::turn::AfterStep::NextStep => {}
+            crate::turn::AfterStep::Finish { why, error } => {
+                if why == crate::turn::Why::EmptyToolCalls
+                    || (why == crate::turn::Why::Answered
+                        && last.as_ref().and_then(|l| l.finish.as_deref()) == Some("tool-calls"))
+                {
+                    tracing::warn!(session = %state.session.id, "finish reason tool-calls without a tool call; ending the turn");
                 }
                 self.finish_turn(myself, state, error).await;
                 return;
             }
+            // Only decided after a step (never before one).
+            crate::turn::AfterStep::Compact { .. } => {}
         }
         self.start_step(myself, state).await;
     }
@@ -588,12 +572,8 @@ impl SessionActor {
         };
         turn.step += 1;
         if turn.step > turn.max_steps {
-            let msg = format!(
-                "stopped after the maximum of {} steps for agent {}",
-                turn.max_steps, turn.agent.name
-            );
-            self.finish_turn(myself, state, Some(MessageError::new("MaxStepsError", msg)))
-                .await;
+            let e = crate::turn::max_steps_error(turn.max_steps, &turn.agent.name);
+            self.finish_turn(myself, state, Some(e)).await;
             return;
         }
         // Requests start from the newest completed summary; the full history stays stored.
@@ -1017,29 +997,50 @@ impl SessionActor {
         o: crate::processor::StepOutcome,
     ) {
         self.account(state, &o.message);
-        let cfg = state.rt.config.config.compaction.clone();
-        let (overflow_error, overflowed) = match (&o.message.info, state.turn.as_ref()) {
-            (Message::Assistant(a), Some(t)) => (
-                a.error
-                    .as_ref()
-                    .is_some_and(|e| e.name == "ContextOverflowError"),
-                a.error.is_none()
-                    && troupe_session::compaction::is_overflow(&a.tokens, &t.model, &cfg),
-            ),
-            _ => (false, false),
-        };
-        state.history.push(o.message);
-        let aborted = state.turn.as_ref().is_some_and(|t| t.cancel.is_cancelled());
-        if !aborted && cfg.auto && (overflow_error || overflowed) {
-            self.start_compaction(myself, state, true, overflow_error, true)
-                .await;
-        } else if o.result == StepResult::Stop {
-            self.finish_turn(myself, state, None).await;
-        } else {
-            if let Some(t) = state.turn.as_mut() {
-                t.compactions = 0;
+        let cfg = &state.rt.config.config.compaction;
+        let overflowed = match (&o.message.info, state.turn.as_ref()) {
+            (Message::Assistant(a), Some(t)) => {
+                troupe_session::compaction::is_overflow(&a.tokens, &t.model, cfg)
             }
-            self.next_step(myself, state).await;
+            _ => false,
+        };
+        let facts =
+            crate::turn::StepFacts::of(&o.message, overflowed, o.result == StepResult::Stop);
+        state.history.push(o.message);
+        let lp = self.loop_facts(state, false);
+        match crate::turn::after_step(&facts, &lp) {
+            crate::turn::AfterStep::Compact { overflow_error } => {
+                self.start_compaction(myself, state, true, overflow_error, true)
+                    .await;
+            }
+            crate::turn::AfterStep::Finish { error, .. } => {
+                self.finish_turn(myself, state, error).await;
+            }
+            crate::turn::AfterStep::NextStep => {
+                if let Some(t) = state.turn.as_mut() {
+                    t.compactions = 0;
+                }
+                self.next_step(myself, state).await;
+            }
+        }
+    }
+
+    /// The loop's state for [`crate::turn`]'s decisions.
+    fn loop_facts(&self, state: &SessionState, resumed: bool) -> crate::turn::LoopFacts {
+        match state.turn.as_ref() {
+            Some(t) => crate::turn::LoopFacts {
+                aborted: t.cancel.is_cancelled(),
+                auto_compact: state.rt.config.config.compaction.auto,
+                compactions: t.compactions,
+                steps: t.step,
+                max_steps: t.max_steps,
+                agent: t.agent.name.clone(),
+                resumed,
+            },
+            None => crate::turn::LoopFacts {
+                aborted: true,
+                ..Default::default()
+            },
         }
     }
 
