@@ -171,6 +171,44 @@ enum SessionCommand {
         /// Session id (or a unique prefix).
         id: String,
     },
+    /// The files a session changed, from its first snapshot to its last: a unified diff.
+    Diff {
+        /// Session id (or a unique prefix).
+        id: String,
+        /// Only the turn of this user message.
+        #[arg(long)]
+        message: Option<String>,
+        /// One line per file with added/deleted line counts instead of the diff.
+        #[arg(long)]
+        stat: bool,
+        /// Output format (`json`: `[{file, status, additions, deletions, patch}]`).
+        #[arg(long, value_enum, default_value_t = Format::Default)]
+        format: Format,
+    },
+    /// Undo the file changes made after a message (or a part of it) and hide the later
+    /// messages until the next prompt deletes them.
+    Revert {
+        /// Session id (or a unique prefix).
+        id: String,
+        /// Message id to revert to.
+        message: String,
+        /// Part id in that message to revert to (the parts before it stay).
+        #[arg(long)]
+        part: Option<String>,
+    },
+    /// Undo the last revert: the files come back as they were before it.
+    Unrevert {
+        /// Session id (or a unique prefix).
+        id: String,
+    },
+    /// Copy a session's history (before a message, or all of it) into a new session.
+    Fork {
+        /// Session id (or a unique prefix).
+        id: String,
+        /// Copy only the messages before this one.
+        #[arg(long)]
+        message: Option<String>,
+    },
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -379,6 +417,13 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Session {
             command: SessionCommand::Compact { id },
         } => compact(cli.db, &id).await,
+        Command::Session {
+            command:
+                command @ (SessionCommand::Diff { .. }
+                | SessionCommand::Revert { .. }
+                | SessionCommand::Unrevert { .. }
+                | SessionCommand::Fork { .. }),
+        } => snapshot_command(cli.db, command).await,
         Command::Session {
             command: SessionCommand::List { format, limit, dir },
         } => {
@@ -605,6 +650,45 @@ async fn probe_local(base: &str) -> Option<String> {
     v["data"][0]["id"].as_str().map(str::to_string)
 }
 
+/// `session diff|revert|unrevert|fork`: through a runtime of the session's directory (its
+/// config decides whether snapshots are on).
+async fn snapshot_command(db: Option<PathBuf>, command: SessionCommand) -> Result<ExitCode> {
+    let store = open_store(db)?;
+    let (SessionCommand::Diff { id, .. }
+    | SessionCommand::Revert { id, .. }
+    | SessionCommand::Unrevert { id }
+    | SessionCommand::Fork { id, .. }) = &command
+    else {
+        return Err(anyhow!("not a snapshot command"));
+    };
+    let key = id.clone();
+    let session = store
+        .read(move |r| r.find_session(&key))
+        .await?
+        .ok_or_else(|| anyhow!("session not found: {id}"))?;
+    let cwd = PathBuf::from(&session.directory);
+    let cwd = if cwd.is_dir() {
+        cwd
+    } else {
+        resolve_dir(None)?
+    };
+    let (config, agents) = load_agents(&cwd)?;
+    let responder: Arc<dyn troupe_tools::PermissionAsker> =
+        Arc::new(troupe_actors::permission::Policy::Deny);
+    let runtime = Runtime::start_with_agents(
+        store,
+        config,
+        agents,
+        registry(),
+        responder,
+        runtime_options()?,
+    )
+    .await?;
+    let result = output::snapshot_command(&runtime, &session.id, command).await;
+    runtime.shutdown_within(Duration::ZERO).await;
+    result
+}
+
 async fn compact(db: Option<PathBuf>, id: &str) -> Result<ExitCode> {
     let store = open_store(db)?;
     let key = id.to_string();
@@ -649,7 +733,11 @@ async fn compact(db: Option<PathBuf>, id: &str) -> Result<ExitCode> {
 /// that is not a whole number is an error naming the variable.
 fn runtime_options() -> Result<RuntimeOptions> {
     let env_u64 = |k: &str| troupe_config::env_u64(k).map_err(|e| anyhow!("{e}"));
-    let mut opts = RuntimeOptions::default();
+    let mut opts = RuntimeOptions {
+        // File snapshots (issue 15) live beside the store's default place.
+        snapshot_dir: Some(troupe_config::data_dir()),
+        ..RuntimeOptions::default()
+    };
     if let Some(ms) = env_u64("TROUPE_TOOL_TIMEOUT_MS")? {
         opts.tool_timeout = Duration::from_millis(ms);
     }

@@ -118,6 +118,9 @@ impl Printer {
                 PartKind::Tool { tool, state, .. } => self.tool(tool, state),
                 _ => {}
             },
+            Event::SessionNotice { message, .. } if !self.opts.quiet => {
+                self.note(&format!("troupe: {message}"));
+            }
             Event::SessionStatus {
                 status: troupe_session::SessionStatus::Waiting { owner, until },
                 session_id,
@@ -307,8 +310,12 @@ pub async fn session_command(store: &Store, cmd: SessionCommand) -> Result<ExitC
                 print_session(&session, &messages);
             }
         }
-        SessionCommand::Compact { .. } => {
-            return Err(anyhow!("session compact runs through the runtime"));
+        SessionCommand::Compact { .. }
+        | SessionCommand::Diff { .. }
+        | SessionCommand::Revert { .. }
+        | SessionCommand::Unrevert { .. }
+        | SessionCommand::Fork { .. } => {
+            return Err(anyhow!("this session command runs through the runtime"));
         }
         SessionCommand::Export { id } => {
             let (session, messages) = load(store, &id).await?;
@@ -448,6 +455,26 @@ fn print_session(s: &Session, messages: &[MessageWithParts]) {
         s.tokens.cache.write,
         s.cost.round_dp(6)
     );
+    if let Some(sum) = &s.summary {
+        println!(
+            "  changes: {} file{} +{} -{}",
+            sum.files,
+            if sum.files == 1 { "" } else { "s" },
+            sum.additions,
+            sum.deletions
+        );
+    }
+    if let Some(rev) = &s.revert {
+        println!(
+            "  reverted to {}{}: the later messages are hidden until the next prompt deletes them (`troupe session unrevert {}` undoes it)",
+            rev.message_id,
+            rev.part_id
+                .as_deref()
+                .map(|p| format!(" part {p}"))
+                .unwrap_or_default(),
+            s.id
+        );
+    }
     for m in messages {
         match &m.info {
             Message::User(u) => println!(
@@ -517,11 +544,24 @@ fn print_session(s: &Session, messages: &[MessageWithParts]) {
                         summarize_input(state.input())
                     );
                 }
-                PartKind::StepStart { .. } => println!("   [step-start]"),
+                PartKind::StepStart { snapshot } => match snapshot {
+                    Some(h) => println!("   [step-start] snapshot={}", &h[..h.len().min(12)]),
+                    None => println!("   [step-start]"),
+                },
+                PartKind::Patch { hash, files } => {
+                    println!(
+                        "   [patch] {} file{} changed (from {}): {}",
+                        files.len(),
+                        if files.len() == 1 { "" } else { "s" },
+                        &hash[..hash.len().min(12)],
+                        files.join(", ")
+                    )
+                }
                 PartKind::StepFinish {
                     reason,
                     tokens,
                     cost,
+                    ..
                 } => {
                     println!(
                         "   [step-finish] reason={reason} tokens={} cost=${}",
@@ -797,6 +837,94 @@ impl troupe_tools::PermissionAsker for TerminalAsker {
             }
         })
     }
+}
+
+/// `troupe session diff|revert|unrevert|fork` on a started runtime.
+pub async fn snapshot_command(
+    runtime: &troupe_actors::Runtime,
+    session_id: &str,
+    command: SessionCommand,
+) -> Result<ExitCode> {
+    match command {
+        SessionCommand::Diff {
+            message,
+            stat,
+            format,
+            ..
+        } => {
+            let (_, changes) = runtime
+                .session_diff(session_id, message.as_deref())
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
+            if format == crate::Format::Json {
+                let mut out = std::io::stdout().lock();
+                serde_json::to_writer_pretty(&mut out, &changes)?;
+                writeln!(out)?;
+            } else if stat {
+                print!("{}", diff_stat(&changes));
+            } else {
+                let mut out = std::io::stdout().lock();
+                for c in &changes {
+                    write!(out, "{}", c.patch)?;
+                }
+                out.flush()?;
+            }
+        }
+        SessionCommand::Revert { message, part, .. } => {
+            let s = runtime
+                .revert(session_id, &message, part.as_deref())
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
+            let files = s.revert.as_ref().map(|r| r.files.len()).unwrap_or(0);
+            println!(
+                "reverted session {} to {}: {files} file{} restored; later messages hidden until the next prompt",
+                s.id,
+                message,
+                if files == 1 { "" } else { "s" }
+            );
+        }
+        SessionCommand::Unrevert { .. } => {
+            runtime
+                .unrevert(session_id)
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
+            println!("unreverted session {session_id}");
+        }
+        SessionCommand::Fork { message, .. } => {
+            let s = runtime
+                .fork(session_id, message.as_deref())
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
+            println!("{}", s.id);
+        }
+        _ => return Err(anyhow!("not a snapshot command")),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--stat`: one line per file (`path | +A -D`) and a total line.
+pub fn diff_stat(changes: &[troupe_snapshot::FileChange]) -> String {
+    let width = changes.iter().map(|c| c.file.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    let (mut add, mut del) = (0, 0);
+    for c in changes {
+        add += c.additions;
+        del += c.deletions;
+        let counts = if c.binary {
+            "binary".to_string()
+        } else {
+            format!("+{} -{}", c.additions, c.deletions)
+        };
+        out.push_str(&format!("{:width$} | {counts}\n", c.file));
+    }
+    out.push_str(&format!(
+        "{} file{} changed, {add} insertion{}(+), {del} deletion{}(-)\n",
+        changes.len(),
+        if changes.len() == 1 { "" } else { "s" },
+        if add == 1 { "" } else { "s" },
+        if del == 1 { "" } else { "s" },
+    ));
+    out
 }
 
 #[cfg(test)]

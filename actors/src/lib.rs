@@ -41,7 +41,9 @@ pub mod permission;
 pub mod processor;
 pub mod progress;
 pub mod request;
+pub mod revert;
 pub mod session_actor;
+pub mod snapshots;
 pub mod supervision;
 pub mod task;
 pub mod title;
@@ -106,6 +108,10 @@ pub struct RuntimeOptions {
     /// What this process is, shown to other processes as the owner of the sessions it
     /// drives (`troupe run`, `troupe serve`). Default `troupe`.
     pub lease_label: String,
+    /// troupe's data directory, under which file snapshots are kept (`<dir>/snapshot/…`,
+    /// see `troupe-snapshot`). `None` (the library default): snapshots off. The CLI passes
+    /// `troupe_config::data_dir()`; `"snapshot": false` in the config turns them off too.
+    pub snapshot_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for RuntimeOptions {
@@ -123,6 +129,7 @@ impl Default for RuntimeOptions {
             lease_ttl: lease::DEFAULT_LEASE_TTL,
             lease_wait: lease::DEFAULT_LEASE_WAIT,
             lease_label: "troupe".into(),
+            snapshot_dir: None,
         }
     }
 }
@@ -265,6 +272,8 @@ pub struct RuntimeShared {
     root_events: tokio::sync::Notify,
     /// Fault injection for tests ([`faults`]; empty without the `fault-injection` feature).
     pub faults: faults::Faults,
+    /// File snapshots per project (issue 15).
+    pub snapshots: snapshots::Snapshots,
 }
 
 impl RuntimeShared {
@@ -523,6 +532,10 @@ impl Runtime {
         let mut registry = registry;
         let max_subagents = opts.max_subagents.max(1);
         let lease_label = opts.lease_label.clone();
+        let snapshots = snapshots::Snapshots::new(
+            opts.snapshot_dir.clone(),
+            config.config.snapshot == Some(false),
+        );
         let shared = Arc::new_cyclic(|weak| {
             registry.register(Arc::new(crate::task::TaskTool::new(weak.clone())));
             RuntimeShared {
@@ -552,6 +565,7 @@ impl Runtime {
                 session_intensity: DashMap::new(),
                 root_events: tokio::sync::Notify::new(),
                 faults: faults::Faults::default(),
+                snapshots,
             }
         });
         let (root, _) = Actor::spawn(None, RootActor, shared.clone())
@@ -703,13 +717,15 @@ impl Runtime {
             return Ok(a.clone());
         }
         let sid = session_id.to_string();
-        let (session, mut history) = self
+        let (session, history) = self
             .shared
             .store
             .read(move |r| Ok((r.session(&sid)?, r.messages(&sid)?)))
             .await?;
         let session =
             session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
+        // A prompt after a revert deletes the messages the revert hid (issue 15).
+        let (session, mut history) = revert::cleanup(&self.shared, session, history);
         stop_survivors(&mut history).await;
         troupe_session::store::sweep_interrupted(&self.shared.store, &mut history);
         let args = SessionArgs {

@@ -75,6 +75,10 @@ pub enum ProcMsg {
     Cancelled,
     /// Grace period after cancellation is over: kill what still runs.
     SettleDeadline,
+    /// The project's snapshot before the step (`None`: off or failed).
+    SnapshotStarted(Option<String>),
+    /// The snapshot after the step and its patch.
+    SnapshotFinished(crate::snapshots::Finished),
 }
 
 /// Arguments to start a processor.
@@ -158,6 +162,12 @@ pub struct ProcessorState {
     /// Tools offered in this step's request: a call to any other tool is refused, even if
     /// the registry has it (a tool hidden by the agent's permissions stays unusable).
     offered: Vec<String>,
+    /// Snapshots of the step (issue 15; see [`crate::snapshots`]).
+    snap: crate::snapshots::StepSnap,
+    /// Index of the step-start part.
+    step_start: usize,
+    /// The stream ended before the snapshot before the step was taken: tools wait for it.
+    tools_deferred: bool,
 }
 
 impl ProcessorState {
@@ -674,6 +684,7 @@ impl ProcessorActor {
                 state.assistant.finish = Some(reason.as_str().to_string());
                 state.push_part(PartKind::StepFinish {
                     reason: reason.as_str().to_string(),
+                    snapshot: None,
                     cost,
                     tokens,
                 });
@@ -997,6 +1008,27 @@ impl ProcessorActor {
             && state.running.is_empty()
             && state.restarting.is_empty()
         {
+            // Snapshot after the step (in a task; this runs again when it reports back).
+            match &state.snap {
+                crate::snapshots::StepSnap::Starting | crate::snapshots::StepSnap::Finishing => {
+                    return;
+                }
+                crate::snapshots::StepSnap::Started(Some(start)) => {
+                    let (start, me) = (start.clone(), myself.clone());
+                    state.snap = crate::snapshots::StepSnap::Finishing;
+                    crate::snapshots::finish(
+                        &state.rt,
+                        &state.tool_ctx.directory,
+                        &state.assistant.session_id,
+                        start,
+                        move |done| {
+                            let _ = me.cast(ProcMsg::SnapshotFinished(done));
+                        },
+                    );
+                    return;
+                }
+                _ => {}
+            }
             state.close_open_blocks();
             state.fail_unfinished_tools("Tool execution aborted", true);
             if state.cancel.is_cancelled() && state.assistant.error.is_none() {
@@ -1066,6 +1098,9 @@ impl Actor for ProcessorActor {
             restarting: std::collections::HashSet::new(),
             _done: None,
             offered,
+            snap: crate::snapshots::StepSnap::Off,
+            step_start: 0,
+            tools_deferred: false,
         })
     }
 
@@ -1074,7 +1109,16 @@ impl Actor for ProcessorActor {
         myself: ActorRef<ProcMsg>,
         state: &mut ProcessorState,
     ) -> Result<(), ActorProcessingErr> {
-        state.push_part(PartKind::StepStart { snapshot: None });
+        state.step_start = state.push_part(PartKind::StepStart { snapshot: None });
+        let me = myself.clone();
+        state.snap = crate::snapshots::begin(
+            &state.rt,
+            &state.tool_ctx.directory,
+            &state.assistant.session_id,
+            move |tree| {
+                let _ = me.cast(ProcMsg::SnapshotStarted(tree));
+            },
+        );
         state.attempt_start = state.parts.len();
         let request = state.request.take().unwrap_or_default();
         spawn_stream_task(
@@ -1127,7 +1171,46 @@ impl Actor for ProcessorActor {
                 if state.cancel.is_cancelled() {
                     state.calls.clear();
                 }
+                if state.snap == crate::snapshots::StepSnap::Starting {
+                    // No tool may change a file before the tree it is compared with exists.
+                    state.tools_deferred = true;
+                    return Ok(());
+                }
                 self.start_tools(&myself, state).await;
+                self.maybe_finish(&myself, state);
+            }
+            ProcMsg::SnapshotStarted(tree) => {
+                if let Some(t) = &tree
+                    && let PartKind::StepStart { snapshot } =
+                        &mut state.parts[state.step_start].kind
+                {
+                    *snapshot = Some(t.clone());
+                    state.save_part(state.step_start);
+                }
+                state.snap = crate::snapshots::StepSnap::Started(tree);
+                if std::mem::take(&mut state.tools_deferred) && !state.tools_started {
+                    if state.cancel.is_cancelled() {
+                        state.calls.clear();
+                    }
+                    self.start_tools(&myself, state).await;
+                }
+                self.maybe_finish(&myself, state);
+            }
+            ProcMsg::SnapshotFinished(done) => {
+                if let Some(tree) = done.tree
+                    && let Some(i) = state
+                        .parts
+                        .iter()
+                        .rposition(|p| matches!(p.kind, PartKind::StepFinish { .. }))
+                    && let PartKind::StepFinish { snapshot, .. } = &mut state.parts[i].kind
+                {
+                    *snapshot = Some(tree);
+                    state.save_part(i);
+                }
+                if let Some(patch) = done.patch {
+                    state.push_part(patch);
+                }
+                state.snap = crate::snapshots::StepSnap::Done;
                 self.maybe_finish(&myself, state);
             }
             ProcMsg::StreamFailed(e) => {

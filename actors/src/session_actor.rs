@@ -1203,7 +1203,12 @@ impl SessionActor {
                 .write(changed.into_iter().map(Write::Part).collect());
             state.cache.reset();
         }
-        let summary = troupe_session::file_changes::file_changes(&state.history);
+        // With snapshots, the diff from the first to the last snapshot (it sees `bash` too).
+        let summary = state
+            .rt
+            .snapshots
+            .summary(&state.session.id)
+            .unwrap_or_else(|| troupe_session::file_changes::file_changes(&state.history));
         if summary.files > 0 {
             state.session.summary = Some(summary);
         }

@@ -21,7 +21,6 @@ pub(crate) const OPENCODE_ONLY_TOP_LEVEL_KEYS: &[&str] = &[
     "command",
     "watcher",
     "plugin",
-    "snapshot",
     "share",
     "autoshare",
     "autoupdate",

@@ -28,6 +28,7 @@ pub(crate) const KNOWN_TOP_LEVEL_KEYS: &[&str] = &[
     "supervision",
     "tools",
     "server",
+    "snapshot",
 ];
 
 /// The merged configuration (all sources; see [`crate::load`]).
@@ -70,6 +71,10 @@ pub struct Config {
     /// HTTP server settings (`port`, `hostname`, …), raw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<Value>,
+    /// `false` turns file snapshots off (no step snapshots, patch parts, session diff or file
+    /// revert). Absent or `true`: on in git projects. Same key as OpenCode's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<bool>,
     /// Every other top-level key, verbatim (filled by the loader; not read by `Deserialize`,
     /// written back flat by `Serialize`).
     #[serde(flatten, skip_deserializing)]

@@ -1058,3 +1058,20 @@ fn an_error_without_a_position_shows_none() {
         "auth.json: expected a non-empty string at openai.key"
     );
 }
+
+#[test]
+fn snapshot_key_is_a_bool() {
+    assert_eq!(
+        load_str(r#"{"snapshot": false}"#).config.snapshot,
+        Some(false)
+    );
+    assert_eq!(load_str("{}").config.snapshot, None);
+    assert!(
+        !load_str(r#"{"snapshot": true}"#)
+            .config
+            .extra
+            .contains_key("snapshot")
+    );
+    let err = load_err("troupe.json", r#"{"snapshot": "no"}"#);
+    assert!(err.contains("snapshot"), "{err}");
+}

@@ -42,6 +42,7 @@ pub mod events;
 pub mod guard;
 pub mod metrics;
 pub mod routes;
+pub mod snapshot_routes;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -199,10 +200,12 @@ pub struct AppState {
         routes::children, routes::messages, routes::prompt, routes::prompt_async, routes::abort,
         routes::summarize, routes::permissions, routes::reply_permission, routes::agents,
         routes::models, routes::config, routes::actors, routes::metrics, routes::events,
+        snapshot_routes::diff, snapshot_routes::revert, snapshot_routes::unrevert,
+        snapshot_routes::fork,
     ),
     components(schemas(error::ErrorBody, error::ErrorDetail, routes::CreateSession, routes::PromptBody,
         routes::PromptPart, routes::PermissionReplyBody, routes::PatchSession,
-        routes::LegacyPermissionBody)),
+        routes::LegacyPermissionBody, snapshot_routes::RevertBody, snapshot_routes::ForkBody)),
     modifiers(&Security),
     security(("bearer" = []), ("basic" = []))
 )]
@@ -265,6 +268,13 @@ pub fn router(
         .route("/session/{id}/prompt_async", post(r::prompt_async))
         .route("/session/{id}/abort", post(r::abort))
         .route("/session/{id}/summarize", post(r::summarize))
+        .route("/session/{id}/diff", get(crate::snapshot_routes::diff))
+        .route("/session/{id}/revert", post(crate::snapshot_routes::revert))
+        .route(
+            "/session/{id}/unrevert",
+            post(crate::snapshot_routes::unrevert),
+        )
+        .route("/session/{id}/fork", post(crate::snapshot_routes::fork))
         .route("/permission", get(r::permissions))
         .route("/permission/{id}/reply", post(r::reply_permission))
         .route("/agent", get(r::agents))

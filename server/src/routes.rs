@@ -178,7 +178,7 @@ fn with_owner(s: &Session, lease: Option<&LeaseHolder>) -> ApiResult<Value> {
 /// A session as JSON in OpenCode's `Session.Info` shape as well: troupe's fields plus
 /// `projectID` (a hash of the session's worktree, `global` outside git, as OpenCode) and
 /// `version` (troupe's).
-fn session_value(s: &Session) -> ApiResult<Value> {
+pub(crate) fn session_value(s: &Session) -> ApiResult<Value> {
     let mut v = serde_json::to_value(s).map_err(|e| ApiError::internal(e.to_string()))?;
     if let Value::Object(m) = &mut v {
         m.insert("projectID".into(), json!(project_id(&s.directory)));

@@ -73,6 +73,26 @@ pub enum Event {
         /// The message.
         info: Message,
     },
+    /// The session's file changes (first to last snapshot) were recomputed: per file
+    /// `{file, status, additions, deletions}` (OpenCode `session.diff`).
+    #[serde(rename = "session.diff")]
+    SessionDiff {
+        /// Session.
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        /// The changed files.
+        diff: Value,
+    },
+    /// Something the user should know once, that is not an error (e.g. snapshots are off
+    /// for a project that is not a git repository). Not an OpenCode event.
+    #[serde(rename = "session.notice")]
+    SessionNotice {
+        /// Session.
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        /// One line.
+        message: String,
+    },
     /// A message was removed.
     #[serde(rename = "message.removed")]
     MessageRemoved {
@@ -147,6 +167,8 @@ impl Event {
             | Event::SessionIdle { session_id }
             | Event::SessionError { session_id, .. }
             | Event::SessionCompacted { session_id }
+            | Event::SessionDiff { session_id, .. }
+            | Event::SessionNotice { session_id, .. }
             | Event::MessageRemoved { session_id, .. }
             | Event::PartDelta { session_id, .. }
             | Event::PartRemoved { session_id, .. }
@@ -168,6 +190,8 @@ impl Event {
             Event::SessionError { .. } => "session.error",
             Event::SessionCompacted { .. } => "session.compacted",
             Event::MessageUpdated { .. } => "message.updated",
+            Event::SessionDiff { .. } => "session.diff",
+            Event::SessionNotice { .. } => "session.notice",
             Event::MessageRemoved { .. } => "message.removed",
             Event::PartUpdated { .. } => "message.part.updated",
             Event::PartDelta { .. } => "message.part.delta",

@@ -71,6 +71,14 @@ pub enum Write {
     Part(Part),
     /// Delete a part; publishes `message.part.removed`.
     RemovePart(Part),
+    /// Delete a message and its parts; publishes `message.removed` (a revert's hidden
+    /// messages at the next prompt).
+    RemoveMessage {
+        /// Session.
+        session_id: String,
+        /// Message.
+        message_id: String,
+    },
     /// Delete a session and everything under it; publishes `session.deleted`.
     DeleteSession(Session),
     /// Replace the stored "always" approvals of a project (raw ruleset JSON). No bus event.
@@ -727,6 +735,13 @@ fn event_of(w: Write) -> Option<Event> {
             message_id: p.message_id,
             part_id: p.id,
         },
+        Write::RemoveMessage {
+            session_id,
+            message_id,
+        } => Event::MessageRemoved {
+            session_id,
+            message_id,
+        },
         Write::Publish(ev) => ev,
         Write::Approvals { .. } => return None,
     })
@@ -840,6 +855,18 @@ fn apply(path: &Path, conn: &mut Connection, writes: &[Write]) -> Result<(), Sto
                         .and_then(|mut s| s.execute([&p.id]))
                         .map_err(|e| sql_err(path, e))?;
                     log(&tx, &p.session_id, "message.part.removed", &json(&p.id))?;
+                }
+                Write::RemoveMessage {
+                    session_id,
+                    message_id,
+                } => {
+                    tx.prepare_cached("DELETE FROM part WHERE message_id = ?1")
+                        .and_then(|mut s| s.execute([message_id]))
+                        .map_err(|e| sql_err(path, e))?;
+                    tx.prepare_cached("DELETE FROM message WHERE id = ?1")
+                        .and_then(|mut s| s.execute([message_id]))
+                        .map_err(|e| sql_err(path, e))?;
+                    log(&tx, session_id, "message.removed", &json(message_id))?;
                 }
                 Write::Approvals { project, data } => {
                     tx.prepare_cached(

@@ -154,6 +154,28 @@ pub struct Session {
     /// Session-level permission rules (raw ruleset JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission: Option<Value>,
+    /// Set by a revert: the messages after the revert point are hidden until the next prompt
+    /// deletes them, or an unrevert restores the files (OpenCode `session.revert`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revert: Option<SessionRevert>,
+}
+
+/// Where a session was reverted to, and what undoing the revert needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRevert {
+    /// The message reverted to: it and everything after it are hidden (with `partID`: the
+    /// parts from `partID` on, and the later messages).
+    #[serde(rename = "messageID")]
+    pub message_id: String,
+    /// The part reverted to, if the revert was to a part.
+    #[serde(rename = "partID", default, skip_serializing_if = "Option::is_none")]
+    pub part_id: Option<String>,
+    /// Tree hash of the project just before the revert (what unrevert restores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// Absolute paths the revert changed (what unrevert puts back).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
 }
 
 impl Session {
@@ -182,6 +204,7 @@ impl Session {
             tokens: Tokens::default(),
             summary: None,
             permission: None,
+            revert: None,
         }
     }
 
@@ -489,7 +512,8 @@ pub enum PartKind {
     },
     /// A step began.
     StepStart {
-        /// Snapshot id (reserved).
+        /// Tree hash of the project's snapshot before the step (absent when snapshots are
+        /// off; see `troupe-snapshot`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         snapshot: Option<String>,
     },
@@ -497,6 +521,10 @@ pub enum PartKind {
     StepFinish {
         /// Finish reason.
         reason: String,
+        /// Tree hash of the project's snapshot after the step and its tool calls (absent when
+        /// snapshots are off).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        snapshot: Option<String>,
         /// Cost of the step, USD.
         #[serde(with = "rust_decimal::serde::float")]
         cost: Decimal,
@@ -513,6 +541,14 @@ pub enum PartKind {
         filename: Option<String>,
         /// `data:<mime>;base64,<bytes>`.
         url: String,
+    },
+    /// Files a step changed (OpenCode `PatchPart`): written after the step's tool calls when
+    /// its snapshots differ.
+    Patch {
+        /// Tree hash before the step (what a revert restores these files from).
+        hash: String,
+        /// Absolute paths of the changed files.
+        files: Vec<String>,
     },
     /// A compaction request (on a user message).
     Compaction {
@@ -551,7 +587,7 @@ impl Part {
         }
     }
 
-    /// `text`, `reasoning`, `tool`, `step-start`, `step-finish`, `compaction`.
+    /// `text`, `reasoning`, `tool`, `step-start`, `step-finish`, `patch`, `compaction`.
     pub fn type_name(&self) -> &'static str {
         match self.kind {
             PartKind::Text { .. } => "text",
@@ -559,6 +595,7 @@ impl Part {
             PartKind::Tool { .. } => "tool",
             PartKind::StepStart { .. } => "step-start",
             PartKind::StepFinish { .. } => "step-finish",
+            PartKind::Patch { .. } => "patch",
             PartKind::Compaction { .. } => "compaction",
             PartKind::File { .. } => "file",
         }

@@ -28,8 +28,8 @@ pub fn assert_success(out: &Output, what: &str) {
 }
 
 /// Asserts a failed run: non-zero exit and exactly one non-empty stderr line starting with
-/// `troupe: ` besides the tool lines (`✓ …` / `✗ …`, which `troupe run` prints on stderr);
-/// returns that line.
+/// `troupe: ` besides the tool lines (`✓ …` / `✗ …`, which `troupe run` prints on stderr) and
+/// the once-per-run notice that snapshots are off outside git (issue 15); returns that line.
 pub fn assert_one_line_failure(out: &Output, what: &str) -> String {
     assert!(
         !out.status.success(),
@@ -41,7 +41,12 @@ pub fn assert_one_line_failure(out: &Output, what: &str) -> String {
     let stderr = text(&out.stderr);
     let lines: Vec<&str> = stderr
         .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with("✓ ") && !l.starts_with("✗ "))
+        .filter(|l| {
+            !l.trim().is_empty()
+                && !l.starts_with("✓ ")
+                && !l.starts_with("✗ ")
+                && !l.starts_with("troupe: snapshots are off")
+        })
         .collect();
     assert_eq!(
         lines.len(),
@@ -54,6 +59,16 @@ pub fn assert_one_line_failure(out: &Output, what: &str) -> String {
     );
     eprintln!("{what}: {}", lines[0]);
     lines[0].to_string()
+}
+
+/// `stderr` without the one-time notice that snapshots are off outside git (issue 15), for
+/// tests of other stderr lines that run in plain temp directories.
+pub fn without_snapshot_notice(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| !l.starts_with("troupe: snapshots are off"))
+        .map(|l| format!("{l}\n"))
+        .collect()
 }
 
 /// Parses `--format json` stdout: every non-empty line must be a JSON bus event.
