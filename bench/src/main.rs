@@ -77,6 +77,14 @@ struct Args {
     /// the bench would measure the mock's log instead of troupe.
     #[arg(long)]
     record_bodies: bool,
+    /// Make every workspace a git repository and turn file snapshots on (issue 15): each
+    /// step then snapshots the project before and after its tools.
+    #[arg(long)]
+    snapshots: bool,
+    /// Extra small files per workspace (e.g. 1000, the project size the snapshot cost is
+    /// stated for).
+    #[arg(long, default_value_t = 0)]
+    files: usize,
 }
 
 /// Validated settings.
@@ -91,6 +99,8 @@ struct Settings {
     chunk_size: usize,
     delay_ms: u64,
     record_bodies: bool,
+    snapshots: bool,
+    files: usize,
 }
 
 impl Args {
@@ -125,6 +135,8 @@ impl Args {
             chunk_size: self.chunk_size,
             delay_ms: self.delay_ms,
             record_bodies: self.record_bodies,
+            snapshots: self.snapshots,
+            files: self.files,
         })
     }
 }
@@ -272,8 +284,16 @@ async fn run(s: &Settings) -> Result<Report> {
         .collect();
     {
         let dirs = workspaces.clone();
+        let (files, git) = (s.files, s.snapshots);
         tokio::task::spawn_blocking(move || {
-            dirs.iter().try_for_each(|d| script::create_workspace(d))
+            dirs.iter().try_for_each(|d| {
+                script::create_workspace(d)?;
+                script::add_files(d, files)?;
+                if git {
+                    script::git_init(d)?;
+                }
+                Ok::<(), std::io::Error>(())
+            })
         })
         .await
         .context("workspace setup task failed")?
@@ -298,6 +318,7 @@ async fn run(s: &Settings) -> Result<Report> {
     // No retries: the mock injects no faults, so any provider failure is a bug to surface now.
     let opts = RuntimeOptions {
         max_retries: 0,
+        snapshot_dir: s.snapshots.then(|| root_path.join("data")),
         ..RuntimeOptions::default()
     };
     let runtime = Runtime::start(
@@ -315,6 +336,7 @@ async fn run(s: &Settings) -> Result<Report> {
     let rss_at_tenth: Arc<Mutex<Option<f64>>> = Arc::new(Mutex::new(None));
     let sem = Arc::new(Semaphore::new(s.parallel));
     let usage0 = measure::usage().unwrap_or_default();
+    let children0 = measure::children_usage().unwrap_or_default();
     let t0 = Instant::now();
     let mut set: JoinSet<SessionRun> = JoinSet::new();
     for (index, dir) in workspaces.iter().cloned().enumerate() {
@@ -377,6 +399,7 @@ async fn run(s: &Settings) -> Result<Report> {
     }
     let wall = t0.elapsed();
     let usage1 = measure::usage().unwrap_or_default();
+    let children1 = measure::children_usage().unwrap_or_default();
     runs.sort_by_key(|r| r.index);
 
     // Session actors stop themselves right after replying; give them a moment.
@@ -494,6 +517,13 @@ async fn run(s: &Settings) -> Result<Report> {
     } else {
         0.0
     };
+    // Child processes: git for snapshots (and bash, which the bench's tool mix does not call).
+    let child_cpu_s = children1.cpu_s - children0.cpu_s;
+    let child_cpu_ms_per_step = if total_steps > 0 {
+        child_cpu_s * 1000.0 / total_steps as f64
+    } else {
+        0.0
+    };
     let growth = match (rss_tenth, rss_after) {
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
@@ -530,6 +560,10 @@ async fn run(s: &Settings) -> Result<Report> {
         "wall_s": round3(wall_s),
         "cpu_s": round3(cpu_s),
         "cpu_ms_per_step": round3(cpu_ms_per_step),
+        "snapshots": s.snapshots,
+        "extra_files": s.files,
+        "child_cpu_s": round3(child_cpu_s),
+        "child_cpu_ms_per_step": round3(child_cpu_ms_per_step),
         "steps_per_s": round3(steps_per_s),
         "peak_rss_mib": round3(peak_rss_mib),
         "mock_recorded_body_mib": round3(mock_body_mib),
@@ -558,6 +592,11 @@ async fn run(s: &Settings) -> Result<Report> {
         "  wall           {wall_s:.3} s   ({steps_per_s:.1} steps/s)\n"
     ));
     h.push_str(&format!("  cpu            {cpu_s:.3} s user+sys   ({cpu_ms_per_step:.3} ms/step, includes the in-process mock)\n"));
+    h.push_str(&format!(
+        "  child cpu      {child_cpu_s:.3} s   ({child_cpu_ms_per_step:.3} ms/step; snapshots {}, {} extra files)\n",
+        if s.snapshots { "on" } else { "off" },
+        s.files
+    ));
     if s.record_bodies {
         h.push_str(&format!(
             "  peak rss       {peak_rss_mib:.1} MiB   (the in-process mock holds {mock_body_mib:.1} MiB of recorded request JSON, more as parsed values)\n"

@@ -15,11 +15,21 @@ pub struct Usage {
 }
 
 /// Read `getrusage(RUSAGE_SELF)`. `None` if the call fails (it does not on Linux).
-#[allow(unsafe_code)]
 pub fn usage() -> Option<Usage> {
+    rusage(libc::RUSAGE_SELF)
+}
+
+/// Read `getrusage(RUSAGE_CHILDREN)`: CPU of the child processes that ended and were waited
+/// for (bash calls, git for snapshots). `None` if the call fails.
+pub fn children_usage() -> Option<Usage> {
+    rusage(libc::RUSAGE_CHILDREN)
+}
+
+#[allow(unsafe_code)]
+fn rusage(who: libc::c_int) -> Option<Usage> {
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: `ru` points to writable memory of the right size; getrusage only writes it.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
+    let rc = unsafe { libc::getrusage(who, ru.as_mut_ptr()) };
     if rc != 0 {
         return None;
     }

@@ -97,6 +97,51 @@ pub fn create_workspace(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Adds `n` small text files (`files/d<k>/f<i>.txt`, 100 per directory, a few lines each) to
+/// a workspace: the project size the snapshot cost is measured on.
+pub fn add_files(dir: &Path, n: usize) -> std::io::Result<()> {
+    for i in 0..n {
+        let sub = dir.join("files").join(format!("d{}", i / 100));
+        if i % 100 == 0 {
+            std::fs::create_dir_all(&sub)?;
+        }
+        std::fs::write(
+            sub.join(format!("f{i}.txt")),
+            format!("file {i}\nsome text of the bench project\nline three\n"),
+        )?;
+    }
+    Ok(())
+}
+
+/// Makes a workspace a git repository with one commit (as a user's project would be), so
+/// snapshots are on for it.
+pub fn git_init(dir: &Path) -> std::io::Result<()> {
+    let git = |args: &[&str]| -> std::io::Result<()> {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args([
+                "-c",
+                "user.name=bench",
+                "-c",
+                "user.email=bench@example.invalid",
+            ])
+            .args(args)
+            .output()?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!(
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        }
+    };
+    git(&["init", "-q"])?;
+    git(&["add", "-A"])?;
+    git(&["commit", "-q", "-m", "bench workspace"])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
