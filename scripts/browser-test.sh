@@ -107,11 +107,13 @@ cat >"$WORK/project/troupe.json" <<EOF
 }
 EOF
 echo "hello" >"$WORK/project/README.md"
+# A git project, so steps are snapshotted and the bash step's new file shows as its patch.
+git -C "$WORK/project" init -q
 
 (
   cd "$WORK/project"
   exec env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY -u TROUPE_CONFIG_CONTENT \
-    TROUPE_DB="$WORK/data/troupe.db" TROUPE_CONFIG_DIR="$WORK/config" \
+    TROUPE_DB="$WORK/data/troupe.db" TROUPE_DATA_DIR="$WORK/data" TROUPE_CONFIG_DIR="$WORK/config" \
     TROUPE_SERVER_PASSWORD="$PASSWORD" TROUPE_LOG="${TROUPE_LOG:-warn}" \
     "$TROUPE" serve --port 0
 ) >"$WORK/serve.out" 2>"$WORK/serve.err" &

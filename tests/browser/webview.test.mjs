@@ -138,6 +138,25 @@ try {
     return t && !/^0 tok$/.test(t.textContent.trim());
   }, sid);
 
+  // Snapshots (issue 15): the bash step's new file is its patch, and the session's diff
+  // opens from the header.
+  await expectTrue(page, "the bash step's patch to name hello.txt", () =>
+    [...document.querySelectorAll("[data-testid=part-patch] [data-testid=patch-file]")]
+      .some((e) => e.textContent.trim() === "hello.txt"));
+  await expectTrue(page, "the header to show the session's changes", () => {
+    const b = document.querySelector("[data-testid=diff-toggle]");
+    return b && !b.hidden && /^1 file \+1 −0$/.test(b.textContent.trim());
+  });
+  await page.locator("[data-testid=diff-toggle]").click();
+  await expectVisible(page.locator('[data-testid=diff-file][data-file="hello.txt"]'), "hello.txt in the session diff");
+  await page.locator('[data-testid=diff-file][data-file="hello.txt"] summary').click();
+  await expectTrue(page, "the diff of hello.txt to show the added line", () => {
+    const pre = document.querySelector('[data-testid=diff-file][data-file="hello.txt"] pre');
+    return pre && pre.textContent.includes("+hello-from-bash");
+  });
+  await page.screenshot({ path: join(artifacts, "webview-diff.png") });
+  await page.locator("[data-testid=diff-toggle]").click();
+
   // Text was streamed, not duplicated: the final text appears exactly once.
   const finalCount = await page.locator("[data-testid=part-text]", { hasText: "All done:" }).count();
   if (finalCount !== 1) throw new Error(`the final text is rendered ${finalCount} times, expected once`);
