@@ -299,6 +299,12 @@ async fn run(s: &Settings) -> Result<Report> {
         .context("workspace setup task failed")?
         .context("cannot create the session workspaces")?;
     }
+    if s.snapshots {
+        // Files written in the same second as a git index are "racily clean": git re-hashes
+        // them on every later `git add` until the index is rewritten. A user's project files
+        // are older than that; wait so the bench's are too (not part of the measured span).
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
     let db_path = s.db.clone().unwrap_or_else(|| root_path.join("bench.db"));
     let store = Store::open(&db_path, Bus::new()).map_err(|e| anyhow!("{e}"))?;
 
