@@ -729,7 +729,7 @@ async fn compact(db: Option<PathBuf>, id: &str) -> Result<ExitCode> {
 }
 
 /// Runtime limits from the environment (`TROUPE_TOOL_TIMEOUT_MS`, `TROUPE_MAX_RETRIES`,
-/// `TROUPE_TASK_TIMEOUT_MS`, `TROUPE_MAX_SUBAGENTS`, `TROUPE_TITLE`). Empty = unset; a value
+/// `TROUPE_TASK_TIMEOUT_MS`, `TROUPE_MAX_SUBAGENTS`, `TROUPE_TITLE`, `TROUPE_SUMMARY`). Empty = unset; a value
 /// that is not a whole number is an error naming the variable.
 fn runtime_options() -> Result<RuntimeOptions> {
     let env_u64 = |k: &str| troupe_config::env_u64(k).map_err(|e| anyhow!("{e}"));
@@ -766,6 +766,9 @@ fn runtime_options() -> Result<RuntimeOptions> {
         .unwrap_or_else(|| "troupe".into());
     // Session titles from the `title` agent; TROUPE_TITLE=0 turns them off.
     opts.titles = troupe_config::env_var("TROUPE_TITLE").is_none_or(|v| v.trim() != "0");
+    // Turn summaries from the `summary` agent after a turn that changed files;
+    // TROUPE_SUMMARY=0 turns them off.
+    opts.summaries = troupe_config::env_var("TROUPE_SUMMARY").is_none_or(|v| v.trim() != "0");
     Ok(opts)
 }
 

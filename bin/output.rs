@@ -477,12 +477,21 @@ fn print_session(s: &Session, messages: &[MessageWithParts]) {
     }
     for m in messages {
         match &m.info {
-            Message::User(u) => println!(
-                "\n── user {}  agent={} model={}",
-                u.id,
-                u.agent,
-                u.model.full()
-            ),
+            Message::User(u) => {
+                println!(
+                    "\n── user {}  agent={} model={}",
+                    u.id,
+                    u.agent,
+                    u.model.full()
+                );
+                // What the turn did (the `summary` agent, after a turn that changed files).
+                if let Some(sum) = &u.summary {
+                    println!("[turn summary] {}", one_line(&sum.title, 100));
+                    for line in crate::sanitize::terminal_safe(&sum.body).lines() {
+                        println!("  {line}");
+                    }
+                }
+            }
             Message::Assistant(a) => {
                 let mut line = format!("\n── assistant {}  {}/{}", a.id, a.provider_id, a.model_id);
                 if a.summary {

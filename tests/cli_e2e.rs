@@ -900,6 +900,7 @@ async fn the_binary_sees_only_the_fixture_environment() {
         "TROUPE_CONFIG_DIR",
         "TROUPE_NO_STDIN",
         "TROUPE_TITLE",
+        "TROUPE_SUMMARY",
         "TROUPE_TEST_TOOLS",
         "TROUPE_MAX_RETRIES",
         // Set by troupe itself for the processes its tools start (process ownership).

@@ -44,6 +44,7 @@ pub mod request;
 pub mod revert;
 pub mod session_actor;
 pub mod snapshots;
+pub mod summary;
 pub mod supervision;
 pub mod task;
 pub mod title;
@@ -97,6 +98,10 @@ pub struct RuntimeOptions {
     /// provider request beside the first turn). Default false in the library; the CLI turns
     /// it on unless `TROUPE_TITLE=0`.
     pub titles: bool,
+    /// Summarise a turn that changed files with the `summary` agent (one extra tool-less
+    /// provider request after the turn, stored on its user message). Default false in the
+    /// library; the CLI turns it on unless `TROUPE_SUMMARY=0`.
+    pub summaries: bool,
     /// How long a session lease lasts without a heartbeat ([`lease`]); a holder renews it
     /// every third of this. Default [`lease::DEFAULT_LEASE_TTL`] (30 s); the CLI reads
     /// `TROUPE_LEASE_TTL_MS`.
@@ -126,6 +131,7 @@ impl Default for RuntimeOptions {
             max_depth: 3,
             max_subagents: 32,
             titles: false,
+            summaries: false,
             lease_ttl: lease::DEFAULT_LEASE_TTL,
             lease_wait: lease::DEFAULT_LEASE_WAIT,
             lease_label: "troupe".into(),

@@ -522,6 +522,7 @@ mod tests {
                     model_id: "m".into(),
                 },
                 system: None,
+                summary: None,
             }),
             parts: vec![Part {
                 id: format!("prt_{id}_0"),

@@ -108,6 +108,9 @@ struct Turn {
     step_crashes: crate::supervision::Intensity,
     /// Steps restarted after a crash in this turn (the next processor's `restarts`).
     step_restarts: u64,
+    /// The user message that started the turn (its summary goes there; `user_id` moves on
+    /// to a compaction's messages).
+    origin_user_id: String,
 }
 
 /// A child the session actor spawned, by role; supervision events are matched against
@@ -120,6 +123,8 @@ enum Child {
     Compaction,
     /// The title worker.
     Title,
+    /// The summary worker.
+    Summary,
 }
 
 impl Child {
@@ -128,6 +133,7 @@ impl Child {
             Child::Processor => crate::supervision::Role::Processor,
             Child::Compaction => crate::supervision::Role::Compaction,
             Child::Title => crate::supervision::Role::Title,
+            Child::Summary => crate::supervision::Role::Summary,
         }
     }
 }
@@ -203,7 +209,7 @@ impl SessionActor {
         }
         while state.turn.is_none() {
             let Some(p) = state.queue.pop_front() else {
-                if state.has_child(Child::Title) {
+                if state.has_child(Child::Title) || state.has_child(Child::Summary) {
                     // Stay until the title arrives; the worker's end brings us back here.
                     return;
                 }
@@ -305,6 +311,7 @@ impl SessionActor {
                 model_id: model.model_id.clone(),
             },
             system: input.system.clone(),
+            summary: None,
         };
         let mut parts = vec![Part::new(
             &state.session.id,
@@ -503,6 +510,7 @@ impl SessionActor {
         .map_err(|e| format!("could not build the system prompt: {e}"))?;
         let max_steps = agent.steps.unwrap_or(rt.opts.max_steps).max(1);
         let (tx, _rx) = oneshot::channel();
+        let origin = user_id.clone();
         Ok(Turn {
             reply: tx,
             user_id,
@@ -519,6 +527,7 @@ impl SessionActor {
             summary_attempts: 0,
             compact_only,
             resumed: false,
+            origin_user_id: origin,
             step_restarts: 0,
             step_crashes: crate::supervision::Intensity::for_role(
                 crate::supervision::Role::Processor,
@@ -718,6 +727,7 @@ impl SessionActor {
                     model_id: turn.model.model_id.clone(),
                 },
                 system: None,
+                summary: None,
             };
             let part = Part::new(
                 &state.session.id,
@@ -911,6 +921,7 @@ impl SessionActor {
                 model_id: turn.model.model_id.clone(),
             },
             system: None,
+            summary: None,
         };
         let part = Part::new(
             &state.session.id,
@@ -931,6 +942,63 @@ impl SessionActor {
             parts: vec![part],
         });
         self.next_step(myself, state).await;
+    }
+
+    /// Start the summary worker when the finished turn changed files (and summaries are on):
+    /// it runs beside whatever comes next and stores its summary on the turn's user message.
+    async fn maybe_start_summary(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        turn: &Turn,
+    ) {
+        if !state.rt.opts.summaries || turn.compact_only || turn.cancel.is_cancelled() {
+            return;
+        }
+        let Some(start) = state
+            .history
+            .iter()
+            .position(|m| m.info.id() == turn.origin_user_id)
+        else {
+            return;
+        };
+        let slice = &state.history[start..];
+        if troupe_session::file_changes::file_changes(slice).files == 0 {
+            return;
+        }
+        let mut messages = Vec::new();
+        for m in slice {
+            crate::history::convert(m, &mut messages);
+        }
+        let model = match state
+            .rt
+            .config
+            .config
+            .small_model
+            .as_deref()
+            .map(|m| state.rt.config.resolve_model(m))
+        {
+            Some(Ok(m)) => Arc::new(m),
+            _ => turn.model.clone(),
+        };
+        let args = crate::summary::SummaryArgs {
+            rt: state.rt.clone(),
+            session_id: state.session.id.clone(),
+            user_id: turn.origin_user_id.clone(),
+            turn: messages,
+            model,
+            tree_parent: state.node.key().to_string(),
+        };
+        match Actor::spawn_linked(None, crate::summary::SummaryWorker, args, myself.get_cell())
+            .await
+        {
+            Ok((a, _)) => {
+                state.children.insert(a.get_id(), Child::Summary);
+            }
+            Err(e) => {
+                tracing::warn!(session = %state.session.id, "could not start the summary: {e}")
+            }
+        }
     }
 
     /// Start the title worker for a root session's first user message.
@@ -1276,6 +1344,7 @@ impl SessionActor {
             cost: state.session.cost - turn.started_cost,
             tokens: state.session.tokens,
         };
+        self.maybe_start_summary(myself, state, &turn).await;
         let _ = turn.reply.send(Ok(result));
         Box::pin(self.start_next(myself, state)).await;
     }
@@ -1425,6 +1494,29 @@ impl Actor for SessionActor {
                         info: state.session.clone(),
                         created: false,
                     });
+                }
+                if state.turn.is_none() {
+                    self.start_next(&myself, state).await;
+                }
+            }
+            (Child::Summary, ended) => {
+                let done = ended
+                    .ok()
+                    .flatten()
+                    .and_then(|mut b| b.take::<crate::summary::SummaryState>().ok());
+                if let Some(crate::summary::SummaryState {
+                    user_id,
+                    summary: Some(summary),
+                    ..
+                }) = done
+                    && let Some(m) = state.history.iter_mut().find(|m| m.info.id() == user_id)
+                    && let Message::User(u) = &mut m.info
+                {
+                    u.summary = Some(summary);
+                    state
+                        .rt
+                        .store
+                        .write1(Write::Message(Message::User(u.clone())));
                 }
                 if state.turn.is_none() {
                     self.start_next(&myself, state).await;

@@ -424,3 +424,69 @@ async fn a_session_that_keeps_crashing_fails_with_the_cause() {
     );
     wait_until("every actor to stop", || rt.live_actors() == 0).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_changed_files_gets_a_summary_from_the_summary_worker() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let file = root.join("notes.txt");
+    // The summary request carries the turn (two assistant messages): its step 2 answers,
+    // slowly, so the worker is seen in the tree.
+    let server = MockServer::start(Script::new(vec![
+        Conversation::new(vec![
+            Step::text("unused"),
+            Step::text("unused"),
+            Step::text("I wrote notes.txt.\nIt holds the notes.").with_first_byte_delay_ms(1_500),
+        ])
+        .matching_system("Summarise what was done"),
+        Conversation::new(vec![
+            Step::tool(
+                "write",
+                json!({"filePath": file.display().to_string(), "content": "notes"}),
+            ),
+            Step::text("wrote it"),
+        ]),
+    ]))
+    .await
+    .unwrap();
+    let mut f = Fixture::new(&server.base_url());
+    f.opts.summaries = true;
+    let rt = f.start(&dir).await;
+    let sid = rt.create_session(&root, None).await.unwrap().id;
+    let r = run_prompt(&rt, &sid, "write the notes").await;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "notes");
+    let mut seen = None;
+    wait_until("the summary worker in the tree", || {
+        seen = find(&rt.actors(), Kind::Summary).cloned();
+        seen.is_some()
+    })
+    .await;
+    assert_eq!(seen.unwrap().session_id.as_deref(), Some(sid.as_str()));
+    wait_until("the summary worker to end", || rt.live_actors() == 0).await;
+    let history = messages(&rt, &sid).await;
+    let summary = match &history[0].info {
+        troupe_session::Message::User(u) => u.summary.clone(),
+        other => panic!("{other:?}"),
+    }
+    .expect("a summary on the turn's user message");
+    assert!(
+        summary.title.starts_with("I wrote notes.txt"),
+        "{summary:?}"
+    );
+    assert_eq!(summary.body, "I wrote notes.txt.\nIt holds the notes.");
+    // A turn that changed nothing gets none.
+    let r = run_prompt(&rt, &sid, "thanks").await;
+    assert!(r.error.is_none());
+    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+    let history = messages(&rt, &sid).await;
+    let last_user = history
+        .iter()
+        .rev()
+        .find_map(|m| match &m.info {
+            troupe_session::Message::User(u) => Some(u.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(last_user.summary.is_none());
+}

@@ -204,6 +204,7 @@ mod tests {
                 model_id: "m".into(),
             },
             system: None,
+            summary: None,
         });
         let history = vec![MessageWithParts {
             info: user,

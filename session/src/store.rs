@@ -1065,6 +1065,7 @@ mod tests {
                 model_id: "m".into(),
             },
             system: None,
+            summary: None,
         });
         let p = Part::new(
             &s.id,
@@ -1154,6 +1155,7 @@ mod tests {
                     model_id: "m".into(),
                 },
                 system: None,
+                summary: None,
             }),
             parts,
         }];
@@ -1244,6 +1246,7 @@ mod tests {
                     model_id: "m".into(),
                 },
                 system: None,
+                summary: None,
             }),
             parts: vec![part(0), part(2)],
         }];
@@ -1298,6 +1301,7 @@ mod tests {
                 model_id: "m".into(),
             },
             system: None,
+            summary: None,
         });
         store.write1(Write::Message(m));
         store.read(|r| r.sessions(10, false)).await.unwrap();
@@ -1381,6 +1385,7 @@ mod tests {
                 model_id: "m".into(),
             },
             system: None,
+            summary: None,
         });
         store.write1(Write::Message(m));
         let err = store.flush().await.unwrap_err();

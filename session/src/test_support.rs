@@ -65,6 +65,7 @@ pub(crate) fn user(id: &str) -> MessageWithParts {
                 model_id: "m".into(),
             },
             system: None,
+            summary: None,
         }),
         parts: vec![text(id, "do it")],
     }

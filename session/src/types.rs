@@ -267,6 +267,19 @@ pub struct UserMessage {
     /// Extra system prompt for this message (layer 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
+    /// What the turn this message started did, written by the `summary` agent after a turn
+    /// that changed files (OpenCode's `summary.title` / `summary.body`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<UserSummary>,
+}
+
+/// The summary of a turn, stored on its user message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct UserSummary {
+    /// One line, at most 100 chars.
+    pub title: String,
+    /// A few sentences on what was changed and why.
+    pub body: String,
 }
 
 /// Timestamps of an assistant message.
@@ -684,6 +697,7 @@ mod tests {
                 model_id: "m".into(),
             },
             system: None,
+            summary: None,
         });
         let s = serde_json::to_string(&m).unwrap();
         assert!(s.contains("\"role\":\"user\""));

@@ -35,7 +35,7 @@ pub const INHERITED_ENV: &[&str] = &[
 /// The binary under test started from a cleared environment: [`INHERITED_ENV`], then
 /// `HOME=<home>`, `TMPDIR=<home>/tmp`, `TROUPE_DB=<home>/troupe.db`,
 /// `TROUPE_CONFIG_DIR=<home>/config` (both directories are created), `TROUPE_NO_STDIN=1`,
-/// `TROUPE_TITLE=0` and `TROUPE_TEST_TOOLS=1`; working directory `cwd`, stdio untouched.
+/// `TROUPE_TITLE=0`, `TROUPE_SUMMARY=0` and `TROUPE_TEST_TOOLS=1`; working directory `cwd`, stdio untouched.
 pub fn isolated_command(cwd: &Path, home: &Path) -> std::process::Command {
     let config_dir = home.join("config");
     let tmp = home.join("tmp");
@@ -56,6 +56,7 @@ pub fn isolated_command(cwd: &Path, home: &Path) -> std::process::Command {
         .env("TROUPE_CONFIG_DIR", &config_dir)
         .env("TROUPE_NO_STDIN", "1")
         .env("TROUPE_TITLE", "0")
+        .env("TROUPE_SUMMARY", "0")
         .env("TROUPE_TEST_TOOLS", "1");
     cmd
 }
