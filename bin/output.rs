@@ -376,18 +376,35 @@ pub async fn session_list(
     } else {
         limit
     };
-    let sessions: Vec<Session> = store
-        .read(move |r| r.sessions(fetch, false))
+    let dir_owned = dir.map(std::path::Path::to_path_buf);
+    // Each session with the error its last turn ended with (one indexed lookup each).
+    let rows: Vec<(Session, Option<troupe_session::MessageError>)> = store
+        .read(move |r| {
+            r.sessions(fetch, false)?
+                .into_iter()
+                .filter(|s| in_dir(&s.directory, dir_owned.as_deref()))
+                .take(limit)
+                .map(|s| r.last_error(&s.id).map(|e| (s, e)))
+                .collect::<Result<Vec<_>, _>>()
+        })
         .await
-        .map_err(|e| anyhow!("{e}"))?
-        .into_iter()
-        .filter(|s| in_dir(&s.directory, dir))
-        .take(limit)
-        .collect();
+        .map_err(|e| anyhow!("{e}"))?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&sessions)?);
+        // Sessions as stored plus `lastError` (`{name, data}` or null), as `GET /session`.
+        let values = rows
+            .iter()
+            .map(|(s, e)| {
+                let mut v = serde_json::to_value(s)?;
+                if let serde_json::Value::Object(m) = &mut v {
+                    m.insert("lastError".into(), serde_json::to_value(e)?);
+                }
+                Ok(v)
+            })
+            .collect::<Result<Vec<_>, serde_json::Error>>()?;
+        println!("{}", serde_json::to_string_pretty(&values)?);
         return Ok(());
     }
+    let sessions: Vec<&Session> = rows.iter().map(|(s, _)| s).collect();
     if sessions.is_empty() {
         println!("no sessions");
         return Ok(());
@@ -403,17 +420,29 @@ pub async fn session_list(
         .max()
         .unwrap_or(9)
         .clamp(9, 40);
+    // `failed: ErrorName` when the session's last turn ended with an error.
+    let status = |e: &Option<troupe_session::MessageError>| match e {
+        Some(e) => one_line(&format!("failed: {}", e.name), 28),
+        None => "ok".to_string(),
+    };
+    let w_status = rows
+        .iter()
+        .map(|(_, e)| status(e).chars().count())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     println!(
-        "{:<30}  {:<19}  {:>12}  {:<10}  {:<w_dir$}  TITLE",
-        "ID", "UPDATED (UTC)", "TOKENS", "COST $", "DIRECTORY"
+        "{:<30}  {:<19}  {:<w_status$}  {:>12}  {:<10}  {:<w_dir$}  TITLE",
+        "ID", "UPDATED (UTC)", "STATUS", "TOKENS", "COST $", "DIRECTORY"
     );
-    for s in &sessions {
+    for (s, e) in &rows {
         println!(
-            "{}  {}  {:>8} tok  ${:<9}  {:<w_dir$}  {}{}",
+            "{}  {}  {:<w_status$}  {:>8} tok  ${:<9}  {:<w_dir$}  {}{}",
             s.id,
             troupe_session::iso_time(s.time.updated)
                 .get(..19)
                 .unwrap_or(""),
+            status(e),
             s.tokens.total(),
             s.cost.round_dp(6),
             one_line(&short(&s.directory), 40),

@@ -4,7 +4,7 @@
 //! binary against its own scripted provider (`troupe-testkit`) in its own temp project.
 
 use serde_json::{Value, json};
-use troupe_testkit::{MockServer, Script, Step};
+use troupe_testkit::{Fault, MockServer, Script, Step};
 
 mod common;
 use common::*;
@@ -1096,5 +1096,36 @@ async fn unset_env_substitution_is_warned_about() {
         !text(&out.stderr).contains("warning"),
         "{}",
         text(&out.stderr)
+    );
+}
+
+/// A stream that stalls mid-answer is retried, and stderr says so in one line (it was silent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_stream_retry_is_reported_on_stderr() {
+    let server = mock(vec![
+        Step::text("the full answer")
+            .with_chunk_size(4)
+            .with_fault(Fault::hang_after(1)),
+    ])
+    .await;
+    let p = Project::empty();
+    let mut config = mock_config(&server.base_url());
+    config["provider"]["mock"]["options"]["chunkTimeout"] = json!(300);
+    p.write_config(&config.to_string());
+    let out = p.troupe(&["run", "hi"], &[]).await;
+    assert_success(&out, "run with a stalled first attempt");
+    assert!(
+        text(&out.stdout).contains("the full answer"),
+        "{}",
+        text(&out.stdout)
+    );
+    let stderr = text(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("retrying"))
+        .unwrap_or_else(|| panic!("no retry line on stderr: {stderr:?}"));
+    assert!(
+        line.starts_with("troupe: attempt 1 failed (") && line.contains("stalled"),
+        "{line}"
     );
 }

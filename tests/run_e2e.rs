@@ -408,6 +408,20 @@ async fn error_unreachable_provider_keeps_user_message() {
 
     let session = project.only_session().await;
     let sid = session["id"].as_str().expect("id");
+    // `session list` marks the failed session (JSON: lastError; table: a STATUS column).
+    assert_eq!(session["lastError"]["name"], "APIError", "{session}");
+    let out = project.troupe(&["session", "list"], &[]).await;
+    assert_success(&out, "session list");
+    let table = text(&out.stdout);
+    assert!(
+        table.lines().next().unwrap_or("").contains("STATUS"),
+        "{table}"
+    );
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(sid))
+        .expect("the session's row");
+    assert!(row.contains("failed: APIError"), "{table}");
     let doc = project.show(sid).await;
     let messages = doc["messages"].as_array().expect("messages");
     let user = messages

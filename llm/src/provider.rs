@@ -56,7 +56,7 @@ pub struct Deadlines {
     /// Request sent → response headers ("no response headers from provider P after N s").
     /// Option `timeout` (ms; `false` = none), default [`DEFAULT_HEADERS_TIMEOUT`].
     pub headers: Option<Duration>,
-    /// Longest silence between two body bytes, SSE or JSON ("stream idle for N s",
+    /// Longest silence between two body bytes, SSE or JSON ("stream stalled: no data for N s",
     /// "response body stalled: no bytes for N s"). Option `chunkTimeout` (ms), default
     /// [`DEFAULT_IDLE_TIMEOUT`].
     pub idle: Duration,

@@ -14,7 +14,7 @@
 //! - a cap on the bytes buffered for one event ([`MAX_EVENT_BYTES`], 8 MiB): past it the stream
 //!   fails with [`ErrorKind::MalformedChunk`];
 //! - an idle timeout: when no byte arrives for `idle`, the stream fails with
-//!   [`ErrorKind::Transport`] `"stream idle for N s"`. Comment lines (`: keep-alive`) are bytes,
+//!   [`ErrorKind::Transport`] `"stream stalled: no data for N s"`. Comment lines (`: keep-alive`) are bytes,
 //!   so they re-arm the timer even though the parser drops them;
 //! - EOF flushing: real streams (Anthropic SDK recordings) end with an unterminated last event.
 //!   The spec drops it; we dispatch it with [`SseEvent::at_eof`] set, so the protocol layer can
@@ -256,7 +256,10 @@ where
             match tokio::time::timeout(st.idle, st.src.next()).await {
                 Err(_) => {
                     st.done = true;
-                    let msg = format!("stream idle for {}", crate::provider::secs(st.idle));
+                    let msg = format!(
+                        "stream stalled: no data for {}",
+                        crate::provider::secs(st.idle)
+                    );
                     return Some((Err(LlmError::new(ErrorKind::Transport, msg)), st));
                 }
                 Ok(Some(Ok(chunk))) => {

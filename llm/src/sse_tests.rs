@@ -87,7 +87,7 @@ async fn idle_stream_times_out_and_comments_rearm() {
     let start = tokio::time::Instant::now();
     let err = s.next().await.expect("item").expect_err("idle");
     assert_eq!(err.kind, ErrorKind::Transport);
-    assert_eq!(err.message, "stream idle for 3 s");
+    assert_eq!(err.message, "stream stalled: no data for 3 s");
     assert!(start.elapsed() >= Duration::from_secs(5));
     assert!(s.next().await.is_none(), "stream ends after the error");
     drop(tx);

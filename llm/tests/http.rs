@@ -291,7 +291,7 @@ async fn idle_stream_times_out() {
     assert_eq!(s.text, "a");
     let e = s.error.expect("idle error");
     assert_eq!(e.kind, ErrorKind::Transport);
-    assert_eq!(e.message, "stream idle for 0.3 s");
+    assert_eq!(e.message, "stream stalled: no data for 0.3 s");
     assert!(start.elapsed() < Duration::from_secs(10));
 }
 

@@ -188,6 +188,10 @@ try {
       badge.textContent.trim() === "failed" && /refuses this prompt/.test(badge.title);
   };
   await expectTrue(page, "the failed session to be marked failed with its error on hover", markedFailed, failedSid);
+  await expectTrue(page, "the chat header of the failed session to say failed, not idle", () => {
+    const b = document.getElementById("chat-status");
+    return !!b && !b.hidden && b.textContent.trim() === "failed" && /refuses this prompt/.test(b.title);
+  });
   const okMarked = await page.evaluate((id) =>
     document.querySelector(`[data-testid=session-item][data-session-id="${id}"]`).dataset.failed, sid);
   if (okMarked !== "false") throw new Error(`the finished session is marked failed=${okMarked}`);
