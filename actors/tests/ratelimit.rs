@@ -1,27 +1,13 @@
 //! Shared rate limits: a 429 seen by one session holds back the other sessions' requests to
 //! the same provider until the retry time, so a batch does not hammer a limited endpoint.
 
-use std::sync::Arc;
+mod support;
+
 use std::time::Duration;
 
-use serde_json::json;
-use troupe_actors::{PromptInput, Runtime, RuntimeOptions};
-use troupe_config::{Config, LoadedConfig};
-use troupe_session::{Bus, Store};
+use support::*;
+use troupe_actors::PromptInput;
 use troupe_testkit::{Conversation, Fault, MockServer, Script, Step};
-use troupe_tools::{AllowAll, Registry};
-
-fn config(base_url: &str) -> LoadedConfig {
-    let text = json!({
-        "model": "mock/mock-model",
-        "provider": {"mock": {
-            "options": {"baseURL": base_url, "apiKey": "test"},
-            "models": {"mock-model": {"limit": {"context": 128000, "output": 8192}}}
-        }}
-    })
-    .to_string();
-    LoadedConfig::from_config(Config::from_jsonc("test", &text).expect("config"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_to_one_session_holds_back_the_others() {
@@ -36,16 +22,7 @@ async fn a_429_to_one_session_holds_back_the_others() {
         Conversation::new(vec![Step::text("B done")]).matching("SESSION-B"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let store = Store::open(dir.path().join("t.db"), Bus::new()).expect("store");
-    let rt = Runtime::start(
-        store,
-        config(&server.base_url()),
-        Registry::builtin(),
-        Arc::new(AllowAll),
-        RuntimeOptions::default(),
-    )
-    .await
-    .expect("runtime");
+    let rt = start_runtime(&dir, &server.base_url()).await;
     let a = rt.create_session(dir.path(), None).await.expect("a").id;
     let b = rt.create_session(dir.path(), None).await.expect("b").id;
     let mut bus = rt.bus().subscribe();

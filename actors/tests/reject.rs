@@ -3,20 +3,18 @@
 //! goes on. Runs the real runtime against the scripted provider with a responder that answers
 //! every ask.
 
+mod support;
+
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::json;
+use support::*;
 use tempfile::TempDir;
-use troupe_actors::{PromptInput, Runtime, RuntimeOptions};
-use troupe_config::{Config, LoadedConfig};
-use troupe_session::{Bus, MessageWithParts, PartKind, Store, ToolState};
+use troupe_actors::PromptInput;
+use troupe_session::{MessageWithParts, PartKind, ToolState};
 use troupe_testkit::{MockServer, Script, Step};
 use troupe_tools::{PermissionAsker, PermissionReply, PermissionRequest, Registry};
-
-/// Bound on the turn, so a hang fails instead of blocking the suite.
-const DEADLINE: Duration = Duration::from_secs(20);
 
 /// Answers every ask with a fixed reply.
 struct Answer(PermissionReply);
@@ -26,21 +24,6 @@ impl PermissionAsker for Answer {
         let r = self.0.clone();
         Box::pin(async move { r })
     }
-}
-
-fn config(base_url: &str) -> LoadedConfig {
-    let text = json!({
-        "model": "mock/mock-model",
-        "permission": {"bash": "ask"},
-        "provider": {"mock": {
-            "name": "Mock",
-            "npm": "@ai-sdk/openai-compatible",
-            "options": {"baseURL": base_url, "apiKey": "test"},
-            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
-        }}
-    })
-    .to_string();
-    LoadedConfig::from_config(Config::from_jsonc("test", &text).expect("test config parses"))
 }
 
 /// Runs one turn whose model calls `bash ls` and would then answer "after"; returns the
@@ -53,16 +36,11 @@ async fn turn_with(reply: PermissionReply) -> (usize, String) {
         Step::text("after"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let store = Store::open(dir.path().join("troupe.db"), Bus::new()).expect("store");
-    let rt = Runtime::start(
-        store,
-        config(&server.base_url()),
-        Registry::builtin(),
-        Arc::new(Answer(reply)),
-        RuntimeOptions::default(),
-    )
-    .await
-    .expect("runtime");
+    let mut f = Fixture::new(&server.base_url());
+    f.config = config_with(&server.base_url(), json!({"permission": {"bash": "ask"}}));
+    f.registry = Registry::builtin();
+    f.responder = Arc::new(Answer(reply));
+    let rt = f.start(&dir).await;
     let sid = rt.create_session(&root, None).await.expect("session").id;
     tokio::time::timeout(
         DEADLINE,

@@ -1,63 +1,16 @@
 //! Integration tests of the runtime against the scripted provider: prompts to one session are
 //! serialized, and idle session actors are released.
 
+mod support;
+
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
+use support::*;
 use tempfile::TempDir;
-use troupe_actors::{PromptInput, Runtime, RuntimeOptions, TurnResult};
-use troupe_config::{Config, LoadedConfig};
-use troupe_session::{Bus, Message, MessageWithParts, PartKind, Store};
+use troupe_session::{Message, MessageWithParts};
 use troupe_testkit::{MockServer, RecordedRequest, Script, Step};
-use troupe_tools::{AllowAll, Registry};
-
-/// Bound on any single wait in these tests, so a deadlock fails instead of hanging.
-const DEADLINE: Duration = Duration::from_secs(20);
-
-fn config(base_url: &str) -> LoadedConfig {
-    let text = json!({
-        "model": "mock/mock-model",
-        "provider": {"mock": {
-            "name": "Mock",
-            "npm": "@ai-sdk/openai-compatible",
-            "options": {"baseURL": base_url, "apiKey": "test"},
-            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
-        }}
-    })
-    .to_string();
-    LoadedConfig::from_config(Config::from_jsonc("test", &text).expect("test config parses"))
-}
-
-async fn start_runtime(dir: &TempDir, base_url: &str) -> Runtime {
-    let store = Store::open(dir.path().join("troupe.db"), Bus::new()).expect("store");
-    Runtime::start(
-        store,
-        config(base_url),
-        Registry::builtin(),
-        Arc::new(AllowAll),
-        RuntimeOptions::default(),
-    )
-    .await
-    .expect("runtime")
-}
-
-fn prompt(text: &str) -> PromptInput {
-    PromptInput {
-        text: text.into(),
-        ..Default::default()
-    }
-}
-
-async fn messages(rt: &Runtime, sid: &str) -> Vec<MessageWithParts> {
-    let sid = sid.to_string();
-    rt.store().flush().await.expect("flush");
-    rt.store()
-        .read(move |r| r.messages(&sid))
-        .await
-        .expect("messages")
-}
 
 fn msg_id(m: &MessageWithParts) -> &str {
     match &m.info {
@@ -68,16 +21,6 @@ fn msg_id(m: &MessageWithParts) -> &str {
 
 fn is_user(m: &MessageWithParts) -> bool {
     matches!(m.info, Message::User(_))
-}
-
-fn texts(m: &MessageWithParts) -> Vec<String> {
-    m.parts
-        .iter()
-        .filter_map(|p| match &p.kind {
-            PartKind::Text { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn completions(server: &MockServer) -> Vec<RecordedRequest> {
@@ -106,21 +49,6 @@ fn first_user_text(r: &RecordedRequest) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-async fn run_prompt(rt: &Runtime, sid: &str, text: &str) -> TurnResult {
-    tokio::time::timeout(DEADLINE, rt.prompt(sid, prompt(text)))
-        .await
-        .unwrap_or_else(|_| panic!("prompt {text:?} did not finish"))
-        .unwrap_or_else(|e| panic!("prompt {text:?} failed: {e}"))
 }
 
 fn session_dir(dir: &TempDir) -> &Path {

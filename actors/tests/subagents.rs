@@ -7,39 +7,18 @@
 //! the parent (whose first user message is the prompt) and every child (whose first user
 //! message is its task prompt) get their own script.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::{DEADLINE, config, messages, open_store, prompt, texts, tool_parts};
 use tempfile::TempDir;
-use troupe_actors::{PromptInput, Runtime, RuntimeOptions, TurnResult};
-use troupe_config::{Config, LoadedConfig};
-use troupe_session::{
-    Bus, LeaseClaim, Message, MessageWithParts, PartKind, Session, Store, TakeOutcome, ToolState,
-};
+use troupe_actors::{Runtime, RuntimeOptions, TurnResult};
+use troupe_session::{LeaseClaim, Message, MessageWithParts, Session, TakeOutcome, ToolState};
 use troupe_testkit::{Conversation, Exhausted, Fault, MockServer, RecordedRequest, Script, Step};
 use troupe_tools::{AllowAll, Registry};
-
-/// Bound on any single wait in these tests, so a deadlock fails instead of hanging.
-const DEADLINE: Duration = Duration::from_secs(20);
-
-fn config(base_url: &str) -> LoadedConfig {
-    let text = json!({
-        "model": "mock/mock-model",
-        "provider": {"mock": {
-            "name": "Mock",
-            "npm": "@ai-sdk/openai-compatible",
-            "options": {"baseURL": base_url, "apiKey": "test"},
-            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
-        }}
-    })
-    .to_string();
-    LoadedConfig::from_config(Config::from_jsonc("test", &text).expect("test config parses"))
-}
-
-fn open_store(dir: &TempDir) -> Store {
-    Store::open(dir.path().join("troupe.db"), Bus::new()).expect("store")
-}
 
 async fn start_runtime(dir: &TempDir, base_url: &str, opts: RuntimeOptions) -> Runtime {
     Runtime::start(
@@ -53,22 +32,6 @@ async fn start_runtime(dir: &TempDir, base_url: &str, opts: RuntimeOptions) -> R
     .expect("runtime")
 }
 
-fn prompt(text: &str) -> PromptInput {
-    PromptInput {
-        text: text.into(),
-        ..Default::default()
-    }
-}
-
-async fn messages(rt: &Runtime, sid: &str) -> Vec<MessageWithParts> {
-    let sid = sid.to_string();
-    rt.store().flush().await.expect("flush");
-    rt.store()
-        .read(move |r| r.messages(&sid))
-        .await
-        .expect("messages")
-}
-
 async fn children(rt: &Runtime, parent: &str) -> Vec<Session> {
     let parent = parent.to_string();
     rt.store().flush().await.expect("flush");
@@ -76,16 +39,6 @@ async fn children(rt: &Runtime, parent: &str) -> Vec<Session> {
         .read(move |r| r.children(&parent))
         .await
         .expect("children")
-}
-
-fn texts(m: &MessageWithParts) -> Vec<String> {
-    m.parts
-        .iter()
-        .filter_map(|p| match &p.kind {
-            PartKind::Text { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The first user message's text of a stored session.
@@ -97,19 +50,6 @@ fn first_user_text(history: &[MessageWithParts]) -> String {
         .unwrap_or_default()
 }
 
-/// One stored tool part: (tool name, state).
-fn tool_parts(history: &[MessageWithParts]) -> Vec<(String, ToolState)> {
-    history
-        .iter()
-        .flat_map(|m| m.parts.iter())
-        .filter_map(|p| match &p.kind {
-            PartKind::Tool { tool, state, .. } => Some((tool.clone(), state.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-/// `Ok(output)` for a completed tool part, `Err(error)` for a failed one; panics otherwise.
 fn outcome(state: &ToolState) -> Result<String, String> {
     match state {
         ToolState::Completed { output, .. } => Ok(output.clone()),
