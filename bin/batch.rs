@@ -4,7 +4,8 @@
 //! Each input line is `{"id", "prompt", "agent"?, "model"?, "dir"?}`. At most `--parallel`
 //! sessions run at once. Each result is appended to `--out` (default stdout) as one JSON line
 //! the moment its task ends, so a killed batch keeps what finished; `--resume` skips ids
-//! already in the out file. On stderr: a progress bar in a terminal and one line per finished
+//! already in the out file; without `--resume` an out file that already holds results is
+//! refused (a second run would duplicate every id). On stderr: a progress bar in a terminal and one line per finished
 //! task (`✓ id completed 1.2s $0.0012`, `✗ id failed 3.4s $0: error`), then a summary line.
 //! Exit code 1 if any task failed.
 
@@ -69,13 +70,25 @@ pub fn read_tasks(path: &Path) -> Result<Vec<BatchTask>> {
     let text = std::fs::read_to_string(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     let mut tasks = Vec::new();
     let mut seen = HashSet::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let task: BatchTask =
-            serde_json::from_str(line).map_err(|e| anyhow!("{}:{}: {e}", path.display(), i + 1))?;
+        // One position, file:line:column (serde's own "at line 1 column N" would be a second
+        // line number, counted within the task's line).
+        let task: BatchTask = serde_json::from_str(line).map_err(|e| {
+            let msg = e.to_string();
+            let suffix = format!(" at line {} column {}", e.line(), e.column());
+            let msg = msg.strip_suffix(&suffix).unwrap_or(&msg);
+            let indent = raw.len() - raw.trim_start().len();
+            anyhow!(
+                "{}:{}:{}: {msg}",
+                path.display(),
+                i + 1,
+                e.column() + indent
+            )
+        })?;
         if task.id.trim().is_empty() {
             bail!(
                 "{}:{}: task id is empty (results are matched and resumed by id)",
@@ -199,7 +212,17 @@ pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
     let skip = match (&opts.out, opts.resume) {
         (Some(out), true) => done_ids(out),
         (None, true) => bail!("--resume needs --out FILE (the results of the earlier run)"),
-        _ => HashSet::new(),
+        (Some(out), false) => {
+            // Appending a second run's rows would duplicate every id: refuse, lose nothing.
+            if std::fs::metadata(out).is_ok_and(|m| m.len() > 0) {
+                bail!(
+                    "--out {}: the file already holds results; pass --resume to finish that run, or choose another file (or delete it) to start a new one",
+                    out.display()
+                );
+            }
+            HashSet::new()
+        }
+        (None, false) => HashSet::new(),
     };
     let todo: Vec<BatchTask> = tasks
         .iter()

@@ -485,6 +485,32 @@ async fn batch_prints_a_line_per_finished_task() {
             .starts_with("batch: 2 tasks, 1 completed, 1 failed"),
         "{stderr}"
     );
+
+    // Running again into the same --out without --resume would duplicate every row: refused,
+    // the file untouched.
+    let before = std::fs::read_to_string(p.root.join("results.jsonl")).expect("results");
+    assert_eq!(before.lines().count(), 2, "{before}");
+    let out = p
+        .troupe(&["batch", "tasks.jsonl", "--out", "results.jsonl"], &[])
+        .await;
+    let line = assert_one_line_failure(&out, "batch into a used --out");
+    assert!(
+        line.contains("results.jsonl: the file already holds results; pass --resume"),
+        "{line}"
+    );
+    let after = std::fs::read_to_string(p.root.join("results.jsonl")).expect("results");
+    assert_eq!(before, after);
+
+    // A bad task line: one position, file:line:column (not serde's second line number).
+    std::fs::write(
+        p.root.join("bad.jsonl"),
+        "{\"id\": \"a\", \"prompt\": \"x\"}\n  {\"id\": \"b\", \"prompt\": 5}\n",
+    )
+    .expect("bad tasks");
+    let out = p.troupe(&["batch", "bad.jsonl"], &[]).await;
+    let line = assert_one_line_failure(&out, "bad task line");
+    assert!(line.starts_with("troupe: bad.jsonl:2:"), "{line}");
+    assert!(!line.contains(" at line "), "{line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
