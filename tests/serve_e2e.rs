@@ -952,3 +952,46 @@ async fn load_200_sessions_with_one_subscriber_and_actor_polling() {
     assert_eq!(completed, N);
     assert_eq!(idled, N, "the subscriber missed session.idle events");
 }
+
+#[tokio::test]
+async fn metrics_count_crashed_actors_by_role() {
+    let mock = MockServer::start(Script::new(vec![Conversation {
+        steps: vec![
+            Step::tool("test_panic", json!({"message": "kaboom"})),
+            Step::text("recovered"),
+        ],
+        ..Default::default()
+    }]))
+    .await
+    .expect("mock");
+    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    let sid = srv.new_session().await;
+    let mut rx = srv.subscribe().await;
+    let (status, _) = srv
+        .post(
+            &format!("/session/{sid}/prompt_async"),
+            json!({"text": "crash a tool"}),
+        )
+        .await;
+    assert_eq!(status, 204);
+    until_idle(&mut rx, &sid).await;
+    let metrics = srv
+        .req(reqwest::Method::GET, "/metrics")
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    // test_panic is side-effecting: one failure, never restarted.
+    for needle in [
+        "# TYPE troupe_actor_failures_total counter",
+        "troupe_actor_failures_total{role=\"side_effect_tool\"} 1",
+    ] {
+        assert!(metrics.contains(needle), "missing {needle}:\n{metrics}");
+    }
+    assert!(
+        !metrics.contains("troupe_actor_restarts_total{role=\"side_effect_tool\"}"),
+        "{metrics}"
+    );
+}
