@@ -216,8 +216,28 @@ async fn prompt_async_streams_events_in_order_and_sync_prompt_returns_the_reply(
             .as_array()
             .is_some_and(|a| a.iter().any(|x| x["name"] == "build"))
     );
+    // The models that can run here, as `troupe models` lists them: the configured one, not
+    // the catalog of providers without a key; `?all=true` adds the catalog.
     let (_, models) = srv.get("/models").await;
-    assert!(models.to_string().contains("mock-model"));
+    let ids: Vec<String> = models
+        .as_array()
+        .expect("models")
+        .iter()
+        .map(|m| {
+            format!(
+                "{}/{}",
+                m["provider_id"].as_str().unwrap_or(""),
+                m["model_id"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert!(ids.contains(&"mock/mock-model".to_string()), "{ids:?}");
+    assert!(!ids.iter().any(|i| i.starts_with("openai/")), "{ids:?}");
+    let (_, every) = srv.get("/models?all=true").await;
+    assert!(
+        every.to_string().contains("gpt-5"),
+        "the whole catalog with all=true"
+    );
     let (_, config) = srv.get("/config").await;
     assert_eq!(
         config["provider"]["mock"]["options"]["apiKey"],

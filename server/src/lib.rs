@@ -16,7 +16,7 @@
 //! | `GET /permission` | pending requests |
 //! | `POST /permission/{requestID}/reply` `{reply: once/always/reject, message?}` | `true` |
 //! | `POST /session/{id}/permissions/{permissionID}` `{response}` (OpenCode's legacy form) | `true` |
-//! | `GET /agent`, `/models`, `/config` | agents, resolved models, merged config (secrets redacted) |
+//! | `GET /agent`, `/models[?all=true]`, `/config` | agents, the models that can run here (as `troupe models`), merged config (secrets redacted) |
 //! | `GET /event` | SSE of bus events (`server.connected` first, `server.heartbeat` every 10 s) |
 //! | `GET /actors` | the supervision tree (`ActorNode`) |
 //! | `GET /metrics` | Prometheus text |

@@ -716,11 +716,36 @@ fn redact_headers(v: &mut Value) {
     }
 }
 
-/// Resolved models (API keys never included; header values redacted).
-#[utoipa::path(get, path = "/models", tag = "config", responses((status = 200, body = [Value])))]
-pub async fn models(State(st): State<AppState>) -> ApiResult<Json<Value>> {
-    let mut v = serde_json::to_value(st.runtime.shared().config.models())
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+/// Models that can run here, as `troupe models` lists them: those listed in the config's
+/// `provider` blocks, then the catalog models of providers with an API key; `?all=true`
+/// adds the whole catalog. (A local server's own models, which `troupe models` probes for,
+/// are not listed.) API keys never included; header values redacted.
+#[utoipa::path(get, path = "/models", tag = "config",
+    params(("all" = Option<bool>, Query, description = "Every catalog model")),
+    responses((status = 200, body = [Value])))]
+pub async fn models(
+    State(st): State<AppState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    let all = bool_param(&q, "all")?;
+    let config = &st.runtime.shared().config;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut list = Vec::new();
+    for (pid, p) in &config.config.provider {
+        for key in p.models.keys() {
+            if let Ok(m) = config.resolve_model(&format!("{pid}/{key}"))
+                && seen.insert(m.full_id())
+            {
+                list.push(m);
+            }
+        }
+    }
+    for m in config.models() {
+        if (all || m.api_key.is_some()) && seen.insert(m.full_id()) {
+            list.push(m);
+        }
+    }
+    let mut v = serde_json::to_value(list).map_err(|e| ApiError::internal(e.to_string()))?;
     redact_headers(&mut v);
     Ok(Json(v))
 }
