@@ -1,6 +1,7 @@
 //! Bare `troupe` in a terminal: an interactive chat on one runtime. Each line is a prompt
 //! to the current session (streamed like `troupe run`); lines starting with `/` are commands:
-//! `/agent [NAME]`, `/model [provider/model]`, `/new`, `/sessions [ID]`, `/help`, `/quit`.
+//! `/agent [NAME]`, `/model [provider/model]`, `/new`, `/sessions [ID]`, `/undo`, `/redo`,
+//! `/help`, `/quit`.
 //! Ctrl-C during a turn stops the turn (the chat goes on); at the prompt it clears the line;
 //! Ctrl-D or `/quit` leaves.
 //!
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use anyhow::{Result, anyhow};
 use rustyline::error::ReadlineError;
 use troupe_actors::{PromptInput, Runtime};
-use troupe_session::{Session, Store};
+use troupe_session::{Message, MessageWithParts, PartKind, Session, Store};
 
 use crate::activity::Activity;
 use crate::output::{PrintOptions, Printer};
@@ -97,6 +98,8 @@ const HELP: &str = "\
   /model [PROV/MODEL]  show the model, or switch to PROV/MODEL
   /new                 start a new session with the next prompt
   /sessions [ID]       list recent sessions here, or continue session ID
+  /undo                undo the last prompt: hide it and its answer, restore the files it changed
+  /redo                bring back what /undo (all of them since the last prompt) took away
   /help                this list
   /quit                leave (also Ctrl-D)
   Ctrl-C stops a running turn; the chat goes on.";
@@ -302,6 +305,8 @@ impl Chat {
                 eprintln!("continuing session {} {}", s.id, s.title);
                 self.session = Some(s);
             }
+            "undo" => self.undo().await?,
+            "redo" => self.redo().await?,
             other => {
                 return Err(anyhow!(
                     "unknown command /{other}; /help lists the commands"
@@ -309,6 +314,59 @@ impl Chat {
             }
         }
         Ok(true)
+    }
+
+    /// `/undo`: reverts the session to its last visible typed prompt (OpenCode's revert: the
+    /// prompt and everything after it are hidden until the next prompt deletes them, and the
+    /// files those steps changed are restored from the step snapshots). Repeating it goes one
+    /// prompt further back.
+    ///
+    /// Errors: no session yet, nothing left to undo, or the runtime's revert error (session busy
+    /// elsewhere, snapshots off while files would need restoring, a git failure).
+    async fn undo(&mut self) -> Result<()> {
+        let Some(current) = &self.session else {
+            return Err(anyhow!("nothing to undo: no prompt in this chat yet"));
+        };
+        let sid = current.id.clone();
+        let (session, history) = self
+            .store
+            .read(move |r| Ok((r.session(&sid)?, r.messages(&sid)?)))
+            .await?;
+        let session = session.ok_or_else(|| anyhow!("session {} is gone", current.id))?;
+        let boundary = session.revert.as_ref().map(|r| r.message_id.as_str());
+        let (target, text) = undo_target(&history, boundary)
+            .ok_or_else(|| anyhow!("nothing to undo in session {}", session.id))?;
+        let reverted = self.runtime.revert(&session.id, &target, None).await?;
+        let files = reverted.revert.as_ref().map_or(0, |r| r.files.len());
+        eprintln!(
+            "undone: \"{}\" and its answer are hidden; {files} file(s) restored (/redo brings them back; the next prompt makes it final)",
+            crate::output::one_line(&text, 60)
+        );
+        self.session = Some(reverted);
+        Ok(())
+    }
+
+    /// `/redo`: undoes the pending revert (OpenCode's unrevert): the hidden messages show again
+    /// and the files the revert changed return to how they were before it.
+    ///
+    /// Errors: no session, nothing undone, or the runtime's unrevert error.
+    async fn redo(&mut self) -> Result<()> {
+        let Some(current) = &self.session else {
+            return Err(anyhow!("nothing to redo: no prompt in this chat yet"));
+        };
+        let sid = current.id.clone();
+        let session = self
+            .store
+            .read(move |r| r.session(&sid))
+            .await?
+            .ok_or_else(|| anyhow!("session {} is gone", current.id))?;
+        if session.revert.is_none() {
+            return Err(anyhow!("nothing to redo: /undo has not hidden anything"));
+        }
+        let restored = self.runtime.unrevert(&session.id).await?;
+        eprintln!("redone: the hidden messages and their file changes are back");
+        self.session = Some(restored);
+        Ok(())
     }
 
     /// One prompt: streamed like `troupe run`; Ctrl-C stops the turn, not the chat.
@@ -385,4 +443,31 @@ impl Chat {
         }
         Ok(())
     }
+}
+
+/// The message `/undo` reverts to: the last user message before `boundary` (the pending
+/// revert's message, if any) that has text the user typed (synthetic user messages such as
+/// compaction requests are skipped), with that text. `None`: nothing left to undo.
+fn undo_target(history: &[MessageWithParts], boundary: Option<&str>) -> Option<(String, String)> {
+    let end = boundary
+        .and_then(|b| history.iter().position(|m| m.info.id() == b))
+        .unwrap_or(history.len());
+    history[..end].iter().rev().find_map(|m| {
+        if !matches!(m.info, Message::User(_)) {
+            return None;
+        }
+        let typed: Vec<&str> = m
+            .parts
+            .iter()
+            .filter_map(|p| match &p.kind {
+                PartKind::Text {
+                    text,
+                    synthetic: false,
+                    ..
+                } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        (!typed.is_empty()).then(|| (m.info.id().to_string(), typed.join(" ")))
+    })
 }

@@ -246,7 +246,8 @@ pub fn tool_summary(tool: &str, input: &serde_json::Value) -> String {
     }
 }
 
-fn one_line(s: &str, max: usize) -> String {
+/// `s` made terminal-safe on one line, cut to `max` characters with an ellipsis.
+pub(crate) fn one_line(s: &str, max: usize) -> String {
     let s = crate::sanitize::terminal_safe(s);
     let line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if line.chars().count() > max {

@@ -112,3 +112,68 @@ fn chat_prompt_tool_call_interrupt_and_quit() {
     assert_eq!(sessions.len(), 3, "three sessions: {sessions:#?}");
     rt.block_on(server.shutdown());
 }
+
+/// `/undo` hides the last prompt and restores the file its step wrote; `/redo` brings both
+/// back; with nothing left, `/undo` says so.
+#[test]
+fn chat_undo_and_redo() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let script = Script::single(vec![
+        Step::tool("write", json!({"filePath": "made.txt", "content": "new\n"})),
+        Step::text("Wrote it."),
+    ]);
+    let server = rt.block_on(MockServer::start(script)).expect("mock server");
+    let p = CliProject::empty();
+    let mut config = mock_config(&server.base_url());
+    config["permission"] = json!({"edit": "allow"});
+    p.write_config(&config.to_string());
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&p.root)
+        .status()
+        .expect("git runs");
+    assert!(git.success(), "git init");
+    let made = p.root.join("made.txt");
+
+    let mut cmd = p.std_command(&[]);
+    cmd.env("TERM", "xterm");
+    let mut chat = Session::spawn(cmd).expect("spawn troupe in a pty");
+    chat.set_expect_timeout(Some(EXPECT_DEADLINE));
+    want(&mut chat, "build> ", "prompt");
+    chat.send_line("/undo").expect("send");
+    want(&mut chat, "nothing to undo", "undo before any prompt");
+
+    chat.send_line("write the file").expect("send");
+    want(&mut chat, "Wrote it.", "answer");
+    want(&mut chat, "build> ", "prompt again");
+    assert_eq!(
+        std::fs::read_to_string(&made).ok().as_deref(),
+        Some("new\n")
+    );
+
+    chat.send_line("/undo").expect("send");
+    want(&mut chat, "1 file(s) restored", "undo");
+    want(&mut chat, "build> ", "prompt after undo");
+    assert!(!made.exists(), "the file the undone step wrote is gone");
+    chat.send_line("/undo").expect("send");
+    want(&mut chat, "nothing to undo", "nothing further back");
+
+    chat.send_line("/redo").expect("send");
+    want(&mut chat, "redone", "redo");
+    want(&mut chat, "build> ", "prompt after redo");
+    assert_eq!(
+        std::fs::read_to_string(&made).ok().as_deref(),
+        Some("new\n")
+    );
+    chat.send_line("/redo").expect("send");
+    want(&mut chat, "nothing to redo", "nothing to redo");
+
+    chat.send_line("/quit").expect("send /quit");
+    want(&mut chat, Eof, "exits");
+    let _ = chat.get_process().wait();
+    rt.block_on(server.shutdown());
+}
