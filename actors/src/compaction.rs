@@ -87,13 +87,12 @@ impl Actor for CompactionWorker {
         args: CompactionArgs,
     ) -> Result<CompactionState, ActorProcessingErr> {
         myself.cast(CompactionMsg::Start)?;
-        let node = args.rt.tree.register(
+        let node = args.rt.tree.register_busy(
             crate::tree::Kind::Compaction,
             &args.request_id,
-            Some(&args.session_id),
-            Some(&args.tree_parent),
+            &args.session_id,
+            &args.tree_parent,
         );
-        node.set_status(crate::tree::ActorStatus::Busy);
         Ok(CompactionState {
             _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
             node,

@@ -72,13 +72,12 @@ impl Actor for SummaryWorker {
         args: SummaryArgs,
     ) -> Result<SummaryState, ActorProcessingErr> {
         myself.cast(SummaryMsg::Start)?;
-        let node = args.rt.tree.register(
+        let node = args.rt.tree.register_busy(
             crate::tree::Kind::Summary,
             &args.user_id,
-            Some(&args.session_id),
-            Some(&args.tree_parent),
+            &args.session_id,
+            &args.tree_parent,
         );
-        node.set_status(crate::tree::ActorStatus::Busy);
         Ok(SummaryState {
             _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
             _node: node,

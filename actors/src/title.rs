@@ -65,13 +65,12 @@ impl Actor for TitleWorker {
         args: TitleArgs,
     ) -> Result<TitleState, ActorProcessingErr> {
         myself.cast(TitleMsg::Start)?;
-        let node = args.rt.tree.register(
+        let node = args.rt.tree.register_busy(
             crate::tree::Kind::Title,
             &args.session_id,
-            Some(&args.session_id),
-            Some(&args.tree_parent),
+            &args.session_id,
+            &args.tree_parent,
         );
-        node.set_status(crate::tree::ActorStatus::Busy);
         Ok(TitleState {
             _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
             _node: node,

@@ -137,6 +137,20 @@ pub struct ActorTree {
 }
 
 impl ActorTree {
+    /// Registers a worker's node already [`ActorStatus::Busy`] (a worker is busy from its
+    /// first message to its end); see [`ActorTree::register`].
+    pub fn register_busy(
+        self: &Arc<Self>,
+        kind: Kind,
+        id: &str,
+        session_id: &str,
+        parent: &str,
+    ) -> NodeGuard {
+        let node = self.register(kind, id, Some(session_id), Some(parent));
+        node.set_status(ActorStatus::Busy);
+        node
+    }
+
     /// Register a node; the guard removes it when dropped.
     pub fn register(
         self: &Arc<Self>,
