@@ -674,13 +674,14 @@ async fn monitor_shows_a_busy_session_by_its_first_prompt() {
         .await
         .expect("prompt_async");
     assert!(r.status().is_success());
-    // The session actor is live while its request hangs; poll until the tree shows it.
+    // The session actor is live while its request hangs; poll until the tree shows it busy
+    // (its node appears, with the prompt, a moment before it turns busy).
     let mut view = String::new();
     for _ in 0..100 {
         let out = p.troupe(&["monitor", "--once", &base], &[]).await;
         assert_success(&out, "monitor --once");
         view = text(&out.stdout);
-        if view.contains("\"fix the login bug\"") {
+        if view.contains("\"fix the login bug\"") && view.contains("(busy 1)") {
             break;
         }
     }
