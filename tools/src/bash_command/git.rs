@@ -1,0 +1,351 @@
+//! git's global options, aliases, and configuration that makes git run other programs.
+
+use super::*;
+
+/// Git global options that take a separate value (`git -C dir push` → `git push`).
+pub(super) const GIT_OPTS_WITH_VALUE: &[&str] = &[
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--config-env",
+    "--super-prefix",
+    "--attr-source",
+];
+
+/// Git config keys (prefix match, lower case) that only change formatting, identity or
+/// plain behaviour. Any other key set inline (`-c KEY=…`) or with `git config` is opaque:
+/// many keys name a command git runs (`core.sshCommand`, `diff.<driver>.textconv`,
+/// `submodule.<name>.update=!cmd`, `trailer.<t>.cmd`), define an alias, enable a transport
+/// (`protocol.ext.allow`) or make a typo run a command (`help.autocorrect`).
+pub(super) const GIT_SAFE_KEYS: &[&str] = &[
+    "user.",
+    "color.",
+    "advice.",
+    "log.",
+    "status.",
+    "column.",
+    "i18n.",
+    "blame.",
+    "gc.",
+    "pack.",
+    "init.defaultbranch",
+    "core.autocrlf",
+    "core.filemode",
+    "core.ignorecase",
+    "core.quotepath",
+    "core.whitespace",
+    "core.safecrlf",
+    "core.eol",
+    "core.longpaths",
+    "core.precomposeunicode",
+    "core.abbrev",
+    "pull.rebase",
+    "pull.ff",
+    "push.default",
+    "push.autosetupremote",
+    "fetch.prune",
+    "fetch.prunetags",
+    "rebase.autosquash",
+    "rebase.autostash",
+    "rebase.updaterefs",
+    "merge.conflictstyle",
+    "merge.ff",
+    "diff.algorithm",
+    "diff.renames",
+    "diff.colormoved",
+    "diff.mnemonicprefix",
+    "diff.noprefix",
+    "diff.context",
+    "commit.verbose",
+    "commit.cleanup",
+    "commit.gpgsign",
+    "tag.sort",
+    "branch.sort",
+    "grep.linenumber",
+    "grep.extendedregexp",
+    "format.pretty",
+    "checkout.defaultremote",
+    "rerere.enabled",
+    "protocol.version",
+    "http.postbuffer",
+    "http.version",
+];
+
+/// Whether setting the git configuration `key` (lower case) can make git run a command or
+/// mean something else by a subcommand (see [`GIT_SAFE_KEYS`]).
+pub(super) fn git_key_risky(key: &str) -> bool {
+    !GIT_SAFE_KEYS.iter().any(|p| {
+        if p.ends_with('.') {
+            key.starts_with(p)
+        } else {
+            key == *p
+        }
+    })
+}
+
+impl Walker {
+    /// Drop git's global options (`-C DIR`, `-c k=v`, `--git-dir=…`, `--no-pager`, …) so the
+    /// subcommand comes first; `-C`/`--git-dir`/`--work-tree` are paths the command touches,
+    /// and an inline `-c` that defines an alias or a command git runs is opaque.
+    pub(super) fn git_globals(&mut self, args: Vec<Word>, source: &str) -> Vec<Word> {
+        let mut i = 0usize;
+        while i < args.len() {
+            let t = args[i].text().to_string();
+            if !t.starts_with('-') || t == "-" {
+                break;
+            }
+            if t == "--" {
+                i += 1;
+                break;
+            }
+            let (opt, inline) = match t.split_once('=') {
+                Some((o, v)) if o.starts_with("--") => (o.to_string(), Some(v.to_string())),
+                _ => (t.clone(), None),
+            };
+            let takes = GIT_OPTS_WITH_VALUE.contains(&opt.as_str());
+            let value: Option<Word> = match (&inline, takes) {
+                (Some(v), _) => Some(args[i].part(v)),
+                (None, true) => args.get(i + 1).cloned(),
+                (None, false) => None,
+            };
+            // `-C.` style (attached value).
+            let (opt, value) = if !takes
+                && (t.starts_with("-C") || t.starts_with("-c"))
+                && t.len() > 2
+                && !t.starts_with("--")
+            {
+                (t[..2].to_string(), Some(Word::plain(&t[2..])))
+            } else {
+                (opt, value)
+            };
+            match opt.as_str() {
+                "--exec-path" if value.is_some() => self.opaque(format!(
+                    "{} runs git's subcommands from a directory given inline (`--exec-path=`)",
+                    q(source)
+                )),
+                "-C" | "--git-dir" | "--work-tree" => {
+                    if let Some(v) = &value {
+                        self.path(v, false, source, true);
+                        // A repository directory not named `.git`/`*.git` may hold hooks
+                        // and configuration written as ordinary files.
+                        let name = v.lit.as_deref().map(|l| l.trim_end_matches('/'));
+                        if opt == "--git-dir" && !name.is_some_and(|n| n.ends_with(".git")) {
+                            self.opaque(format!(
+                                "{} uses the repository {}, whose hooks and configuration can \
+                                 run commands",
+                                q(source),
+                                q(&v.raw)
+                            ));
+                        }
+                    }
+                }
+                "-c" | "--config-env" => match value.as_ref().and_then(|v| v.lit.clone()) {
+                    Some(kv) => {
+                        let key = kv.split('=').next().unwrap_or("").to_ascii_lowercase();
+                        if git_key_risky(&key) {
+                            self.opaque(format!(
+                                "{} sets `{key}` inline, which may define a git alias or a command git runs",
+                                q(source)
+                            ));
+                        }
+                    }
+                    None => self.opaque(format!(
+                        "{} sets git configuration that is only known when it runs",
+                        q(source)
+                    )),
+                },
+                _ => {}
+            }
+            let attached =
+                t.len() > 2 && (t.starts_with("-C") || t.starts_with("-c")) && !t.starts_with("--");
+            i += if (takes || opt == "-C" || opt == "-c") && inline.is_none() && !attached {
+                2
+            } else {
+                1
+            };
+        }
+        if let Some(w) = args[..(i + 1).min(args.len())]
+            .iter()
+            .find(|w| w.glob || w.lit.is_none())
+        {
+            // `git {push,x}`, `git pu?h`, `git $SUB`: the subcommand is only known when it runs.
+            self.opaque(format!(
+                "{} has {}, a git option or subcommand only known when it runs",
+                q(source),
+                q(&w.raw)
+            ));
+        }
+        args.into_iter().skip(i).collect()
+    }
+
+    /// Git subcommands that run commands given to them (`rebase --exec`, `submodule
+    /// foreach`, `bisect run`, `--upload-pack=…`) or change configuration that runs code
+    /// (`git config alias.p push`, `core.fsmonitor`).
+    pub(super) fn git_runs(&mut self, args: &[Word], source: &str, depth: usize) {
+        let texts: Vec<&str> = args.iter().map(Word::text).collect();
+        let sub = texts.first().copied().unwrap_or("");
+        for t in &texts {
+            if t.starts_with("--upload-pack")
+                || t.starts_with("--template")
+                || *t == "-O"
+                || t.starts_with("--open-files-in-pager")
+                || t.starts_with("--receive-pack")
+                || t.starts_with("--exec=")
+                || *t == "--exec" && sub == "archive"
+                || t.starts_with("--extcmd")
+                || t.starts_with("--tool=")
+                || t.starts_with("--config=")
+                || (sub == "clone" && (*t == "-u" || *t == "--config" || *t == "-c"))
+                || (sub == "difftool" && *t == "-x")
+                || (sub == "mergetool" && *t == "-t")
+            {
+                self.opaque(format!(
+                    "{} runs a command or sets configuration given in its options (`{t}`)",
+                    q(source)
+                ));
+                return;
+            }
+        }
+        match sub {
+            "rebase" => {
+                let mut i = 1;
+                while i < args.len() {
+                    let t = texts[i];
+                    let value = if matches!(t, "-x" | "--exec") {
+                        i += 1;
+                        args.get(i).cloned()
+                    } else {
+                        t.strip_prefix("--exec=").map(Word::plain)
+                    };
+                    if let Some(v) = value {
+                        self.wrapper_script(Some(&v), source, depth);
+                    }
+                    i += 1;
+                }
+            }
+            "submodule" if texts.contains(&"foreach") => {
+                let at = texts.iter().position(|t| *t == "foreach").unwrap_or(0);
+                let rest: Vec<&Word> = args[at + 1..]
+                    .iter()
+                    .filter(|w| !w.text().starts_with("--"))
+                    .collect();
+                let mut parts = Vec::new();
+                for w in rest {
+                    match &w.lit {
+                        Some(l) => parts.push(l.clone()),
+                        None => {
+                            self.opaque(format!(
+                                "{} runs a command only known when it runs",
+                                q(source)
+                            ));
+                            return;
+                        }
+                    }
+                }
+                let saved = self.cd.clone();
+                self.script(&parts.join(" "), depth + 1);
+                self.cd = saved;
+            }
+            "bisect" if texts.get(1) == Some(&"run") => {
+                let inner = args[2..].to_vec();
+                if !inner.is_empty() {
+                    let saved = self.cd.clone();
+                    self.simple(inner, source, depth);
+                    self.cd = saved;
+                }
+            }
+            "filter-branch" | "filter-repo" => self.opaque(format!(
+                "{} runs filter commands, which are not analysed",
+                q(source)
+            )),
+            "config" => self.git_config(&args[1..], source),
+            _ => {}
+        }
+    }
+
+    /// `git config …`: setting (not reading) a key whose value git runs or that defines an
+    /// alias is opaque; so is a key only known when it runs and `--edit`.
+    pub(super) fn git_config(&mut self, args: &[Word], source: &str) {
+        let texts: Vec<&str> = args.iter().map(Word::text).collect();
+        let reading = texts.iter().any(|t| {
+            matches!(
+                *t,
+                "--get"
+                    | "--get-all"
+                    | "--get-regexp"
+                    | "--get-urlmatch"
+                    | "-l"
+                    | "--list"
+                    | "get"
+                    | "list"
+                    | "--show-origin"
+                    | "--show-scope"
+                    | "--unset"
+                    | "--unset-all"
+                    | "unset"
+                    | "--get-color"
+                    | "--get-colorbool"
+            )
+        });
+        if texts.iter().any(|t| matches!(*t, "-e" | "--edit" | "edit")) {
+            self.opaque(format!(
+                "{} opens an editor on git's configuration",
+                q(source)
+            ));
+            return;
+        }
+        let with_value = [
+            "-f",
+            "--file",
+            "--blob",
+            "--type",
+            "--default",
+            "--comment",
+            "--value",
+        ];
+        let mut i = 0usize;
+        let mut operands: Vec<&Word> = Vec::new();
+        while i < args.len() {
+            let t = texts[i];
+            if with_value.contains(&t) {
+                i += 2;
+                continue;
+            }
+            if t.starts_with('-') {
+                i += 1;
+                continue;
+            }
+            operands.push(&args[i]);
+            i += 1;
+        }
+        if operands.first().is_some_and(|w| {
+            matches!(
+                w.text(),
+                "set" | "get" | "unset" | "list" | "rename-section" | "remove-section"
+            )
+        }) {
+            operands.remove(0);
+        }
+        if reading {
+            return;
+        }
+        let Some(key) = operands.first() else { return };
+        match &key.lit {
+            None => self.opaque(format!(
+                "{} sets git configuration only known when it runs",
+                q(source)
+            )),
+            Some(k) => {
+                let k = k.to_ascii_lowercase();
+                if operands.len() >= 2 && git_key_risky(&k) {
+                    self.opaque(format!(
+                        "{} sets `{k}`, which may define a git alias or a command git runs",
+                        q(source)
+                    ));
+                }
+            }
+        }
+    }
+}
