@@ -50,6 +50,8 @@ pub struct CompactionArgs {
     pub path: MessagePath,
     /// Registry key of the parent node in the supervision tree (the session's).
     pub tree_parent: String,
+    /// The worker's span ([`crate::spans::worker`]); the summary step nests inside.
+    pub span: tracing::Span,
 }
 
 /// Final state: the summary step's outcome (None if it could not run).
@@ -166,7 +168,9 @@ impl Actor for CompactionWorker {
         };
         rt.store
             .write1(Write::Message(Message::Assistant(assistant.clone())));
+        let span = crate::spans::step(&args.span, &args.session_id, &assistant.id, 0);
         let pargs = ProcessorArgs {
+            span,
             rt: rt.clone(),
             assistant,
             request,

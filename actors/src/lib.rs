@@ -44,6 +44,7 @@ pub mod request;
 pub mod revert;
 pub mod session_actor;
 pub mod snapshots;
+pub mod spans;
 pub mod summary;
 pub mod supervision;
 pub mod task;
@@ -740,6 +741,7 @@ impl Runtime {
             history,
             tree_parent: None,
             lease: Some(lease),
+            span_parent: None,
         };
         let (actor, _) = Actor::spawn_linked(None, SessionActor, args, self.root.get_cell())
             .await

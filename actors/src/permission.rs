@@ -16,6 +16,7 @@ use dashmap::DashMap;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
+use tracing::Instrument;
 use troupe_agents::permission::Verdict;
 use troupe_agents::{Action, Rule, Ruleset};
 use troupe_session::{Event, Store, Write};
@@ -139,6 +140,8 @@ impl PermissionBroker {
             Action::Allow => return PermissionReply::Allow,
             Action::Ask => req.reason = verdict.message,
         }
+        // Only a real ask gets a span: its duration is the time the call waited.
+        let span = crate::spans::permission_ask(session_id, &req.permission);
         let id = troupe_session::id::ascending(troupe_session::id::Prefix::Permission);
         let mut info = json!({
             "id": id,
@@ -181,8 +184,17 @@ impl PermissionBroker {
             };
         });
         let out = rx
+            .instrument(span.clone())
             .await
             .unwrap_or_else(|_| PermissionReply::Deny("the permission request was dropped".into()));
+        span.record(
+            "reply",
+            match &out {
+                PermissionReply::Allow | PermissionReply::AllowAlways => "allow",
+                PermissionReply::Deny(_) => "deny",
+                PermissionReply::Reject(_) => "reject",
+            },
+        );
         responder.abort();
         // If nobody answered (e.g. the call was aborted), forget the request.
         self.pending.remove(&id);

@@ -27,6 +27,8 @@ use troupe_session::{
 };
 use troupe_tools::{ToolContext, ToolError, ToolOutput};
 
+use tracing::Instrument;
+
 use crate::RuntimeShared;
 use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallState};
 
@@ -102,6 +104,8 @@ pub struct ProcessorArgs {
     pub restarts: u64,
     /// Registry key of the parent node in the supervision tree; `None` = the session's.
     pub tree_parent: Option<String>,
+    /// The step's span ([`crate::spans::step`]); provider requests and tool calls nest in it.
+    pub span: tracing::Span,
 }
 
 /// The processor actor.
@@ -168,6 +172,8 @@ pub struct ProcessorState {
     step_start: usize,
     /// The stream ended before the snapshot before the step was taken: tools wait for it.
     tools_deferred: bool,
+    /// The step's span; closed when the outcome is taken.
+    span: tracing::Span,
 }
 
 impl ProcessorState {
@@ -371,15 +377,24 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
+/// The step's span and the ids its provider-request spans carry.
+struct StreamSpan {
+    step: tracing::Span,
+    session_id: String,
+    message_id: String,
+}
+
 fn spawn_stream_task(
     myself: ActorRef<ProcMsg>,
     rt: Arc<RuntimeShared>,
     model: Arc<ResolvedModel>,
     mut request: ChatRequest,
     cancel: CancellationToken,
+    span: StreamSpan,
 ) {
     let watcher = myself.clone();
     let task = tokio::spawn(async move {
+        let model_name = model.full_id();
         let provider = rt.provider(&model);
         let max_attempts = rt.opts.max_retries.saturating_add(1).max(1);
         let mut attempt: u32 = 0;
@@ -412,7 +427,20 @@ fn spawn_stream_task(
             } else {
                 request.clone()
             };
-            let failure = match provider.stream(this_request, cancel.clone()).await {
+            let req_span = crate::spans::provider_request(
+                &span.step,
+                &span.session_id,
+                &span.message_id,
+                &model_name,
+                attempt,
+            );
+            let sent = std::time::Instant::now();
+            let mut first_event = true;
+            let opened = provider
+                .stream(this_request, cancel.clone())
+                .instrument(req_span.clone())
+                .await;
+            let failure = match opened {
                 Ok(mut stream) => {
                     let mut failure = None;
                     loop {
@@ -430,6 +458,13 @@ fn spawn_stream_task(
                                 );
                             }
                             Some(Ok(ev)) => {
+                                if std::mem::take(&mut first_event) {
+                                    req_span.record("ttft_ms", sent.elapsed().as_millis() as u64);
+                                }
+                                if let StreamEvent::FinishStep { usage, .. } = &ev {
+                                    req_span.record("tokens_input", usage.input);
+                                    req_span.record("tokens_output", usage.output);
+                                }
                                 if myself.cast(ProcMsg::Stream(ev)).is_err() {
                                     return;
                                 }
@@ -443,6 +478,7 @@ fn spawn_stream_task(
                     }
                     match failure {
                         None => {
+                            req_span.record("status", "ok");
                             rt.counters.incr(
                                 "provider_requests_total",
                                 format!("provider=\"{}\",status=\"ok\"", model.provider_id),
@@ -456,6 +492,8 @@ fn spawn_stream_task(
                 }
                 Err(e) => e,
             };
+            req_span.record("status", tracing::field::debug(&failure.kind));
+            drop(req_span);
             rt.counters.incr(
                 "provider_requests_total",
                 format!(
@@ -512,6 +550,14 @@ fn spawn_stream_task(
                 message: failure.message.clone(),
                 next,
             });
+            let _wait = crate::spans::retry_wait(
+                &span.step,
+                &span.session_id,
+                &span.message_id,
+                attempt,
+                delay.as_millis() as u64,
+                &failure.message,
+            );
             tokio::select! {
                 _ = cancel.cancelled() => {
                     let _ = myself.cast(ProcMsg::StreamFailed(LlmError::new(ErrorKind::Aborted, "aborted")));
@@ -863,7 +909,16 @@ impl ProcessorActor {
             state.parts[i].clone(),
         ));
         let timeout = state.rt.opts.tool_timeout_for(&name, &input);
+        let span = crate::spans::tool_call(
+            &state.span,
+            &state.assistant.session_id,
+            &state.assistant.id,
+            call_id,
+            &name,
+            restarts,
+        );
         let args = ToolCallArgs {
+            span,
             call_id: call_id.to_string(),
             tool,
             args: input,
@@ -939,6 +994,12 @@ impl ProcessorActor {
         };
         state.rt.counters.failure(spec.role);
         let role = spec.role;
+        crate::spans::supervision(
+            &state.span,
+            crate::spans::Supervision::Crash,
+            role.as_str(),
+            &format!("tool call {call_id}: {err}"),
+        );
         let verdict = match role {
             crate::supervision::Role::ReadOnlyTool => spec.crashes.crash(std::time::Instant::now()),
             _ => crate::supervision::Verdict::Escalate { crashes: 1 },
@@ -949,6 +1010,12 @@ impl ProcessorActor {
             spec.restarts += 1;
             tracing::warn!(call = %call_id, tool = %spec.name, "read-only tool crashed ({err}); running it again (restart {attempt})");
             state.rt.counters.restart(role);
+            crate::spans::supervision(
+                &state.span,
+                crate::spans::Supervision::Restart,
+                role.as_str(),
+                &format!("tool call {call_id}, restart {attempt}"),
+            );
             state.restarting.insert(call_id.clone());
             let me = myself.clone();
             tokio::spawn(async move {
@@ -971,6 +1038,12 @@ impl ProcessorActor {
                 "Tool crashed: {err}. It may have partly run, so its outcome is unknown; it was not run again."
             ),
         };
+        crate::spans::supervision(
+            &state.span,
+            crate::spans::Supervision::Escalation,
+            role.as_str(),
+            &format!("tool call {call_id}: {error}"),
+        );
         let Some(&i) = state.tool_block.get(&call_id) else {
             return;
         };
@@ -1055,6 +1128,7 @@ impl Actor for ProcessorActor {
         let mut offered: Vec<String> = args.request.tools.iter().map(|t| t.name.clone()).collect();
         offered.sort();
         Ok(ProcessorState {
+            span: args.span,
             _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
             node: {
                 let n = args.rt.tree.register(
@@ -1127,6 +1201,11 @@ impl Actor for ProcessorActor {
             state.model.clone(),
             request,
             state.cancel.clone(),
+            StreamSpan {
+                step: state.span.clone(),
+                session_id: state.assistant.session_id.clone(),
+                message_id: state.assistant.id.clone(),
+            },
         );
         // Watch the turn's token only while this step lives: the guard in the state ends the
         // watcher when the processor ends (a watcher left waiting on a token that is never
@@ -1458,6 +1537,14 @@ impl Actor for ProcessorActor {
 impl ProcessorState {
     /// The outcome handed to the session once the processor stopped.
     pub fn into_outcome(self) -> StepOutcome {
+        let a = &self.assistant;
+        crate::spans::step_end(
+            &self.span,
+            a.finish.as_deref(),
+            a.tokens.input,
+            a.tokens.output,
+            a.error.as_ref().map(|e| e.message()).as_deref(),
+        );
         StepOutcome {
             message: MessageWithParts {
                 info: Message::Assistant(self.assistant),

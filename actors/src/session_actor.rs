@@ -80,6 +80,8 @@ pub struct SessionArgs {
     /// The session's lease, held for the actor's life and released when it stops
     /// ([`crate::lease`]).
     pub lease: Option<crate::lease::SessionLease>,
+    /// Span the session's span nests under (a subagent's task call); `None`: a root span.
+    pub span_parent: Option<tracing::Span>,
 }
 
 struct Turn {
@@ -111,6 +113,8 @@ struct Turn {
     /// The user message that started the turn (its summary goes there; `user_id` moves on
     /// to a compaction's messages).
     origin_user_id: String,
+    /// The turn's span ([`crate::spans::turn`]); closed when the turn ends.
+    span: tracing::Span,
 }
 
 /// A child the session actor spawned, by role; supervision events are matched against
@@ -159,6 +163,10 @@ pub struct SessionState {
     _lease: Option<crate::lease::SessionLease>,
     /// Set when the lease was lost: no more turns start.
     lease_lost: bool,
+    /// The span of this actor's life ([`crate::spans::session`]).
+    span: tracing::Span,
+    /// Spans of running title, summary and compaction workers, closed when they end.
+    worker_spans: std::collections::HashMap<ractor::ActorId, tracing::Span>,
 }
 
 impl SessionState {
@@ -511,7 +519,15 @@ impl SessionActor {
         let max_steps = agent.steps.unwrap_or(rt.opts.max_steps).max(1);
         let (tx, _rx) = oneshot::channel();
         let origin = user_id.clone();
+        let span = crate::spans::turn(
+            &state.span,
+            &state.session.id,
+            &user_id,
+            &agent.name,
+            &model.full_id(),
+        );
         Ok(Turn {
+            span,
             reply: tx,
             user_id,
             step: 0,
@@ -667,6 +683,7 @@ impl SessionActor {
             prior_calls,
             restarts: turn.step_restarts,
             tree_parent: None,
+            span: crate::spans::step(&turn.span, &state.session.id, &assistant.id, turn.step),
         };
         state.rt.counters.steps.fetch_add(1, Ordering::Relaxed);
         match Actor::spawn_linked(None, ProcessorActor, args, myself.get_cell()).await {
@@ -793,7 +810,13 @@ impl SessionActor {
                 root: state.worktree.display().to_string(),
             },
             tree_parent: state.node.key().to_string(),
+            span: crate::spans::worker(
+                &turn.span,
+                crate::spans::Worker::Compaction,
+                &state.session.id,
+            ),
         };
+        let span = args.span.clone();
         state.session.time.compacting = Some(now_ms());
         match Actor::spawn_linked(
             None,
@@ -805,6 +828,7 @@ impl SessionActor {
         {
             Ok((a, _)) => {
                 state.children.insert(a.get_id(), Child::Compaction);
+                state.worker_spans.insert(a.get_id(), span);
             }
             Err(e) => {
                 let err = MessageError::new(
@@ -994,6 +1018,12 @@ impl SessionActor {
         {
             Ok((a, _)) => {
                 state.children.insert(a.get_id(), Child::Summary);
+                let span = crate::spans::worker(
+                    &turn.span,
+                    crate::spans::Worker::Summary,
+                    &state.session.id,
+                );
+                state.worker_spans.insert(a.get_id(), span);
             }
             Err(e) => {
                 tracing::warn!(session = %state.session.id, "could not start the summary: {e}")
@@ -1053,6 +1083,9 @@ impl SessionActor {
             Actor::spawn_linked(None, crate::title::TitleWorker, args, myself.get_cell()).await
         {
             state.children.insert(a.get_id(), Child::Title);
+            let span =
+                crate::spans::worker(&state.span, crate::spans::Worker::Title, &state.session.id);
+            state.worker_spans.insert(a.get_id(), span);
         }
     }
 
@@ -1170,6 +1203,12 @@ impl SessionActor {
         match turn.step_crashes.crash(std::time::Instant::now()) {
             crate::supervision::Verdict::Restart { backoff, attempt } => {
                 tracing::warn!(session = %state.session.id, "retrying the crashed step (retry {attempt})");
+                crate::spans::supervision(
+                    &turn.span,
+                    crate::spans::Supervision::Restart,
+                    crate::supervision::Role::Processor.as_str(),
+                    &format!("step retry {attempt}"),
+                );
                 state
                     .rt
                     .counters
@@ -1189,6 +1228,12 @@ impl SessionActor {
                 self.start_step(myself, state).await;
             }
             crate::supervision::Verdict::Escalate { crashes } => {
+                crate::spans::supervision(
+                    &turn.span,
+                    crate::spans::Supervision::Escalation,
+                    crate::supervision::Role::Processor.as_str(),
+                    &format!("the step crashed {crashes} times; the turn fails"),
+                );
                 let e = MessageError::new(
                     "UnknownError",
                     format!(
@@ -1334,6 +1379,11 @@ impl SessionActor {
         if let Err(e) = flushed {
             error.get_or_insert_with(|| MessageError::new("StoreError", e.to_string()));
         }
+        crate::spans::turn_end(
+            &turn.span,
+            turn.step,
+            error.as_ref().map(|e| e.message()).as_deref(),
+        );
         let result = TurnResult {
             session_id: sid,
             user_message_id: Some(turn.user_id.clone()),
@@ -1378,7 +1428,14 @@ impl Actor for SessionActor {
         }
         let directory = PathBuf::from(&args.session.directory);
         let worktree = worktree_of(&directory);
+        let span = crate::spans::session(
+            args.span_parent.as_ref(),
+            &args.session.id,
+            args.session.parent_id.as_deref(),
+        );
         Ok(SessionState {
+            span,
+            worker_spans: std::collections::HashMap::new(),
             _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
             node: {
                 let n = args.rt.tree.register(
@@ -1475,8 +1532,20 @@ impl Actor for SessionActor {
             );
             return Ok(());
         };
+        let worker_span = state.worker_spans.remove(&cell.get_id());
         if let Err(cause) = &ended {
             tracing::error!(session = %state.session.id, role = child.role().as_str(), "child crashed: {cause}");
+            let parent = match (&worker_span, &state.turn) {
+                (Some(w), _) => w,
+                (None, Some(t)) => &t.span,
+                (None, None) => &state.span,
+            };
+            crate::spans::supervision(
+                parent,
+                crate::spans::Supervision::Crash,
+                child.role().as_str(),
+                cause,
+            );
             state.rt.counters.failure(child.role());
             state.node.add_failure();
         }

@@ -332,6 +332,8 @@ async fn run_task(
             &ctx.call_id,
         )),
         lease: Some(lease),
+        // The task tool runs inside its call's span (see `tool_call`).
+        span_parent: Some(tracing::Span::current()),
     };
     let spawned = match supervisor {
         Some(cell) => Actor::spawn_linked(None, SessionActor, actor_args, cell).await,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::Value;
+use tracing::Instrument;
 use troupe_tools::{Tool, ToolContext, ToolError, ToolOutput};
 
 /// Messages of a tool-call actor.
@@ -37,6 +38,9 @@ pub struct ToolCallArgs {
     pub gauge: crate::ActorGauge,
     /// Node in the supervision tree.
     pub node: crate::tree::NodeGuard,
+    /// The call's span ([`crate::spans::tool_call`]): the tool runs inside it, so a
+    /// permission ask or a subagent session nests under the call.
+    pub span: tracing::Span,
 }
 
 /// State of a tool-call actor; its final value is the call's result.
@@ -46,6 +50,7 @@ pub struct ToolCallState {
     /// Result once the tool returned.
     pub result: Option<Result<ToolOutput, ToolError>>,
     pending: Option<(Arc<dyn Tool>, Value, ToolContext)>,
+    span: tracing::Span,
     _gauge: crate::ActorGauge,
     _node: crate::tree::NodeGuard,
 }
@@ -66,6 +71,7 @@ impl Actor for ToolCallActor {
             call_id: args.call_id,
             result: None,
             pending: Some((args.tool, args.args, args.ctx)),
+            span: args.span,
             _gauge: args.gauge,
             _node: args.node,
         })
@@ -82,7 +88,13 @@ impl Actor for ToolCallActor {
                 if let Some((tool, args, mut ctx)) = state.pending.take() {
                     // Subagent sessions started by this call are supervised by this actor.
                     ctx.extra = Some(Arc::new(myself.get_cell()));
-                    let result = tool.execute(args, ctx).await;
+                    let result = tool.execute(args, ctx).instrument(state.span.clone()).await;
+                    let outcome = match &result {
+                        Ok(_) => "completed",
+                        Err(ToolError::Aborted) => "aborted",
+                        Err(_) => "error",
+                    };
+                    state.span.record("outcome", outcome);
                     state.result = Some(result);
                 }
                 myself.stop(None);
