@@ -6,6 +6,7 @@ mod auth;
 mod batch;
 mod chat;
 mod local;
+mod logging;
 mod models;
 mod monitor;
 mod output;
@@ -34,6 +35,10 @@ struct Cli {
     /// variable counts as unset, like every TROUPE_* variable).
     #[arg(long, global = true)]
     db: Option<PathBuf>,
+    /// Log lines as `pretty` (one readable line per event) or `json` (one object per line,
+    /// with the fields of the spans it happened in); what is logged: $TROUPE_LOG.
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Pretty)]
+    log_format: logging::LogFormat,
     /// Without a command, in a terminal: an interactive chat (`/help` lists its commands).
     #[command(subcommand)]
     command: Option<Command>,
@@ -321,16 +326,14 @@ fn main() -> ExitCode {
     // First thing: a Ctrl-C or SIGTERM from here on ends with 130/143, never by the signal.
     signals::install();
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        // Colours only on a terminal: a log read from a pipe or file has no escapes.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            troupe_config::env_var("TROUPE_LOG")
-                .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
-                .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("error")),
-        )
-        .init();
+    let log_file = match &cli.command {
+        Some(Command::Serve(a)) => a.log_file.clone(),
+        _ => None,
+    };
+    if let Err(e) = logging::init(cli.log_format, log_file.as_deref()) {
+        eprintln!("troupe: {e:#}");
+        return ExitCode::from(2);
+    }
     // A panic inside an actor is caught by its supervisor and becomes an error part or a
     // failed step; log it as one line instead of a backtrace on the user's terminal.
     std::panic::set_hook(Box::new(|info| {
@@ -506,6 +509,7 @@ fn resolve_dir(dir: Option<PathBuf>) -> Result<PathBuf> {
 fn load_config(cwd: &Path) -> Result<LoadedConfig> {
     let config =
         troupe_config::load(&LoadOptions::from_env(cwd)).map_err(|e| anyhow!("config: {e}"))?;
+    logging::add_config_secrets(&config);
     for w in &config.warnings {
         eprintln!("troupe: warning: config: {w}");
     }

@@ -29,6 +29,10 @@ pub struct ServeArgs {
     /// Working directory: its config is used and new sessions default to it.
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Append log lines here instead of stderr (the directory is created); the format is
+    /// `--log-format`'s, the filter $TROUPE_LOG's.
+    #[arg(long, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
 }
 
 /// Run the server until Ctrl-C.
