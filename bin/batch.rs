@@ -40,6 +40,11 @@ pub struct BatchTask {
     /// Working directory, relative to the batch's directory.
     #[serde(default)]
     pub dir: Option<PathBuf>,
+    /// A JSON Schema the answer must satisfy (structured output): the validated value is
+    /// the result's `output`; an answer that never validates fails the task with the last
+    /// validation error. Checked when the file is read.
+    #[serde(default)]
+    pub schema: Option<serde_json::Value>,
 }
 
 /// One output line.
@@ -63,6 +68,9 @@ pub struct BatchResult {
     /// Error message when failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The validated answer of a task with a `schema`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
 }
 
 /// Parse the tasks file; errors name the file and line.
@@ -103,6 +111,11 @@ pub fn read_tasks(path: &Path) -> Result<Vec<BatchTask>> {
                 i + 1,
                 task.id
             );
+        }
+        if let Some(schema) = &task.schema
+            && let Err(e) = troupe_tools::builtin::StructuredOutputTool::new(schema)
+        {
+            bail!("{}:{}: task {}: {e}", path.display(), i + 1, task.id);
         }
         if !seen.insert(task.id.clone()) {
             bail!(
@@ -437,6 +450,7 @@ async fn run_one(
         cost: Decimal::ZERO,
         duration_ms: t0.elapsed().as_millis() as u64,
         error: Some(error),
+        output: None,
     };
     let dir = match &task.dir {
         Some(d) if d.is_absolute() => d.clone(),
@@ -467,6 +481,7 @@ async fn run_one(
         compact: false,
         no_reply: false,
         images: Vec::new(),
+        schema: task.schema.clone(),
     };
     match rt.prompt(&session.id, input).await {
         Ok(turn) => BatchResult {
@@ -482,6 +497,7 @@ async fn run_one(
             cost: turn.cost,
             duration_ms: t0.elapsed().as_millis() as u64,
             error: turn.error.map(|e| format!("{}: {}", e.name, e.message())),
+            output: turn.structured,
         },
         Err(e) => fail(session.id.clone(), e.to_string(), t0),
     }
@@ -506,7 +522,14 @@ async fn run_one_remote(
         cost: Decimal::ZERO,
         duration_ms: t0.elapsed().as_millis() as u64,
         error: Some(error),
+        output: None,
     };
+    if task.schema.is_some() {
+        return fail(
+            String::new(),
+            "a task \"schema\" cannot run with --attach yet; run the batch without --attach".into(),
+        );
+    }
     let dir = match &task.dir {
         Some(d) if d.is_absolute() => d.clone(),
         Some(d) => cwd.join(d),
@@ -587,5 +610,6 @@ async fn run_one_remote(
         cost,
         duration_ms: t0.elapsed().as_millis() as u64,
         error,
+        output: None,
     }
 }

@@ -397,6 +397,7 @@ impl Chat {
             compact: false,
             no_reply: false,
             images: Vec::new(),
+            schema: None,
         };
         let (rt, sid) = (self.runtime.clone(), session.id.clone());
         let mut turn = tokio::spawn(async move { rt.prompt(&sid, input).await });

@@ -13,6 +13,7 @@ mod output;
 mod sanitize;
 mod serve;
 mod signals;
+mod structured;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -264,6 +265,12 @@ struct RunArgs {
     /// Write the last message of the turn (its text, without tool lines) to FILE as well.
     #[arg(short = 'o', long = "output-last-message", value_name = "FILE")]
     output_last_message: Option<PathBuf>,
+    /// The answer must be a JSON value valid against the JSON Schema in FILE: the model
+    /// gives it through the `StructuredOutput` tool, and it is printed on stdout (with
+    /// `--format json`: a last `structured.output` line). A value that never validates fails
+    /// the run with the last validation error.
+    #[arg(long = "json-schema", value_name = "FILE")]
+    json_schema: Option<PathBuf>,
     /// Print only the answer (and errors): no tool lines, no activity line, no notices.
     #[arg(short = 'q', long)]
     quiet: bool,
@@ -929,6 +936,14 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         bail!("no prompt given: troupe run \"what to do\"");
     }
     let (attachments, images) = read_attachments(&args.files)?;
+    let schema = args
+        .json_schema
+        .as_deref()
+        .map(structured::load_schema)
+        .transpose()?;
+    if args.attach.is_some() && schema.is_some() {
+        bail!("--json-schema cannot be used with --attach yet; run without --attach");
+    }
     if args.attach.is_some() && !images.is_empty() {
         bail!(
             "-f: images cannot be sent with --attach yet; attach text files only, or run without --attach"
@@ -1084,6 +1099,7 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         compact: false,
         no_reply: false,
         images,
+        schema,
     };
     let rt2 = runtime.clone();
     // Listen before the turn starts, so no signal falls between the early handler and ours.
@@ -1142,9 +1158,18 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     }
     printer.finish();
     let result = result.map_err(|e| anyhow!("the turn task failed: {e}"))?;
+    if let Ok(turn) = &result
+        && let Some(value) = &turn.structured
+    {
+        structured::print_output(json, &turn.session_id, value);
+    }
     if let (Some(path), Ok(turn)) = (&args.output_last_message, &result) {
-        // The turn's last assistant text, ending with a newline like a text file.
-        let mut text = turn.text.clone();
+        // The turn's last assistant text (or its structured answer), ending with a newline
+        // like a text file.
+        let mut text = match &turn.structured {
+            Some(v) => serde_json::to_string_pretty(v).unwrap_or_default(),
+            None => turn.text.clone(),
+        };
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }

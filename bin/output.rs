@@ -304,11 +304,18 @@ pub async fn session_command(store: &Store, cmd: SessionCommand) -> Result<ExitC
         }
         SessionCommand::Show { id, format } => {
             let (session, messages) = load(store, &id).await?;
+            let sid = session.id.clone();
+            let todos = store
+                .read(move |r| r.todos(&sid))
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
             if format == crate::Format::Json {
-                let doc = serde_json::json!({"info": session, "messages": messages});
+                let doc =
+                    serde_json::json!({"info": session, "messages": messages, "todos": todos});
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {
                 print_session(&session, &messages);
+                print_todos(&todos);
             }
         }
         SessionCommand::Compact { .. }
@@ -469,6 +476,33 @@ async fn load(store: &Store, id: &str) -> Result<(Session, Vec<MessageWithParts>
     Ok((session, messages))
 }
 
+/// The session's todo list after its messages: `[x]` completed, `[>]` in progress, `[-]`
+/// cancelled, `[ ]` pending (or any other status, shown after the text).
+fn print_todos(todos: &[troupe_session::Todo]) {
+    if todos.is_empty() {
+        return;
+    }
+    let open = todos.iter().filter(|t| t.is_open()).count();
+    println!("\n── todos ({open} open of {})", todos.len());
+    for t in todos {
+        let mark = match t.status.as_str() {
+            "completed" => "[x]",
+            "in_progress" => "[>]",
+            "cancelled" => "[-]",
+            _ => "[ ]",
+        };
+        let extra = match t.status.as_str() {
+            "completed" | "in_progress" | "cancelled" | "pending" => String::new(),
+            other => format!("  ({})", crate::sanitize::terminal_safe(other)),
+        };
+        println!(
+            "   {mark} {}  [{}]{extra}",
+            one_line(&t.content, 160),
+            crate::sanitize::terminal_safe(&t.priority)
+        );
+    }
+}
+
 fn print_session(s: &Session, messages: &[MessageWithParts]) {
     println!("session {}  {}", s.id, s.title);
     println!("  directory: {}", s.directory);
@@ -538,6 +572,9 @@ fn print_session(s: &Session, messages: &[MessageWithParts]) {
                 println!("{line}");
                 if let Some(e) = &a.error {
                     println!("   error: {}: {}", e.name, one_line(&e.message(), 200));
+                }
+                if let Some(v) = &a.structured {
+                    println!("   structured output: {}", one_line(&v.to_string(), 400));
                 }
             }
         }

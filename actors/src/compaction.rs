@@ -165,6 +165,7 @@ impl Actor for CompactionWorker {
             tokens: Default::default(),
             finish: None,
             error: None,
+            structured: None,
         };
         rt.store
             .write1(Write::Message(Message::Assistant(assistant.clone())));
@@ -180,6 +181,7 @@ impl Actor for CompactionWorker {
             prior_calls: Vec::new(),
             restarts: 0,
             tree_parent: Some(state.node.key().to_string()),
+            registry: rt.registry.clone(),
         };
         match Actor::spawn_linked(None, ProcessorActor, pargs, myself.get_cell()).await {
             Ok((a, _)) => state.step = Some(a.get_id()),

@@ -183,6 +183,7 @@ mod tests {
             tokens: Default::default(),
             finish: None,
             error,
+            structured: None,
         };
         MessageWithParts {
             info: Message::Assistant(a),

@@ -45,10 +45,12 @@ pub mod revert;
 pub mod session_actor;
 pub mod snapshots;
 pub mod spans;
+pub mod structured;
 pub mod summary;
 pub mod supervision;
 pub mod task;
 pub mod title;
+pub mod todo;
 pub mod tool_call;
 pub mod tree;
 pub mod turn;
@@ -317,6 +319,10 @@ pub struct PromptInput {
     /// Images to attach (stored as `file` parts, sent as image inputs). A model whose
     /// catalog entry does not accept images refuses the prompt before anything is stored.
     pub images: Vec<ImageAttachment>,
+    /// A JSON Schema the turn's final answer must satisfy (structured output, see
+    /// [`structured`]): the answer is [`TurnResult::structured`]. An invalid schema, or a
+    /// model without tool calls, refuses the prompt before anything is stored.
+    pub schema: Option<serde_json::Value>,
 }
 
 /// An image attached to a prompt (`troupe run -f picture.png`).
@@ -378,6 +384,8 @@ pub struct TurnResult {
     pub cost: Decimal,
     /// Session tokens after the turn.
     pub tokens: Tokens,
+    /// The validated answer of a turn with [`PromptInput::schema`].
+    pub structured: Option<serde_json::Value>,
 }
 
 /// Runtime errors (before a turn could run).
@@ -545,6 +553,8 @@ impl Runtime {
         );
         let shared = Arc::new_cyclic(|weak| {
             registry.register(Arc::new(crate::task::TaskTool::new(weak.clone())));
+            registry.register(Arc::new(crate::todo::TodoWriteTool::new(store.clone())));
+            registry.register(Arc::new(crate::todo::TodoReadTool::new(store.clone())));
             RuntimeShared {
                 store: store.clone(),
                 config: Arc::new(config),

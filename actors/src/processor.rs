@@ -106,6 +106,9 @@ pub struct ProcessorArgs {
     pub tree_parent: Option<String>,
     /// The step's span ([`crate::spans::step`]); provider requests and tool calls nest in it.
     pub span: tracing::Span,
+    /// The tools calls are resolved in: the runtime's, or a turn's own (with
+    /// `StructuredOutput`).
+    pub registry: Arc<troupe_tools::Registry>,
 }
 
 /// The processor actor.
@@ -166,6 +169,8 @@ pub struct ProcessorState {
     /// Tools offered in this step's request: a call to any other tool is refused, even if
     /// the registry has it (a tool hidden by the agent's permissions stays unusable).
     offered: Vec<String>,
+    /// The tools calls are resolved in ([`ProcessorArgs::registry`]).
+    registry: Arc<troupe_tools::Registry>,
     /// Snapshots of the step (issue 15; see [`crate::snapshots`]).
     snap: crate::snapshots::StepSnap,
     /// Index of the step-start part.
@@ -746,7 +751,7 @@ impl ProcessorActor {
     async fn start_tools(&self, myself: &ActorRef<ProcMsg>, state: &mut ProcessorState) {
         state.tools_started = true;
         let calls = std::mem::take(&mut state.calls);
-        let registry = state.rt.registry.clone();
+        let registry = state.registry.clone();
         for call in calls {
             let i = state.tool_part(&call.call_id, &call.name);
             let start = now_ms();
@@ -1172,6 +1177,7 @@ impl Actor for ProcessorActor {
             restarting: std::collections::HashSet::new(),
             _done: None,
             offered,
+            registry: args.registry,
             snap: crate::snapshots::StepSnap::Off,
             step_start: 0,
             tools_deferred: false,

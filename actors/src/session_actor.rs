@@ -115,6 +115,8 @@ struct Turn {
     origin_user_id: String,
     /// The turn's span ([`crate::spans::turn`]); closed when the turn ends.
     span: tracing::Span,
+    /// Structured output of a prompt with a JSON schema.
+    structured: Option<crate::structured::StructuredTurn>,
 }
 
 /// A child the session actor spawned, by role; supervision events are matched against
@@ -309,6 +311,12 @@ impl SessionActor {
                 model.full_id()
             ));
         }
+        if input.schema.is_some() && !model.tool_call {
+            return Err(format!(
+                "model {} cannot call tools, so it cannot give a structured answer (--json-schema / \"schema\" need a model with tool calls)",
+                model.full_id()
+            ));
+        }
         let user = UserMessage {
             id: troupe_session::id::message(),
             session_id: state.session.id.clone(),
@@ -403,6 +411,7 @@ impl SessionActor {
             steps: 0,
             cost: Default::default(),
             tokens: state.session.tokens,
+            structured: None,
         })
     }
 
@@ -414,13 +423,24 @@ impl SessionActor {
         input: PromptInput,
         resume: bool,
     ) -> Result<Turn, String> {
-        if resume {
-            return self.resume_turn(state, input).await;
+        let structured = input
+            .schema
+            .as_ref()
+            .map(|s| crate::structured::StructuredTurn::new(s, &state.rt.registry))
+            .transpose()?;
+        let mut turn = if resume {
+            self.resume_turn(state, input).await?
+        } else {
+            let (agent, model, user_id) = self.add_user_message(state, &input)?;
+            self.turn_for(state, agent, model, user_id, input.system, input.compact)
+                .await?
+        };
+        if let Some(st) = structured {
+            turn.tools.extend(st.spec());
+            turn.system = crate::structured::StructuredTurn::system(&turn.system);
+            turn.structured = Some(st);
         }
-        let (agent, model, user_id) = self.add_user_message(state, &input)?;
-
-        self.turn_for(state, agent, model, user_id, input.system, input.compact)
-            .await
+        Ok(turn)
     }
 
     /// Resume the session's last turn after its actor crashed: the agent and model of its
@@ -544,6 +564,7 @@ impl SessionActor {
             compact_only,
             resumed: false,
             origin_user_id: origin,
+            structured: None,
             step_restarts: 0,
             step_crashes: crate::supervision::Intensity::for_role(
                 crate::supervision::Role::Processor,
@@ -609,7 +630,7 @@ impl SessionActor {
         }
         let history = state.cache.extend(&state.history[start..]);
         let model = turn.model.clone();
-        let request = crate::request::step_request(&crate::request::StepInput {
+        let mut request = crate::request::step_request(&crate::request::StepInput {
             model: &model,
             system: &turn.system,
             history,
@@ -621,6 +642,13 @@ impl SessionActor {
             max_steps: turn.max_steps,
             session_id: &state.session.id,
         });
+        let registry = match &turn.structured {
+            Some(st) => {
+                crate::structured::StructuredTurn::require_tool_call(model.protocol, &mut request);
+                st.registry.clone()
+            }
+            None => state.rt.registry.clone(),
+        };
         let assistant = AssistantMessage {
             id: troupe_session::id::message(),
             session_id: state.session.id.clone(),
@@ -641,6 +669,7 @@ impl SessionActor {
             tokens: Default::default(),
             finish: None,
             error: None,
+            structured: None,
         };
         state
             .rt
@@ -684,6 +713,7 @@ impl SessionActor {
             restarts: turn.step_restarts,
             tree_parent: None,
             span: crate::spans::step(&turn.span, &state.session.id, &assistant.id, turn.step),
+            registry,
         };
         state.rt.counters.steps.fetch_add(1, Ordering::Relaxed);
         match Actor::spawn_linked(None, ProcessorActor, args, myself.get_cell()).await {
@@ -1108,6 +1138,10 @@ impl SessionActor {
         let facts =
             crate::turn::StepFacts::of(&o.message, overflowed, o.result == StepResult::Stop);
         state.history.push(o.message);
+        if let Some(error) = self.structured_after_step(state) {
+            self.finish_turn(myself, state, error).await;
+            return;
+        }
         let lp = self.loop_facts(state, false);
         match crate::turn::after_step(&facts, &lp) {
             crate::turn::AfterStep::Compact { overflow_error } => {
@@ -1122,6 +1156,24 @@ impl SessionActor {
                     t.compactions = 0;
                 }
                 self.next_step(myself, state).await;
+            }
+        }
+    }
+
+    /// A structured turn's decision after the step just pushed on the history: `None` = the
+    /// normal rules go on; `Some(error)` = finish the turn (`None` error: the value was
+    /// captured and stored on the step's message).
+    fn structured_after_step(&self, state: &mut SessionState) -> Option<Option<MessageError>> {
+        let st = state.turn.as_mut()?.structured.as_mut()?;
+        match st.after_step(state.history.last()) {
+            crate::structured::Outcome::Continue => None,
+            crate::structured::Outcome::Failed(e) => Some(Some(e)),
+            crate::structured::Outcome::Captured(v) => {
+                let m = state.history.last_mut()?;
+                if let Some(info) = crate::structured::attach(m, v) {
+                    state.rt.store.write1(Write::Message(info));
+                }
+                Some(None)
             }
         }
     }
@@ -1384,7 +1436,9 @@ impl SessionActor {
             turn.step,
             error.as_ref().map(|e| e.message()).as_deref(),
         );
+        let structured = message.as_ref().and_then(|m| m.structured.clone());
         let result = TurnResult {
+            structured,
             session_id: sid,
             user_message_id: Some(turn.user_id.clone()),
             message,

@@ -361,6 +361,7 @@ async fn run_task(
         compact: false,
         no_reply: false,
         images: Vec::new(),
+        schema: None,
     };
     actor
         .cast(SessionMsg::Prompt(PendingPrompt {

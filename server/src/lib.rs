@@ -43,6 +43,7 @@ pub mod guard;
 pub mod metrics;
 pub mod routes;
 pub mod snapshot_routes;
+pub mod todo_routes;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -201,7 +202,7 @@ pub struct AppState {
         routes::summarize, routes::permissions, routes::reply_permission, routes::agents,
         routes::models, routes::config, routes::actors, routes::metrics, routes::events,
         snapshot_routes::diff, snapshot_routes::revert, snapshot_routes::unrevert,
-        snapshot_routes::fork,
+        snapshot_routes::fork, todo_routes::todos,
     ),
     components(schemas(error::ErrorBody, error::ErrorDetail, routes::CreateSession, routes::PromptBody,
         routes::PromptPart, routes::PermissionReplyBody, routes::PatchSession,
@@ -269,6 +270,7 @@ pub fn router(
         .route("/session/{id}/abort", post(r::abort))
         .route("/session/{id}/summarize", post(r::summarize))
         .route("/session/{id}/diff", get(crate::snapshot_routes::diff))
+        .route("/session/{id}/todo", get(crate::todo_routes::todos))
         .route("/session/{id}/revert", post(crate::snapshot_routes::revert))
         .route(
             "/session/{id}/unrevert",

@@ -152,7 +152,7 @@ fn bool_param(q: &HashMap<String, String>, key: &str) -> ApiResult<bool> {
     }
 }
 
-async fn find_session(st: &AppState, id: &str) -> ApiResult<Session> {
+pub(crate) async fn find_session(st: &AppState, id: &str) -> ApiResult<Session> {
     let key = id.to_string();
     st.runtime
         .store()
@@ -521,6 +521,7 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
         compact: false,
         no_reply: body.no_reply,
         images: Vec::new(),
+        schema: None,
     })
 }
 

@@ -154,6 +154,15 @@ pub enum Event {
         /// `once`, `always`, `reject`.
         reply: String,
     },
+    /// A session's todo list was replaced (`todowrite`).
+    #[serde(rename = "todo.updated")]
+    TodoUpdated {
+        /// Id of the session (`ses_…`).
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        /// The whole list, in order.
+        todos: Vec<crate::todo::Todo>,
+    },
 }
 
 impl Event {
@@ -172,7 +181,8 @@ impl Event {
             | Event::MessageRemoved { session_id, .. }
             | Event::PartDelta { session_id, .. }
             | Event::PartRemoved { session_id, .. }
-            | Event::PermissionReplied { session_id, .. } => Some(session_id),
+            | Event::PermissionReplied { session_id, .. }
+            | Event::TodoUpdated { session_id, .. } => Some(session_id),
             Event::MessageUpdated { info } => Some(info.session_id()),
             Event::PartUpdated { part } => Some(&part.session_id),
             Event::PermissionAsked(v) => v.get("sessionID").and_then(Value::as_str),
@@ -198,6 +208,7 @@ impl Event {
             Event::PartRemoved { .. } => "message.part.removed",
             Event::PermissionAsked(_) => "permission.asked",
             Event::PermissionReplied { .. } => "permission.replied",
+            Event::TodoUpdated { .. } => "todo.updated",
         }
     }
 }

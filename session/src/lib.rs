@@ -12,11 +12,13 @@ pub mod store;
 #[cfg(test)]
 mod test_support;
 pub mod title;
+pub mod todo;
 pub mod types;
 
 pub use event::{Bus, Event};
 pub use lease::{LeaseClaim, LeaseHolder, TakeOutcome};
 pub use store::{Reader, Store, StoreError, Write};
+pub use todo::Todo;
 pub use types::*;
 
 /// Format ms since epoch as an ISO-8601 UTC timestamp (`2026-11-30T02:42:40.123Z`).

@@ -88,6 +88,13 @@ pub enum Write {
         /// Ruleset JSON.
         data: String,
     },
+    /// Replace a session's todo list; publishes `todo.updated`.
+    Todos {
+        /// Session.
+        session_id: String,
+        /// The new list, in order.
+        todos: Vec<crate::todo::Todo>,
+    },
     /// Bus-only event published in queue order (deltas, status, errors).
     Publish(Event),
 }
@@ -630,7 +637,24 @@ impl Reader<'_> {
         Ok(out)
     }
 
-    /// Stored approvals ruleset for a project (raw JSON), if any.
+    /// A session's todo list, in order (empty when it has none). Errors: SQLite, or a row
+    /// that does not decode.
+    pub fn todos(&self, session_id: &str) -> Result<Vec<crate::todo::Todo>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT data FROM todo WHERE session_id = ?1 ORDER BY position")
+            .map_err(|e| sql_err(self.path, e))?;
+        let rows: Vec<String> = stmt
+            .query_map([session_id], |r| r.get(0))
+            .map_err(|e| sql_err(self.path, e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| sql_err(self.path, e))?;
+        rows.iter()
+            .map(|d| decode(self.path, session_id, d))
+            .collect()
+    }
+
+    /// The stored "always" approvals of a project (raw ruleset JSON), if any.
     pub fn approvals(&self, project: &str) -> Result<Option<String>, StoreError> {
         self.conn
             .query_row(
@@ -743,6 +767,7 @@ fn event_of(w: Write) -> Option<Event> {
             message_id,
         },
         Write::Publish(ev) => ev,
+        Write::Todos { session_id, todos } => Event::TodoUpdated { session_id, todos },
         Write::Approvals { .. } => return None,
     })
 }
@@ -849,6 +874,21 @@ fn apply(path: &Path, conn: &mut Connection, writes: &[Write]) -> Result<(), Sto
                         .map_err(|e| sql_err(path, e))?;
                     tx.execute("DELETE FROM event WHERE session_id = ?1", [&s.id])
                         .map_err(|e| sql_err(path, e))?;
+                    tx.execute("DELETE FROM todo WHERE session_id = ?1", [&s.id])
+                        .map_err(|e| sql_err(path, e))?;
+                }
+                Write::Todos { session_id, todos } => {
+                    tx.prepare_cached("DELETE FROM todo WHERE session_id = ?1")
+                        .and_then(|mut s| s.execute([session_id]))
+                        .map_err(|e| sql_err(path, e))?;
+                    for (i, t) in todos.iter().enumerate() {
+                        tx.prepare_cached(
+                            "INSERT INTO todo (session_id, position, data) VALUES (?1, ?2, ?3)",
+                        )
+                        .and_then(|mut s| s.execute(params![session_id, i as i64, json(t)]))
+                        .map_err(|e| sql_err(path, e))?;
+                    }
+                    log(&tx, session_id, "todo.updated", &json(todos))?;
                 }
                 Write::RemovePart(p) => {
                     tx.prepare_cached("DELETE FROM part WHERE id = ?1")
@@ -1025,6 +1065,7 @@ mod tests {
             tokens: Tokens::default(),
             finish: None,
             error,
+            structured: None,
         };
         store.write1(Write::Session {
             info: s.clone(),

@@ -101,6 +101,7 @@ pub(crate) fn assistant_msg(id: &str, parent: &str) -> AssistantMessage {
         tokens: Tokens::default(),
         finish: Some("stop".into()),
         error: None,
+        structured: None,
     }
 }
 

@@ -338,6 +338,10 @@ pub struct AssistantMessage {
     /// Error, when the step failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<MessageError>,
+    /// The validated answer of a turn with a JSON schema (the `StructuredOutput` tool's
+    /// value, OpenCode's `structured`); only on the step that captured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<serde_json::Value>,
 }
 
 /// A message: user or assistant.

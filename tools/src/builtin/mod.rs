@@ -11,6 +11,7 @@ pub mod grep;
 pub mod invalid;
 pub mod list;
 pub mod read;
+pub mod structured;
 pub mod write;
 
 pub use bash::BashTool;
@@ -20,6 +21,7 @@ pub use grep::GrepTool;
 pub use invalid::InvalidTool;
 pub use list::ListTool;
 pub use read::ReadTool;
+pub use structured::StructuredOutputTool;
 pub use write::WriteTool;
 
 /// Lines per diff count: `(additions, deletions)` between two texts (line diff via `similar`).
