@@ -138,7 +138,7 @@ pub(crate) fn take(
         )
         .optional()?;
     let previous = match current {
-        Some(h) if h.owner != claim.owner && h.expires > now => {
+        Some(h) if h.owner != claim.owner && h.expires > now && !holder_dead(&h, claim) => {
             return Ok(TakeOutcome::Held(h));
         }
         Some(h) if h.owner != claim.owner => Some(h),
@@ -185,6 +185,29 @@ pub(crate) fn take(
     )?;
     tx.commit()?;
     Ok(TakeOutcome::Taken { lease, previous })
+}
+
+/// Whether the holder of an unexpired lease is known to be dead: the claimant is this very
+/// process (production claims carry the real pid and host), the lease was taken on the same
+/// host by another process, and that pid no longer runs. Then waiting out the TTL would only
+/// make the user wait for a process that is gone (kill -9, a crash). A reused pid reads as
+/// alive, which only means waiting, as before. Hosts whose processes share a store but not a
+/// pid namespace must have different host names.
+fn holder_dead(h: &LeaseHolder, claim: &LeaseClaim) -> bool {
+    claim.pid == std::process::id()
+        && h.pid != claim.pid
+        && h.host == claim.host
+        && !pid_running(h.pid)
+}
+
+/// Whether a process with this pid exists (a zombie counts). Off Linux nothing is known, so
+/// every holder counts as running.
+fn pid_running(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+    } else {
+        true
+    }
 }
 
 pub(crate) fn renew(
@@ -300,6 +323,63 @@ mod tests {
             host: "box".into(),
             label: label.into(),
         }
+    }
+
+    #[tokio::test]
+    async fn a_lease_of_a_dead_process_on_this_host_is_taken_over_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Store::open(&dir.path().join("t.db"), Bus::new()).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let long = Duration::from_secs(600);
+        let holder = LeaseClaim {
+            owner: "own_dead".into(),
+            pid: dead,
+            host: "thishost".into(),
+            label: "troupe run".into(),
+        };
+        assert!(matches!(
+            a.lease_take("ses_1", &holder, long).await.unwrap(),
+            TakeOutcome::Taken { .. }
+        ));
+        // Another host's claim cannot know: it waits for the TTL.
+        let elsewhere = LeaseClaim {
+            owner: "own_b".into(),
+            pid: std::process::id(),
+            host: "otherhost".into(),
+            label: "troupe serve".into(),
+        };
+        assert!(matches!(
+            a.lease_take("ses_1", &elsewhere, long).await.unwrap(),
+            TakeOutcome::Held(_)
+        ));
+        // This process on the same host sees the holder is gone.
+        let here = LeaseClaim {
+            host: "thishost".into(),
+            ..elsewhere
+        };
+        match a.lease_take("ses_1", &here, long).await.unwrap() {
+            TakeOutcome::Taken { previous, .. } => {
+                assert_eq!(previous.map(|p| p.owner), Some("own_dead".into()));
+            }
+            other => panic!("expected a takeover, got {other:?}"),
+        }
+        // A live holder on the same host (this process's parent) still holds.
+        let live = LeaseClaim {
+            owner: "own_live".into(),
+            pid: std::os::unix::process::parent_id(),
+            host: "thishost".into(),
+            label: "troupe run".into(),
+        };
+        assert!(matches!(
+            a.lease_take("ses_2", &live, long).await.unwrap(),
+            TakeOutcome::Taken { .. }
+        ));
+        assert!(matches!(
+            a.lease_take("ses_2", &here, long).await.unwrap(),
+            TakeOutcome::Held(_)
+        ));
     }
 
     #[tokio::test]
