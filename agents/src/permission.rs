@@ -600,8 +600,27 @@ pub fn default_ruleset_with(tool_output_dir: &Path, tmp_dir: &Path) -> Ruleset {
     r.push("read", "*.env", Action::Ask);
     r.push("read", "*.env.*", Action::Ask);
     r.push("read", "*.env.example", Action::Allow);
+    // troupe's own configuration decides what the model may do: a model that may edit it
+    // could grant itself anything from the next run on. Editing it always asks, whatever
+    // a global `edit: allow` says (a guarantee: only an agent's own `permission` loosens it).
+    for pat in CONFIG_EDIT_PATTERNS {
+        r.0.push(Rule::guarantee("edit", *pat, Action::Ask));
+    }
     r
 }
+
+/// `edit` patterns (worktree-relative) of troupe's own configuration: config files in any
+/// directory (`troupe.json`, `troupe.jsonc`) and everything under `.troupe/` (config, agents,
+/// commands, skills, plans). Editing them asks by default, by guarantee rules; the `plan`
+/// agent's own guarantee re-allows its plan files.
+pub const CONFIG_EDIT_PATTERNS: &[&str] = &[
+    "troupe.json",
+    "troupe.jsonc",
+    "*/troupe.json",
+    "*/troupe.jsonc",
+    ".troupe/*",
+    "*/.troupe/*",
+];
 
 /// [`default_ruleset_with`] using [`tool_output_dir`] and `std::env::temp_dir()`.
 pub fn default_ruleset() -> Ruleset {
