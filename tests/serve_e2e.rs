@@ -1015,3 +1015,102 @@ async fn metrics_count_crashed_actors_by_role() {
         "{metrics}"
     );
 }
+
+/// What the model's bash runs against the server it works for (issue 11's promise kept on
+/// the server side): reads work, every state-changing request is refused, also from a
+/// process that cleared its environment or detached itself.
+const PROBE: &str = r#"
+import json, sys, urllib.request, urllib.error
+base, sid = open("server.txt").read().split()
+def call(method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+tag = sys.argv[1]
+print(tag, "get", call("GET", "/session/" + sid))
+print(tag, "patch", call("PATCH", "/session/" + sid, {"permission": {"bash": "allow"}}))
+print(tag, "reply", call("POST", "/permission/per_x/reply", {"reply": "always"}))
+print(tag, "prompt", call("POST", "/session/" + sid + "/prompt_async", {"text": "hi"}))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_s_own_processes_cannot_change_the_server_s_state() {
+    let cmd = "PY=$(python3 -c 'import sys; print(sys.executable)'); \
+               $PY probe.py plain; env -i $PY probe.py cleared; \
+               setsid -f env -i $PY probe.py detached > detached.txt 2>&1; \
+               for i in $(seq 200); do grep -q prompt detached.txt 2>/dev/null && break; sleep 0.1; done; \
+               cat detached.txt; echo pw=${TROUPE_SERVER_PASSWORD:-none}";
+    let mock = MockServer::start(Script::new(vec![Conversation {
+        steps: vec![
+            Step::tool("bash", json!({"command": cmd, "description": "probe"})),
+            Step::text("done"),
+        ],
+        ..Default::default()
+    }]))
+    .await
+    .expect("mock");
+    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    let sid = srv.new_session().await;
+    srv.project.write_file("probe.py", PROBE);
+    srv.project
+        .write_file("server.txt", &format!("{} {sid}", srv.base));
+    let (status, reply) = srv
+        .post(&format!("/session/{sid}/message"), json!({"text": "probe"}))
+        .await;
+    assert_eq!(
+        status, 200,
+        "the user's own client drives the server: {reply}"
+    );
+    let msgs = srv.project.session_messages(&sid).await;
+    let tools = tool_parts(&msgs);
+    let out = tools[0]["state"]["output"].as_str().unwrap_or_default();
+    for tag in ["plain", "cleared", "detached"] {
+        assert!(
+            out.contains(&format!("{tag} get 200")),
+            "{tag}: reads stay open\n{out}"
+        );
+        for call in ["patch", "reply", "prompt"] {
+            assert!(
+                out.contains(&format!("{tag} {call} 403")),
+                "{tag} {call} must be refused\n{out}"
+            );
+        }
+    }
+    // Nothing of the refused PATCH reached the session.
+    let (_, s) = srv.get(&format!("/session/{sid}")).await;
+    assert!(s.get("permission").is_none_or(Value::is_null), "{s:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_password_never_reaches_the_model_s_shell() {
+    let mock = MockServer::start(Script::new(vec![Conversation {
+        steps: vec![
+            Step::tool(
+                "bash",
+                json!({"command": "echo pw=${TROUPE_SERVER_PASSWORD:-none}", "description": "env"}),
+            ),
+            Step::text("done"),
+        ],
+        ..Default::default()
+    }]))
+    .await
+    .expect("mock");
+    let project = Project::with_config(&mock_config(&mock.base_url()));
+    let out = project
+        .troupe(&["run", "env"], &[("TROUPE_SERVER_PASSWORD", "s3cret")])
+        .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, msgs) = project.messages().await;
+    let tools = tool_parts(&msgs);
+    let output = tools[0]["state"]["output"].as_str().unwrap_or_default();
+    assert!(output.contains("pw=none"), "{output}");
+}

@@ -31,6 +31,8 @@
 //! that is empty or only blanks is refused ([`check_bind`]); a browser guard ([`guard`])
 //! refuses a foreign `Host` without a password (421, DNS rebinding), any cross-site `Origin`
 //! (403) and any non-JSON body on a state-changing route (403) before anything else runs;
+//! a model guard ([`peer`]) refuses state-changing requests from processes a troupe tool
+//! started (403), so a model cannot loosen its own rules or answer its own asks;
 //! with a password every route requires it ([`auth`]); no CORS headers unless origins are
 //! configured (`--cors '*'` only with a password); request bodies are capped at
 //! [`DEFAULT_BODY_LIMIT`].
@@ -41,6 +43,7 @@ pub mod error;
 pub mod events;
 pub mod guard;
 pub mod metrics;
+pub mod peer;
 pub mod routes;
 pub mod snapshot_routes;
 pub mod todo_routes;
@@ -289,6 +292,7 @@ pub fn router(
         .method_not_allowed_fallback(r::method_not_allowed)
         .with_state(state)
         .layer(DefaultBodyLimit::max(opts.body_limit))
+        .layer(axum::middleware::from_fn(peer::guard))
         .layer(axum::middleware::from_fn_with_state(
             password,
             auth::require_password,
@@ -369,9 +373,13 @@ impl Server {
     /// Serve until the shutdown token is cancelled.
     pub async fn run(self) -> Result<(), ServeError> {
         let token = self.shutdown.clone();
-        axum::serve(self.listener, self.app)
-            .with_graceful_shutdown(async move { token.cancelled().await })
-            .await?;
+        // Connect info gives the model guard ([`peer`]) each request's client address.
+        axum::serve(
+            self.listener,
+            self.app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move { token.cancelled().await })
+        .await?;
         Ok(())
     }
 }

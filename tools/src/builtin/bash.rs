@@ -22,6 +22,9 @@ use crate::procs;
 use crate::truncate::{self, Direction, MAX_BYTES, MAX_LINES};
 use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
+/// Environment variable holding `troupe serve`'s password (troupe_server::PASSWORD_ENV;
+/// this crate sits below the server). Removed from every shell the tool starts.
+const SERVER_PASSWORD_ENV: &str = "TROUPE_SERVER_PASSWORD";
 /// Default timeout in ms (OpenCode 120_000).
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 /// Chars of output kept in `metadata.output` (OpenCode `MAX_METADATA_LENGTH`).
@@ -466,6 +469,9 @@ fn spawn_shell(
             // With CDPATH set, `cd x` may enter a directory elsewhere than `./x`, which the
             // permission check would not see (issue 11).
             .env_remove("CDPATH")
+            // The password of a `troupe serve` this process runs: with it the model could
+            // drive the server around its own permission checks.
+            .env_remove(SERVER_PASSWORD_ENV)
             .stdin(Stdio::null())
             .stdout(Stdio::from(writer))
             .stderr(Stdio::from(writer_err))

@@ -1,0 +1,271 @@
+//! Model guard: a request sent by a process that a troupe tool started may not change state.
+//!
+//! The browser guard ([`crate::guard`]) keeps web pages out. The other party that can reach a
+//! server on 127.0.0.1 is the model itself: its `bash` tool can run `curl -X PATCH
+//! …/session/ID -d '{"permission": …}'` to loosen its own rules, answer its own permission
+//! asks through `POST /permission/ID/reply`, or prompt a session whose agent may do more. So
+//! every state-changing request (any method but GET, HEAD, OPTIONS) from a loopback peer is
+//! traced to the process that owns the client socket (`/proc/net/tcp{,6}` gives the socket's
+//! inode, `/proc/PID/fd` its owner), and refused with **403** when that process was started
+//! by a troupe tool:
+//!
+//! - it, or one of its ancestors, carries the mark every tool process inherits
+//!   ([`troupe_tools::procs::OWNER_ENV`]) and the server itself does not carry the same mark
+//!   (a server a tool started is the model's own, not the user's); or
+//! - one of its *strict* ancestors is a troupe process (same executable as this server) that
+//!   is not also the server or one of the server's ancestors: a tool process of another
+//!   `troupe run`, or one that cleared its environment. troupe is a subreaper
+//!   ([`troupe_tools::procs`]), so a tool's orphans (`setsid`, `nohup … &`, double forks) stay
+//!   its descendants and cannot shed that ancestry.
+//!
+//! Reads (`GET /event`, `GET /session/…`) stay open: they change nothing. When the owner
+//! cannot be found (the connection closed, another user's process, a platform without
+//! `/proc`), the request passes: the check adds to the browser guard and the password, it
+//! does not replace them.
+//!
+//! Limits: a process the model gets another daemon to start (an already running `tmux`
+//! server, `ssh localhost`, `systemd-run --user`, `at`) has no troupe ancestry; only an OS
+//! sandbox around the `bash` tool closes that.
+
+use std::ffi::OsStr;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use axum::extract::{ConnectInfo, Request};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::error::ApiError;
+
+/// Why a request's client process counts as started by a troupe tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolPeer {
+    /// The process that owns the client socket.
+    pub pid: u32,
+    /// What gave it away, for the error message (`carries TROUPE_PROC_OWNER=…`, `descends
+    /// from troupe (pid 123)`).
+    pub reason: String,
+}
+
+/// Axum middleware: refuse a state-changing request whose client process a troupe tool
+/// started (see the module docs). Needs the server to be served with connect info; without
+/// it (in-process tests) the request passes.
+pub async fn guard(request: Request, next: Next) -> Response {
+    let method = request.method();
+    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        return next.run(request).await;
+    }
+    let Some(ConnectInfo(peer)) = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .copied()
+    else {
+        return next.run(request).await;
+    };
+    if !peer.ip().is_loopback() {
+        return next.run(request).await;
+    }
+    let found = tokio::task::spawn_blocking(move || tool_peer(peer))
+        .await
+        .ok()
+        .flatten();
+    match found {
+        Some(t) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "refused: this request comes from a process a troupe tool started (pid {}, {}); \
+                 a model may read the server but not change sessions, permissions or answers",
+                t.pid, t.reason
+            ),
+        )
+        .into_response(),
+        None => next.run(request).await,
+    }
+}
+
+/// The client process of a loopback connection from `peer`, if a troupe tool started it.
+/// Blocking: reads `/proc`. `None` when the owner cannot be found or is not a tool process.
+pub fn tool_peer(peer: SocketAddr) -> Option<ToolPeer> {
+    let inode = socket_inode(peer)?;
+    let pid = socket_owner(inode)?;
+    judge(pid, &Procfs)
+}
+
+/// What [`judge`] reads about processes (a trait so the decision is testable on a made-up
+/// process table).
+pub trait ProcessTable {
+    /// Parent pid of `pid` (`None` for init or an unreadable process).
+    fn parent(&self, pid: u32) -> Option<u32>;
+    /// Value of the tool mark in `pid`'s environment, if any.
+    fn mark(&self, pid: u32) -> Option<String>;
+    /// Whether `pid` runs the same executable as this process (a troupe process).
+    fn is_troupe(&self, pid: u32) -> bool;
+    /// This process's pid.
+    fn me(&self) -> u32;
+}
+
+/// Ancestors of `pid`, nearest first, `pid` itself excluded (stops at init or after 512
+/// steps, so a cycle in a made-up table cannot loop).
+fn ancestors(pid: u32, t: &dyn ProcessTable) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut cur = pid;
+    while let Some(p) = t.parent(cur) {
+        if p == 0 || out.len() >= 512 || out.contains(&p) {
+            break;
+        }
+        out.push(p);
+        cur = p;
+    }
+    out
+}
+
+/// The decision of the module docs for the client process `pid`.
+pub fn judge(pid: u32, t: &dyn ProcessTable) -> Option<ToolPeer> {
+    let me = t.me();
+    if pid == me {
+        return None;
+    }
+    let mut mine = vec![me];
+    mine.extend(ancestors(me, t));
+    let own_mark = mine.iter().find_map(|p| t.mark(*p));
+    let mut chain = vec![pid];
+    chain.extend(ancestors(pid, t));
+    for p in &chain {
+        if let Some(m) = t.mark(*p)
+            && own_mark.as_deref() != Some(m.as_str())
+        {
+            return Some(ToolPeer {
+                pid,
+                reason: format!("carries {}={m}", troupe_tools::procs::OWNER_ENV),
+            });
+        }
+    }
+    // The server's own descendants are its tools' processes; another troupe above the
+    // client counts unless it is above the server too (a troupe that started both).
+    chain[1..]
+        .iter()
+        .find(|p| **p == me || (t.is_troupe(**p) && !mine.contains(p)))
+        .map(|p| ToolPeer {
+            pid,
+            reason: format!("descends from troupe (pid {p})"),
+        })
+}
+
+/// The real process table, from `/proc`.
+struct Procfs;
+
+impl ProcessTable for Procfs {
+    fn parent(&self, pid: u32) -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // `pid (comm) state ppid …`; comm may hold spaces and parentheses: split after the
+        // last `)`.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        rest.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    fn mark(&self, pid: u32) -> Option<String> {
+        let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+        let key = format!("{}=", troupe_tools::procs::OWNER_ENV);
+        env.split(|b| *b == 0)
+            .find_map(|kv| kv.strip_prefix(key.as_bytes()))
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    }
+
+    fn is_troupe(&self, pid: u32) -> bool {
+        let exe = |p: String| std::fs::read_link(p).ok();
+        match (exe(format!("/proc/{pid}/exe")), own_exe()) {
+            (Some(a), Some(b)) => a == b || a.file_name() == Some(OsStr::new("troupe")),
+            _ => false,
+        }
+    }
+
+    fn me(&self) -> u32 {
+        std::process::id()
+    }
+}
+
+fn own_exe() -> Option<PathBuf> {
+    std::fs::read_link("/proc/self/exe").ok()
+}
+
+/// Inode of the socket whose local end is `peer` (the client side of a connection to this
+/// server), from `/proc/net/tcp` or `/proc/net/tcp6`.
+fn socket_inode(peer: SocketAddr) -> Option<u64> {
+    let files: &[&str] = match peer {
+        SocketAddr::V4(_) => &["/proc/net/tcp", "/proc/net/tcp6"],
+        SocketAddr::V6(_) => &["/proc/net/tcp6"],
+    };
+    files.iter().find_map(|f| {
+        let text = std::fs::read_to_string(f).ok()?;
+        text.lines()
+            .skip(1)
+            .find_map(|line| inode_of_line(line, peer))
+    })
+}
+
+/// Parse one `/proc/net/tcp{,6}` row (`sl local rem st tx:rx tr:when retrnsmt uid timeout
+/// inode …`, addresses as hex words in host byte order) and return its inode when its local
+/// address is `want`. An IPv4 peer also matches its IPv4-mapped IPv6 form.
+fn inode_of_line(line: &str, want: SocketAddr) -> Option<u64> {
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    let (addr, port) = cols.get(1)?.split_once(':')?;
+    if u16::from_str_radix(port, 16).ok()? != want.port() {
+        return None;
+    }
+    let ip = parse_hex_ip(addr)?;
+    let same = match (ip, want.ip()) {
+        (std::net::IpAddr::V6(a), std::net::IpAddr::V4(b)) => a.to_ipv4_mapped() == Some(b),
+        (a, b) => a == b,
+    };
+    if !same {
+        return None;
+    }
+    cols.get(9)?.parse().ok().filter(|i| *i != 0)
+}
+
+/// An address column: the kernel prints each 32-bit word of the network-order address as
+/// the hex of the word read in host byte order, so the word's native bytes are the address.
+fn parse_hex_ip(hex: &str) -> Option<std::net::IpAddr> {
+    let word = |s: &str| u32::from_str_radix(s, 16).ok().map(u32::to_ne_bytes);
+    match hex.len() {
+        8 => Some(std::net::Ipv4Addr::from(word(hex)?).into()),
+        32 => {
+            let mut bytes = [0u8; 16];
+            for i in 0..4 {
+                let w = word(hex.get(i * 8..i * 8 + 8)?)?;
+                bytes[i * 4..i * 4 + 4].copy_from_slice(&w);
+            }
+            Some(std::net::Ipv6Addr::from(bytes).into())
+        }
+        _ => None,
+    }
+}
+
+/// The pid that holds the socket `inode` open (readable processes only).
+fn socket_owner(inode: u64) -> Option<u32> {
+    let target = format!("socket:[{inode}]");
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == target.as_str()) {
+                return Some(pid);
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+#[path = "peer_tests.rs"]
+mod tests;

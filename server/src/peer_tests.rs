@@ -1,0 +1,127 @@
+use super::*;
+use std::collections::HashMap;
+
+/// A made-up process table: pid → (parent, mark, is troupe).
+struct Table {
+    me: u32,
+    procs: HashMap<u32, (u32, Option<&'static str>, bool)>,
+}
+
+impl ProcessTable for Table {
+    fn parent(&self, pid: u32) -> Option<u32> {
+        self.procs.get(&pid).map(|p| p.0)
+    }
+    fn mark(&self, pid: u32) -> Option<String> {
+        self.procs.get(&pid).and_then(|p| p.1).map(str::to_string)
+    }
+    fn is_troupe(&self, pid: u32) -> bool {
+        self.procs.get(&pid).is_some_and(|p| p.2)
+    }
+    fn me(&self) -> u32 {
+        self.me
+    }
+}
+
+/// init(1) → user shell(10) → troupe serve(100); shell(10) → troupe run(200) → bash(201,
+/// marked) → curl(202, marked); troupe serve(100) → bash(101, marked) → env -i curl(102,
+/// unmarked); shell(10) → troupe attach client(300); shell(10) → curl(301).
+fn table() -> Table {
+    let procs = HashMap::from([
+        (1, (0, None, false)),
+        (10, (1, None, false)),
+        (100, (10, None, true)),
+        (101, (100, Some("100-5:1"), false)),
+        (102, (101, None, false)),
+        (103, (100, None, false)),
+        (200, (10, None, true)),
+        (201, (200, Some("200-7:3"), false)),
+        (202, (201, Some("200-7:3"), false)),
+        (300, (10, None, true)),
+        (301, (10, None, false)),
+    ]);
+    Table { me: 100, procs }
+}
+
+#[test]
+fn a_tool_process_of_this_server_is_refused_even_without_its_mark() {
+    let t = table();
+    let got = judge(102, &t).expect("an env -i child of a bash call is the model's");
+    assert_eq!(got.pid, 102);
+    assert!(
+        got.reason.contains("TROUPE_PROC_OWNER=100-5:1"),
+        "{}",
+        got.reason
+    );
+    // An orphan reparented to the server (troupe is a subreaper) has no mark, no shell.
+    let got = judge(103, &t).expect("an orphan reparented to the server is a tool's");
+    assert!(
+        got.reason.contains("descends from troupe (pid 100)"),
+        "{}",
+        got.reason
+    );
+}
+
+#[test]
+fn a_tool_process_of_another_troupe_is_refused() {
+    let got = judge(202, &table()).expect("curl from another troupe run's bash tool");
+    assert!(got.reason.contains("200-7:3"), "{}", got.reason);
+}
+
+#[test]
+fn the_user_s_own_clients_pass() {
+    let t = table();
+    assert_eq!(judge(300, &t), None, "troupe attach from the user's shell");
+    assert_eq!(judge(301, &t), None, "curl from the user's shell");
+    assert_eq!(judge(100, &t), None, "the server itself");
+    assert_eq!(judge(4242, &t), None, "a process that is gone");
+}
+
+#[test]
+fn a_server_started_by_a_tool_accepts_its_siblings_with_the_same_mark() {
+    // A model that runs `troupe serve` in its own bash call drives its own server: that
+    // server is not the user's, and refusing would break troupe tested by troupe.
+    let mut t = table();
+    t.procs.insert(500, (201, Some("200-7:3"), true));
+    t.me = 500;
+    assert_eq!(judge(202, &t), None);
+    // A process of a different troupe's tool is still refused.
+    assert!(judge(102, &t).is_some());
+}
+
+#[test]
+fn a_cycle_in_the_table_ends() {
+    let mut t = table();
+    t.procs.insert(7, (8, None, false));
+    t.procs.insert(8, (7, None, false));
+    assert_eq!(judge(7, &t), None);
+}
+
+#[test]
+fn proc_net_rows_parse_to_the_local_address() {
+    let v4 = "   3: 0100007F:A2C4 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 998877 1 0000000000000000 20 4 30 10 -1";
+    let peer: SocketAddr = "127.0.0.1:41668".parse().unwrap();
+    assert_eq!(inode_of_line(v4, peer), Some(998877));
+    assert_eq!(inode_of_line(v4, "127.0.0.1:41669".parse().unwrap()), None);
+    assert_eq!(inode_of_line(v4, "127.0.0.2:41668".parse().unwrap()), None);
+    // ::1 and ::ffff:127.0.0.1 in /proc/net/tcp6.
+    let v6 = "   0: 00000000000000000000000001000000:A2C4 00000000000000000000000001000000:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 4455 1 0 20 4 30 10 -1";
+    assert_eq!(
+        inode_of_line(v6, "[::1]:41668".parse().unwrap()),
+        Some(4455)
+    );
+    let mapped = "   0: 0000000000000000FFFF00000100007F:A2C4 0000000000000000FFFF00000100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 77 1 0 20 4 30 10 -1";
+    assert_eq!(inode_of_line(mapped, peer), Some(77));
+    assert_eq!(inode_of_line("garbage", peer), None);
+    assert_eq!(inode_of_line("", peer), None);
+}
+
+#[test]
+fn the_owner_of_a_real_client_socket_is_found() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (_server_side, peer) = listener.accept().unwrap();
+    assert_eq!(peer, client.local_addr().unwrap());
+    let inode = socket_inode(peer).expect("the client socket is in /proc/net/tcp");
+    assert_eq!(socket_owner(inode), Some(std::process::id()));
+    assert_eq!(tool_peer(peer), None, "this test process is not a tool's");
+}
