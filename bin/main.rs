@@ -783,13 +783,19 @@ fn runtime_options() -> Result<RuntimeOptions> {
     Ok(opts)
 }
 
+/// The built-in tools; with `TROUPE_TEST_TOOLS=1` also the fault-injection tools
+/// (`test_panic`, `test_sleep`) the end-to-end tests use. Those exist only in debug builds
+/// (what `cargo test` runs): a release binary ignores the variable and says so, so a user's
+/// installed troupe never offers a model a tool that panics on purpose.
 fn registry() -> Registry {
     let r = Registry::builtin();
     if troupe_config::env_var("TROUPE_TEST_TOOLS").is_some_and(|v| v == "1") {
-        r.with_test_tools()
-    } else {
-        r
+        if cfg!(debug_assertions) {
+            return r.with_test_tools();
+        }
+        eprintln!("troupe: TROUPE_TEST_TOOLS=1 is ignored: test tools exist only in debug builds");
     }
+    r
 }
 
 async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {

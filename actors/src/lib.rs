@@ -160,7 +160,7 @@ impl RuntimeOptions {
     }
 }
 
-/// Counters of the runtime (exported later as metrics).
+/// Counters of the runtime, exported by `GET /metrics` (server/src/metrics.rs) and shown in `/actors`.
 #[derive(Debug, Default)]
 pub struct Counters {
     /// Steps started.
@@ -348,20 +348,29 @@ pub struct SessionPatch {
 
 impl SessionPatch {
     /// Apply to `s` and bump its `time.updated`.
-    pub fn apply(&self, s: &mut troupe_session::Session) {
+    ///
+    /// Errors (and leaves `s` unchanged) when the session's stored ruleset does not decode:
+    /// merging onto an empty ruleset instead would drop its restrictions.
+    pub fn apply(&self, s: &mut troupe_session::Session) -> Result<(), String> {
+        let permission = match &self.permission {
+            Some(extra) => {
+                let old = session_actor::session_ruleset(s)?;
+                let merged = troupe_agents::Ruleset::merge(&[&old, extra]);
+                Some(
+                    serde_json::to_value(merged)
+                        .map_err(|e| format!("session {}: ruleset does not encode: {e}", s.id))?,
+                )
+            }
+            None => None,
+        };
         if let Some(t) = &self.title {
             s.title = t.clone();
         }
-        if let Some(extra) = &self.permission {
-            let old: troupe_agents::Ruleset = s
-                .permission
-                .as_ref()
-                .and_then(|v| serde_json::from_value(v.clone()).ok())
-                .unwrap_or_default();
-            let merged = troupe_agents::Ruleset::merge(&[&old, extra]);
-            s.permission = serde_json::to_value(merged).ok();
+        if permission.is_some() {
+            s.permission = permission;
         }
         s.time.updated = troupe_session::now_ms();
+        Ok(())
     }
 }
 
@@ -888,6 +897,7 @@ impl Runtime {
             if actor.cast(SessionMsg::Update(patch.clone(), tx)).is_ok()
                 && let Ok(s) = rx.await
             {
+                let s = s.map_err(RuntimeError::Turn)?;
                 self.shared.store.flush().await?;
                 return Ok(s);
             }
@@ -900,7 +910,7 @@ impl Runtime {
             .read(move |r| r.session(&key))
             .await?
             .ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
-        patch.apply(&mut s);
+        patch.apply(&mut s).map_err(RuntimeError::Turn)?;
         self.shared.store.write1(Write::Session {
             info: s.clone(),
             created: false,

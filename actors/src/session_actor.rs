@@ -61,7 +61,10 @@ pub enum SessionMsg {
     /// Change the session's title or permission rules (`PATCH /session/{id}`); replies with
     /// the updated session. Goes through the actor because it writes its own copy of the
     /// session on every turn.
-    Update(crate::SessionPatch, oneshot::Sender<Session>),
+    Update(
+        crate::SessionPatch,
+        oneshot::Sender<Result<Session, String>>,
+    ),
 }
 
 /// The session actor.
@@ -1539,12 +1542,14 @@ impl Actor for SessionActor {
                 }
             }
             SessionMsg::Update(patch, reply) => {
-                patch.apply(&mut state.session);
-                state.rt.store.write1(Write::Session {
-                    info: state.session.clone(),
-                    created: false,
-                });
-                let _ = reply.send(state.session.clone());
+                let applied = patch.apply(&mut state.session);
+                if applied.is_ok() {
+                    state.rt.store.write1(Write::Session {
+                        info: state.session.clone(),
+                        created: false,
+                    });
+                }
+                let _ = reply.send(applied.map(|()| state.session.clone()));
             }
             SessionMsg::LeaseLost => {
                 let sid = state.session.id.clone();

@@ -223,11 +223,10 @@ async fn run_task(
         .map_err(|e| ToolError::Failed(e.to_string()))?;
     let parent = parent
         .ok_or_else(|| ToolError::Failed(format!("parent session {} not found", ctx.session_id)))?;
-    let parent_session_rules: troupe_agents::Ruleset = parent
-        .permission
-        .as_ref()
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default();
+    // A parent ruleset that does not decode fails the call: deriving from an empty one would
+    // give the child more than its parent may do.
+    let parent_session_rules =
+        crate::session_actor::session_ruleset(&parent).map_err(ToolError::Failed)?;
     let parent_agent_rules = rt
         .agents
         .get(&ctx.agent)
@@ -264,7 +263,9 @@ async fn run_task(
                 Some(ctx.session_id.clone()),
             );
             s.title = format!("{} (@{} subagent)", args.description, sub.name);
-            s.permission = serde_json::to_value(&derived).ok();
+            s.permission = Some(serde_json::to_value(&derived).map_err(|e| {
+                ToolError::Failed(format!("subagent ruleset does not encode: {e}"))
+            })?);
             rt.store.write1(Write::Session {
                 info: s.clone(),
                 created: true,

@@ -319,6 +319,49 @@ async fn a_permission_ruleset_that_does_not_decode_fails_the_turn() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patching_rules_onto_a_ruleset_that_does_not_decode_fails_and_keeps_it() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let server = MockServer::start(Script::single(vec![Step::text("unused")]))
+        .await
+        .unwrap();
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let mut s = rt.create_session(&root, None).await.unwrap();
+    s.permission = Some(json!({"bash": "deny"}));
+    rt.store().write1(Write::Session {
+        info: s.clone(),
+        created: false,
+    });
+    rt.store().flush().await.unwrap();
+    let extra: troupe_agents::Ruleset =
+        serde_json::from_value(json!([{"permission": "read", "pattern": "*", "action": "allow"}]))
+            .unwrap();
+    let err = rt
+        .update_session(
+            &s.id,
+            troupe_actors::SessionPatch {
+                title: Some("renamed".into()),
+                permission: Some(extra),
+            },
+        )
+        .await
+        .expect_err("merging onto an unreadable ruleset would drop its restrictions");
+    assert!(err.to_string().contains("does not decode"), "{err}");
+    let id = s.id.clone();
+    let stored = rt
+        .store()
+        .read(move |r| r.session(&id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.permission, Some(json!({"bash": "deny"})));
+    assert_eq!(
+        stored.title, s.title,
+        "nothing of a refused patch is applied"
+    );
+}
+
 /// A hook that injects one panic at `point`, the first time it is asked.
 fn once_at(point: troupe_actors::faults::FaultPoint) -> troupe_actors::faults::FaultHook {
     let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
