@@ -423,18 +423,31 @@ fn editing_troupe_s_own_config_asks_whatever_the_global_rules_say() {
                 ".troupe/agent/reviewer.md",
                 "pkg/.troupe/command/x.md",
             ] {
-                assert_eq!(a.evaluate("edit", path, &[]), Action::Ask, "{agent} {path} {global}");
+                assert_eq!(
+                    a.evaluate("edit", path, &[]),
+                    Action::Ask,
+                    "{agent} {path} {global}"
+                );
             }
             // An ordinary file keeps the ordinary decision.
             assert_eq!(a.evaluate("edit", "src/troupe.rs", &[]), Action::Allow);
             // An "always" approval cannot turn the guarantee into an allow.
             let mut approvals = Ruleset::new();
             approvals.push("edit", "troupe.json", Action::Allow);
-            assert_eq!(a.evaluate("edit", "troupe.json", &[&approvals]), Action::Ask);
+            assert_eq!(
+                a.evaluate("edit", "troupe.json", &[&approvals]),
+                Action::Ask
+            );
         }
         // The plan agent still writes its plan files, and nothing else.
         let plan = s.get("plan").unwrap();
-        assert_eq!(plan.evaluate("edit", ".troupe/plans/p.md", &[]), Action::Allow);
-        assert_eq!(plan.evaluate("edit", ".troupe/troupe.json", &[]), Action::Deny);
+        assert_eq!(
+            plan.evaluate("edit", ".troupe/plans/p.md", &[]),
+            Action::Allow
+        );
+        assert_eq!(
+            plan.evaluate("edit", ".troupe/troupe.json", &[]),
+            Action::Deny
+        );
     }
 }
