@@ -208,6 +208,14 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
     w("dumb-init", "r", &["--rewrite"], 0),
     w("chpst", "uUbenlLmdofpcr", &[], 0),
     w("sg", "", &[], 1),
+    // Runners of another program: `valgrind --tool=x CMD`, `npx [-p PKG] CMD` (`-c SCRIPT`).
+    w("valgrind", "", &[], 0),
+    WrapperSpec {
+        script_short: "c",
+        script_long: &["--call"],
+        ..w("npx", "p", &["--package"], 0)
+    },
+    w("bunx", "p", &["--package"], 0),
 ];
 
 /// Programs that look like a wrapper from their first word but run their second word's
@@ -223,6 +231,12 @@ pub(crate) const SUBCOMMAND_WRAPPERS: &[(&str, &str)] = &[
     ("mise", "x"),
     ("asdf", "exec"),
     ("direnv", "exec"),
+    ("npm", "exec"),
+    ("pnpm", "exec"),
+    ("pnpm", "dlx"),
+    ("yarn", "dlx"),
+    ("yarn", "exec"),
+    ("bun", "x"),
 ];
 
 /// Interpreters and the options whose value is inline code (`python -c CODE`,

@@ -4,108 +4,11 @@
 //! (`troupe_agents::permission::decide_request`) in a real project directory; plus a property
 //! test that no spelling of a denied command is ever allowed.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+mod bash_support;
 
-use futures::future::BoxFuture;
+use bash_support::{decide, issue_rules, project, ruleset};
 use proptest::prelude::*;
-use serde_json::json;
-use troupe_agents::AgentSet;
-use troupe_agents::permission::{self, Action, Ruleset, Verdict};
-use troupe_tools::builtin::bash_permission;
-use troupe_tools::{PermissionAsker, PermissionReply, PermissionRequest, ToolContext, ToolError};
-
-/// Decides with the rules alone; an "ask" is refused with an `ASK ` prefix (as a run without
-/// a terminal would refuse it).
-struct Rules(Ruleset);
-
-impl Rules {
-    fn verdict(&self, req: &PermissionRequest) -> Verdict {
-        permission::decide_request(
-            &req.permission,
-            &req.patterns,
-            &req.sources,
-            &req.opaque,
-            &[&self.0],
-        )
-    }
-}
-
-impl PermissionAsker for Rules {
-    fn ask(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionReply> {
-        let v = self.verdict(&req);
-        Box::pin(async move {
-            match v.action {
-                Action::Allow => PermissionReply::Allow,
-                Action::Ask => PermissionReply::Deny(format!("ASK {}", v.message)),
-                Action::Deny => PermissionReply::Deny(v.message),
-            }
-        })
-    }
-
-    fn precheck(&self, req: &PermissionRequest) -> BoxFuture<'static, Option<PermissionReply>> {
-        let v = self.verdict(req);
-        Box::pin(
-            async move { (v.action == Action::Deny).then_some(PermissionReply::Deny(v.message)) },
-        )
-    }
-}
-
-/// The issue's rules: `bash: {"*": "allow", "rm *": "deny", "git push *": "deny"}`,
-/// `external_directory: "deny"`, everything else allowed.
-fn issue_rules() -> Ruleset {
-    permission::from_config(&json!({
-        "*": "allow",
-        "bash": {"*": "allow", "rm *": "deny", "git push *": "deny"},
-        "external_directory": "deny",
-    }))
-    .unwrap()
-}
-
-fn ruleset(name: &str) -> Ruleset {
-    match name {
-        "issue" => issue_rules(),
-        // Nothing restricts bash: what cannot be known is not asked about.
-        "allow" => permission::from_config(&json!({"*": "allow"})).unwrap(),
-        "ask" => permission::from_config(&json!({"*": "allow", "bash": "ask"})).unwrap(),
-        // bash allowed wholesale, but nothing outside the project.
-        "extdeny" => {
-            permission::from_config(&json!({"*": "allow", "external_directory": "deny"})).unwrap()
-        }
-        // The plan agent under the common global `"permission": {"edit": "allow"}`.
-        "plan" => AgentSet::from_config_value(None, Some(&json!({"edit": "allow"})), None, "t")
-            .unwrap()
-            .get("plan")
-            .unwrap()
-            .permission
-            .clone(),
-        other => panic!("unknown ruleset {other}"),
-    }
-}
-
-fn project() -> (tempfile::TempDir, PathBuf) {
-    let d = tempfile::tempdir().unwrap();
-    let proj = d.path().join("proj");
-    for dir in ["sub", "src", ".troupe/plans", "emptydir"] {
-        std::fs::create_dir_all(proj.join(dir)).unwrap();
-    }
-    std::fs::write(proj.join("src/a.rs"), "fn main() {}\n").unwrap();
-    std::fs::create_dir_all(d.path().join("outside")).unwrap();
-    (d, proj)
-}
-
-async fn decide(rules: Ruleset, proj: &Path, command: &str) -> (Action, String) {
-    let mut ctx = ToolContext::simple(proj);
-    ctx.permissions = Arc::new(Rules(rules));
-    match bash_permission::check(&ctx, command, proj, "t").await {
-        Ok(()) => (Action::Allow, String::new()),
-        Err(ToolError::PermissionDenied(m)) => match m.strip_prefix("ASK ") {
-            Some(rest) => (Action::Ask, rest.to_string()),
-            None => (Action::Deny, m),
-        },
-        Err(e) => panic!("{command:?}: unexpected {e:?}"),
-    }
-}
+use troupe_agents::permission::{self, Action};
 
 use Action::{Allow as A, Ask as K, Deny as D};
 
@@ -673,7 +576,13 @@ const CORPUS: &[(&str, &str, Action, &str)] = &[
     ("issue", "env -u FOO -C sub rm -rf d", D, RM),
     // xargs and parallel building commands from input.
     ("issue", "echo d | xargs -I{} sh -c {}", K, "built from"),
-    ("issue", "echo 'rm -rf d' | xargs sh", K, "stdin"),
+    // The arguments xargs gives `sh` are unknown paths: that asks first.
+    (
+        "issue",
+        "echo 'rm -rf d' | xargs sh",
+        K,
+        "arguments read from its input",
+    ),
     (
         "issue",
         "echo rm | xargs -I{} {} -rf d",
@@ -930,12 +839,7 @@ const CORPUS: &[(&str, &str, Action, &str)] = &[
         K,
         "runs code given in its options",
     ),
-    (
-        "issue",
-        "npx -c 'rm -rf d'",
-        K,
-        "runs code given in its options",
-    ),
+    ("issue", "npx -c 'rm -rf d'", D, RM),
     (
         "issue",
         "make --eval='x:;rm -rf d' x",

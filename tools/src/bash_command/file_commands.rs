@@ -236,6 +236,41 @@ impl Walker {
                 "--exclude",
             ],
             "unzip" => &["-d", "-x", "-P"],
+            "patch" => &[
+                "-o",
+                "--output",
+                "-d",
+                "--directory",
+                "-B",
+                "--prefix",
+                "-i",
+                "--input",
+                "-p",
+                "-r",
+                "--reject-file",
+                "-D",
+                "-F",
+                "-z",
+                "--suffix",
+            ],
+            "make" | "gmake" => &[
+                "-C",
+                "--directory",
+                "-f",
+                "--file",
+                "-I",
+                "-j",
+                "-l",
+                "-o",
+                "-W",
+            ],
+            "grep" | "egrep" | "fgrep" => {
+                &["-f", "--file", "-e", "--regexp", "-m", "-A", "-B", "-C"]
+            }
+            "cut" => &["-d", "--delimiter", "-f", "-c", "-b"],
+            "awk" | "gawk" | "mawk" | "nawk" => {
+                &["-f", "--file", "-v", "-F", "-e", "--source", "-i"]
+            }
             "zip" => &["-b", "-n", "-t", "-tt", "-P", "-x", "-i"],
             "rsync" => &[
                 "-e",
@@ -293,9 +328,18 @@ impl Walker {
                 continue;
             }
             if !no_more_flags && t.starts_with('-') && t.len() > 1 {
-                let (opt, inline) = match t.split_once('=') {
-                    Some((o, v)) => (o, Some(v)),
-                    None => (t, None),
+                // `-o../x`: the attached value of a short option (the best split decides;
+                // other path-like splits of an unknown option cluster are read paths).
+                let takes = |o: &str| with_value.contains(&o) || writes_short(name, o);
+                let mut splits = short_attached(t, &takes).into_iter();
+                let best = splits.next();
+                for (_, v) in splits {
+                    self.path(&w.part(&v), false, source, false);
+                }
+                let (opt, inline) = match (&best, t.split_once('=')) {
+                    (Some((o, v)), _) => (o.as_str(), Some(v.as_str())),
+                    (None, Some((o, v))) => (o, Some(v)),
+                    (None, None) => (t, None),
                 };
                 let value: Option<Word> = match inline {
                     Some(v) => Some(w.part(v)),
@@ -335,6 +379,7 @@ impl Walker {
                     )
                     | ("tar" | "bsdtar", "-C" | "--directory")
                     | ("unzip", "-d")
+                    | ("patch", "-o" | "--output" | "-d" | "--directory" | "-B" | "--prefix")
                     | (
                         "rsync",
                         "--backup-dir" | "--temp-dir" | "-T" | "--partial-dir" | "--log-file",
@@ -386,6 +431,11 @@ impl Walker {
                             }
                         }
                     }
+                    // Separators, fields and programs, not paths (`cut -d/`, `awk -F/`).
+                    ("awk" | "gawk" | "mawk" | "nawk", "-F" | "-v" | "-e" | "--source")
+                    | ("cut", "-d" | "--delimiter" | "-f" | "-c" | "-b")
+                    | ("sort", "-t" | "-k" | "-S")
+                    | ("grep" | "egrep" | "fgrep", "-e" | "--regexp") => {}
                     (_, o) if OUTPUT_OPTIONS.contains(&o) => {
                         // `--target-dir DIR`, `--output=FILE`: an output location.
                         let v = value.clone().or_else(|| args.get(i + 1).cloned());
@@ -424,6 +474,8 @@ impl Walker {
             }
             "cp" | "mv" | "install" | "ln" => match target_dir {
                 Some(d) => vec![d],
+                // `cp a.txt{,.bak}`: one word that expands to source and destination.
+                None if operands.len() == 1 && operands[0].glob => operands.clone(),
                 None if operands.len() >= 2 => operands.last().copied().into_iter().collect(),
                 None => Vec::new(),
             },
@@ -505,18 +557,23 @@ impl Walker {
         let program_operand = match name {
             "sed" | "gsed" if !sed_script_given => operands.first().copied(),
             "awk" | "gawk" | "mawk" | "nawk"
-                if !args
-                    .iter()
-                    .any(|w| matches!(w.text(), "-f" | "--file" | "-e" | "--source")) =>
+                if !args.iter().any(|w| {
+                    let t = w.text();
+                    matches!(t, "--file" | "--source")
+                        || t.starts_with("--file=")
+                        || t.starts_with("--source=")
+                        || (t.starts_with('-') && !t.starts_with("--") && t.contains(['f', 'e']))
+                }) =>
             {
                 operands.first().copied()
             }
             "grep" | "egrep" | "fgrep" | "rg"
                 if !args.iter().any(|w| {
                     let t = w.text();
-                    matches!(t, "-e" | "-f" | "--regexp" | "--file")
+                    matches!(t, "--regexp" | "--file")
                         || t.starts_with("--regexp=")
                         || t.starts_with("--file=")
+                        || (t.starts_with('-') && !t.starts_with("--") && t.contains(['f', 'e']))
                 }) =>
             {
                 operands.first().copied()
@@ -545,7 +602,14 @@ impl Walker {
                 continue;
             }
             let required = required || (links_made && FILE_COMMANDS.contains(&name));
-            self.path(w, false, source, required);
+            match w.lit.as_deref() {
+                // A file command's operand is a file even without a `/` (`cat outlink`).
+                Some(l) if !w.glob && FILE_COMMANDS.contains(&name) => {
+                    let l = l.to_string();
+                    self.path_literal(&l, false, source, true)
+                }
+                _ => self.path(w, false, source, required),
+            }
         }
         let first = args.first().map(Word::text).unwrap_or("");
         let makes_links = match name {

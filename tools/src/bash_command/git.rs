@@ -349,3 +349,62 @@ impl Walker {
         }
     }
 }
+
+/// Formatters that rewrite the project's files in place (`cargo fmt`, `gofmt -w`), as
+/// (program, first argument or `""` for any, options that make them only check).
+const FORMATTERS: &[(&str, &str, &[&str])] = &[
+    ("cargo", "fmt", &["--check"]),
+    ("cargo", "fix", &[]),
+    ("go", "fmt", &[]),
+    ("gofmt", "", &["-l", "-d"]),
+    ("rustfmt", "", &["--check"]),
+    ("prettier", "", &["--check", "-c", "--list-different", "-l"]),
+    ("black", "", &["--check", "--diff"]),
+    ("isort", "", &["--check", "--check-only", "-c", "--diff"]),
+    ("ruff", "format", &["--check", "--diff"]),
+];
+
+impl Walker {
+    /// Commands that change files of the working tree without naming them: git subcommands
+    /// that check out, reset, apply or remove (`git checkout -- f`, `git stash`,
+    /// `git reset --hard`), archive extraction into the current directory, and formatters.
+    /// Each writes the directory it runs in (`.`), so the `edit` rules judge it.
+    pub(super) fn tree_writes(&mut self, name: &str, args: &[Word], source: &str) {
+        let texts: Vec<&str> = args.iter().map(Word::text).collect();
+        let has = |o: &[&str]| texts.iter().any(|t| o.contains(t));
+        let first = texts.first().copied().unwrap_or("");
+        let writes = match name {
+            "git" => match first {
+                "checkout" | "switch" | "restore" | "am" | "mv" | "merge" | "pull" | "rebase"
+                | "cherry-pick" | "revert" | "checkout-index" | "worktree" | "bisect"
+                | "sparse-checkout" | "filter-branch" | "filter-repo" | "submodule" => true,
+                "stash" => !matches!(texts.get(1).copied(), Some("list" | "show")),
+                "reset" => has(&["--hard", "--merge", "--keep"]),
+                "apply" => !has(&["--check", "--stat", "--numstat", "--summary", "--cached"]),
+                "rm" => !has(&["--cached"]),
+                "clean" => !has(&["-n", "--dry-run"]),
+                "read-tree" => has(&["-u"]),
+                _ => false,
+            },
+            "tar" | "bsdtar" => {
+                let extract = texts.iter().any(|t| {
+                    matches!(*t, "--extract" | "--get")
+                        || (t.starts_with('-') && !t.starts_with("--") && t.contains('x'))
+                }) || (!first.starts_with('-') && first.contains('x'));
+                let elsewhere = texts
+                    .iter()
+                    .any(|t| t.starts_with("-C") || t.starts_with("--directory"));
+                extract && !elsewhere
+            }
+            "unzip" => !texts.iter().any(|t| {
+                t.starts_with("-d") || matches!(*t, "-l" | "-t" | "-v" | "-p" | "-Z" | "-z")
+            }),
+            _ => FORMATTERS.iter().any(|(prog, sub, check)| {
+                *prog == name && (sub.is_empty() || *sub == first) && !has(check)
+            }),
+        };
+        if writes {
+            self.path(&Word::plain("."), true, source, true);
+        }
+    }
+}

@@ -389,13 +389,15 @@ fn q(s: &str) -> String {
 mod cd;
 mod file_commands;
 mod git;
+mod options;
 mod paths;
+mod runners;
 mod scripts;
 mod simple;
 mod syntax;
 mod walk;
 
-use {cd::*, file_commands::*, syntax::*};
+use {cd::*, file_commands::*, options::*, syntax::*};
 
 #[cfg(test)]
 mod tests;

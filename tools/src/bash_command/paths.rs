@@ -13,8 +13,8 @@ impl Walker {
 
     /// Record a path use. `required`: the word is known to be a path (a redirection or write
     /// target), so a non-literal value is unknown; otherwise only path-like words count (a
-    /// literal that is absolute, `~`-based or climbs with `..`; a computed word with a `/`
-    /// or `..` in its literal parts).
+    /// literal that is absolute, `~`-based, climbs with `..` or holds a `/`; a computed word
+    /// with a `/` or `..` in its literal parts).
     pub(super) fn path(&mut self, w: &Word, write: bool, source: &str, required: bool) {
         let Some(lit) = w.lit.as_deref() else {
             let skel = &w.skel;
@@ -130,7 +130,10 @@ impl Walker {
             || lit == ".."
             || lit.starts_with("../")
             || lit.contains("/../")
-            || lit.ends_with("/..");
+            || lit.ends_with("/..")
+            // `outlink/secret`: a relative path through a directory that may be a symbolic
+            // link out of the project (the permission layer resolves it on the disk).
+            || (lit.contains('/') && !lit.contains("://"));
         if !required && !write && !path_like {
             return;
         }

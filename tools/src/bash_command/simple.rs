@@ -82,6 +82,11 @@ impl Walker {
                     q(lit)
                 ));
             }
+            if lit.contains('/') && !lit.starts_with(['/', '~']) {
+                // `./outlink/run.sh`: the program file is read, wherever a link sends it.
+                let lit = lit.to_string();
+                self.path_literal(&lit, false, source, true);
+            }
             let name = basename(lit);
             if name == "command" {
                 // `command -v x` / `command -V x` only describe x.
@@ -275,7 +280,11 @@ impl Walker {
             p.patterns.push(extra);
         }
         self.scripts(&name, &args, source, depth);
+        self.runners(&name, &args, source, depth);
+        // Before `paths_of`, which notes the links a checkout or extraction may make.
+        self.tree_writes(&name, &args, source);
         self.paths_of(&name, &args, source);
+        self.xargs_fed(&words, &starts, &name, source);
         self.assigns(&name, &args, source);
     }
 
@@ -367,6 +376,25 @@ impl Walker {
                         .to_string(),
                 )
             }
+            // `git annex sync` and `gh repo sync` push to remotes; `rimraf` is `rm -rf`.
+            ("git", Some("annex"))
+                if matches!(
+                    texts.get(1).map(String::as_str),
+                    Some("sync" | "push" | "copy")
+                ) =>
+            {
+                Some(
+                    format!("git push {}", texts[2..].join(" "))
+                        .trim_end()
+                        .to_string(),
+                )
+            }
+            ("gh", Some("repo")) if texts.get(1).map(String::as_str) == Some("sync") => Some(
+                format!("git push {}", texts[2..].join(" "))
+                    .trim_end()
+                    .to_string(),
+            ),
+            ("rimraf" | "del-cli", _) => Some(format!("rm -rf {}", texts.join(" "))),
             ("find", _) if texts.iter().any(|t| t == "-delete") => {
                 let roots: Vec<&str> = texts
                     .iter()

@@ -1,0 +1,204 @@
+//! Bypasses of issue 11's "fail closed" found by a fresh tester (each row a command that ran
+//! and should not have), with the spellings around them that must keep working; plus a
+//! property test over short options with attached path values.
+
+mod bash_support;
+
+use std::path::{Path, PathBuf};
+
+use bash_support::{decide, project, ruleset};
+use proptest::prelude::*;
+use troupe_agents::permission::Action;
+
+use Action::{Allow as A, Ask as K, Deny as D};
+
+const RM: &str = "bash: denied by rule \"rm *\"";
+const PUSH: &str = "bash: denied by rule \"git push *\"";
+const EXT: &str = "external_directory: denied by rule \"*\"";
+const UNKNOWN_EXT: &str = "external_directory: needs approval because";
+const OPAQUE: &str = "bash: needs approval because";
+const PLAN_EDIT: &str =
+    "edit: denied by rule \"*\" (a guarantee of the agent, overriding edit \"*\": allow)";
+const PLAN_UNKNOWN: &str = "needs approval because";
+
+/// The tester's project: `outlink -> ../outside` (holding `secret`), `list.txt` naming
+/// `../outside/secret`, a few files, and a git repository.
+fn tester_project() -> (tempfile::TempDir, PathBuf) {
+    let (d, proj) = project();
+    let outside = d.path().join("outside");
+    std::fs::write(outside.join("secret"), "s").unwrap();
+    std::os::unix::fs::symlink(&outside, proj.join("outlink")).unwrap();
+    for (f, text) in [
+        ("list.txt", "../outside/secret\n"),
+        ("a.txt", "a\n"),
+        ("z.txt", "z\n"),
+        ("tracked.txt", "t\n"),
+    ] {
+        std::fs::write(proj.join(f), text).unwrap();
+    }
+    (d, proj)
+}
+
+/// (ruleset, command, expected action, text the message must contain).
+const ROWS: &[(&str, &str, Action, &str)] = &[
+    // 1. Paths attached to short options.
+    ("extdeny", "sort -o../outside/x a.txt", D, EXT),
+    ("extdeny", "sort -o ../outside/x a.txt", D, EXT),
+    ("extdeny", "curl -o../outside/x http://example.com", D, EXT),
+    ("extdeny", "wget -O../outside/x http://example.com", D, EXT),
+    ("extdeny", "cp -t../outside a.txt", D, EXT),
+    ("extdeny", "tar -xf a.tar -C../outside", D, EXT),
+    ("extdeny", "unzip -d../outside a.zip", D, EXT),
+    ("extdeny", "patch -o../outside/x a.txt", D, EXT),
+    ("extdeny", "gcc -o../outside/x a.c", D, EXT),
+    ("extdeny", "rustc -o../outside/x a.rs", D, EXT),
+    ("extdeny", "make -C..", D, EXT),
+    ("extdeny", "grep -f../outside/secret a.txt", D, EXT),
+    ("extdeny", "awk -f../outside/x a.txt", D, EXT),
+    ("extdeny", "git -C.. status", D, EXT),
+    ("extdeny", "somecmd -vo../outside/x", D, EXT),
+    ("issue", "sort -o../outside/x a.txt", D, EXT),
+    // … and the separators and in-project values that stay allowed.
+    ("extdeny", "cut -d/ -f1 a.txt", A, ""),
+    ("extdeny", "awk -F/ '{print $1}' a.txt", A, ""),
+    ("extdeny", "sort -t/ -k2 a.txt", A, ""),
+    ("extdeny", "sed -i.bak s/a/b/ a.txt", A, ""),
+    ("extdeny", "gcc -Isrc -osub/x a.c", A, ""),
+    ("extdeny", "tar -xfa.tar -Csub", A, ""),
+    // 2. The plan agent's edit guarantee through bash.
+    ("plan", "cp a.txt{,.bak}", D, PLAN_EDIT),
+    ("plan", "sort -oa.txt z.txt", D, PLAN_EDIT),
+    ("plan", "git checkout -- tracked.txt", D, PLAN_EDIT),
+    ("plan", "git restore tracked.txt", D, PLAN_EDIT),
+    ("plan", "git stash", D, PLAN_EDIT),
+    ("plan", "git reset --hard", D, PLAN_EDIT),
+    ("plan", "git apply x.diff", D, PLAN_EDIT),
+    ("plan", "git am x.patch", D, PLAN_EDIT),
+    ("plan", "git mv a.txt b.txt", D, PLAN_EDIT),
+    ("plan", "git rm a.txt", D, PLAN_EDIT),
+    ("plan", "git clean -fd", D, PLAN_EDIT),
+    ("plan", "xargs -a list.txt rm", K, PLAN_UNKNOWN),
+    ("plan", "cp -tsub a.txt", D, PLAN_EDIT),
+    ("plan", "tar -Csub -xf a.tar", D, PLAN_EDIT),
+    ("plan", "tar -xf a.tar", D, PLAN_EDIT),
+    ("plan", "cargo fmt", D, PLAN_EDIT),
+    // … while reading and inspecting stays allowed.
+    ("plan", "git status", A, ""),
+    ("plan", "git stash list", A, ""),
+    ("plan", "git apply --check x.diff", A, ""),
+    ("plan", "git clean -n", A, ""),
+    ("plan", "cargo fmt --check", A, ""),
+    ("plan", "git diff", A, ""),
+    // 3. A symlink in the project pointing outside.
+    ("extdeny", "cat outlink/secret", D, EXT),
+    ("extdeny", "head outlink/secret", D, EXT),
+    ("extdeny", "base64 outlink/secret", D, EXT),
+    ("extdeny", "grep -r s outlink", D, EXT),
+    ("extdeny", "ls outlink", D, EXT),
+    ("extdeny", "zip -r x.zip outlink", D, EXT),
+    ("extdeny", "tar -chf x.tar outlink", D, EXT),
+    ("extdeny", "find -L outlink", D, EXT),
+    ("extdeny", "./outlink/script.sh", D, EXT),
+    ("extdeny", "mycmd outlink/secret", D, EXT),
+    ("extdeny", "cat src/a.rs", A, ""),
+    ("extdeny", "ls src", A, ""),
+    ("extdeny", "./src/run.sh", A, ""),
+    // 4. xargs fed from a file, a here-string or stdin.
+    ("extdeny", "xargs cat < list.txt", K, UNKNOWN_EXT),
+    ("extdeny", "xargs -a list.txt cat", K, UNKNOWN_EXT),
+    ("extdeny", "xargs cat <<< ../outside/secret", K, UNKNOWN_EXT),
+    ("extdeny", "cat $(cat list.txt)", K, UNKNOWN_EXT),
+    // 5. Programs that run other programs.
+    ("issue", "fd -x rm", D, RM),
+    ("issue", "fd . -X rm", D, RM),
+    ("issue", "rg --pre rm x", D, RM),
+    ("issue", "rg --pre=rm x", D, RM),
+    ("issue", "valgrind rm d", D, RM),
+    ("issue", "valgrind --tool=memcheck rm d", D, RM),
+    ("issue", "hyperfine 'rm -rf d'", D, RM),
+    ("issue", "hyperfine -w 3 --prepare 'rm -rf d' 'ls'", D, RM),
+    ("issue", "less +'!rm -rf d' a.txt", K, OPAQUE),
+    ("issue", "npx rimraf d", D, RM),
+    ("issue", "npx -y rimraf d", D, RM),
+    ("issue", "pnpm dlx rimraf d", D, RM),
+    ("issue", "git annex sync", D, PUSH),
+    ("issue", "gh repo sync", D, PUSH),
+    ("issue", "fd -e rs", A, ""),
+    ("issue", "hyperfine 'ls'", A, ""),
+    ("issue", "less a.txt", A, ""),
+    ("issue", "npx tsc", A, ""),
+    // 6. Git configuration on the command line that runs programs.
+    (
+        "issue",
+        "git -c core.sshCommand='sh -c id' fetch",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "git -c core.fsmonitor=./x status", K, OPAQUE),
+    ("issue", "git -c core.hooksPath=h commit -m x", K, OPAQUE),
+    ("issue", "git -c core.pager=x log", K, OPAQUE),
+    ("issue", "git -c alias.st='!rm -rf d' st", K, OPAQUE),
+    ("issue", "git -ccore.pager=x log", K, OPAQUE),
+    ("issue", "git --config-env=core.pager=X log", K, OPAQUE),
+    ("issue", "git -c color.ui=never log", A, ""),
+];
+
+#[tokio::test]
+async fn tester_bypasses_are_closed() {
+    let (_d, proj) = tester_project();
+    let mut failures = Vec::new();
+    for (rules, cmd, want, says) in ROWS {
+        let (got, msg) = decide(ruleset(rules), &proj, cmd).await;
+        if got != *want || !msg.contains(says) {
+            failures.push(format!(
+                "[{rules}] {cmd:?}: want {want} containing {says:?}, got {got}: {msg}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows failed:\n{}",
+        failures.len(),
+        ROWS.len(),
+        failures.join("\n")
+    );
+}
+
+/// Whether the analysis of `cmd` reports `path` (or something only known when it runs).
+fn reports(cmd: &str, path: &str) -> bool {
+    let a = troupe_tools::analyze(cmd);
+    a.paths
+        .iter()
+        .any(|p| Path::new(&p.path).ends_with(path) || p.path == path)
+        || !a.unknown_paths.is_empty()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// A short option with an attached path outside the project (`-o../x`, `-xf/etc/x`) is
+    /// always reported, whatever the command and the option letters before it.
+    #[test]
+    fn attached_option_paths_are_reported(
+        cmd in prop::sample::select(vec![
+            "sort", "curl", "wget", "cp", "tar", "unzip", "patch", "gcc", "rustc", "make",
+            "grep", "awk", "zip", "ls", "cat", "mytool", "rsync", "git format-patch",
+        ]),
+        before in prop::sample::select(vec!["", "v", "q"]),
+        letter in prop::sample::select(
+            "abcdfghijklmnopqrstuwxyzABCDEGHIJKLMNOPQRSTUVWXYZ".chars().collect::<Vec<_>>()
+        ),
+        path in prop::sample::select(vec![
+            "../outside/x", "/etc/passwd", "~/.ssh/id_rsa", "../..", "..", "./../outside",
+        ]),
+    ) {
+        // Values that are separators, fields or programs, not paths.
+        let not_path = matches!(
+            (cmd, letter),
+            ("awk", 'F' | 'v' | 'e') | ("sort", 't' | 'k' | 'S') | ("grep", 'e') | ("curl", 'd' | 'F')
+        );
+        prop_assume!(!not_path && !(cmd == "awk" && before.contains('v')));
+        let line = format!("{cmd} -{before}{letter}{path} a.txt");
+        prop_assert!(reports(&line, path.trim_start_matches("./")), "{:?} not reported", line);
+    }
+}
