@@ -328,7 +328,7 @@ mod tests {
     #[tokio::test]
     async fn a_lease_of_a_dead_process_on_this_host_is_taken_over_at_once() {
         let dir = tempfile::tempdir().unwrap();
-        let a = Store::open(&dir.path().join("t.db"), Bus::new()).unwrap();
+        let a = Store::open(dir.path().join("t.db"), Bus::new()).unwrap();
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
