@@ -88,10 +88,21 @@ pub async fn guard(request: Request, next: Next) -> Response {
 /// The client process of a loopback connection from `peer`, if a troupe tool started it.
 /// Blocking: reads `/proc`. `None` when the owner cannot be found or is not a tool process.
 pub fn tool_peer(peer: SocketAddr) -> Option<ToolPeer> {
-    let inode = socket_inode(peer)?;
-    let pid = socket_owner(inode)?;
-    judge(pid, &Procfs)
+    // `/proc/net/tcp` is produced in pieces while sockets come and go, so one reading can
+    // miss a live entry: look a few times before giving up.
+    for attempt in 0..LOOKUP_ATTEMPTS {
+        if let Some(pid) = socket_inode(peer).and_then(socket_owner) {
+            return judge(pid, &Procfs);
+        }
+        if attempt + 1 < LOOKUP_ATTEMPTS {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+    None
 }
+
+/// How many times [`tool_peer`] looks for the client socket (2 ms apart).
+const LOOKUP_ATTEMPTS: usize = 5;
 
 /// What [`judge`] reads about processes (a trait so the decision is testable on a made-up
 /// process table).
@@ -198,7 +209,9 @@ fn socket_inode(peer: SocketAddr) -> Option<u64> {
         SocketAddr::V6(_) => &["/proc/net/tcp6"],
     };
     files.iter().find_map(|f| {
-        let text = std::fs::read_to_string(f).ok()?;
+        // One large read: fewer pieces for the kernel to stitch together.
+        let mut text = String::with_capacity(1 << 20);
+        std::io::Read::read_to_string(&mut std::fs::File::open(f).ok()?, &mut text).ok()?;
         text.lines()
             .skip(1)
             .find_map(|line| inode_of_line(line, peer))
