@@ -1076,6 +1076,22 @@ mod tests {
         assert_eq!(reqs[1].patterns, vec!["../other/y"]);
         assert_eq!(reqs[2].patterns, vec!["rm -rf y", "ls"]);
         assert_eq!(reqs[2].always, vec!["rm *", "ls *"]);
+        // What a command reads is asked as `read` (default rules ask for `*.env`); entering
+        // a directory is not a read.
+        let rec = Recorder::new();
+        ctx.permissions = rec.clone();
+        std::fs::write(proj.join(".env"), "KEY=1").unwrap();
+        BashTool
+            .execute(
+                json!({"command": "cat .env README 2>/dev/null; cd sub 2>/dev/null", "description": "t"}),
+                ctx.clone(),
+            )
+            .await
+            .unwrap();
+        let reqs = rec.requests();
+        let read: Vec<_> = reqs.iter().filter(|r| r.permission == "read").collect();
+        assert_eq!(read.len(), 1, "{reqs:?}");
+        assert_eq!(read[0].patterns, vec![".env", "README"]);
         // Denied bash never runs.
         ctx.permissions = Recorder::denying("bash");
         let err = BashTool

@@ -2,9 +2,10 @@
 //! issue 11).
 //!
 //! The command is analysed on its syntax tree ([`crate::bash_command::analyze`]), then up to
-//! four requests are made: `external_directory` for the working directory, `external_directory`
-//! for every path outside the project the command touches, `edit` for every file it writes,
-//! and `bash` for its commands (with the opaque constructs that force at least an ask). All
+//! five requests are made: `external_directory` for the working directory, `external_directory`
+//! for every path outside the project the command touches, `read` for every path it reads (so
+//! `cat .env` asks as the read tool would), `edit` for every file it writes, and `bash` for its
+//! commands (with the opaque constructs that force at least an ask). All
 //! requests are checked against the rules first ([`crate::PermissionAsker::precheck`]), so a
 //! deny anywhere wins before anybody is asked about a looser part.
 
@@ -48,7 +49,11 @@ pub async fn requests(
             ..Default::default()
         });
     }
-    let (mut external, mut edits) = path_requests(ctx, cwd, &analysis, command).await;
+    let PathRequests {
+        mut external,
+        reads,
+        mut edits,
+    } = path_requests(ctx, cwd, &analysis, command).await;
     // Paths only known when the command runs: ask `external_directory` (they may be
     // outside) and, for writes, `edit` (they may be any file).
     let unknown: Vec<String> = analysis
@@ -76,6 +81,7 @@ pub async fn requests(
         }
     }
     out.extend(external);
+    out.extend(reads);
     out.extend(edits);
     let (mut patterns, mut sources) = analysis.patterns_with_sources();
     let mut opaque = analysis.opaque.clone();
@@ -327,19 +333,33 @@ async fn git_alias_config(cwd: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `external_directory` and `edit` requests for the paths of `analysis`, resolved against
-/// `cwd` (`~` expanded, symlinks followed): outside the project a directory gives `<dir>/*`,
-/// anything else `<parent>/*`; a written path gives its worktree-relative edit pattern.
+/// The path requests of one bash command (see [`path_requests`]).
+struct PathRequests {
+    /// `external_directory` for the directories outside the project it touches.
+    external: Option<PermissionRequest>,
+    /// `read` for the paths it reads, so `cat .env` asks as the read tool does (the default
+    /// ruleset asks for `*.env`); under rules that allow reading they pass silently.
+    reads: Option<PermissionRequest>,
+    /// `edit` for the paths it writes.
+    edits: Option<PermissionRequest>,
+}
+
+/// `external_directory`, `read` and `edit` requests for the paths of `analysis`, resolved
+/// against `cwd` (`~` expanded, symlinks followed): outside the project a directory gives
+/// `<dir>/*`, anything else `<parent>/*`; a path read or written gives its worktree-relative
+/// pattern, as the read and edit tools ask.
 async fn path_requests(
     ctx: &ToolContext,
     cwd: &Path,
     analysis: &Analysis,
     command: &str,
-) -> (Option<PermissionRequest>, Option<PermissionRequest>) {
+) -> PathRequests {
     let mut globs: Vec<String> = Vec::new();
     let mut glob_sources: Vec<String> = Vec::new();
     let mut edits: Vec<String> = Vec::new();
     let mut edit_sources: Vec<String> = Vec::new();
+    let mut reads: Vec<String> = Vec::new();
+    let mut read_sources: Vec<String> = Vec::new();
     for u in &analysis.paths {
         let p = expand_home(&u.path);
         // Not normalized lexically: `link/..` is the parent of where `link` points, which
@@ -357,12 +377,18 @@ async fn path_requests(
                 glob_sources.push(format!("{} (in {})", u.path, u.source));
             }
         }
+        let rel = paths::worktree_relative(ctx, &abs).await;
         if u.write {
-            let rel = paths::worktree_relative(ctx, &abs).await;
             if !edits.contains(&rel) {
                 edits.push(rel);
                 edit_sources.push(format!("{} (written by {})", u.path, u.source));
             }
+        } else if !matches!(u.source.split_whitespace().next(), Some("cd" | "pushd"))
+            && !reads.contains(&rel)
+        {
+            // Entering a directory reads nothing; its place is checked above.
+            reads.push(rel);
+            read_sources.push(format!("{} (read by {})", u.path, u.source));
         }
     }
     let external = (!globs.is_empty()).then(|| PermissionRequest {
@@ -373,15 +399,21 @@ async fn path_requests(
         sources: glob_sources,
         ..Default::default()
     });
-    let edit = (!edits.is_empty()).then(|| PermissionRequest {
-        permission: "edit".into(),
-        patterns: edits,
-        always: vec!["*".into()],
-        metadata: json!({"command": command}),
-        sources: edit_sources,
-        ..Default::default()
-    });
-    (external, edit)
+    let request = |permission: &str, patterns: Vec<String>, sources: Vec<String>| {
+        (!patterns.is_empty()).then(|| PermissionRequest {
+            permission: permission.into(),
+            patterns,
+            always: vec!["*".into()],
+            metadata: json!({"command": command}),
+            sources,
+            ..Default::default()
+        })
+    };
+    PathRequests {
+        external,
+        reads: request("read", reads, read_sources),
+        edits: request("edit", edits, edit_sources),
+    }
 }
 
 /// Check every request for `command` (see the module docs): a rule's deny on any of them
