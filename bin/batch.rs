@@ -130,16 +130,32 @@ pub fn read_tasks(path: &Path) -> Result<Vec<BatchTask>> {
     Ok(tasks)
 }
 
-/// Ids already present in an out file (lines that do not parse, such as a line cut by a
-/// killed process, are ignored).
-pub fn done_ids(path: &Path) -> HashSet<String> {
+/// Ids already present in an out file, and of those the ids whose result is not
+/// `completed` (lines that do not parse, such as a line cut by a killed process, are
+/// ignored). `--resume` skips them all; the failed ones still make the batch exit 1, so a
+/// resumed batch never reports success for a file that holds failures.
+pub fn done_ids(path: &Path) -> (HashSet<String>, HashSet<String>) {
     let Ok(text) = std::fs::read_to_string(path) else {
-        return HashSet::new();
+        return Default::default();
     };
-    text.lines()
+    let mut done = HashSet::new();
+    let mut failed = HashSet::new();
+    for v in text
+        .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v.get("id").and_then(|i| i.as_str()).map(str::to_string))
-        .collect()
+    {
+        let Some(id) = v.get("id").and_then(|i| i.as_str()) else {
+            continue;
+        };
+        if v.get("status").and_then(|s| s.as_str()) != Some("completed") {
+            failed.insert(id.to_string());
+        } else {
+            // A later completed line (a retried task) wins over an earlier failure.
+            failed.remove(id);
+        }
+        done.insert(id.to_string());
+    }
+    (done, failed)
 }
 
 /// Where result lines go.
@@ -222,7 +238,7 @@ pub fn finished_line(r: &BatchResult) -> String {
 /// Run a batch.
 pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
     let tasks = read_tasks(&opts.file)?;
-    let skip = match (&opts.out, opts.resume) {
+    let (skip, failed_before) = match (&opts.out, opts.resume) {
         (Some(out), true) => done_ids(out),
         (None, true) => bail!("--resume needs --out FILE (the results of the earlier run)"),
         (Some(out), false) => {
@@ -233,10 +249,15 @@ pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
                     out.display()
                 );
             }
-            HashSet::new()
+            Default::default()
         }
-        (None, false) => HashSet::new(),
+        (None, false) => Default::default(),
     };
+    // Failures recorded by the earlier run for tasks of this file.
+    let failed_before = tasks
+        .iter()
+        .filter(|t| failed_before.contains(&t.id))
+        .count();
     let todo: Vec<BatchTask> = tasks
         .iter()
         .filter(|t| !skip.contains(&t.id))
@@ -389,8 +410,13 @@ pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
         stats.failed.load(Ordering::Relaxed),
     );
     let cost = *stats.cost.lock().unwrap_or_else(|e| e.into_inner());
+    let earlier = if failed_before > 0 {
+        format!(", {failed_before} failed earlier")
+    } else {
+        String::new()
+    };
     eprintln!(
-        "batch: {} tasks, {done} completed, {failed} failed, {skipped} skipped, {} tokens, ${}, {:.1}s",
+        "batch: {} tasks, {done} completed, {failed} failed, {skipped} skipped{earlier}, {} tokens, ${}, {:.1}s",
         tasks.len(),
         stats.tokens.load(Ordering::Relaxed),
         cost.round_dp(6),
@@ -400,7 +426,7 @@ pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
         runtime.shutdown().await;
     }
     Ok(
-        if failed > 0 || stats.write_errors.load(Ordering::Relaxed) > 0 {
+        if failed > 0 || failed_before > 0 || stats.write_errors.load(Ordering::Relaxed) > 0 {
             ExitCode::from(1)
         } else {
             ExitCode::SUCCESS

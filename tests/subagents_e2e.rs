@@ -437,5 +437,24 @@ async fn batch_failures_exit_nonzero() {
     }
     // The bad task never reached the provider.
     assert_eq!(completions(&server).len(), 2);
+    // Resuming a file that holds a failure runs nothing and still exits 1: the batch as a
+    // whole did not succeed.
+    let out = project
+        .troupe(
+            &[
+                "batch",
+                tasks_file.to_str().expect("utf-8 path"),
+                "--out",
+                out_file.to_str().expect("utf-8 path"),
+                "--resume",
+            ],
+            &[],
+        )
+        .await;
+    let summary = summary_line(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "resume: {summary}");
+    assert_eq!(summary_count(&summary, "skipped"), 3, "{summary}");
+    assert_eq!(summary_count(&summary, "failed earlier"), 1, "{summary}");
+    assert_eq!(completions(&server).len(), 2);
     server.shutdown().await;
 }
