@@ -512,6 +512,17 @@ async fn non_loopback_bind_needs_a_password_and_the_password_guards_every_route(
             .await
             .expect("GET");
         assert_eq!(r.status().as_u16(), 401, "{path} without the password");
+        // RFC 9110 §11.6.1: a 401 names the schemes that are accepted.
+        let challenge = r
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            challenge.contains("Bearer") && challenge.contains("Basic"),
+            "{path}: WWW-Authenticate {challenge:?}"
+        );
         let body: Value = r.json().await.expect("JSON 401");
         assert_eq!(body["error"]["type"], "unauthorized");
         let r = raw
@@ -850,6 +861,21 @@ async fn bad_requests_get_json_errors() {
             .and_then(|v| v.to_str().ok()),
         Some("http://ui.example")
     );
+    // The preflight of a PATCH (rename a session from another origin) is allowed.
+    let r = srv
+        .req(reqwest::Method::OPTIONS, "/session/x")
+        .header("origin", "http://ui.example")
+        .header("access-control-request-method", "PATCH")
+        .send()
+        .await
+        .expect("OPTIONS");
+    let methods = r
+        .headers()
+        .get("access-control-allow-methods")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(methods.contains("PATCH"), "preflight allows {methods:?}");
 }
 
 #[tokio::test]

@@ -104,9 +104,21 @@ impl IntoResponse for ApiError {
                 kind: self.kind.to_string(),
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            // RFC 9110 §11.6.1: a 401 must say which schemes the server takes.
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static(WWW_AUTHENTICATE_SCHEMES),
+            );
+        }
+        response
     }
 }
+
+/// The `WWW-Authenticate` value of every 401: Bearer (the password as a token) and HTTP Basic
+/// (any user name, the password), the two schemes `auth` accepts besides `?token=`.
+pub const WWW_AUTHENTICATE_SCHEMES: &str = "Bearer realm=\"troupe\", Basic realm=\"troupe\"";
 
 impl From<troupe_actors::RuntimeError> for ApiError {
     fn from(e: troupe_actors::RuntimeError) -> Self {

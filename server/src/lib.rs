@@ -321,7 +321,9 @@ pub fn router(
             ])
             .allow_credentials(true)
     };
-    Ok(app.layer(cors.allow_methods([Method::GET, Method::POST, Method::DELETE])))
+    // Every method a route takes (PATCH /session/{id} included), so a browser's preflight for it
+    // succeeds.
+    Ok(app.layer(cors.allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])))
 }
 
 /// A bound, ready server.
