@@ -437,7 +437,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Session {
             command: SessionCommand::List { format, limit, dir },
         } => {
-            let dir = dir.map(|d| resolve_dir(Some(d))).transpose()?;
+            let dir = dir.map(filter_dir).transpose()?;
             let store = open_store(cli.db)?;
             output::session_list(&store, format == Format::Json, limit, dir.as_deref()).await?;
             Ok(ExitCode::SUCCESS)
@@ -478,7 +478,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Stats { format, dir } => {
-            let dir = dir.map(|d| resolve_dir(Some(d))).transpose()?;
+            let dir = dir.map(filter_dir).transpose()?;
             let store = open_store(cli.db)?;
             output::stats(&store, format == Format::Json, dir.as_deref()).await?;
             Ok(ExitCode::SUCCESS)
@@ -511,6 +511,26 @@ fn resolve_dir(dir: Option<PathBuf>) -> Result<PathBuf> {
     };
     d.canonicalize()
         .map_err(|e| anyhow!("directory {}: {e}", d.display()))
+}
+
+/// A `--dir` used only to filter stored sessions (`session list`, `stats`): the canonical
+/// path when the directory exists, else the absolute path with `.`/`..` applied, so the
+/// sessions of a directory deleted since can still be listed.
+fn filter_dir(dir: PathBuf) -> Result<PathBuf> {
+    resolve_dir(Some(dir.clone())).or_else(|_| {
+        let cwd = std::env::current_dir().context("cannot read the current directory")?;
+        let mut out = PathBuf::new();
+        for c in cwd.join(&dir).components() {
+            match c {
+                std::path::Component::CurDir => {}
+                std::path::Component::ParentDir => {
+                    out.pop();
+                }
+                other => out.push(other),
+            }
+        }
+        Ok(out)
+    })
 }
 
 fn load_config(cwd: &Path) -> Result<LoadedConfig> {

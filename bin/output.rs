@@ -808,7 +808,9 @@ pub fn agent_list(agents: &troupe_agents::AgentSet, all: bool, json: bool) -> Re
 
 /// `troupe debug config`: the merged config, then the origin of each top-level key.
 pub fn debug_config(config: &LoadedConfig) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(&config.config)?);
+    let mut shown = serde_json::to_value(&config.config)?;
+    redact_config_secrets(&mut shown, false);
+    println!("{}", serde_json::to_string_pretty(&shown)?);
     println!();
     println!("worktree: {}", config.worktree.display());
     for f in &config.sources {
@@ -820,6 +822,42 @@ pub fn debug_config(config: &LoadedConfig) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Replaces secret values in a config printed for the user (`debug config`), so a pasted
+/// bug report never carries a credential: every string under a `headers` or `environment`
+/// object, and every string whose key names a credential (ends in `key`, `token`, `secret` or
+/// `password`, or is `authorization`; any case, `_`/`-` ignored: `apiKey`, `accessToken`). A `{env:VAR}` / `{file:PATH}`
+/// reference is kept: it names where the secret lives, not the secret. A redacted value reads
+/// `<redacted: N chars>`.
+pub fn redact_config_secrets(value: &mut serde_json::Value, secret: bool) {
+    use serde_json::Value;
+    match value {
+        Value::String(s) if secret && !(s.starts_with("{env:") || s.starts_with("{file:")) => {
+            *s = format!("<redacted: {} chars>", s.chars().count());
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| redact_config_secrets(v, secret)),
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                let key: String = k
+                    .chars()
+                    .filter(|c| *c != '_' && *c != '-')
+                    .flat_map(char::to_lowercase)
+                    .collect();
+                let names_secret = ["apikey", "key", "token", "secret", "password"]
+                    .iter()
+                    .any(|w| key.ends_with(w))
+                    || key == "authorization"
+                    || key == "headers"
+                    || key == "environment"
+                    || key == "env";
+                redact_config_secrets(v, secret || names_secret);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Prompts on the terminal for permission asks: `[o]nce`, `[a]lways`, `[r]eject` (then
@@ -1005,6 +1043,38 @@ pub fn diff_stat(changes: &[troupe_snapshot::FileChange]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn debug_config_hides_credentials_but_keeps_references() {
+        let mut v = serde_json::json!({
+            "model": "openai/gpt-4o",
+            "provider": {"openai": {"options": {
+                "apiKey": "sk-live-123456", "baseURL": "https://x",
+                "headers": {"X-Custom": "tok-abc", "Authorization": "Bearer zz"}
+            }}, "other": {"options": {"api_key": "{env:OTHER_KEY}"}}},
+            "mcp": {"srv": {"command": ["srv", "--flag"], "environment": {"TOKEN": "t0k"}}},
+            "server": {"password": "pw"},
+            "maxTokens": 512
+        });
+        super::redact_config_secrets(&mut v, false);
+        let text = v.to_string();
+        for secret in ["sk-live-123456", "tok-abc", "Bearer zz", "t0k", "\"pw\""] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
+        assert_eq!(
+            v["provider"]["openai"]["options"]["apiKey"],
+            "<redacted: 14 chars>"
+        );
+        assert_eq!(
+            v["provider"]["other"]["options"]["api_key"],
+            "{env:OTHER_KEY}"
+        );
+        assert_eq!(v["provider"]["openai"]["options"]["baseURL"], "https://x");
+        assert_eq!(v["mcp"]["srv"]["command"][1], "--flag");
+        assert_eq!(v["model"], "openai/gpt-4o");
+        // Numbers are not strings: "maxTokens" stays readable.
+        assert_eq!(v["maxTokens"], 512);
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -806,6 +806,18 @@ async fn title_file_attachments_dir_filter_and_delete() {
     assert_eq!(rows.len(), 1, "{stats}");
     assert_eq!(rows[0]["directory"], json!(sub.display().to_string()));
 
+    // A directory deleted since still lists its sessions (the filter is a path, not a dir).
+    std::fs::remove_dir_all(&sub).expect("remove sub");
+    let out = p
+        .troupe(
+            &["session", "list", "--dir", "sub", "--format", "json"],
+            &[],
+        )
+        .await;
+    assert_success(&out, "session list --dir of a deleted directory");
+    let only: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(only.len(), 1, "{only:?}");
+
     // delete.
     let out = p.troupe(&["session", "delete", &titled_id], &[]).await;
     assert_success(&out, "session delete");
