@@ -201,6 +201,46 @@ async fn prompt_async_streams_events_in_order_and_sync_prompt_returns_the_reply(
         reply["parts"].as_array().is_some_and(|p| !p.is_empty()),
         "{reply:#}"
     );
+    // Paging back through the four messages two at a time: newest first page, oldest first
+    // within a page, the first id of a page is the cursor of the next, an empty page ends it.
+    let (_, all) = srv.get(&format!("/session/{sid}/message")).await;
+    let all_ids: Vec<&str> = all
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["info"]["id"].as_str())
+        .collect();
+    assert_eq!(all_ids.len(), 4, "{all:#}");
+    let (status, newest) = srv.get(&format!("/session/{sid}/message?limit=2")).await;
+    assert_eq!(status, 200, "{newest}");
+    let ids = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .expect("page")
+            .iter()
+            .filter_map(|m| m["info"]["id"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(ids(&newest), all_ids[2..]);
+    assert_eq!(newest[1]["info"]["id"], reply["info"]["id"]);
+    assert!(newest[1]["parts"].as_array().is_some_and(|p| !p.is_empty()));
+    let (_, older) = srv
+        .get(&format!(
+            "/session/{sid}/message?limit=2&before={}",
+            all_ids[2]
+        ))
+        .await;
+    assert_eq!(ids(&older), all_ids[..2]);
+    let (_, none) = srv
+        .get(&format!(
+            "/session/{sid}/message?limit=2&before={}",
+            all_ids[0]
+        ))
+        .await;
+    assert_eq!(none, json!([]));
+    for bad in ["limit=0", "limit=-1", "limit=two", "before=ses_x"] {
+        let (status, body) = srv.get(&format!("/session/{sid}/message?{bad}")).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
     // Listing, children, abort, agents, models, config.
     let (_, list) = srv.get("/session?roots=true").await;
     assert_eq!(list[0]["id"], sid.as_str());
@@ -317,8 +357,13 @@ async fn actors_show_the_processor_and_tool_call_while_a_slow_tool_runs() {
         metrics.contains("troupe_sessions{status=\"busy\"} 1"),
         "{metrics}"
     );
+    // OpenCode's status map: the busy session, and only it.
+    let (status, statuses) = srv.get("/session/status").await;
+    assert_eq!(status, 200);
+    assert_eq!(statuses, json!({ sid.as_str(): {"type": "busy"} }));
 
     until_idle(&mut rx, &sid).await;
+    assert_eq!(srv.get("/session/status").await, (200, json!({})));
     let (_, tree) = srv.get("/actors").await;
     let (mut procs, mut calls) = (Vec::new(), Vec::new());
     find_nodes(&tree, "processor", &mut procs);
@@ -1139,4 +1184,59 @@ async fn the_server_password_never_reaches_the_model_s_shell() {
     let tools = tool_parts(&msgs);
     let output = tools[0]["state"]["output"].as_str().unwrap_or_default();
     assert!(output.contains("pw=none"), "{output}");
+}
+
+/// Saved full tool outputs past their retention (7 days by default, in days from
+/// `TROUPE_TOOL_OUTPUT_RETENTION_DAYS`) are deleted by the runtime's cleanup when it starts;
+/// younger ones and files that are not saved outputs stay.
+#[tokio::test]
+async fn saved_tool_outputs_past_their_retention_are_deleted() {
+    let project = Project::with_config(&mock_config_with("http://127.0.0.1:1/v1", json!({})));
+    let dir = project.home.path().join("tool-output");
+    std::fs::create_dir_all(&dir).expect("output dir");
+    let day = Duration::from_secs(24 * 3600);
+    let now = std::time::SystemTime::now();
+    let aged = |name: &str, age: Duration| {
+        let path = dir.join(name);
+        std::fs::write(&path, "saved output").expect("write");
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(now - age))
+            .expect("set mtime");
+        path
+    };
+    let old = aged("tool_0000000000001_000000_1", day * 8);
+    let young = aged("tool_0000000000002_000000_1", day * 6);
+    let other = aged("notes.txt", day * 30);
+    let mut cmd = project.command(&["serve", "--port", "0"]);
+    cmd.env("TROUPE_TOOL_OUTPUT_DIR", &dir);
+    let (_child, _base) = serve_with(cmd).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while old.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} was not deleted",
+            old.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(young.exists() && other.exists());
+    drop(_child);
+
+    // A shorter retention from the environment deletes the 6-day-old output too.
+    let mut cmd = project.command(&["serve", "--port", "0"]);
+    cmd.env("TROUPE_TOOL_OUTPUT_DIR", &dir)
+        .env("TROUPE_TOOL_OUTPUT_RETENTION_DAYS", "5");
+    let (_child, _base) = serve_with(cmd).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while young.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} was not deleted",
+            young.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(other.exists());
 }

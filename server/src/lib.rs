@@ -9,7 +9,8 @@
 //! | `GET /session/{id}` / `DELETE /session/{id}` | `Session + owner` / `true` |
 //! | `PATCH /session/{id}` `{title?, permission?}` | `Session` |
 //! | `GET /session/{id}/children` | `[Session]` |
-//! | `GET /session/{id}/message` | `[{info, parts}]` |
+//! | `GET /session/status` | `{sessionID: status}` of every session that is not idle (busy, retry, waiting) |
+//! | `GET /session/{id}/message[?limit=N&before=msg_…]` | `[{info, parts}]`, oldest first; with `limit`, the newest N (before `before`) |
 //! | `POST /session/{id}/message` `{text?, parts?, agent?, model?, noReply?}` | waits; last assistant `{info, parts}` (with `noReply`, the stored user message); 409 when another process drives the session past the lease wait |
 //! | `POST /session/{id}/prompt_async` (same body) | 204 |
 //! | `POST /session/{id}/abort` / `summarize` | `true` |
@@ -201,7 +202,7 @@ pub struct AppState {
     paths(
         routes::list_sessions, routes::create_session, routes::get_session, routes::delete_session,
         routes::patch_session, routes::reply_permission_legacy,
-        routes::children, routes::messages, routes::prompt, routes::prompt_async, routes::abort,
+        routes::children, routes::messages, routes::session_statuses, routes::prompt, routes::prompt_async, routes::abort,
         routes::summarize, routes::permissions, routes::reply_permission, routes::agents,
         routes::models, routes::config, routes::actors, routes::metrics, routes::events,
         snapshot_routes::diff, snapshot_routes::revert, snapshot_routes::unrevert,
@@ -257,6 +258,7 @@ pub fn router(
         .route("/", get(r::index))
         .route("/doc", get(r::doc))
         .route("/session", get(r::list_sessions).post(r::create_session))
+        .route("/session/status", get(r::session_statuses))
         .route(
             "/session/{id}",
             get(r::get_session)

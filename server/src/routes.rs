@@ -450,20 +450,73 @@ pub async fn children(
         .map(Json)
 }
 
-/// Messages with their parts, oldest first.
+/// Messages with their parts, oldest first; paged with `limit` and `before` (OpenCode's
+/// `GET /session/{id}/message?limit=&before=`).
+///
+/// Without `limit` every message (before `before`, if given) is returned. With it, the newest
+/// `limit` messages whose id sorts before `before` come back, still oldest first; the first
+/// message's id is the `before` of the next (older) page, and an empty page means there is
+/// nothing older. A page costs what it holds, not what the session holds.
 #[utoipa::path(get, path = "/session/{id}/message", tag = "session",
-    params(("id" = String, Path, description = "Session id")),
-    responses((status = 200, description = "`[{info, parts}]`", body = [Value]), (status = 404, body = ErrorBody)))]
+    params(("id" = String, Path, description = "Session id"),
+        ("limit" = Option<u32>, Query, description = "At most this many messages (the newest), 1 or more"),
+        ("before" = Option<String>, Query, description = "Only messages whose id sorts before this message id (`msg_…`)")),
+    responses((status = 200, description = "`[{info, parts}]`", body = [Value]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn messages(
     State(st): State<AppState>,
     Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Vec<Value>>> {
+    let limit = match q.get("limit").map(String::as_str) {
+        None => None,
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "query parameter `limit` must be a whole number of messages, 1 or more, got {v:?}"
+                )));
+            }
+        },
+    };
+    let before = q.get("before").cloned();
+    if let Some(b) = &before
+        && !b.starts_with("msg_")
+    {
+        return Err(ApiError::bad_request(format!(
+            "query parameter `before` must be a message id (msg_…), got {b:?}"
+        )));
+    }
     find_session(&st, &id).await?;
-    let v = st.runtime.store().read(move |r| r.messages(&id)).await?;
+    let v = match (limit, before) {
+        (None, None) => st.runtime.store().read(move |r| r.messages(&id)).await?,
+        (limit, before) => {
+            st.runtime
+                .store()
+                .read(move |r| r.messages_page(&id, limit.unwrap_or(usize::MAX), before.as_deref()))
+                .await?
+        }
+    };
     v.iter()
         .map(message_value)
         .collect::<ApiResult<Vec<_>>>()
         .map(Json)
+}
+
+/// The status of every session that is not idle, by session id: `{"ses_…": {"type":
+/// "busy"}, "ses_…": {"type": "retry", "attempt": 2, "message": "…", "next": ms}}`
+/// (OpenCode's `GET /session/status`; idle sessions are absent). troupe adds `waiting`
+/// (another process holds the session's lease: `{"type": "waiting", "owner", "until"}`).
+#[utoipa::path(get, path = "/session/status", tag = "session",
+    responses((status = 200, description = "Map of session id to status", body = Value)))]
+pub async fn session_statuses(State(st): State<AppState>) -> Json<Value> {
+    let map: serde_json::Map<String, Value> = st
+        .runtime
+        .bus()
+        .statuses()
+        .into_iter()
+        .filter_map(|(k, v)| serde_json::to_value(v).ok().map(|v| (k, v)))
+        .collect();
+    Json(Value::Object(map))
 }
 
 /// Validate a prompt body against the session, agents and models.

@@ -5,7 +5,8 @@
 //! SSE stream and the monitor all read the bus. Text deltas are bus-only
 //! (`message.part.delta`), never stored: the finished part is.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -220,9 +221,15 @@ impl Event {
 pub const BUS_CAPACITY: usize = 8_192;
 
 /// The in-process broadcast bus.
+///
+/// Besides broadcasting, it remembers the last `session.status` of every session that is not
+/// idle (`GET /session/status`, OpenCode's map of session id → status): a `busy`, `retry` or
+/// `waiting` status is kept until an `idle` status, `session.idle` or `session.deleted` for
+/// the same session is published.
 #[derive(Debug, Clone)]
 pub struct Bus {
     tx: broadcast::Sender<Arc<Event>>,
+    statuses: Arc<Mutex<HashMap<String, SessionStatus>>>,
 }
 
 impl Default for Bus {
@@ -235,16 +242,95 @@ impl Bus {
     /// A new bus with [`BUS_CAPACITY`].
     pub fn new() -> Self {
         let (tx, _) = broadcast::channel(BUS_CAPACITY);
-        Self { tx }
+        Self {
+            tx,
+            statuses: Arc::default(),
+        }
     }
 
     /// Publish (never blocks; dropped when nobody listens).
     pub fn publish(&self, ev: Event) {
+        match &ev {
+            Event::SessionStatus { session_id, status } => {
+                let mut map = self.statuses.lock().unwrap_or_else(|p| p.into_inner());
+                if matches!(status, SessionStatus::Idle) {
+                    map.remove(session_id);
+                } else {
+                    map.insert(session_id.clone(), status.clone());
+                }
+            }
+            Event::SessionIdle { session_id } => {
+                self.statuses
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(session_id);
+            }
+            Event::SessionDeleted { info } => {
+                self.statuses
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&info.id);
+            }
+            _ => {}
+        }
         let _ = self.tx.send(Arc::new(ev));
     }
 
     /// Subscribe to events published from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.tx.subscribe()
+    }
+
+    /// The last published status of every session that is not idle (busy, retry, waiting),
+    /// by session id (`ses_…`). Idle sessions are absent, as in OpenCode's `/session/status`.
+    pub fn statuses(&self) -> HashMap<String, SessionStatus> {
+        self.statuses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(id: &str, status: SessionStatus) -> Event {
+        Event::SessionStatus {
+            session_id: id.into(),
+            status,
+        }
+    }
+
+    #[test]
+    fn statuses_keep_what_is_not_idle() {
+        let bus = Bus::new();
+        assert!(bus.statuses().is_empty());
+        bus.publish(status("ses_a", SessionStatus::Busy));
+        bus.publish(status("ses_b", SessionStatus::Busy));
+        bus.publish(status(
+            "ses_b",
+            SessionStatus::Retry {
+                attempt: 2,
+                message: "rate limited".into(),
+                next: 1_000,
+            },
+        ));
+        let map = bus.statuses();
+        assert_eq!(map.len(), 2);
+        assert_eq!(map["ses_a"], SessionStatus::Busy);
+        assert!(matches!(
+            map["ses_b"],
+            SessionStatus::Retry { attempt: 2, .. }
+        ));
+        bus.publish(status("ses_a", SessionStatus::Idle));
+        bus.publish(Event::SessionIdle {
+            session_id: "ses_b".into(),
+        });
+        assert!(bus.statuses().is_empty());
+        // A clone shares the map (the runtime and the server hold clones).
+        let other = bus.clone();
+        other.publish(status("ses_c", SessionStatus::Busy));
+        assert_eq!(bus.statuses().len(), 1);
     }
 }

@@ -543,6 +543,58 @@ impl Reader<'_> {
         Ok(out)
     }
 
+    /// One page of a session's messages with their parts, for `GET
+    /// /session/{id}/message?limit=&before=`: the newest `limit` messages whose id sorts
+    /// before `before` (all of them when `before` is `None`), returned oldest first like
+    /// [`Self::messages`]. Its cost is the page's, not the session's: the message and part
+    /// indexes (`message_session`, `part_message`) are walked for the page only.
+    pub fn messages_page(
+        &self,
+        session_id: &str,
+        limit: usize,
+        before: Option<&str>,
+    ) -> Result<Vec<MessageWithParts>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id, data FROM message WHERE session_id = ?1 AND (?2 IS NULL OR id < ?2) \
+                 ORDER BY id DESC LIMIT ?3",
+            )
+            .map_err(|e| sql_err(self.path, e))?;
+        let rows = stmt
+            .query_map(params![session_id, before, limit], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(|e| sql_err(self.path, e))?;
+        let mut out: Vec<MessageWithParts> = Vec::new();
+        for row in rows {
+            let (id, data) = row.map_err(|e| sql_err(self.path, e))?;
+            let info: Message = decode(self.path, &id, &data)?;
+            out.push(MessageWithParts {
+                info,
+                parts: Vec::new(),
+            });
+        }
+        out.reverse();
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, data FROM part WHERE message_id = ?1 ORDER BY id")
+            .map_err(|e| sql_err(self.path, e))?;
+        for m in &mut out {
+            let rows = stmt
+                .query_map([m.info.id()], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                })
+                .map_err(|e| sql_err(self.path, e))?;
+            for row in rows {
+                let (id, data) = row.map_err(|e| sql_err(self.path, e))?;
+                m.parts.push(decode(self.path, &id, &data)?);
+            }
+        }
+        Ok(out)
+    }
+
     /// The newest root session, optionally only among sessions in `directory`.
     pub fn latest_root(&self, directory: Option<&str>) -> Result<Option<Session>, StoreError> {
         let row: Option<(String, String)> = match directory {
@@ -1137,6 +1189,83 @@ mod tests {
         );
         let sid = s.id.clone();
         assert_eq!(store.read(move |r| r.event_count(&sid)).await.unwrap(), 3);
+    }
+
+    /// `messages_page` walks back from the newest message in pages that cover every message
+    /// exactly once, each page oldest first and with its own parts only.
+    #[tokio::test]
+    async fn messages_page_walks_back_without_gaps() {
+        let (_d, store) = store();
+        let s = Session::new("/tmp", None);
+        let mut writes = vec![Write::Session {
+            info: s.clone(),
+            created: true,
+        }];
+        let mut ids = Vec::new();
+        for i in 0..7 {
+            let m = Message::User(UserMessage {
+                id: format!("msg_{i:03}"),
+                session_id: s.id.clone(),
+                time: UserTime { created: i },
+                agent: "build".into(),
+                model: ModelRef {
+                    provider_id: "p".into(),
+                    model_id: "m".into(),
+                },
+                system: None,
+                summary: None,
+            });
+            let p = Part::new(
+                &s.id,
+                m.id(),
+                PartKind::Text {
+                    text: format!("text {i}"),
+                    synthetic: false,
+                    time: None,
+                },
+            );
+            ids.push(m.id().to_string());
+            writes.push(Write::Message(m));
+            writes.push(Write::Part(p));
+        }
+        store.write(writes);
+        store.flush().await.unwrap();
+        let page = |before: Option<String>| {
+            let sid = s.id.clone();
+            let store = &store;
+            async move {
+                store
+                    .read(move |r| r.messages_page(&sid, 3, before.as_deref()))
+                    .await
+                    .unwrap()
+            }
+        };
+        let newest = page(None).await;
+        let got: Vec<&str> = newest.iter().map(|m| m.info.id()).collect();
+        assert_eq!(got, ["msg_004", "msg_005", "msg_006"]);
+        for m in &newest {
+            assert_eq!(m.parts.len(), 1);
+            assert_eq!(m.parts[0].message_id, m.info.id());
+        }
+        let mut seen: Vec<String> = got.iter().map(|s| s.to_string()).collect();
+        let mut before = Some(newest[0].info.id().to_string());
+        while let Some(b) = before.take() {
+            let older = page(Some(b)).await;
+            if let Some(first) = older.first() {
+                before = Some(first.info.id().to_string());
+            }
+            let mut ids: Vec<String> = older.iter().map(|m| m.info.id().to_string()).collect();
+            ids.extend(seen);
+            seen = ids;
+        }
+        assert_eq!(seen, ids);
+        // An unknown session has no messages; a cursor before everything gives an empty page.
+        let empty = store
+            .read(|r| r.messages_page("ses_none", 3, None))
+            .await
+            .unwrap();
+        assert!(empty.is_empty());
+        assert!(page(Some("msg_000".into())).await.is_empty());
     }
 
     /// Issue 12.5: a side-effecting tool cut off by a process death says its outcome is
