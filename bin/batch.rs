@@ -1,13 +1,16 @@
 //! `troupe batch tasks.jsonl`: many independent prompts under one runtime, or through a
 //! running `troupe serve` (`--attach URL`, so `troupe monitor` and the web view show it).
 //!
-//! Each input line is `{"id", "prompt", "agent"?, "model"?, "dir"?}`. At most `--parallel`
-//! sessions run at once. Each result is appended to `--out` (default stdout) as one JSON line
-//! the moment its task ends, so a killed batch keeps what finished; `--resume` skips ids
-//! already in the out file; without `--resume` an out file that already holds results is
-//! refused (a second run would duplicate every id). On stderr: a progress bar in a terminal and one line per finished
-//! task (`✓ id completed 1.2s $0.0012`, `✗ id failed 3.4s $0: error`), then a summary line.
-//! Exit code 1 if any task failed.
+//! Each input line is `{"id", "prompt", "agent"?, "model"?, "dir"?, "schema"?, "timeout"?}`.
+//! At most `--parallel` sessions run at once. Each result is appended to `--out` (default
+//! stdout) as one JSON line the moment its task ends, so a killed batch keeps what finished;
+//! `--resume` skips ids already in the out file, `--retry-failed` runs again only the ids
+//! whose last result there failed; otherwise an out file that already holds results is
+//! refused (a second run would duplicate every id). A task's `timeout` (or `--timeout`) aborts
+//! it after that many seconds; it fails with what it cost so far. On stderr: a progress bar in
+//! a terminal and one line per finished task (`✓ id completed 1.2s $0.0012`, `✗ id failed
+//! 3.4s $0: error`), then a summary line and a table (tasks, tokens, cost and p50/p95 duration
+//! of the completed and the failed). Exit code 1 if any task failed.
 
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -45,6 +48,24 @@ pub struct BatchTask {
     /// validation error. Checked when the file is read.
     #[serde(default)]
     pub schema: Option<serde_json::Value>,
+    /// Wall-time limit of the task, seconds (> 0; default `--timeout`, else none). Past it
+    /// the task's turn is aborted and the task fails with `timed out after N s`, keeping the
+    /// tokens and cost spent until then.
+    #[serde(default)]
+    pub timeout: Option<f64>,
+}
+
+/// How long an aborted task may take to wind down (its running tool calls and provider
+/// request are cancelled) before its result is written without waiting any longer.
+const ABORT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Parse a timeout in seconds: finite and > 0 (`what` names it in the error).
+pub fn check_timeout(secs: f64, what: &str) -> Result<std::time::Duration> {
+    if secs.is_finite() && secs > 0.0 && secs < 1e9 {
+        Ok(std::time::Duration::from_secs_f64(secs))
+    } else {
+        bail!("{what} must be a number of seconds > 0, got {secs}")
+    }
 }
 
 /// One output line.
@@ -116,6 +137,10 @@ pub fn read_tasks(path: &Path) -> Result<Vec<BatchTask>> {
             && let Err(e) = troupe_tools::builtin::StructuredOutputTool::new(schema)
         {
             bail!("{}:{}: task {}: {e}", path.display(), i + 1, task.id);
+        }
+        if let Some(t) = task.timeout {
+            check_timeout(t, "\"timeout\"")
+                .map_err(|e| anyhow!("{}:{}: task {}: {e}", path.display(), i + 1, task.id))?;
         }
         if !seen.insert(task.id.clone()) {
             bail!(
@@ -192,6 +217,11 @@ pub struct BatchOptions {
     pub out: Option<PathBuf>,
     /// Skip ids already in the out file.
     pub resume: bool,
+    /// Run again the ids whose last result in the out file failed (with `resume`, also the
+    /// ids not in it yet; without, only the failed ones).
+    pub retry_failed: bool,
+    /// Wall-time limit of a task without its own `timeout`.
+    pub timeout: Option<std::time::Duration>,
     /// Default model for tasks without one.
     pub model: Option<String>,
     /// Default agent for tasks without one.
@@ -238,14 +268,36 @@ pub fn finished_line(r: &BatchResult) -> String {
 /// Run a batch.
 pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
     let tasks = read_tasks(&opts.file)?;
-    let (skip, failed_before) = match (&opts.out, opts.resume) {
+    let (skip, failed_before) = match (&opts.out, opts.resume || opts.retry_failed) {
+        (Some(out), true) if opts.retry_failed => {
+            if !out.exists() {
+                bail!(
+                    "--retry-failed: {} does not exist (it reads the results of an earlier run)",
+                    out.display()
+                );
+            }
+            let (done, failed) = done_ids(out);
+            let mut skip: HashSet<String> = done.difference(&failed).cloned().collect();
+            if !opts.resume {
+                // Only the failed ids: tasks the earlier run never reached stay for --resume.
+                skip.extend(
+                    tasks
+                        .iter()
+                        .filter(|t| !done.contains(&t.id))
+                        .map(|t| t.id.clone()),
+                );
+            }
+            (skip, HashSet::new())
+        }
         (Some(out), true) => done_ids(out),
-        (None, true) => bail!("--resume needs --out FILE (the results of the earlier run)"),
+        (None, true) => {
+            bail!("--resume and --retry-failed need --out FILE (the results of the earlier run)")
+        }
         (Some(out), false) => {
             // Appending a second run's rows would duplicate every id: refuse, lose nothing.
             if std::fs::metadata(out).is_ok_and(|m| m.len() > 0) {
                 bail!(
-                    "--out {}: the file already holds results; pass --resume to finish that run, or choose another file (or delete it) to start a new one",
+                    "--out {}: the file already holds results; pass --resume to finish that run (--retry-failed to run its failed tasks again), or choose another file (or delete it) to start a new one",
                     out.display()
                 );
             }
@@ -355,12 +407,19 @@ pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
         let (exec, sink, stats, bar) = (exec.clone(), sink.clone(), stats.clone(), bar.clone());
         let (model, agent, cwd) = (opts.model.clone(), opts.agent.clone(), opts.cwd.clone());
         let names = names.clone();
+        // Checked when the file was read.
+        let timeout = task
+            .timeout
+            .map(std::time::Duration::from_secs_f64)
+            .or(opts.timeout);
         stats.running.fetch_add(1, Ordering::Relaxed);
         update_bar(&bar, &stats);
         handles.push(tokio::spawn(async move {
             let result = match &exec {
-                Exec::Local(rt) => run_one(rt, task, model, agent, &cwd, &names).await,
-                Exec::Remote(client) => run_one_remote(client, task, model, agent, &cwd).await,
+                Exec::Local(rt) => run_one(rt, task, model, agent, &cwd, &names, timeout).await,
+                Exec::Remote(client) => {
+                    run_one_remote(client, task, model, agent, &cwd, timeout).await
+                }
             };
             drop(permit);
             stats.running.fetch_sub(1, Ordering::Relaxed);
@@ -376,6 +435,16 @@ pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
                 let mut c = stats.cost.lock().unwrap_or_else(|e| e.into_inner());
                 *c += result.cost;
             }
+            stats
+                .finished
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Finished {
+                    completed: result.status == "completed",
+                    duration_ms: result.duration_ms,
+                    tokens: result.tokens.total(),
+                    cost: result.cost,
+                });
             let line = serde_json::to_string(&result).unwrap_or_default();
             if let Err(e) = sink
                 .lock()
@@ -422,6 +491,10 @@ pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
         cost.round_dp(6),
         started.elapsed().as_secs_f64()
     );
+    let finished = std::mem::take(&mut *stats.finished.lock().unwrap_or_else(|e| e.into_inner()));
+    if !finished.is_empty() {
+        eprint!("{}", summary_table(&finished));
+    }
     if let Exec::Local(runtime) = exec {
         runtime.shutdown().await;
     }
@@ -442,6 +515,56 @@ struct Stats {
     tokens: AtomicU64,
     write_errors: AtomicU64,
     cost: std::sync::Mutex<Decimal>,
+    finished: std::sync::Mutex<Vec<Finished>>,
+}
+
+/// What the summary table needs of one finished task.
+#[derive(Debug, Clone)]
+struct Finished {
+    completed: bool,
+    duration_ms: u64,
+    tokens: u64,
+    cost: Decimal,
+}
+
+/// The nearest-rank percentile `p` (0–100) of sorted values (0 when empty).
+fn percentile(sorted: &[u64], p: u64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (p * sorted.len() as u64).div_ceil(100).max(1) as usize;
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+/// The table printed after the summary line: one row each for the completed and the failed
+/// tasks of this run (tasks, tokens, cost in USD, p50 and p95 wall time in seconds), then
+/// all of them.
+fn summary_table(finished: &[Finished]) -> String {
+    let mut out = format!(
+        "{:<10} {:>6} {:>10} {:>12} {:>8} {:>8}\n",
+        "", "tasks", "tokens", "cost", "p50", "p95"
+    );
+    let rows: [(&str, Box<dyn Fn(&Finished) -> bool>); 3] = [
+        ("completed", Box::new(|f: &Finished| f.completed)),
+        ("failed", Box::new(|f: &Finished| !f.completed)),
+        ("all", Box::new(|_: &Finished| true)),
+    ];
+    for (name, keep) in rows {
+        let sel: Vec<&Finished> = finished.iter().filter(|f| keep(f)).collect();
+        let mut ms: Vec<u64> = sel.iter().map(|f| f.duration_ms).collect();
+        ms.sort_unstable();
+        let cost: Decimal = sel.iter().map(|f| f.cost).sum();
+        out.push_str(&format!(
+            "{:<10} {:>6} {:>10} {:>12} {:>7.1}s {:>7.1}s\n",
+            name,
+            sel.len(),
+            sel.iter().map(|f| f.tokens).sum::<u64>(),
+            format!("${}", cost.round_dp(6).normalize()),
+            percentile(&ms, 50) as f64 / 1000.0,
+            percentile(&ms, 95) as f64 / 1000.0,
+        ));
+    }
+    out
 }
 
 fn update_bar(bar: &Option<indicatif::ProgressBar>, s: &Stats) {
@@ -465,6 +588,7 @@ async fn run_one(
     agent: Option<String>,
     cwd: &Path,
     names: &std::sync::Mutex<std::collections::HashMap<String, String>>,
+    timeout: Option<std::time::Duration>,
 ) -> BatchResult {
     let t0 = Instant::now();
     let fail = |session_id: String, error: String, t0: Instant| BatchResult {
@@ -509,7 +633,41 @@ async fn run_one(
         images: Vec::new(),
         schema: task.schema.clone(),
     };
-    match rt.prompt(&session.id, input).await {
+    let prompt = rt.prompt(&session.id, input);
+    tokio::pin!(prompt);
+    let mut timed_out = None;
+    let outcome = match timeout {
+        None => prompt.await,
+        Some(limit) => match tokio::time::timeout(limit, &mut prompt).await {
+            Ok(r) => r,
+            Err(_) => {
+                // Abort the turn and wait for it to wind down, so the result carries what
+                // the task cost until then and nothing of it runs on.
+                timed_out = Some(limit);
+                rt.abort(&session.id);
+                match tokio::time::timeout(ABORT_GRACE, &mut prompt).await {
+                    Ok(r) => r,
+                    Err(_) => Err(troupe_actors::RuntimeError::Turn(
+                        "the aborted turn did not end".into(),
+                    )),
+                }
+            }
+        },
+    };
+    if let Some(limit) = timed_out {
+        let mut r = match outcome {
+            Ok(turn) => BatchResult {
+                text: turn.text,
+                tokens: turn.tokens,
+                cost: turn.cost,
+                ..fail(session.id.clone(), String::new(), t0)
+            },
+            Err(_) => fail(session.id.clone(), String::new(), t0),
+        };
+        r.error = Some(timeout_error(limit));
+        return r;
+    }
+    match outcome {
         Ok(turn) => BatchResult {
             id: task.id.clone(),
             session_id: session.id.clone(),
@@ -529,14 +687,24 @@ async fn run_one(
     }
 }
 
+/// The error of a task that ran past its timeout.
+fn timeout_error(limit: std::time::Duration) -> String {
+    format!(
+        "timed out after {}s (the task's turn was aborted)",
+        limit.as_secs_f64()
+    )
+}
+
 /// One task through a server: `POST /session` (its directory and a `batch <id>` title), then
 /// `POST /session/{id}/message`, which waits for the turn; tokens and cost from the session.
+/// Past `timeout`, `POST /session/{id}/abort` ends the turn and the task fails.
 async fn run_one_remote(
     client: &troupe_server::client::Client,
     task: BatchTask,
     model: Option<String>,
     agent: Option<String>,
     cwd: &Path,
+    timeout: Option<std::time::Duration>,
 ) -> BatchResult {
     let t0 = Instant::now();
     let fail = |session_id: String, error: String| BatchResult {
@@ -586,9 +754,30 @@ async fn run_one_remote(
     if let Some(m) = task.model.clone().or(model) {
         body["model"] = serde_json::json!(m);
     }
-    let reply = match client.post(&format!("/session/{sid}/message"), &body).await {
+    let path = format!("/session/{sid}/message");
+    let post = client.post(&path, &body);
+    tokio::pin!(post);
+    let mut timed_out = None;
+    let reply = match timeout {
+        None => post.await.map_err(|e| e.to_string()),
+        Some(limit) => match tokio::time::timeout(limit, &mut post).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => {
+                timed_out = Some(limit);
+                let _ = client
+                    .post(&format!("/session/{sid}/abort"), &serde_json::json!({}))
+                    .await;
+                match tokio::time::timeout(ABORT_GRACE, &mut post).await {
+                    Ok(r) => r.map_err(|e| e.to_string()),
+                    Err(_) => Err("the aborted turn did not end".to_string()),
+                }
+            }
+        },
+    };
+    let reply = match reply {
         Ok(v) => v,
-        Err(e) => return fail(sid, e.to_string()),
+        Err(e) if timed_out.is_none() => return fail(sid, e),
+        Err(_) => serde_json::Value::Null,
     };
     let text = reply["parts"]
         .as_array()
@@ -623,6 +812,10 @@ async fn run_one_remote(
         .and_then(|c| Decimal::try_from(c).ok())
         .or_else(|| session["cost"].as_str().and_then(|c| c.parse().ok()))
         .unwrap_or_default();
+    let error = match timed_out {
+        Some(limit) => Some(timeout_error(limit)),
+        None => error,
+    };
     BatchResult {
         id: task.id.clone(),
         session_id: sid,

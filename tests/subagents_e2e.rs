@@ -456,5 +456,127 @@ async fn batch_failures_exit_nonzero() {
     assert_eq!(summary_count(&summary, "skipped"), 3, "{summary}");
     assert_eq!(summary_count(&summary, "failed earlier"), 1, "{summary}");
     assert_eq!(completions(&server).len(), 2);
+
+    // The model is fixed and a task added; --retry-failed runs exactly the failed id (not the
+    // new task, which is --resume's), appends its new result and exits 0.
+    let mut tasks = tasks;
+    tasks[1] = json!({"id": "bad-model", "prompt": "a task for a missing model"});
+    tasks.push(json!({"id": "new-task", "prompt": "a task added later"}));
+    write_tasks(&tasks_file, &tasks);
+    let retry = |extra: &'static [&'static str]| {
+        let mut args = vec![
+            "batch".to_string(),
+            tasks_file.display().to_string(),
+            "--out".into(),
+            out_file.display().to_string(),
+            "--retry-failed".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let args = retry(&[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = project.troupe(&args, &[]).await;
+    let summary = summary_line(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "retry-failed: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(summary_count(&summary, "completed"), 1, "{summary}");
+    assert_eq!(summary_count(&summary, "skipped"), 3, "{summary}");
+    assert_eq!(completions(&server).len(), 3);
+    let (lines, _) = read_results(&out_file);
+    let ids: Vec<&str> = lines.iter().filter_map(|l| l["id"].as_str()).collect();
+    assert_eq!(ids.len(), 4, "{lines:#?}");
+    assert_eq!(ids[3], "bad-model");
+    assert_eq!(lines[3]["status"], "completed");
+    // The summary table: one row per outcome with tasks, tokens, cost and durations.
+    let table = text(&out.stderr);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some("completed")
+                && l.split_whitespace().nth(1) == Some("1")),
+        "{table}"
+    );
+    assert!(table.contains("p95"), "{table}");
+    // Nothing failed is left: with --resume as well, only the new task runs.
+    let args = retry(&["--resume"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = project.troupe(&args, &[]).await;
+    let summary = summary_line(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{summary}");
+    assert_eq!(summary_count(&summary, "completed"), 1, "{summary}");
+    assert_eq!(completions(&server).len(), 4);
+    let (lines, _) = read_results(&out_file);
+    assert_eq!(
+        lines.last().map(|l| l["id"].clone()),
+        Some(json!("new-task"))
+    );
+    server.shutdown().await;
+}
+
+/// A task past its `timeout` is aborted (the provider's slow answer is not waited for) and
+/// fails saying so; a task file with a bad timeout is refused before anything runs.
+#[tokio::test]
+async fn batch_task_timeout_aborts_the_task() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    let server = MockServer::start(Script::single(vec![
+        Step::text("too late").with_first_byte_delay_ms(60_000),
+    ]))
+    .await
+    .expect("mock");
+    project.write_config(&mock_config(&server.base_url()).to_string());
+    let tasks_file = project.outside().join("tasks.jsonl");
+    let out_file = project.outside().join("results.jsonl");
+    write_tasks(
+        &tasks_file,
+        &[json!({"id": "slow", "prompt": "a slow task", "timeout": 0.5})],
+    );
+    let out = project
+        .troupe(
+            &[
+                "batch",
+                tasks_file.to_str().expect("utf-8 path"),
+                "--out",
+                out_file.to_str().expect("utf-8 path"),
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let (lines, _) = read_results(&out_file);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0]["status"], "failed");
+    let err = lines[0]["error"].as_str().unwrap_or("");
+    assert!(err.contains("timed out after 0.5s"), "{err}");
+    // Aborted, not waited out: the provider would have answered after 60 s.
+    assert!(
+        lines[0]["duration_ms"]
+            .as_u64()
+            .is_some_and(|ms| ms < 60_000),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[0]["session_id"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("ses_"))
+    );
+
+    for bad in [json!(0), json!(-1), json!("soon")] {
+        write_tasks(
+            &tasks_file,
+            &[json!({"id": "t", "prompt": "p", "timeout": bad})],
+        );
+        let out = project
+            .troupe(&["batch", tasks_file.to_str().expect("utf-8 path")], &[])
+            .await;
+        assert_eq!(out.status.code(), Some(1));
+        let err = text(&out.stderr);
+        assert!(err.contains("tasks.jsonl:1"), "{bad}: {err}");
+    }
     server.shutdown().await;
 }
