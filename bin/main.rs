@@ -79,6 +79,11 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Maintenance of the session store.
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
     /// API keys stored in the user's config directory (auth.json, mode 0600).
     Auth {
         #[command(subcommand)]
@@ -103,6 +108,14 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum DbCommand {
+    /// Cut the event log of every session no process drives to its last event and give
+    /// the space back to the file system (SQLite VACUUM). Messages and parts stay, so
+    /// `session show` and the API return the same as before.
+    Vacuum,
 }
 
 #[derive(Subcommand, Debug)]
@@ -281,7 +294,8 @@ struct RunArgs {
 
 #[derive(Parser, Debug)]
 struct BatchArgs {
-    /// Tasks file: one JSON object per line, {"id", "prompt", "agent"?, "model"?, "dir"?}.
+    /// Tasks file: one JSON object per line, {"id", "prompt", "agent"?, "model"?, "dir"?,
+    /// "schema"?, "timeout"? (seconds)}.
     file: PathBuf,
     /// Sessions at once.
     #[arg(long, default_value_t = 4)]
@@ -292,6 +306,15 @@ struct BatchArgs {
     /// Skip task ids already present in --out.
     #[arg(long)]
     resume: bool,
+    /// Run again the tasks whose last result in --out failed (only those; with --resume
+    /// also the tasks not in --out yet). New results are appended; the latest line of an id
+    /// is its result.
+    #[arg(long)]
+    retry_failed: bool,
+    /// Wall-time limit of each task without its own "timeout", seconds; past it the task's
+    /// turn is aborted and the task fails.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
     /// Default model for tasks without one.
     #[arg(short = 'm', long)]
     model: Option<String>,
@@ -475,6 +498,22 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             for line in models::debug_lines(&config, &agents).await {
                 println!("{line}");
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Db {
+            command: DbCommand::Vacuum,
+        } => {
+            let store = open_store(cli.db)?;
+            let r = store.vacuum().await.map_err(|e| anyhow!("{e}"))?;
+            let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+            println!(
+                "vacuum {}: {} events removed from {} finished sessions; {:.2} MiB -> {:.2} MiB",
+                store.path().display(),
+                r.events_removed,
+                r.sessions,
+                mib(r.bytes_before),
+                mib(r.bytes_after)
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Stats { format, dir } => {
@@ -760,15 +799,22 @@ async fn compact(db: Option<PathBuf>, id: &str) -> Result<ExitCode> {
 }
 
 /// Runtime limits from the environment (`TROUPE_TOOL_TIMEOUT_MS`, `TROUPE_MAX_RETRIES`,
-/// `TROUPE_TASK_TIMEOUT_MS`, `TROUPE_MAX_SUBAGENTS`, `TROUPE_TITLE`, `TROUPE_SUMMARY`). Empty = unset; a value
+/// `TROUPE_TASK_TIMEOUT_MS`, `TROUPE_MAX_SUBAGENTS`, `TROUPE_TITLE`, `TROUPE_SUMMARY`,
+/// `TROUPE_TOOL_OUTPUT_RETENTION_DAYS`). Empty = unset; a value
 /// that is not a whole number is an error naming the variable.
 fn runtime_options() -> Result<RuntimeOptions> {
     let env_u64 = |k: &str| troupe_config::env_u64(k).map_err(|e| anyhow!("{e}"));
     let mut opts = RuntimeOptions {
         // File snapshots (issue 15) live beside the store's default place.
         snapshot_dir: Some(troupe_config::data_dir()),
+        output_retention: Some(troupe_tools::truncate::RETENTION),
         ..RuntimeOptions::default()
     };
+    // Saved full tool outputs are deleted after this many days (default 7; 0 keeps them).
+    if let Some(days) = env_u64("TROUPE_TOOL_OUTPUT_RETENTION_DAYS")? {
+        opts.output_retention =
+            (days > 0).then(|| Duration::from_secs(days.min(100_000) * 24 * 3600));
+    }
     if let Some(ms) = env_u64("TROUPE_TOOL_TIMEOUT_MS")? {
         opts.tool_timeout = Duration::from_millis(ms);
     }
@@ -826,6 +872,10 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
             args.max_retry_time
         );
     }
+    let timeout = args
+        .timeout
+        .map(|t| batch::check_timeout(t, "--timeout"))
+        .transpose()?;
     if let Some(url) = &args.attach {
         // The server validates agents and models per task; the file is checked here.
         batch::read_tasks(&args.file)?;
@@ -841,6 +891,8 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
                 parallel: args.parallel,
                 out: args.out,
                 resume: args.resume,
+                retry_failed: args.retry_failed,
+                timeout,
                 model: args.model,
                 agent: args.agent,
                 cwd,
@@ -904,6 +956,8 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
             parallel: args.parallel,
             out: args.out,
             resume: args.resume,
+            retry_failed: args.retry_failed,
+            timeout,
             model,
             agent: args.agent,
             cwd,

@@ -1168,3 +1168,44 @@ async fn a_stalled_stream_retry_is_reported_on_stderr() {
         "{line}"
     );
 }
+
+/// `troupe db vacuum` cuts a finished session's event log and `session show` prints the
+/// same session before and after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_vacuum_keeps_what_session_show_prints() {
+    let server = mock(vec![
+        Step::text("a streamed answer in several pieces").with_chunk_size(4),
+    ])
+    .await;
+    let p = CliProject::new(&server.base_url());
+    let out = p.troupe(&["run", "say something"], &[]).await;
+    assert_success(&out, "run");
+    let sid = p.sessions().await[0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let show_args = ["session", "show", sid.as_str(), "--format", "json"];
+    let before = p.troupe(&show_args, &[]).await;
+    assert_success(&before, "session show");
+    let out = p.troupe(&["db", "vacuum"], &[]).await;
+    assert_success(&out, "db vacuum");
+    let line = text(&out.stdout);
+    let removed: u64 = line
+        .split(": ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {line:?}"));
+    assert!(removed > 0, "{line}");
+    assert!(line.contains("from 1 finished sessions"), "{line}");
+    let after = p.troupe(&show_args, &[]).await;
+    assert_success(&after, "session show");
+    assert_eq!(text(&before.stdout), text(&after.stdout));
+    // Nothing left to cut the second time.
+    let out = p.troupe(&["db", "vacuum"], &[]).await;
+    assert!(
+        text(&out.stdout).contains(": 0 events removed"),
+        "{}",
+        text(&out.stdout)
+    );
+}

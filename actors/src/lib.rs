@@ -120,7 +120,18 @@ pub struct RuntimeOptions {
     /// see `troupe-snapshot`). `None` (the library default): snapshots off. The CLI passes
     /// `troupe_config::data_dir()`; `"snapshot": false` in the config turns them off too.
     pub snapshot_dir: Option<std::path::PathBuf>,
+    /// How long saved full tool outputs (`troupe_tools::truncate::output_dir`) are kept: the
+    /// runtime's root actor deletes older ones when it starts and every
+    /// [`OUTPUT_CLEANUP_INTERVAL`] (OpenCode keeps them 7 days and cleans hourly). `None`
+    /// (the library default): never deleted. The CLI passes
+    /// [`troupe_tools::truncate::RETENTION`] (7 days) unless `TROUPE_TOOL_OUTPUT_RETENTION_DAYS`
+    /// says otherwise.
+    pub output_retention: Option<Duration>,
 }
+
+/// Period of the saved-output cleanup ([`RuntimeOptions::output_retention`]): 1 hour, as
+/// OpenCode's `Truncate` scheduler.
+pub const OUTPUT_CLEANUP_INTERVAL: Duration = Duration::from_secs(3600);
 
 impl Default for RuntimeOptions {
     fn default() -> Self {
@@ -139,6 +150,7 @@ impl Default for RuntimeOptions {
             lease_wait: lease::DEFAULT_LEASE_WAIT,
             lease_label: "troupe".into(),
             snapshot_dir: None,
+            output_retention: None,
         }
     }
 }
@@ -283,6 +295,8 @@ pub struct RuntimeShared {
     pub faults: faults::Faults,
     /// File snapshots per project (issue 15).
     pub snapshots: snapshots::Snapshots,
+    /// Set while a saved-output cleanup runs (one at a time).
+    output_cleanup_running: AtomicBool,
 }
 
 impl RuntimeShared {
@@ -444,6 +458,46 @@ impl Actor for RootActor {
         Ok(rt)
     }
 
+    async fn post_start(
+        &self,
+        myself: ActorRef<()>,
+        shared: &mut Arc<RuntimeShared>,
+    ) -> Result<(), ActorProcessingErr> {
+        // Saved-output cleanup: now, then periodically; the timer ends with this actor.
+        if shared.opts.output_retention.is_some() {
+            let _ = myself.cast(());
+            myself.send_interval(OUTPUT_CLEANUP_INTERVAL, || ());
+        }
+        Ok(())
+    }
+
+    /// `()` is the cleanup tick: delete saved tool outputs past their retention, off the
+    /// handler (a slow file system never holds the root's supervision), one sweep at a time.
+    async fn handle(
+        &self,
+        _m: ActorRef<()>,
+        _msg: (),
+        shared: &mut Arc<RuntimeShared>,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some(retention) = shared.opts.output_retention else {
+            return Ok(());
+        };
+        if shared.output_cleanup_running.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let removed = troupe_tools::truncate::cleanup_outputs(retention).await;
+            if removed > 0 {
+                tracing::info!(removed, "deleted saved tool outputs past their retention");
+            }
+            shared
+                .output_cleanup_running
+                .store(false, Ordering::Release);
+        });
+        Ok(())
+    }
+
     async fn handle_supervisor_evt(
         &self,
         _m: ActorRef<()>,
@@ -592,6 +646,7 @@ impl Runtime {
                 root_events: tokio::sync::Notify::new(),
                 faults: faults::Faults::default(),
                 snapshots,
+                output_cleanup_running: AtomicBool::new(false),
             }
         });
         let (root, _) = Actor::spawn(None, RootActor, shared.clone())

@@ -88,7 +88,7 @@ pub enum TakeOutcome {
 }
 
 /// `now` in the store's clock, ms since the Unix epoch (SQL expression).
-const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+pub(crate) const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 
 /// The lease table (store migration 2).
 pub(crate) const MIGRATION: &str = "CREATE TABLE session_lease (

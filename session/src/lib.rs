@@ -14,6 +14,7 @@ mod test_support;
 pub mod title;
 pub mod todo;
 pub mod types;
+pub mod vacuum;
 
 pub use event::{Bus, Event};
 pub use lease::{LeaseClaim, LeaseHolder, TakeOutcome};
