@@ -477,14 +477,27 @@ async fn batch_prints_a_line_per_finished_task() {
             && lines[1].ends_with("missing does not exist"),
         "{stderr}"
     );
+    // The summary line, then the table: a header and completed / failed / all rows.
+    let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
     assert!(
-        stderr
-            .lines()
-            .last()
-            .unwrap_or("")
-            .starts_with("batch: 2 tasks, 1 completed, 1 failed"),
+        tail[4].starts_with("batch: 2 tasks, 1 completed, 1 failed"),
         "{stderr}"
     );
+    let header: Vec<&str> = tail[3].split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["tasks", "tokens", "cost", "p50", "p95"],
+        "{stderr}"
+    );
+    for (row, name, tasks) in [
+        (tail[2], "completed", "1"),
+        (tail[1], "failed", "1"),
+        (tail[0], "all", "2"),
+    ] {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells.len(), 6, "{row}");
+        assert_eq!((cells[0], cells[1]), (name, tasks), "{stderr}");
+    }
 
     // Running again into the same --out without --resume would duplicate every row: refused,
     // the file untouched.
