@@ -27,6 +27,8 @@ pub struct AttachRun {
     pub session: Option<String>,
     /// `--continue`.
     pub continue_: bool,
+    /// `--queue`: a prompt to a busy session waits for a turn of its own.
+    pub queue: bool,
     /// `--agent`.
     pub agent: Option<String>,
     /// `--model`.
@@ -83,7 +85,7 @@ pub async fn run(a: AttachRun) -> Result<ExitCode> {
         Ok(None) => bail!("the server closed the event stream"),
         Err(_) => bail!("no server.connected event within {CONNECT_TIMEOUT:?}"),
     }
-    let mut body = json!({"text": a.text});
+    let mut body = json!({"text": a.text, "queue": a.queue});
     if let Some(ag) = &a.agent {
         body["agent"] = json!(ag);
     }

@@ -632,6 +632,7 @@ async fn run_one(
         no_reply: false,
         images: Vec::new(),
         schema: task.schema.clone(),
+        steer: false,
     };
     let prompt = rt.prompt(&session.id, input);
     tokio::pin!(prompt);

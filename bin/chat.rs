@@ -398,6 +398,7 @@ impl Chat {
             no_reply: false,
             images: Vec::new(),
             schema: None,
+            steer: false,
         };
         let (rt, sid) = (self.runtime.clone(), session.id.clone());
         let mut turn = tokio::spawn(async move { rt.prompt(&sid, input).await });

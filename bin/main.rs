@@ -251,6 +251,11 @@ struct RunArgs {
     /// Continue a given session.
     #[arg(short = 's', long)]
     session: Option<String>,
+    /// With --session or -c, to a session whose turn is running (in a `troupe serve` given
+    /// with --attach, or this process): wait for a turn of its own after that one. Without
+    /// it, the prompt joins the running turn at its next step (steering).
+    #[arg(long)]
+    queue: bool,
     /// Title of the session (instead of a generated one).
     #[arg(long)]
     title: Option<String>,
@@ -1036,6 +1041,7 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
             text,
             session: args.session.clone(),
             continue_: args.continue_,
+            queue: args.queue,
             agent: args.agent.clone(),
             model: args.model.clone(),
             dir: args.dir.as_ref().map(|_| cwd.clone()),
@@ -1180,6 +1186,7 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         no_reply: false,
         images,
         schema,
+        steer: !args.queue,
     };
     let rt2 = runtime.clone();
     // Listen before the turn starts, so no signal falls between the early handler and ours.

@@ -6,25 +6,43 @@
 //! outputs cut to 2,000 chars and, if still too big, the oldest turns dropped (troupe-session
 //! `compaction::compaction_input`, which never separates a tool call from its result), plus
 //! the summary instructions (Goal / Instructions / Discoveries / Accomplished / Relevant
-//! files). It runs that request as a tool-less step through a linked [`ProcessorActor`],
-//! whose assistant message is marked `summary`. Its final state carries the outcome.
+//! files), anchored on the previous summary when there is one (the model updates it). The
+//! session actor keeps the last turns out of the input: they stay verbatim in later
+//! requests (`troupe_session::compaction::select_tail`), and after a provider overflow the
+//! last user turn is replayed from the summary ([`plan`]). It runs that request as a
+//! tool-less step through a linked [`ProcessorActor`], whose assistant message is marked
+//! `summary`. Its final state carries the outcome.
 
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio_util::sync::CancellationToken;
-use troupe_agents::prompt::COMPACTION_REQUEST_PROMPT;
+use troupe_agents::prompt::{COMPACTION_REQUEST_PROMPT, COMPACTION_UPDATE_PROMPT};
 use troupe_config::ResolvedModel;
 use troupe_session::compaction::{
-    TOOL_OUTPUT_MAX_CHARS, compaction_input, estimate_tokens, usable_context,
+    TOOL_OUTPUT_MAX_CHARS, compaction_input, estimate_tokens, previous_summary, replay_index,
+    select_tail, tail_budget, tail_turns, to_summarize, usable_context,
 };
 use troupe_session::{
-    AssistantMessage, AssistantTime, Message, MessagePath, MessageWithParts, Write, now_ms,
+    AssistantMessage, AssistantTime, Message, MessagePath, MessageWithParts, Part, PartKind,
+    UserMessage, Write, now_ms,
 };
 use troupe_tools::ToolContext;
 
 use crate::RuntimeShared;
 use crate::processor::{ProcessorActor, ProcessorArgs, ProcessorState, StepOutcome};
+
+/// The user text of a summary request: [`COMPACTION_REQUEST_PROMPT`], after the
+/// [`COMPACTION_UPDATE_PROMPT`] anchor holding the previous summary when there is one.
+pub fn instructions(previous_summary: Option<&str>) -> String {
+    match previous_summary {
+        Some(prev) => format!(
+            "{}\n\n{COMPACTION_REQUEST_PROMPT}",
+            COMPACTION_UPDATE_PROMPT.replace("{summary}", prev.trim())
+        ),
+        None => COMPACTION_REQUEST_PROMPT.to_string(),
+    }
+}
 
 /// Arguments of a compaction.
 pub struct CompactionArgs {
@@ -34,9 +52,12 @@ pub struct CompactionArgs {
     pub session_id: String,
     /// The compaction request (user message) the summary answers.
     pub request_id: String,
-    /// History to summarize (already filtered from the previous summary, without the
-    /// compaction request itself).
+    /// History to summarize: the head of what the session's requests send (without the
+    /// previous compaction request and summary, the kept tail and the request itself).
     pub history: Vec<MessageWithParts>,
+    /// The previous summary's text: the new summary updates it (an anchored compaction)
+    /// instead of starting from scratch.
+    pub previous_summary: Option<String>,
     /// Model to summarize with.
     pub model: Arc<ResolvedModel>,
     /// Share of the usable context the input may take (1.0 first; smaller on a retry after
@@ -127,9 +148,9 @@ impl Actor for CompactionWorker {
         let usable = usable_context(&args.model, cfg);
         // Room for the instructions plus a safety margin of 10% of the usable context (at
         // least 200 tokens) for the token estimate's error.
-        let overhead = estimate_tokens(&system)
-            + estimate_tokens(COMPACTION_REQUEST_PROMPT)
-            + (usable / 10).max(200);
+        let instructions = instructions(args.previous_summary.as_deref());
+        let overhead =
+            estimate_tokens(&system) + estimate_tokens(&instructions) + (usable / 10).max(200);
         let max_out = crate::request::summary_max_tokens(&args.model);
         let budget = if usable == 0 {
             u64::MAX
@@ -145,7 +166,7 @@ impl Actor for CompactionWorker {
             &args.model,
             &system,
             history,
-            COMPACTION_REQUEST_PROMPT,
+            &instructions,
             &args.session_id,
         );
         let assistant = AssistantMessage {
@@ -232,4 +253,107 @@ impl Actor for CompactionWorker {
         }
         Ok(())
     }
+}
+
+/// What a compaction summarizes and keeps, decided from the history before its request.
+#[derive(Debug, Default)]
+pub struct CompactionPlan {
+    /// The messages to summarize, oldest first.
+    pub head: Vec<MessageWithParts>,
+    /// The previous summary's text (the anchor), when the history follows one.
+    pub previous_summary: Option<String>,
+    /// After an overflow: the user message to send again once summarized (everything
+    /// before it is summarized, it and what followed are not).
+    pub replay: Option<String>,
+    /// The request's compaction part with `tail_start_id` set, when a tail is kept.
+    pub request_part: Option<Part>,
+}
+
+/// Plan a compaction (OpenCode `process`, opencode-engine.md §5.5 steps 2–5): `before` is the
+/// history up to the compaction request `request`. The messages the session's requests send
+/// besides the previous request and summary are split into a head to summarize and a tail
+/// of the last `compaction.tail_turns` turns (within `preserve_recent_tokens`) kept verbatim
+/// ([`select_tail`]); when no tail fits, everything is summarized. After an overflow (the
+/// provider rejected the request) nothing is kept: the newest user turn is replayed from the
+/// summary instead, and only what came before it is summarized.
+pub fn plan(
+    before: &[MessageWithParts],
+    request: Option<&MessageWithParts>,
+    model: &ResolvedModel,
+    cfg: &troupe_config::CompactionConfig,
+) -> CompactionPlan {
+    let mut head: Vec<MessageWithParts> = to_summarize(before)
+        .into_iter()
+        .map(|i| before[i].clone())
+        .collect();
+    let compaction_part = request.and_then(|m| {
+        m.parts
+            .iter()
+            .find(|p| matches!(p.kind, PartKind::Compaction { .. }))
+    });
+    let overflow = compaction_part
+        .is_some_and(|p| matches!(p.kind, PartKind::Compaction { overflow: true, .. }));
+    let mut plan = CompactionPlan {
+        previous_summary: previous_summary(before),
+        ..Default::default()
+    };
+    if overflow {
+        if let Some(r) = replay_index(&head) {
+            plan.replay = Some(head[r].info.id().to_string());
+            head.truncate(r);
+        }
+    } else if let Some(t) = select_tail(
+        &head,
+        tail_turns(cfg),
+        tail_budget(cfg, usable_context(model, cfg)),
+    ) {
+        let id = head[t].info.id().to_string();
+        head.truncate(t);
+        plan.request_part = compaction_part.map(|p| {
+            let mut p = p.clone();
+            if let PartKind::Compaction { tail_start_id, .. } = &mut p.kind {
+                *tail_start_id = Some(id);
+            }
+            p
+        });
+    }
+    plan.head = head;
+    plan
+}
+
+/// The copy of user message `m` sent again after an overflow's compaction, as `user` (a
+/// new message of the turn): its text parts as they were, each attached file as a line
+/// `[Attached <mime>: <name>]` (the file itself is what overflowed), nothing else.
+pub fn replay_message(m: &MessageWithParts, mut user: UserMessage) -> (UserMessage, Vec<Part>) {
+    if let Message::User(orig) = &m.info {
+        user.agent = orig.agent.clone();
+        user.model = orig.model.clone();
+        user.system = orig.system.clone();
+    }
+    let parts = m
+        .parts
+        .iter()
+        .filter_map(|p| {
+            let kind = match &p.kind {
+                PartKind::Text {
+                    text, synthetic, ..
+                } => PartKind::Text {
+                    text: text.clone(),
+                    synthetic: *synthetic,
+                    time: None,
+                },
+                PartKind::File { mime, filename, .. } => PartKind::Text {
+                    text: format!(
+                        "[Attached {mime}: {}]",
+                        filename.as_deref().unwrap_or("file")
+                    ),
+                    synthetic: false,
+                    time: None,
+                },
+                _ => return None,
+            };
+            Some(Part::new(&user.session_id, &user.id, kind))
+        })
+        .collect();
+    (user, parts)
 }

@@ -13,7 +13,7 @@
 //! messages), not O(history).
 
 use troupe_llm::{ChatMessage, ToolCallRequest};
-use troupe_session::compaction::CLEARED_TOOL_OUTPUT;
+use troupe_session::compaction::{CLEARED_TOOL_OUTPUT, CompactedView};
 use troupe_session::{Message, MessageWithParts, PartKind, ToolState};
 
 /// Result sent for a tool call that never finished.
@@ -143,16 +143,30 @@ pub fn convert(m: &MessageWithParts, out: &mut Vec<ChatMessage>) {
 pub struct ChatCache {
     messages: Vec<ChatMessage>,
     converted: usize,
+    /// [`CompactedView::key`] of the view converted by [`ChatCache::view`].
+    view: Option<usize>,
 }
 
 impl ChatCache {
-    /// Convert the messages of `history` not converted yet. Only call with finished
-    /// messages; the history must only grow (call [`ChatCache::reset`] after rewriting it).
-    pub fn extend(&mut self, history: &[MessageWithParts]) -> &[ChatMessage] {
-        for m in &history[self.converted.min(history.len())..] {
+    /// The history a request sends after compactions ([`CompactedView`]: the compaction
+    /// request, its summary and the kept tail, then the messages after the summary),
+    /// converted incrementally: the prefix once per view, the body as it grows. Only call
+    /// with finished messages.
+    pub fn view(&mut self, history: &[MessageWithParts], view: &CompactedView) -> &[ChatMessage] {
+        if self.view != Some(view.key()) {
+            self.reset();
+            self.view = Some(view.key());
+            for &i in &view.prefix {
+                if let Some(m) = history.get(i) {
+                    convert(m, &mut self.messages);
+                }
+            }
+        }
+        let body = &history[view.body_start.min(history.len())..];
+        for m in &body[self.converted.min(body.len())..] {
             convert(m, &mut self.messages);
         }
-        self.converted = history.len();
+        self.converted = body.len();
         &self.messages
     }
 
@@ -160,6 +174,7 @@ impl ChatCache {
     pub fn reset(&mut self) {
         self.messages.clear();
         self.converted = 0;
+        self.view = None;
     }
 }
 

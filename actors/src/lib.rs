@@ -46,6 +46,7 @@ pub mod session_actor;
 pub mod snapshots;
 pub mod spans;
 pub mod structured;
+pub mod steer;
 pub mod summary;
 pub mod supervision;
 pub mod task;
@@ -337,6 +338,11 @@ pub struct PromptInput {
     /// [`structured`]): the answer is [`TurnResult::structured`]. An invalid schema, or a
     /// model without tool calls, refuses the prompt before anything is stored.
     pub schema: Option<serde_json::Value>,
+    /// Sent to a busy session, join its running turn at the next step boundary
+    /// ([`steer`]) instead of waiting for a turn of its own. The user-facing entry points
+    /// (CLI `--session`, the API, the web view) set it unless asked to `queue`; the library
+    /// default (`false`) queues.
+    pub steer: bool,
 }
 
 /// An image attached to a prompt (`troupe run -f picture.png`).

@@ -407,11 +407,21 @@ impl Runtime {
             };
             writes.push(Write::Message(info));
             for p in &m.parts {
+                let mut kind = p.kind.clone();
+                // A kept compaction tail points at a copied message (OpenCode remaps it too).
+                if let PartKind::Compaction {
+                    tail_start_id: Some(t),
+                    ..
+                } = &mut kind
+                    && let Some(new) = ids.get(t.as_str())
+                {
+                    *t = new.clone();
+                }
                 writes.push(Write::Part(Part {
                     id: troupe_session::id::part(),
                     session_id: fork.id.clone(),
                     message_id: new_id.clone(),
-                    kind: p.kind.clone(),
+                    kind,
                 }));
             }
         }

@@ -1,7 +1,9 @@
 //! SessionActor: serializes the prompts of one session and runs the loop.
 //!
 //! A prompt arriving while a turn runs is queued and runs after it, in order (never
-//! interleaved). A turn is a series of steps; each step is one linked [`ProcessorActor`].
+//! interleaved), unless it asked to steer: then it joins the running turn at its next step
+//! boundary ([`crate::steer`]). A turn is a series of steps; each step is one linked
+//! [`ProcessorActor`].
 //! After each step (its `ActorTerminated` carries the [`StepOutcome`]) the loop continues
 //! while the step ended in tool calls, and stops when the newest assistant message is newer
 //! than the last user message and finished for another reason, when it failed, or when the
@@ -120,6 +122,11 @@ struct Turn {
     span: tracing::Span,
     /// Structured output of a prompt with a JSON schema.
     structured: Option<crate::structured::StructuredTurn>,
+    /// Prompts steering this turn ([`crate::steer`]).
+    steering: crate::steer::Steering,
+    /// The user message the running compaction replays after its summary (the provider
+    /// rejected the request as too large): it is sent again instead of "continue".
+    replay: Option<String>,
 }
 
 /// A child the session actor spawned, by role; supervision events are matched against
@@ -162,8 +169,6 @@ pub struct SessionState {
     /// Live children by actor id (processor, compaction and title workers). The actor
     /// stays alive while a title worker runs, until it reports.
     children: std::collections::HashMap<ractor::ActorId, Child>,
-    /// Start of the history slice the chat cache converts (after the newest summary).
-    cache_start: usize,
     /// The session's lease (dropped, and so released, with the state).
     _lease: Option<crate::lease::SessionLease>,
     /// Set when the lease was lost: no more turns start.
@@ -177,6 +182,12 @@ pub struct SessionState {
 impl SessionState {
     fn has_child(&self, kind: Child) -> bool {
         self.children.values().any(|c| *c == kind)
+    }
+
+    /// Show the prompts waiting (queued, or steering the turn) on the session's tree node.
+    fn sync_waiting(&self) {
+        let waiting = self.queue.len() + self.turn.as_ref().map_or(0, |t| t.steering.pending.len());
+        self.node.update(|n| n.queued = waiting as u64);
     }
 }
 
@@ -339,6 +350,7 @@ impl SessionActor {
                 PartKind::Compaction {
                     auto: false,
                     overflow: false,
+                    tail_start_id: None,
                 }
             } else {
                 PartKind::Text {
@@ -568,6 +580,8 @@ impl SessionActor {
             resumed: false,
             origin_user_id: origin,
             structured: None,
+            steering: Default::default(),
+            replay: None,
             step_restarts: 0,
             step_crashes: crate::supervision::Intensity::for_role(
                 crate::supervision::Role::Processor,
@@ -578,6 +592,7 @@ impl SessionActor {
 
     /// Decide whether the loop goes on; start the next step or finish the turn.
     async fn next_step(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+        self.deliver_steering(state);
         let Some(turn) = state.turn.as_mut() else {
             return;
         };
@@ -625,13 +640,27 @@ impl SessionActor {
             self.finish_turn(myself, state, Some(e)).await;
             return;
         }
-        // Requests start from the newest completed summary; the full history stays stored.
-        let start = troupe_session::compaction::filter_compacted_start(&state.history);
-        if start != state.cache_start {
-            state.cache.reset();
-            state.cache_start = start;
-        }
-        let history = state.cache.extend(&state.history[start..]);
+        // Requests start from the newest completed summary (with the turns it kept); the
+        // full history stays stored.
+        let view = troupe_session::compaction::compacted_view(&state.history);
+        // Prompts delivered at this boundary are sent wrapped, in this request only.
+        let delivered = std::mem::take(&mut turn.steering.just_delivered);
+        let wrapped;
+        let history = if delivered == 0 {
+            state.cache.view(&state.history, &view)
+        } else {
+            let end = state
+                .history
+                .len()
+                .saturating_sub(delivered)
+                .max(view.body_start);
+            let mut h = state.cache.view(&state.history[..end], &view).to_vec();
+            for m in &state.history[end..] {
+                crate::steer::convert_wrapped(m, &mut h);
+            }
+            wrapped = h;
+            &wrapped
+        };
         let model = turn.model.clone();
         let mut request = crate::request::step_request(&crate::request::StepInput {
             model: &model,
@@ -782,7 +811,11 @@ impl SessionActor {
             let part = Part::new(
                 &state.session.id,
                 &user.id,
-                PartKind::Compaction { auto, overflow },
+                PartKind::Compaction {
+                    auto,
+                    overflow,
+                    tail_start_id: None,
+                },
             );
             state.rt.store.write(vec![
                 Write::Message(Message::User(user.clone())),
@@ -806,6 +839,7 @@ impl SessionActor {
         let Some(turn) = state.turn.as_ref() else {
             return;
         };
+        let model = turn.model.clone();
         // Summarize from the newest summary up to (not including) the compaction request,
         // which is the turn's current user message (a failed summary attempt may follow it).
         let end = state
@@ -813,8 +847,28 @@ impl SessionActor {
             .iter()
             .rposition(|m| m.info.id() == turn.user_id)
             .unwrap_or_else(|| state.history.len().saturating_sub(1));
-        let start = troupe_session::compaction::filter_compacted_start(&state.history[..end]);
-        let history = state.history[start..end].to_vec();
+        let plan = crate::compaction::plan(
+            &state.history[..end],
+            state.history.get(end),
+            &model,
+            &state.rt.config.config.compaction,
+        );
+        let history = plan.head;
+        let previous_summary = plan.previous_summary;
+        let replay = plan.replay;
+        if let Some(part) = plan.request_part {
+            // The request records where its kept tail starts (read by `compacted_view`).
+            if let Some(m) = state.history.get_mut(end)
+                && let Some(p) = m.parts.iter_mut().find(|p| p.id == part.id)
+            {
+                *p = part.clone();
+            }
+            state.rt.store.write1(Write::Part(part));
+        }
+        let Some(turn) = state.turn.as_mut() else {
+            return;
+        };
+        turn.replay = replay;
         let tool_ctx = ToolContext {
             session_id: state.session.id.clone(),
             message_id: String::new(),
@@ -834,6 +888,7 @@ impl SessionActor {
             session_id: state.session.id.clone(),
             request_id: turn.user_id.clone(),
             history,
+            previous_summary,
             model: turn.model.clone(),
             budget_share,
             cancel: turn.cancel.clone(),
@@ -980,23 +1035,34 @@ impl SessionActor {
             system: None,
             summary: None,
         };
-        let part = Part::new(
-            &state.session.id,
-            &user.id,
-            PartKind::Text {
-                text: troupe_agents::prompt::COMPACTION_CONTINUE_PROMPT.to_string(),
-                synthetic: true,
-                time: None,
-            },
-        );
-        state.rt.store.write(vec![
-            Write::Message(Message::User(user.clone())),
-            Write::Part(part.clone()),
-        ]);
+        // After an overflow, the request that was too large is sent again from the summary;
+        // otherwise the model is asked to go on.
+        let replayed = turn
+            .replay
+            .take()
+            .and_then(|id| state.history.iter().rev().find(|m| m.info.id() == id));
+        let (user, parts) = match replayed {
+            Some(m) => crate::compaction::replay_message(m, user),
+            None => {
+                let part = Part::new(
+                    &state.session.id,
+                    &user.id,
+                    PartKind::Text {
+                        text: troupe_agents::prompt::COMPACTION_CONTINUE_PROMPT.to_string(),
+                        synthetic: true,
+                        time: None,
+                    },
+                );
+                (user, vec![part])
+            }
+        };
+        let mut writes = vec![Write::Message(Message::User(user.clone()))];
+        writes.extend(parts.iter().cloned().map(Write::Part));
+        state.rt.store.write(writes);
         turn.user_id = user.id.clone();
         state.history.push(MessageWithParts {
             info: Message::User(user),
-            parts: vec![part],
+            parts,
         });
         self.next_step(myself, state).await;
     }
@@ -1151,6 +1217,17 @@ impl SessionActor {
                 self.start_compaction(myself, state, true, overflow_error, true)
                     .await;
             }
+            crate::turn::AfterStep::Finish {
+                why: crate::turn::Why::Answered,
+                error: None,
+            } if state
+                .turn
+                .as_ref()
+                .is_some_and(|t| !t.steering.pending.is_empty()) =>
+            {
+                // The model answered, but the user said more meanwhile: the turn goes on.
+                self.next_step(myself, state).await;
+            }
             crate::turn::AfterStep::Finish { error, .. } => {
                 self.finish_turn(myself, state, error).await;
             }
@@ -1179,6 +1256,33 @@ impl SessionActor {
                 Some(None)
             }
         }
+    }
+
+    /// At a step boundary: store the prompts steering the turn as user messages and make
+    /// the newest the turn's current one (see [`crate::steer`]). Not after an abort.
+    fn deliver_steering(&self, state: &mut SessionState) {
+        let pending = match state.turn.as_mut() {
+            Some(t) if !t.cancel.is_cancelled() && !t.steering.pending.is_empty() => {
+                std::mem::take(&mut t.steering.pending)
+            }
+            _ => return,
+        };
+        for p in pending {
+            match self.add_user_message(state, &p.input) {
+                Ok((_, _, user_id)) => {
+                    p.started.store(true, Ordering::SeqCst);
+                    if let Some(t) = state.turn.as_mut() {
+                        t.user_id = user_id.clone();
+                        t.steering.just_delivered += 1;
+                        t.steering.joined.push((user_id, p.reply));
+                    }
+                }
+                Err(e) => {
+                    let _ = p.reply.send(Err(e));
+                }
+            }
+        }
+        state.sync_waiting();
     }
 
     /// The loop's state for [`crate::turn`]'s decisions.
@@ -1443,7 +1547,7 @@ impl SessionActor {
         let result = TurnResult {
             structured,
             session_id: sid,
-            user_message_id: Some(turn.user_id.clone()),
+            user_message_id: Some(turn.origin_user_id.clone()),
             message,
             text,
             error,
@@ -1452,6 +1556,12 @@ impl SessionActor {
             tokens: state.session.tokens,
         };
         self.maybe_start_summary(myself, state, &turn).await;
+        let mut steering = turn.steering;
+        steering.answer(&result);
+        // Prompts the turn ended before delivering run as turns of their own, first.
+        for p in steering.pending.into_iter().rev() {
+            state.queue.push_front(p);
+        }
         let _ = turn.reply.send(Ok(result));
         Box::pin(self.start_next(myself, state)).await;
     }
@@ -1513,7 +1623,6 @@ impl Actor for SessionActor {
             directory,
             worktree,
             children: std::collections::HashMap::new(),
-            cache_start: 0,
             _lease: args.lease,
             lease_lost: false,
         })
@@ -1528,7 +1637,16 @@ impl Actor for SessionActor {
         match msg {
             SessionMsg::Prompt(p) => {
                 p.accepted.store(true, Ordering::SeqCst);
-                state.queue.push_back(p);
+                match state.turn.as_mut() {
+                    Some(t)
+                        if !t.compact_only
+                            && crate::steer::can_join(&p, &t.agent.name, &t.model.full_id()) =>
+                    {
+                        t.steering.pending.push(p)
+                    }
+                    _ => state.queue.push_back(p),
+                }
+                state.sync_waiting();
                 if state.turn.is_none() {
                     self.start_next(&myself, state).await;
                 }
@@ -1537,7 +1655,10 @@ impl Actor for SessionActor {
                 for p in state.queue.drain(..) {
                     let _ = p.reply.send(Err("aborted before it started".into()));
                 }
-                if let Some(t) = &state.turn {
+                if let Some(t) = state.turn.as_mut() {
+                    for p in t.steering.pending.drain(..) {
+                        let _ = p.reply.send(Err("aborted before it was delivered".into()));
+                    }
                     t.cancel.cancel();
                 }
             }
@@ -1698,6 +1819,12 @@ impl Actor for SessionActor {
         }
         if let Some(t) = state.turn.take() {
             t.cancel.cancel();
+            for p in t.steering.pending {
+                let _ = p.reply.send(Err("session actor stopped".into()));
+            }
+            for (_, reply) in t.steering.joined {
+                let _ = reply.send(Err("session actor stopped".into()));
+            }
             let _ = t.reply.send(Err("session actor stopped".into()));
         }
         Ok(())

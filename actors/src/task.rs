@@ -363,6 +363,7 @@ async fn run_task(
         no_reply: false,
         images: Vec::new(),
         schema: None,
+        steer: false,
     };
     actor
         .cast(SessionMsg::Prompt(PendingPrompt {

@@ -111,7 +111,8 @@ pub struct ActorNode {
     /// Crashes of this actor's children seen by it (tools, steps, workers); the runtime node
     /// counts crashed sessions.
     pub failures: u64,
-    /// Prompts waiting behind the running turn (sessions).
+    /// Prompts waiting (sessions): queued behind the running turn, or steering it until its
+    /// next step boundary.
     pub queued: u64,
     /// Children.
     pub children: Vec<ActorNode>,

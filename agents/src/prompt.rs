@@ -35,6 +35,13 @@ pub const BUILD_SWITCH_REMINDER: &str = include_str!("../prompts/build-switch.tx
 /// changes.
 pub const COMPACTION_REQUEST_PROMPT: &str = include_str!("../prompts/compaction-request.txt");
 
+/// The anchor put before [`COMPACTION_REQUEST_PROMPT`] when the history being summarized
+/// follows an earlier summary (`prompts/compaction-update.txt`; `{summary}` is replaced by
+/// that summary's text): the model updates the previous summary instead of writing one from
+/// scratch (OpenCode's anchored `previousSummary` prompt, opencode-engine.md §5.5 step 6;
+/// own wording).
+pub const COMPACTION_UPDATE_PROMPT: &str = include_str!("../prompts/compaction-update.txt");
+
 /// The synthetic user text added after an automatic compaction so the agent carries on
 /// (`prompts/compaction-continue.txt`; behaviour of OpenCode's auto-continue message,
 /// opencode-engine.md §5.5 step 11; own wording).

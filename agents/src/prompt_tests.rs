@@ -161,4 +161,5 @@ fn compaction_request_has_sections_in_order() {
         .collect();
     assert!(pos.windows(2).all(|w| w[0] < w[1]), "{pos:?}");
     assert!(!COMPACTION_CONTINUE_PROMPT.trim().is_empty());
+    assert_eq!(COMPACTION_UPDATE_PROMPT.matches("{summary}").count(), 1);
 }

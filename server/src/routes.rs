@@ -112,6 +112,12 @@ pub struct PromptBody {
     /// returns that user message as `{info, parts}`). Queued behind a running turn.
     #[serde(rename = "noReply", default)]
     pub no_reply: bool,
+    /// To a busy session: `false` (default) delivers the prompt into the running turn at
+    /// its next step boundary (wrapped as a reminder that the user sent it while the agent
+    /// worked; the call then answers with that turn's result); `true` waits for a turn of
+    /// its own after the running one.
+    #[serde(default)]
+    pub queue: bool,
 }
 
 /// `PATCH /session/{id}` body (OpenCode's): any of `title` and `permission`.
@@ -575,6 +581,7 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
         no_reply: body.no_reply,
         images: Vec::new(),
         schema: None,
+        steer: !body.queue,
     })
 }
 

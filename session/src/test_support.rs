@@ -78,6 +78,7 @@ pub(crate) fn compaction_request(id: &str) -> MessageWithParts {
         PartKind::Compaction {
             auto: true,
             overflow: false,
+            tail_start_id: None,
         },
     )];
     m

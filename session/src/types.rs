@@ -574,6 +574,11 @@ pub enum PartKind {
         /// The provider rejected the request as too large.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         overflow: bool,
+        /// First message of the tail kept verbatim (OpenCode's `tail_start_id`): requests
+        /// after this compaction send the request, its summary, then the messages from
+        /// here up to the request (`compaction::compacted_view`). Unset: no tail.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tail_start_id: Option<String>,
     },
 }
 

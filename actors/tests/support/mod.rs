@@ -148,3 +148,26 @@ pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// The chat-completion requests the mock received, in arrival order.
+pub fn completions(server: &troupe_testkit::MockServer) -> Vec<troupe_testkit::RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect()
+}
+
+/// The text of a request message's `content`: the string, or its text parts joined with
+/// newlines.
+pub fn content_text(m: &Value) -> String {
+    match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(ps) => ps
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}

@@ -30,7 +30,7 @@ pub fn truncate_tool_output(output: &str, max_chars: usize) -> Option<String> {
 }
 
 /// Serialized size of a message's parts, chars (JSON of each part, summed).
-fn parts_chars(m: &MessageWithParts) -> u64 {
+pub(super) fn parts_chars(m: &MessageWithParts) -> u64 {
     m.parts
         .iter()
         .map(|p| {
@@ -48,7 +48,7 @@ pub fn estimate_history_tokens(history: &[MessageWithParts]) -> u64 {
 }
 
 /// Whether `m` starts a turn: a user message that is not a compaction request.
-fn starts_turn(m: &MessageWithParts) -> bool {
+pub(super) fn starts_turn(m: &MessageWithParts) -> bool {
     matches!(m.info, Message::User(_)) && !is_compaction_request(m)
 }
 

@@ -9,6 +9,8 @@
 //! * [`prune`] / [`apply_prune`] (`prune.rs`): which old tool outputs to clear after a loop.
 //! * [`filter_compacted`] (`filter.rs`): the part of the history that is still sent to the model.
 //! * [`compaction_input`] (`input.rs`): the copy of the history handed to the summarizer.
+//! * [`select_tail`] / [`compacted_view`] (`tail.rs`): the recent turns a compaction keeps
+//!   verbatim, and the history a request sends after it.
 //!
 //! The texts a compaction sends (the summary request and the continue message) live with the
 //! other prompts in `troupe-agents` (`agents/prompts/compaction-*.txt`).
@@ -17,6 +19,7 @@ mod filter;
 mod input;
 mod overflow;
 mod prune;
+mod tail;
 
 pub use filter::{
     filter_compacted, filter_compacted_start, is_compaction_request, is_completed_summary,
@@ -28,6 +31,11 @@ pub use overflow::{COMPACTION_BUFFER, is_overflow, usable_context};
 pub use prune::{
     CLEARED_TOOL_OUTPUT, PRUNE_MINIMUM, PRUNE_PROTECT, PRUNE_PROTECTED_TOOLS,
     PRUNE_PROTECTED_TURNS, apply_prune, prune,
+};
+pub use tail::{
+    CompactedView, DEFAULT_TAIL_TURNS, MAX_PRESERVE_RECENT_TOKENS, MIN_PRESERVE_RECENT_TOKENS,
+    compacted_view, previous_summary, replay_index, select_tail, tail_budget, tail_turns,
+    to_summarize,
 };
 
 /// Characters per estimated token. Source: OpenCode `Token.CHARS_PER_TOKEN`

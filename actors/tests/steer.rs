@@ -1,0 +1,310 @@
+//! Steering a running turn (issue 17): a prompt sent while a 5-step scripted turn is at
+//! step 2 reaches the model in step 3's request, wrapped as a mid-run user message, inside
+//! the same turn; with `queue` it runs as a turn of its own after the first.
+
+mod support;
+
+use serde_json::json;
+use support::*;
+use tempfile::TempDir;
+use troupe_actors::{PromptInput, Runtime, TurnResult};
+use troupe_session::Message;
+use troupe_testkit::{MockServer, RecordedRequest, Script, Step};
+
+const STEER: &str = "also count the blank lines";
+
+/// The text of every user message of a request, in order.
+fn user_texts(r: &RecordedRequest) -> Vec<String> {
+    r.body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .map(content_text)
+        .collect()
+}
+
+/// Send `text` to the session in a task, steering (or queued with `steer: false`).
+fn spawn_prompt(
+    rt: &Runtime,
+    sid: &str,
+    steer: bool,
+) -> tokio::task::JoinHandle<Result<TurnResult, troupe_actors::RuntimeError>> {
+    let (rt, sid) = (rt.clone(), sid.to_string());
+    tokio::spawn(async move {
+        rt.prompt(
+            &sid,
+            PromptInput {
+                text: STEER.into(),
+                steer,
+                ..Default::default()
+            },
+        )
+        .await
+    })
+}
+
+/// Whether the session's tree node shows one prompt waiting.
+fn one_waiting(rt: &Runtime, sid: &str) -> bool {
+    fn find(n: &troupe_actors::tree::ActorNode, sid: &str) -> bool {
+        (n.session_id.as_deref() == Some(sid) && n.queued == 1)
+            || n.children.iter().any(|c| find(c, sid))
+    }
+    find(&rt.shared().tree.tree(), sid)
+}
+
+/// A 5-step turn whose step 2 waits at a gate (a file the test creates), then a sixth step
+/// answering a second turn.
+fn script(gate: &std::path::Path) -> Script {
+    Script::single(vec![
+        Step::tool("glob", json!({"pattern": "*.txt"})),
+        Step::tool("test_gate", json!({"path": gate.display().to_string()})),
+        Step::tool("glob", json!({"pattern": "*.md"})),
+        Step::tool("glob", json!({"pattern": "*.rs"})),
+        Step::text("five steps done"),
+        Step::text("second turn answer"),
+    ])
+}
+
+/// Start the 5-step turn, wait until step 2 runs its gated tool, send `second` with
+/// `steer`, wait until the session shows it waiting, open the gate; both results.
+async fn run_with_second_prompt(
+    dir: &TempDir,
+    server: &MockServer,
+    steer: bool,
+) -> (Runtime, String, TurnResult, TurnResult) {
+    let gate = dir.path().join("gate");
+    let rt = start_runtime(dir, &server.base_url()).await;
+    let sid = rt
+        .create_session(dir.path(), None)
+        .await
+        .expect("session")
+        .id;
+    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let first = tokio::spawn(async move { run_prompt(&rt1, &sid1, "list the files").await });
+    wait_until("step 2's gated tool", || completions(server).len() == 2).await;
+    let second = spawn_prompt(&rt, &sid, steer);
+    wait_until("the second prompt to wait on the session", || {
+        one_waiting(&rt, &sid)
+    })
+    .await;
+    assert_eq!(
+        completions(server).len(),
+        2,
+        "the turn moved past step 2 before the gate opened"
+    );
+    std::fs::write(&gate, "open").expect("open the gate");
+    let first = tokio::time::timeout(DEADLINE, first)
+        .await
+        .expect("first prompt in time")
+        .expect("task");
+    let second = tokio::time::timeout(DEADLINE, second)
+        .await
+        .expect("second prompt in time")
+        .expect("task")
+        .expect("second prompt ran");
+    (rt, sid, first, second)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_sent_at_step_2_reaches_step_3_of_the_same_turn() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MockServer::start(script(&dir.path().join("gate")))
+        .await
+        .expect("mock");
+    let (rt, sid, first, second) = run_with_second_prompt(&dir, &server, true).await;
+    assert!(first.error.is_none(), "{:?}", first.error);
+    assert_eq!(first.text, "five steps done");
+    assert_eq!(first.steps, 5, "one turn of five steps");
+    // The steering caller gets the same turn's result, naming its own message.
+    assert_eq!(second.text, "five steps done");
+    assert_ne!(second.user_message_id, first.user_message_id);
+
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 5, "no second turn: {reqs:#?}");
+    for r in &reqs[..2] {
+        assert!(
+            !user_texts(r).iter().any(|t| t.contains(STEER)),
+            "steps 1-2 cannot know the prompt yet"
+        );
+    }
+    let step3 = user_texts(&reqs[2]);
+    assert_eq!(step3.len(), 2, "{step3:?}");
+    assert_eq!(step3[0], "list the files");
+    assert_eq!(
+        step3[1],
+        troupe_actors::steer::wrap(STEER),
+        "step 3 sees the prompt wrapped"
+    );
+    assert!(step3[1].contains("The user sent the following message:"));
+    // Later steps see it as the user wrote it, after step 2's tool result.
+    assert_eq!(user_texts(&reqs[3]), ["list the files", STEER]);
+    let last_roles: Vec<&str> = reqs[2].body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        last_roles.last().copied(),
+        Some("user"),
+        "the prompt comes after step 2's tool result: {last_roles:?}"
+    );
+
+    // Stored as the user typed it, between step 2 and step 3.
+    let history = messages(&rt, &sid).await;
+    let shape: Vec<String> = history
+        .iter()
+        .map(|m| match &m.info {
+            Message::User(_) => format!("user:{}", texts(m).join("")),
+            Message::Assistant(_) => "assistant".to_string(),
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            "user:list the files",
+            "assistant",
+            "assistant",
+            &format!("user:{STEER}"),
+            "assistant",
+            "assistant",
+            "assistant"
+        ]
+    );
+    rt.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_prompt_waits_for_a_turn_of_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = MockServer::start(script(&dir.path().join("gate")))
+        .await
+        .expect("mock");
+    let (rt, sid, first, second) = run_with_second_prompt(&dir, &server, false).await;
+    assert!(first.error.is_none(), "{:?}", first.error);
+    assert_eq!(first.text, "five steps done");
+    assert_eq!(second.text, "second turn answer");
+    assert_eq!(second.steps, 1);
+
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 6, "{reqs:#?}");
+    for r in &reqs[..5] {
+        assert!(!user_texts(r).iter().any(|t| t.contains(STEER)));
+    }
+    assert_eq!(user_texts(&reqs[5]), ["list the files", STEER]);
+    let history = messages(&rt, &sid).await;
+    let users: Vec<usize> = history
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(m.info, Message::User(_)))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(
+        users,
+        [0, 6],
+        "the second prompt comes after the whole turn"
+    );
+    rt.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_that_arrives_while_the_model_answers_keeps_the_turn_going() {
+    // Step 2 answers without a tool call (the turn would end) while the prompt waits: the
+    // turn goes on and step 3 answers the prompt.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let answer = "done with the listing, nothing else to do here.".repeat(2);
+    let server = MockServer::start(Script::single(vec![
+        Step::tool("glob", json!({"pattern": "*"})),
+        Step::text(answer.clone())
+            .with_chunk_size(1)
+            .with_delay_ms(15),
+        Step::text("answered the follow-up"),
+    ]))
+    .await
+    .expect("mock");
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let sid = rt
+        .create_session(dir.path(), None)
+        .await
+        .expect("session")
+        .id;
+    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let first = tokio::spawn(async move { run_prompt(&rt1, &sid1, "go").await });
+    wait_until("step 2's request", || completions(&server).len() == 2).await;
+    let second = spawn_prompt(&rt, &sid, true);
+    wait_until("the prompt to wait on the session", || {
+        one_waiting(&rt, &sid)
+    })
+    .await;
+    assert!(
+        completions(&server)[1].end_ms.is_none(),
+        "step 2 ended before the prompt arrived; slow it down"
+    );
+    let r1 = tokio::time::timeout(DEADLINE, first)
+        .await
+        .expect("in time")
+        .expect("task");
+    let r2 = tokio::time::timeout(DEADLINE, second)
+        .await
+        .expect("in time")
+        .expect("task")
+        .expect("ran");
+    assert!(r1.error.is_none(), "{:?}", r1.error);
+    assert_eq!(r1.steps, 3);
+    assert_eq!(r1.text, "answered the follow-up");
+    assert_eq!(r2.text, "answered the follow-up");
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(
+        user_texts(&reqs[2]),
+        ["go".to_string(), troupe_actors::steer::wrap(STEER)]
+    );
+    rt.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_drops_a_prompt_waiting_to_steer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gate = dir.path().join("gate");
+    let server = MockServer::start(script(&gate)).await.expect("mock");
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let sid = rt
+        .create_session(dir.path(), None)
+        .await
+        .expect("session")
+        .id;
+    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let first = tokio::spawn(async move { rt1.prompt(&sid1, prompt("list the files")).await });
+    wait_until("step 2's gated tool", || completions(&server).len() == 2).await;
+    let second = spawn_prompt(&rt, &sid, true);
+    wait_until("the prompt to wait on the session", || {
+        one_waiting(&rt, &sid)
+    })
+    .await;
+    rt.abort(&sid);
+    let r1 = tokio::time::timeout(DEADLINE, first)
+        .await
+        .expect("in time")
+        .expect("task")
+        .expect("turn result");
+    assert_eq!(
+        r1.error.as_ref().map(|e| e.name.as_str()),
+        Some("MessageAbortedError")
+    );
+    let r2 = tokio::time::timeout(DEADLINE, second)
+        .await
+        .expect("in time")
+        .expect("task");
+    assert!(r2.is_err(), "the waiting prompt is dropped: {r2:?}");
+    let history = messages(&rt, &sid).await;
+    assert!(
+        !history.iter().any(|m| texts(m).iter().any(|t| t == STEER)),
+        "nothing stored for the dropped prompt"
+    );
+    rt.shutdown().await;
+    server.shutdown().await;
+}
