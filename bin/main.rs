@@ -14,6 +14,7 @@ mod sanitize;
 mod serve;
 mod signals;
 mod structured;
+mod timeline;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -178,6 +179,11 @@ enum SessionCommand {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Default)]
         format: Format,
+        /// Print where the session's time went instead: a text Gantt chart of its steps,
+        /// provider requests, tool calls and subagents (`--format json`: the rows of `GET
+        /// /session/{id}/timeline`).
+        #[arg(long)]
+        timeline: bool,
     },
     /// Export a session as one JSON document (session, messages, parts).
     Export {

@@ -208,42 +208,10 @@ pub fn tool_line(tool: &str, input: &serde_json::Value, max: usize) -> String {
     }
 }
 
-/// What a tool call was asked, as the user would write it: the command of `bash` as written,
-/// the pattern of `glob`/`grep` (with `in PATH` and `--include` when given), the path of the
-/// file tools, the URL of `webfetch`, the description of `task`; other tools: `key=value`
-/// pairs. The web view applies the same rule (`server/static/index.html`, `toolSummary`).
+/// What a tool call was asked, as the user would write it
+/// ([`troupe_session::timeline::tool_summary`]: the timeline labels its tool bars the same way).
 pub fn tool_summary(tool: &str, input: &serde_json::Value) -> String {
-    let s = |k: &str| input.get(k).and_then(|v| v.as_str()).unwrap_or("");
-    let with_path = |head: String| match s("path") {
-        "" => head,
-        p => format!("{head} in {p}"),
-    };
-    match tool {
-        "bash" if !s("command").is_empty() => s("command").to_string(),
-        "glob" if !s("pattern").is_empty() => with_path(s("pattern").to_string()),
-        "grep" if !s("pattern").is_empty() => {
-            let mut head = s("pattern").to_string();
-            if !s("include").is_empty() {
-                head.push_str(&format!(" --include {}", s("include")));
-            }
-            with_path(head)
-        }
-        "read" | "write" | "edit" if !s("filePath").is_empty() => s("filePath").to_string(),
-        "list" => match s("path") {
-            "" => ".".to_string(),
-            p => p.to_string(),
-        },
-        "webfetch" if !s("url").is_empty() => s("url").to_string(),
-        "task" if !s("description").is_empty() => {
-            let agent = s("subagent_type");
-            if agent.is_empty() {
-                s("description").to_string()
-            } else {
-                format!("{agent}: {}", s("description"))
-            }
-        }
-        _ => summarize_input(input),
-    }
+    troupe_session::timeline::tool_summary(tool, input)
 }
 
 /// `s` made terminal-safe on one line, cut to `max` characters with an ellipsis.
@@ -302,7 +270,20 @@ pub async fn session_command(store: &Store, cmd: SessionCommand) -> Result<ExitC
             };
             println!("deleted session {}{also}", session.id);
         }
-        SessionCommand::Show { id, format } => {
+        SessionCommand::Show {
+            id,
+            format,
+            timeline: true,
+        } => {
+            let key = id.clone();
+            let session = store
+                .read(move |r| r.find_session(&key))
+                .await
+                .map_err(|e| anyhow!("{e}"))?
+                .ok_or_else(|| anyhow!("session not found: {id}"))?;
+            crate::timeline::print(store, &session.id, format == crate::Format::Json).await?;
+        }
+        SessionCommand::Show { id, format, .. } => {
             let (session, messages) = load(store, &id).await?;
             let sid = session.id.clone();
             let todos = store
@@ -620,7 +601,7 @@ fn print_session(s: &Session, messages: &[MessageWithParts]) {
                         summarize_input(state.input())
                     );
                 }
-                PartKind::StepStart { snapshot } => match snapshot {
+                PartKind::StepStart { snapshot, .. } => match snapshot {
                     Some(h) => println!("   [step-start] snapshot={}", &h[..h.len().min(12)]),
                     None => println!("   [step-start]"),
                 },

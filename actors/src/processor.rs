@@ -69,6 +69,19 @@ pub enum ProcMsg {
     },
     /// A new attempt starts: drop what the failed attempt produced.
     ResetAttempt,
+    /// Attempt `attempt` (1-based) of the provider request was sent at `at` (ms since epoch).
+    AttemptSent {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// When it was sent, ms since the epoch.
+        at: i64,
+    },
+    /// The first stream event of the current attempt arrived at `at` (ms since epoch), taken
+    /// in the stream task so a busy mailbox does not delay the time to first token.
+    FirstEvent {
+        /// When it arrived, ms since the epoch.
+        at: i64,
+    },
     /// A tool call ran past its timeout.
     ToolTimeout(String),
     /// The backoff of a crashed read-only tool call is over: run it again (call id).
@@ -179,6 +192,19 @@ pub struct ProcessorState {
     tools_deferred: bool,
     /// The step's span; closed when the outcome is taken.
     span: tracing::Span,
+    /// When the provider request ran, written to the step-start part once the stream ends.
+    request_clock: RequestClock,
+}
+
+/// What the processor learns about its provider request's timing as it runs.
+#[derive(Default)]
+struct RequestClock {
+    /// When the current attempt was sent and its number.
+    sent: Option<(i64, u32)>,
+    /// When its first stream event arrived.
+    first: Option<i64>,
+    /// Already written to the step-start part.
+    recorded: bool,
 }
 
 impl ProcessorState {
@@ -192,6 +218,29 @@ impl ProcessorState {
 
     fn save_part(&self, i: usize) {
         self.store.write1(Write::Part(self.parts[i].clone()));
+    }
+
+    /// Writes the request's timing on the step-start part (once, when the stream ended or
+    /// failed); nothing when no attempt was ever sent.
+    fn record_request_time(&mut self) {
+        if std::mem::replace(&mut self.request_clock.recorded, true) {
+            return;
+        }
+        let Some((start, attempts)) = self.request_clock.sent else {
+            return;
+        };
+        let i = self.step_start;
+        if let Some(PartKind::StepStart { request, .. }) =
+            self.parts.get_mut(i).map(|p| &mut p.kind)
+        {
+            *request = Some(troupe_session::RequestTime {
+                start,
+                first_token: self.request_clock.first,
+                end: now_ms(),
+                attempts,
+            });
+            self.save_part(i);
+        }
     }
 
     fn tool_part(&mut self, call_id: &str, name: &str) -> usize {
@@ -440,6 +489,10 @@ fn spawn_stream_task(
                 attempt,
             );
             let sent = std::time::Instant::now();
+            let _ = myself.cast(ProcMsg::AttemptSent {
+                attempt,
+                at: now_ms(),
+            });
             let mut first_event = true;
             let opened = provider
                 .stream(this_request, cancel.clone())
@@ -465,6 +518,7 @@ fn spawn_stream_task(
                             Some(Ok(ev)) => {
                                 if std::mem::take(&mut first_event) {
                                     req_span.record("ttft_ms", sent.elapsed().as_millis() as u64);
+                                    let _ = myself.cast(ProcMsg::FirstEvent { at: now_ms() });
                                 }
                                 if let StreamEvent::FinishStep { usage, .. } = &ev {
                                     req_span.record("tokens_input", usage.input);
@@ -1181,6 +1235,7 @@ impl Actor for ProcessorActor {
             snap: crate::snapshots::StepSnap::Off,
             step_start: 0,
             tools_deferred: false,
+            request_clock: RequestClock::default(),
         })
     }
 
@@ -1189,7 +1244,10 @@ impl Actor for ProcessorActor {
         myself: ActorRef<ProcMsg>,
         state: &mut ProcessorState,
     ) -> Result<(), ActorProcessingErr> {
-        state.step_start = state.push_part(PartKind::StepStart { snapshot: None });
+        state.step_start = state.push_part(PartKind::StepStart {
+            snapshot: None,
+            request: None,
+        });
         let me = myself.clone();
         state.snap = crate::snapshots::begin(
             &state.rt,
@@ -1245,8 +1303,16 @@ impl Actor for ProcessorActor {
                     self.handle_event(state, ev);
                 }
             }
+            ProcMsg::AttemptSent { attempt, at } => {
+                state.request_clock.sent = Some((at, attempt));
+                state.request_clock.first = None;
+            }
+            ProcMsg::FirstEvent { at } => {
+                state.request_clock.first.get_or_insert(at);
+            }
             ProcMsg::StreamEnded => {
                 state.stream_done = true;
+                state.record_request_time();
                 state.close_open_blocks();
                 state.fail_orphan_tool_parts();
                 if state.assistant.finish.is_none() {
@@ -1266,7 +1332,7 @@ impl Actor for ProcessorActor {
             }
             ProcMsg::SnapshotStarted(tree) => {
                 if let Some(t) = &tree
-                    && let PartKind::StepStart { snapshot } =
+                    && let PartKind::StepStart { snapshot, .. } =
                         &mut state.parts[state.step_start].kind
                 {
                     *snapshot = Some(t.clone());
@@ -1300,6 +1366,7 @@ impl Actor for ProcessorActor {
             }
             ProcMsg::StreamFailed(e) => {
                 state.stream_done = true;
+                state.record_request_time();
                 state.tools_started = true;
                 state.calls.clear();
                 state.close_open_blocks();

@@ -11,6 +11,7 @@
 //! | `GET /session/{id}/children` | `[Session]` |
 //! | `GET /session/status` | `{sessionID: status}` of every session that is not idle (busy, retry, waiting) |
 //! | `GET /session/{id}/message[?limit=N&before=msg_…]` | `[{info, parts}]`, oldest first; with `limit`, the newest N (before `before`) |
+//! | `GET /session/{id}/timeline` | `{sessionID, start, end, now, rows}`: Gantt rows (steps, provider requests, tool calls, subagents) from stored part times (`troupe_session::timeline`) |
 //! | `POST /session/{id}/message` `{text?, parts?, agent?, model?, noReply?}` | waits; last assistant `{info, parts}` (with `noReply`, the stored user message); 409 when another process drives the session past the lease wait |
 //! | `POST /session/{id}/prompt_async` (same body) | 204 |
 //! | `POST /session/{id}/abort` / `summarize` | `true` |
@@ -47,6 +48,7 @@ pub mod metrics;
 pub mod peer;
 pub mod routes;
 pub mod snapshot_routes;
+pub mod timeline_routes;
 pub mod todo_routes;
 
 use std::net::{IpAddr, SocketAddr};
@@ -206,7 +208,7 @@ pub struct AppState {
         routes::summarize, routes::permissions, routes::reply_permission, routes::agents,
         routes::models, routes::config, routes::actors, routes::metrics, routes::events,
         snapshot_routes::diff, snapshot_routes::revert, snapshot_routes::unrevert,
-        snapshot_routes::fork, todo_routes::todos,
+        snapshot_routes::fork, todo_routes::todos, timeline_routes::timeline,
     ),
     components(schemas(error::ErrorBody, error::ErrorDetail, routes::CreateSession, routes::PromptBody,
         routes::PromptPart, routes::PermissionReplyBody, routes::PatchSession,
@@ -276,6 +278,10 @@ pub fn router(
         .route("/session/{id}/summarize", post(r::summarize))
         .route("/session/{id}/diff", get(crate::snapshot_routes::diff))
         .route("/session/{id}/todo", get(crate::todo_routes::todos))
+        .route(
+            "/session/{id}/timeline",
+            get(crate::timeline_routes::timeline),
+        )
         .route("/session/{id}/revert", post(crate::snapshot_routes::revert))
         .route(
             "/session/{id}/unrevert",

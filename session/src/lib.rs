@@ -1,6 +1,6 @@
 //! troupe-session: ids, the Session/Message/Part model, bus events, the SQLite store, and
 //! pure policies on history: cost, compaction (overflow, prune, filter-compacted, summarizer
-//! input), a session's file-change summary and its title.
+//! input), a session's file-change summary, its title and its timeline.
 
 pub mod compaction;
 pub mod cost;
@@ -11,6 +11,7 @@ pub mod lease;
 pub mod store;
 #[cfg(test)]
 mod test_support;
+pub mod timeline;
 pub mod title;
 pub mod todo;
 pub mod types;

@@ -414,6 +414,27 @@ pub struct ToolTime {
     pub compacted: Option<Millis>,
 }
 
+/// When a step's provider request ran, ms since the epoch (the timeline's request bar).
+///
+/// With retries, `start` is when the last attempt was sent: the earlier attempts and the
+/// waits between them lie between the step's start and this `start`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RequestTime {
+    /// When the (last) attempt was sent.
+    pub start: Millis,
+    /// When its first stream event arrived (`None`: none did).
+    #[serde(
+        rename = "firstToken",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub first_token: Option<Millis>,
+    /// When the stream ended, normally or not.
+    pub end: Millis,
+    /// How many attempts the step made (1 without retries).
+    pub attempts: u32,
+}
+
 /// The state machine of a tool part: pending → running → completed | error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
@@ -533,6 +554,11 @@ pub enum PartKind {
         /// off; see `troupe-snapshot`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         snapshot: Option<String>,
+        /// When the step's provider request ran (set once the stream ended or failed;
+        /// absent while it streams, for a step aborted before any request was sent, and in
+        /// sessions stored before troupe recorded it). Not an OpenCode field.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request: Option<RequestTime>,
     },
     /// A step finished.
     StepFinish {

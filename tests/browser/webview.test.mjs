@@ -9,8 +9,13 @@
 // appears in the list → the assistant text streams in → the bash permission request appears →
 // click "Once" → the tool completes with its output → the final text arrives → the session goes
 // idle and the actor tree shows it → a second prompt fails: its session is marked failed (error on
-// hover), still after a reload, times carry dates, and the status/directory filters work. Screenshots go to $ARTIFACTS_DIR/webview.png (and
-// webview-permission.png; webview-failure.png on failure). Exit code 1 on any failed expectation.
+// hover), still after a reload, times carry dates, and the status/directory filters work → a
+// session with a tool call and two parallel subagents (sent through the API) shows a timeline
+// whose bars match its stored parts (count and order, derived here from the messages API), with
+// the subagents on their own lanes; clicking a bar highlights its part in the transcript (a
+// subagent's bar opens the subagent's session). Screenshots go to $ARTIFACTS_DIR/webview.png (and
+// webview-permission.png, webview-timeline.png; webview-failure.png on failure). Exit code 1 on
+// any failed expectation.
 
 import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -28,6 +33,53 @@ const STEP = Number(process.env.STEP_TIMEOUT_MS || 20000);
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const PROMPT = "browser test: please list the files";
 const FAILING_PROMPT = "browser failure: this prompt fails";
+const TIMELINE_PROMPT = "browser timeline: look around with two explorers";
+const base = new URL(target);
+const apiToken = base.searchParams.get("token") || "";
+
+/** A JSON request to the server under test (outside the page), with the page's token. */
+async function apiCall(path, body) {
+  const headers = {};
+  if (apiToken) headers.Authorization = "Bearer " + apiToken;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(new URL(path, base.origin), {
+    method: body === undefined ? "GET" : "POST", headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!res.ok) throw new Error(`${body === undefined ? "GET" : "POST"} ${path}: HTTP ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
+/**
+ * The bars a session's timeline must show, from its stored parts (GET /session/{id}/message):
+ * per assistant step its step-start part twice (step, then provider request: the step-start
+ * part must carry the request's times), then each tool part that ran; after a `task` part the
+ * child session's bar and the child's own bars (its messages created during the call).
+ * Returns [kind, partID, sessionID] triples in order.
+ */
+async function expectedBars(sid, window) {
+  const out = [];
+  const messages = await apiCall(`/session/${encodeURIComponent(sid)}/message`);
+  for (const m of messages) {
+    const created = m.info.time.created;
+    if (window && (created < window[0] || created > window[1])) continue;
+    if (m.info.role !== "assistant") continue;
+    const start = m.parts.find((p) => p.type === "step-start");
+    if (!start) throw new Error(`step ${m.info.id} has no step-start part`);
+    if (!start.request) throw new Error(`the step-start part of ${m.info.id} has no request times`);
+    out.push(["step", start.id, sid], ["request", start.id, sid]);
+    for (const p of m.parts) {
+      if (p.type !== "tool" || !p.state || !p.state.time) continue;
+      out.push(["tool", p.id, sid]);
+      const child = p.tool === "task" && p.state.metadata && p.state.metadata.sessionId;
+      if (child) {
+        out.push(["subagent", p.id, sid]);
+        out.push(...(await expectedBars(child, [p.state.time.start, p.state.time.end])));
+      }
+    }
+  }
+  return out;
+}
 
 let step = "start";
 const t0 = Date.now();
@@ -218,6 +270,61 @@ try {
   await page.locator("[data-testid=filter-dir]").fill("");
   await expectTrue(page, "both sessions again without filters", () =>
     document.querySelectorAll("[data-testid=session-item]").length >= 2);
+
+  // The timeline of a finished session with a tool call and two parallel subagents.
+  step = "run a session with subagents through the API";
+  const tl = await apiCall("/session", { title: "timeline session" });
+  await apiCall(`/session/${encodeURIComponent(tl.id)}/message`, { parts: [{ type: "text", text: TIMELINE_PROMPT }] });
+  log(`timeline session ${tl.id} finished`);
+  await expectVisible(page.locator(`[data-testid=session-item][data-session-id="${tl.id}"]`), "the timeline session in the list");
+  await page.locator(`[data-testid=session-item][data-session-id="${tl.id}"]`).click();
+  await expectVisible(page.locator("[data-testid=part-text]", { hasText: "Both explorers reported back." }), "the timeline session's transcript");
+  await page.locator("[data-testid=timeline-toggle]").click();
+  await expectVisible(page.locator("[data-testid=timeline-bar]"), "timeline bars");
+  const want = await expectedBars(tl.id);
+  const served = await apiCall(`/session/${encodeURIComponent(tl.id)}/timeline`);
+  if (served.rows.length !== want.length) throw new Error(`GET /timeline has ${served.rows.length} rows, the stored parts make ${want.length}`);
+  if (want.filter((b) => b[0] === "subagent").length !== 2) throw new Error(`expected 2 subagent bars: ${JSON.stringify(want)}`);
+  const got = await page.$$eval("[data-testid=timeline-bar]", (bars) =>
+    bars.map((b) => [b.dataset.kind, b.dataset.partId, b.dataset.sessionId]));
+  if (JSON.stringify(got) !== JSON.stringify(want)) {
+    throw new Error(`the timeline's bars do not match the stored parts:\n  shown:  ${JSON.stringify(got)}\n  stored: ${JSON.stringify(want)}`);
+  }
+  log(`ok: ${got.length} bars match the stored parts in count and order`);
+  // Parallel subagents: on different lanes, their bars overlapping in time.
+  const lanes = await page.$$eval(".tl-row[data-kind=subagent]", (rows) => rows.map((r) => r.dataset.lane));
+  if (new Set(lanes).size !== 2) throw new Error(`the parallel subagents share a lane: ${JSON.stringify(lanes)}`);
+  const subRows = served.rows.filter((r) => r.kind === "subagent");
+  if (!(subRows[0].start < subRows[1].end && subRows[1].start < subRows[0].end)) throw new Error("the subagents did not overlap in time");
+  // Bars are placed by time: a later bar never starts left of the first step's bar.
+  const boxes = await page.$$eval("[data-testid=timeline-bar]", (bars) => bars.map((b) => { const r = b.getBoundingClientRect(); return [r.left, r.width]; }));
+  if (boxes.some(([l, w]) => !(w > 0) || l < boxes[0][0] - 0.5)) throw new Error(`bars out of place: ${JSON.stringify(boxes)}`);
+  // Tooltip: the name and the duration.
+  const readBar = page.locator('[data-testid=timeline-bar][data-kind=tool]').first();
+  const tip = await readBar.getAttribute("title");
+  if (!/^tool: read README\.md\n\d+(\.\d+)? (ms|s) · completed/.test(tip || "")) throw new Error(`unexpected tooltip ${JSON.stringify(tip)}`);
+  // A click scrolls to the part in the transcript and highlights it.
+  step = "click a tool bar";
+  const readPart = await readBar.getAttribute("data-part-id");
+  await readBar.click();
+  await expectTrue(page, "the clicked tool part to be highlighted in view", (id) => {
+    const e = document.querySelector(`#messages [data-part-id="${id}"]`);
+    if (!e || !e.classList.contains("highlight")) return false;
+    const r = e.getBoundingClientRect(), box = document.getElementById("messages-scroll").getBoundingClientRect();
+    return r.bottom > box.top && r.top < box.bottom;
+  }, readPart);
+  await page.screenshot({ path: join(artifacts, "webview-timeline.png") });
+  // A bar of a subagent's own part opens the subagent's session with that part highlighted.
+  step = "click a subagent's tool bar";
+  const childBar = page.locator(`[data-testid=timeline-bar][data-kind=tool]:not([data-session-id="${tl.id}"])`).first();
+  const [childPart, childSid] = [await childBar.getAttribute("data-part-id"), await childBar.getAttribute("data-session-id")];
+  await childBar.click();
+  await expectTrue(page, "the subagent's session to open with its part highlighted", ([id, s]) =>
+    location.hash === "#" + s && !!document.querySelector(`#messages [data-part-id="${id}"].highlight`), [childPart, childSid]);
+  await expectTrue(page, "the timeline to follow the selected subagent session", (s) => {
+    const bars = [...document.querySelectorAll("[data-testid=timeline-bar]")];
+    return bars.length > 0 && bars.every((b) => b.dataset.sessionId === s);
+  }, childSid);
 
   if (pageErrors.length) throw new Error("the page reported errors:\n  " + pageErrors.join("\n  "));
   await page.screenshot({ path: join(artifacts, "webview.png") });
