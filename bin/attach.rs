@@ -23,6 +23,8 @@ pub struct AttachRun {
     pub password: Option<String>,
     /// Prompt text.
     pub text: String,
+    /// `-f` files, sent as `file` parts (`file://` URLs the server resolves like `@path`).
+    pub files: Vec<troupe_actors::inputs::FileInput>,
     /// `--session`.
     pub session: Option<String>,
     /// `--continue`.
@@ -86,6 +88,13 @@ pub async fn run(a: AttachRun) -> Result<ExitCode> {
         Err(_) => bail!("no server.connected event within {CONNECT_TIMEOUT:?}"),
     }
     let mut body = json!({"text": a.text, "queue": a.queue});
+    if !a.files.is_empty() {
+        body["parts"] = a
+            .files
+            .iter()
+            .map(|f| json!({"type": "file", "url": f.url, "filename": f.filename}))
+            .collect();
+    }
     if let Some(ag) = &a.agent {
         body["agent"] = json!(ag);
     }

@@ -630,9 +630,9 @@ async fn run_one(
         synthetic: Vec::new(),
         compact: false,
         no_reply: false,
-        images: Vec::new(),
         schema: task.schema.clone(),
         steer: false,
+        ..Default::default()
     };
     let prompt = rt.prompt(&session.id, input);
     tokio::pin!(prompt);

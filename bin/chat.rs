@@ -100,6 +100,8 @@ const HELP: &str = "\
   /sessions [ID]       list recent sessions here, or continue session ID
   /undo                undo the last prompt: hide it and its answer, restore the files it changed
   /redo                bring back what /undo (all of them since the last prompt) took away
+  /NAME [ARGS]         run your command NAME (.troupe/command/NAME.md, the command key of troupe.json)
+  !CMD                 run the shell command CMD in the session (the model sees it next turn)
   /help                this list
   /quit                leave (also Ctrl-D)
   Ctrl-C stops a running turn; the chat goes on.";
@@ -192,7 +194,13 @@ pub async fn run(db: Option<PathBuf>) -> Result<ExitCode> {
                 }
             }
         }
-        if let Err(e) = chat.turn(line).await {
+        if let Some(cmd) = line.strip_prefix('!') {
+            if let Err(e) = chat.shell(cmd.trim()).await {
+                eprintln!("troupe: {e:#}");
+            }
+            continue;
+        }
+        if let Err(e) = chat.turn(line, None).await {
             eprintln!("troupe: {e:#}");
         }
         if chat.terminated {
@@ -307,11 +315,9 @@ impl Chat {
             }
             "undo" => self.undo().await?,
             "redo" => self.redo().await?,
-            other => {
-                return Err(anyhow!(
-                    "unknown command /{other}; /help lists the commands"
-                ));
-            }
+            // The user's own commands (`.troupe/command/NAME.md`, the `command` config key);
+            // an unknown one is an error listing them.
+            other => self.turn(arg, Some(other)).await?,
         }
         Ok(true)
     }
@@ -369,8 +375,77 @@ impl Chat {
         Ok(())
     }
 
-    /// One prompt: streamed like `troupe run`; Ctrl-C stops the turn, not the chat.
-    async fn turn(&mut self, text: &str) -> Result<()> {
+    /// `!cmd`: the user's own shell command, run in the session outside the model loop
+    /// (recorded for the model's next turn); its output streams to stdout; Ctrl-C stops it.
+    async fn shell(&mut self, command: &str) -> Result<()> {
+        if command.is_empty() {
+            return Err(anyhow!("!: no command given (!ls runs ls in the session)"));
+        }
+        let session = match &self.session {
+            Some(s) => s.clone(),
+            None => {
+                let s = self.runtime.create_session(&self.cwd, None).await?;
+                self.session = Some(s.clone());
+                s
+            }
+        };
+        let mut rx = self.runtime.bus().subscribe();
+        let (rt, sid, cmd) = (
+            self.runtime.clone(),
+            session.id.clone(),
+            command.to_string(),
+        );
+        let (agent, model) = (self.agent.clone(), self.model.clone());
+        let mut run = tokio::spawn(async move { rt.shell(&sid, &cmd, agent, model).await });
+        let mut shown = 0usize;
+        let mut out = std::io::stdout();
+        let mut show = |output: &str, shown: &mut usize| {
+            if output.len() > *shown && output.is_char_boundary(*shown) {
+                let _ = std::io::Write::write_all(&mut out, &output.as_bytes()[*shown..]);
+                let _ = std::io::Write::flush(&mut out);
+                *shown = output.len();
+            }
+        };
+        let result = loop {
+            tokio::select! {
+                r = &mut run => break r,
+                ev = rx.recv() => if let Ok(ev) = ev
+                    && let troupe_session::Event::PartUpdated { part } = ev.as_ref()
+                    && part.session_id == session.id
+                    && let PartKind::Tool { state: troupe_session::ToolState::Running { metadata: Some(m), .. }, .. } = &part.kind
+                    && let Some(o) = m.get("output").and_then(|o| o.as_str())
+                {
+                    show(o, &mut shown);
+                },
+                sig = self.signals.next() => {
+                    if sig != Some(libc::SIGINT) {
+                        self.terminated = true;
+                    }
+                    self.runtime.abort(&session.id);
+                }
+            }
+        };
+        let r = result.map_err(|e| anyhow!("the shell task failed: {e}"))??;
+        match &r.part.kind {
+            PartKind::Tool {
+                state: troupe_session::ToolState::Completed { output, .. },
+                ..
+            } => show(output, &mut shown),
+            PartKind::Tool {
+                state: troupe_session::ToolState::Error { error, .. },
+                ..
+            } => eprintln!("troupe: {error}"),
+            _ => {}
+        }
+        if shown > 0 {
+            println!();
+        }
+        Ok(())
+    }
+
+    /// One prompt (or, with `command`, that command with `text` as its arguments): streamed
+    /// like `troupe run`; Ctrl-C stops the turn, not the chat.
+    async fn turn(&mut self, text: &str, command: Option<&str>) -> Result<()> {
         let session = match &self.session {
             Some(s) => s.clone(),
             None => {
@@ -396,12 +471,24 @@ impl Chat {
             synthetic: Vec::new(),
             compact: false,
             no_reply: false,
-            images: Vec::new(),
             schema: None,
             steer: false,
+            ..Default::default()
         };
         let (rt, sid) = (self.runtime.clone(), session.id.clone());
-        let mut turn = tokio::spawn(async move { rt.prompt(&sid, input).await });
+        let command = command.map(|name| troupe_actors::command::CommandInput {
+            name: name.to_string(),
+            arguments: text.to_string(),
+            agent: self.agent.clone(),
+            model: self.model.clone(),
+            files: Vec::new(),
+        });
+        let mut turn = tokio::spawn(async move {
+            match command {
+                Some(c) => rt.command(&sid, c).await,
+                None => rt.prompt(&sid, input).await,
+            }
+        });
         printer.start();
         let mut interrupted = false;
         let result = loop {

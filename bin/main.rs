@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Parser, Subcommand, ValueEnum};
+use troupe_actors::inputs::FileInput;
 use troupe_actors::{PromptInput, Runtime, RuntimeOptions};
 use troupe_config::{LoadOptions, LoadedConfig};
 use troupe_session::{Bus, Store};
@@ -254,6 +255,10 @@ struct RunArgs {
     /// Continue the most recent session in this directory.
     #[arg(short = 'c', long = "continue")]
     continue_: bool,
+    /// Run a command (`.troupe/command/NAME.md`, the `command` config key, the same under
+    /// the global config dir) with the message words as its arguments.
+    #[arg(long, value_name = "NAME")]
+    command: Option<String>,
     /// Continue a given session.
     #[arg(short = 's', long)]
     session: Option<String>,
@@ -265,9 +270,10 @@ struct RunArgs {
     /// Title of the session (instead of a generated one).
     #[arg(long)]
     title: Option<String>,
-    /// Attach a file to the prompt (repeatable): a text file's content is sent with the
-    /// message; a PNG, JPEG, GIF or WebP image is sent as an image to a model that takes
-    /// images (its catalog entry's `modalities.input` lists `image`), else it is an error.
+    /// Attach a file to the prompt (repeatable), as `@path` in the prompt does: a text file
+    /// is read through the `read` tool (its permission checks; `path#L10-20` for a range), a
+    /// directory is listed, a PNG, JPEG, GIF, WebP image or a PDF goes to a model that takes
+    /// it (its `modalities.input` lists `image` / `pdf`), else it is an error.
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     files: Vec<PathBuf>,
     /// Model as provider/model.
@@ -600,81 +606,24 @@ fn load_agents(cwd: &Path) -> Result<(LoadedConfig, troupe_agents::AgentSet)> {
     Ok((config, agents))
 }
 
-/// Largest text file `run -f` attaches, bytes (a bigger one would crowd out the conversation).
-const MAX_ATTACHMENT_BYTES: u64 = 256 * 1024;
-
-/// Largest image `run -f` attaches, bytes (Anthropic's Messages API limit per image, 5 MB).
-const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
-
-/// The image MIME type of `bytes` by their signature (PNG, JPEG, GIF, WebP: the formats
-/// OpenAI's and Anthropic's APIs take), or `None`.
-fn image_mime(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        Some("image/png")
-    } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
-        Some("image/jpeg")
-    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        Some("image/gif")
-    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
-        Some("image/webp")
-    } else {
-        None
-    }
-}
-
-/// The `-f` files: text files become text parts (`Attached file PATH:` then the content in a
-/// fence), PNG/JPEG/GIF/WebP images become image attachments (sent only to models that take
-/// images). A file that is missing, too large, or binary but not one of those images is an
-/// error naming it.
-fn read_attachments(
-    files: &[PathBuf],
-) -> Result<(Vec<String>, Vec<troupe_actors::ImageAttachment>)> {
-    use base64::Engine as _;
-    let mut texts = Vec::new();
-    let mut images = Vec::new();
+/// The `-f` files, checked ([`troupe_actors::inputs::check_attachment`]) and made absolute
+/// against the process's directory, as file inputs the runtime resolves like `@path`; with
+/// the media type of each image or PDF among them.
+fn attachments(files: &[PathBuf]) -> Result<(Vec<FileInput>, Vec<&'static str>)> {
+    let mut inputs = Vec::new();
+    let mut media = Vec::new();
     for f in files {
-        let meta = std::fs::metadata(f).map_err(|e| anyhow!("-f {}: {e}", f.display()))?;
-        if !meta.is_file() {
-            bail!("-f {}: not a regular file", f.display());
-        }
-        if meta.len() > MAX_IMAGE_BYTES.max(MAX_ATTACHMENT_BYTES) {
-            bail!(
-                "-f {}: {} bytes is over the {} byte limit for an attached image",
-                f.display(),
-                meta.len(),
-                MAX_IMAGE_BYTES
-            );
-        }
-        let bytes = std::fs::read(f).map_err(|e| anyhow!("-f {}: {e}", f.display()))?;
-        if let Some(mime) = image_mime(&bytes) {
-            images.push(troupe_actors::ImageAttachment {
-                filename: f.display().to_string(),
-                mime: mime.to_string(),
-                data: base64::engine::general_purpose::STANDARD.encode(&bytes),
-            });
-            continue;
-        }
-        if meta.len() > MAX_ATTACHMENT_BYTES {
-            bail!(
-                "-f {}: {} bytes is over the {} byte limit for an attached text file",
-                f.display(),
-                meta.len(),
-                MAX_ATTACHMENT_BYTES
-            );
-        }
-        let text = String::from_utf8(bytes).map_err(|_| {
-            anyhow!(
-                "-f {}: neither UTF-8 text nor a PNG, JPEG, GIF or WebP image",
-                f.display()
-            )
-        })?;
-        texts.push(format!(
-            "Attached file {}:\n```\n{}\n```",
-            f.display(),
-            text.trim_end_matches('\n')
-        ));
+        let kind = troupe_actors::inputs::check_attachment(f)
+            .map_err(|e| anyhow!("-f {}: {e}", f.display()))?;
+        media.extend(kind);
+        let abs = std::path::absolute(f).map_err(|e| anyhow!("-f {}: {e}", f.display()))?;
+        inputs.push(FileInput {
+            url: format!("file://{}", abs.display()),
+            mime: None,
+            filename: Some(f.display().to_string()),
+        });
     }
-    Ok((texts, images))
+    Ok((inputs, media))
 }
 
 /// Pick the model: flag, config, API-key defaults, else a local llama.cpp server if one answers.
@@ -1023,10 +972,10 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
             }
         });
     }
-    if text.trim().is_empty() {
+    if text.trim().is_empty() && args.command.is_none() {
         bail!("no prompt given: troupe run \"what to do\"");
     }
-    let (attachments, images) = read_attachments(&args.files)?;
+    let (files, media) = attachments(&args.files)?;
     let schema = args
         .json_schema
         .as_deref()
@@ -1035,16 +984,18 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     if args.attach.is_some() && schema.is_some() {
         bail!("--json-schema cannot be used with --attach yet; run without --attach");
     }
-    if args.attach.is_some() && !images.is_empty() {
-        bail!(
-            "-f: images cannot be sent with --attach yet; attach text files only, or run without --attach"
-        );
+    if args.command.is_some() && schema.is_some() {
+        bail!("--json-schema cannot be used with --command yet; run the prompt without --command");
     }
     if let Some(url) = args.attach.clone() {
+        if args.command.is_some() {
+            bail!("--command cannot be used with --attach yet; run it without --attach");
+        }
         return attach::run(attach::AttachRun {
             url,
             password: server_password(args.password.clone()),
             text,
+            files,
             session: args.session.clone(),
             continue_: args.continue_,
             queue: args.queue,
@@ -1078,9 +1029,9 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     if let Some(m) = &chosen {
         check_api_key(&config, m)?;
     }
-    if !images.is_empty() {
-        // Refuse before a session is created when the model that will run takes no images
-        // (the runtime checks again before storing the message).
+    if !media.is_empty() {
+        // Refuse before a session is created when the model that will run does not take
+        // these media (the runtime checks again before storing the message).
         let agent_model = match &args.agent {
             Some(a) => agents.require(a).ok().and_then(|a| a.model.clone()),
             None => agents
@@ -1090,12 +1041,11 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         };
         if let Some(m) = args.model.clone().or(agent_model).or(chosen.clone())
             && let Ok(resolved) = config.resolve_model(&m)
-            && !resolved.image_input
         {
-            bail!(
-                "-f: model {} does not accept images (its catalog entry lists no image input; set \"modalities\": {{\"input\": [\"text\", \"image\"]}} on the model in troupe.json if it does)",
-                resolved.full_id()
-            );
+            for mime in &media {
+                troupe_actors::inputs::check_mime(mime, &resolved)
+                    .map_err(|e| anyhow!("-f: {e}"))?;
+            }
         }
     }
     // Only an explicit --model (or the probed local server, when nothing is configured)
@@ -1187,17 +1137,30 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         agent: args.agent.clone(),
         model,
         system: None,
-        synthetic: attachments,
-        compact: false,
-        no_reply: false,
-        images,
+        files,
         schema,
         steer: !args.queue,
+        ..Default::default()
     };
     let rt2 = runtime.clone();
     // Listen before the turn starts, so no signal falls between the early handler and ours.
     let mut sigs = signals::Signals::take_over()?;
-    let mut turn = tokio::spawn(async move { rt2.prompt(&sid, input).await });
+    let command = args.command.clone();
+    let mut turn = tokio::spawn(async move {
+        match command {
+            Some(name) => {
+                let command = troupe_actors::command::CommandInput {
+                    name,
+                    arguments: input.text,
+                    agent: input.agent,
+                    model: input.model,
+                    files: input.files,
+                };
+                rt2.command(&sid, command).await
+            }
+            None => rt2.prompt(&sid, input).await,
+        }
+    });
 
     // Ctrl-C or SIGTERM: the first aborts the turn (partial output is kept, parts closed),
     // a second exits at once, whatever the process is doing by then (e.g. waiting for a

@@ -631,11 +631,13 @@ fn print_session(s: &Session, messages: &[MessageWithParts]) {
                     mime,
                     filename,
                     url,
-                } => println!(
+                } if url.starts_with("data:") => println!(
                     "   [file {mime}] {} ({} bytes as base64)",
                     filename.as_deref().unwrap_or("(unnamed)"),
                     url.len().saturating_sub(url.find(',').map_or(0, |i| i + 1))
                 ),
+                PartKind::File { mime, url, .. } => println!("   [file {mime}] {url}"),
+                PartKind::Agent { name, .. } => println!("   [agent] @{name}"),
             }
         }
     }

@@ -750,12 +750,20 @@ async fn title_file_attachments_dir_filter_and_delete() {
     let sub = p.root.join("sub");
     std::fs::create_dir_all(&sub).expect("sub");
 
-    // -f: a binary file that is no image is refused before anything is sent.
+    // -f: a file named as an image that is none is refused before anything is sent, and so
+    // is a binary file that is no image.
     let out = p.troupe(&["run", "-f", "pic.png", "look"], &[]).await;
-    let line = assert_one_line_failure(&out, "-f binary");
+    let line = assert_one_line_failure(&out, "-f fake image");
     assert_eq!(
         line,
-        "troupe: -f pic.png: neither UTF-8 text nor a PNG, JPEG, GIF or WebP image"
+        "troupe: -f pic.png: named as image/png but its content is not"
+    );
+    std::fs::write(p.root.join("blob.bin"), [0u8, 1, 2, 0xff]).expect("blob");
+    let out = p.troupe(&["run", "-f", "blob.bin", "look"], &[]).await;
+    let line = assert_one_line_failure(&out, "-f binary");
+    assert!(
+        line.starts_with("troupe: -f blob.bin: neither UTF-8 text"),
+        "{line}"
     );
     assert!(completions(&server).is_empty());
 
@@ -776,7 +784,7 @@ async fn title_file_attachments_dir_filter_and_delete() {
     let req = &completions(&server)[0];
     let sent = req.body.to_string();
     assert!(
-        sent.contains("Attached file notes.txt:") && sent.contains("remember the milk"),
+        sent.contains("Called the Read tool") && sent.contains("remember the milk"),
         "{sent}"
     );
     let out = p.troupe(&["run", "--dir", "sub", "elsewhere"], &[]).await;

@@ -26,8 +26,11 @@ pub fn convert(m: &MessageWithParts, out: &mut Vec<ChatMessage>) {
             let mut text = String::new();
             let mut images = Vec::new();
             for p in &m.parts {
+                // Text files and directories were expanded into synthetic text when the
+                // message was made; only inline media (images, PDFs) go as attachments.
                 if let PartKind::File { url, .. } = &p.kind
                     && let Some(image) = troupe_llm::types::ImageInput::from_data_url(url)
+                    && (image.mime.starts_with("image/") || image.mime == "application/pdf")
                 {
                     images.push(image);
                 }

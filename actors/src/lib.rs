@@ -32,10 +32,12 @@
 //! tasks that cast back to their actor, so handlers stay short and an abort is never stuck
 //! behind a long await. Cancellation flows down the tree as a `CancellationToken`.
 
+pub mod command;
 pub mod compaction;
 pub mod doom;
 pub mod faults;
 pub mod history;
+pub mod inputs;
 pub mod lease;
 pub mod permission;
 pub mod processor;
@@ -55,6 +57,7 @@ pub mod todo;
 pub mod tool_call;
 pub mod tree;
 pub mod turn;
+pub mod user_shell;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -331,9 +334,6 @@ pub struct PromptInput {
     /// OpenCode's `noReply`: store the user message and run no turn (the result has no
     /// assistant message). Queued behind a running turn like any prompt.
     pub no_reply: bool,
-    /// Images to attach (stored as `file` parts, sent as image inputs). A model whose
-    /// catalog entry does not accept images refuses the prompt before anything is stored.
-    pub images: Vec<ImageAttachment>,
     /// A JSON Schema the turn's final answer must satisfy (structured output, see
     /// [`structured`]): the answer is [`TurnResult::structured`]. An invalid schema, or a
     /// model without tool calls, refuses the prompt before anything is stored.
@@ -343,17 +343,15 @@ pub struct PromptInput {
     /// (CLI `--session`, the API, the web view) set it unless asked to `queue`; the library
     /// default (`false`) queues.
     pub steer: bool,
-}
-
-/// An image attached to a prompt (`troupe run -f picture.png`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImageAttachment {
-    /// The file's name as given.
-    pub filename: String,
-    /// MIME type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`).
-    pub mime: String,
-    /// Standard base64 of the bytes.
-    pub data: String,
+    /// Files attached to the prompt (`-f`, API `file` parts), resolved with the text's
+    /// `@` references before the prompt is queued (see [`inputs`]).
+    pub files: Vec<inputs::FileInput>,
+    /// Subagents named by API `agent` parts (`@name` in the text works too).
+    pub agents: Vec<String>,
+    /// The parts [`inputs::resolve`] made (synthetic read results, `file` and `agent`
+    /// parts), stored after the text part. A `file` part holding an image or a PDF refuses
+    /// the prompt, before anything is stored, when the model does not accept it.
+    pub parts: Vec<troupe_session::PartKind>,
 }
 
 /// Changes to a session (`PATCH /session/{id}`, OpenCode's `{title?, permission?}`).
@@ -846,6 +844,12 @@ impl Runtime {
         // is taken or waited for, or the actor starts) must not be lost: `abort` cancels this
         // token, which ends a wait and is checked again once the prompt is queued.
         let pending = self.shared.leases.wait_guard(session_id);
+        let mut input = input;
+        if inputs::needed(&input) {
+            inputs::resolve(&self.shared, session_id, &mut input, &pending.token)
+                .await
+                .map_err(RuntimeError::Turn)?;
+        }
         // Set once the session actor crashed during this prompt's turn: the turn goes on
         // from the store instead of starting again.
         let mut resume = false;

@@ -23,6 +23,13 @@ impl PartProgress {
     }
 }
 
+impl PartProgress {
+    /// The part as last updated.
+    pub fn current(&self) -> Part {
+        self.part.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 impl ProgressSink for PartProgress {
     fn update(&self, title: Option<String>, metadata: serde_json::Map<String, Value>) {
         let mut part = self.part.lock().unwrap_or_else(|e| e.into_inner());

@@ -206,7 +206,7 @@ pub fn session_ruleset(session: &Session) -> Result<troupe_agents::Ruleset, Stri
     }
 }
 
-fn worktree_of(dir: &std::path::Path) -> PathBuf {
+pub(crate) fn worktree_of(dir: &std::path::Path) -> PathBuf {
     let mut cur = Some(dir);
     while let Some(d) = cur {
         if d.join(".git").exists() {
@@ -319,12 +319,7 @@ impl SessionActor {
                 .resolve_model(&model_spec)
                 .map_err(|e| e.to_string())?,
         );
-        if !input.images.is_empty() && !model.image_input {
-            return Err(format!(
-                "model {} does not accept images (its catalog entry lists no image input; set \"modalities\": {{\"input\": [\"text\", \"image\"]}} on the model in troupe.json if it does)",
-                model.full_id()
-            ));
-        }
+        crate::inputs::check_media(&input.parts, &model)?;
         if input.schema.is_some() && !model.tool_call {
             return Err(format!(
                 "model {} cannot call tools, so it cannot give a structured answer (--json-schema / \"schema\" need a model with tool calls)",
@@ -368,16 +363,10 @@ impl SessionActor {
         });
         let reminder = troupe_agents::switch_reminder(previous_agent.as_deref(), &agent.name)
             .filter(|_| !input.compact);
-        for image in &input.images {
-            parts.push(Part::new(
-                &state.session.id,
-                &user.id,
-                PartKind::File {
-                    mime: image.mime.clone(),
-                    filename: Some(image.filename.clone()),
-                    url: format!("data:{};base64,{}", image.mime, image.data),
-                },
-            ));
+        if !input.compact {
+            for kind in &input.parts {
+                parts.push(Part::new(&state.session.id, &user.id, kind.clone()));
+            }
         }
         for extra in input.synthetic.iter().cloned().chain(reminder) {
             parts.push(Part::new(

@@ -361,9 +361,9 @@ async fn run_task(
         synthetic: Vec::new(),
         compact: false,
         no_reply: false,
-        images: Vec::new(),
         schema: None,
         steer: false,
+        ..Default::default()
     };
     actor
         .cast(SessionMsg::Prompt(PendingPrompt {

@@ -12,6 +12,7 @@
 
 pub mod agent_set;
 mod builtin;
+pub mod command;
 mod markdown;
 mod patch;
 pub mod permission;
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 pub use agent_set::{AgentError, AgentSet};
 pub use builtin::{PLAN_FILES_GLOB, builtin_agents};
+pub use command::{Command, CommandSet};
 pub use markdown::project_dirs;
 pub use permission::{Action, PermissionError, Rule, Ruleset};
 pub use prompt::{

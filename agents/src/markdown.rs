@@ -158,7 +158,17 @@ pub(crate) fn load_markdown_dir(
     config_dir: &Path,
     out: &mut Vec<MarkdownAgent>,
 ) -> Result<(), AgentError> {
-    for sub in ["agent", "agents"] {
+    load_markdown_subdirs(config_dir, &["agent", "agents"], out)
+}
+
+/// Appends the markdown files of `<config_dir>/<sub>/**/*.md` for each of `subs` (agents,
+/// commands), parsed as frontmatter fields with the body as `prompt`.
+pub(crate) fn load_markdown_subdirs(
+    config_dir: &Path,
+    subs: &[&str],
+    out: &mut Vec<MarkdownAgent>,
+) -> Result<(), AgentError> {
+    for sub in subs {
         for (name, path) in markdown_files(&config_dir.join(sub))? {
             let text = std::fs::read_to_string(&path).map_err(|source| AgentError::Io {
                 path: path.clone(),

@@ -106,6 +106,10 @@ pub struct ResolvedModel {
     /// catalog), else models.dev `attachment`; false for unknown models.
     #[serde(default)]
     pub image_input: bool,
+    /// Whether the model takes PDF documents: `modalities.input` lists `pdf` (config over
+    /// catalog); false when unknown.
+    #[serde(default)]
+    pub pdf_input: bool,
 }
 
 impl ResolvedModel {

@@ -366,6 +366,12 @@ fn build(
         })
         .or_else(|| pick(|m| m.attachment))
         .unwrap_or(false),
+        pdf_input: pick(|m| {
+            m.modalities
+                .as_ref()
+                .map(|x| x.input.iter().any(|k| k == "pdf"))
+        })
+        .unwrap_or(false),
     })
 }
 

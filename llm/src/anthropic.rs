@@ -58,13 +58,18 @@ pub fn build_request_body(model: &ResolvedModel, req: &ChatRequest) -> Value {
     for m in &req.messages {
         let (role, blocks) = match m {
             ChatMessage::System { .. } => continue,
-            // Messages API: image blocks (base64 source) before the text, as Anthropic
-            // recommends.
+            // Messages API: image (and PDF `document`) blocks with a base64 source before
+            // the text, as Anthropic recommends.
             ChatMessage::User { content, images } => {
                 let mut blocks: Vec<Value> = images
                     .iter()
                     .map(|i| {
-                        json!({"type": "image", "source": {
+                        let kind = if i.mime == "application/pdf" {
+                            "document"
+                        } else {
+                            "image"
+                        };
+                        json!({"type": kind, "source": {
                             "type": "base64", "media_type": i.mime, "data": i.data}})
                     })
                     .collect();

@@ -98,14 +98,17 @@ fn message_json(m: &ChatMessage, send_reasoning: bool) -> Value {
         ChatMessage::User { content, images } if images.is_empty() => {
             json!({"role": "user", "content": content})
         }
-        // Chat Completions content parts: the text, then one `image_url` part per image.
+        // Chat Completions content parts: the text, then one `image_url` part per image and
+        // one `file` part (`file_data` as a data URL) per PDF.
         ChatMessage::User { content, images } => {
             let mut parts = vec![json!({"type": "text", "text": content})];
-            parts.extend(
-                images
-                    .iter()
-                    .map(|i| json!({"type": "image_url", "image_url": {"url": i.data_url()}})),
-            );
+            parts.extend(images.iter().map(|i| {
+                if i.mime == "application/pdf" {
+                    json!({"type": "file", "file": {"filename": "document.pdf", "file_data": i.data_url()}})
+                } else {
+                    json!({"type": "image_url", "image_url": {"url": i.data_url()}})
+                }
+            }));
             json!({"role": "user", "content": parts})
         }
         ChatMessage::Assistant {

@@ -18,6 +18,7 @@ pub(crate) fn model(provider: &str) -> ResolvedModel {
         temperature: true,
         unknown: false,
         image_input: false,
+        pdf_input: false,
     }
 }
 

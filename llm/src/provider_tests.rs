@@ -17,6 +17,7 @@ fn model() -> ResolvedModel {
         temperature: true,
         unknown: false,
         image_input: false,
+        pdf_input: false,
     }
 }
 

@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// An image in a user turn: MIME type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`)
-/// and the bytes as standard base64.
+/// An image or PDF in a user turn: MIME type (`image/png`, `image/jpeg`, `image/gif`,
+/// `image/webp`, `application/pdf`) and the bytes as standard base64.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageInput {
     /// MIME type.

@@ -103,6 +103,7 @@ fn model(base_url: &str, protocol: Protocol) -> ResolvedModel {
         temperature: true,
         unknown: false,
         image_input: false,
+        pdf_input: false,
     }
 }
 

@@ -41,6 +41,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod command_routes;
 pub mod error;
 pub mod events;
 pub mod guard;
@@ -209,10 +210,12 @@ pub struct AppState {
         routes::models, routes::config, routes::actors, routes::metrics, routes::events,
         snapshot_routes::diff, snapshot_routes::revert, snapshot_routes::unrevert,
         snapshot_routes::fork, todo_routes::todos, timeline_routes::timeline,
+        command_routes::list, command_routes::run, command_routes::shell,
     ),
     components(schemas(error::ErrorBody, error::ErrorDetail, routes::CreateSession, routes::PromptBody,
         routes::PromptPart, routes::PermissionReplyBody, routes::PatchSession,
-        routes::LegacyPermissionBody, snapshot_routes::RevertBody, snapshot_routes::ForkBody)),
+        routes::LegacyPermissionBody, snapshot_routes::RevertBody, snapshot_routes::ForkBody,
+        command_routes::CommandBody, command_routes::ShellBody)),
     modifiers(&Security),
     security(("bearer" = []), ("basic" = []))
 )]
@@ -291,6 +294,9 @@ pub fn router(
         .route("/permission", get(r::permissions))
         .route("/permission/{id}/reply", post(r::reply_permission))
         .route("/agent", get(r::agents))
+        .route("/command", get(crate::command_routes::list))
+        .route("/session/{id}/command", post(crate::command_routes::run))
+        .route("/session/{id}/shell", post(crate::command_routes::shell))
         .route("/models", get(r::models))
         .route("/config", get(r::config))
         .route("/actors", get(r::actors))

@@ -72,21 +72,30 @@ pub struct CreateSession {
     pub model: Option<ModelSpec>,
 }
 
-/// One part of a prompt. OpenCode clients send `id` (and other fields), which are accepted;
-/// only `text` parts carry content troupe can send.
+/// One part of a prompt, in OpenCode's shapes: `text` (`text`, `synthetic?`), `file`
+/// (`url`: `file:///abs/path[?start=&end=]` or `data:<mime>;base64,…`, `mime?`, `filename?`)
+/// and `agent` (`name` of a subagent). Clients' `id`s are accepted, not reused.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct PromptPart {
     /// Part id the client chose (`prt_…`); accepted, not reused.
     pub id: Option<String>,
-    /// Part type; only `text` is accepted.
+    /// Part type: `text`, `file` or `agent`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// The text.
+    /// The text (`text` parts).
     #[serde(default)]
     pub text: String,
     /// A synthetic part (context the client adds, not typed by the user).
     #[serde(default)]
     pub synthetic: bool,
+    /// Where the file is (`file` parts).
+    pub url: Option<String>,
+    /// Its MIME type (`file` parts).
+    pub mime: Option<String>,
+    /// Its name to show (`file` parts).
+    pub filename: Option<String>,
+    /// The agent (`agent` parts).
+    pub name: Option<String>,
 }
 
 /// `POST /session/{id}/message` and `/prompt_async` body: troupe's `text` and
@@ -525,6 +534,17 @@ pub async fn session_statuses(State(st): State<AppState>) -> Json<Value> {
     Json(Value::Object(map))
 }
 
+/// The file input of `parts[i]`, a `file` part (its `url` is required).
+pub(crate) fn file_input(i: usize, p: PromptPart) -> ApiResult<troupe_actors::inputs::FileInput> {
+    Ok(troupe_actors::inputs::FileInput {
+        url: p.url.filter(|u| !u.is_empty()).ok_or_else(|| {
+            ApiError::bad_request(format!("parts[{i}]: a file part needs a \"url\""))
+        })?,
+        mime: p.mime,
+        filename: p.filename,
+    })
+}
+
 /// Validate a prompt body against the session, agents and models.
 async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<PromptInput> {
     let session = find_session(st, id).await?;
@@ -533,21 +553,25 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
     if let Some(t) = body.text {
         pieces.push(t);
     }
-    for p in body.parts.unwrap_or_default() {
-        if p.kind != "text" {
-            return Err(ApiError::bad_request(format!(
-                "unsupported part type {:?}: only \"text\" parts are accepted",
-                p.kind
-            )));
-        }
-        if p.synthetic {
-            synthetic.push(p.text);
-        } else {
-            pieces.push(p.text);
+    let mut files = Vec::new();
+    let mut agents = Vec::new();
+    for (i, p) in body.parts.unwrap_or_default().into_iter().enumerate() {
+        match p.kind.as_str() {
+            "text" if p.synthetic => synthetic.push(p.text),
+            "text" => pieces.push(p.text),
+            "file" => files.push(file_input(i, p)?),
+            "agent" => agents.push(p.name.filter(|n| !n.is_empty()).ok_or_else(|| {
+                ApiError::bad_request(format!("parts[{i}]: an agent part needs a \"name\""))
+            })?),
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "parts[{i}]: unsupported part type {other:?}: \"text\", \"file\" and \"agent\" parts are accepted"
+                )));
+            }
         }
     }
     let text = pieces.join("\n");
-    if text.trim().is_empty() {
+    if text.trim().is_empty() && files.is_empty() && agents.is_empty() {
         return Err(ApiError::bad_request(
             "empty prompt: send {\"text\": \"...\"} or {\"parts\": [{\"type\": \"text\", \"text\": \"...\"}]}",
         ));
@@ -579,9 +603,11 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
         synthetic,
         compact: false,
         no_reply: body.no_reply,
-        images: Vec::new(),
         schema: None,
         steer: !body.queue,
+        files,
+        agents,
+        parts: Vec::new(),
     })
 }
 
@@ -610,10 +636,20 @@ pub async fn prompt(
             .ok_or_else(|| ApiError::internal("the stored user message was not found"))?;
         return message_value(&user).map(Json);
     }
+    turn_response(&st, &id, result).await
+}
+
+/// A finished turn's answer: `{info, parts}` of its last assistant message (`info: null`
+/// when it made none).
+pub(crate) async fn turn_response(
+    st: &AppState,
+    id: &str,
+    result: troupe_actors::TurnResult,
+) -> ApiResult<Json<Value>> {
     let Some(msg) = result.message else {
         return Ok(Json(json!({"info": null, "parts": []})));
     };
-    let sid = id.clone();
+    let sid = id.to_string();
     let all = st.runtime.store().read(move |r| r.messages(&sid)).await?;
     let found = all.into_iter().find(|m| m.info.id() == msg.id);
     Ok(Json(match found {

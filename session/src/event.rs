@@ -140,6 +140,21 @@ pub enum Event {
         /// Appended text.
         delta: String,
     },
+    /// A command ran (`/NAME`, `troupe run --command`, `POST /session/{id}/command`):
+    /// OpenCode's `command.executed`.
+    #[serde(rename = "command.executed")]
+    CommandExecuted {
+        /// The command's name.
+        name: String,
+        /// Id of the session (`ses_…`).
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        /// The arguments as typed.
+        arguments: String,
+        /// The user message the command made (`msg_…`).
+        #[serde(rename = "messageID")]
+        message_id: String,
+    },
     /// A permission request waits for an answer.
     #[serde(rename = "permission.asked")]
     PermissionAsked(Value),
@@ -183,7 +198,8 @@ impl Event {
             | Event::PartDelta { session_id, .. }
             | Event::PartRemoved { session_id, .. }
             | Event::PermissionReplied { session_id, .. }
-            | Event::TodoUpdated { session_id, .. } => Some(session_id),
+            | Event::TodoUpdated { session_id, .. }
+            | Event::CommandExecuted { session_id, .. } => Some(session_id),
             Event::MessageUpdated { info } => Some(info.session_id()),
             Event::PartUpdated { part } => Some(&part.session_id),
             Event::PermissionAsked(v) => v.get("sessionID").and_then(Value::as_str),
@@ -208,6 +224,7 @@ impl Event {
             Event::PartDelta { .. } => "message.part.delta",
             Event::PartRemoved { .. } => "message.part.removed",
             Event::PermissionAsked(_) => "permission.asked",
+            Event::CommandExecuted { .. } => "command.executed",
             Event::PermissionReplied { .. } => "permission.replied",
             Event::TodoUpdated { .. } => "todo.updated",
         }

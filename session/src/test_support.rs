@@ -30,6 +30,7 @@ pub(crate) fn model(context: u64, input: Option<u64>, output: u64) -> ResolvedMo
         temperature: true,
         unknown: false,
         image_input: false,
+        pdf_input: false,
     }
 }
 

@@ -593,6 +593,15 @@ pub enum PartKind {
         /// Absolute paths of the changed files.
         files: Vec<String>,
     },
+    /// A subagent the user mentioned (`@explore …`, OpenCode's `AgentPart`): the user
+    /// message also carries a synthetic text asking the model to call the task tool with it.
+    Agent {
+        /// The agent's name.
+        name: String,
+        /// Where the mention stands in the prompt text, when it came from one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<AgentSource>,
+    },
     /// A compaction request (on a user message).
     Compaction {
         /// Started automatically on overflow.
@@ -606,6 +615,17 @@ pub enum PartKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tail_start_id: Option<String>,
     },
+}
+
+/// Where an `@agent` mention stands in a prompt's text (OpenCode's `AgentPart.source`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentSource {
+    /// The mention as written (`@explore`).
+    pub value: String,
+    /// Char offset of the `@` in the text.
+    pub start: u64,
+    /// Char offset just after the mention.
+    pub end: u64,
 }
 
 /// A part of a message.
@@ -635,7 +655,8 @@ impl Part {
         }
     }
 
-    /// `text`, `reasoning`, `tool`, `step-start`, `step-finish`, `patch`, `compaction`.
+    /// `text`, `reasoning`, `tool`, `step-start`, `step-finish`, `patch`, `compaction`, `file`,
+    /// `agent`.
     pub fn type_name(&self) -> &'static str {
         match self.kind {
             PartKind::Text { .. } => "text",
@@ -646,6 +667,7 @@ impl Part {
             PartKind::Patch { .. } => "patch",
             PartKind::Compaction { .. } => "compaction",
             PartKind::File { .. } => "file",
+            PartKind::Agent { .. } => "agent",
         }
     }
 }
