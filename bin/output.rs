@@ -638,6 +638,19 @@ fn print_session(s: &Session, messages: &[MessageWithParts]) {
                 ),
                 PartKind::File { mime, url, .. } => println!("   [file {mime}] {url}"),
                 PartKind::Agent { name, .. } => println!("   [agent] @{name}"),
+                PartKind::Subtask {
+                    agent,
+                    command,
+                    prompt,
+                    ..
+                } => println!(
+                    "   [subtask @{agent}{}] {}",
+                    command
+                        .as_ref()
+                        .map(|c| format!(" from /{c}"))
+                        .unwrap_or_default(),
+                    prompt.lines().next().unwrap_or("")
+                ),
             }
         }
     }

@@ -4,7 +4,7 @@
 //! /session/{id}/command`), through the real binary against the scripted provider.
 
 use serde_json::{Value, json};
-use troupe_testkit::{MockServer, Script, Step};
+use troupe_testkit::{Conversation, MockServer, Script, Step};
 
 mod common;
 use common::*;
@@ -27,9 +27,21 @@ fn user_text(server: &MockServer, i: usize) -> String {
     content_text(user)
 }
 
-/// The parts of the session's first user message.
+/// The stored messages of the only root session (a `task` call adds child sessions).
+async fn root_messages(p: &Project) -> Vec<Value> {
+    let sessions = p.sessions().await;
+    let roots: Vec<&Value> = sessions
+        .iter()
+        .filter(|s| s["parentID"].is_null())
+        .collect();
+    assert_eq!(roots.len(), 1, "one root session: {sessions:#?}");
+    p.session_messages(roots[0]["id"].as_str().expect("id"))
+        .await
+}
+
+/// The parts of the root session's first user message.
 async fn first_user_parts(p: &Project) -> Vec<Value> {
-    let (_, messages) = p.messages().await;
+    let messages = root_messages(p).await;
     let user = messages
         .iter()
         .find(|m| role(m) == "user")
@@ -120,15 +132,20 @@ async fn at_file_outside_the_project_is_refused_without_approval() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_directory_is_listed_and_at_agent_hands_work_to_the_subagent() {
-    let server = mock(vec![
-        Step::tool(
-            "task",
-            json!({"description": "find loader", "prompt": "find the config loader", "subagent_type": "explore"}),
-        ),
-        Step::text("it is in src/config.rs"),
-        Step::text("the loader is in src/config.rs"),
-    ])
-    .await;
+    // The mock picks a step by the number of assistant messages in the request, so the
+    // subagent's session (whose prompt is CHILD-FIND) gets a conversation of its own.
+    let server = MockServer::start(Script::new(vec![
+        Conversation::new(vec![Step::text("it is in src/config.rs")]).matching("CHILD-FIND"),
+        Conversation::new(vec![
+            Step::tool(
+                "task",
+                json!({"description": "find loader", "prompt": "CHILD-FIND the config loader", "subagent_type": "explore"}),
+            ),
+            Step::text("the loader is in src/config.rs"),
+        ]),
+    ]))
+    .await
+    .expect("mock server");
     let p = CliProject::new(&server.base_url());
     p.write_file("src/config.rs", "fn load() {}\n");
     let out = p
@@ -158,13 +175,21 @@ async fn at_directory_is_listed_and_at_agent_hands_work_to_the_subagent() {
             .iter()
             .any(|p| p["type"] == "file" && p["mime"] == "application/x-directory")
     );
-    let (_, messages) = p.messages().await;
+    let messages = root_messages(&p).await;
     let task = tool_parts(&messages)
         .into_iter()
         .find(|t| t["tool"] == "task")
         .expect("a task call");
     assert_eq!(task["state"]["input"]["subagent_type"], "explore");
     assert_eq!(task["state"]["status"], "completed");
+    assert!(
+        task["state"]["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("it is in src/config.rs"),
+        "{task:#?}"
+    );
+    assert_eq!(completions(&server).len(), 3, "parent, child, parent");
 }
 
 /// A real (tiny) PNG: the 8-byte signature and an IHDR chunk.
@@ -246,6 +271,86 @@ async fn a_command_file_expands_into_the_request_exactly() {
         .await;
     assert_success(&out, "run --command global");
     assert_eq!(user_text(&server, 1), "Global says hello there");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subtask_command_runs_a_task_for_the_user_then_asks_for_a_summary() {
+    let server = mock(vec![
+        Step::text("the loader is in src/config.rs"),
+        Step::text("the subagent found it: src/config.rs"),
+    ])
+    .await;
+    // The model may not call `task` at all; the user's subtask is not asked for.
+    let p = Project::with_config(&mock_config_with(
+        &server.base_url(),
+        json!({"permission": {"task": "deny"}}),
+    ));
+    command_file(
+        &p,
+        "scout",
+        "---\ndescription: scout the code\nagent: explore\nsubtask: true\n---\nFind $ARGUMENTS. Shell: !`echo hi`\n",
+    );
+    let out = p
+        .troupe(&["run", "--command", "scout", "the config loader"], &[])
+        .await;
+    assert_success(&out, "run --command scout");
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 2, "the subagent's step, then the follow-up");
+    // The subagent gets the filled template as its prompt.
+    assert_eq!(user_text(&server, 0), "Find the config loader. Shell: hi");
+
+    // The follow-up: the user's subtask, the task call and its result, then the synthetic
+    // request to summarize.
+    let msgs = req_messages(&reqs[1]);
+    let n = msgs.len();
+    assert!(n >= 4, "{msgs:#?}");
+    assert_eq!(msgs[n - 4]["role"], "user", "{msgs:#?}");
+    assert_eq!(
+        content_text(&msgs[n - 4]),
+        "The following tool was executed by the user"
+    );
+    assert_eq!(msgs[n - 3]["role"], "assistant");
+    let call = &msgs[n - 3]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "task", "{msgs:#?}");
+    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap_or(""))
+        .expect("task arguments are JSON");
+    assert_eq!(args["subagent_type"], "explore");
+    assert_eq!(args["prompt"], "Find the config loader. Shell: hi");
+    assert_eq!(args["description"], "scout the code");
+    assert_eq!(msgs[n - 2]["role"], "tool");
+    assert_eq!(msgs[n - 2]["tool_call_id"], call["id"]);
+    assert!(
+        content_text(&msgs[n - 2]).contains("the loader is in src/config.rs"),
+        "{msgs:#?}"
+    );
+    assert_eq!(msgs[n - 1]["role"], "user");
+    assert_eq!(
+        content_text(&msgs[n - 1]),
+        "Summarize the task tool output above and continue with your task."
+    );
+
+    // Stored: the subtask part, the task part (completed, on the subagent's message), the
+    // synthetic follow-up and the answer; the subagent's session is a child.
+    let messages = root_messages(&p).await;
+    assert_eq!(messages.len(), 4, "{messages:#?}");
+    let subtask = parts_of_type(&messages[0], "subtask");
+    assert_eq!(subtask.len(), 1, "{messages:#?}");
+    assert_eq!(subtask[0]["agent"], "explore");
+    assert_eq!(subtask[0]["command"], "scout");
+    assert_eq!(subtask[0]["prompt"], "Find the config loader. Shell: hi");
+    assert_eq!(messages[1]["info"]["agent"], "explore");
+    let task = parts_of_type(&messages[1], "tool");
+    assert_eq!(task.len(), 1);
+    assert_eq!(task[0]["tool"], "task");
+    assert_eq!(task[0]["state"]["status"], "completed", "{task:#?}");
+    let follow = parts_of_type(&messages[2], "text");
+    assert_eq!(follow.len(), 1, "{messages:#?}");
+    assert_eq!(follow[0]["synthetic"], true);
+    assert_eq!(role(&messages[3]), "assistant");
+    let answer = parts_of_type(&messages[3], "text");
+    assert_eq!(answer[0]["text"], "the subagent found it: src/config.rs");
+    let sessions = p.sessions().await;
+    assert_eq!(sessions.len(), 2, "{sessions:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -352,7 +457,10 @@ async fn commands_and_file_parts_over_http() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_users_shell_command_is_recorded_and_refused_while_busy() {
+    // The mock picks a step by the number of assistant messages in the request: the shell's
+    // own (its `bash` call) makes the first model request step 1.
     let server = mock(vec![
+        Step::text("step 0 is never asked for"),
         Step::text("I saw it"),
         Step::text("slow answer").with_first_byte_delay_ms(60_000),
     ])
@@ -401,7 +509,10 @@ async fn the_users_shell_command_is_recorded_and_refused_while_busy() {
         .await
         .expect("POST message");
     assert_eq!(r.status().as_u16(), 200);
-    let sent = completions(&server)[0].body.to_string();
+    let answer: Value = r.json().await.expect("JSON");
+    let reqs = completions(&server);
+    assert_eq!(reqs.len(), 1, "one model step: {answer}");
+    let sent = reqs[0].body.to_string();
     assert!(
         sent.contains("The following tool was executed by the user")
             && sent.contains("echo hello-$((40+2))")
@@ -418,10 +529,26 @@ async fn the_users_shell_command_is_recorded_and_refused_while_busy() {
         .expect("POST prompt_async");
     assert_eq!(r.status().as_u16(), 204);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while completions(&server).len() < 2 {
+    // The turn has started once its user message is stored (the model's answer is held back
+    // for 60 s, and the mock records a request only when it answers).
+    loop {
+        let messages: Value = http
+            .get(format!("{base}/session/{sid}/message"))
+            .send()
+            .await
+            .expect("GET messages")
+            .json()
+            .await
+            .expect("JSON");
+        let started = messages
+            .as_array()
+            .is_some_and(|ms| ms.iter().any(|m| m.to_string().contains("take your time")));
+        if started {
+            break;
+        }
         assert!(
             std::time::Instant::now() < deadline,
-            "the slow step never started"
+            "the slow turn never started"
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }

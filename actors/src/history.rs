@@ -42,11 +42,18 @@ pub fn convert(m: &MessageWithParts, out: &mut Vec<ChatMessage>) {
                     }
                     text.push_str(t);
                 }
-                if let PartKind::Compaction { .. } = &p.kind {
+                let stands_for = match &p.kind {
+                    PartKind::Compaction { .. } => Some("What did we do so far?"),
+                    // The subtask itself follows as the assistant's `task` call (OpenCode's
+                    // wording).
+                    PartKind::Subtask { .. } => Some(crate::user_shell::USER_SHELL_TEXT),
+                    _ => None,
+                };
+                if let Some(s) = stands_for {
                     if !text.is_empty() {
                         text.push('\n');
                     }
-                    text.push_str("What did we do so far?");
+                    text.push_str(s);
                 }
             }
             if !text.is_empty() || !images.is_empty() {

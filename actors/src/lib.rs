@@ -538,7 +538,7 @@ impl Actor for RootActor {
 /// whatever still carries that mark (the process that ran it died) and record how many on
 /// the part ([`troupe_session::store::SURVIVORS_KEY`]) so the swept error says so (issue
 /// 12.4).
-async fn stop_survivors(history: &mut [troupe_session::MessageWithParts]) {
+pub(crate) async fn stop_survivors(history: &mut [troupe_session::MessageWithParts]) {
     for m in history.iter_mut() {
         for p in m.parts.iter_mut() {
             let troupe_session::PartKind::Tool {

@@ -338,23 +338,30 @@ impl SessionActor {
             system: input.system.clone(),
             summary: None,
         };
-        let mut parts = vec![Part::new(
-            &state.session.id,
-            &user.id,
-            if input.compact {
+        // A prompt of only attachments or synthetic text (an API file part, a subtask's
+        // follow-up) stores no empty text part.
+        let mut parts = Vec::new();
+        if input.compact {
+            parts.push(Part::new(
+                &state.session.id,
+                &user.id,
                 PartKind::Compaction {
                     auto: false,
                     overflow: false,
                     tail_start_id: None,
-                }
-            } else {
+                },
+            ));
+        } else if !input.text.is_empty() || (input.parts.is_empty() && input.synthetic.is_empty()) {
+            parts.push(Part::new(
+                &state.session.id,
+                &user.id,
                 PartKind::Text {
                     text: input.text.clone(),
                     synthetic: false,
                     time: None,
-                }
-            },
-        )];
+                },
+            ));
+        }
         // Agent switching: a synthetic reminder on the new user message (plan → read-only;
         // plan → build → edits allowed again).
         let previous_agent = state.history.last().map(|m| match &m.info {

@@ -169,16 +169,50 @@ impl Tool for TaskTool {
                     tool: "task".into(),
                     detail: e.to_string(),
                 })?;
-            run_task(rt, args, ctx).await
+            run_task(rt, args, ctx, None).await
         })
     }
+}
+
+/// A task the user asked for (a command that runs as a subtask, OpenCode's `handleSubtask`):
+/// run like a model's `task` call, with the model's input `{description, prompt,
+/// subagent_type, command}`, but without the `task` permission check (the user asked, as
+/// OpenCode's `bypassAgentCheck`), with `model` (`provider/model`) over the agent's, and
+/// with any visible agent (a primary one too), not only subagents.
+/// The subagent's own tool calls still go through its derived ruleset.
+pub async fn run_for_user(
+    rt: Arc<RuntimeShared>,
+    input: Value,
+    model: Option<String>,
+    ctx: ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let args: Args = serde_json::from_value(input).map_err(|e| ToolError::InvalidArguments {
+        tool: "task".into(),
+        detail: e.to_string(),
+    })?;
+    run_task(rt, args, ctx, Some(UserAsked { model })).await
+}
+
+/// What differs in a task the user asked for (see [`run_for_user`]).
+struct UserAsked {
+    model: Option<String>,
 }
 
 async fn run_task(
     rt: Arc<RuntimeShared>,
     args: Args,
     ctx: ToolContext,
+    user: Option<UserAsked>,
 ) -> Result<ToolOutput, ToolError> {
+    if user.is_none() {
+        check_task_permission(&args, &ctx).await?;
+    }
+    let user_asked = user.is_some();
+    run_checked(rt, args, ctx, user.and_then(|u| u.model), user_asked).await
+}
+
+/// The `task` permission for the subagent (asked for the model's calls only).
+async fn check_task_permission(args: &Args, ctx: &ToolContext) -> Result<(), ToolError> {
     let req = PermissionRequest {
         permission: "task".into(),
         patterns: vec![args.subagent_type.clone()],
@@ -187,12 +221,24 @@ async fn run_task(
         ..Default::default()
     };
     match ctx.permissions.ask(req).await {
-        PermissionReply::Deny(m) => return Err(ToolError::PermissionDenied(m)),
-        PermissionReply::Reject(m) => return Err(ToolError::PermissionRejected(m)),
-        PermissionReply::Allow | PermissionReply::AllowAlways => {}
+        PermissionReply::Deny(m) => Err(ToolError::PermissionDenied(m)),
+        PermissionReply::Reject(m) => Err(ToolError::PermissionRejected(m)),
+        PermissionReply::Allow | PermissionReply::AllowAlways => Ok(()),
     }
+}
+
+async fn run_checked(
+    rt: Arc<RuntimeShared>,
+    args: Args,
+    ctx: ToolContext,
+    model: Option<String>,
+    user_asked: bool,
+) -> Result<ToolOutput, ToolError> {
     let sub = match rt.agents.get(&args.subagent_type) {
         Some(a) if a.is_subagent() => a.clone(),
+        // The user may hand a subtask to a primary agent too (a `subtask: true` command
+        // naming one), as OpenCode allows; hidden agents stay internal.
+        Some(a) if user_asked && !a.hidden => a.clone(),
         _ => {
             let names: Vec<String> = rt
                 .agents
@@ -283,9 +329,8 @@ async fn run_task(
         p = rt.subagent_slots.clone().acquire_owned() => p.map_err(|_| ToolError::Failed("the runtime is shutting down".into()))?,
         _ = ctx.abort.cancelled() => return Err(ToolError::Aborted),
     };
-    let model_spec = sub
-        .model
-        .clone()
+    let model_spec = model
+        .or_else(|| sub.model.clone())
         .or_else(|| parent.model.as_ref().map(|m| m.full()));
 
     // The child is driven under its own lease like any session, so no other process (or

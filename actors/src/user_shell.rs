@@ -37,6 +37,80 @@ pub struct ShellResult {
 }
 
 impl Runtime {
+    /// Hold `session_id` for work done outside a turn (the user's shell command, a
+    /// command's subtask): take its lease (which a running turn of any process holds) and
+    /// load the session as a prompt would (a pending revert's hidden messages deleted, tool
+    /// parts a dead process left running swept). `wait`: wait for the lease like a prompt
+    /// (up to [`crate::RuntimeOptions::lease_wait`], ended by the token, which
+    /// [`Runtime::abort`] cancels); `None`: refuse at once. A refusal is
+    /// [`RuntimeError::SessionBusy`] whose outcome is `outcome`.
+    pub(crate) async fn hold_session(
+        &self,
+        session_id: &str,
+        wait: Option<&tokio_util::sync::CancellationToken>,
+        outcome: &str,
+    ) -> Result<(crate::lease::SessionLease, troupe_session::Session), RuntimeError> {
+        let shared = self.shared().clone();
+        let sid = session_id.to_string();
+        if self.store().read(move |r| r.session(&sid)).await?.is_none() {
+            return Err(RuntimeError::SessionNotFound(session_id.to_string()));
+        }
+        let started = std::time::Instant::now();
+        let lease = loop {
+            match self
+                .store()
+                .lease_take(session_id, &shared.identity.claim(), shared.opts.lease_ttl)
+                .await?
+            {
+                troupe_session::TakeOutcome::Taken { lease, .. } => {
+                    break crate::lease::SessionLease::start(
+                        self.store().clone(),
+                        &lease,
+                        shared.opts.lease_ttl,
+                        shared.leases.clone(),
+                    );
+                }
+                troupe_session::TakeOutcome::Held(h) => {
+                    let busy = |outcome: String| RuntimeError::SessionBusy {
+                        session_id: session_id.to_string(),
+                        owner: h.describe(),
+                        since: troupe_session::iso_time(h.acquired),
+                        outcome,
+                    };
+                    let Some(token) = wait else {
+                        return Err(busy(outcome.to_string()));
+                    };
+                    if started.elapsed() >= shared.opts.lease_wait {
+                        return Err(busy(format!(
+                            "{outcome} (gave up after waiting {:.1} s; TROUPE_LEASE_WAIT_MS sets the wait)",
+                            started.elapsed().as_secs_f64()
+                        )));
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(crate::lease::LEASE_POLL) => {}
+                        _ = token.cancelled() => {
+                            return Err(RuntimeError::Turn(format!(
+                                "aborted while waiting for session {session_id}, which {} drives",
+                                h.describe()
+                            )));
+                        }
+                    }
+                }
+            }
+        };
+        let sid = session_id.to_string();
+        let (session, history) = self
+            .store()
+            .read(move |r| Ok((r.session(&sid)?, r.messages(&sid)?)))
+            .await?;
+        let session =
+            session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
+        let (session, mut history) = crate::revert::cleanup(&shared, session, history);
+        crate::stop_survivors(&mut history).await;
+        troupe_session::store::sweep_interrupted(self.store(), &mut history);
+        Ok((lease, session))
+    }
+
     /// Run the user's `command` in an idle session (see the module docs). `agent` and
     /// `model` name the messages (default: the session's last, else the config's). Errors:
     /// [`RuntimeError::SessionBusy`] while a turn runs or another process drives the session,
@@ -49,36 +123,14 @@ impl Runtime {
         model: Option<String>,
     ) -> Result<ShellResult, RuntimeError> {
         let shared = self.shared().clone();
-        let busy = |owner: String| RuntimeError::SessionBusy {
-            session_id: session_id.to_string(),
-            owner,
-            since: troupe_session::iso_time(now_ms()),
-            outcome: "the shell command was not run; wait for the session to be idle".into(),
-        };
-        if shared.sessions.contains_key(session_id) {
-            return Err(busy("a running turn of this process".into()));
-        }
-        let sid = session_id.to_string();
-        let session = self
-            .store()
-            .read(move |r| r.session(&sid))
-            .await?
-            .ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
-        let lease = match self
-            .store()
-            .lease_take(session_id, &shared.identity.claim(), shared.opts.lease_ttl)
-            .await?
-        {
-            troupe_session::TakeOutcome::Taken { lease, .. } => crate::lease::SessionLease::start(
-                self.store().clone(),
-                &lease,
-                shared.opts.lease_ttl,
-                shared.leases.clone(),
-            ),
-            troupe_session::TakeOutcome::Held(h) => return Err(busy(h.describe())),
-        };
-        // A prompt of this process that started its actor between the check and the lease
-        // holds the lease too, so this cannot race with a turn of ours.
+        let abort = shared.leases.wait_guard(session_id);
+        let (lease, session) = self
+            .hold_session(
+                session_id,
+                None,
+                "the shell command was not run; wait for the session to be idle",
+            )
+            .await?;
         let agent = match agent.or_else(|| session.agent.clone()) {
             Some(a) => shared
                 .agents
@@ -144,6 +196,7 @@ impl Runtime {
             tokens: Default::default(),
             finish: None,
             error: None,
+            structured: None,
         };
         let input = json!({"command": command, "description": ""});
         let start = now_ms();
@@ -175,7 +228,7 @@ impl Runtime {
             Write::Message(Message::Assistant(assistant.clone())),
             Write::Part(part.clone()),
         ]);
-        let pending = shared.leases.wait_guard(session_id);
+        let pending = abort;
         let progress = Arc::new(crate::progress::PartProgress::new(
             self.store().clone(),
             part.clone(),

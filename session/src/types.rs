@@ -574,15 +574,17 @@ pub enum PartKind {
         /// Tokens of the step.
         tokens: Tokens,
     },
-    /// An attached file (OpenCode's `FilePart`): an image sent to the model as an image
-    /// input, its bytes inline as a `data:` URL.
+    /// An attached or referenced file (OpenCode's `FilePart`): an image or PDF sent to the
+    /// model as an input, its bytes inline as a `data:` URL; or a text file or directory
+    /// (`text/plain`, `application/x-directory`) whose content the message's synthetic text
+    /// parts already hold, by its `file://` URL.
     File {
         /// MIME type, e.g. `image/png`.
         mime: String,
         /// The file's name as given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         filename: Option<String>,
-        /// `data:<mime>;base64,<bytes>`.
+        /// `data:<mime>;base64,<bytes>`, or `file:///abs/path[?start=N&end=M]`.
         url: String,
     },
     /// Files a step changed (OpenCode `PatchPart`): written after the step's tool calls when
@@ -601,6 +603,24 @@ pub enum PartKind {
         /// Where the mention stands in the prompt text, when it came from one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         source: Option<AgentSource>,
+    },
+    /// Work the user handed to a subagent (OpenCode's `SubtaskPart`), made by a command that
+    /// runs as a subtask; the `task` call made for it on the user's behalf is stored on the
+    /// next (assistant) message. The model sees it as "The following tool was executed by the
+    /// user".
+    Subtask {
+        /// The prompt the subagent gets (the command's filled template).
+        prompt: String,
+        /// Short description (the command's, else its name).
+        description: String,
+        /// The subagent that runs it.
+        agent: String,
+        /// Its model, when the command names one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<ModelRef>,
+        /// The command that made it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
     },
     /// A compaction request (on a user message).
     Compaction {
@@ -656,7 +676,7 @@ impl Part {
     }
 
     /// `text`, `reasoning`, `tool`, `step-start`, `step-finish`, `patch`, `compaction`, `file`,
-    /// `agent`.
+    /// `agent`, `subtask`.
     pub fn type_name(&self) -> &'static str {
         match self.kind {
             PartKind::Text { .. } => "text",
@@ -668,6 +688,7 @@ impl Part {
             PartKind::Compaction { .. } => "compaction",
             PartKind::File { .. } => "file",
             PartKind::Agent { .. } => "agent",
+            PartKind::Subtask { .. } => "subtask",
         }
     }
 }
