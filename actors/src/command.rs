@@ -102,7 +102,7 @@ impl Runtime {
             } else {
                 agent.as_deref()
             };
-            let ctx = crate::inputs::user_tool_context(&shared, session_id, runs_as, &abort)
+            let ctx = crate::inputs::user_tool_context(shared, session_id, runs_as, &abort)
                 .await
                 .map_err(RuntimeError::Turn)?;
             let bash = shared.registry.get("bash").ok_or_else(|| {

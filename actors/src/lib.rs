@@ -858,13 +858,13 @@ impl Runtime {
             let accepted = Arc::new(AtomicBool::new(false));
             let started = Arc::new(AtomicBool::new(false));
             let (tx, rx) = oneshot::channel();
-            let msg = SessionMsg::Prompt(PendingPrompt {
+            let msg = SessionMsg::Prompt(Box::new(PendingPrompt {
                 input: input.clone(),
                 accepted: accepted.clone(),
                 started: started.clone(),
                 resume,
                 reply: tx,
-            });
+            }));
             if actor.cast(msg).is_err() {
                 // The actor stopped between lookup and send: start a fresh one.
                 self.shared

@@ -53,8 +53,9 @@ pub struct PendingPrompt {
 
 /// Messages of a session actor.
 pub enum SessionMsg {
-    /// Queue a prompt.
-    Prompt(PendingPrompt),
+    /// Queue a prompt (boxed: a prompt's input with its resolved parts is far larger than
+    /// the other messages).
+    Prompt(Box<PendingPrompt>),
     /// Abort the running turn and drop queued prompts.
     Abort,
     /// The session's lease was taken over by another process: abort, refuse queued
@@ -1633,6 +1634,7 @@ impl Actor for SessionActor {
         match msg {
             SessionMsg::Prompt(p) => {
                 p.accepted.store(true, Ordering::SeqCst);
+                let p = *p;
                 match state.turn.as_mut() {
                     Some(t)
                         if !t.compact_only

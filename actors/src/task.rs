@@ -411,13 +411,13 @@ async fn run_checked(
         ..Default::default()
     };
     actor
-        .cast(SessionMsg::Prompt(PendingPrompt {
+        .cast(SessionMsg::Prompt(Box::new(PendingPrompt {
             input,
             accepted,
             started: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             resume: false,
             reply: tx,
-        }))
+        })))
         .map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
 
     let mut steps = 0u64;
