@@ -544,7 +544,8 @@ fn summary_table(finished: &[Finished]) -> String {
         "{:<10} {:>6} {:>10} {:>12} {:>8} {:>8}\n",
         "", "tasks", "tokens", "cost", "p50", "p95"
     );
-    let rows: [(&str, Box<dyn Fn(&Finished) -> bool>); 3] = [
+    type Keep = Box<dyn Fn(&Finished) -> bool>;
+    let rows: [(&str, Keep); 3] = [
         ("completed", Box::new(|f: &Finished| f.completed)),
         ("failed", Box::new(|f: &Finished| !f.completed)),
         ("all", Box::new(|_: &Finished| true)),
