@@ -1,7 +1,8 @@
 //! `troupe batch tasks.jsonl`: many independent prompts under one runtime, or through a
 //! running `troupe serve` (`--attach URL`, so `troupe monitor` and the web view show it).
 //!
-//! Each input line is `{"id", "prompt", "agent"?, "model"?, "dir"?, "schema"?, "timeout"?}`.
+//! Each input line is `{"id", "prompt", "agent"?, "model"?, "dir"?, "schema"?, "timeout"?,
+//! "maxSteps"?}`.
 //! At most `--parallel` sessions run at once. Each result is appended to `--out` (default
 //! stdout) as one JSON line the moment its task ends, so a killed batch keeps what finished;
 //! `--resume` skips ids already in the out file, `--retry-failed` runs again only the ids
@@ -53,6 +54,10 @@ pub struct BatchTask {
     /// tokens and cost spent until then.
     #[serde(default)]
     pub timeout: Option<f64>,
+    /// Step limit of the task's turn (JSON key `maxSteps`, ≥ 1; default: the agent's
+    /// `steps`, else 100). A task that reaches it ends as any turn at its limit.
+    #[serde(default, rename = "maxSteps")]
+    pub max_steps: Option<u32>,
 }
 
 /// How long an aborted task may take to wind down (its running tool calls and provider
@@ -137,6 +142,14 @@ pub fn read_tasks(path: &Path) -> Result<Vec<BatchTask>> {
             && let Err(e) = troupe_tools::builtin::StructuredOutputTool::new(schema)
         {
             bail!("{}:{}: task {}: {e}", path.display(), i + 1, task.id);
+        }
+        if task.max_steps == Some(0) {
+            bail!(
+                "{}:{}: task {}: \"maxSteps\" must be 1 or more",
+                path.display(),
+                i + 1,
+                task.id
+            );
         }
         if let Some(t) = task.timeout {
             check_timeout(t, "\"timeout\"")
@@ -544,11 +557,11 @@ fn summary_table(finished: &[Finished]) -> String {
         "{:<10} {:>6} {:>10} {:>12} {:>8} {:>8}\n",
         "", "tasks", "tokens", "cost", "p50", "p95"
     );
-    type Keep = Box<dyn Fn(&Finished) -> bool>;
+    type Keep = fn(&Finished) -> bool;
     let rows: [(&str, Keep); 3] = [
-        ("completed", Box::new(|f: &Finished| f.completed)),
-        ("failed", Box::new(|f: &Finished| !f.completed)),
-        ("all", Box::new(|_: &Finished| true)),
+        ("completed", |f| f.completed),
+        ("failed", |f| !f.completed),
+        ("all", |_| true),
     ];
     for (name, keep) in rows {
         let sel: Vec<&Finished> = finished.iter().filter(|f| keep(f)).collect();
@@ -633,6 +646,7 @@ async fn run_one(
         no_reply: false,
         schema: task.schema.clone(),
         steer: false,
+        max_steps: task.max_steps,
         ..Default::default()
     };
     let prompt = rt.prompt(&session.id, input);
@@ -755,6 +769,9 @@ async fn run_one_remote(
     }
     if let Some(m) = task.model.clone().or(model) {
         body["model"] = serde_json::json!(m);
+    }
+    if let Some(n) = task.max_steps {
+        body["maxSteps"] = serde_json::json!(n);
     }
     let path = format!("/session/{sid}/message");
     let post = client.post(&path, &body);

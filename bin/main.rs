@@ -1147,7 +1147,7 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     let mut sigs = signals::Signals::take_over()?;
     let command = args.command.clone();
     let mut turn = tokio::spawn(async move {
-        match command {
+        let r = match command {
             Some(name) => {
                 let command = troupe_actors::command::CommandInput {
                     name,
@@ -1159,7 +1159,11 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
                 rt2.command(&sid, command).await
             }
             None => rt2.prompt(&sid, input).await,
-        }
+        };
+        // Background subagents the turn started run on after it; their results start
+        // turns of their own (printed like this one), which the run waits for first.
+        rt2.wait_background(&sid).await;
+        r
     });
 
     // Ctrl-C or SIGTERM: the first aborts the turn (partial output is kept, parts closed),

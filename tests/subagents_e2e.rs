@@ -71,6 +71,53 @@ fn read_then_text(file: &str, delay_ms: u64) -> Script {
     ])
 }
 
+/// `troupe run` with a background subagent: the parent's turn ends first, the child's
+/// result starts a new turn of the now idle parent, and the run waits for that turn and
+/// prints it before it exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_waits_for_a_background_subagent_and_its_result_turn() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    let mut args = task_args("BG-CHILD", "explore");
+    args["background"] = json!(true);
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", args),
+            Step::text("parent turn over, the child still works"),
+            Step::text("the child reported: forty-two"),
+        ])
+        .matching("PARENT-BG-RUN"),
+        Conversation::new(vec![
+            Step::text("the answer is forty-two").with_first_byte_delay_ms(500),
+        ])
+        .matching("BG-CHILD"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&mock_config(&server.base_url()).to_string());
+    let out = project
+        .troupe(&["run", "PARENT-BG-RUN: start a background child"], &[])
+        .await;
+    assert_success(&out, "troupe run");
+    let stdout = text(&out.stdout);
+    let first = stdout
+        .find("parent turn over")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let second = stdout
+        .find("the child reported: forty-two")
+        .unwrap_or_else(|| panic!("the result turn was not printed: {stdout}"));
+    assert!(first < second, "{stdout}");
+    // The parent's third request carried the child's result.
+    let last = completions(&server)
+        .into_iter()
+        .rfind(|r| r.body.to_string().contains("PARENT-BG-RUN"))
+        .expect("parent requests");
+    let body = last.body.to_string();
+    assert!(
+        body.contains("the answer is forty-two") && body.contains("state=\\\"completed\\\""),
+        "{body}"
+    );
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn task_fan_out_via_cli() {
     let project = Project::new("http://127.0.0.1:1/v1");
@@ -514,6 +561,60 @@ async fn batch_failures_exit_nonzero() {
     assert_eq!(
         lines.last().map(|l| l["id"].clone()),
         Some(json!("new-task"))
+    );
+    server.shutdown().await;
+}
+
+/// A task's `maxSteps` caps its turn: with 1, the step after the tool call is never asked
+/// for and the task fails with the step-limit error; 0 is refused when the file is read.
+#[tokio::test]
+async fn batch_task_max_steps_caps_the_turn() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    std::fs::write(project.root.join("hello.txt"), "hello\n").expect("hello");
+    let file = project.root.join("hello.txt").display().to_string();
+    let server = MockServer::start(read_then_text(&file, 0))
+        .await
+        .expect("mock");
+    project.write_config(&mock_config(&server.base_url()).to_string());
+    let tasks_file = project.outside().join("tasks.jsonl");
+    let out_file = project.outside().join("results.jsonl");
+    write_tasks(
+        &tasks_file,
+        &[json!({"id": "short", "prompt": "read the file", "maxSteps": 1})],
+    );
+    let out = project
+        .troupe(
+            &[
+                "batch",
+                tasks_file.to_str().expect("utf-8 path"),
+                "--out",
+                out_file.to_str().expect("utf-8 path"),
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let (lines, _) = read_results(&out_file);
+    assert_eq!(lines[0]["status"], "failed", "{}", lines[0]);
+    let err = lines[0]["error"].as_str().unwrap_or("");
+    assert!(
+        err.contains("MaxStepsError") && err.contains("maximum of 1 steps"),
+        "{err}"
+    );
+    assert_eq!(completions(&server).len(), 1, "one step asked for");
+
+    write_tasks(
+        &tasks_file,
+        &[json!({"id": "t", "prompt": "p", "maxSteps": 0})],
+    );
+    let out = project
+        .troupe(&["batch", tasks_file.to_str().expect("utf-8 path")], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("maxSteps"),
+        "{}",
+        text(&out.stderr)
     );
     server.shutdown().await;
 }

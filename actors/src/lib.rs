@@ -274,6 +274,12 @@ pub struct RuntimeShared {
     pub task_children: DashMap<String, ()>,
     /// Slots for concurrently running subagents.
     pub subagent_slots: Arc<tokio::sync::Semaphore>,
+    /// Background subagents (`task` with `background: true`) by child session id, running
+    /// or finished (a finished one keeps its result for `task_status`).
+    pub(crate) background: DashMap<String, crate::task::Background>,
+    /// The root actor, for work that outlives the call that started it (a background
+    /// subagent's result is prompted into its parent through a [`Runtime`]).
+    root_ref: std::sync::OnceLock<ActorRef<()>>,
     /// The live supervision tree (for monitoring).
     pub tree: Arc<crate::tree::ActorTree>,
     /// Per-provider back-off: no request to the provider starts before this time (ms since
@@ -352,6 +358,10 @@ pub struct PromptInput {
     /// parts), stored after the text part. A `file` part holding an image or a PDF refuses
     /// the prompt, before anything is stored, when the model does not accept it.
     pub parts: Vec<troupe_session::PartKind>,
+    /// Step limit of this prompt's turn (≥ 1), over the agent's `steps` and
+    /// [`RuntimeOptions::max_steps`]; a turn that reaches it ends as any turn at its limit.
+    /// `troupe batch` sets it from a task's `maxSteps`.
+    pub max_steps: Option<u32>,
 }
 
 /// Changes to a session (`PATCH /session/{id}`, OpenCode's `{title?, permission?}`).
@@ -620,6 +630,7 @@ impl Runtime {
         );
         let shared = Arc::new_cyclic(|weak| {
             registry.register(Arc::new(crate::task::TaskTool::new(weak.clone())));
+            registry.register(Arc::new(crate::task::TaskStatusTool::new(weak.clone())));
             registry.register(Arc::new(crate::todo::TodoWriteTool::new(store.clone())));
             registry.register(Arc::new(crate::todo::TodoReadTool::new(store.clone())));
             RuntimeShared {
@@ -636,6 +647,8 @@ impl Runtime {
                 counters: Counters::default(),
                 depth: DashMap::new(),
                 task_children: DashMap::new(),
+                background: DashMap::new(),
+                root_ref: std::sync::OnceLock::new(),
                 subagent_slots: Arc::new(tokio::sync::Semaphore::new(max_subagents)),
                 rate_limits: DashMap::new(),
                 tree: Arc::new(crate::tree::ActorTree::default()),
@@ -656,7 +669,43 @@ impl Runtime {
         let (root, _) = Actor::spawn(None, RootActor, shared.clone())
             .await
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
+        let _ = shared.root_ref.set(root.clone());
         Ok(Runtime { shared, root })
+    }
+
+    /// The runtime of these shared parts (`None` before its root actor started).
+    pub(crate) fn from_shared(shared: &Arc<RuntimeShared>) -> Option<Runtime> {
+        Some(Runtime {
+            shared: shared.clone(),
+            root: shared.root_ref.get()?.clone(),
+        })
+    }
+
+    /// Wait until no background subagent started by `session_id` (or by its background
+    /// subagents) is running and their results have been delivered (each result is a
+    /// prompt to the parent: it joins the parent's running turn or starts a new one, which
+    /// this also waits for). `troupe run` calls it before it exits, so a run's background
+    /// work is not cut off by the process ending.
+    pub async fn wait_background(&self, session_id: &str) {
+        loop {
+            // The session's background subagents and theirs, transitively.
+            let mut parents = vec![session_id.to_string()];
+            let mut pending = Vec::new();
+            while let Some(p) = parents.pop() {
+                for b in self.shared.background.iter().filter(|b| b.parent == p) {
+                    parents.push(b.key().clone());
+                    if !*b.settled.borrow() {
+                        pending.push(b.settled.clone());
+                    }
+                }
+            }
+            if pending.is_empty() {
+                return;
+            }
+            for mut rx in pending {
+                let _ = rx.wait_for(|settled| *settled).await;
+            }
+        }
     }
 
     /// Install a fault hook (tests only: feature `fault-injection`); see [`faults`].

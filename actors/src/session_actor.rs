@@ -440,6 +440,7 @@ impl SessionActor {
             .as_ref()
             .map(|s| crate::structured::StructuredTurn::new(s, &state.rt.registry))
             .transpose()?;
+        let max_steps = input.max_steps;
         let mut turn = if resume {
             self.resume_turn(state, input).await?
         } else {
@@ -447,6 +448,9 @@ impl SessionActor {
             self.turn_for(state, agent, model, user_id, input.system, input.compact)
                 .await?
         };
+        if let Some(n) = max_steps {
+            turn.max_steps = n.max(1);
+        }
         if let Some(st) = structured {
             turn.tools.extend(st.spec());
             turn.system = crate::structured::StructuredTurn::system(&turn.system);
@@ -1650,6 +1654,9 @@ impl Actor for SessionActor {
                 }
             }
             SessionMsg::Abort => {
+                // Background subagents of this session stop with it (OpenCode's cancel
+                // cancels a session's background jobs first).
+                crate::task::abort_background(&state.rt, &state.session.id);
                 for p in state.queue.drain(..) {
                     let _ = p.reply.send(Err("aborted before it started".into()));
                 }

@@ -127,6 +127,9 @@ pub struct PromptBody {
     /// its own after the running one.
     #[serde(default)]
     pub queue: bool,
+    /// Step limit of this prompt's turn, 1 or more (troupe's; over the agent's `steps`).
+    #[serde(rename = "maxSteps", default)]
+    pub max_steps: Option<u32>,
 }
 
 /// `PATCH /session/{id}` body (OpenCode's): any of `title` and `permission`.
@@ -608,6 +611,10 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
         files,
         agents,
         parts: Vec::new(),
+        max_steps: match body.max_steps {
+            Some(0) => return Err(ApiError::bad_request("`maxSteps` must be 1 or more")),
+            n => n,
+        },
     })
 }
 

@@ -1,0 +1,206 @@
+//! Background subagents (`task` with `background: true`, issue 17) against the scripted
+//! provider: the parent's step ends before its children do, their results arrive as
+//! messages that the parent's next step sees, and aborting the parent stops them.
+//!
+//! Each conversation of the mock is chosen by a token in the first user message (the
+//! parent's prompt, or a child's task prompt).
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::*;
+use troupe_session::{Message, MessageWithParts, ToolState};
+use troupe_testkit::{Conversation, Fault, MockServer, RecordedRequest, Script, Step};
+
+fn background_task(token: &str) -> Value {
+    json!({
+        "description": format!("job {token}"),
+        "prompt": format!("{token}: do the job and report back"),
+        "subagent_type": "explore",
+        "background": true,
+    })
+}
+
+/// Completion requests of session `sid` (by the `x-session-affinity` header), in order.
+fn requests_of(server: &MockServer, sid: &str) -> Vec<RecordedRequest> {
+    completions(server)
+        .into_iter()
+        .filter(|r| r.headers.x_session_affinity.as_deref() == Some(sid))
+        .collect()
+}
+
+/// All message text of a request, joined.
+fn request_text(r: &RecordedRequest) -> String {
+    r.body["messages"]
+        .as_array()
+        .map(|ms| ms.iter().map(content_text).collect::<Vec<_>>().join("\n"))
+        .unwrap_or_default()
+}
+
+fn last_error(history: &[MessageWithParts]) -> Option<String> {
+    history.iter().rev().find_map(|m| match &m.info {
+        Message::Assistant(a) => Some(a.error.as_ref().map(|e| e.name.clone())),
+        _ => None,
+    })?
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_children_report_into_the_parents_next_step() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", background_task("BG-A"))
+                .with_tool("task", background_task("BG-B"))
+                .with_tool("task_status", json!({"task_id": "ses_not_mine"})),
+            // The parent's own work outlasts both children.
+            Step::text("my own part is done").with_first_byte_delay_ms(3000),
+            Step::text("both children reported"),
+        ])
+        .matching("PARENT-BG"),
+        Conversation::new(vec![
+            Step::text("result from child A").with_first_byte_delay_ms(200),
+        ])
+        .matching("BG-A"),
+        Conversation::new(vec![
+            Step::text("result from child B").with_first_byte_delay_ms(300),
+        ])
+        .matching("BG-B"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "PARENT-BG: fan out in the background").await;
+    assert_eq!(turn.error, None, "{turn:?}");
+    assert_eq!(turn.text.trim(), "both children reported");
+
+    // Step 1's task calls returned at once, running; the status of a foreign id is refused.
+    let history = messages(&rt, &sid).await;
+    let parts = tool_parts(&history);
+    let tasks: Vec<&ToolState> = parts
+        .iter()
+        .filter(|(t, _)| t == "task")
+        .map(|(_, s)| s)
+        .collect();
+    assert_eq!(tasks.len(), 2);
+    for s in &tasks {
+        match s {
+            ToolState::Completed { output, .. } => {
+                assert!(output.contains("state=\"running\""), "{output}")
+            }
+            other => panic!("task part: {other:?}"),
+        }
+    }
+    assert!(
+        parts.iter().any(|(t, s)| t == "task_status"
+            && matches!(s, ToolState::Error { error, .. } if error.contains("not a background task of this session"))),
+        "{parts:#?}"
+    );
+    // The parent's second request went out before any child had answered; its third
+    // carries both results.
+    let reqs = requests_of(&server, &sid);
+    assert_eq!(reqs.len(), 3, "parent requests");
+    let second = request_text(&reqs[1]);
+    assert!(!second.contains("result from child"), "{second}");
+    let third = request_text(&reqs[2]);
+    for want in ["result from child A", "result from child B"] {
+        assert!(third.contains(want), "{want} missing from {third}");
+    }
+    assert_eq!(third.matches("state=\"completed\"").count(), 2, "{third}");
+    // The children are sessions of the parent and ended well.
+    let kids = rt
+        .store()
+        .read({
+            let sid = sid.clone();
+            move |r| r.children(&sid)
+        })
+        .await
+        .expect("children");
+    assert_eq!(kids.len(), 2);
+    for k in &kids {
+        assert_eq!(last_error(&messages(&rt, &k.id).await), None, "{}", k.id);
+    }
+    rt.wait_background(&sid).await;
+    rt.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborting_the_parent_stops_its_background_children() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let hang = |token: &str| {
+        Conversation::new(vec![
+            Step::text("working on it, please hold the line")
+                .with_chunk_size(4)
+                .with_fault(Fault::hang_after(2)),
+        ])
+        .matching(token)
+    };
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", background_task("HANG-A"))
+                .with_tool("task", background_task("HANG-B")),
+            Step::text("waiting for them")
+                .with_chunk_size(4)
+                .with_fault(Fault::hang_after(2)),
+        ])
+        .matching("PARENT-ABORT-BG"),
+        hang("HANG-A"),
+        hang("HANG-B"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let turn = tokio::spawn(async move {
+        rt1.prompt(&sid1, prompt("PARENT-ABORT-BG: start two and wait"))
+            .await
+    });
+    // Two parent requests and one per child.
+    wait_until("the children's requests", || {
+        completions(&server).len() >= 4
+    })
+    .await;
+    // The children hang under the parent session in the tree.
+    let tree = serde_json::to_value(rt.actors()).expect("tree");
+    let text = tree.to_string();
+    assert!(text.matches("\"kind\":\"session\"").count() >= 3, "{text}");
+    rt.abort(&sid);
+    let result = tokio::time::timeout(DEADLINE, turn)
+        .await
+        .expect("the parent's prompt returned")
+        .expect("join")
+        .expect("turn");
+    assert_eq!(
+        result.error.as_ref().map(|e| e.name.as_str()),
+        Some("MessageAbortedError")
+    );
+    tokio::time::timeout(DEADLINE, rt.wait_background(&sid))
+        .await
+        .expect("the background children ended");
+    let kids = rt
+        .store()
+        .read({
+            let sid = sid.clone();
+            move |r| r.children(&sid)
+        })
+        .await
+        .expect("children");
+    assert_eq!(kids.len(), 2);
+    for k in &kids {
+        assert_eq!(
+            last_error(&messages(&rt, &k.id).await).as_deref(),
+            Some("MessageAbortedError"),
+            "{}",
+            k.id
+        );
+    }
+    // Their results were not delivered: no new turn of the parent.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(requests_of(&server, &sid).len(), 2);
+    rt.shutdown().await;
+    server.shutdown().await;
+}
