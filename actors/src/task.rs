@@ -62,6 +62,12 @@ struct Args {
     background: bool,
 }
 
+/// The runtime a tool is bound to, or an error once it is shutting down.
+fn live_runtime(rt: &Weak<RuntimeShared>) -> Result<Arc<RuntimeShared>, ToolError> {
+    rt.upgrade()
+        .ok_or_else(|| ToolError::Failed("the runtime is shutting down".into()))
+}
+
 /// A background subagent (in [`crate::RuntimeShared::background`]).
 pub(crate) struct Background {
     /// The session that started it.
@@ -199,14 +205,8 @@ impl Tool for TaskTool {
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         let rt = self.rt.clone();
         Box::pin(async move {
-            let rt = rt
-                .upgrade()
-                .ok_or_else(|| ToolError::Failed("the runtime is shutting down".into()))?;
-            let args: Args =
-                serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments {
-                    tool: "task".into(),
-                    detail: e.to_string(),
-                })?;
+            let rt = live_runtime(&rt)?;
+            let args: Args = troupe_tools::parse_args("task", args)?;
             run_task(rt, args, ctx, None).await
         })
     }
@@ -742,14 +742,8 @@ impl Tool for TaskStatusTool {
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         let rt = self.rt.clone();
         Box::pin(async move {
-            let rt = rt
-                .upgrade()
-                .ok_or_else(|| ToolError::Failed("the runtime is shutting down".into()))?;
-            let args: StatusArgs =
-                serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments {
-                    tool: "task_status".into(),
-                    detail: e.to_string(),
-                })?;
+            let rt = live_runtime(&rt)?;
+            let args: StatusArgs = troupe_tools::parse_args("task_status", args)?;
             let mut result = match rt.background.get(&args.task_id) {
                 Some(b) if b.parent == ctx.session_id => b.result.clone(),
                 _ => {
