@@ -7,6 +7,7 @@ mod batch;
 mod chat;
 mod local;
 mod logging;
+mod mcp;
 mod models;
 mod monitor;
 mod output;
@@ -106,6 +107,25 @@ enum Command {
         /// List every catalog model, also of providers without a key.
         #[arg(long)]
         all: bool,
+        /// Working directory whose config is used.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// MCP servers from the config (`mcp` key).
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum McpCommand {
+    /// Start each configured server, then list its state (connected, failed, disabled)
+    /// and tools as the model sees them (`<server>_<tool>`).
+    List {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Default)]
+        format: Format,
         /// Working directory whose config is used.
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -553,6 +573,14 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             let cwd = resolve_dir(dir)?;
             let (config, agents) = load_agents(&cwd)?;
             models::print(&config, &agents, format == Format::Json, all).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Mcp {
+            command: McpCommand::List { format, dir },
+        } => {
+            let config = load_config(&resolve_dir(dir)?)?;
+            let servers = mcp::probe(&config).await?;
+            mcp::print(&servers, format == Format::Json)?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -39,6 +39,7 @@ pub mod faults;
 pub mod history;
 pub mod inputs;
 pub mod lease;
+pub mod mcp;
 pub mod permission;
 pub mod processor;
 pub mod progress;
@@ -307,6 +308,8 @@ pub struct RuntimeShared {
     pub snapshots: snapshots::Snapshots,
     /// Set while a saved-output cleanup runs (one at a time).
     output_cleanup_running: AtomicBool,
+    /// MCP servers: states and tools (issue 16; see [`mcp`]).
+    pub mcp: Arc<mcp::McpHub>,
 }
 
 impl RuntimeShared {
@@ -622,6 +625,8 @@ impl Runtime {
             .build()
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
         let mut registry = registry;
+        let mcp = mcp::McpHub::new(&config.config.mcp, store.bus().clone());
+        registry.add_source(mcp.clone());
         let max_subagents = opts.max_subagents.max(1);
         let lease_label = opts.lease_label.clone();
         let snapshots = snapshots::Snapshots::new(
@@ -664,12 +669,20 @@ impl Runtime {
                 faults: faults::Faults::default(),
                 snapshots,
                 output_cleanup_running: AtomicBool::new(false),
+                mcp,
             }
         });
         let (root, _) = Actor::spawn(None, RootActor, shared.clone())
             .await
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
         let _ = shared.root_ref.set(root.clone());
+        mcp::server::start(
+            shared.mcp.clone(),
+            shared.tree.clone(),
+            shared.config.config.supervision.clone(),
+        )
+        .await
+        .map_err(RuntimeError::Spawn)?;
         Ok(Runtime { shared, root })
     }
 
@@ -1195,6 +1208,7 @@ impl Runtime {
         let _ = tokio::task::spawn_blocking(troupe_tools::procs::stop_all).await;
         let _ = self.shared.store.flush().await;
         self.root.stop(None);
+        mcp::server::stop(&self.shared.mcp, Duration::from_secs(3)).await;
         // Stopped session actors release their leases; give the releases a moment so the
         // next process does not wait for them to expire.
         self.shared.leases.settle(Duration::from_secs(3)).await;

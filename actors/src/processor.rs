@@ -921,8 +921,11 @@ impl ProcessorActor {
                 },
                 Some(name.clone()),
             );
-            let role =
-                crate::supervision::Role::of_tool(&name, &state.rt.config.config.supervision);
+            let role = if tool.read_only() {
+                crate::supervision::Role::ReadOnlyTool
+            } else {
+                crate::supervision::Role::of_tool(&name, &state.rt.config.config.supervision)
+            };
             state.call_specs.insert(
                 call.call_id.clone(),
                 CallSpec {

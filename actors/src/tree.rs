@@ -31,6 +31,9 @@ pub enum Kind {
     Title,
     /// A summary worker (the `summary` agent after a turn that changed files).
     Summary,
+    /// An MCP server (its process or HTTP session), supervised by the runtime's MCP
+    /// supervisor; listed under the runtime root.
+    McpServer,
     /// A process a tool started with `background: true` (not an actor: owned by its
     /// session, listed under it, or under the runtime once the session actor is idle).
     Process,
@@ -51,6 +54,8 @@ pub enum ActorStatus {
     Running,
     /// A background process that exited with this code.
     Exited(i32),
+    /// Given up on after too many crashes (an MCP server past its restart limit).
+    Failed,
 }
 
 impl ActorStatus {
@@ -68,6 +73,7 @@ impl std::fmt::Display for ActorStatus {
             ActorStatus::Retry => f.write_str("retry"),
             ActorStatus::Running => f.write_str("running"),
             ActorStatus::Exited(code) => write!(f, "exited {code}"),
+            ActorStatus::Failed => f.write_str("failed"),
         }
     }
 }
@@ -256,7 +262,12 @@ impl ActorTree {
                 .collect()
         }
         let mut kids = build(None, &mut children);
-        let status = if kids.iter().all(|k| k.status.is_idle()) {
+        // MCP servers run for the runtime's lifetime: they do not make it busy.
+        let status = if kids
+            .iter()
+            .filter(|k| k.kind != Kind::McpServer)
+            .all(|k| k.status.is_idle())
+        {
             ActorStatus::Idle
         } else {
             ActorStatus::Busy
@@ -344,6 +355,7 @@ fn key_prefix(kind: Kind) -> &'static str {
         Kind::Title => "title",
         Kind::Summary => "summary",
         Kind::Process => "proc",
+        Kind::McpServer => "mcp",
     }
 }
 

@@ -15,6 +15,7 @@ mod error;
 mod jsonc;
 mod keys;
 mod load;
+mod mcp;
 mod resolve;
 mod schema;
 #[cfg(test)]
@@ -29,6 +30,7 @@ pub use load::{
     AUTH_FILE_NAME, CONFIG_FILE_NAMES, ENV_CONTENT_LABEL, LoadOptions, LoadedConfig, find_worktree,
     load, load_with_env, read_auth,
 };
+pub use mcp::{DEFAULT_MCP_TIMEOUT_MS, McpLocalConfig, McpRemoteConfig, McpServerConfig};
 pub use model::*;
 pub use resolve::{
     DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, UNKNOWN_MODEL_CONTEXT, UNKNOWN_MODEL_OUTPUT,

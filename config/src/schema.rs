@@ -29,6 +29,7 @@ pub(crate) const KNOWN_TOP_LEVEL_KEYS: &[&str] = &[
     "tools",
     "server",
     "snapshot",
+    "mcp",
 ];
 
 /// The merged configuration (all sources; see [`crate::load`]).
@@ -75,6 +76,9 @@ pub struct Config {
     /// revert). Absent or `true`: on in git projects. Same key as OpenCode's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<bool>,
+    /// MCP servers by name (OpenCode `mcp` shape; see [`crate::McpServerConfig`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp: BTreeMap<String, crate::mcp::McpServerConfig>,
     /// Every other top-level key, verbatim (filled by the loader; not read by `Deserialize`,
     /// written back flat by `Serialize`).
     #[serde(flatten, skip_deserializing)]
@@ -150,6 +154,10 @@ pub struct SupervisionConfig {
     /// `grep`, `list`. Every other tool is side-effecting and never re-run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read_only_tools: Option<Vec<String>>,
+    /// Restarts of a crashed or hung MCP server within the period before it is marked
+    /// failed and its tools are withdrawn. Default 3.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp_restarts: Option<u32>,
 }
 
 impl SupervisionConfig {
@@ -167,6 +175,10 @@ impl SupervisionConfig {
     /// `session_restarts` or 3.
     pub fn session_restarts(&self) -> u32 {
         self.session_restarts.unwrap_or(3)
+    }
+    /// `mcp_restarts` or 3.
+    pub fn mcp_restarts(&self) -> u32 {
+        self.mcp_restarts.unwrap_or(3)
     }
     /// `period_secs` or 60 s.
     pub fn period(&self) -> std::time::Duration {

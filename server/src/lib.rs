@@ -45,6 +45,7 @@ pub mod command_routes;
 pub mod error;
 pub mod events;
 pub mod guard;
+pub mod mcp_routes;
 pub mod metrics;
 pub mod peer;
 pub mod routes;
@@ -210,7 +211,7 @@ pub struct AppState {
         routes::models, routes::config, routes::actors, routes::metrics, routes::events,
         snapshot_routes::diff, snapshot_routes::revert, snapshot_routes::unrevert,
         snapshot_routes::fork, todo_routes::todos, timeline_routes::timeline,
-        command_routes::list, command_routes::run, command_routes::shell,
+        command_routes::list, command_routes::run, command_routes::shell, mcp_routes::list,
     ),
     components(schemas(error::ErrorBody, error::ErrorDetail, routes::CreateSession, routes::PromptBody,
         routes::PromptPart, routes::PermissionReplyBody, routes::PatchSession,
@@ -300,6 +301,7 @@ pub fn router(
         .route("/models", get(r::models))
         .route("/config", get(r::config))
         .route("/actors", get(r::actors))
+        .route("/mcp", get(mcp_routes::list))
         .route("/metrics", get(r::metrics))
         .route("/event", get(r::events))
         .fallback(r::not_found)
@@ -448,6 +450,7 @@ mod tests {
             "/permission/{requestID}/reply",
             "/session/{id}/permissions/{permissionID}",
             "/actors",
+            "/mcp",
             "/event",
         ] {
             assert!(doc["paths"].get(p).is_some(), "missing {p}");

@@ -792,7 +792,7 @@ fn redact_headers(v: &mut Value) {
     match v {
         Value::Object(m) => {
             for (k, val) in m.iter_mut() {
-                if k == "headers" {
+                if k == "headers" || k == "environment" {
                     match val {
                         Value::Object(h) => {
                             for hv in h.values_mut() {

@@ -179,6 +179,20 @@ pub enum Event {
         /// The whole list, in order.
         todos: Vec<crate::todo::Todo>,
     },
+    /// An MCP server's state or tool list changed (connected, restarting, failed with its
+    /// tools withdrawn, `tools/list_changed`). Same type name as OpenCode's event.
+    #[serde(rename = "mcp.tools.changed")]
+    McpToolsChanged {
+        /// Server name (the key under `mcp` in the config).
+        server: String,
+        /// `connecting`, `connected`, `restarting`, `failed` or `disabled`.
+        status: String,
+        /// Tools offered now, as the model sees them (`<server>_<tool>`); empty once failed.
+        tools: Vec<String>,
+        /// Why the server failed or is restarting.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
 }
 
 impl Event {
@@ -203,6 +217,7 @@ impl Event {
             Event::MessageUpdated { info } => Some(info.session_id()),
             Event::PartUpdated { part } => Some(&part.session_id),
             Event::PermissionAsked(v) => v.get("sessionID").and_then(Value::as_str),
+            Event::McpToolsChanged { .. } => None,
         }
     }
 
@@ -227,6 +242,8 @@ impl Event {
             Event::CommandExecuted { .. } => "command.executed",
             Event::PermissionReplied { .. } => "permission.replied",
             Event::TodoUpdated { .. } => "todo.updated",
+    },
+            Event::McpToolsChanged { .. } => "mcp.tools.changed",
         }
     }
 }

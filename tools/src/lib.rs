@@ -25,7 +25,7 @@ pub mod truncate;
 
 pub use args::{args_schema, parse_args};
 pub use bash_command::{Analysis, Part, PathUse, analyze};
-pub use registry::{Registry, invalid_tool_message};
+pub use registry::{Registry, ToolSource, invalid_tool_message};
 pub use truncate::{Direction, Truncated, apply_truncation, truncate_output};
 
 use futures::future::BoxFuture;
@@ -216,10 +216,16 @@ impl ToolContext {
 
 /// A tool the model can call.
 pub trait Tool: Send + Sync + 'static {
-    /// Name the model calls it by (e.g. `read`).
-    fn name(&self) -> &'static str;
+    /// Name the model calls it by (e.g. `read`, or `<server>_<tool>` for an MCP tool).
+    fn name(&self) -> &str;
     /// Description sent to the model.
     fn description(&self) -> String;
+    /// Whether a call only reads (safe to run again after a crash). Default false: unknown
+    /// means side-effecting. MCP tools say true when their server marks them
+    /// `readOnlyHint`; built-ins are listed in `supervision.read_only_tools` instead.
+    fn read_only(&self) -> bool {
+        false
+    }
     /// JSON Schema (draft 2020-12 subset: `type: object`, `properties`, `required`) of the
     /// arguments object.
     fn parameters(&self) -> Value;

@@ -14,10 +14,20 @@ use crate::builtin::{
 /// Name of the repair-target tool, never advertised.
 pub const INVALID_TOOL: &str = "invalid";
 
-/// Tools by name.
+/// Tools that come and go while the runtime lives (MCP servers' tools): the registry asks
+/// its sources on every lookup, so a tool withdrawn by its source is gone from the next
+/// step's request and cannot be called.
+pub trait ToolSource: Send + Sync {
+    /// The tools offered now, by name. Names must not collide with built-ins (a built-in
+    /// of the same name wins).
+    fn tools(&self) -> BTreeMap<String, Arc<dyn Tool>>;
+}
+
+/// Tools by name: fixed ones plus the current tools of each [`ToolSource`].
 #[derive(Clone, Default)]
 pub struct Registry {
     tools: BTreeMap<String, Arc<dyn Tool>>,
+    sources: Vec<Arc<dyn ToolSource>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -53,6 +63,14 @@ impl Registry {
         r
     }
 
+    /// Tools of the sources, for tests of the merge rules.
+    #[cfg(test)]
+    fn source_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.sources.iter().flat_map(|s| s.tools().into_keys()).collect();
+        v.sort();
+        v
+    }
+
     /// Add the test-only tools of [`crate::testing`] (`test_panic`, `test_sleep`, `test_gate`).
     pub fn with_test_tools(mut self) -> Self {
         self.register(Arc::new(crate::testing::PanicTool));
@@ -66,6 +84,21 @@ impl Registry {
         self.tools.insert(tool.name().to_string(), tool);
     }
 
+    /// Add a source of tools that change at run time.
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
+    }
+
+    /// Fixed tools and the sources' current tools (a fixed tool wins a name clash).
+    fn all(&self) -> BTreeMap<String, Arc<dyn Tool>> {
+        let mut all = BTreeMap::new();
+        for s in &self.sources {
+            all.extend(s.tools());
+        }
+        all.extend(self.tools.iter().map(|(k, v)| (k.clone(), v.clone())));
+        all
+    }
+
     /// Remove a tool; returns it if present.
     pub fn remove(&mut self, name: &str) -> Option<Arc<dyn Tool>> {
         self.tools.remove(name)
@@ -73,18 +106,24 @@ impl Registry {
 
     /// The tool called exactly `name`.
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        self.tools.get(name).cloned()
+        if let Some(t) = self.tools.get(name) {
+            return Some(t.clone());
+        }
+        self.sources.iter().find_map(|s| s.tools().get(name).cloned())
     }
 
     /// All tool names, sorted (including `invalid`).
     pub fn names(&self) -> Vec<String> {
-        self.tools.keys().cloned().collect()
+        if self.sources.is_empty() {
+            return self.tools.keys().cloned().collect();
+        }
+        self.all().into_keys().collect()
     }
 
     /// `(name, description, JSON Schema parameters)` of every advertised tool, sorted by name;
     /// `invalid` is excluded.
     pub fn specs(&self) -> Vec<(String, String, Value)> {
-        self.tools
+        self.all()
             .iter()
             .filter(|(n, _)| n.as_str() != INVALID_TOOL)
             .map(|(n, t)| (n.clone(), t.description(), t.parameters()))
@@ -96,12 +135,12 @@ impl Registry {
     /// means unknown: the caller routes the call to `invalid` with
     /// [`invalid_tool_message`]. Never repairs to `invalid` itself.
     pub fn repair(&self, name: &str) -> Option<String> {
-        if self.tools.contains_key(name) && name != INVALID_TOOL {
+        let all = self.all();
+        if all.contains_key(name) && name != INVALID_TOOL {
             return Some(name.to_string());
         }
         let wanted = name.trim();
-        let mut found = self
-            .tools
+        let mut found = all
             .keys()
             .filter(|k| k.as_str() != INVALID_TOOL && k.eq_ignore_ascii_case(wanted));
         let first = found.next()?;
@@ -162,6 +201,36 @@ mod tests {
         assert_eq!(r.repair("invalid"), None);
         assert_eq!(r.repair("test_sleep").as_deref(), Some("test_sleep"));
         assert!(Registry::builtin().get("test_panic").is_none());
+    }
+
+    struct Dynamic(std::sync::Mutex<BTreeMap<String, Arc<dyn Tool>>>);
+
+    impl ToolSource for Dynamic {
+        fn tools(&self) -> BTreeMap<String, Arc<dyn Tool>> {
+            self.0.lock().map(|m| m.clone()).unwrap_or_default()
+        }
+    }
+
+    #[test]
+    fn source_tools_come_and_go_and_never_shadow_builtins() {
+        let src = Arc::new(Dynamic(Default::default()));
+        let mut r = Registry::builtin();
+        r.add_source(src.clone());
+        assert!(r.get("s_x").is_none());
+        {
+            let mut m = src.0.lock().unwrap();
+            m.insert("s_x".into(), Arc::new(crate::testing::SleepTool));
+            m.insert("read".into(), Arc::new(crate::testing::SleepTool));
+        }
+        assert!(r.get("s_x").is_some());
+        assert_eq!(r.repair("S_X").as_deref(), Some("s_x"));
+        assert!(r.names().contains(&"s_x".to_string()));
+        assert!(r.specs().iter().any(|s| s.0 == "s_x"));
+        assert_eq!(r.get("read").unwrap().name(), "read");
+        assert_eq!(r.source_names(), vec!["read", "s_x"]);
+        src.0.lock().unwrap().clear();
+        assert!(r.get("s_x").is_none());
+        assert!(!r.names().contains(&"s_x".to_string()));
     }
 
     #[test]
