@@ -22,7 +22,14 @@ fn mcp_server_bin() -> PathBuf {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_string());
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
         let status = std::process::Command::new(cargo)
-            .args(["build", "--quiet", "-p", "troupe-testkit", "--bin", "troupe-mcp-test"])
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "troupe-testkit",
+                "--bin",
+                "troupe-mcp-test",
+            ])
             .arg("--manifest-path")
             .arg(&manifest)
             .arg("--target-dir")
@@ -92,7 +99,10 @@ async fn stdio_tool_result_reaches_the_next_request_and_a_killed_server_restarts
 
     // Once step 2 is requested, step 1's call is done: kill the server, wait for the
     // supervisor to start a new one (a new pid in the file), then open the gate.
-    wait_for("the second provider request", || completions(&server).len() >= 2).await;
+    wait_for("the second provider request", || {
+        completions(&server).len() >= 2
+    })
+    .await;
     let first = std::fs::read_to_string(&pid_file).expect("pid file");
     signal(first.trim().parse().expect("pid"), "KILL");
     wait_for("a restarted server", || {
@@ -138,9 +148,9 @@ async fn stdio_tool_result_reaches_the_next_request_and_a_killed_server_restarts
     assert_eq!(tools[4]["state"]["output"], "echo: after crash");
     let image = &tools[5]["state"];
     assert!(
-        image["output"]
-            .as_str()
-            .is_some_and(|o| o.contains("here is a pixel") && o.contains("[image attached: image/png")),
+        image["output"].as_str().is_some_and(
+            |o| o.contains("here is a pixel") && o.contains("[image attached: image/png")
+        ),
         "{image:#}"
     );
     assert_eq!(
@@ -202,7 +212,10 @@ async fn a_server_crashing_past_its_limit_is_failed_and_its_tools_are_withdrawn(
         "tools of the failed server still offered: {last:?}"
     );
     let tools = tools_of(&project).await;
-    assert!(tools.iter().all(|t| t["state"]["status"] == "error"), "{tools:#?}");
+    assert!(
+        tools.iter().all(|t| t["state"]["status"] == "error"),
+        "{tools:#?}"
+    );
     server.shutdown().await;
 }
 
@@ -241,9 +254,9 @@ async fn a_server_that_exits_at_once_is_listed_failed_with_its_stderr() {
     let good = by_name("good");
     assert_eq!(good["state"], "connected", "{good:#}");
     assert!(
-        good["tools"]
-            .as_array()
-            .is_some_and(|t| t.iter().any(|t| t["name"] == "good_echo" && t["readOnly"] == true)),
+        good["tools"].as_array().is_some_and(|t| t
+            .iter()
+            .any(|t| t["name"] == "good_echo" && t["readOnly"] == true)),
         "{good:#}"
     );
     assert_eq!(by_name("off")["state"], "disabled");
@@ -270,7 +283,10 @@ async fn a_bad_mcp_entry_is_a_config_error_naming_its_path() {
     let project = Project::with_config(&json!({"mcp": {"x": {"type": "local", "command": []}}}));
     let out = project.troupe(&["mcp", "list"], &[]).await;
     let line = assert_one_line_failure(&out, "troupe mcp list");
-    assert!(line.contains("mcp.x.command"), "{line}");
+    assert!(
+        line.contains("at mcp.x") && line.contains("command must be a non-empty array"),
+        "{line}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,9 +9,9 @@
 //! }
 //! ```
 //!
-//! A bad entry is a config error naming its key path (`mcp.files.command`, via the loader's
-//! `serde_path_to_error`), e.g. an empty `command` or a `type` that is neither `local` nor
-//! `remote`.
+//! A bad entry is a config error naming the entry (`… at mcp.files`, via the loader's
+//! `serde_path_to_error`; the entry is internally tagged, so the message names the field),
+//! e.g. an empty `command` or a `type` that is neither `local` nor `remote`.
 
 use std::collections::BTreeMap;
 
@@ -69,7 +69,11 @@ pub struct McpRemoteConfig {
     pub timeout: Option<u64>,
     /// OpenCode's OAuth settings. Only `false` (no OAuth) is supported: troupe does not run
     /// OAuth flows; send a token in `headers` instead.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "no_oauth")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "no_oauth"
+    )]
     pub oauth: Option<bool>,
 }
 
@@ -174,11 +178,18 @@ mod tests {
     #[test]
     fn bad_entries_name_the_key_path() {
         let e = err(r#"{"mcp": {"a": {"type": "local", "command": []}}}"#);
-        assert!(e.contains("mcp.a.command") && e.contains("non-empty"), "{e}");
+        // Internally tagged entries: the path names the entry, the message the field.
+        assert!(
+            e.contains("at mcp.a") && e.contains("command must be a non-empty"),
+            "{e}"
+        );
         let e = err(r#"{"mcp": {"a": {"type": "locl", "command": ["x"]}}}"#);
         assert!(e.contains("mcp.a") && e.contains("locl"), "{e}");
         let e = err(r#"{"mcp": {"a": {"type": "remote", "url": "ftp://x"}}}"#);
-        assert!(e.contains("mcp.a.url") && e.contains("http://"), "{e}");
+        assert!(
+            e.contains("at mcp.a") && e.contains("url must start with http://"),
+            "{e}"
+        );
         let e = err(r#"{"mcp": {"a": {"command": ["x"]}}}"#);
         assert!(e.contains("mcp.a") && e.contains("type"), "{e}");
         let e = err(r#"{"mcp": {"a": {"type": "remote", "url": "http://h/x", "oauth": {}}}}"#);

@@ -5,11 +5,10 @@ use axum::Json;
 use axum::extract::State;
 
 use crate::AppState;
-use serde_json::Value;
 
 /// MCP servers: state and tools.
 #[utoipa::path(get, path = "/mcp", tag = "monitor",
-    responses((status = 200, description = "[{name, type, state (disabled|connecting|connected|restarting|failed), error?, restarts, pid?, tools: [{name, tool, description, inputSchema, readOnly}]}]", body = Value)))]
+    responses((status = 200, description = "[{name, type, state (disabled|connecting|connected|restarting|failed), error?, restarts, pid?, tools: [{name, tool, description, inputSchema, readOnly}]}]", body = serde_json::Value)))]
 pub async fn list(State(st): State<AppState>) -> Json<Vec<troupe_actors::mcp::McpServerInfo>> {
     Json(st.runtime.shared().mcp.list())
 }

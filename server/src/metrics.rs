@@ -61,6 +61,7 @@ pub fn render(rt: &Runtime) -> String {
             Kind::Title => "title",
             Kind::Summary => "summary",
             Kind::Process => "process",
+            Kind::McpServer => "mcp_server",
         };
         *by_kind.entry(kind).or_insert(0) += 1;
         if n.kind == Kind::Session {

@@ -66,7 +66,11 @@ impl Registry {
     /// Tools of the sources, for tests of the merge rules.
     #[cfg(test)]
     fn source_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.sources.iter().flat_map(|s| s.tools().into_keys()).collect();
+        let mut v: Vec<String> = self
+            .sources
+            .iter()
+            .flat_map(|s| s.tools().into_keys())
+            .collect();
         v.sort();
         v
     }
@@ -109,7 +113,9 @@ impl Registry {
         if let Some(t) = self.tools.get(name) {
             return Some(t.clone());
         }
-        self.sources.iter().find_map(|s| s.tools().get(name).cloned())
+        self.sources
+            .iter()
+            .find_map(|s| s.tools().get(name).cloned())
     }
 
     /// All tool names, sorted (including `invalid`).

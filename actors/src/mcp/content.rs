@@ -61,7 +61,8 @@ pub fn convert(result: &Value) -> Converted {
                     "[{kind} attached: {mime}, {} bytes]",
                     base64_len(&data)
                 ));
-                attachments.push(json!({"mime": mime, "url": format!("data:{mime};base64,{data}")}));
+                attachments
+                    .push(json!({"mime": mime, "url": format!("data:{mime};base64,{data}")}));
             }
             "resource" => {
                 let r = b.get("resource").cloned().unwrap_or(Value::Null);

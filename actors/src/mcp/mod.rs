@@ -257,7 +257,13 @@ impl McpHub {
         }
     }
 
-    fn connected(&self, name: &str, peer: Peer<RoleClient>, pid: Option<u32>, tools: Vec<McpToolInfo>) -> u64 {
+    fn connected(
+        &self,
+        name: &str,
+        peer: Peer<RoleClient>,
+        pid: Option<u32>,
+        tools: Vec<McpToolInfo>,
+    ) -> u64 {
         let mut generation = 0;
         self.set(name, |s| {
             s.state = McpState::Connected;
@@ -465,8 +471,8 @@ impl Tool for McpTool {
                 p = hub.peer(&server, wait) => p.map_err(ToolError::Failed)?,
                 _ = ctx.abort.cancelled() => return Err(ToolError::Aborted),
             };
-            let params =
-                rmcp::model::CallToolRequestParams::new(info.tool.clone()).with_arguments(arguments);
+            let params = rmcp::model::CallToolRequestParams::new(info.tool.clone())
+                .with_arguments(arguments);
             let call = peer.call_tool(params);
             let result = tokio::select! {
                 r = async {

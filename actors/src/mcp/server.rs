@@ -96,7 +96,11 @@ impl SupervisorState {
         }
         match verdict {
             Verdict::Restart { backoff, attempt } => {
-                tracing::warn!(server = name, attempt, "MCP server crashed, restarting: {reason}");
+                tracing::warn!(
+                    server = name,
+                    attempt,
+                    "MCP server crashed, restarting: {reason}"
+                );
                 self.hub.restarting(name, reason);
                 if let Some(n) = node {
                     n.update(|n| {
@@ -263,8 +267,7 @@ impl Actor for McpServerActor {
                     stderr,
                     tools,
                 } = conn;
-                a.hub
-                    .connected(&a.name, running.peer().clone(), pid, tools);
+                a.hub.connected(&a.name, running.peer().clone(), pid, tools);
                 let me = myself.clone();
                 tokio::spawn(async move {
                     let ct = running.cancellation_token();
@@ -318,7 +321,9 @@ impl ClientHandler for Notifier {
             Ok(tools) => self
                 .hub
                 .tools_listed(&self.server, tool_infos(&self.server, tools)),
-            Err(e) => tracing::warn!(server = %self.server, "MCP tools/list after list_changed failed: {e}"),
+            Err(e) => {
+                tracing::warn!(server = %self.server, "MCP tools/list after list_changed failed: {e}")
+            }
         }
     }
 }
@@ -342,20 +347,15 @@ fn tool_infos(server: &str, tools: Vec<rmcp::model::Tool>) -> Vec<McpToolInfo> {
 }
 
 /// Start the server and list its tools, within the server's timeout each.
-async fn connect(
-    name: &str,
-    cfg: &McpServerConfig,
-    hub: Arc<McpHub>,
-) -> Result<Conn, String> {
+async fn connect(name: &str, cfg: &McpServerConfig, hub: Arc<McpHub>) -> Result<Conn, String> {
     let timeout = cfg.timeout();
     let handler = Notifier {
         hub,
         server: name.to_string(),
     };
     let stderr = Arc::new(Mutex::new(String::new()));
-    let within = |what: &'static str| {
-        move |_| format!("{what} took longer than {} ms", timeout.as_millis())
-    };
+    let within =
+        |what: &'static str| move |_| format!("{what} took longer than {} ms", timeout.as_millis());
     let (running, pid) = match cfg {
         McpServerConfig::Local(l) => {
             let mut cmd = tokio::process::Command::new(&l.command[0]);
@@ -372,7 +372,10 @@ async fn connect(
                 .await
                 .map_err(within("the MCP handshake"))?
                 .map_err(|e| {
-                    let tail = stderr.lock().map(|s| s.trim().to_string()).unwrap_or_default();
+                    let tail = stderr
+                        .lock()
+                        .map(|s| s.trim().to_string())
+                        .unwrap_or_default();
                     if tail.is_empty() {
                         format!("the MCP handshake failed: {e}")
                     } else {
@@ -471,7 +474,8 @@ pub async fn stop(hub: &McpHub, grace: Duration) {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .take();
-    hub.stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+    hub.stopping
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     if let Some(sup) = sup {
         let _ = sup.stop_children_and_wait(None, Some(grace)).await;
         let _ = sup.stop_and_wait(None, Some(grace)).await;

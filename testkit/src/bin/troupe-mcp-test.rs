@@ -61,7 +61,11 @@ impl TestServer {
             .annotate(ToolAnnotations::new().read_only(true)),
             Tool::new("pid", "The server's process id.", schema(empty.clone())),
             Tool::new("image", "A small image.", schema(empty.clone())),
-            Tool::new("crash", "Exit the server process at once.", schema(empty.clone())),
+            Tool::new(
+                "crash",
+                "Exit the server process at once.",
+                schema(empty.clone()),
+            ),
             Tool::new(
                 "add_tool",
                 "Add the tool `extra` and announce the change.",
