@@ -1,51 +1,36 @@
 //! End-to-end tests of MCP servers (issue 16): the `troupe` binary talks to the testkit's
-//! `troupe-mcp-test` server (written with `rmcp`) over stdio and over streamable HTTP on
-//! 127.0.0.1, while the scripted provider drives the calls.
-
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+//! MCP server (written with `rmcp`, [`troupe_testkit::mcp`]) over stdio, with this test
+//! binary re-run as the server process, and over streamable HTTP on 127.0.0.1, while the
+//! scripted provider drives the calls.
 
 use serde_json::{Value, json};
+use troupe_testkit::mcp::{CHILD_ENV, McpHttpServer, PID_FILE_ENV, stdio_child_command};
 use troupe_testkit::{MockServer, Script, Step};
 
 mod common;
 use common::*;
 
-/// The testkit's MCP server binary, built once per test run (cargo builds only this
-/// package's binaries for its tests; the server belongs to `troupe-testkit`).
-fn mcp_server_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let troupe = Path::new(env!("CARGO_BIN_EXE_troupe"));
-        let profile_dir = troupe.parent().expect("bin dir");
-        let target = profile_dir.parent().expect("target dir");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_string());
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-        let status = std::process::Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "troupe-testkit",
-                "--bin",
-                "troupe-mcp-test",
-            ])
-            .arg("--manifest-path")
-            .arg(&manifest)
-            .arg("--target-dir")
-            .arg(target)
-            .status()
-            .expect("run cargo build for troupe-mcp-test");
-        assert!(status.success(), "building troupe-mcp-test failed");
-        let bin = profile_dir.join("troupe-mcp-test");
-        assert!(bin.is_file(), "{} missing", bin.display());
-        bin
-    })
-    .clone()
+/// Not a test: the entry point of the stdio MCP server child the other tests configure
+/// ([`stdio_server`]); without its environment variable it returns at once.
+#[test]
+#[ignore = "entry point of the MCP server child process the other tests start"]
+fn mcp_server_child() {
+    troupe_testkit::mcp::child_main();
 }
 
-fn bin_str() -> String {
-    mcp_server_bin().display().to_string()
+/// A `local` server entry running the testkit server on stdio; `pid_file`: where each
+/// server process writes its pid.
+fn stdio_server(pid_file: Option<&std::path::Path>) -> Value {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut env = json!({CHILD_ENV: "1"});
+    if let Some(p) = pid_file {
+        env[PID_FILE_ENV] = json!(p.display().to_string());
+    }
+    json!({
+        "type": "local",
+        "command": stdio_child_command(&exe, "mcp_server_child"),
+        "environment": env,
+    })
 }
 
 /// Tool parts of the session's messages, in order.
@@ -75,7 +60,6 @@ fn tool_result(r: &troupe_testkit::RecordedRequest, call_id: &str) -> Option<Str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_tool_result_reaches_the_next_request_and_a_killed_server_restarts() {
-    let bin = bin_str();
     let project = Project::new("http://127.0.0.1:1/v1");
     let pid_file = project.home.path().join("mcp.pid");
     let gate = project.home.path().join("gate");
@@ -86,12 +70,14 @@ async fn stdio_tool_result_reaches_the_next_request_and_a_killed_server_restarts
         Step::tool("t_crash", json!({})),
         Step::tool("t_echo", json!({"text": "after crash"})),
         Step::tool("t_image", json!({})),
+        Step::tool("t_add_tool", json!({})),
+        Step::tool("t_extra", json!({})),
         Step::text("all done"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
     let config = mock_config_with(
         &server.base_url(),
-        json!({"mcp": {"t": {"type": "local", "command": [bin, "--pid-file", pid_file.display().to_string()]}},
+        json!({"mcp": {"t": stdio_server(Some(&pid_file))},
                "supervision": {"backoff_ms": 10}}),
     );
     project.write_config(&config.to_string());
@@ -104,7 +90,7 @@ async fn stdio_tool_result_reaches_the_next_request_and_a_killed_server_restarts
     })
     .await;
     let first = std::fs::read_to_string(&pid_file).expect("pid file");
-    signal(first.trim().parse().expect("pid"), "KILL");
+    signal(first.trim().parse().expect("pid"), "-KILL");
     wait_for("a restarted server", || {
         std::fs::read_to_string(&pid_file).is_ok_and(|p| !p.trim().is_empty() && p != first)
     })
@@ -117,27 +103,29 @@ async fn stdio_tool_result_reaches_the_next_request_and_a_killed_server_restarts
     assert_success(&out, "troupe run");
 
     let tools = tools_of(&project).await;
-    let summary: Vec<(String, String)> = tools
+    let summary: Vec<(&str, &str)> = tools
         .iter()
         .map(|t| {
             (
-                t["tool"].as_str().unwrap_or("").to_string(),
-                t["state"]["status"].as_str().unwrap_or("").to_string(),
+                t["tool"].as_str().unwrap_or(""),
+                t["state"]["status"].as_str().unwrap_or(""),
             )
         })
         .collect();
-    let expected: Vec<(String, String)> = [
-        ("t_echo", "completed"),
-        ("test_gate", "completed"),
-        ("t_echo", "completed"),
-        ("t_crash", "error"),
-        ("t_echo", "completed"),
-        ("t_image", "completed"),
-    ]
-    .iter()
-    .map(|(a, b)| (a.to_string(), b.to_string()))
-    .collect();
-    assert_eq!(summary, expected, "{tools:#?}");
+    assert_eq!(
+        summary,
+        [
+            ("t_echo", "completed"),
+            ("test_gate", "completed"),
+            ("t_echo", "completed"),
+            ("t_crash", "error"),
+            ("t_echo", "completed"),
+            ("t_image", "completed"),
+            ("t_add_tool", "completed"),
+            ("t_extra", "completed"),
+        ],
+        "{tools:#?}"
+    );
     assert_eq!(tools[0]["state"]["output"], "echo: hello mcp");
     assert_eq!(tools[2]["state"]["output"], "echo: after kill");
     let crash = tools[3]["state"]["error"].as_str().unwrap_or("");
@@ -157,15 +145,18 @@ async fn stdio_tool_result_reaches_the_next_request_and_a_killed_server_restarts
         image["metadata"]["attachments"][0]["mime"], "image/png",
         "{image:#}"
     );
+    assert_eq!(tools[7]["state"]["output"], "extra called");
 
-    // The provider was offered the server's tools with their schemas, and the result of
-    // step 1 reached request 2.
+    // The provider was offered the server's tools with their schemas, the result of
+    // step 1 reached request 2, and `extra` was offered once the server announced it.
     let reqs = completions(&server);
-    assert_eq!(reqs.len(), 7);
+    assert_eq!(reqs.len(), 9);
     let names = offered(&reqs[0]);
     for t in ["t_echo", "t_pid", "t_image", "t_crash", "t_add_tool"] {
         assert!(names.contains(&t.to_string()), "{t} not offered: {names:?}");
     }
+    assert!(!names.contains(&"t_extra".to_string()), "{names:?}");
+    assert!(offered(&reqs[7]).contains(&"t_extra".to_string()));
     let echo_spec = reqs[0].body["tools"]
         .as_array()
         .and_then(|a| a.iter().find(|t| t["function"]["name"] == "t_echo"))
@@ -187,7 +178,6 @@ async fn stdio_tool_result_reaches_the_next_request_and_a_killed_server_restarts
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_crashing_past_its_limit_is_failed_and_its_tools_are_withdrawn() {
-    let bin = bin_str();
     let script = Script::single(vec![
         Step::tool("t_crash", json!({})),
         Step::tool("t_crash", json!({})),
@@ -196,7 +186,7 @@ async fn a_server_crashing_past_its_limit_is_failed_and_its_tools_are_withdrawn(
     let server = MockServer::start(script).await.expect("mock");
     let config = mock_config_with(
         &server.base_url(),
-        json!({"mcp": {"t": {"type": "local", "command": [bin]}},
+        json!({"mcp": {"t": stdio_server(None)},
                "supervision": {"mcp_restarts": 1, "backoff_ms": 10}}),
     );
     let project = Project::with_config(&config);
@@ -221,11 +211,10 @@ async fn a_server_crashing_past_its_limit_is_failed_and_its_tools_are_withdrawn(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_exits_at_once_is_listed_failed_with_its_stderr() {
-    let bin = bin_str();
     let config = json!({
         "mcp": {
-            "bad": {"type": "local", "command": [bin.clone(), "--exit-at-once"]},
-            "good": {"type": "local", "command": [bin]},
+            "bad": {"type": "local", "command": ["sh", "-c", "echo 'refusing to start' >&2; exit 3"]},
+            "good": stdio_server(None),
             "off": {"type": "local", "command": ["/nonexistent"], "enabled": false},
             "missing": {"type": "local", "command": ["/nonexistent/mcp-server"]}
         },
@@ -291,25 +280,7 @@ async fn a_bad_mcp_entry_is_a_config_error_naming_its_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_server_over_streamable_http() {
-    let bin = mcp_server_bin();
-    let mut http = tokio::process::Command::new(&bin)
-        .args(["--http", "0"])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the HTTP MCP server");
-    let stdout = http.stdout.take().expect("stdout");
-    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
-    let first = tokio::time::timeout(CLI_RUN_DEADLINE, lines.next_line())
-        .await
-        .expect("server prints its URL")
-        .expect("read")
-        .expect("a line");
-    let url = first
-        .strip_prefix("listening on ")
-        .expect("listening line")
-        .to_string();
-
+    let http = McpHttpServer::start().await.expect("MCP HTTP server");
     let script = Script::single(vec![
         Step::tool("web_echo", json!({"text": "over http"})),
         Step::text("done"),
@@ -317,7 +288,7 @@ async fn a_remote_server_over_streamable_http() {
     let server = MockServer::start(script).await.expect("mock");
     let config = mock_config_with(
         &server.base_url(),
-        json!({"mcp": {"web": {"type": "remote", "url": url, "headers": {"X-Test": "1"}}}}),
+        json!({"mcp": {"web": {"type": "remote", "url": http.url(), "headers": {"X-Test": "secret-1"}}}}),
     );
     let project = Project::with_config(&config);
     let out = project.troupe(&["run", "call it over http"], &[]).await;
@@ -331,6 +302,11 @@ async fn a_remote_server_over_streamable_http() {
         tool_result(&reqs[1], call_id).as_deref(),
         Some("echo: over http")
     );
+    let sent = http.header_values("x-test");
+    assert!(
+        !sent.is_empty() && sent.iter().all(|v| v == "secret-1"),
+        "{sent:?}"
+    );
 
     let out = project
         .troupe(&["mcp", "list", "--format", "json"], &[])
@@ -341,5 +317,107 @@ async fn a_remote_server_over_streamable_http() {
     assert_eq!(list[0]["type"], "remote");
     assert_eq!(list[0]["state"], "connected");
     server.shutdown().await;
-    let _ = http.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rule_key_of_an_mcp_tool_is_its_name() {
+    let script = Script::single(vec![
+        Step::tool("t_echo", json!({"text": "denied"})),
+        Step::tool("t_pid", json!({})),
+        Step::tool("t_big", json!({"lines": 5000})),
+        Step::text("done"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let config = mock_config_with(
+        &server.base_url(),
+        json!({"mcp": {"t": stdio_server(None)}, "permission": {"t_echo": "deny"}}),
+    );
+    let project = Project::with_config(&config);
+    let out = project.troupe(&["run", "call both"], &[]).await;
+    assert_success(&out, "troupe run");
+    let tools = tools_of(&project).await;
+    assert_eq!(tools.len(), 3, "{tools:#?}");
+    assert_eq!(tools[0]["state"]["status"], "error", "{tools:#?}");
+    let err = tools[0]["state"]["error"].as_str().unwrap_or("");
+    assert!(err.contains("t_echo"), "{err}");
+    assert_eq!(tools[1]["state"]["status"], "completed", "{tools:#?}");
+    assert!(
+        tools[1]["state"]["output"]
+            .as_str()
+            .is_some_and(|o| o.parse::<u32>().is_ok()),
+        "{tools:#?}"
+    );
+    // Truncated like the built-in tools: the head, a marker, the full text saved.
+    let big = &tools[2]["state"];
+    assert_eq!(big["metadata"]["truncated"], true, "{big:#}");
+    let shown = big["output"].as_str().unwrap_or("");
+    assert!(shown.starts_with("line 1\n"), "{shown:.200}");
+    assert!(!shown.contains("line 5000"), "{shown:.200}");
+    let saved = big["metadata"]["outputPath"].as_str().expect("outputPath");
+    let full = std::fs::read_to_string(saved).expect("the saved full output");
+    assert!(full.ends_with("line 5000"));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_runtime_lists_its_servers_in_get_mcp_and_actors() {
+    let server = MockServer::start(Script::single(vec![Step::text("unused")]))
+        .await
+        .expect("mock");
+    let config = mock_config_with(
+        &server.base_url(),
+        json!({"mcp": {"t": stdio_server(None),
+                       "off": {"type": "local", "command": ["/nonexistent"], "enabled": false}}}),
+    );
+    let project = Project::with_config(&config);
+    let (_child, base) = project.serve().await;
+    let http = reqwest::Client::new();
+    let get = |path: &str| {
+        let req = http.get(format!("{base}{path}"));
+        async move {
+            let r = req.send().await.expect("GET");
+            assert_eq!(r.status().as_u16(), 200);
+            r.json::<Value>().await.expect("JSON")
+        }
+    };
+    let start = std::time::Instant::now();
+    let list = loop {
+        let list = get("/mcp").await;
+        if list[1]["state"] == "connected" {
+            break list;
+        }
+        assert!(
+            start.elapsed() < CLI_RUN_DEADLINE && list[1]["state"] == "connecting",
+            "{list:#}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(list[0]["name"], "off");
+    assert_eq!(list[0]["state"], "disabled");
+    assert_eq!(list[1]["name"], "t");
+    let pid = list[1]["pid"].as_u64().expect("pid of a local server");
+    assert!(pid > 0);
+    let echo = list[1]["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "t_echo"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(echo["tool"], "echo", "{list:#}");
+    assert_eq!(echo["inputSchema"]["required"], json!(["text"]), "{list:#}");
+
+    let tree = get("/actors").await;
+    let mut found = Vec::new();
+    fn find<'a>(n: &'a Value, out: &mut Vec<&'a Value>) {
+        if n["kind"] == "mcp_server" {
+            out.push(n);
+        }
+        for c in n["children"].as_array().into_iter().flatten() {
+            find(c, out);
+        }
+    }
+    find(&tree, &mut found);
+    assert_eq!(found.len(), 1, "{tree:#}");
+    assert_eq!(found[0]["id"], "t", "{tree:#}");
+    assert_eq!(found[0]["status"], "idle", "{tree:#}");
+    server.shutdown().await;
 }

@@ -99,7 +99,12 @@ struct Turn {
     model: Arc<ResolvedModel>,
     max_steps: u32,
     system: String,
+    /// Tools of this turn only (the structured-output tool); the registry's tools are listed
+    /// at each step ([`registry_tools`]), so MCP tools that come or go mid-turn are offered
+    /// or withdrawn from the next request.
     tools: Vec<ToolSpec>,
+    /// The session's own rules (a subagent's derived ruleset), for each step's tool list.
+    session_rules: troupe_agents::Ruleset,
     rules: Arc<troupe_agents::Ruleset>,
     started_cost: rust_decimal::Decimal,
     /// Compactions since the last step that made progress (at most 2 in a row).
@@ -510,22 +515,11 @@ impl SessionActor {
             &agent.permission,
             &session_rules,
         ]));
-        let tools = if model.tool_call {
-            let names = rt.registry.names();
-            let disabled = agent.disabled_tools(&names, &session_rules);
-            rt.registry
-                .specs()
-                .into_iter()
-                .filter(|(name, _, _)| !disabled.contains(name))
-                .map(|(name, description, parameters)| ToolSpec {
-                    name,
-                    description,
-                    parameters,
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        // The first step offers the tools of MCP servers still starting (bounded by their
+        // own timeouts); later steps never wait.
+        if model.tool_call {
+            rt.mcp.first_connects().await;
+        }
         let (dir, wt, full_id, ag) = (
             state.directory.clone(),
             state.worktree.clone(),
@@ -572,7 +566,8 @@ impl SessionActor {
             model,
             max_steps,
             system,
-            tools,
+            tools: Vec::new(),
+            session_rules,
             rules,
             started_cost: state.session.cost,
             compactions: 0,
@@ -663,11 +658,17 @@ impl SessionActor {
             &wrapped
         };
         let model = turn.model.clone();
+        let mut tools = if model.tool_call {
+            registry_tools(&state.rt.registry, &turn.agent, &turn.session_rules)
+        } else {
+            Vec::new()
+        };
+        tools.extend(turn.tools.iter().cloned());
         let mut request = crate::request::step_request(&crate::request::StepInput {
             model: &model,
             system: &turn.system,
             history,
-            tools: &turn.tools,
+            tools: &tools,
             agent_options: &turn.agent.options,
             temperature: turn.agent.temperature,
             top_p: turn.agent.top_p,
@@ -1834,4 +1835,25 @@ impl Actor for SessionActor {
         }
         Ok(())
     }
+}
+
+/// The registry's tools as `agent` (with the session's own `session_rules`) may use them,
+/// sorted by name: every tool whose permission is not denied outright. Listed at each step.
+fn registry_tools(
+    registry: &troupe_tools::Registry,
+    agent: &Agent,
+    session_rules: &troupe_agents::Ruleset,
+) -> Vec<ToolSpec> {
+    let names = registry.names();
+    let disabled = agent.disabled_tools(&names, session_rules);
+    registry
+        .specs()
+        .into_iter()
+        .filter(|(name, _, _)| !disabled.contains(name))
+        .map(|(name, description, parameters)| ToolSpec {
+            name,
+            description,
+            parameters,
+        })
+        .collect()
 }

@@ -242,7 +242,6 @@ impl Event {
             Event::CommandExecuted { .. } => "command.executed",
             Event::PermissionReplied { .. } => "permission.replied",
             Event::TodoUpdated { .. } => "todo.updated",
-    },
             Event::McpToolsChanged { .. } => "mcp.tools.changed",
         }
     }

@@ -31,6 +31,7 @@
 //! The script format is documented on [`Script`], [`Step`] and [`Fault`] and in the crate
 //! README.
 
+pub mod mcp;
 mod script;
 mod server;
 mod wire;

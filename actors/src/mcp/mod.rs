@@ -124,6 +124,8 @@ struct Slot {
     /// Connection generation: bumped on each connect, so a hung report from an old
     /// connection does not restart a new one.
     generation: u64,
+    /// `tools/list` refreshes after `tools/list_changed` still running.
+    refreshing: u32,
 }
 
 /// Shared state of every MCP server of a runtime (see the module docs).
@@ -168,6 +170,7 @@ impl McpHub {
                         tools: Vec::new(),
                         peer: None,
                         generation: 0,
+                        refreshing: 0,
                     },
                 )
             })
@@ -234,6 +237,34 @@ impl McpHub {
         .is_ok()
     }
 
+    /// Wait until no server is still making its first connection (each is connected,
+    /// restarting after a failed start, failed or disabled), so the first step's request
+    /// offers their tools. Bounded by twice the longest `timeout` of those servers (the
+    /// handshake and `tools/list` are each bounded by it) plus one second.
+    pub async fn first_connects(&self) {
+        let longest = self.with_slots(|slots| {
+            slots
+                .values()
+                .filter(|s| s.state == McpState::Connecting)
+                .map(|s| s.config.timeout())
+                .max()
+        });
+        let Some(longest) = longest else {
+            return;
+        };
+        let mut rx = self.changed.subscribe();
+        let _ = tokio::time::timeout(longest * 2 + Duration::from_secs(1), async {
+            loop {
+                let starting = self
+                    .with_slots(|slots| slots.values().any(|s| s.state == McpState::Connecting));
+                if !starting || rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+    }
+
     /// Record a state change, notify waiters and publish `mcp.tools.changed`.
     fn set(&self, name: &str, f: impl FnOnce(&mut Slot)) {
         let ev = self.with_slots(|slots| {
@@ -276,8 +307,42 @@ impl McpHub {
         generation
     }
 
-    fn tools_listed(&self, name: &str, tools: Vec<McpToolInfo>) {
-        self.set(name, |s| s.tools = tools);
+    /// A `tools/list_changed` arrived: a refresh of the list starts (see
+    /// [`McpHub::refreshed`]).
+    fn refresh_started(&self, name: &str) {
+        self.with_slots(|slots| {
+            if let Some(s) = slots.get_mut(name) {
+                s.refreshing += 1;
+            }
+        });
+    }
+
+    /// A refresh ended: with the new list, or `None` when listing failed.
+    fn refresh_done(&self, name: &str, tools: Option<Vec<McpToolInfo>>) {
+        self.set(name, |s| {
+            s.refreshing = s.refreshing.saturating_sub(1);
+            if let Some(tools) = tools
+                && s.state == McpState::Connected
+            {
+                s.tools = tools;
+            }
+        });
+    }
+
+    /// Wait (at most `wait`) until no refresh of `server`'s tool list runs, so a call
+    /// whose server announced new tools before answering returns after the registry
+    /// offers them (the next step's request lists them).
+    async fn refreshed(&self, server: &str, wait: Duration) {
+        let mut rx = self.changed.subscribe();
+        let _ = tokio::time::timeout(wait, async {
+            loop {
+                let busy = self.with_slots(|s| s.get(server).is_some_and(|s| s.refreshing > 0));
+                if !busy || rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
     }
 
     fn restarting(&self, name: &str, error: String) {
@@ -511,6 +576,7 @@ impl Tool for McpTool {
                 }
                 Ok(Ok(r)) => r,
             };
+            hub.refreshed(&server, wait).await;
             let json = serde_json::to_value(&result).unwrap_or(Value::Null);
             let c = content::convert(&json);
             if c.is_error {

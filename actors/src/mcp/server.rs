@@ -313,16 +313,25 @@ struct Conn {
 struct Notifier {
     hub: Arc<McpHub>,
     server: String,
+    /// The server's `timeout`: bounds the refresh.
+    timeout: Duration,
 }
 
 impl ClientHandler for Notifier {
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
-        match context.peer.list_all_tools().await {
-            Ok(tools) => self
+        self.hub.refresh_started(&self.server);
+        let listed = tokio::time::timeout(self.timeout, context.peer.list_all_tools()).await;
+        match listed {
+            Ok(Ok(tools)) => self
                 .hub
-                .tools_listed(&self.server, tool_infos(&self.server, tools)),
-            Err(e) => {
-                tracing::warn!(server = %self.server, "MCP tools/list after list_changed failed: {e}")
+                .refresh_done(&self.server, Some(tool_infos(&self.server, tools))),
+            Err(_) => {
+                tracing::warn!(server = %self.server, "MCP tools/list after list_changed got no answer within {} ms", self.timeout.as_millis());
+                self.hub.refresh_done(&self.server, None);
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(server = %self.server, "MCP tools/list after list_changed failed: {e}");
+                self.hub.refresh_done(&self.server, None);
             }
         }
     }
@@ -352,6 +361,7 @@ async fn connect(name: &str, cfg: &McpServerConfig, hub: Arc<McpHub>) -> Result<
     let handler = Notifier {
         hub,
         server: name.to_string(),
+        timeout,
     };
     let stderr = Arc::new(Mutex::new(String::new()));
     let within =
