@@ -177,6 +177,45 @@ async fn stdio_tool_result_reaches_the_next_request_and_a_killed_server_restarts
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_server_is_restarted_and_the_next_call_works() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    let pid_file = project.home.path().join("mcp.pid");
+    let script = Script::single(vec![
+        Step::tool("t_pid", json!({})),
+        Step::tool("t_hang", json!({})),
+        Step::tool("t_pid", json!({})),
+        Step::text("done"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let mut entry = stdio_server(Some(&pid_file));
+    // The default, set explicitly: only an explicit timeout bounds calls.
+    entry["timeout"] = json!(5000);
+    let config = mock_config_with(
+        &server.base_url(),
+        json!({"mcp": {"t": entry}, "supervision": {"backoff_ms": 10}}),
+    );
+    project.write_config(&config.to_string());
+    let out = project.troupe(&["run", "hang it"], &[]).await;
+    assert_success(&out, "troupe run");
+    let tools = tools_of(&project).await;
+    let status: Vec<&str> = tools
+        .iter()
+        .map(|t| t["state"]["status"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(status, ["completed", "error", "completed"], "{tools:#?}");
+    let hung = tools[1]["state"]["error"].as_str().unwrap_or("");
+    assert!(
+        hung.contains("did not answer hang within 5000 ms") && hung.contains("restarted"),
+        "{hung}"
+    );
+    let (before, after) = (&tools[0]["state"]["output"], &tools[2]["state"]["output"]);
+    assert_ne!(before, after, "the second pid call reached a new process");
+    let last = std::fs::read_to_string(&pid_file).expect("pid file");
+    assert_eq!(after.as_str(), Some(last.trim()));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_crashing_past_its_limit_is_failed_and_its_tools_are_withdrawn() {
     let script = Script::single(vec![
         Step::tool("t_crash", json!({})),

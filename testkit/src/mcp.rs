@@ -9,6 +9,7 @@
 //! - `image` → a text block and a 1×1 PNG image block;
 //! - `crash` → the process exits at once (status 7), mid-call (a server dying during a call;
 //!   over HTTP it is an ordinary tool error instead, the test process must live);
+//! - `hang` → never answers (a hung server; the client's call timeout must restart it);
 //! - `add_tool` → adds the tool `extra`, sends `notifications/tools/list_changed` and answers
 //!   only after the client listed the tools again (at most [`RELIST_WAIT`]), so a client that
 //!   refreshes on the notification has the new list before it has this call's result;
@@ -99,6 +100,7 @@ impl TestServer {
                 "Exit the server process at once.",
                 schema(empty.clone()),
             ),
+            Tool::new("hang", "Never answer.", schema(empty.clone())),
             Tool::new(
                 "add_tool",
                 "Add the tool `extra` and announce the change.",
@@ -167,6 +169,7 @@ impl ServerHandler for TestServer {
             ]),
             "crash" if self.may_exit => std::process::exit(7),
             "crash" => CallToolResult::error(vec![text("crash is only for stdio servers")]),
+            "hang" => std::future::pending().await,
             "add_tool" => {
                 let before = self.lists.load(Ordering::SeqCst);
                 let listed = self.listed.notified();

@@ -551,6 +551,8 @@ impl Tool for McpTool {
             let result = match result {
                 Err(t) => {
                     hub.report_hung(&server, generation, t);
+                    // As below: the next step must not reach the hung connection.
+                    hub.wait_past(&server, generation, wait).await;
                     return Err(ToolError::Failed(format!(
                         "MCP server '{server}' did not answer {} within {} ms; it is considered hung and is being restarted. The outcome of this call is unknown.",
                         info.tool,
