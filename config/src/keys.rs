@@ -3,7 +3,8 @@
 //! column and the nearest known key instead of a silently ignored setting.
 //!
 //! Checked places: the top level, `provider.<id>`, `provider.<id>.models.<model>`, its
-//! `limit`, `compaction`, `supervision` and `mcp.<name>`. Provider `options` and model `options` are open by design
+//! `limit`, `compaction` and `supervision` (an `mcp.<name>` entry refuses unknown keys
+//! itself, naming the keys it takes). Provider `options` and model `options` are open by design
 //! (their other keys go into the request body); `agent`, `permission`, `tools`, `server` and
 //! the OpenCode-only keys are raw values checked by whoever interprets them.
 
@@ -95,19 +96,6 @@ const SUPERVISION_KEYS: &[&str] = &[
     "backoff_ms",
     "read_only_tools",
     "mcp_restarts",
-];
-
-/// Keys of an `mcp.<name>` entry (local and remote shapes together; serde rejects a key of
-/// the other shape with the entry's path).
-const MCP_KEYS: &[&str] = &[
-    "type",
-    "command",
-    "environment",
-    "enabled",
-    "timeout",
-    "url",
-    "headers",
-    "oauth",
 ];
 
 /// One object key found in a JSON text: the path of the object holding it (`[]` for array
@@ -255,7 +243,6 @@ fn known_at(path: &[String]) -> Option<Vec<&'static str>> {
         ["provider", _, "models", _, "limit"] => Some(LIMIT_KEYS.to_vec()),
         ["compaction"] => Some(COMPACTION_KEYS.to_vec()),
         ["supervision"] => Some(SUPERVISION_KEYS.to_vec()),
-        ["mcp", _] => Some(MCP_KEYS.to_vec()),
         _ => None,
     }
 }

@@ -736,9 +736,12 @@ fn opencode_json_block_works_verbatim() {
         Some(&json!("ask"))
     );
     assert!(c.agent.is_some() && c.tools.is_some() && c.server.is_some());
-    for key in ["theme", "autoupdate", "share", "mcp", "experimental"] {
+    for key in ["theme", "autoupdate", "share", "experimental"] {
         assert!(c.extra.contains_key(key), "{key}");
     }
+    // `mcp` is read (issue 16), in OpenCode's shape.
+    assert_eq!(c.mcp["fs"].kind(), "local");
+    assert!(c.mcp["fs"].enabled());
     let spec = loaded.default_model_with_env(&no_env).expect("model");
     let m = loaded
         .resolve_model_with_env(&spec, &no_env)
