@@ -46,6 +46,10 @@ pub struct LlmError {
     /// Response body (truncated to 4 KiB), when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
+    /// Whether a deadline of the request passed (connect, response headers, a body or
+    /// stream silent past the idle timeout): the failure is a timeout, whatever its class.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timeout: bool,
 }
 
 impl LlmError {
@@ -57,6 +61,15 @@ impl LlmError {
             status: None,
             retry_headers: Vec::new(),
             body: None,
+            timeout: false,
+        }
+    }
+
+    /// A `Transport` error for a deadline that passed (see [`LlmError::timeout`]).
+    pub fn timed_out(message: impl Into<String>) -> Self {
+        Self {
+            timeout: true,
+            ..Self::new(ErrorKind::Transport, message)
         }
     }
 

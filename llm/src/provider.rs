@@ -271,15 +271,19 @@ impl Provider {
                 self.deadlines.error_body,
                 read_capped(resp, MAX_ERROR_BODY_BYTES, self.deadlines.idle),
             );
-            let (body, stalled) = tokio::select! {
+            // (body, why it is incomplete, whether that was a deadline)
+            let (body, stalled, timed_out) = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return Err(aborted()),
                 b = read => match b {
-                    Ok(r) => (r.body, r.failure.map(|f| match f {
-                        ReadFailure::Idle => format!("stalled: no bytes for {}", secs(self.deadlines.idle)),
-                        ReadFailure::Broken(e) => format!("broken: {}", root_cause(&e)),
-                    })),
-                    Err(_) => (String::new(), Some(format!("incomplete after {}", secs(self.deadlines.error_body)))),
+                    Ok(r) => {
+                        let timed_out = matches!(r.failure, Some(ReadFailure::Idle));
+                        (r.body, r.failure.map(|f| match f {
+                            ReadFailure::Idle => format!("stalled: no bytes for {}", secs(self.deadlines.idle)),
+                            ReadFailure::Broken(e) => format!("broken: {}", root_cause(&e)),
+                        }), timed_out)
+                    }
+                    Err(_) => (String::new(), Some(format!("incomplete after {}", secs(self.deadlines.error_body))), true),
                 },
             };
             let mut err = classify_http_error(status.as_u16(), &body, headers, &self.model);
@@ -294,6 +298,7 @@ impl Provider {
                 if !err.is_retryable() && !matches!(err.kind, ErrorKind::Auth) {
                     err.kind = ErrorKind::Transport;
                 }
+                err.timeout = timed_out;
             }
             return Err(err);
         }
@@ -308,14 +313,11 @@ impl Provider {
             match r.failure {
                 None => {}
                 Some(ReadFailure::Idle) => {
-                    return Err(LlmError::new(
-                        ErrorKind::Transport,
-                        format!(
-                            "response body from provider {} stalled: no bytes for {}",
-                            self.model.provider_id,
-                            secs(self.deadlines.idle)
-                        ),
-                    ));
+                    return Err(LlmError::timed_out(format!(
+                        "response body from provider {} stalled: no bytes for {}",
+                        self.model.provider_id,
+                        secs(self.deadlines.idle)
+                    )));
                 }
                 Some(ReadFailure::Broken(e)) => return Err(self.read_error(&e)),
             }
@@ -388,8 +390,7 @@ impl Provider {
             biased;
             _ = cancel.cancelled() => Err(aborted()),
             r = send => r.map_err(|e| self.connect_error(&e)),
-            _ = headers_deadline => Err(LlmError::new(
-                ErrorKind::Transport,
+            _ = headers_deadline => Err(LlmError::timed_out(
                 format!(
                     "no response headers from provider {} after {}",
                     self.model.provider_id,
@@ -401,28 +402,28 @@ impl Provider {
 
     fn connect_error(&self, e: &reqwest::Error) -> LlmError {
         if e.is_connect() && e.is_timeout() {
-            return LlmError::new(
-                ErrorKind::Transport,
-                format!(
-                    "cannot reach provider {} at {}: no connection after {}",
-                    self.model.provider_id,
-                    self.model.base_url,
-                    secs(self.deadlines.connect)
-                ),
-            );
+            return LlmError::timed_out(format!(
+                "cannot reach provider {} at {}: no connection after {}",
+                self.model.provider_id,
+                self.model.base_url,
+                secs(self.deadlines.connect)
+            ));
         }
         let what = if e.is_timeout() {
             "timed out".to_string()
         } else {
             root_cause(e)
         };
-        LlmError::new(
-            ErrorKind::Transport,
-            format!(
-                "cannot reach provider {} at {}: {what}",
-                self.model.provider_id, self.model.base_url
-            ),
-        )
+        LlmError {
+            timeout: e.is_timeout(),
+            ..LlmError::new(
+                ErrorKind::Transport,
+                format!(
+                    "cannot reach provider {} at {}: {what}",
+                    self.model.provider_id, self.model.base_url
+                ),
+            )
+        }
     }
 
     fn read_error(&self, e: &reqwest::Error) -> LlmError {
@@ -649,6 +650,7 @@ pub fn classify_http_error(
         } else {
             Some(excerpt(body, MAX_KEPT_BODY_BYTES))
         },
+        timeout: false,
     }
 }
 

@@ -260,7 +260,7 @@ where
                         "stream stalled: no data for {}",
                         crate::provider::secs(st.idle)
                     );
-                    return Some((Err(LlmError::new(ErrorKind::Transport, msg)), st));
+                    return Some((Err(LlmError::timed_out(msg)), st));
                 }
                 Ok(Some(Ok(chunk))) => {
                     if let Err(e) = st.parser.push(&chunk, &mut out) {

@@ -102,6 +102,8 @@ async fn stall_before_headers_is_a_named_retryable_error() {
             e.message,
             "no response headers from provider mock after 0.5 s"
         );
+        // A deadline passed: the provider-request span says `timeout`.
+        assert!(e.timeout, "{e:?}");
         server.shutdown().await;
     }
 }
@@ -116,6 +118,7 @@ async fn stall_mid_json_body_is_a_named_retryable_error() {
             e.message,
             "response body from provider mock stalled: no bytes for 0.5 s"
         );
+        assert!(e.timeout, "{e:?}");
         server.shutdown().await;
     }
 }
@@ -135,6 +138,7 @@ async fn stall_mid_error_body_is_a_named_retryable_error() {
             e.message,
             "HTTP 500 from provider mock: error body incomplete after 0.5 s"
         );
+        assert!(e.timeout, "{e:?}");
         server.shutdown().await;
     }
 }
@@ -160,6 +164,7 @@ async fn error_body_stalled_by_idle_deadline_names_it() {
         "HTTP 500 from provider mock: error body stalled: no bytes for 0.5 s"
     );
     assert!(e.is_retryable());
+    assert!(e.timeout, "{e:?}");
     server.shutdown().await;
 }
 
