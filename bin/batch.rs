@@ -660,7 +660,7 @@ async fn run_one(
                 // Abort the turn and wait for it to wind down, so the result carries what
                 // the task cost until then and nothing of it runs on.
                 timed_out = Some(limit);
-                rt.abort(&session.id);
+                rt.abort_timed_out(&session.id);
                 match tokio::time::timeout(ABORT_GRACE, &mut prompt).await {
                     Ok(r) => r,
                     Err(_) => Err(troupe_actors::RuntimeError::Turn(

@@ -188,13 +188,26 @@ impl<'a> MakeWriter<'a> for Redacting {
 
 /// Install the global subscriber: `TROUPE_LOG` (an `EnvFilter`; default `error`) filters
 /// what is printed in `format` to stderr, or appended to `file` when given (created with
-/// its parent directory). Errors: the file cannot be opened (the message names it).
-pub fn init(format: LogFormat, file: Option<&Path>) -> Result<()> {
+/// its parent directory). When the environment configures an OTLP endpoint, troupe's spans
+/// are also exported ([`crate::telemetry`]); the returned exporter must be shut down at exit
+/// to flush them. Errors: the file cannot be opened (the message names it).
+pub fn init(format: LogFormat, file: Option<&Path>) -> Result<Option<crate::telemetry::Otlp>> {
     // Values of credential-like variables (OPENAI_API_KEY, TROUPE_SERVER_PASSWORD, …).
     add_secrets(
         std::env::vars_os()
             .filter(|(k, _)| credential_name(&k.to_string_lossy()))
             .map(|(_, v)| v.to_string_lossy().into_owned()),
+    );
+    // Header values of the OTLP exporter (`key=value,…`): typically a hosted backend's API
+    // key, whatever the header is called.
+    add_secrets(
+        [
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        ]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .flat_map(|v| otlp_header_values(&v)),
     );
     let sink = match file {
         None => Sink::Stderr,
@@ -221,11 +234,26 @@ pub fn init(format: LogFormat, file: Option<&Path>) -> Result<()> {
             .with_filter(filter())
             .boxed(),
     };
+    let otlp = crate::telemetry::Otlp::from_env();
+    let mut layers = vec![fmt_layer];
+    if let Some(o) = &otlp {
+        layers.push(o.layer());
+    }
     tracing_subscriber::registry()
-        .with(fmt_layer)
+        .with(layers)
         .try_init()
         .context("could not install the log subscriber")?;
-    Ok(())
+    Ok(otlp)
+}
+
+/// The values of an `OTEL_EXPORTER_OTLP_HEADERS` list (`key1=value1,key2=value2`, as the
+/// OpenTelemetry exporter specification writes it), trimmed; entries without `=` are skipped.
+fn otlp_header_values(list: &str) -> Vec<String> {
+    list.split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(_, v)| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect()
 }
 
 fn open_log_file(path: &Path) -> Result<std::fs::File> {
@@ -277,6 +305,14 @@ mod tests {
         // Text without credentials is untouched.
         let plain = r#"{"level":"INFO","fields":{"message":"step finished","tokens":42}}"#;
         assert_eq!(redact(plain), plain);
+    }
+
+    #[test]
+    fn otlp_header_values_are_secrets() {
+        assert_eq!(
+            otlp_header_values("x-honeycomb-team=abc123secret, api-key = k2k2k2k2 ,broken,e="),
+            ["abc123secret", "k2k2k2k2"]
+        );
     }
 
     #[test]

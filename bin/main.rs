@@ -15,6 +15,7 @@ mod sanitize;
 mod serve;
 mod signals;
 mod structured;
+mod telemetry;
 mod timeline;
 
 use std::io::Write as _;
@@ -397,10 +398,13 @@ fn main() -> ExitCode {
         Some(Command::Serve(a)) => a.log_file.clone(),
         _ => None,
     };
-    if let Err(e) = logging::init(cli.log_format, log_file.as_deref()) {
-        eprintln!("troupe: {e:#}");
-        return ExitCode::from(2);
-    }
+    let otlp = match logging::init(cli.log_format, log_file.as_deref()) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("troupe: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     // A panic inside an actor is caught by its supervisor and becomes an error part or a
     // failed step; log it as one line instead of a backtrace on the user's terminal.
     std::panic::set_hook(Box::new(|info| {
@@ -432,6 +436,11 @@ fn main() -> ExitCode {
     // blocking task that is still running (a search that ignores its abort, a stuck read).
     troupe_tools::procs::stop_all();
     rt.shutdown_timeout(SHUTDOWN_GRACE);
+    // Every actor (and so every span) has ended with the runtime: send the spans still
+    // queued before the process exits.
+    if let Some(o) = otlp {
+        o.shutdown();
+    }
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -1085,6 +1085,15 @@ impl Runtime {
         self.shared.leases.abort_waits(Some(session_id));
     }
 
+    /// [`Runtime::abort`] because the caller's deadline for the turn passed (a batch task's
+    /// `timeout`): the same, and the turn's span records `outcome = timeout`.
+    pub fn abort_timed_out(&self, session_id: &str) {
+        if let Some(a) = self.shared.sessions.get(session_id) {
+            let _ = a.cast(SessionMsg::AbortTimedOut);
+        }
+        self.shared.leases.abort_waits(Some(session_id));
+    }
+
     /// Abort everything.
     pub fn abort_all(&self) {
         for a in self.shared.sessions.iter() {

@@ -161,9 +161,10 @@ pub struct ProcessorState {
     reasoning_block: HashMap<String, usize>,
     tool_block: HashMap<String, usize>,
     calls: Vec<PendingCall>,
-    /// Live tool-call children by actor id: the call and how to stop it. Supervision events
-    /// are matched against this map (an unknown child is logged, never guessed).
-    running: HashMap<ActorId, (String, ActorCell, CancellationToken)>,
+    /// Live tool-call children by actor id: the call, how to stop it and its span (where a
+    /// timeout or a crash is recorded). Supervision events are matched against this map (an
+    /// unknown child is logged, never guessed).
+    running: HashMap<ActorId, (String, ActorCell, CancellationToken, tracing::Span)>,
     /// Calls of this step by call id: what is needed to run one again after a crash.
     call_specs: HashMap<String, CallSpec>,
     /// Crashed read-only calls waiting for their backoff before running again.
@@ -431,6 +432,15 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
+/// How one provider request attempt ended.
+enum Attempt {
+    /// Nothing more to do for this step's task: the stream ended (and was reported) or the
+    /// processor is gone.
+    Over,
+    /// The request or its stream failed: retry or report it.
+    Failed(LlmError),
+}
+
 /// The step's span and the ids its provider-request spans carry.
 struct StreamSpan {
     step: tracing::Span,
@@ -476,7 +486,7 @@ fn spawn_stream_task(
             );
             // Only an attempt that may be retried needs its own copy of the request (the
             // whole history and tool schemas); the last permitted attempt takes it.
-            let this_request = if attempt >= max_attempts {
+            let mut this_request = if attempt >= max_attempts {
                 std::mem::take(&mut request)
             } else {
                 request.clone()
@@ -488,70 +498,81 @@ fn spawn_stream_task(
                 &model_name,
                 attempt,
             );
+            // W3C trace context: a traced gateway or inference server joins this trace.
+            if let Some(tp) = crate::spans::traceparent(&req_span) {
+                this_request
+                    .headers
+                    .retain(|(k, _)| !k.eq_ignore_ascii_case("traceparent"));
+                this_request.headers.push(("traceparent".into(), tp));
+            }
             let sent = std::time::Instant::now();
             let _ = myself.cast(ProcMsg::AttemptSent {
                 attempt,
                 at: now_ms(),
             });
-            let mut first_event = true;
-            let opened = provider
-                .stream(this_request, cancel.clone())
-                .instrument(req_span.clone())
-                .await;
-            let failure = match opened {
-                Ok(mut stream) => {
-                    let mut failure = None;
-                    loop {
-                        let next = tokio::select! {
-                            _ = cancel.cancelled() => { failure = Some(LlmError::new(ErrorKind::Aborted, "aborted")); break; }
-                            n = stream.next() => n,
-                        };
-                        match next {
-                            Some(Ok(StreamEvent::Warning { message })) => {
-                                tracing::warn!(provider = %model.provider_id, "{message}");
-                                rt.counters.incr(
-                                    "stream_data_skipped_total",
-                                    format!("provider=\"{}\"", model.provider_id),
-                                    1,
-                                );
-                            }
-                            Some(Ok(ev)) => {
-                                if std::mem::take(&mut first_event) {
-                                    req_span.record("ttft_ms", sent.elapsed().as_millis() as u64);
-                                    let _ = myself.cast(ProcMsg::FirstEvent { at: now_ms() });
-                                }
-                                if let StreamEvent::FinishStep { usage, .. } = &ev {
-                                    req_span.record("tokens_input", usage.input);
-                                    req_span.record("tokens_output", usage.output);
-                                }
-                                if myself.cast(ProcMsg::Stream(ev)).is_err() {
-                                    return;
-                                }
-                            }
-                            Some(Err(e)) => {
-                                failure = Some(e);
-                                break;
-                            }
-                            None => break,
+            // The whole attempt, sending and reading the stream, runs inside its span, so the
+            // span (and its exported duration) ends with the stream.
+            let ended = async {
+                let mut first_event = true;
+                let mut stream = match provider.stream(this_request, cancel.clone()).await {
+                    Ok(stream) => stream,
+                    Err(e) => return Attempt::Failed(e),
+                };
+                loop {
+                    let next = tokio::select! {
+                        _ = cancel.cancelled() => {
+                            return Attempt::Failed(LlmError::new(ErrorKind::Aborted, "aborted"));
                         }
-                    }
-                    match failure {
+                        n = stream.next() => n,
+                    };
+                    match next {
+                        Some(Ok(StreamEvent::Warning { message })) => {
+                            tracing::warn!(provider = %model.provider_id, "{message}");
+                            rt.counters.incr(
+                                "stream_data_skipped_total",
+                                format!("provider=\"{}\"", model.provider_id),
+                                1,
+                            );
+                        }
+                        Some(Ok(ev)) => {
+                            if std::mem::take(&mut first_event) {
+                                req_span.record("ttft_ms", sent.elapsed().as_millis() as u64);
+                                let _ = myself.cast(ProcMsg::FirstEvent { at: now_ms() });
+                            }
+                            if let StreamEvent::FinishStep { usage, .. } = &ev {
+                                req_span.record("tokens_input", usage.input);
+                                req_span.record("tokens_output", usage.output);
+                            }
+                            if myself.cast(ProcMsg::Stream(ev)).is_err() {
+                                return Attempt::Over;
+                            }
+                        }
+                        Some(Err(e)) => return Attempt::Failed(e),
                         None => {
-                            req_span.record("status", "ok");
+                            crate::spans::provider_request_end(&req_span, "ok");
                             rt.counters.incr(
                                 "provider_requests_total",
                                 format!("provider=\"{}\",status=\"ok\"", model.provider_id),
                                 1,
                             );
                             let _ = myself.cast(ProcMsg::StreamEnded);
-                            return;
+                            return Attempt::Over;
                         }
-                        Some(f) => f,
                     }
                 }
-                Err(e) => e,
+            }
+            .instrument(req_span.clone())
+            .await;
+            let failure = match ended {
+                Attempt::Over => return,
+                Attempt::Failed(f) => f,
             };
-            req_span.record("status", tracing::field::debug(&failure.kind));
+            let status = if failure.timeout {
+                "timeout".to_string()
+            } else {
+                format!("{:?}", failure.kind)
+            };
+            crate::spans::provider_request_end(&req_span, &status);
             drop(req_span);
             rt.counters.incr(
                 "provider_requests_total",
@@ -980,7 +1001,7 @@ impl ProcessorActor {
             restarts,
         );
         let args = ToolCallArgs {
-            span,
+            span: span.clone(),
             call_id: call_id.to_string(),
             tool,
             args: input,
@@ -1007,9 +1028,10 @@ impl ProcessorActor {
         match Actor::spawn_linked(None, ToolCallActor, args, myself.get_cell()).await {
             Ok((actor, _)) => {
                 let timer_token = token.clone();
-                state
-                    .running
-                    .insert(actor.get_id(), (call_id.clone(), actor.get_cell(), token));
+                state.running.insert(
+                    actor.get_id(),
+                    (call_id.clone(), actor.get_cell(), token, span),
+                );
                 // The timer ends early when the call ends (its token is cancelled then).
                 tokio::spawn(async move {
                     tokio::select! {
@@ -1435,13 +1457,16 @@ impl Actor for ProcessorActor {
                 let found = state
                     .running
                     .iter()
-                    .find(|(_, (c, _, _))| *c == call_id)
+                    .find(|(_, (c, _, _, _))| *c == call_id)
                     .map(|(id, _)| *id);
                 if let Some(id) = found
-                    && let Some((call_id, cell, token)) = state.running.remove(&id)
+                    && let Some((call_id, cell, token, span)) = state.running.remove(&id)
                 {
-                    token.cancel();
+                    crate::spans::tool_call_end(&span, "timeout");
+                    // Kill before cancelling: the kill signal is then seen before the tool's
+                    // aborted return (ractor polls signals first), so the span keeps `timeout`.
                     cell.kill();
+                    token.cancel();
                     if let Some(&i) = state.tool_block.get(&call_id) {
                         let (input, start) = match &state.parts[i].kind {
                             PartKind::Tool {
@@ -1495,7 +1520,7 @@ impl Actor for ProcessorActor {
                 });
             }
             ProcMsg::SettleDeadline => {
-                for (_, (_, cell, _)) in state.running.drain() {
+                for (_, (_, cell, _, _)) in state.running.drain() {
                     cell.kill();
                 }
                 state.restarting.clear();
@@ -1516,7 +1541,7 @@ impl Actor for ProcessorActor {
         // Never stop because a child ended: turn it into the tool part's final state.
         match evt {
             SupervisionEvent::ActorTerminated(cell, boxed, _reason) => {
-                let Some((call_id, _, done_token)) = state.running.remove(&cell.get_id()) else {
+                let Some((call_id, _, done_token, _)) = state.running.remove(&cell.get_id()) else {
                     tracing::warn!(actor = %cell.get_id(), "supervision event from an unknown child of a step; ignored");
                     return Ok(());
                 };
@@ -1595,10 +1620,12 @@ impl Actor for ProcessorActor {
                 self.maybe_finish(&myself, state);
             }
             SupervisionEvent::ActorFailed(cell, err) => {
-                let Some((call_id, _, done_token)) = state.running.remove(&cell.get_id()) else {
+                let Some((call_id, _, done_token, span)) = state.running.remove(&cell.get_id())
+                else {
                     tracing::warn!(actor = %cell.get_id(), "supervision event from an unknown child of a step; ignored");
                     return Ok(());
                 };
+                crate::spans::tool_call_end(&span, "crashed");
                 // The call is over: end its timeout timer (and anything still holding its token).
                 done_token.cancel();
                 self.tool_crashed(&myself, state, call_id, err.to_string());

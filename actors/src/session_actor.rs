@@ -58,6 +58,9 @@ pub enum SessionMsg {
     Prompt(Box<PendingPrompt>),
     /// Abort the running turn and drop queued prompts.
     Abort,
+    /// [`SessionMsg::Abort`] because the caller's deadline for the running turn passed (a
+    /// batch task's `timeout`): the same, and the turn's span records `outcome = timeout`.
+    AbortTimedOut,
     /// The session's lease was taken over by another process: abort, refuse queued
     /// prompts, stop (the next prompt takes the lease again).
     LeaseLost,
@@ -126,6 +129,9 @@ struct Turn {
     origin_user_id: String,
     /// The turn's span ([`crate::spans::turn`]); closed when the turn ends.
     span: tracing::Span,
+    /// The turn was aborted because its caller's deadline passed
+    /// ([`SessionMsg::AbortTimedOut`]): its outcome is `timeout`.
+    timed_out: bool,
     /// Structured output of a prompt with a JSON schema.
     structured: Option<crate::structured::StructuredTurn>,
     /// Prompts steering this turn ([`crate::steer`]).
@@ -558,6 +564,7 @@ impl SessionActor {
         );
         Ok(Turn {
             span,
+            timed_out: false,
             reply: tx,
             user_id,
             step: 0,
@@ -1540,9 +1547,16 @@ impl SessionActor {
         if let Err(e) = flushed {
             error.get_or_insert_with(|| MessageError::new("StoreError", e.to_string()));
         }
+        let outcome = match &error {
+            _ if turn.timed_out => crate::spans::TurnOutcome::Timeout,
+            None => crate::spans::TurnOutcome::Completed,
+            Some(e) if e.name == "MessageAbortedError" => crate::spans::TurnOutcome::Aborted,
+            Some(_) => crate::spans::TurnOutcome::Error,
+        };
         crate::spans::turn_end(
             &turn.span,
             turn.step,
+            outcome,
             error.as_ref().map(|e| e.message()).as_deref(),
         );
         let structured = message.as_ref().and_then(|m| m.structured.clone());
@@ -1654,7 +1668,7 @@ impl Actor for SessionActor {
                     self.start_next(&myself, state).await;
                 }
             }
-            SessionMsg::Abort => {
+            msg @ (SessionMsg::Abort | SessionMsg::AbortTimedOut) => {
                 // Background subagents of this session stop with it (OpenCode's cancel
                 // cancels a session's background jobs first).
                 crate::task::abort_background(&state.rt, &state.session.id);
@@ -1662,6 +1676,7 @@ impl Actor for SessionActor {
                     let _ = p.reply.send(Err("aborted before it started".into()));
                 }
                 if let Some(t) = state.turn.as_mut() {
+                    t.timed_out |= matches!(msg, SessionMsg::AbortTimedOut);
                     for p in t.steering.pending.drain(..) {
                         let _ = p.reply.send(Err("aborted before it was delivered".into()));
                     }

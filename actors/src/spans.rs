@@ -20,6 +20,12 @@
 //! an escalation) are `tracing` events whose parent is the span of the supervising actor's
 //! work ([`supervision`]).
 //!
+//! For OpenTelemetry export (the binary's `telemetry` module) the spans carry
+//! `otel.status_code` (`error` on a failed or timed-out turn, step, provider request or tool
+//! call) and the provider request is a `client` span (`otel.kind`) whose W3C trace context
+//! goes out with the HTTP request ([`traceparent`]). A subagent's session span has its task
+//! call as explicit parent, so its OpenTelemetry span is in the parent session's trace.
+//!
 //! Spans are cheap when nobody listens: with no subscriber interested in `troupe` spans at
 //! `info`, each helper returns a disabled span after one cached callsite check, with no
 //! allocation. Actors hold their span by value and pass it (a reference-counted handle) to
@@ -47,7 +53,7 @@ pub fn session(parent: Option<&Span>, session_id: &str, parent_session_id: Optio
 }
 
 /// A turn: `session_id`, `message_id` (the user message), `agent`, `model`
-/// (`provider/model`); `steps` and `error` are recorded when it ends ([`turn_end`]).
+/// (`provider/model`); `steps`, `outcome` and `error` are recorded when it ends ([`turn_end`]).
 pub fn turn(parent: &Span, session_id: &str, message_id: &str, agent: &str, model: &str) -> Span {
     tracing::info_span!(
         target: "troupe",
@@ -58,20 +64,54 @@ pub fn turn(parent: &Span, session_id: &str, message_id: &str, agent: &str, mode
         agent = agent,
         model = model,
         steps = Empty,
+        outcome = Empty,
         error = Empty,
+        "otel.status_code" = Empty,
     )
 }
 
-/// Record how a turn ended on its span (the number of steps and the error, if any) and log
-/// it: `turn finished` at `info`, `turn failed` at `warn` with the error.
-pub fn turn_end(span: &Span, steps: u32, error: Option<&str>) {
+/// How a turn ended (its span's `outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// The turn ended without an error.
+    Completed,
+    /// The turn ended with an error (a provider failure, a crash, a store error, …).
+    Error,
+    /// The user (or a parent session) aborted it.
+    Aborted,
+    /// Its caller's deadline passed and it was aborted (a batch task's `timeout`).
+    Timeout,
+}
+
+impl TurnOutcome {
+    /// The `outcome` field: `completed`, `error`, `aborted`, `timeout`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnOutcome::Completed => "completed",
+            TurnOutcome::Error => "error",
+            TurnOutcome::Aborted => "aborted",
+            TurnOutcome::Timeout => "timeout",
+        }
+    }
+}
+
+/// Record how a turn ended on its span (the number of steps, the outcome and the error, if
+/// any) and log it: `turn finished` at `info`, or `turn failed` at `warn` with the error.
+/// `error` and `timeout` mark the span an error for OpenTelemetry; a user's abort does not.
+pub fn turn_end(span: &Span, steps: u32, outcome: TurnOutcome, error: Option<&str>) {
     span.record("steps", steps);
+    span.record("outcome", outcome.as_str());
+    if matches!(outcome, TurnOutcome::Error | TurnOutcome::Timeout) {
+        span.record("otel.status_code", "error");
+    }
     match error {
         Some(e) => {
             span.record("error", e);
-            tracing::warn!(target: "troupe", parent: span, steps, error = e, "turn failed");
+            tracing::warn!(target: "troupe", parent: span, steps, outcome = outcome.as_str(), error = e, "turn failed");
         }
-        None => tracing::info!(target: "troupe", parent: span, steps, "turn finished"),
+        None => {
+            tracing::info!(target: "troupe", parent: span, steps, outcome = outcome.as_str(), "turn finished")
+        }
     }
 }
 
@@ -90,6 +130,7 @@ pub fn step(parent: &Span, session_id: &str, message_id: &str, step: u32) -> Spa
         tokens_input = Empty,
         tokens_output = Empty,
         error = Empty,
+        "otel.status_code" = Empty,
     )
 }
 
@@ -102,13 +143,15 @@ pub fn step_end(span: &Span, finish: Option<&str>, input: u64, output: u64, erro
     span.record("tokens_output", output);
     if let Some(e) = error {
         span.record("error", e);
+        span.record("otel.status_code", "error");
     }
 }
 
-/// One provider request (an attempt of a step): `session_id`, `message_id`, `model`
-/// (`provider/model`), `attempt` (1-based); `status` (`ok` or the error class), `ttft_ms`
-/// (ms from sending to the first stream event), `tokens_input`, `tokens_output` are recorded
-/// as they become known.
+/// One provider request (an attempt of a step, from sending it to the end of its stream):
+/// `session_id`, `message_id`, `model` (`provider/model`), `attempt` (1-based); `status` (`ok`, `timeout` or the error class:
+/// [`provider_request_end`]), `ttft_ms` (ms from sending to the first stream event),
+/// `tokens_input`, `tokens_output` are recorded as they become known. An OpenTelemetry
+/// `client` span.
 pub fn provider_request(
     parent: &Span,
     session_id: &str,
@@ -128,7 +171,40 @@ pub fn provider_request(
         ttft_ms = Empty,
         tokens_input = Empty,
         tokens_output = Empty,
+        "otel.kind" = "client",
+        "otel.status_code" = Empty,
     )
+}
+
+/// Record how a provider request ended: `status` is `ok`, `timeout` (a deadline of the
+/// request passed: connect, response headers, or a stream silent too long) or the error
+/// class (`RateLimit`, `Server`, `Transport`, …); anything but `ok` marks the span an error.
+pub fn provider_request_end(span: &Span, status: &str) {
+    span.record("status", status);
+    if status != "ok" {
+        span.record("otel.status_code", "error");
+    }
+}
+
+/// The W3C `traceparent` header value (`00-<trace id>-<span id>-<flags>`) of `span`'s
+/// OpenTelemetry span, or `None` when spans are not exported (no OpenTelemetry layer, or a
+/// disabled span). Sent with a provider request so a traced gateway or server joins the trace.
+pub fn traceparent(span: &Span) -> Option<String> {
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    if span.is_disabled() {
+        return None;
+    }
+    let cx = span.context();
+    let sc = cx.span().span_context().clone();
+    sc.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        )
+    })
 }
 
 /// The back-off before a step's next attempt: `session_id`, `message_id`, `attempt` (the
@@ -154,8 +230,8 @@ pub fn retry_wait(
 }
 
 /// One tool call: `session_id`, `message_id`, `call_id`, `tool`, `restart` (0 for the first
-/// run); `outcome` (`completed` or `error`) is recorded when the tool returns. A crash or a
-/// timeout is an event on the step's span instead.
+/// run); `outcome` is recorded when the call ends ([`tool_call_end`]). A crash is also an event
+/// on the step's span.
 pub fn tool_call(
     parent: &Span,
     session_id: &str,
@@ -174,7 +250,18 @@ pub fn tool_call(
         tool = tool,
         restart = restart,
         outcome = Empty,
+        "otel.status_code" = Empty,
     )
+}
+
+/// Record how a tool call ended: `outcome` is `completed`, `error` (the tool failed or was
+/// refused), `aborted` (the session was cancelled), `timeout` (stopped at its deadline) or
+/// `crashed` (the tool panicked); `error`, `timeout` and `crashed` mark the span an error.
+pub fn tool_call_end(span: &Span, outcome: &str) {
+    span.record("outcome", outcome);
+    if matches!(outcome, "error" | "timeout" | "crashed") {
+        span.record("otel.status_code", "error");
+    }
 }
 
 /// A permission ask that waits for an answer (child of the current span, the tool call's):

@@ -94,7 +94,7 @@ impl Actor for ToolCallActor {
                         Err(ToolError::Aborted) => "aborted",
                         Err(_) => "error",
                     };
-                    state.span.record("outcome", outcome);
+                    crate::spans::tool_call_end(&state.span, outcome);
                     state.result = Some(result);
                 }
                 myself.stop(None);

@@ -244,6 +244,7 @@ async fn spans_mirror_the_actor_tree() {
     );
     assert_eq!(field(turn_span, "model"), "mock/mock-model");
     assert_eq!(field(turn_span, "steps"), "2");
+    assert_eq!(field(turn_span, "outcome"), "completed");
     let steps = kids(&all, turn_id, "step");
     assert_eq!(steps.len(), 2, "{steps:#?}");
     let assistant_ids: Vec<&str> = history

@@ -28,14 +28,19 @@
 //! # Ok(()) }
 //! ```
 //!
+//! [`OtlpReceiver`] is a small OTLP/HTTP trace receiver (protobuf and JSON) that records the
+//! spans a traced client exports.
+//!
 //! The script format is documented on [`Script`], [`Step`] and [`Fault`] and in the crate
 //! README.
 
 pub mod mcp;
+mod otlp;
 mod script;
 mod server;
 mod wire;
 
+pub use otlp::{OtlpReceiver, ReceivedExport, ReceivedSpan};
 pub use script::{
     Conversation, DEFAULT_CHUNK_SIZE, EXHAUSTED_TEXT, Exhausted, Fault, LineEnding, Script,
     ScriptError, Stall, Step, ToolCallSpec, UsageSpec,

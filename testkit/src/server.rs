@@ -48,6 +48,9 @@ pub struct RecordedHeaders {
     pub anthropic_version: Option<String>,
     /// Whether an `x-api-key` header was present (the value is not kept).
     pub x_api_key_present: bool,
+    /// W3C trace context (`traceparent`), when the client sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// One request as the server saw it. Serialized as one JSONL line in the `--log` file and as an
@@ -199,6 +202,7 @@ fn selected_headers(h: &HeaderMap) -> RecordedHeaders {
         user_agent: get("user-agent"),
         anthropic_version: get("anthropic-version"),
         x_api_key_present: h.contains_key("x-api-key"),
+        traceparent: get("traceparent"),
     }
 }
 
