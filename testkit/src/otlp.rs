@@ -356,6 +356,7 @@ mod tests {
         KeyValue {
             key: k.into(),
             value: Some(AnyValue { value: Some(v) }),
+            ..Default::default()
         }
     }
 
