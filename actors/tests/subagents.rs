@@ -9,37 +9,17 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{DEADLINE, config, messages, open_store, prompt, texts, tool_parts};
-use tempfile::TempDir;
-use troupe_actors::{Runtime, RuntimeOptions, TurnResult};
-use troupe_session::{LeaseClaim, Message, MessageWithParts, Session, TakeOutcome, ToolState};
+use support::{
+    DEADLINE, children, completions, last_assistant, messages, open_store, prompt, request_texts,
+    requests_of, run_prompt, start_runtime, start_runtime_with, texts, tool_parts, wait_until,
+    wait_until_within,
+};
+use troupe_actors::{Runtime, RuntimeOptions};
+use troupe_session::{LeaseClaim, Message, MessageWithParts, TakeOutcome, ToolState};
 use troupe_testkit::{Conversation, Exhausted, Fault, MockServer, RecordedRequest, Script, Step};
-use troupe_tools::{AllowAll, Registry};
-
-async fn start_runtime(dir: &TempDir, base_url: &str, opts: RuntimeOptions) -> Runtime {
-    Runtime::start(
-        open_store(dir),
-        config(base_url),
-        Registry::builtin().with_test_tools(),
-        Arc::new(AllowAll),
-        opts,
-    )
-    .await
-    .expect("runtime")
-}
-
-async fn children(rt: &Runtime, parent: &str) -> Vec<Session> {
-    let parent = parent.to_string();
-    rt.store().flush().await.expect("flush");
-    rt.store()
-        .read(move |r| r.children(&parent))
-        .await
-        .expect("children")
-}
 
 /// The first user message's text of a stored session.
 fn first_user_text(history: &[MessageWithParts]) -> String {
@@ -65,68 +45,6 @@ fn task_results(history: &[MessageWithParts]) -> Vec<(Value, Result<String, Stri
         .filter(|(t, _)| t == "task")
         .map(|(_, s)| (s.input().clone(), outcome(&s)))
         .collect()
-}
-
-fn last_assistant(history: &[MessageWithParts]) -> Option<&troupe_session::AssistantMessage> {
-    history.iter().rev().find_map(|m| match &m.info {
-        Message::Assistant(a) => Some(a),
-        _ => None,
-    })
-}
-
-fn completions(server: &MockServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.path.ends_with("/chat/completions"))
-        .collect()
-}
-
-/// Completion requests sent for session `sid` (by the `x-session-affinity` header).
-fn requests_of(server: &MockServer, sid: &str) -> Vec<RecordedRequest> {
-    completions(server)
-        .into_iter()
-        .filter(|r| r.headers.x_session_affinity.as_deref() == Some(sid))
-        .collect()
-}
-
-/// Text of every request message with `role`.
-fn request_texts(r: &RecordedRequest, role: &str) -> Vec<String> {
-    r.body["messages"]
-        .as_array()
-        .map(|ms| {
-            ms.iter()
-                .filter(|m| m["role"] == role)
-                .map(|m| match &m["content"] {
-                    Value::String(s) => s.clone(),
-                    Value::Array(ps) => ps
-                        .iter()
-                        .filter_map(|p| p["text"].as_str())
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                    _ => String::new(),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-async fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-async fn run_prompt(rt: &Runtime, sid: &str, text: &str) -> TurnResult {
-    tokio::time::timeout(DEADLINE, rt.prompt(sid, prompt(text)))
-        .await
-        .unwrap_or_else(|_| panic!("prompt {text:?} did not finish"))
-        .unwrap_or_else(|e| panic!("prompt {text:?} failed: {e}"))
 }
 
 fn live_session_ids(rt: &Runtime) -> Vec<String> {
@@ -240,7 +158,7 @@ async fn three_parallel_children() {
         task_timeout: Duration::from_millis(1500),
         ..Default::default()
     };
-    let rt = start_runtime(&dir, &server.base_url(), opts).await;
+    let rt = start_runtime_with(&dir, &server.base_url(), opts).await;
     let sid = rt.create_session(&root, None).await.expect("session").id;
 
     let started = Instant::now();
@@ -389,7 +307,7 @@ async fn abort_during_fan_out() {
         .matching("SLEEP-C"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url(), RuntimeOptions::default()).await;
+    let rt = start_runtime(&dir, &server.base_url()).await;
     let sid = rt.create_session(&root, None).await.expect("session").id;
 
     let (rt1, sid1) = (rt.clone(), sid.clone());
@@ -398,7 +316,7 @@ async fn abort_during_fan_out() {
             .await
     });
     // The parent's request plus one per child.
-    wait_until("the three children's requests", DEADLINE, || {
+    wait_until("the three children's requests", || {
         completions(&server).len() >= 4
     })
     .await;
@@ -461,7 +379,7 @@ async fn abort_during_fan_out() {
         );
     }
     // The hung responses were dropped by the client.
-    wait_until("the hung responses to end", Duration::from_secs(2), || {
+    wait_until_within("the hung responses to end", Duration::from_secs(2), || {
         completions(&server).iter().all(|r| r.end_ms.is_some())
     })
     .await;
@@ -486,7 +404,7 @@ async fn resume_with_task_id() {
     ]))
     .await
     .expect("mock 1");
-    let rt = start_runtime(&dir, &server1.base_url(), RuntimeOptions::default()).await;
+    let rt = start_runtime(&dir, &server1.base_url()).await;
     let sid = rt.create_session(&root, None).await.expect("session").id;
     let t1 = run_prompt(&rt, &sid, "PARENT-RESUME: start a helper").await;
     assert!(t1.error.is_none(), "{:?}", t1.error);
@@ -531,7 +449,7 @@ async fn resume_with_task_id() {
     ]))
     .await
     .expect("mock 2");
-    let rt = start_runtime(&dir, &server2.base_url(), RuntimeOptions::default()).await;
+    let rt = start_runtime(&dir, &server2.base_url()).await;
     let t2 = run_prompt(&rt, &sid, "continue the helper").await;
     assert!(t2.error.is_none(), "{:?}", t2.error);
     assert_eq!(t2.text, "parent turn two done");
@@ -652,7 +570,7 @@ async fn subagent_cap_queues() {
         max_subagents: 1,
         ..Default::default()
     };
-    let rt = start_runtime(&dir, &server.base_url(), opts).await;
+    let rt = start_runtime_with(&dir, &server.base_url(), opts).await;
     let sid = rt.create_session(&root, None).await.expect("session").id;
     let turn = run_prompt(&rt, &sid, "PARENT-CAP: three helpers, one at a time").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
@@ -714,7 +632,7 @@ async fn unknown_subagent_and_nested_task_are_refused() {
         Conversation::new(vec![Step::text("a grandchild ran")]).matching("GRANDCHILD"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url(), RuntimeOptions::default()).await;
+    let rt = start_runtime(&dir, &server.base_url()).await;
     let sid = rt.create_session(&root, None).await.expect("session").id;
     let turn = run_prompt(&rt, &sid, "PARENT-REFUSED: try bad task calls").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
@@ -794,7 +712,7 @@ async fn timed_out_child_is_released() {
         task_timeout: Duration::from_millis(500),
         ..Default::default()
     };
-    let rt = start_runtime(&dir, &server.base_url(), opts).await;
+    let rt = start_runtime_with(&dir, &server.base_url(), opts).await;
     let sid = rt.create_session(&root, None).await.expect("session").id;
     let turn = run_prompt(&rt, &sid, "PARENT-TIMEOUT: one slow helper").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
@@ -839,7 +757,7 @@ async fn disabled_tool_is_not_executed_by_a_subagent() {
         .matching("EXPLORE-SLEEP"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url(), RuntimeOptions::default()).await;
+    let rt = start_runtime(&dir, &server.base_url()).await;
     let sid = rt.create_session(&root, None).await.expect("session").id;
     let turn = run_prompt(&rt, &sid, "PARENT-DISABLED: explore calls a disabled tool").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
@@ -887,7 +805,7 @@ async fn parallel_calls_with_one_task_id_do_not_share_the_child() {
     ]))
     .await
     .expect("mock 1");
-    let rt = start_runtime(&dir, &server1.base_url(), RuntimeOptions::default()).await;
+    let rt = start_runtime(&dir, &server1.base_url()).await;
     let sid = rt.create_session(&root, None).await.expect("session").id;
     let t1 = run_prompt(&rt, &sid, "PARENT-TWICE: start a helper").await;
     assert!(t1.error.is_none(), "{:?}", t1.error);
@@ -927,7 +845,7 @@ async fn parallel_calls_with_one_task_id_do_not_share_the_child() {
     ]))
     .await
     .expect("mock 2");
-    let rt = start_runtime(&dir, &server2.base_url(), RuntimeOptions::default()).await;
+    let rt = start_runtime(&dir, &server2.base_url()).await;
     let t2 = run_prompt(&rt, &sid, "continue the helper twice").await;
     assert!(t2.error.is_none(), "{:?}", t2.error);
     let r2 = task_results(&messages(&rt, &sid).await);

@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use troupe_actors::{PromptInput, Runtime, RuntimeOptions, TurnResult};
 use troupe_config::{Config, LoadedConfig};
-use troupe_session::{Bus, MessageWithParts, PartKind, Store, ToolState};
+use troupe_session::{
+    AssistantMessage, Bus, Message, MessageWithParts, PartKind, Session, Store, ToolState,
+};
 use troupe_tools::{AllowAll, PermissionAsker, Registry};
 
 /// Bound on any single wait in these tests, so a deadlock fails instead of hanging.
@@ -91,6 +93,34 @@ pub async fn start_runtime(dir: &TempDir, base_url: &str) -> Runtime {
     Fixture::new(base_url).start(dir).await
 }
 
+/// A runtime with `opts` and every other default for the mock at `base_url`.
+pub async fn start_runtime_with(dir: &TempDir, base_url: &str, opts: RuntimeOptions) -> Runtime {
+    Fixture {
+        opts,
+        ..Fixture::new(base_url)
+    }
+    .start(dir)
+    .await
+}
+
+/// The stored child sessions (subagents) of `parent` (after a flush).
+pub async fn children(rt: &Runtime, parent: &str) -> Vec<Session> {
+    let parent = parent.to_string();
+    rt.store().flush().await.expect("flush");
+    rt.store()
+        .read(move |r| r.children(&parent))
+        .await
+        .expect("children")
+}
+
+/// The last assistant message of a history.
+pub fn last_assistant(history: &[MessageWithParts]) -> Option<&AssistantMessage> {
+    history.iter().rev().find_map(|m| match &m.info {
+        Message::Assistant(a) => Some(a),
+        _ => None,
+    })
+}
+
 /// A plain prompt.
 pub fn prompt(text: &str) -> PromptInput {
     PromptInput {
@@ -141,10 +171,18 @@ pub fn texts(m: &MessageWithParts) -> Vec<String> {
 }
 
 /// Wait until `cond` holds, failing after [`DEADLINE`] (checked every 5 ms).
-pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+pub async fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    wait_until_within(what, DEADLINE, cond).await
+}
+
+/// Wait until `cond` holds, failing after `limit` (checked every 5 ms).
+pub async fn wait_until_within(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -156,6 +194,31 @@ pub fn completions(server: &troupe_testkit::MockServer) -> Vec<troupe_testkit::R
         .into_iter()
         .filter(|r| r.path.ends_with("/chat/completions"))
         .collect()
+}
+
+/// Completion requests sent for session `sid` (by the `x-session-affinity` header), in
+/// arrival order.
+pub fn requests_of(
+    server: &troupe_testkit::MockServer,
+    sid: &str,
+) -> Vec<troupe_testkit::RecordedRequest> {
+    completions(server)
+        .into_iter()
+        .filter(|r| r.headers.x_session_affinity.as_deref() == Some(sid))
+        .collect()
+}
+
+/// The text of every message with `role` in a recorded request.
+pub fn request_texts(r: &troupe_testkit::RecordedRequest, role: &str) -> Vec<String> {
+    r.body["messages"]
+        .as_array()
+        .map(|ms| {
+            ms.iter()
+                .filter(|m| m["role"] == role)
+                .map(content_text)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The text of a request message's `content`: the string, or its text parts joined with
