@@ -1670,8 +1670,11 @@ impl Actor for SessionActor {
             }
             msg @ (SessionMsg::Abort | SessionMsg::AbortTimedOut) => {
                 // Background subagents of this session stop with it (OpenCode's cancel
-                // cancels a session's background jobs first).
-                crate::task::abort_background(&state.rt, &state.session.id);
+                // cancels a session's background jobs first) unless the config keeps them
+                // (`supervision.abort_background: false`).
+                if state.rt.config.config.supervision.abort_background() {
+                    crate::task::abort_background(&state.rt, &state.session.id);
+                }
                 for p in state.queue.drain(..) {
                     let _ = p.reply.send(Err("aborted before it started".into()));
                 }

@@ -21,7 +21,8 @@
 //! joins the parent's running turn at the next step boundary ([`crate::steer`]) or starts a
 //! new turn of an idle parent. [`TaskStatusTool`] lets the model check on it or wait for it.
 //! Aborting the parent aborts its background children ([`abort_background`]); their
-//! results are then not delivered.
+//! results are then not delivered. With `supervision.abort_background: false` they run on
+//! and their results start a new turn of the parent.
 
 use std::sync::{Arc, Weak};
 

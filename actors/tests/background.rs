@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::*;
-use troupe_session::{Message, MessageWithParts, ToolState};
+use troupe_session::{MessageWithParts, ToolState};
 use troupe_testkit::{Conversation, Fault, MockServer, RecordedRequest, Script, Step};
 
 fn background_task(token: &str) -> Value {
@@ -23,12 +23,12 @@ fn background_task(token: &str) -> Value {
     })
 }
 
-/// Completion requests of session `sid` (by the `x-session-affinity` header), in order.
-fn requests_of(server: &MockServer, sid: &str) -> Vec<RecordedRequest> {
-    completions(server)
-        .into_iter()
-        .filter(|r| r.headers.x_session_affinity.as_deref() == Some(sid))
-        .collect()
+/// The name of the last assistant message's error, if any.
+fn last_error(history: &[MessageWithParts]) -> Option<String> {
+    last_assistant(history)?
+        .error
+        .as_ref()
+        .map(|e| e.name.clone())
 }
 
 /// All message text of a request, joined.
@@ -37,13 +37,6 @@ fn request_text(r: &RecordedRequest) -> String {
         .as_array()
         .map(|ms| ms.iter().map(content_text).collect::<Vec<_>>().join("\n"))
         .unwrap_or_default()
-}
-
-fn last_error(history: &[MessageWithParts]) -> Option<String> {
-    history.iter().rev().find_map(|m| match &m.info {
-        Message::Assistant(a) => Some(a.error.as_ref().map(|e| e.name.clone())),
-        _ => None,
-    })?
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,14 +103,7 @@ async fn background_children_report_into_the_parents_next_step() {
     }
     assert_eq!(third.matches("state=\"completed\"").count(), 2, "{third}");
     // The children are sessions of the parent and ended well.
-    let kids = rt
-        .store()
-        .read({
-            let sid = sid.clone();
-            move |r| r.children(&sid)
-        })
-        .await
-        .expect("children");
+    let kids = children(&rt, &sid).await;
     assert_eq!(kids.len(), 2);
     for k in &kids {
         assert_eq!(last_error(&messages(&rt, &k.id).await), None, "{}", k.id);
@@ -181,14 +167,7 @@ async fn aborting_the_parent_stops_its_background_children() {
     tokio::time::timeout(DEADLINE, rt.wait_background(&sid))
         .await
         .expect("the background children ended");
-    let kids = rt
-        .store()
-        .read({
-            let sid = sid.clone();
-            move |r| r.children(&sid)
-        })
-        .await
-        .expect("children");
+    let kids = children(&rt, &sid).await;
     assert_eq!(kids.len(), 2);
     for k in &kids {
         assert_eq!(
@@ -201,6 +180,72 @@ async fn aborting_the_parent_stops_its_background_children() {
     // Their results were not delivered: no new turn of the parent.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(requests_of(&server, &sid).len(), 2);
+    rt.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_abort_background_off_children_outlive_the_parents_abort() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", background_task("KEEP-A")),
+            Step::text("waiting for it")
+                .with_chunk_size(4)
+                .with_fault(Fault::hang_after(2)),
+            Step::text("thanks for the report"),
+        ])
+        .matching("PARENT-KEEP-BG"),
+        Conversation::new(vec![
+            Step::text("result from the kept child").with_first_byte_delay_ms(800),
+        ])
+        .matching("KEEP-A"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let url = server.base_url();
+    let rt = Fixture {
+        config: config_with(&url, json!({"supervision": {"abort_background": false}})),
+        ..Fixture::new(&url)
+    }
+    .start(&dir)
+    .await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let turn = tokio::spawn(async move {
+        rt1.prompt(&sid1, prompt("PARENT-KEEP-BG: start one and wait"))
+            .await
+    });
+    wait_until("the parent's second request", || {
+        requests_of(&server, &sid).len() >= 2
+    })
+    .await;
+    rt.abort(&sid);
+    let result = tokio::time::timeout(DEADLINE, turn)
+        .await
+        .expect("the parent's prompt returned")
+        .expect("join")
+        .expect("turn");
+    assert_eq!(
+        result.error.as_ref().map(|e| e.name.as_str()),
+        Some("MessageAbortedError")
+    );
+    // The child was not aborted: it finishes and its result starts a new turn of the parent.
+    tokio::time::timeout(DEADLINE, rt.wait_background(&sid))
+        .await
+        .expect("the background child ended");
+    let kids = children(&rt, &sid).await;
+    assert_eq!(kids.len(), 1);
+    assert_eq!(last_error(&messages(&rt, &kids[0].id).await), None);
+    let reqs = requests_of(&server, &sid);
+    assert_eq!(reqs.len(), 3, "the child's result started one more turn");
+    let third = request_text(&reqs[2]);
+    assert!(third.contains("result from the kept child"), "{third}");
+    let history = messages(&rt, &sid).await;
+    assert_eq!(
+        last_assistant(&history).map(|a| a.error.is_none()),
+        Some(true)
+    );
     rt.shutdown().await;
     server.shutdown().await;
 }

@@ -96,6 +96,7 @@ const SUPERVISION_KEYS: &[&str] = &[
     "backoff_ms",
     "read_only_tools",
     "mcp_restarts",
+    "abort_background",
 ];
 
 /// One object key found in a JSON text: the path of the object holding it (`[]` for array

@@ -158,6 +158,11 @@ pub struct SupervisionConfig {
     /// failed and its tools are withdrawn. Default 3.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mcp_restarts: Option<u32>,
+    /// Whether aborting a session aborts its running background subagents (`task` with
+    /// `background: true`). Default true, as OpenCode's cancel does; false lets them run to
+    /// the end and deliver their results to the parent, which starts a new turn for them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abort_background: Option<bool>,
 }
 
 impl SupervisionConfig {
@@ -187,6 +192,10 @@ impl SupervisionConfig {
     /// `backoff_ms` or 100 ms.
     pub fn backoff(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.backoff_ms.unwrap_or(100))
+    }
+    /// `abort_background` or true.
+    pub fn abort_background(&self) -> bool {
+        self.abort_background.unwrap_or(true)
     }
     /// `read_only_tools` or the default list.
     pub fn read_only_tools(&self) -> Vec<String> {

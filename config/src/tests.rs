@@ -876,6 +876,9 @@ fn supervision_block_parses_and_its_unknown_keys_are_errors() {
     assert_eq!(s.step_retries(), 1);
     assert_eq!(s.session_restarts(), 3);
     assert_eq!(s.backoff(), std::time::Duration::from_millis(100));
+    assert!(s.abort_background());
+    let keep = load_str(r#"{"supervision": {"abort_background": false}}"#);
+    assert!(!keep.config.supervision.abort_background());
     let d = load_str("{}").config.supervision;
     assert_eq!(d.read_only_tools(), vec!["read", "glob", "grep", "list"]);
     let err = load_err("troupe.json", r#"{"supervision": {"tool_restart": 1}}"#);
