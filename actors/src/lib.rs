@@ -276,7 +276,8 @@ pub struct RuntimeShared {
     /// Slots for concurrently running subagents.
     pub subagent_slots: Arc<tokio::sync::Semaphore>,
     /// Background subagents (`task` with `background: true`) by child session id, running
-    /// or finished (a finished one keeps its result for `task_status`).
+    /// or finished (a finished one keeps its result for `task_status`); an entry goes when
+    /// its parent or child session is deleted.
     pub(crate) background: DashMap<String, crate::task::Background>,
     /// The root actor, for work that outlives the call that started it (a background
     /// subagent's result is prompted into its parent through a [`Runtime`]).
@@ -1159,6 +1160,10 @@ impl Runtime {
         for c in children {
             Box::pin(self.delete_session(&c.id)).await?;
         }
+        // Its background subagent records (as parent and as child) go with it.
+        self.shared
+            .background
+            .retain(|child, b| child != session_id && b.parent != session_id);
         self.shared.store.write1(Write::DeleteSession(s));
         self.shared.store.flush().await?;
         Ok(true)
