@@ -85,6 +85,11 @@ struct Args {
     /// stated for).
     #[arg(long, default_value_t = 0)]
     files: usize,
+    /// After the run, read the first session's messages N times a page at a time (`limit`
+    /// 50, `before` spread over the whole session, each page encoded to JSON as `GET
+    /// /session/{id}/message?limit=50&before=` does) and report the time per page in µs.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    page_probe: usize,
 }
 
 /// Validated settings.
@@ -101,6 +106,7 @@ struct Settings {
     record_bodies: bool,
     snapshots: bool,
     files: usize,
+    page_probe: usize,
 }
 
 impl Args {
@@ -137,6 +143,7 @@ impl Args {
             record_bodies: self.record_bodies,
             snapshots: self.snapshots,
             files: self.files,
+            page_probe: self.page_probe,
         })
     }
 }
@@ -322,8 +329,13 @@ async fn run(s: &Settings) -> Result<Report> {
     // so the directory the bench is started from cannot change the workload.
     config.worktree = root_path.clone();
     // No retries: the mock injects no faults, so any provider failure is a bug to surface now.
+    // The step limit is raised to the scripted length (a long-session run, e.g. --steps
+    // 5000, is one turn).
     let opts = RuntimeOptions {
         max_retries: 0,
+        max_steps: u32::try_from(s.steps)
+            .unwrap_or(u32::MAX)
+            .max(RuntimeOptions::default().max_steps),
         snapshot_dir: s.snapshots.then(|| root_path.join("data")),
         ..RuntimeOptions::default()
     };
@@ -511,6 +523,12 @@ async fn run(s: &Settings) -> Result<Report> {
         turn_ms.push(r.turn_ms);
     }
 
+    let pages = match runs.first().and_then(|r| r.session_id.clone()) {
+        Some(sid) if s.page_probe > 0 => Some(page_probe(&store, sid, s.page_probe).await?),
+        _ => None,
+    };
+    let rss_after_probe = measure::current_rss_mib().await;
+
     let wall_s = wall.as_secs_f64();
     let cpu_s = usage1.cpu_s - usage0.cpu_s;
     let steps_per_s = if wall_s > 0.0 {
@@ -586,6 +604,12 @@ async fn run(s: &Settings) -> Result<Report> {
         "live_sessions_after": live_after,
         "mock_requests": mock_requests,
         "counters": {"steps": steps_started, "tool_crashes": tool_crashes, "processor_crashes": processor_crashes},
+        "page_probe": pages.as_ref().map(|p| json!({
+            "reads": p.us.len(),
+            "messages_in_session": p.messages,
+            "page_read_us": dist(&p.us),
+            "rss_after_probe_mib": rss_after_probe.map(round3),
+        })),
     });
     let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
     let mut h = String::new();
@@ -644,6 +668,14 @@ async fn run(s: &Settings) -> Result<Report> {
         "  live sessions  {live_after} after the run; counters: {steps_started} steps, {tool_crashes} tool crashes, {processor_crashes} processor crashes\n"
     ));
     h.push_str(&format!("  db             {db_shown}\n"));
+    if let Some(p) = &pages {
+        h.push_str(&format!(
+            "  message pages  {} reads of 50 from {} messages, µs: {}\n",
+            p.us.len(),
+            p.messages,
+            fmt_dist(&dist(&p.us))
+        ));
+    }
     if let Some(e) = &first_error {
         h.push_str(&format!("  FIRST ERROR    {e}\n"));
     }
@@ -657,6 +689,50 @@ async fn run(s: &Settings) -> Result<Report> {
         human: h,
         failed,
         first_error,
+    })
+}
+
+/// What `--page-probe` measured.
+struct PageProbe {
+    /// Messages stored in the probed session.
+    messages: usize,
+    /// Time of each page read (store read + JSON encoding), µs.
+    us: Vec<f64>,
+}
+
+/// Read pages of 50 messages of `sid` `n` times, each `before` a message spread evenly over
+/// the session (the first read takes the newest page), as the paged message API does, and
+/// time each read plus its JSON encoding in µs.
+async fn page_probe(store: &Store, sid: String, n: usize) -> Result<PageProbe> {
+    const LIMIT: usize = 50;
+    let ids: Vec<String> = {
+        let sid = sid.clone();
+        store
+            .read(move |r| r.messages(&sid))
+            .await
+            .map_err(|e| anyhow!("store read: {e}"))?
+            .iter()
+            .map(|m| m.info.id().to_string())
+            .collect()
+    };
+    let mut us = Vec::with_capacity(n);
+    for i in 0..n {
+        let before = (i > 0 && !ids.is_empty()).then(|| ids[(i * 7919) % ids.len()].clone());
+        let sid = sid.clone();
+        let start = Instant::now();
+        let bytes = store
+            .read(move |r| {
+                r.messages_page(&sid, LIMIT, before.as_deref())
+                    .map(|page| serde_json::to_vec(&page).map_or(0, |b| b.len()))
+            })
+            .await
+            .map_err(|e| anyhow!("page read: {e}"))?;
+        us.push(start.elapsed().as_secs_f64() * 1e6);
+        std::hint::black_box(bytes);
+    }
+    Ok(PageProbe {
+        messages: ids.len(),
+        us,
     })
 }
 
@@ -727,5 +803,35 @@ mod tests {
         assert_eq!(report.json["live_sessions_after"], 0);
         assert!(report.json["overhead_ms_per_step"]["p50"].is_number());
         assert!(report.json["wall_s"].as_f64().is_some_and(|w| w > 0.0));
+        assert!(report.json["page_probe"].is_null());
+    }
+
+    /// A session longer than the default step limit (100) runs to its scripted end in one
+    /// turn, and the page probe reads it 50 messages at a time.
+    #[test]
+    fn a_long_session_runs_past_the_default_step_limit_and_is_paged() {
+        let s = parse(&["--steps", "130", "--no-tools", "--page-probe", "20"]).expect("settings");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("rt");
+        let report = rt.block_on(run(&s)).expect("run");
+        assert_eq!(report.first_error, None, "{}", report.human);
+        assert_eq!(report.json["total_steps"], 130);
+        let probe = &report.json["page_probe"];
+        // The prompt and one assistant message per step.
+        assert_eq!(probe["messages_in_session"], 131, "{probe}");
+        assert_eq!(probe["reads"], 20);
+        assert!(
+            probe["page_read_us"]["p99"]
+                .as_f64()
+                .is_some_and(|us| us > 0.0)
+        );
+        assert!(
+            report.human.contains("message pages  20 reads"),
+            "{}",
+            report.human
+        );
     }
 }
