@@ -555,18 +555,25 @@ impl Reader<'_> {
         before: Option<&str>,
     ) -> Result<Vec<MessageWithParts>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // Two statements rather than `(?2 IS NULL OR id < ?2)`: with the OR, SQLite seeks
+        // the index on `session_id` only and walks back from the session's newest message;
+        // `id < ?2` alone makes it seek straight to the page.
+        let sql = if before.is_some() {
+            "SELECT id, data FROM message WHERE session_id = ?1 AND id < ?2 \
+             ORDER BY id DESC LIMIT ?3"
+        } else {
+            "SELECT id, data FROM message WHERE session_id = ?1 ORDER BY id DESC LIMIT ?2"
+        };
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT id, data FROM message WHERE session_id = ?1 AND (?2 IS NULL OR id < ?2) \
-                 ORDER BY id DESC LIMIT ?3",
-            )
+            .prepare_cached(sql)
             .map_err(|e| sql_err(self.path, e))?;
-        let rows = stmt
-            .query_map(params![session_id, before, limit], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-            })
-            .map_err(|e| sql_err(self.path, e))?;
+        let map = |r: &rusqlite::Row<'_>| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?));
+        let rows = match before {
+            Some(b) => stmt.query_map(params![session_id, b, limit], map),
+            None => stmt.query_map(params![session_id, limit], map),
+        }
+        .map_err(|e| sql_err(self.path, e))?;
         let mut out: Vec<MessageWithParts> = Vec::new();
         for row in rows {
             let (id, data) = row.map_err(|e| sql_err(self.path, e))?;
@@ -1071,7 +1078,7 @@ pub fn sweep_interrupted(store: &Store, history: &mut [MessageWithParts]) -> usi
             a.time.completed = Some(now);
             if a.error.is_none() && a.finish.is_none() {
                 a.error = Some(crate::types::MessageError::new(
-                    "MessageAbortedError",
+                    crate::types::MessageErrorName::MessageAborted,
                     "the process driving this step ended before it finished",
                 ));
             }
@@ -1126,7 +1133,7 @@ mod tests {
         store.flush().await.unwrap();
         let sid = s.id.clone();
         assert_eq!(store.read(move |r| r.last_error(&sid)).await.unwrap(), None);
-        let failed = MessageError::new("APIError", "bad request");
+        let failed = MessageError::new(MessageErrorName::Api, "bad request");
         store.write1(Write::Message(Message::Assistant(assistant(Some(
             failed.clone(),
         )))));
