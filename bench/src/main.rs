@@ -241,7 +241,10 @@ fn bench_config(base_url: &str) -> Result<LoadedConfig> {
                 "name": "troupe-mock",
                 "npm": "@ai-sdk/openai-compatible",
                 "options": {"baseURL": base_url, "apiKey": "sk-bench"},
-                "models": {MOCK_MODEL: {"name": "Mock model"}}
+                // A context no bench session fills: a long run (--steps 5000) measures
+                // steps, not compactions (which would also put the mock's step count,
+                // taken from the request's assistant messages, out of step).
+                "models": {MOCK_MODEL: {"name": "Mock model", "limit": {"context": 1_000_000_000u64, "output": 8192}}}
             }
         }
     });
@@ -608,6 +611,7 @@ async fn run(s: &Settings) -> Result<Report> {
             "reads": p.us.len(),
             "messages_in_session": p.messages,
             "page_read_us": dist(&p.us),
+            "session_read_us": dist(&p.baseline_us),
             "rss_after_probe_mib": rss_after_probe.map(round3),
         })),
     });
@@ -675,6 +679,10 @@ async fn run(s: &Settings) -> Result<Report> {
             p.messages,
             fmt_dist(&dist(&p.us))
         ));
+        h.push_str(&format!(
+            "  session reads  (the store round trip alone), µs: {}\n",
+            fmt_dist(&dist(&p.baseline_us))
+        ));
     }
     if let Some(e) = &first_error {
         h.push_str(&format!("  FIRST ERROR    {e}\n"));
@@ -698,6 +706,9 @@ struct PageProbe {
     messages: usize,
     /// Time of each page read (store read + JSON encoding), µs.
     us: Vec<f64>,
+    /// Time of a trivial store read (the session row) before each page read, µs: the
+    /// round trip to the store's reader thread that every read pays, for comparison.
+    baseline_us: Vec<f64>,
 }
 
 /// Read pages of 50 messages of `sid` `n` times, each `before` a message spread evenly over
@@ -716,7 +727,15 @@ async fn page_probe(store: &Store, sid: String, n: usize) -> Result<PageProbe> {
             .collect()
     };
     let mut us = Vec::with_capacity(n);
+    let mut baseline_us = Vec::with_capacity(n);
     for i in 0..n {
+        let key = sid.clone();
+        let start = Instant::now();
+        store
+            .read(move |r| r.session(&key))
+            .await
+            .map_err(|e| anyhow!("session read: {e}"))?;
+        baseline_us.push(start.elapsed().as_secs_f64() * 1e6);
         let before = (i > 0 && !ids.is_empty()).then(|| ids[(i * 7919) % ids.len()].clone());
         let sid = sid.clone();
         let start = Instant::now();
@@ -733,6 +752,7 @@ async fn page_probe(store: &Store, sid: String, n: usize) -> Result<PageProbe> {
     Ok(PageProbe {
         messages: ids.len(),
         us,
+        baseline_us,
     })
 }
 
