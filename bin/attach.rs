@@ -187,8 +187,10 @@ pub async fn run(a: AttachRun) -> Result<ExitCode> {
     }
     match error {
         Some(e) if !e.is_null() => {
-            let name = e["name"].as_str().unwrap_or("UnknownError");
-            if name == "MessageAbortedError" {
+            let name = troupe_session::MessageErrorName::from(
+                e["name"].as_str().unwrap_or("UnknownError").to_string(),
+            );
+            if name == troupe_session::MessageErrorName::MessageAborted {
                 eprintln!("troupe: aborted; session {sid} can be continued with --session {sid}");
                 return Ok(ExitCode::from(130));
             }

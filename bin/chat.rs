@@ -523,7 +523,7 @@ impl Chat {
         match result {
             Ok(t) => match t.error {
                 None => {}
-                Some(e) if e.name == "MessageAbortedError" => {
+                Some(e) if e.name == troupe_session::MessageErrorName::MessageAborted => {
                     eprintln!("troupe: turn stopped; type to continue the session")
                 }
                 Some(e) => eprintln!("troupe: {}: {}", e.name, e.message().replace('\n', " ")),

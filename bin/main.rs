@@ -1281,7 +1281,7 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     match result {
         Ok(turn) => match turn.error {
             None => Ok(ExitCode::SUCCESS),
-            Some(e) if e.name == "MessageAbortedError" => {
+            Some(e) if e.name == troupe_session::MessageErrorName::MessageAborted => {
                 eprintln!(
                     "troupe: aborted; session {} can be continued with --continue",
                     turn.session_id

@@ -14,7 +14,7 @@
 
 use troupe_llm::{ChatMessage, ToolCallRequest};
 use troupe_session::compaction::{CLEARED_TOOL_OUTPUT, CompactedView};
-use troupe_session::{Message, MessageWithParts, PartKind, ToolState};
+use troupe_session::{Message, MessageErrorName, MessageWithParts, PartKind, ToolState};
 
 /// Result sent for a tool call that never finished.
 pub const INTERRUPTED_OUTPUT: &str = "[Tool execution was interrupted]";
@@ -74,7 +74,7 @@ pub fn convert(m: &MessageWithParts, out: &mut Vec<ChatMessage>) {
                 e.data.get("crashed").and_then(|v| v.as_bool()) == Some(true)
             };
             if let Some(err) = &a.error
-                && !((err.name == "MessageAbortedError" || crashed(err)) && has_content)
+                && !((err.name == MessageErrorName::MessageAborted || crashed(err)) && has_content)
             {
                 return;
             }
@@ -285,14 +285,17 @@ mod tests {
         };
         let mut out = Vec::new();
         convert(
-            &assistant(vec![text.clone()], Some(MessageError::new("APIError", "x"))),
+            &assistant(
+                vec![text.clone()],
+                Some(MessageError::new(MessageErrorName::Api, "x")),
+            ),
             &mut out,
         );
         assert!(out.is_empty());
         convert(
             &assistant(
                 vec![text],
-                Some(MessageError::new("MessageAbortedError", "x")),
+                Some(MessageError::new(MessageErrorName::MessageAborted, "x")),
             ),
             &mut out,
         );

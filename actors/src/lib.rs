@@ -72,7 +72,9 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 use troupe_config::{LoadedConfig, ResolvedModel};
 use troupe_llm::provider::Provider;
-use troupe_session::{AssistantMessage, Bus, MessageError, Session, Store, Tokens, Write};
+use troupe_session::{
+    AssistantMessage, Bus, MessageError, MessageErrorName, Session, Store, Tokens, Write,
+};
 use troupe_tools::{PermissionAsker, Registry};
 
 use crate::session_actor::{PendingPrompt, SessionActor, SessionArgs, SessionMsg};
@@ -1001,7 +1003,10 @@ impl Runtime {
                             self.shared.store.write1(Write::Publish(
                                 troupe_session::Event::SessionError {
                                     session_id: session_id.to_string(),
-                                    error: MessageError::new("UnknownError", msg.clone()),
+                                    error: MessageError::new(
+                                        MessageErrorName::Unknown,
+                                        msg.clone(),
+                                    ),
                                 },
                             ));
                             return Err(RuntimeError::Turn(msg));
@@ -1134,7 +1139,7 @@ impl Runtime {
                     .store
                     .write1(Write::Publish(troupe_session::Event::SessionError {
                         session_id: sid.clone(),
-                        error: MessageError::new("UnknownError", e.to_string()),
+                        error: MessageError::new(MessageErrorName::Unknown, e.to_string()),
                     }));
             }
         });

@@ -22,8 +22,8 @@ use troupe_config::ResolvedModel;
 use troupe_llm::{ChatRequest, ErrorKind, FinishReason, LlmError, StreamEvent};
 use troupe_session::cost::{StepUsage, usage_cost};
 use troupe_session::{
-    AssistantMessage, Event, Message, MessageError, MessageWithParts, Part, PartKind, PartTime,
-    SessionStatus, Store, ToolState, ToolTime, Write, now_ms,
+    AssistantMessage, Event, Message, MessageError, MessageErrorName, MessageWithParts, Part,
+    PartKind, PartTime, SessionStatus, Store, ToolState, ToolTime, Write, now_ms,
 };
 use troupe_tools::{ToolContext, ToolError, ToolOutput};
 
@@ -380,10 +380,10 @@ impl ProcessorState {
 
 fn llm_error_to_message(e: &LlmError, provider_id: &str) -> MessageError {
     let name = match e.kind {
-        ErrorKind::Auth => "ProviderAuthError",
-        ErrorKind::ContextOverflow => "ContextOverflowError",
-        ErrorKind::Aborted => "MessageAbortedError",
-        _ => "APIError",
+        ErrorKind::Auth => MessageErrorName::ProviderAuth,
+        ErrorKind::ContextOverflow => MessageErrorName::ContextOverflow,
+        ErrorKind::Aborted => MessageErrorName::MessageAborted,
+        _ => MessageErrorName::Api,
     };
     let mut data = serde_json::json!({
         "message": e.message,
@@ -397,10 +397,7 @@ fn llm_error_to_message(e: &LlmError, provider_id: &str) -> MessageError {
     if let Some(b) = &e.body {
         data["responseBody"] = b.clone().into();
     }
-    MessageError {
-        name: name.to_string(),
-        data,
-    }
+    MessageError { name, data }
 }
 
 fn parse_input(raw: &str) -> Result<Value, String> {
@@ -910,7 +907,8 @@ impl ProcessorActor {
                 {
                     let text = format!("Stopped a doom loop: {}. {msg}", dl.describe());
                     state.set_tool_state(i, done_err(input, text.clone()), Some(name));
-                    state.assistant.error = Some(MessageError::new("DoomLoopError", text));
+                    state.assistant.error =
+                        Some(MessageError::new(MessageErrorName::DoomLoop, text));
                     state.result = StepResult::Stop;
                     continue;
                 }
@@ -1189,7 +1187,10 @@ impl ProcessorActor {
             state.close_open_blocks();
             state.fail_unfinished_tools("Tool execution aborted", true);
             if state.cancel.is_cancelled() && state.assistant.error.is_none() {
-                state.assistant.error = Some(MessageError::new("MessageAbortedError", "aborted"));
+                state.assistant.error = Some(MessageError::new(
+                    MessageErrorName::MessageAborted,
+                    "aborted",
+                ));
                 state.result = StepResult::Stop;
             }
             state.assistant.time.completed = Some(now_ms());

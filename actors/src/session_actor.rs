@@ -22,8 +22,9 @@ use troupe_agents::Agent;
 use troupe_config::ResolvedModel;
 use troupe_llm::ToolSpec;
 use troupe_session::{
-    AssistantMessage, AssistantTime, Event, Message, MessageError, MessagePath, MessageWithParts,
-    ModelRef, Part, PartKind, Session, SessionStatus, UserMessage, UserTime, Write, now_ms,
+    AssistantMessage, AssistantTime, Event, Message, MessageError, MessageErrorName, MessagePath,
+    MessageWithParts, ModelRef, Part, PartKind, Session, SessionStatus, UserMessage, UserTime,
+    Write, now_ms,
 };
 use troupe_tools::ToolContext;
 
@@ -764,7 +765,7 @@ impl SessionActor {
             Err(e) => {
                 let mut a = assistant;
                 a.error = Some(MessageError::new(
-                    "UnknownError",
+                    MessageErrorName::Unknown,
                     format!("could not start the step: {e}"),
                 ));
                 a.time.completed = Some(now_ms());
@@ -797,7 +798,7 @@ impl SessionActor {
         turn.compactions += 1;
         if turn.compactions > 2 {
             let e = MessageError::new(
-                "ContextOverflowError",
+                MessageErrorName::ContextOverflow,
                 "stopped: the conversation is still over the model's context limit after 2 compactions in a row",
             );
             self.finish_turn(myself, state, Some(e)).await;
@@ -929,7 +930,7 @@ impl SessionActor {
             }
             Err(e) => {
                 let err = MessageError::new(
-                    "UnknownError",
+                    MessageErrorName::Unknown,
                     format!("could not start the compaction: {e}"),
                 );
                 self.finish_turn(myself, state, Some(err)).await;
@@ -947,7 +948,7 @@ impl SessionActor {
         state.session.time.compacting = None;
         let Some(done) = done else {
             let e = MessageError::new(
-                "UnknownError",
+                MessageErrorName::Unknown,
                 "the compaction worker stopped before it finished",
             );
             self.finish_turn(myself, state, Some(e)).await;
@@ -955,7 +956,7 @@ impl SessionActor {
         };
         let Some(outcome) = done.outcome else {
             let e = MessageError::new(
-                "UnknownError",
+                MessageErrorName::Unknown,
                 done.error.unwrap_or_else(|| "the compaction failed".into()),
             );
             self.finish_turn(myself, state, Some(e)).await;
@@ -972,7 +973,7 @@ impl SessionActor {
             Message::Assistant(a) => a
                 .error
                 .as_ref()
-                .is_some_and(|e| e.name == "ContextOverflowError"),
+                .is_some_and(|e| e.name == MessageErrorName::ContextOverflow),
             Message::User(_) => false,
         };
         state.history.push(outcome.message);
@@ -998,7 +999,7 @@ impl SessionActor {
                 .map(|e| e.message())
                 .unwrap_or_else(|| "the summary is over the context limit".into());
             let e = MessageError::new(
-                "ContextOverflowError",
+                MessageErrorName::ContextOverflow,
                 format!("conversation too large to compact (2 attempts): {why}"),
             );
             self.finish_turn(myself, state, Some(e)).await;
@@ -1328,7 +1329,7 @@ impl SessionActor {
             Ok(h) => h,
             Err(e) => {
                 let e = MessageError::new(
-                    "UnknownError",
+                    MessageErrorName::Unknown,
                     format!(
                         "the step crashed ({cause}) and the session could not be read back: {e}"
                     ),
@@ -1337,7 +1338,10 @@ impl SessionActor {
                 return;
             }
         };
-        let crashed = MessageError::new("UnknownError", format!("the step crashed: {cause}"));
+        let crashed = MessageError::new(
+            MessageErrorName::Unknown,
+            format!("the step crashed: {cause}"),
+        );
         if let Some(turn) = &state.turn {
             let last_assistant = history.iter().rposition(
                 |m| matches!(&m.info, Message::Assistant(a) if a.parent_id == turn.user_id),
@@ -1403,7 +1407,7 @@ impl SessionActor {
                     &format!("the step crashed {crashes} times; the turn fails"),
                 );
                 let e = MessageError::new(
-                    "UnknownError",
+                    MessageErrorName::Unknown,
                     format!(
                         "the step crashed {crashes} time{} (supervision.step_retries = {}); last crash: {cause}",
                         if crashes == 1 { "" } else { "s" },
@@ -1545,7 +1549,7 @@ impl SessionActor {
         };
         let mut error = error.or_else(|| message.as_ref().and_then(|m| m.error.clone()));
         if let Err(e) = flushed {
-            error.get_or_insert_with(|| MessageError::new("StoreError", e.to_string()));
+            error.get_or_insert_with(|| MessageError::new(MessageErrorName::Store, e.to_string()));
         }
         let outcome = match &error {
             _ if turn.timed_out => crate::spans::TurnOutcome::Timeout,
@@ -1702,7 +1706,7 @@ impl Actor for SessionActor {
                 state.lease_lost = true;
                 state.rt.store.write1(Write::Publish(Event::SessionError {
                     session_id: sid,
-                    error: MessageError::new("SessionBusyError", LEASE_LOST),
+                    error: MessageError::new(MessageErrorName::SessionBusy, LEASE_LOST),
                 }));
                 for p in state.queue.drain(..) {
                     let _ = p.reply.send(Err(LEASE_LOST.into()));
@@ -1803,7 +1807,7 @@ impl Actor for SessionActor {
             (Child::Compaction, Err(cause)) => {
                 state.session.time.compacting = None;
                 let e = MessageError::new(
-                    "UnknownError",
+                    MessageErrorName::Unknown,
                     format!("the compaction worker crashed: {cause}"),
                 );
                 self.finish_turn(&myself, state, Some(e)).await;
@@ -1820,7 +1824,7 @@ impl Actor for SessionActor {
                     Some(o) => self.step_done(&myself, state, o).await,
                     None if state.turn.is_some() => {
                         let e = MessageError::new(
-                            "UnknownError",
+                            MessageErrorName::Unknown,
                             "the step was stopped before it finished",
                         );
                         self.finish_turn(&myself, state, Some(e)).await;

@@ -14,15 +14,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use troupe_config::model::Protocol;
-use troupe_session::{MessageError, MessageWithParts, PartKind, ToolState};
+use troupe_session::{MessageError, MessageErrorName, MessageWithParts, PartKind, ToolState};
 use troupe_tools::Registry;
 use troupe_tools::builtin::structured::{
     STRUCTURED_METADATA_KEY, STRUCTURED_OUTPUT_SYSTEM_PROMPT, STRUCTURED_OUTPUT_TOOL,
     StructuredOutputTool,
 };
-
-/// Name of the error of a turn that produced no valid structured output (OpenCode's).
-pub const STRUCTURED_OUTPUT_ERROR: &str = "StructuredOutputError";
 
 /// Calls of `StructuredOutput` that may fail validation in one turn before it fails: the
 /// first answer plus two corrections (OpenCode's `retryCount` default of 2, which OpenCode
@@ -157,7 +154,7 @@ impl StructuredTurn {
             Some(last) => format!("{what}; last validation error: {last}"),
             None => what,
         };
-        MessageError::new(STRUCTURED_OUTPUT_ERROR, message)
+        MessageError::new(MessageErrorName::StructuredOutput, message)
     }
 }
 

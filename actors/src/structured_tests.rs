@@ -102,7 +102,7 @@ fn invalid_answers_go_back_until_the_limit_then_fail_with_the_last_error() {
     let Outcome::Failed(e) = st.after_step(Some(&m)) else {
         panic!("expected a failure")
     };
-    assert_eq!(e.name, STRUCTURED_OUTPUT_ERROR);
+    assert_eq!(e.name, MessageErrorName::StructuredOutput);
     assert!(e.message().contains("after 3 attempts"), "{}", e.message());
     assert!(
         e.message().ends_with("last validation error: bad last"),

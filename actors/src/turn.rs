@@ -3,10 +3,8 @@
 //! [`StepFacts`] and [`LoopFacts`] and carries out the [`AfterStep`] it gets back; the
 //! decision table is unit-tested in `turn_tests.rs` without starting an actor.
 
-use troupe_session::{Message, MessageError, MessageWithParts, PartKind};
+use troupe_session::{Message, MessageError, MessageErrorName, MessageWithParts, PartKind};
 
-/// Name of the error of a turn that is still over the context after compacting.
-pub const CONTEXT_OVERFLOW: &str = "ContextOverflowError";
 /// Most compactions in a row without a step that made progress.
 pub const MAX_COMPACTIONS_IN_A_ROW: u32 = 2;
 
@@ -124,14 +122,14 @@ pub fn after_step(step: &StepFacts, lp: &LoopFacts) -> AfterStep {
     let overflow_error = step
         .error
         .as_ref()
-        .is_some_and(|e| e.name == CONTEXT_OVERFLOW);
+        .is_some_and(|e| e.name == MessageErrorName::ContextOverflow);
     let overflowed = overflow_error || (step.error.is_none() && step.overflowed);
     if !lp.aborted && lp.auto_compact && overflowed {
         if lp.compactions >= MAX_COMPACTIONS_IN_A_ROW {
             return finish(
                 Why::StillOverflowing,
                 Some(MessageError::new(
-                    CONTEXT_OVERFLOW,
+                    MessageErrorName::ContextOverflow,
                     "stopped: the conversation is still over the model's context limit after 2 compactions in a row",
                 )),
             );
@@ -164,7 +162,7 @@ pub fn continue_or_finish(last: Option<&StepFacts>, lp: &LoopFacts) -> AfterStep
                 return finish(
                     Why::EmptyToolCalls,
                     Some(MessageError::new(
-                        "EmptyToolCallsError",
+                        MessageErrorName::EmptyToolCalls,
                         "the model ended its step with finish reason tool-calls but sent no tool call and no text",
                     )),
                 );
@@ -184,7 +182,7 @@ pub fn continue_or_finish(last: Option<&StepFacts>, lp: &LoopFacts) -> AfterStep
 /// The error of a turn stopped by its agent's step limit.
 pub fn max_steps_error(max_steps: u32, agent: &str) -> MessageError {
     MessageError::new(
-        "MaxStepsError",
+        MessageErrorName::MaxSteps,
         format!("stopped after the maximum of {max_steps} steps for agent {agent}"),
     )
 }

@@ -35,7 +35,7 @@ fn why(d: &AfterStep) -> Option<Why> {
 
 fn error_name(d: &AfterStep) -> Option<String> {
     match d {
-        AfterStep::Finish { error, .. } => error.as_ref().map(|e| e.name.clone()),
+        AfterStep::Finish { error, .. } => error.as_ref().map(|e| e.name.to_string()),
         _ => None,
     }
 }
@@ -92,7 +92,10 @@ fn overflow_compacts_unless_aborted_off_or_repeated() {
         }
     );
     let rejected = StepFacts {
-        error: Some(MessageError::new(CONTEXT_OVERFLOW, "too long")),
+        error: Some(MessageError::new(
+            MessageErrorName::ContextOverflow,
+            "too long",
+        )),
         ..Default::default()
     };
     assert_eq!(
@@ -103,7 +106,7 @@ fn overflow_compacts_unless_aborted_off_or_repeated() {
     );
     // Usage past the limit on a failed step is not an overflow (the error decides).
     let failed_over = StepFacts {
-        error: Some(MessageError::new("APIError", "500")),
+        error: Some(MessageError::new(MessageErrorName::Api, "500")),
         overflowed: true,
         ..Default::default()
     };
@@ -128,7 +131,7 @@ fn overflow_compacts_unless_aborted_off_or_repeated() {
     };
     let d = after_step(&rejected, &twice);
     assert_eq!(why(&d), Some(Why::StillOverflowing));
-    assert_eq!(error_name(&d).as_deref(), Some(CONTEXT_OVERFLOW));
+    assert_eq!(error_name(&d).as_deref(), Some("ContextOverflowError"));
     let once = LoopFacts {
         compactions: 1,
         ..lp()
@@ -166,7 +169,7 @@ fn step_limit_ends_the_turn_only_when_it_would_go_on() {
 #[test]
 fn errors_stops_and_aborts_end_the_turn() {
     let failed = StepFacts {
-        error: Some(MessageError::new("APIError", "boom")),
+        error: Some(MessageError::new(MessageErrorName::Api, "boom")),
         tool_parts: true,
         ..Default::default()
     };
@@ -198,7 +201,10 @@ fn before_a_step_and_after_a_resume() {
     assert_eq!(continue_or_finish(None, &lp()), AfterStep::NextStep);
     // Resumed after a crash: the interrupted step's error does not end the turn.
     let interrupted = StepFacts {
-        error: Some(MessageError::new("MessageAbortedError", "interrupted")),
+        error: Some(MessageError::new(
+            MessageErrorName::MessageAborted,
+            "interrupted",
+        )),
         ..Default::default()
     };
     let resumed = LoopFacts {

@@ -28,7 +28,7 @@ fn last_error(history: &[MessageWithParts]) -> Option<String> {
     last_assistant(history)?
         .error
         .as_ref()
-        .map(|e| e.name.clone())
+        .map(|e| e.name.to_string())
 }
 
 /// All message text of a request, joined.

@@ -123,7 +123,7 @@ pub(crate) fn summary(
     let mut a = assistant_msg(id, parent);
     a.summary = true;
     a.finish = finish.map(str::to_string);
-    a.error = error.then(|| MessageError::new("APIError", "boom"));
+    a.error = error.then(|| MessageError::new(crate::MessageErrorName::Api, "boom"));
     MessageWithParts {
         info: Message::Assistant(a),
         parts: vec![text(id, "## Goal\n- x")],

@@ -305,7 +305,7 @@ fn failed_steps_and_requests_are_errors_and_old_steps_have_no_request_bar() {
         vec![],
     );
     if let Message::Assistant(a) = &mut failed.info {
-        a.error = Some(MessageError::new("APIError", "boom"));
+        a.error = Some(MessageError::new(crate::MessageErrorName::Api, "boom"));
     }
     let old = step("ses_a", "msg_2", 2000, Some(2100), None, true, vec![]);
     let t = build(&s, &[failed, old], &HashMap::new(), NOW);

@@ -214,31 +214,130 @@ impl Session {
     }
 }
 
+/// The name of a [`MessageError`], serialized as OpenCode's `NamedError` names (and troupe's
+/// own, in the same `…Error` style). A name this build does not know (a newer troupe, another
+/// tool writing the store) is kept as [`MessageErrorName::Other`], so reading and writing a
+/// message back loses nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum MessageErrorName {
+    /// `APIError`: the provider answered with an error, or the request failed.
+    Api,
+    /// `ProviderAuthError`: the provider refused the credentials (HTTP 401/403).
+    ProviderAuth,
+    /// `ContextOverflowError`: the request did not fit the model's context window.
+    ContextOverflow,
+    /// `MessageAbortedError`: the user (or a timeout) aborted the turn.
+    MessageAborted,
+    /// `MessageOutputLengthError`: the model hit its output token limit.
+    MessageOutputLength,
+    /// `StructuredOutputError`: no answer validated against the requested JSON schema.
+    StructuredOutput,
+    /// `DoomLoopError`: the same tool call repeated until the doom-loop guard stopped it.
+    DoomLoop,
+    /// `EmptyToolCallsError`: the model finished with `tool_calls` but sent no call and no
+    /// text.
+    EmptyToolCalls,
+    /// `MaxStepsError`: the turn reached the agent's step limit.
+    MaxSteps,
+    /// `SessionBusyError`: another process drives the session (its lease was lost).
+    SessionBusy,
+    /// `StoreError`: the store could not record the turn.
+    Store,
+    /// `UnknownError`: anything else (a crash, a failed start), described by the message.
+    Unknown,
+    /// A name this build does not know, kept verbatim.
+    Other(String),
+}
+
+impl MessageErrorName {
+    /// The serialized name, e.g. `"MessageAbortedError"`.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Api => "APIError",
+            Self::ProviderAuth => "ProviderAuthError",
+            Self::ContextOverflow => "ContextOverflowError",
+            Self::MessageAborted => "MessageAbortedError",
+            Self::MessageOutputLength => "MessageOutputLengthError",
+            Self::StructuredOutput => "StructuredOutputError",
+            Self::DoomLoop => "DoomLoopError",
+            Self::EmptyToolCalls => "EmptyToolCallsError",
+            Self::MaxSteps => "MaxStepsError",
+            Self::SessionBusy => "SessionBusyError",
+            Self::Store => "StoreError",
+            Self::Unknown => "UnknownError",
+            Self::Other(name) => name,
+        }
+    }
+}
+
+impl From<String> for MessageErrorName {
+    fn from(name: String) -> Self {
+        match name.as_str() {
+            "APIError" => Self::Api,
+            "ProviderAuthError" => Self::ProviderAuth,
+            "ContextOverflowError" => Self::ContextOverflow,
+            "MessageAbortedError" => Self::MessageAborted,
+            "MessageOutputLengthError" => Self::MessageOutputLength,
+            "StructuredOutputError" => Self::StructuredOutput,
+            "DoomLoopError" => Self::DoomLoop,
+            "EmptyToolCallsError" => Self::EmptyToolCalls,
+            "MaxStepsError" => Self::MaxSteps,
+            "SessionBusyError" => Self::SessionBusy,
+            "StoreError" => Self::Store,
+            "UnknownError" => Self::Unknown,
+            _ => Self::Other(name),
+        }
+    }
+}
+
+impl From<MessageErrorName> for String {
+    fn from(name: MessageErrorName) -> Self {
+        match name {
+            MessageErrorName::Other(name) => name,
+            known => known.as_str().to_string(),
+        }
+    }
+}
+
+/// Compares with the serialized name (`name == "MessageAbortedError"`), for code that
+/// holds names as text (JSON replies, tests).
+impl PartialEq<&str> for MessageErrorName {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for MessageErrorName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An error recorded on an assistant message (OpenCode `NamedError.toObject()`: `{name, data}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageError {
-    /// `APIError`, `ProviderAuthError`, `ContextOverflowError`, `MessageAbortedError`,
-    /// `MessageOutputLengthError`, `UnknownError`.
-    pub name: String,
+    /// What kind of error (serialized as OpenCode's name, e.g. `MessageAbortedError`).
+    pub name: MessageErrorName,
     /// Details: at least `message`; `statusCode`, `isRetryable`, `responseBody` when known.
     pub data: Value,
 }
 
 impl MessageError {
-    /// Build from a name and a message.
-    pub fn new(name: &str, message: impl Into<String>) -> Self {
+    /// Build from a name and a message (`data` = `{"message": …}`).
+    pub fn new(name: MessageErrorName, message: impl Into<String>) -> Self {
         Self {
-            name: name.to_string(),
+            name,
             data: serde_json::json!({ "message": message.into() }),
         }
     }
 
-    /// The human message.
+    /// The human message (the name when `data` has no `message`).
     pub fn message(&self) -> String {
         self.data
             .get("message")
             .and_then(Value::as_str)
-            .unwrap_or(&self.name)
+            .unwrap_or(self.name.as_str())
             .to_string()
     }
 }
@@ -780,5 +879,43 @@ mod tests {
         let s = serde_json::to_string(&m).unwrap();
         assert!(s.contains("\"role\":\"user\""));
         assert_eq!(serde_json::from_str::<Message>(&s).unwrap(), m);
+    }
+
+    #[test]
+    fn error_names_serialize_as_opencode_names_and_unknown_ones_survive() {
+        let known = [
+            (MessageErrorName::Api, "APIError"),
+            (MessageErrorName::ProviderAuth, "ProviderAuthError"),
+            (MessageErrorName::ContextOverflow, "ContextOverflowError"),
+            (MessageErrorName::MessageAborted, "MessageAbortedError"),
+            (
+                MessageErrorName::MessageOutputLength,
+                "MessageOutputLengthError",
+            ),
+            (MessageErrorName::StructuredOutput, "StructuredOutputError"),
+            (MessageErrorName::DoomLoop, "DoomLoopError"),
+            (MessageErrorName::EmptyToolCalls, "EmptyToolCallsError"),
+            (MessageErrorName::MaxSteps, "MaxStepsError"),
+            (MessageErrorName::SessionBusy, "SessionBusyError"),
+            (MessageErrorName::Store, "StoreError"),
+            (MessageErrorName::Unknown, "UnknownError"),
+        ];
+        for (name, text) in known {
+            let e = MessageError::new(name.clone(), "m");
+            let json = serde_json::to_value(&e).unwrap();
+            assert_eq!(json["name"], text);
+            assert_eq!(
+                serde_json::from_value::<MessageError>(json).unwrap().name,
+                name
+            );
+            assert_eq!(MessageErrorName::from(text.to_string()), name);
+            assert_eq!(name.to_string(), text);
+        }
+        // A name from a newer build or another writer is kept verbatim, never guessed.
+        let raw = serde_json::json!({"name": "QuotaExceededError", "data": {"message": "later"}});
+        let e: MessageError = serde_json::from_value(raw.clone()).unwrap();
+        assert_eq!(e.name, MessageErrorName::Other("QuotaExceededError".into()));
+        assert_eq!(serde_json::to_value(&e).unwrap(), raw);
+        assert_eq!(e.message(), "later");
     }
 }
