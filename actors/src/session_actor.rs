@@ -1554,7 +1554,9 @@ impl SessionActor {
         let outcome = match &error {
             _ if turn.timed_out => crate::spans::TurnOutcome::Timeout,
             None => crate::spans::TurnOutcome::Completed,
-            Some(e) if e.name == "MessageAbortedError" => crate::spans::TurnOutcome::Aborted,
+            Some(e) if e.name == MessageErrorName::MessageAborted => {
+                crate::spans::TurnOutcome::Aborted
+            }
             Some(_) => crate::spans::TurnOutcome::Error,
         };
         crate::spans::turn_end(

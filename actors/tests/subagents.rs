@@ -367,7 +367,7 @@ async fn abort_during_fan_out() {
         let h = messages(&rt, &k.id).await;
         let aborted_msg = last_assistant(&h)
             .and_then(|a| a.error.as_ref())
-            .is_some_and(|e| e.name == "MessageAbortedError");
+            .is_some_and(|e| e.name == troupe_session::MessageErrorName::MessageAborted);
         let aborted_tool = tool_parts(&h)
             .iter()
             .any(|(_, s)| matches!(s, ToolState::Error { error, .. } if error == "Tool execution aborted"));
