@@ -326,6 +326,39 @@ try {
     return bars.length > 0 && bars.every((b) => b.dataset.sessionId === s);
   }, childSid);
 
+  // A long session opens on its newest page; "load earlier messages" pages back (GET
+  // /message?before=&limit=) until the first message, in order, keeping the reader's place.
+  step = "page back through a long session";
+  const LONG = 450;
+  const long = await apiCall("/session", { title: "long session" });
+  for (let i = 0; i < LONG; i++) {
+    await apiCall(`/session/${encodeURIComponent(long.id)}/message`, { noReply: true, parts: [{ type: "text", text: `long message ${i}` }] });
+  }
+  await expectVisible(page.locator(`[data-testid=session-item][data-session-id="${long.id}"]`), "the long session in the list");
+  await page.locator(`[data-testid=session-item][data-session-id="${long.id}"]`).click();
+  await expectVisible(page.locator("[data-testid=part-text]", { hasText: `long message ${LONG - 1}` }), "the long session's newest message");
+  const shownTexts = () => page.$$eval("#messages [data-testid=message] [data-testid=part-text]", (ps) => ps.map((p) => p.textContent.trim()));
+  const expectRange = async (from) => {
+    const texts = await shownTexts();
+    const want = Array.from({ length: LONG - from }, (_, i) => `long message ${from + i}`);
+    if (JSON.stringify(texts) !== JSON.stringify(want)) throw new Error(`expected messages ${from}..${LONG - 1} in order, shown ${texts.length}: ${JSON.stringify(texts.slice(0, 3))} … ${JSON.stringify(texts.slice(-2))}`);
+  };
+  await expectRange(LONG - 300);
+  const earlier = page.locator("[data-testid=earlier-messages]");
+  await expectVisible(earlier, "the load-earlier button");
+  await earlier.click();
+  await expectTrue(page, "the second page to be prepended", (n) =>
+    document.querySelectorAll("#messages [data-testid=message]").length === n, 400);
+  await expectRange(LONG - 400);
+  await expectTrue(page, "the reader's place kept (not scrolled to the top)", () =>
+    document.getElementById("messages-scroll").scrollTop > 0);
+  await earlier.click();
+  await expectTrue(page, "every message shown", (n) =>
+    document.querySelectorAll("#messages [data-testid=message]").length === n, LONG);
+  await expectRange(0);
+  if (await page.locator("[data-testid=earlier-messages]").count() !== 0) throw new Error("the load-earlier button stays after the first message");
+  log(`ok: ${LONG} messages paged back in order`);
+
   if (pageErrors.length) throw new Error("the page reported errors:\n  " + pageErrors.join("\n  "));
   await page.screenshot({ path: join(artifacts, "webview.png") });
   log(`PASS; screenshot ${join(artifacts, "webview.png")}`);
