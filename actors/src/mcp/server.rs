@@ -355,6 +355,18 @@ fn tool_infos(server: &str, tools: Vec<rmcp::model::Tool>) -> Vec<McpToolInfo> {
         .collect()
 }
 
+/// The command that starts local server `l`: its argv and `environment` over troupe's own
+/// environment, minus `TROUPE_SERVER_PASSWORD` unless `environment` sets it (removed as from bash: a server that runs
+/// commands for the model would otherwise hand it the password of `troupe serve`, around
+/// its permission checks). Precondition: `l.command` is non-empty (config validation).
+fn local_command(l: &troupe_config::McpLocalConfig) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(&l.command[0]);
+    cmd.args(&l.command[1..])
+        .env_remove(troupe_tools::builtin::bash::SERVER_PASSWORD_ENV)
+        .envs(&l.environment);
+    cmd
+}
+
 /// Start the server and list its tools, within the server's timeout each.
 async fn connect(name: &str, cfg: &McpServerConfig, hub: Arc<McpHub>) -> Result<Conn, String> {
     let timeout = cfg.timeout();
@@ -368,8 +380,7 @@ async fn connect(name: &str, cfg: &McpServerConfig, hub: Arc<McpHub>) -> Result<
         |what: &'static str| move |_| format!("{what} took longer than {} ms", timeout.as_millis());
     let (running, pid) = match cfg {
         McpServerConfig::Local(l) => {
-            let mut cmd = tokio::process::Command::new(&l.command[0]);
-            cmd.args(&l.command[1..]).envs(&l.environment);
+            let cmd = local_command(l);
             let (proc, err) = rmcp::transport::TokioChildProcess::builder(cmd)
                 .stderr(std::process::Stdio::piped())
                 .spawn()
@@ -489,5 +500,52 @@ pub async fn stop(hub: &McpHub, grace: Duration) {
     if let Some(sup) = sup {
         let _ = sup.stop_children_and_wait(None, Some(grace)).await;
         let _ = sup.stop_and_wait(None, Some(grace)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::ffi::OsStr;
+
+    use super::local_command;
+    use troupe_config::McpLocalConfig;
+    use troupe_tools::builtin::bash::SERVER_PASSWORD_ENV;
+
+    fn local(environment: &[(&str, &str)]) -> McpLocalConfig {
+        McpLocalConfig {
+            command: vec!["srv".into(), "--flag".into()],
+            environment: environment
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+            enabled: None,
+            timeout: None,
+        }
+    }
+
+    fn env_of<'a>(cmd: &'a tokio::process::Command, key: &str) -> Option<Option<&'a OsStr>> {
+        cmd.as_std()
+            .get_envs()
+            .find(|(k, _)| *k == OsStr::new(key))
+            .map(|(_, v)| v)
+    }
+
+    #[test]
+    fn local_server_does_not_inherit_the_serve_password() {
+        let cmd = local_command(&local(&[("A", "1")]));
+        assert_eq!(env_of(&cmd, SERVER_PASSWORD_ENV), Some(None), "removed");
+        assert_eq!(env_of(&cmd, "A"), Some(Some(OsStr::new("1"))));
+        let args: Vec<_> = cmd.as_std().get_args().collect();
+        assert_eq!(args, vec![OsStr::new("--flag")]);
+    }
+
+    #[test]
+    fn an_explicit_password_in_the_config_environment_is_kept() {
+        let cmd = local_command(&local(&[(SERVER_PASSWORD_ENV, "given")]));
+        assert_eq!(
+            env_of(&cmd, SERVER_PASSWORD_ENV),
+            Some(Some(OsStr::new("given")))
+        );
     }
 }

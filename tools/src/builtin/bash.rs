@@ -23,8 +23,9 @@ use crate::truncate::{self, Direction, MAX_BYTES, MAX_LINES};
 use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// Environment variable holding `troupe serve`'s password (troupe_server::PASSWORD_ENV;
-/// this crate sits below the server). Removed from every shell the tool starts.
-const SERVER_PASSWORD_ENV: &str = "TROUPE_SERVER_PASSWORD";
+/// this crate sits below the server). Removed from every shell the tool starts, and from
+/// every local MCP server (which may run commands the model asks for).
+pub const SERVER_PASSWORD_ENV: &str = "TROUPE_SERVER_PASSWORD";
 /// Default timeout in ms (OpenCode 120_000).
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 /// Chars of output kept in `metadata.output` (OpenCode `MAX_METADATA_LENGTH`).
