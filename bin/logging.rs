@@ -71,7 +71,24 @@ pub fn add_config_secrets(config: &troupe_config::LoadedConfig) {
         );
     }
     out.extend(config.auth.values().map(String::as_str));
+    out.extend(mcp_secrets(&config.config.mcp));
     add_secrets(out);
+}
+
+/// Values of credential-like headers of remote MCP servers and of credential-like
+/// `environment` variables of local ones (a handshake error or a debug line may carry them).
+fn mcp_secrets(
+    mcp: &std::collections::BTreeMap<String, troupe_config::McpServerConfig>,
+) -> Vec<&str> {
+    use troupe_config::McpServerConfig;
+    mcp.values()
+        .flat_map(|m| match m {
+            McpServerConfig::Local(l) => l.environment.iter(),
+            McpServerConfig::Remote(r) => r.headers.iter(),
+        })
+        .filter(|(k, _)| credential_name(k))
+        .map(|(_, v)| v.as_str())
+        .collect()
 }
 
 /// Whether an environment variable or header name looks like it holds a credential.
@@ -313,6 +330,21 @@ mod tests {
             otlp_header_values("x-honeycomb-team=abc123secret, api-key = k2k2k2k2 ,broken,e="),
             ["abc123secret", "k2k2k2k2"]
         );
+    }
+
+    #[test]
+    fn mcp_header_and_environment_credentials_are_secrets() {
+        let mcp: std::collections::BTreeMap<String, troupe_config::McpServerConfig> =
+            serde_json::from_value(serde_json::json!({
+                "remote": {"type": "remote", "url": "http://127.0.0.1:1/mcp",
+                    "headers": {"Authorization": "Bearer mcp-remote-tok", "Accept": "text/plain"}},
+                "local": {"type": "local", "command": ["srv"],
+                    "environment": {"GITHUB_TOKEN": "ghp-local-tok", "LANG": "C"}}
+            }))
+            .unwrap();
+        let mut got = mcp_secrets(&mcp);
+        got.sort();
+        assert_eq!(got, vec!["Bearer mcp-remote-tok", "ghp-local-tok"]);
     }
 
     #[test]
