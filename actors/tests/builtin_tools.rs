@@ -1,5 +1,5 @@
 //! Issue 16's built-in tools through the real runtime and the scripted provider: the todo
-//! list (`todowrite` / `todoread`) and structured output at the runtime level.
+//! list (`todowrite` / `todoread`) and `webfetch` (against a page server on 127.0.0.1).
 
 mod support;
 
@@ -101,4 +101,65 @@ async fn subagents_are_denied_todowrite_by_default() {
             .unwrap()
             .is_empty()
     );
+}
+
+/// Serves `body` as `text/html` to every request on 127.0.0.1; returns the base URL.
+async fn page_server(body: &'static str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let _ = sock.read(&mut buf).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = sock.write_all(head.as_bytes()).await;
+                let _ = sock.write_all(body.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webfetch_returns_the_page_as_markdown_to_the_model() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let base = page_server(
+        "<html><head><script>track()</script></head><body><h1>Release notes</h1><p>Version <b>2.0</b> is out.</p></body></html>",
+    )
+    .await;
+    let script = Script::single(vec![
+        Step::tool("webfetch", json!({"url": format!("{base}/notes")})),
+        Step::tool("webfetch", json!({"url": "ftp://example.com/x"})),
+        Step::text("read it"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "what is new?").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    let ToolState::Completed { title, output, .. } = &parts[0].1 else {
+        panic!("webfetch failed: {parts:?}")
+    };
+    assert_eq!(title, &format!("{base}/notes (text/html; charset=utf-8)"));
+    assert_eq!(output, "# Release notes\n\nVersion **2.0** is out.");
+    let ToolState::Error { error, .. } = &parts[1].1 else {
+        panic!("ftp was fetched: {parts:?}")
+    };
+    assert!(
+        error.contains("must start with http:// or https://"),
+        "{error}"
+    );
+    let reqs = completions(&server);
+    let body = reqs[1].body.to_string();
+    assert!(body.contains("Version **2.0** is out."), "{body}");
+    assert!(!body.contains("track()"), "{body}");
 }

@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use crate::Tool;
 use crate::builtin::{
-    BashTool, EditTool, GlobTool, GrepTool, InvalidTool, ListTool, ReadTool, WriteTool,
+    BashTool, EditTool, GlobTool, GrepTool, InvalidTool, ListTool, ReadTool, WebFetchTool,
+    WriteTool,
 };
 
 /// Name of the repair-target tool, never advertised.
@@ -44,10 +45,11 @@ impl Registry {
         Self::default()
     }
 
-    /// The built-in tools: `bash`, `edit`, `glob`, `grep`, `invalid`, `list`, `read`, `write`.
+    /// The built-in tools: `bash`, `edit`, `glob`, `grep`, `invalid`, `list`, `read`,
+    /// `webfetch`, `write`.
     pub fn builtin() -> Self {
         let mut r = Self::new();
-        let tools: [Arc<dyn Tool>; 8] = [
+        let tools: [Arc<dyn Tool>; 9] = [
             Arc::new(InvalidTool),
             Arc::new(BashTool),
             Arc::new(ReadTool),
@@ -56,6 +58,7 @@ impl Registry {
             Arc::new(EditTool),
             Arc::new(WriteTool),
             Arc::new(ListTool),
+            Arc::new(WebFetchTool),
         ];
         for t in tools {
             r.register(t);
@@ -176,14 +179,16 @@ mod tests {
         assert_eq!(
             r.names(),
             vec![
-                "bash", "edit", "glob", "grep", "invalid", "list", "read", "write"
+                "bash", "edit", "glob", "grep", "invalid", "list", "read", "webfetch", "write"
             ]
         );
         let specs = r.specs();
         let names: Vec<&str> = specs.iter().map(|s| s.0.as_str()).collect();
         assert_eq!(
             names,
-            vec!["bash", "edit", "glob", "grep", "list", "read", "write"]
+            vec![
+                "bash", "edit", "glob", "grep", "list", "read", "webfetch", "write"
+            ]
         );
         for (name, desc, params) in specs {
             assert!(!desc.is_empty(), "{name}");

@@ -12,6 +12,7 @@ pub mod invalid;
 pub mod list;
 pub mod read;
 pub mod structured;
+pub mod webfetch;
 pub mod write;
 
 pub use bash::BashTool;
@@ -22,6 +23,7 @@ pub use invalid::InvalidTool;
 pub use list::ListTool;
 pub use read::ReadTool;
 pub use structured::StructuredOutputTool;
+pub use webfetch::WebFetchTool;
 pub use write::WriteTool;
 
 /// Lines per diff count: `(additions, deletions)` between two texts (line diff via `similar`).
