@@ -287,8 +287,18 @@ async fn mock_with(steps: Vec<Step>, opts: troupe_testkit::MockOptions) -> MockS
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_server_context_comes_from_props() {
+    // Usage is stated: the mock's default (request bytes / 4) grows with every built-in tool's
+    // schema and would put a 4,096-token context into overflow, which is not what this tests.
+    let usage = troupe_testkit::UsageSpec {
+        prompt_tokens: Some(500),
+        completion_tokens: Some(5),
+        ..Default::default()
+    };
     let server = mock_with(
-        vec![Step::text("small context"), Step::text("again")],
+        vec![
+            Step::text("small context").with_usage(usage),
+            Step::text("again").with_usage(usage),
+        ],
         troupe_testkit::MockOptions {
             props: Some(json!({"default_generation_settings": {"n_ctx": 4096, "params": {"n_predict": -1}}})),
             model_meta: Some(json!({"meta": {"n_ctx_train": 131072}})),
