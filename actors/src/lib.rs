@@ -46,6 +46,7 @@ pub mod progress;
 pub mod request;
 pub mod revert;
 pub mod session_actor;
+pub mod skill;
 pub mod snapshots;
 pub mod spans;
 pub mod steer;
@@ -641,6 +642,12 @@ impl Runtime {
             registry.register(Arc::new(crate::task::TaskStatusTool::new(weak.clone())));
             registry.register(Arc::new(crate::todo::TodoWriteTool::new(store.clone())));
             registry.register(Arc::new(crate::todo::TodoReadTool::new(store.clone())));
+            // A registry that brings its own `skill` (e.g. another global dir) keeps it.
+            if registry.get("skill").is_none() {
+                registry.register(Arc::new(crate::skill::SkillTool::new(
+                    troupe_config::global_config_dir(),
+                )));
+            }
             RuntimeShared {
                 store: store.clone(),
                 config: Arc::new(config),

@@ -109,6 +109,9 @@ struct Turn {
     tools: Vec<ToolSpec>,
     /// The session's own rules (a subagent's derived ruleset), for each step's tool list.
     session_rules: troupe_agents::Ruleset,
+    /// Registry tool descriptions that depend on the session (the `skill` list), computed
+    /// once per turn on the blocking pool ([`troupe_tools::Tool::description_in`]).
+    descriptions: std::collections::HashMap<String, String>,
     rules: Arc<troupe_agents::Ruleset>,
     started_cost: rust_decimal::Decimal,
     /// Compactions since the last step that made progress (at most 2 in a row).
@@ -527,6 +530,33 @@ impl SessionActor {
         if model.tool_call {
             rt.mcp.first_connects().await;
         }
+        // Descriptions may list what the session's directory holds (skills): blocking pool.
+        let descriptions = if model.tool_call {
+            let (registry, dir, wt, turn_rules) = (
+                rt.registry.clone(),
+                state.directory.clone(),
+                state.worktree.clone(),
+                rules.clone(),
+            );
+            tokio::task::spawn_blocking(move || {
+                let denies = |permission: &str, pattern: &str| {
+                    turn_rules.evaluate(permission, pattern) == troupe_agents::Action::Deny
+                };
+                registry
+                    .specs_in(&troupe_tools::DescribeContext {
+                        directory: &dir,
+                        worktree: &wt,
+                        denies: &denies,
+                    })
+                    .into_iter()
+                    .map(|(name, description, _)| (name, description))
+                    .collect()
+            })
+            .await
+            .map_err(|e| format!("could not describe the tools: {e}"))?
+        } else {
+            std::collections::HashMap::new()
+        };
         let (dir, wt, full_id, ag) = (
             state.directory.clone(),
             state.worktree.clone(),
@@ -576,6 +606,7 @@ impl SessionActor {
             system,
             tools: Vec::new(),
             session_rules,
+            descriptions,
             rules,
             started_cost: state.session.cost,
             compactions: 0,
@@ -667,7 +698,7 @@ impl SessionActor {
         };
         let model = turn.model.clone();
         let mut tools = if model.tool_call {
-            registry_tools(&state.rt.registry, &turn.agent, &turn.session_rules)
+            registry_tools(&state.rt.registry, &turn)
         } else {
             Vec::new()
         };
@@ -1861,22 +1892,21 @@ impl Actor for SessionActor {
     }
 }
 
-/// The registry's tools as `agent` (with the session's own `session_rules`) may use them,
-/// sorted by name: every tool whose permission is not denied outright. Listed at each step.
-fn registry_tools(
-    registry: &troupe_tools::Registry,
-    agent: &Agent,
-    session_rules: &troupe_agents::Ruleset,
-) -> Vec<ToolSpec> {
+/// The registry's tools as the turn's agent (with the session's own rules) may use them,
+/// sorted by name: every tool whose permission is not denied outright, minus the edit tools
+/// the turn's model is not offered ([`troupe_tools::registry::hidden_for_model`]), with the
+/// turn's session-dependent descriptions. Listed at each step.
+fn registry_tools(registry: &troupe_tools::Registry, turn: &Turn) -> Vec<ToolSpec> {
     let names = registry.names();
-    let disabled = agent.disabled_tools(&names, session_rules);
+    let disabled = turn.agent.disabled_tools(&names, &turn.session_rules);
+    let hidden = troupe_tools::registry::hidden_for_model(&turn.model.model_id);
     registry
         .specs()
         .into_iter()
-        .filter(|(name, _, _)| !disabled.contains(name))
+        .filter(|(name, _, _)| !disabled.contains(name) && !hidden.contains(&name.as_str()))
         .map(|(name, description, parameters)| ToolSpec {
+            description: turn.descriptions.get(&name).cloned().unwrap_or(description),
             name,
-            description,
             parameters,
         })
         .collect()

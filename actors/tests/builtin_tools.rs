@@ -1,5 +1,6 @@
 //! Issue 16's built-in tools through the real runtime and the scripted provider: the todo
-//! list (`todowrite` / `todoread`) and `webfetch` (against a page server on 127.0.0.1).
+//! list (`todowrite` / `todoread`), `webfetch` (against a page server on 127.0.0.1), `skill`
+//! and `apply_patch` (offered instead of `edit`/`write` to GPT models).
 
 mod support;
 
@@ -127,6 +128,18 @@ async fn page_server(body: &'static str) -> String {
     format!("http://{addr}")
 }
 
+/// The tool names offered in a recorded chat request.
+fn offered(req: &troupe_testkit::RecordedRequest) -> Vec<String> {
+    req.body["tools"]
+        .as_array()
+        .map(|ts| {
+            ts.iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webfetch_returns_the_page_as_markdown_to_the_model() {
     let dir = TempDir::new().expect("tempdir");
@@ -162,4 +175,191 @@ async fn webfetch_returns_the_page_as_markdown_to_the_model() {
     let body = reqs[1].body.to_string();
     assert!(body.contains("Version **2.0** is out."), "{body}");
     assert!(!body.contains("track()"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_are_listed_loaded_on_demand_and_permission_checked() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let write = |rel: &str, text: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        ".troupe/skills/release/SKILL.md",
+        "---\nname: release\ndescription: Cut a release of this project\n---\nBump the version, then tag it v<version>.\n",
+    );
+    write(
+        ".claude/skills/secret-keys/SKILL.md",
+        "---\nname: secret-keys\ndescription: Rotate the signing keys\n---\nNever shown.\n",
+    );
+    write(".agents/skills/broken/SKILL.md", "no front matter here\n");
+    let global = TempDir::new().expect("tempdir");
+    let gwrite = |rel: &str, text: &str| {
+        let p = global.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    gwrite(
+        "skills/notes/SKILL.md",
+        "---\nname: notes\ndescription: Keep release notes\n---\nGlobal.\n",
+    );
+    // The project's `release` wins over the global one.
+    gwrite(
+        "skills/release/SKILL.md",
+        "---\nname: release\ndescription: global release\n---\nGlobal release.\n",
+    );
+    let script = Script::single(vec![
+        Step::tool("skill", json!({"name": "release"})),
+        Step::tool("skill", json!({"name": "secret-keys"})),
+        Step::tool("skill", json!({"name": "nope"})),
+        Step::text("released"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let mut fx = Fixture::new(&server.base_url());
+    fx.config = config_with(
+        &server.base_url(),
+        json!({"permission": {"skill": {"*": "allow", "secret-*": "deny"}}}),
+    );
+    fx.registry
+        .register(std::sync::Arc::new(troupe_actors::skill::SkillTool::new(
+            global.path().to_path_buf(),
+        )));
+    let rt = fx.start(&dir).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "cut a release").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+
+    let reqs = completions(&server);
+    let skill = reqs[0].body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["function"]["name"] == "skill")
+        .expect("skill offered")
+        .clone();
+    let desc = skill["function"]["description"].as_str().unwrap();
+    assert!(
+        desc.contains("<available_skills>\n- notes: Keep release notes\n- release: Cut a release of this project\n</available_skills>"),
+        "{desc}"
+    );
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    let ToolState::Completed { title, output, .. } = &parts[0].1 else {
+        panic!("skill failed: {parts:?}")
+    };
+    assert_eq!(title, "Loaded skill: release");
+    assert!(
+        output.starts_with("<skill_content name=\"release\">\n# Skill: release\n\nBump the version, then tag it v<version>."),
+        "{output}"
+    );
+    assert!(
+        reqs[1].body.to_string().contains("Bump the version"),
+        "the skill reached the model"
+    );
+    let ToolState::Error { error, .. } = &parts[1].1 else {
+        panic!("a denied skill loaded: {parts:?}")
+    };
+    assert!(error.contains("secret-*"), "{error}");
+    let ToolState::Error { error, .. } = &parts[2].1 else {
+        panic!("an unknown skill loaded: {parts:?}")
+    };
+    assert!(
+        error.starts_with(
+            "Skill \"nope\" not found. Available skills: notes, release, secret-keys.\nSkipped "
+        ) && error.contains(".agents/skills/broken/SKILL.md: no front matter"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpt_models_get_apply_patch_instead_of_edit_and_write() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    std::fs::write(root.join("app.py"), "def answer():\n    return 41\n").unwrap();
+    let patch = "*** Begin Patch\n*** Update File: app.py\n@@ def answer():\n-    return 41\n+    return 42\n*** Add File: README.md\n+# App\n*** End Patch";
+    let script = Script::single(vec![
+        Step::tool("apply_patch", json!({"patchText": patch})),
+        Step::tool(
+            "edit",
+            json!({"filePath": "app.py", "oldString": "42", "newString": "43"}),
+        ),
+        Step::text("patched"),
+        Step::text("plain model"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let base = server.base_url();
+    let mut fx = Fixture::new(&base);
+    fx.config = config_with(
+        &base,
+        json!({
+            "model": "mock/gpt-5",
+            "provider": {"mock": {
+                "name": "Mock",
+                "npm": "@ai-sdk/openai-compatible",
+                "options": {"baseURL": base, "apiKey": "test"},
+                "models": {
+                    "gpt-5": {"name": "GPT", "limit": {"context": 128000, "output": 8192}},
+                    "mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}
+                }
+            }}
+        }),
+    );
+    let rt = fx.start(&dir).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "fix the answer").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let reqs = completions(&server);
+    let tools = offered(&reqs[0]);
+    assert!(tools.iter().any(|t| t == "apply_patch"), "{tools:?}");
+    assert!(
+        !tools.iter().any(|t| t == "edit" || t == "write"),
+        "{tools:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("app.py")).unwrap(),
+        "def answer():\n    return 42\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("README.md")).unwrap(),
+        "# App\n"
+    );
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    let ToolState::Completed { title, output, .. } = &parts[0].1 else {
+        panic!("apply_patch failed: {parts:?}")
+    };
+    assert_eq!(title, "2 files");
+    assert_eq!(
+        output,
+        "Success. Updated the following files:\nM app.py\nA README.md"
+    );
+    assert!(
+        reqs[1]
+            .body
+            .to_string()
+            .contains("Success. Updated the following files")
+    );
+    // edit is not offered to this model, so its call fails and changes nothing.
+    let ToolState::Error { error, .. } = &parts[1].1 else {
+        panic!("edit ran for a GPT model: {parts:?}")
+    };
+    assert!(error.contains("not available"), "{error}");
+
+    // Another model is offered edit and write, not apply_patch.
+    let input = PromptInput {
+        text: "again".into(),
+        model: Some("mock/mock-model".into()),
+        ..Default::default()
+    };
+    let turn = tokio::time::timeout(DEADLINE, rt.prompt(&sid, input))
+        .await
+        .expect("in time")
+        .expect("ran");
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let tools = offered(completions(&server).last().expect("request"));
+    assert!(
+        tools.iter().any(|t| t == "edit") && tools.iter().any(|t| t == "write"),
+        "{tools:?}"
+    );
+    assert!(!tools.iter().any(|t| t == "apply_patch"), "{tools:?}");
 }

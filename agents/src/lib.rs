@@ -17,6 +17,7 @@ mod markdown;
 mod patch;
 pub mod permission;
 pub mod prompt;
+pub mod skill;
 
 use serde::{Deserialize, Serialize};
 

@@ -214,12 +214,41 @@ impl ToolContext {
     }
 }
 
+/// What a tool's description may depend on in a turn ([`Tool::description_in`]).
+pub struct DescribeContext<'a> {
+    /// Session working directory.
+    pub directory: &'a Path,
+    /// Worktree root.
+    pub worktree: &'a Path,
+    /// Whether the turn's rules deny `(permission, pattern)` outright (a call would be
+    /// refused without asking), e.g. `("skill", "internal-notes")`.
+    pub denies: &'a dyn Fn(&str, &str) -> bool,
+}
+
+impl<'a> DescribeContext<'a> {
+    /// A context for `directory` (also the worktree) whose rules deny nothing.
+    pub fn plain(directory: &'a Path) -> Self {
+        Self {
+            directory,
+            worktree: directory,
+            denies: &|_, _| false,
+        }
+    }
+}
+
 /// A tool the model can call.
 pub trait Tool: Send + Sync + 'static {
     /// Name the model calls it by (e.g. `read`, or `<server>_<tool>` for an MCP tool).
     fn name(&self) -> &str;
     /// Description sent to the model.
     fn description(&self) -> String;
+    /// Description sent to the model in a turn ([`DescribeContext`]): tools that list what
+    /// the session's directory holds override it (`skill` lists the skills the turn's rules
+    /// do not deny). May read files, so callers run it on the blocking pool. Default:
+    /// [`Tool::description`].
+    fn description_in(&self, _cx: &DescribeContext<'_>) -> String {
+        self.description()
+    }
     /// Whether a call only reads (safe to run again after a crash). Default false: unknown
     /// means side-effecting. MCP tools say true when their server marks them
     /// `readOnlyHint`; built-ins are listed in `supervision.read_only_tools` instead.
@@ -251,6 +280,10 @@ pub trait TypedTool: Send + Sync + 'static {
     const NAME: &'static str;
     /// Description sent to the model.
     fn describe(&self) -> String;
+    /// Description in a turn; see [`Tool::description_in`]. Default: [`TypedTool::describe`].
+    fn describe_in(&self, _cx: &DescribeContext<'_>) -> String {
+        self.describe()
+    }
     /// Run the call with parsed arguments. Semantic checks beyond the schema (e.g. a path
     /// that must be absolute) return [`ToolError::InvalidArguments`] via [`args::invalid`].
     fn run(
@@ -267,6 +300,10 @@ impl<T: TypedTool> Tool for T {
 
     fn description(&self) -> String {
         self.describe()
+    }
+
+    fn description_in(&self, cx: &DescribeContext<'_>) -> String {
+        self.describe_in(cx)
     }
 
     fn parameters(&self) -> Value {

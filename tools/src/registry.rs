@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use crate::Tool;
 use crate::builtin::{
-    BashTool, EditTool, GlobTool, GrepTool, InvalidTool, ListTool, ReadTool, WebFetchTool,
-    WriteTool,
+    ApplyPatchTool, BashTool, EditTool, GlobTool, GrepTool, InvalidTool, ListTool, ReadTool,
+    WebFetchTool, WriteTool,
 };
 
 /// Name of the repair-target tool, never advertised.
@@ -45,11 +45,12 @@ impl Registry {
         Self::default()
     }
 
-    /// The built-in tools: `bash`, `edit`, `glob`, `grep`, `invalid`, `list`, `read`,
-    /// `webfetch`, `write`.
+    /// The built-in tools: `apply_patch`, `bash`, `edit`, `glob`, `grep`, `invalid`, `list`,
+    /// `read`, `webfetch`, `write` (a turn offers `apply_patch` or `edit`/`write` by model:
+    /// [`hidden_for_model`]).
     pub fn builtin() -> Self {
         let mut r = Self::new();
-        let tools: [Arc<dyn Tool>; 9] = [
+        let tools: [Arc<dyn Tool>; 10] = [
             Arc::new(InvalidTool),
             Arc::new(BashTool),
             Arc::new(ReadTool),
@@ -59,6 +60,7 @@ impl Registry {
             Arc::new(WriteTool),
             Arc::new(ListTool),
             Arc::new(WebFetchTool),
+            Arc::new(ApplyPatchTool),
         ];
         for t in tools {
             r.register(t);
@@ -139,6 +141,16 @@ impl Registry {
             .collect()
     }
 
+    /// [`Registry::specs`] with each description for a turn (see [`Tool::description_in`]).
+    /// May read files: run it on the blocking pool.
+    pub fn specs_in(&self, cx: &crate::DescribeContext<'_>) -> Vec<(String, String, Value)> {
+        self.tools
+            .iter()
+            .filter(|(n, _)| n.as_str() != INVALID_TOOL)
+            .map(|(n, t)| (n.clone(), t.description_in(cx), t.parameters()))
+            .collect()
+    }
+
     /// Repair a tool name the model produced: the exact name if registered, else a unique
     /// match after trimming whitespace and ignoring ASCII case (`"Read "` → `read`). `None`
     /// means unknown: the caller routes the call to `invalid` with
@@ -157,6 +169,24 @@ impl Registry {
             return None;
         }
         Some(first.clone())
+    }
+}
+
+/// Whether model `model_id` is offered `apply_patch` instead of `edit` and `write`: the id
+/// (ASCII case ignored) contains `gpt-` but neither `oss` nor `gpt-4`, the GPT models trained
+/// on that patch format (OpenCode `tool/registry.ts`, reference §7.2).
+pub fn uses_apply_patch(model_id: &str) -> bool {
+    let id = model_id.to_ascii_lowercase();
+    id.contains("gpt-") && !id.contains("oss") && !id.contains("gpt-4")
+}
+
+/// The tools model `model_id` is not offered: `edit` and `write` for the models that use
+/// `apply_patch` ([`uses_apply_patch`]), `apply_patch` for every other model.
+pub fn hidden_for_model(model_id: &str) -> &'static [&'static str] {
+    if uses_apply_patch(model_id) {
+        &["edit", "write"]
+    } else {
+        &["apply_patch"]
     }
 }
 
@@ -179,7 +209,16 @@ mod tests {
         assert_eq!(
             r.names(),
             vec![
-                "bash", "edit", "glob", "grep", "invalid", "list", "read", "webfetch", "write"
+                "apply_patch",
+                "bash",
+                "edit",
+                "glob",
+                "grep",
+                "invalid",
+                "list",
+                "read",
+                "webfetch",
+                "write"
             ]
         );
         let specs = r.specs();
@@ -187,7 +226,15 @@ mod tests {
         assert_eq!(
             names,
             vec![
-                "bash", "edit", "glob", "grep", "list", "read", "webfetch", "write"
+                "apply_patch",
+                "bash",
+                "edit",
+                "glob",
+                "grep",
+                "list",
+                "read",
+                "webfetch",
+                "write"
             ]
         );
         for (name, desc, params) in specs {
@@ -242,6 +289,25 @@ mod tests {
         src.0.lock().unwrap().clear();
         assert!(r.get("s_x").is_none());
         assert!(!r.names().contains(&"s_x".to_string()));
+    }
+
+    #[test]
+    fn gpt_models_get_apply_patch_instead_of_edit_and_write() {
+        for id in ["gpt-5", "gpt-5.1-codex", "openai/GPT-5-mini", "gpt-6"] {
+            assert!(uses_apply_patch(id), "{id}");
+            assert_eq!(hidden_for_model(id), ["edit", "write"]);
+        }
+        for id in [
+            "gpt-4.1",
+            "gpt-4o",
+            "gpt-oss-120b",
+            "claude-sonnet-4",
+            "o3",
+            "mock-model",
+        ] {
+            assert!(!uses_apply_patch(id), "{id}");
+            assert_eq!(hidden_for_model(id), ["apply_patch"]);
+        }
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub struct EditArgs {
 static LOCKS: LazyLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
-fn file_lock(path: &std::path::Path) -> Arc<tokio::sync::Mutex<()>> {
+pub(crate) fn file_lock(path: &std::path::Path) -> Arc<tokio::sync::Mutex<()>> {
     match LOCKS.lock() {
         Ok(mut map) => {
             map.retain(|_, l| Arc::strong_count(l) > 1);

@@ -2,6 +2,7 @@
 
 use std::time::SystemTime;
 
+pub mod apply_patch;
 pub mod bash;
 pub mod bash_permission;
 pub mod edit;
@@ -10,11 +11,13 @@ pub mod glob;
 pub mod grep;
 pub mod invalid;
 pub mod list;
+pub mod patch_format;
 pub mod read;
 pub mod structured;
 pub mod webfetch;
 pub mod write;
 
+pub use apply_patch::ApplyPatchTool;
 pub use bash::BashTool;
 pub use edit::EditTool;
 pub use glob::GlobTool;
