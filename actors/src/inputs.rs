@@ -271,6 +271,7 @@ pub async fn user_tool_context(
         }),
         progress: Arc::new(troupe_tools::NoProgress),
         extra: None,
+        hooks: shared.hooks.clone(),
     })
 }
 

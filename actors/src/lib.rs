@@ -314,6 +314,12 @@ pub struct RuntimeShared {
     output_cleanup_running: AtomicBool,
     /// MCP servers: states and tools (issue 16; see [`mcp`]).
     pub mcp: Arc<mcp::McpHub>,
+    /// Hook commands of the config's `hooks` block; `None` when none is configured (the
+    /// tool-call, request and idle paths then skip hooks entirely).
+    pub hooks: Option<Arc<troupe_tools::hooks::Hooks>>,
+    /// Running `session.idle` hooks: shutdown waits for them (within its grace period), so
+    /// the notification of a CLI run's last turn is not cut off by the exit.
+    pub(crate) hook_tasks: tokio_util::task::TaskTracker,
 }
 
 impl RuntimeShared {
@@ -637,6 +643,8 @@ impl Runtime {
             opts.snapshot_dir.clone(),
             config.config.snapshot == Some(false),
         );
+        let hooks = (!config.config.hooks.is_empty())
+            .then(|| Arc::new(troupe_tools::hooks::Hooks::new(config.config.hooks.clone())));
         let shared = Arc::new_cyclic(|weak| {
             registry.register(Arc::new(crate::task::TaskTool::new(weak.clone())));
             registry.register(Arc::new(crate::task::TaskStatusTool::new(weak.clone())));
@@ -653,10 +661,10 @@ impl Runtime {
                 config: Arc::new(config),
                 registry: Arc::new(registry),
                 agents: Arc::new(agents),
-                broker: Arc::new(crate::permission::PermissionBroker::new(
-                    store.clone(),
-                    responder,
-                )),
+                broker: Arc::new(
+                    crate::permission::PermissionBroker::new(store.clone(), responder)
+                        .with_hooks(hooks.clone()),
+                ),
                 opts,
                 sessions: DashMap::new(),
                 counters: Counters::default(),
@@ -680,6 +688,8 @@ impl Runtime {
                 snapshots,
                 output_cleanup_running: AtomicBool::new(false),
                 mcp,
+                hooks,
+                hook_tasks: tokio_util::task::TaskTracker::new(),
             }
         });
         let (root, _) = Actor::spawn(None, RootActor, shared.clone())
@@ -1229,6 +1239,8 @@ impl Runtime {
             }
         })
         .await;
+        self.shared.hook_tasks.close();
+        let _ = tokio::time::timeout(grace, self.shared.hook_tasks.wait()).await;
         self.abort_all();
         // Background processes of every session stop with the runtime.
         let _ = tokio::task::spawn_blocking(troupe_tools::procs::stop_all).await;

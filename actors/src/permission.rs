@@ -62,6 +62,7 @@ pub struct PermissionBroker {
     pending: DashMap<String, Pending>,
     approvals: Mutex<HashMap<String, Ruleset>>,
     responder: Arc<dyn PermissionAsker>,
+    hooks: Option<Arc<troupe_tools::hooks::Hooks>>,
 }
 
 impl PermissionBroker {
@@ -73,7 +74,15 @@ impl PermissionBroker {
             pending: DashMap::new(),
             approvals: Mutex::new(HashMap::new()),
             responder,
+            hooks: None,
         }
+    }
+
+    /// Run the `permission.asked` hooks before a request reaches the user: a hook may answer
+    /// `allow` or `deny`; a failing hook leaves the question to the user (never an allow).
+    pub fn with_hooks(mut self, hooks: Option<Arc<troupe_tools::hooks::Hooks>>) -> Self {
+        self.hooks = hooks.filter(|h| !h.config().permission_asked.is_empty());
+        self
     }
 
     async fn approvals_for(&self, project: &str) -> Ruleset {
@@ -139,6 +148,33 @@ impl PermissionBroker {
             }
             Action::Allow => return PermissionReply::Allow,
             Action::Ask => req.reason = verdict.message,
+        }
+        if let Some(hooks) = &self.hooks {
+            match hooks
+                .permission_asked(
+                    std::path::Path::new(project),
+                    session_id,
+                    &req.permission,
+                    &req.patterns,
+                    &req.metadata,
+                )
+                .await
+            {
+                Ok(Some("allow")) => return PermissionReply::Allow,
+                Ok(Some(_)) => {
+                    return PermissionReply::Deny(format!(
+                        "Permission {} denied by a permission.asked hook. Do not retry this \
+                         call; choose another approach or ask the user.",
+                        req.permission
+                    ));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    // Fail closed: the user is asked as if there were no hook, and told why.
+                    tracing::warn!(session = %session_id, "{e}; asking the user instead");
+                    req.reason = format!("{} ({e}; asking you instead)", req.reason);
+                }
+            }
         }
         // Only a real ask gets a span: its duration is the time the call waited.
         let span = crate::spans::permission_ask(session_id, &req.permission);

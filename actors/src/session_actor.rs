@@ -698,7 +698,7 @@ impl SessionActor {
         };
         let model = turn.model.clone();
         let mut tools = if model.tool_call {
-            registry_tools(&state.rt.registry, &turn)
+            registry_tools(&state.rt.registry, turn)
         } else {
             Vec::new()
         };
@@ -764,6 +764,7 @@ impl SessionActor {
             }),
             progress: Arc::new(troupe_tools::NoProgress),
             extra: None,
+            hooks: state.rt.hooks.clone(),
         };
         let prior_calls: Vec<(String, serde_json::Value)> = state
             .history
@@ -921,6 +922,7 @@ impl SessionActor {
             permissions: Arc::new(crate::permission::Policy::Deny),
             progress: Arc::new(troupe_tools::NoProgress),
             extra: None,
+            hooks: None,
         };
         // The summary uses the session's model (not small_model): it must read the whole
         // history the session's model worked with.
@@ -1546,6 +1548,20 @@ impl SessionActor {
                 session_id: sid.clone(),
             }),
         ]);
+        if let Some(hooks) = state
+            .rt
+            .hooks
+            .clone()
+            .filter(|h| !h.config().session_idle.is_empty())
+        {
+            // A notification: off the turn's path, reported when it fails.
+            let (dir, id) = (state.directory.clone(), sid.clone());
+            state.rt.hook_tasks.spawn(async move {
+                for e in hooks.session_idle(&dir, &id).await {
+                    tracing::warn!(session = %id, "{e}");
+                }
+            });
+        }
         if let Some(e) = &error {
             state.rt.store.write1(Write::Publish(Event::SessionError {
                 session_id: sid.clone(),

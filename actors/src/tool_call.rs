@@ -12,6 +12,7 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::Value;
 use tracing::Instrument;
+use troupe_tools::hooks::Before;
 use troupe_tools::{Tool, ToolContext, ToolError, ToolOutput};
 
 /// Messages of a tool-call actor.
@@ -55,6 +56,38 @@ pub struct ToolCallState {
     _node: crate::tree::NodeGuard,
 }
 
+/// Run the tool between its `tool.execute.before` and `tool.execute.after` hooks (when the
+/// config has any for it). A blocking or failing `before` hook means the tool never runs: the
+/// model gets the reason as a permission-style error and the turn goes on. A failing `after`
+/// hook withholds the output (the hook may exist to redact it).
+async fn run_with_hooks(
+    tool: Arc<dyn Tool>,
+    args: Value,
+    ctx: ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let Some(hooks) = ctx.hooks.clone().filter(|h| h.has_tool_hooks(tool.name())) else {
+        return tool.execute(args, ctx).await;
+    };
+    let name = tool.name().to_string();
+    let (cwd, session_id, call_id) = (
+        ctx.directory.clone(),
+        ctx.session_id.clone(),
+        ctx.call_id.clone(),
+    );
+    let args = match hooks
+        .tool_before(&cwd, &session_id, &call_id, &name, args)
+        .await
+    {
+        Before::Run(args) => args,
+        Before::Block(reason) => return Err(ToolError::PermissionDenied(reason)),
+    };
+    let out = tool.execute(args.clone(), ctx).await?;
+    hooks
+        .tool_after(&cwd, &session_id, &call_id, &name, &args, out)
+        .await
+        .map_err(|e| ToolError::Failed(format!("{e}; the tool's output is withheld")))
+}
+
 impl Actor for ToolCallActor {
     type Msg = ToolCallMsg;
     type State = ToolCallState;
@@ -88,7 +121,9 @@ impl Actor for ToolCallActor {
                 if let Some((tool, args, mut ctx)) = state.pending.take() {
                     // Subagent sessions started by this call are supervised by this actor.
                     ctx.extra = Some(Arc::new(myself.get_cell()));
-                    let result = tool.execute(args, ctx).instrument(state.span.clone()).await;
+                    let result = run_with_hooks(tool, args, ctx)
+                        .instrument(state.span.clone())
+                        .await;
                     let outcome = match &result {
                         Ok(_) => "completed",
                         Err(ToolError::Aborted) => "aborted",

@@ -245,6 +245,8 @@ impl Runtime {
             permissions: Arc::new(troupe_tools::AllowAll),
             progress: progress.clone(),
             extra: None,
+            // `shell.env` hooks apply to the user's own commands too.
+            hooks: shared.hooks.clone(),
         };
         let outcome = match shared.registry.get("bash") {
             Some(bash) => bash.execute(input.clone(), ctx).await,

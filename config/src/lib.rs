@@ -12,6 +12,7 @@ pub mod model;
 
 mod catalog;
 mod error;
+mod hooks;
 mod jsonc;
 mod keys;
 mod load;
@@ -26,6 +27,7 @@ pub use catalog::{
     parse_catalog, protocol_for_npm,
 };
 pub use error::ConfigError;
+pub use hooks::{DEFAULT_HOOK_TIMEOUT_MS, HookCommand, HooksConfig};
 pub use load::{
     AUTH_FILE_NAME, CONFIG_FILE_NAMES, ENV_CONTENT_LABEL, LoadOptions, LoadedConfig, find_worktree,
     load, load_with_env, read_auth,

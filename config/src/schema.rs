@@ -30,6 +30,7 @@ pub(crate) const KNOWN_TOP_LEVEL_KEYS: &[&str] = &[
     "server",
     "snapshot",
     "mcp",
+    "hooks",
 ];
 
 /// The merged configuration (all sources; see [`crate::load`]).
@@ -79,6 +80,9 @@ pub struct Config {
     /// MCP servers by name (OpenCode `mcp` shape; see [`crate::McpServerConfig`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp: BTreeMap<String, crate::mcp::McpServerConfig>,
+    /// Hook commands by hook point (troupe's own block; see [`crate::HooksConfig`]).
+    #[serde(default, skip_serializing_if = "crate::HooksConfig::is_empty")]
+    pub hooks: crate::HooksConfig,
     /// Every other top-level key, verbatim (filled by the loader; not read by `Deserialize`,
     /// written back flat by `Serialize`).
     #[serde(flatten, skip_deserializing)]

@@ -17,6 +17,7 @@ pub mod args;
 pub mod bash_command;
 mod bash_rules;
 pub mod builtin;
+pub mod hooks;
 pub mod paths;
 pub mod procs;
 pub mod registry;
@@ -173,6 +174,9 @@ pub struct ToolContext {
     /// Runtime-specific handle for tools defined outside this crate (the actor layer puts
     /// the calling tool-call actor here so the task tool can supervise its subagent).
     pub extra: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// The runtime's hook commands (the config's `hooks` block), `None` when none is
+    /// configured: `bash` runs the `shell.env` hooks through it.
+    pub hooks: Option<Arc<hooks::Hooks>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -200,6 +204,7 @@ impl ToolContext {
             permissions: Arc::new(AllowAll),
             progress: Arc::new(NoProgress),
             extra: None,
+            hooks: None,
         }
     }
 

@@ -292,14 +292,22 @@ async fn run(args: BashArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
         }
     }
 
+    // `shell.env` hooks add variables; a failing one means the command does not run.
+    let hook_env = match ctx.hooks.as_ref() {
+        Some(h) if !h.config().shell_env.is_empty() => h
+            .shell_env(&cwd, &ctx.session_id, &ctx.call_id, &args.command)
+            .await
+            .map_err(|e| ToolError::Failed(format!("{e}; the command was not run")))?,
+        _ => Vec::new(),
+    };
     procs::init();
     let tag = procs::new_call_tag();
     if args.background == Some(true) {
-        return start_background(&args.command, &cwd, &tag, description, &ctx).await;
+        return start_background(&args.command, &cwd, &tag, &hook_env, description, &ctx).await;
     }
     let (mut child, reader, pgid) = {
         let _spawning = procs::spawn_guard();
-        let (child, reader) = spawn_shell(&args.command, &cwd, &tag, None)
+        let (child, reader) = spawn_shell(&args.command, &cwd, &tag, &hook_env, None)
             .map_err(|e| ToolError::Failed(format!("Failed to start shell: {e}")))?;
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
         procs::register_child(pgid);
@@ -446,6 +454,7 @@ fn spawn_shell(
     command: &str,
     cwd: &Path,
     tag: &str,
+    hook_env: &[(String, String)],
     log: Option<std::fs::File>,
 ) -> std::io::Result<(
     tokio::process::Child,
@@ -466,6 +475,8 @@ fn spawn_shell(
         cmd.arg("-c")
             .arg(command)
             .current_dir(cwd)
+            // `shell.env` hook variables first: the mark and the removals below win.
+            .envs(hook_env.iter().map(|(k, v)| (k, v)))
             .env(procs::OWNER_ENV, tag)
             // With CDPATH set, `cd x` may enter a directory elsewhere than `./x`, which the
             // permission check would not see (issue 11).
@@ -494,6 +505,7 @@ async fn start_background(
     command: &str,
     cwd: &Path,
     tag: &str,
+    hook_env: &[(String, String)],
     description: String,
     ctx: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
@@ -507,7 +519,7 @@ async fn start_background(
         .map_err(|e| ToolError::Failed(format!("Cannot create log {}: {e}", log.display())))?;
     let (mut child, pid) = {
         let _spawning = procs::spawn_guard();
-        let (child, _) = spawn_shell(command, cwd, tag, Some(file))
+        let (child, _) = spawn_shell(command, cwd, tag, hook_env, Some(file))
             .map_err(|e| ToolError::Failed(format!("Failed to start shell: {e}")))?;
         let pid = child.id().map(|p| p as i32).unwrap_or(0);
         procs::register_child(pid);

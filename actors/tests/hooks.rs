@@ -1,0 +1,260 @@
+//! Issue 16's hooks through the real runtime and the scripted provider: commands from the
+//! config's `hooks` block run at `tool.execute.before` / `after`, `shell.env`, `chat.params`,
+//! `permission.asked` and `session.idle`, and a failing or slow hook is an error the model or
+//! the user sees, never a silent pass.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+use tempfile::TempDir;
+use troupe_session::ToolState;
+use troupe_testkit::{MockServer, Script, Step};
+
+/// A hook entry running `script` with `sh -c` (the payload arrives on its stdin).
+fn sh(script: &str) -> Value {
+    json!({"command": ["sh", "-c", script]})
+}
+
+fn bash(command: &str) -> Step {
+    Step::tool("bash", json!({"command": command, "description": "run it"}))
+}
+
+async fn start(dir: &TempDir, server: &MockServer, extra: Value) -> troupe_actors::Runtime {
+    Fixture {
+        config: config_with(&server.base_url(), extra),
+        ..Fixture::new(&server.base_url())
+    }
+    .start(dir)
+    .await
+}
+
+/// The text of every tool-result message in a request.
+fn tool_results(r: &troupe_testkit::RecordedRequest) -> Vec<String> {
+    request_texts(r, "tool")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_hooks_block_rewrite_output_and_add_shell_environment() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::single(vec![
+        bash("rm -rf build"),
+        bash("echo SECRET=hunter2"),
+        bash("echo var=$HOOK_VAR"),
+        Step::text("done"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let mut before = sh(
+        r#"p=$(cat); case "$p" in *'rm -rf'*) echo '{"block":"destructive commands need a review"}';; *) echo '{}';; esac"#,
+    );
+    before["tools"] = json!(["bash"]);
+    let after = sh(
+        r#"p=$(cat); case "$p" in *'"output":"SECRET='*) echo '{"output":"[redacted by hook]"}';; *) echo '{}';; esac"#,
+    );
+    let env = sh(r#"cat >/dev/null; echo '{"env":{"HOOK_VAR":"from-hook"}}'"#);
+    let rt = start(
+        &dir,
+        &server,
+        json!({"hooks": {
+            "tool.execute.before": [before],
+            "tool.execute.after": [after],
+            "shell.env": [env],
+        }}),
+    )
+    .await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "clean up").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    assert_eq!(turn.text, "done");
+
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    let ToolState::Error { error, .. } = &parts[0].1 else {
+        panic!("the blocked call ran: {parts:?}")
+    };
+    assert_eq!(
+        error,
+        "Blocked by a tool.execute.before hook: destructive commands need a review"
+    );
+    let ToolState::Completed { output, .. } = &parts[1].1 else {
+        panic!("{parts:?}")
+    };
+    assert_eq!(output, "[redacted by hook]");
+    let ToolState::Completed { output, .. } = &parts[2].1 else {
+        panic!("{parts:?}")
+    };
+    assert!(output.contains("var=from-hook"), "{output}");
+
+    // What the model saw: the block reason, the rewritten output, never the secret.
+    let reqs = requests_of(&server, &sid);
+    assert_eq!(reqs.len(), 4);
+    assert!(
+        tool_results(&reqs[1])
+            .iter()
+            .any(|t| t.contains("destructive commands need a review")),
+        "{:?}",
+        tool_results(&reqs[1])
+    );
+    let last = tool_results(&reqs[3]);
+    assert!(last.iter().any(|t| t.contains("[redacted by hook]")));
+    assert!(!last.iter().any(|t| t.contains("hunter2")), "{last:?}");
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_that_times_out_blocks_and_a_failing_after_hook_withholds_the_output() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::single(vec![
+        Step::tool("read", json!({"filePath": "notes.txt"})),
+        bash("echo visible-output"),
+        Step::text("done"),
+    ]);
+    std::fs::write(root.join("notes.txt"), "notes\n").expect("write");
+    let server = MockServer::start(script).await.expect("mock");
+    let mut slow = sh("sleep 5");
+    slow["tools"] = json!(["read"]);
+    slow["timeout"] = json!(200);
+    let mut failing = sh("cat >/dev/null; echo 'redactor crashed' >&2; exit 4");
+    failing["tools"] = json!(["bash"]);
+    let rt = start(
+        &dir,
+        &server,
+        json!({"hooks": {"tool.execute.before": [slow], "tool.execute.after": [failing]}}),
+    )
+    .await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "look").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    let ToolState::Error { error, .. } = &parts[0].1 else {
+        panic!("the read ran past its slow hook: {parts:?}")
+    };
+    assert_eq!(
+        error,
+        "Blocked: tool.execute.before hook `sh -c sleep 5` timed out after 200 ms and was killed"
+    );
+    let ToolState::Error { error, .. } = &parts[1].1 else {
+        panic!("the output passed a failing after hook: {parts:?}")
+    };
+    assert!(
+        error.contains("exit code 4") && error.contains("redactor crashed"),
+        "{error}"
+    );
+    assert!(error.ends_with("the tool's output is withheld"), "{error}");
+    let reqs = requests_of(&server, &sid);
+    assert!(
+        !tool_results(reqs.last().unwrap())
+            .iter()
+            .any(|t| t.contains("visible-output"))
+    );
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_params_hook_sets_temperature_and_options_in_the_request_body() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let server = MockServer::start(Script::single(vec![Step::text("hi")]))
+        .await
+        .expect("mock");
+    // Answers only for the build agent on the mock model: anything else fails the step.
+    let hook = sh(
+        r#"p=$(cat); case "$p" in *'"agent":"build"'*'"modelID":"mock-model"'*) echo '{"temperature":0.25,"options":{"seed":42}}';; *) echo "unexpected payload: $p" >&2; exit 1;; esac"#,
+    );
+    let rt = start(&dir, &server, json!({"hooks": {"chat.params": [hook]}})).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "hello").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let reqs = requests_of(&server, &sid);
+    assert_eq!(reqs[0].body["temperature"], json!(0.25));
+    assert_eq!(reqs[0].body["seed"], json!(42));
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_chat_params_hook_fails_the_turn_without_a_request() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let server = MockServer::start(Script::single(vec![Step::text("hi")]))
+        .await
+        .expect("mock");
+    let hook = sh("cat >/dev/null; echo 'params service down' >&2; exit 2");
+    let rt = start(&dir, &server, json!({"hooks": {"chat.params": [hook]}})).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "hello").await;
+    let error = turn.error.expect("the turn failed").message();
+    assert!(
+        error.contains("chat.params hook") && error.contains("params service down"),
+        "{error}"
+    );
+    assert!(requests_of(&server, &sid).is_empty());
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permission_hook_denies_and_a_broken_one_leaves_the_question_to_the_user() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::single(vec![
+        bash("echo one"),
+        Step::tool(
+            "write",
+            json!({"filePath": root.join("a.txt"), "content": "x"}),
+        ),
+        Step::text("done"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    // Denies bash; replies garbage for anything else (a broken hook must not allow: the
+    // question goes to the user, here the test's allow-all responder).
+    let hook = sh(
+        r#"p=$(cat); case "$p" in *'"permission":"bash"'*) echo '{"status":"deny"}';; *) echo 'not json';; esac"#,
+    );
+    let rt = start(
+        &dir,
+        &server,
+        json!({
+            "permission": {"bash": "ask", "edit": "ask"},
+            "hooks": {"permission.asked": [hook]},
+        }),
+    )
+    .await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "go").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    let ToolState::Error { error, .. } = &parts[0].1 else {
+        panic!("bash ran although the hook denied it: {parts:?}")
+    };
+    assert!(
+        error.contains("denied by a permission.asked hook"),
+        "{error}"
+    );
+    assert!(
+        matches!(&parts[1].1, ToolState::Completed { .. }),
+        "{parts:?}"
+    );
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "x");
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_idle_hook_runs_after_the_turn_and_shutdown_waits_for_it() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let server = MockServer::start(Script::single(vec![Step::text("hi")]))
+        .await
+        .expect("mock");
+    // Slow enough that only a shutdown that waits sees the file.
+    let hook = sh("p=$(cat); sleep 0.3; printf '%s' \"$p\" > idle.json");
+    let rt = start(&dir, &server, json!({"hooks": {"session.idle": [hook]}})).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "hello").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    rt.shutdown().await;
+    let payload: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("idle.json")).expect("idle.json"))
+            .expect("JSON payload");
+    assert_eq!(payload, json!({"hook": "session.idle", "sessionID": sid}));
+}
