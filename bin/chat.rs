@@ -124,8 +124,8 @@ pub async fn run(db: Option<PathBuf>) -> Result<ExitCode> {
         .map_err(|e| anyhow!("{e}"))?;
     let store = crate::open_store(db)?;
     let activity = Activity::on_stderr(true);
-    let asker: Arc<dyn troupe_tools::PermissionAsker> =
-        Arc::new(crate::output::TerminalAsker::new(activity.clone()));
+    let terminal = Arc::new(crate::output::TerminalAsker::new(activity.clone()));
+    let asker: Arc<dyn troupe_tools::PermissionAsker> = terminal.clone();
     let shown_model = model
         .clone()
         .or_else(|| config.default_model())
@@ -136,9 +136,13 @@ pub async fn run(db: Option<PathBuf>) -> Result<ExitCode> {
         agents,
         crate::registry(),
         asker,
-        crate::runtime_options()?,
+        troupe_actors::RuntimeOptions {
+            interactive: true,
+            ..crate::runtime_options()?
+        },
     )
     .await?;
+    runtime.set_question_asker(terminal);
     let editor = Editor::start()?;
     let signals = crate::signals::Signals::take_over()?;
     let mut chat = Chat {

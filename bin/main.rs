@@ -1100,12 +1100,17 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     let activity = activity::Activity::on_stderr(
         std::io::IsTerminal::is_terminal(&std::io::stderr()) && !json && !args.quiet,
     );
-    let responder: Arc<dyn troupe_tools::PermissionAsker> = match args.permission {
-        Some(PermissionMode::Allow) => Arc::new(troupe_actors::permission::Policy::Allow),
-        Some(PermissionMode::Deny) => Arc::new(troupe_actors::permission::Policy::Deny),
+    // In a terminal that answers permission asks, the model's questions are asked there
+    // too; anywhere else nobody could answer them (the `question` tool is then denied).
+    let terminal = match args.permission {
         Some(PermissionMode::Ask) | None if interactive => {
-            Arc::new(output::TerminalAsker::new(activity.clone()))
+            Some(Arc::new(output::TerminalAsker::new(activity.clone())))
         }
+        _ => None,
+    };
+    let responder: Arc<dyn troupe_tools::PermissionAsker> = match (&terminal, args.permission) {
+        (Some(t), _) => t.clone(),
+        (None, Some(PermissionMode::Allow)) => Arc::new(troupe_actors::permission::Policy::Allow),
         _ => Arc::new(troupe_actors::permission::Policy::Deny),
     };
     let runtime = Runtime::start_with_agents(
@@ -1114,9 +1119,15 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         agents,
         registry(),
         responder,
-        runtime_options()?,
+        RuntimeOptions {
+            interactive: terminal.is_some(),
+            ..runtime_options()?
+        },
     )
     .await?;
+    if let Some(t) = terminal {
+        runtime.set_question_asker(t);
+    }
 
     let session = if let Some(id) = &args.session {
         let id = id.clone();

@@ -949,6 +949,86 @@ impl troupe_tools::PermissionAsker for TerminalAsker {
     }
 }
 
+/// One answer typed at the terminal for `q`: option numbers (`2`, `1,3`) pick labels; any
+/// other text is the answer itself; an empty line is `None` (dismiss).
+pub fn parse_question_answer(
+    line: &str,
+    q: &troupe_actors::question::Question,
+) -> Option<Vec<String>> {
+    let t = line.trim();
+    if t.is_empty() {
+        return None;
+    }
+    let picked: Option<Vec<String>> = t
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| i.checked_sub(1))
+                .and_then(|i| q.options.get(i))
+                .map(|o| o.label.clone())
+        })
+        .collect();
+    match picked {
+        Some(labels) if !labels.is_empty() && (q.multiple || labels.len() == 1) => Some(labels),
+        _ => Some(vec![t.to_string()]),
+    }
+}
+
+impl troupe_actors::question::QuestionAsker for TerminalAsker {
+    fn ask(
+        &self,
+        questions: Vec<troupe_actors::question::Question>,
+    ) -> futures::future::BoxFuture<'static, troupe_actors::question::Answers> {
+        let lock = self.lock.clone();
+        let activity = self.activity.clone();
+        Box::pin(async move {
+            let _g = lock.lock().await;
+            activity.pause();
+            let answers = tokio::task::spawn_blocking(move || {
+                let mut answers = Vec::new();
+                for q in &questions {
+                    let mut text = String::from("\nquestion");
+                    if !q.header.is_empty() {
+                        text.push_str(&format!(" ({})", q.header));
+                    }
+                    text.push_str(&format!(": {}\n", q.question));
+                    for (i, o) in q.options.iter().enumerate() {
+                        if o.description.is_empty() {
+                            text.push_str(&format!("  {}. {}\n", i + 1, o.label));
+                        } else {
+                            text.push_str(&format!(
+                                "  {}. {} - {}\n",
+                                i + 1,
+                                o.label,
+                                o.description
+                            ));
+                        }
+                    }
+                    text.push_str(if q.multiple {
+                        "  answer with numbers (1,3) or your own text; empty line = dismiss: "
+                    } else {
+                        "  answer with a number or your own text; empty line = dismiss: "
+                    });
+                    eprint!("{text}");
+                    let mut line = String::new();
+                    match std::io::stdin().read_line(&mut line) {
+                        Ok(n) if n > 0 => answers.push(parse_question_answer(&line, q)?),
+                        _ => return None,
+                    }
+                }
+                Some(answers)
+            })
+            .await
+            .ok()
+            .flatten();
+            activity.resume();
+            answers
+        })
+    }
+}
+
 /// `troupe session diff|revert|unrevert|fork` on a started runtime.
 pub async fn snapshot_command(
     runtime: &troupe_actors::Runtime,
@@ -1039,6 +1119,37 @@ pub fn diff_stat(changes: &[troupe_snapshot::FileChange]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn terminal_question_answers_pick_numbers_or_take_the_text() {
+        let q = |multiple: bool| troupe_actors::question::Question {
+            question: "Which?".into(),
+            header: String::new(),
+            options: ["red", "blue", "green"]
+                .iter()
+                .map(|l| troupe_actors::question::QuestionOption {
+                    label: l.to_string(),
+                    description: String::new(),
+                })
+                .collect(),
+            multiple,
+        };
+        let s = |v: &[&str]| Some(v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(super::parse_question_answer("2\n", &q(false)), s(&["blue"]));
+        assert_eq!(
+            super::parse_question_answer(" 1, 3 ", &q(true)),
+            s(&["red", "green"])
+        );
+        // Several numbers for a single-choice question, or a number out of range: the text.
+        assert_eq!(super::parse_question_answer("1,3", &q(false)), s(&["1,3"]));
+        assert_eq!(super::parse_question_answer("4", &q(false)), s(&["4"]));
+        assert_eq!(super::parse_question_answer("0", &q(false)), s(&["0"]));
+        assert_eq!(
+            super::parse_question_answer("purple please", &q(false)),
+            s(&["purple please"])
+        );
+        assert_eq!(super::parse_question_answer("  \n", &q(false)), None);
+    }
+
     #[test]
     fn debug_config_hides_credentials_but_keeps_references() {
         let mut v = serde_json::json!({

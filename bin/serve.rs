@@ -64,6 +64,8 @@ pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
         Arc::new(NeverAsk),
         troupe_actors::RuntimeOptions {
             lease_label: "troupe serve".into(),
+            // Questions are answered through the HTTP API and the web view.
+            interactive: true,
             ..crate::runtime_options()?
         },
     )

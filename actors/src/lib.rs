@@ -43,6 +43,7 @@ pub mod mcp;
 pub mod permission;
 pub mod processor;
 pub mod progress;
+pub mod question;
 pub mod request;
 pub mod revert;
 pub mod session_actor;
@@ -135,6 +136,11 @@ pub struct RuntimeOptions {
     /// [`troupe_tools::truncate::RETENTION`] (7 days) unless `TROUPE_TOOL_OUTPUT_RETENTION_DAYS`
     /// says otherwise.
     pub output_retention: Option<Duration>,
+    /// Whether someone can answer the model's questions (the HTTP API of `troupe serve`, the
+    /// terminal of `troupe chat` or an interactive `run`). `false` (the library default, and
+    /// non-interactive `run` and `batch`) adds OpenCode's non-interactive session rules:
+    /// `question`, `plan_enter` and `plan_exit` are denied and not offered.
+    pub interactive: bool,
 }
 
 /// Period of the saved-output cleanup ([`RuntimeOptions::output_retention`]): 1 hour, as
@@ -159,6 +165,7 @@ impl Default for RuntimeOptions {
             lease_label: "troupe".into(),
             snapshot_dir: None,
             output_retention: None,
+            interactive: false,
         }
     }
 }
@@ -314,6 +321,8 @@ pub struct RuntimeShared {
     output_cleanup_running: AtomicBool,
     /// MCP servers: states and tools (issue 16; see [`mcp`]).
     pub mcp: Arc<mcp::McpHub>,
+    /// Pending `question` tool questions.
+    pub questions: Arc<crate::question::QuestionBroker>,
     /// Hook commands of the config's `hooks` block; `None` when none is configured (the
     /// tool-call, request and idle paths then skip hooks entirely).
     pub hooks: Option<Arc<troupe_tools::hooks::Hooks>>,
@@ -645,11 +654,15 @@ impl Runtime {
         );
         let hooks = (!config.config.hooks.is_empty())
             .then(|| Arc::new(troupe_tools::hooks::Hooks::new(config.config.hooks.clone())));
+        let questions = Arc::new(crate::question::QuestionBroker::new(store.clone()));
         let shared = Arc::new_cyclic(|weak| {
             registry.register(Arc::new(crate::task::TaskTool::new(weak.clone())));
             registry.register(Arc::new(crate::task::TaskStatusTool::new(weak.clone())));
             registry.register(Arc::new(crate::todo::TodoWriteTool::new(store.clone())));
             registry.register(Arc::new(crate::todo::TodoReadTool::new(store.clone())));
+            registry.register(Arc::new(crate::question::QuestionTool::new(
+                questions.clone(),
+            )));
             // A registry that brings its own `skill` (e.g. another global dir) keeps it.
             if registry.get("skill").is_none() {
                 registry.register(Arc::new(crate::skill::SkillTool::new(
@@ -689,6 +702,7 @@ impl Runtime {
                 output_cleanup_running: AtomicBool::new(false),
                 mcp,
                 hooks,
+                questions,
                 hook_tasks: tokio_util::task::TaskTracker::new(),
             }
         });
@@ -1128,6 +1142,30 @@ impl Runtime {
     /// Answer a pending permission request (`permission.asked` id).
     pub fn reply_permission(&self, request_id: &str, reply: crate::permission::Reply) -> bool {
         self.shared.broker.reply(request_id, reply)
+    }
+
+    /// Pending questions of the `question` tool (their `question.asked` payloads).
+    pub fn pending_questions(&self) -> Vec<serde_json::Value> {
+        self.shared.questions.pending()
+    }
+
+    /// Answer a pending question: one list of picked labels or typed text per question.
+    pub fn reply_question(
+        &self,
+        id: &str,
+        answers: Vec<Vec<String>>,
+    ) -> Result<(), crate::question::ReplyError> {
+        self.shared.questions.reply(id, answers)
+    }
+
+    /// Let `asker` (a terminal) answer the model's questions besides the API; set once.
+    pub fn set_question_asker(&self, asker: Arc<dyn crate::question::QuestionAsker>) {
+        self.shared.questions.set_asker(asker);
+    }
+
+    /// Dismiss a pending question (its turn stops); false when it is not pending.
+    pub fn reject_question(&self, id: &str) -> bool {
+        self.shared.questions.reject(id)
     }
 
     /// Number of live session actors.

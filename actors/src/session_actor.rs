@@ -520,7 +520,15 @@ impl SessionActor {
         // Session rules (e.g. a subagent's derived ruleset) come after the agent's. A value
         // that does not decode fails the turn: dropping it would run a subagent with its
         // parent's wider permissions.
-        let session_rules = session_ruleset(&state.session)?;
+        let mut session_rules = session_ruleset(&state.session)?;
+        if !rt.opts.interactive {
+            // Nobody can answer a question here (OpenCode's non-interactive rules, last so
+            // they win).
+            session_rules = troupe_agents::Ruleset::merge(&[
+                &session_rules,
+                &troupe_agents::permission::noninteractive_session_ruleset(),
+            ]);
+        }
         let rules = Arc::new(troupe_agents::Ruleset::merge(&[
             &agent.permission,
             &session_rules,

@@ -18,6 +18,8 @@
 //! | `GET /permission` | pending requests |
 //! | `POST /permission/{requestID}/reply` `{reply: once/always/reject, message?}` | `true` |
 //! | `POST /session/{id}/permissions/{permissionID}` `{response}` (OpenCode's legacy form) | `true` |
+//! | `GET /question` | pending questions of the `question` tool |
+//! | `POST /question/{requestID}/reply` `{answers: [[label…]…]}` / `…/reject` | `true` |
 //! | `GET /agent`, `/models[?all=true]`, `/config` | agents, the models that can run here (as `troupe models`), merged config (secrets redacted) |
 //! | `GET /event` | SSE of bus events (`server.connected` first, `server.heartbeat` every 10 s) |
 //! | `GET /actors` | the supervision tree (`ActorNode`) |
@@ -48,6 +50,7 @@ pub mod guard;
 pub mod mcp_routes;
 pub mod metrics;
 pub mod peer;
+pub mod question_routes;
 pub mod routes;
 pub mod snapshot_routes;
 pub mod timeline_routes;
@@ -212,6 +215,7 @@ pub struct AppState {
         snapshot_routes::diff, snapshot_routes::revert, snapshot_routes::unrevert,
         snapshot_routes::fork, todo_routes::todos, timeline_routes::timeline,
         command_routes::list, command_routes::run, command_routes::shell, mcp_routes::list,
+        question_routes::list, question_routes::reply, question_routes::reject,
     ),
     components(schemas(error::ErrorBody, error::ErrorDetail, routes::CreateSession, routes::PromptBody,
         routes::PromptPart, routes::PermissionReplyBody, routes::PatchSession,
@@ -294,6 +298,12 @@ pub fn router(
         .route("/session/{id}/fork", post(crate::snapshot_routes::fork))
         .route("/permission", get(r::permissions))
         .route("/permission/{id}/reply", post(r::reply_permission))
+        .route("/question", get(crate::question_routes::list))
+        .route("/question/{id}/reply", post(crate::question_routes::reply))
+        .route(
+            "/question/{id}/reject",
+            post(crate::question_routes::reject),
+        )
         .route("/agent", get(r::agents))
         .route("/command", get(crate::command_routes::list))
         .route("/session/{id}/command", post(crate::command_routes::run))
@@ -449,6 +459,8 @@ mod tests {
             "/session/{id}/prompt_async",
             "/permission/{requestID}/reply",
             "/session/{id}/permissions/{permissionID}",
+            "/question/{requestID}/reply",
+            "/question/{requestID}/reject",
             "/actors",
             "/mcp",
             "/event",

@@ -170,6 +170,32 @@ pub enum Event {
         /// `once`, `always`, `reject`.
         reply: String,
     },
+    /// The `question` tool waits for the user's answers: `{id, sessionID, questions, tool:
+    /// {messageID, callID}}`.
+    #[serde(rename = "question.asked")]
+    QuestionAsked(Value),
+    /// A question was answered.
+    #[serde(rename = "question.replied")]
+    QuestionReplied {
+        /// Id of the session (`ses_…`).
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        /// Id of the question (`que_…`).
+        #[serde(rename = "requestID")]
+        request_id: String,
+        /// One list of picked labels (or typed text) per question.
+        answers: Vec<Vec<String>>,
+    },
+    /// A question was dismissed (or dropped with its aborted turn).
+    #[serde(rename = "question.rejected")]
+    QuestionRejected {
+        /// Id of the session (`ses_…`).
+        #[serde(rename = "sessionID")]
+        session_id: String,
+        /// Id of the question (`que_…`).
+        #[serde(rename = "requestID")]
+        request_id: String,
+    },
     /// A session's todo list was replaced (`todowrite`).
     #[serde(rename = "todo.updated")]
     TodoUpdated {
@@ -212,11 +238,15 @@ impl Event {
             | Event::PartDelta { session_id, .. }
             | Event::PartRemoved { session_id, .. }
             | Event::PermissionReplied { session_id, .. }
+            | Event::QuestionReplied { session_id, .. }
+            | Event::QuestionRejected { session_id, .. }
             | Event::TodoUpdated { session_id, .. }
             | Event::CommandExecuted { session_id, .. } => Some(session_id),
             Event::MessageUpdated { info } => Some(info.session_id()),
             Event::PartUpdated { part } => Some(&part.session_id),
-            Event::PermissionAsked(v) => v.get("sessionID").and_then(Value::as_str),
+            Event::PermissionAsked(v) | Event::QuestionAsked(v) => {
+                v.get("sessionID").and_then(Value::as_str)
+            }
             Event::McpToolsChanged { .. } => None,
         }
     }
@@ -241,6 +271,9 @@ impl Event {
             Event::PermissionAsked(_) => "permission.asked",
             Event::CommandExecuted { .. } => "command.executed",
             Event::PermissionReplied { .. } => "permission.replied",
+            Event::QuestionAsked(_) => "question.asked",
+            Event::QuestionReplied { .. } => "question.replied",
+            Event::QuestionRejected { .. } => "question.rejected",
             Event::TodoUpdated { .. } => "todo.updated",
             Event::McpToolsChanged { .. } => "mcp.tools.changed",
         }

@@ -26,6 +26,8 @@ pub enum Prefix {
     Permission,
     /// Bus/store event.
     Event,
+    /// A question the `question` tool asks the user: `que_…`.
+    Question,
 }
 
 impl Prefix {
@@ -36,6 +38,7 @@ impl Prefix {
             Prefix::Part => "prt",
             Prefix::Permission => "per",
             Prefix::Event => "evt",
+            Prefix::Question => "que",
         }
     }
 }

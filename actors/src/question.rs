@@ -1,0 +1,304 @@
+//! The `question` tool (OpenCode's `question`): the model asks the user one or more
+//! multiple-choice questions and waits for the answers.
+//!
+//! A question goes through the [`QuestionBroker`], beside the permission broker: it is
+//! published as `question.asked` (`{id, sessionID, questions, tool: {messageID, callID}}`),
+//! listed by `GET /question`, answered by `POST /question/{id}/reply` `{answers}` or dismissed
+//! by `POST /question/{id}/reject` (the web view and `troupe chat`'s terminal answer through
+//! the same broker), then `question.replied` / `question.rejected` is published. A dismissed
+//! question stops the turn, as a rejected permission does (OpenCode `RejectedError`). The tool
+//! asks permission `question` first: non-interactive `run` and `batch` deny it (nobody could
+//! answer), as OpenCode does; an aborted turn drops the question.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+use troupe_session::{Event, Store, Write};
+use troupe_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
+
+/// One option of a question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuestionOption {
+    /// What the user picks (1-5 words), also the answer's text.
+    pub label: String,
+    /// What the option means.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// One question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Question {
+    /// The full question.
+    pub question: String,
+    /// A very short label for it (a few words).
+    #[serde(default)]
+    pub header: String,
+    /// The choices (the user may also type their own answer).
+    #[serde(default)]
+    pub options: Vec<QuestionOption>,
+    /// Whether several options may be picked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub multiple: bool,
+}
+
+/// Arguments of `question`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuestionArgs {
+    /// The questions to ask, in order.
+    pub questions: Vec<Question>,
+}
+
+/// How the user answered: one list of picked labels (or typed text) per question, in order;
+/// `None` = dismissed.
+pub type Answers = Option<Vec<Vec<String>>>;
+
+/// Someone who can answer a question besides the HTTP API (the terminal of `troupe chat`).
+pub trait QuestionAsker: Send + Sync {
+    /// Ask; resolves to the answers, or `None` when the user dismissed the questions.
+    fn ask(&self, questions: Vec<Question>) -> BoxFuture<'static, Answers>;
+}
+
+struct Pending {
+    info: Value,
+    session_id: String,
+    count: usize,
+    tx: oneshot::Sender<Answers>,
+}
+
+/// Pending questions of a runtime.
+pub struct QuestionBroker {
+    store: Store,
+    pending: DashMap<String, Pending>,
+    asker: std::sync::OnceLock<Arc<dyn QuestionAsker>>,
+}
+
+/// Why a reply was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyError {
+    /// No pending question has this id (answered already, or its turn ended).
+    #[error("question not found (already answered?): {0}")]
+    NotFound(String),
+    /// The answers do not fit the questions.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl QuestionBroker {
+    /// A broker publishing on `store`'s bus.
+    pub fn new(store: Store) -> Self {
+        Self {
+            store,
+            pending: DashMap::new(),
+            asker: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Let `asker` answer questions too (first answer wins). Set once; later calls are
+    /// ignored.
+    pub fn set_asker(&self, asker: Arc<dyn QuestionAsker>) {
+        let _ = self.asker.set(asker);
+    }
+
+    /// Pending questions (their `question.asked` payloads), oldest first.
+    pub fn pending(&self) -> Vec<Value> {
+        let mut v: Vec<(String, Value)> = self
+            .pending
+            .iter()
+            .map(|e| (e.key().clone(), e.info.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.into_iter().map(|(_, i)| i).collect()
+    }
+
+    /// Answer question `id`: one list of picked labels or typed text per question.
+    pub fn reply(&self, id: &str, answers: Vec<Vec<String>>) -> Result<(), ReplyError> {
+        let count = self
+            .pending
+            .get(id)
+            .map(|p| p.count)
+            .ok_or_else(|| ReplyError::NotFound(id.to_string()))?;
+        if answers.len() != count {
+            return Err(ReplyError::Invalid(format!(
+                "answers: expected {count} lists (one per question), got {}",
+                answers.len()
+            )));
+        }
+        self.settle(id, Some(answers));
+        Ok(())
+    }
+
+    /// Dismiss question `id`; false when it is not pending.
+    pub fn reject(&self, id: &str) -> bool {
+        self.settle(id, None)
+    }
+
+    fn settle(&self, id: &str, answers: Answers) -> bool {
+        let Some((_, p)) = self.pending.remove(id) else {
+            return false;
+        };
+        let event = match &answers {
+            Some(a) => Event::QuestionReplied {
+                session_id: p.session_id.clone(),
+                request_id: id.to_string(),
+                answers: a.clone(),
+            },
+            None => Event::QuestionRejected {
+                session_id: p.session_id.clone(),
+                request_id: id.to_string(),
+            },
+        };
+        self.store.write1(Write::Publish(event));
+        let _ = p.tx.send(answers);
+        true
+    }
+
+    /// Publish the questions and wait for the answers (or the call's abort, which drops the
+    /// question).
+    async fn ask(
+        self: &Arc<Self>,
+        ctx: &ToolContext,
+        questions: Vec<Question>,
+    ) -> Result<Answers, ToolError> {
+        let id = troupe_session::id::ascending(troupe_session::id::Prefix::Question);
+        let info = json!({
+            "id": id,
+            "sessionID": ctx.session_id,
+            "questions": questions,
+            "tool": {"messageID": ctx.message_id, "callID": ctx.call_id},
+        });
+        let (tx, rx) = oneshot::channel();
+        self.pending.insert(
+            id.clone(),
+            Pending {
+                info: info.clone(),
+                session_id: ctx.session_id.clone(),
+                count: questions.len(),
+                tx,
+            },
+        );
+        self.store
+            .write1(Write::Publish(Event::QuestionAsked(info)));
+        let terminal = self.asker.get().map(|a| {
+            let me = self.clone();
+            let rid = id.clone();
+            let fut = a.ask(questions);
+            tokio::spawn(async move {
+                let answers = fut.await;
+                me.settle(&rid, answers);
+            })
+        });
+        let out = tokio::select! {
+            r = rx => r.ok(),
+            _ = ctx.abort.cancelled() => None,
+        };
+        if let Some(t) = terminal {
+            t.abort();
+        }
+        // Nobody answered (the call was aborted): forget the question.
+        if self.pending.remove(&id).is_some() {
+            self.store.write1(Write::Publish(Event::QuestionRejected {
+                session_id: ctx.session_id.clone(),
+                request_id: id,
+            }));
+        }
+        match out {
+            Some(answers) => Ok(answers),
+            None => Err(ToolError::Aborted),
+        }
+    }
+}
+
+/// The `question` tool, bound to the runtime's broker.
+#[derive(Clone)]
+pub struct QuestionTool {
+    broker: Arc<QuestionBroker>,
+}
+
+impl QuestionTool {
+    /// A `question` tool asking through `broker`.
+    pub fn new(broker: Arc<QuestionBroker>) -> Self {
+        Self { broker }
+    }
+}
+
+const DESCRIPTION: &str = "Ask the user one or more questions and wait for the answers. Use it when you need a decision only the user can make (a preference, an ambiguous requirement, a choice between approaches) instead of guessing; do not use it for things you can find out yourself.\n\nEach question has the full `question`, a short `header` (a few words), and `options` ({label, description}) the user picks from; the user may also type an answer of their own. Set `multiple: true` when several options may be picked. Put the option you recommend first and say so in its description. The answers come back in order, one line per question.";
+
+/// The tool's text for the model: one line per question with its answer.
+fn answers_text(questions: &[Question], answers: &[Vec<String>]) -> String {
+    let mut out = String::from("The user answered:");
+    for (q, a) in questions.iter().zip(answers) {
+        let a = if a.is_empty() {
+            "(no answer)".to_string()
+        } else {
+            a.join(", ")
+        };
+        out.push_str(&format!("\n- {}: {a}", q.question));
+    }
+    out.push_str("\nContinue with these answers in mind.");
+    out
+}
+
+impl TypedTool for QuestionTool {
+    type Args = QuestionArgs;
+    const NAME: &'static str = "question";
+
+    fn describe(&self) -> String {
+        DESCRIPTION.into()
+    }
+
+    fn run(
+        &self,
+        args: QuestionArgs,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        let broker = self.broker.clone();
+        Box::pin(async move {
+            if args.questions.is_empty() {
+                return Err(troupe_tools::args::invalid(
+                    "question",
+                    "questions: give at least one question",
+                ));
+            }
+            if let Some(q) = args.questions.iter().find(|q| q.question.trim().is_empty()) {
+                return Err(troupe_tools::args::invalid(
+                    "question",
+                    format!("questions: a question is empty (header {:?})", q.header),
+                ));
+            }
+            troupe_tools::paths::ask(
+                &ctx,
+                "question",
+                vec!["*".into()],
+                vec!["*".into()],
+                Value::Object(Map::new()),
+            )
+            .await?;
+            let questions = args.questions;
+            let Some(answers) = broker.ask(&ctx, questions.clone()).await? else {
+                return Err(ToolError::PermissionRejected(
+                    "The user dismissed this question and stopped the turn.".into(),
+                ));
+            };
+            let mut metadata = Map::new();
+            metadata.insert("answers".into(), json!(answers));
+            Ok(ToolOutput {
+                title: format!(
+                    "Asked {} question{}",
+                    questions.len(),
+                    if questions.len() == 1 { "" } else { "s" }
+                ),
+                output: answers_text(&questions, &answers),
+                metadata,
+            })
+        })
+    }
+}

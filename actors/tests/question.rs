@@ -1,0 +1,209 @@
+//! Issue 16's `question` tool through the real runtime and the scripted provider: the
+//! question is published and listed, answered through the runtime (as `POST
+//! /question/{id}/reply` does), dismissed (the turn stops), and denied and not offered when
+//! nobody can answer (non-interactive runs).
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+use tempfile::TempDir;
+use troupe_actors::{Runtime, RuntimeOptions};
+use troupe_session::ToolState;
+use troupe_testkit::{MockServer, Script, Step};
+
+fn ask_db() -> Step {
+    Step::tool(
+        "question",
+        json!({"questions": [
+            {"question": "Which database should the service use?", "header": "Database",
+             "options": [{"label": "SQLite", "description": "embedded, recommended"},
+                         {"label": "PostgreSQL", "description": "a server"}]},
+            {"question": "Which features?", "header": "Features", "multiple": true,
+             "options": [{"label": "auth"}, {"label": "billing"}, {"label": "search"}]}
+        ]}),
+    )
+}
+
+async fn interactive(dir: &TempDir, server: &MockServer) -> Runtime {
+    start_runtime_with(
+        dir,
+        &server.base_url(),
+        RuntimeOptions {
+            interactive: true,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// Wait for the one pending question and return its payload.
+async fn pending_question(rt: &Runtime) -> Value {
+    let mut found = None;
+    wait_until("a pending question", || {
+        found = rt.pending_questions().into_iter().next();
+        found.is_some()
+    })
+    .await;
+    found.expect("question")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_published_answered_and_the_answers_reach_the_model() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::single(vec![ask_db(), Step::text("going with it")]);
+    let server = MockServer::start(script).await.expect("mock");
+    let rt = interactive(&dir, &server).await;
+    let mut rx = rt.bus().subscribe();
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = {
+        let (rt, sid) = (rt.clone(), sid.clone());
+        tokio::spawn(async move { run_prompt(&rt, &sid, "set it up").await })
+    };
+    let q = pending_question(&rt).await;
+    assert_eq!(q["sessionID"], sid.as_str());
+    assert!(q["id"].as_str().unwrap().starts_with("que_"), "{q}");
+    assert_eq!(q["questions"][1]["multiple"], true);
+    assert_eq!(q["questions"][0]["options"][1]["label"], "PostgreSQL");
+    let id = q["id"].as_str().unwrap().to_string();
+    // One list per question: a wrong count is refused and the question stays pending.
+    let e = rt
+        .reply_question(&id, vec![vec!["SQLite".into()]])
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "answers: expected 2 lists (one per question), got 1"
+    );
+    rt.reply_question(
+        &id,
+        vec![
+            vec!["PostgreSQL".into()],
+            vec!["auth".into(), "search".into()],
+        ],
+    )
+    .expect("answered");
+    assert!(rt.reply_question(&id, vec![vec![], vec![]]).is_err());
+    let turn = turn.await.expect("turn task");
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    assert_eq!(turn.text, "going with it");
+
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    let ToolState::Completed { output, title, .. } = &parts[0].1 else {
+        panic!("{parts:?}")
+    };
+    assert_eq!(title, "Asked 2 questions");
+    assert_eq!(
+        output,
+        "The user answered:\n- Which database should the service use?: PostgreSQL\n- Which features?: auth, search\nContinue with these answers in mind."
+    );
+    let reqs = requests_of(&server, &sid);
+    assert!(
+        request_texts(&reqs[1], "tool")
+            .iter()
+            .any(|t| t.contains("Which features?: auth, search"))
+    );
+    let mut names = Vec::new();
+    while let Ok(ev) = rx.try_recv() {
+        if ev.type_name().starts_with("question.") {
+            names.push(ev.type_name());
+        }
+    }
+    assert_eq!(names, ["question.asked", "question.replied"]);
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dismissed_question_stops_the_turn() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::single(vec![ask_db(), Step::text("never sent")]);
+    let server = MockServer::start(script).await.expect("mock");
+    let rt = interactive(&dir, &server).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = {
+        let (rt, sid) = (rt.clone(), sid.clone());
+        tokio::spawn(async move { run_prompt(&rt, &sid, "set it up").await })
+    };
+    let q = pending_question(&rt).await;
+    assert!(rt.reject_question(q["id"].as_str().unwrap()));
+    let turn = turn.await.expect("turn task");
+    assert_ne!(turn.text, "never sent");
+    assert_eq!(requests_of(&server, &sid).len(), 1);
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    let ToolState::Error { error, .. } = &parts[0].1 else {
+        panic!("{parts:?}")
+    };
+    assert!(error.contains("dismissed"), "{error}");
+    assert!(rt.pending_questions().is_empty());
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborting_the_turn_drops_its_question() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let server = MockServer::start(Script::single(vec![ask_db(), Step::text("x")]))
+        .await
+        .expect("mock");
+    let rt = interactive(&dir, &server).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = {
+        let (rt, sid) = (rt.clone(), sid.clone());
+        tokio::spawn(async move { run_prompt(&rt, &sid, "set it up").await })
+    };
+    let q = pending_question(&rt).await;
+    rt.abort(&sid);
+    turn.await.expect("turn task");
+    assert!(rt.pending_questions().is_empty());
+    assert!(
+        rt.reply_question(q["id"].as_str().unwrap(), vec![vec![], vec![]])
+            .is_err()
+    );
+    rt.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_anyone_to_answer_the_question_tool_is_neither_offered_nor_run() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let server = MockServer::start(Script::single(vec![ask_db(), Step::text("fine")]))
+        .await
+        .expect("mock");
+    // The library default: not interactive (non-interactive `run`, `batch`).
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "set it up").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let reqs = requests_of(&server, &sid);
+    let offered: Vec<String> = reqs[0].body["tools"]
+        .as_array()
+        .map(|ts| {
+            ts.iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(!offered.is_empty());
+    assert!(!offered.contains(&"question".to_string()), "{offered:?}");
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    assert!(
+        matches!(&parts[0].1, ToolState::Error { .. }),
+        "the question ran: {parts:?}"
+    );
+    assert!(rt.pending_questions().is_empty());
+
+    // With someone to answer, it is offered.
+    let dir2 = TempDir::new().expect("tempdir");
+    let server2 = MockServer::start(Script::single(vec![Step::text("hi")]))
+        .await
+        .expect("mock");
+    let rt2 = interactive(&dir2, &server2).await;
+    let root2 = dir2.path().canonicalize().expect("canonicalize");
+    let sid2 = rt2.create_session(&root2, None).await.expect("session").id;
+    run_prompt(&rt2, &sid2, "hello").await;
+    let body = requests_of(&server2, &sid2)[0].body.to_string();
+    assert!(body.contains("\"name\":\"question\""), "not offered");
+    rt.shutdown().await;
+    rt2.shutdown().await;
+}
