@@ -528,6 +528,90 @@ async fn permission_asks_wait_for_http_replies_once_and_reject_with_feedback() {
 }
 
 #[tokio::test]
+async fn questions_wait_for_http_answers_and_a_rejected_one_stops_the_turn() {
+    let question = |tag: &str| {
+        Step::tool(
+            "question",
+            json!({"questions": [{"question": format!("Which color ({tag})?"), "header": "Color",
+                "options": [{"label": "red", "description": ""}, {"label": "blue", "description": ""}]}]}),
+        )
+    };
+    let mock = MockServer::start(Script::new(vec![
+        Conversation {
+            match_text: Some("q-answer".into()),
+            steps: vec![question("a"), Step::text("blue it is")],
+            ..Default::default()
+        },
+        Conversation {
+            match_text: Some("q-reject".into()),
+            steps: vec![question("r"), Step::text("never")],
+            ..Default::default()
+        },
+    ]))
+    .await
+    .expect("mock");
+    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    let mut rx = srv.subscribe().await;
+
+    let sid = srv.new_session().await;
+    srv.post(
+        &format!("/session/{sid}/prompt_async"),
+        json!({"text": "q-answer"}),
+    )
+    .await;
+    let asked = wait_event(&mut rx, &sid, "question.asked").await;
+    let qid = asked["properties"]["id"].as_str().expect("id").to_string();
+    let (_, pending) = srv.get("/question").await;
+    assert_eq!(pending[0]["id"], qid.as_str(), "{pending:#}");
+    assert_eq!(pending[0]["questions"][0]["options"][1]["label"], "blue");
+    // A body that does not fit: 400, and the question stays.
+    let (status, _) = srv
+        .post(&format!("/question/{qid}/reply"), json!({"answers": []}))
+        .await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        srv.post(
+            &format!("/question/{qid}/reply"),
+            json!({"answers": [["blue"]]})
+        )
+        .await,
+        (200, json!(true))
+    );
+    until_idle(&mut rx, &sid).await;
+    let (status, _) = srv
+        .post(
+            &format!("/question/{qid}/reply"),
+            json!({"answers": [["red"]]}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (_, msgs) = srv.get(&format!("/session/{sid}/message")).await;
+    let text = msgs.to_string();
+    assert!(text.contains("Which color (a)?: blue"), "{text}");
+    assert!(text.contains("blue it is"), "{text}");
+
+    let sid = srv.new_session().await;
+    srv.post(
+        &format!("/session/{sid}/prompt_async"),
+        json!({"text": "q-reject"}),
+    )
+    .await;
+    let asked = wait_event(&mut rx, &sid, "question.asked").await;
+    let qid = asked["properties"]["id"].as_str().expect("id").to_string();
+    assert_eq!(
+        srv.post(&format!("/question/{qid}/reject"), json!({}))
+            .await,
+        (200, json!(true))
+    );
+    until_idle(&mut rx, &sid).await;
+    let (_, msgs) = srv.get(&format!("/session/{sid}/message")).await;
+    let text = msgs.to_string();
+    assert!(text.contains("dismissed"), "{text}");
+    assert!(!text.contains("never"), "{text}");
+    assert_eq!(srv.get("/question").await.1, json!([]));
+}
+
+#[tokio::test]
 async fn non_loopback_bind_needs_a_password_and_the_password_guards_every_route() {
     let project = Project::empty();
     let out = tokio::time::timeout(
