@@ -77,6 +77,7 @@ const server = createServer((req, res) => {
   if (url.pathname === "/") { res.writeHead(200, { "content-type": "text/html" }); return res.end(html); }
   if (url.pathname === "/session") return json(sessions);
   if (url.pathname === "/permission") return json([]);
+  if (url.pathname === "/question") return json([]);
   if (url.pathname === "/actors") return json(actors());
   const m = url.pathname.match(/^\/session\/([^/]+)\/message$/);
   if (m) {

@@ -33,6 +33,7 @@ const STEP = Number(process.env.STEP_TIMEOUT_MS || 20000);
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const PROMPT = "browser test: please list the files";
 const FAILING_PROMPT = "browser failure: this prompt fails";
+const QUESTION_PROMPT = "browser question: pick a color";
 const TIMELINE_PROMPT = "browser timeline: look around with two explorers";
 const base = new URL(target);
 const apiToken = base.searchParams.get("token") || "";
@@ -270,6 +271,24 @@ try {
   await page.locator("[data-testid=filter-dir]").fill("");
   await expectTrue(page, "both sessions again without filters", () =>
     document.querySelectorAll("[data-testid=session-item]").length >= 2);
+
+  // The `question` tool: its card shows the options; picking one and answering lets the
+  // turn go on with the answer.
+  step = "answer a question from the model";
+  await page.locator("[data-testid=new-session]").click();
+  await page.locator("[data-testid=prompt-input]").fill(QUESTION_PROMPT);
+  await page.locator("[data-testid=prompt-send]").click();
+  await expectVisible(page.locator("[data-testid=question]"), "the question card", STEP);
+  const qText = await page.locator("[data-testid=question]").first().innerText();
+  if (!/Which color should the button be\?/.test(qText)) throw new Error(`the question card does not show the question: ${qText}`);
+  await page.locator("[data-testid=question-option]", { hasText: "blue" }).click();
+  await page.screenshot({ path: join(artifacts, "webview-question.png") });
+  await page.locator("[data-testid=question-answer]").click();
+  await expectTrue(page, "the question card to go away", () => !document.querySelector("[data-testid=question]"));
+  await expectVisible(page.locator("[data-testid=part-text]", { hasText: "Blue it is" }), "the text after the answer");
+  await expectTrue(page, "the question tool's output to carry the answer", () =>
+    [...document.querySelectorAll("[data-testid=part-tool][data-tool=question] [data-testid=tool-output]")]
+      .some((e) => e.textContent.includes("Which color should the button be?: blue")));
 
   // The timeline of a finished session with a tool call and two parallel subagents.
   step = "run a session with subagents through the API";
