@@ -138,6 +138,8 @@ pub struct McpHub {
     supervisor: Mutex<Option<ractor::ActorRef<server::SupervisorMsg>>>,
     /// Set by [`server::stop`]: servers that end now are not restarted.
     stopping: std::sync::atomic::AtomicBool,
+    /// Tool names already reported as clashing (each is logged once).
+    clashes: Mutex<std::collections::BTreeSet<String>>,
     me: Weak<McpHub>,
 }
 
@@ -181,6 +183,7 @@ impl McpHub {
             bus,
             supervisor: Mutex::new(None),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            clashes: Mutex::new(Default::default()),
             me: me.clone(),
         })
     }
@@ -448,13 +451,20 @@ impl ToolSource for McpHub {
         let Some(me) = self.me.upgrade() else {
             return BTreeMap::new();
         };
-        self.with_slots(|slots| {
+        let (mut out, owners) = self.with_slots(|slots| {
             let mut out: BTreeMap<String, Arc<dyn Tool>> = BTreeMap::new();
+            // Who offers each name: `<server>_<tool>` after sanitizing can be the same for
+            // two tools (`a` + `b_c` and `a_b` + `c`, or `x.y` and `x_y` on one server).
+            let mut owners: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for (server, s) in slots.iter() {
                 if !matches!(s.state, McpState::Connected | McpState::Restarting) {
                     continue;
                 }
                 for t in &s.tools {
+                    owners
+                        .entry(t.name.clone())
+                        .or_default()
+                        .push(format!("{server}/{}", t.tool));
                     out.insert(
                         t.name.clone(),
                         Arc::new(McpTool {
@@ -467,8 +477,25 @@ impl ToolSource for McpHub {
                     );
                 }
             }
-            out
-        })
+            (out, owners)
+        });
+        // A clashing name is withheld from every server: the model could not say which tool
+        // it calls, and a permission rule (keyed by the name) could not tell them apart.
+        for (name, who) in owners.iter().filter(|(_, w)| w.len() > 1) {
+            out.remove(name);
+            let new = self
+                .clashes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.clone());
+            if new {
+                tracing::warn!(
+                    "MCP tool name {name} is offered by {}: withheld (rename a server so the names differ)",
+                    who.join(" and ")
+                );
+            }
+        }
+        out
     }
 }
 
@@ -595,5 +622,47 @@ impl Tool for McpTool {
             };
             Ok(troupe_tools::apply_truncation(out).await)
         })
+    }
+}
+
+#[cfg(test)]
+mod clash_tests {
+    use super::*;
+
+    fn info(server: &str, tool: &str) -> McpToolInfo {
+        McpToolInfo {
+            name: content::tool_key(server, tool),
+            tool: tool.into(),
+            description: String::new(),
+            input_schema: serde_json::json!({"type": "object"}),
+            read_only: false,
+        }
+    }
+
+    #[test]
+    fn clashing_tool_names_are_withheld_from_every_server() {
+        let cfg: BTreeMap<String, McpServerConfig> = serde_json::from_value(serde_json::json!({
+            "a": {"type": "local", "command": ["x"]},
+            "a_b": {"type": "local", "command": ["y"]},
+        }))
+        .unwrap();
+        let hub = McpHub::new(&cfg, Bus::new());
+        hub.with_slots(|slots| {
+            let a = slots.get_mut("a").unwrap();
+            a.state = McpState::Connected;
+            // `b_c` on `a` and `c` on `a_b` are both `a_b_c`; `x.y` and `x_y` on `a` are both
+            // `a_x_y`.
+            a.tools = vec![
+                info("a", "b_c"),
+                info("a", "x.y"),
+                info("a", "x_y"),
+                info("a", "ok"),
+            ];
+            let ab = slots.get_mut("a_b").unwrap();
+            ab.state = McpState::Connected;
+            ab.tools = vec![info("a_b", "c"), info("a_b", "fine")];
+        });
+        let names: Vec<String> = hub.tools().into_keys().collect();
+        assert_eq!(names, ["a_b_fine", "a_ok"]);
     }
 }
