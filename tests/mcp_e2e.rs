@@ -307,6 +307,54 @@ async fn a_server_that_exits_at_once_is_listed_failed_with_its_stderr() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_a_server_starts_do_not_outlive_troupe() {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pid_file = dir.path().join("grandchild.pid");
+    // The server's shell starts a long sleep, then becomes the server.
+    let quoted: Vec<String> = stdio_child_command(&exe, "mcp_server_child")
+        .iter()
+        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+        .collect();
+    let script = format!(
+        "sleep 300 & echo $! > '{}'; exec {}",
+        pid_file.display(),
+        quoted.join(" ")
+    );
+    let config = json!({"mcp": {"forker": {
+        "type": "local", "command": ["sh", "-c", script], "environment": {CHILD_ENV: "1"},
+    }}});
+    let project = Project::with_config(&config);
+    let out = project
+        .troupe(&["mcp", "list", "--format", "json"], &[])
+        .await;
+    assert_success(&out, "troupe mcp list");
+    let list: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(list[0]["state"], "connected", "{list:#}");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("the server's shell wrote the sleep's pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while alive(pid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let survived = alive(pid);
+    if survived {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(!survived, "the server's child {pid} outlived troupe");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_mcp_entry_is_a_config_error_naming_its_path() {
     let project = Project::with_config(&json!({"mcp": {"x": {"type": "local", "command": []}}}));
     let out = project.troupe(&["mcp", "list"], &[]).await;

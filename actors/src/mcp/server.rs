@@ -359,11 +359,18 @@ fn tool_infos(server: &str, tools: Vec<rmcp::model::Tool>) -> Vec<McpToolInfo> {
 /// environment, minus `TROUPE_SERVER_PASSWORD` unless `environment` sets it (removed as from bash: a server that runs
 /// commands for the model would otherwise hand it the password of `troupe serve`, around
 /// its permission checks). Precondition: `l.command` is non-empty (config validation).
+///
+/// The process carries a tool process mark (`TROUPE_PROC_OWNER`, [`troupe_tools::procs`]),
+/// inherited by everything it starts: when troupe exits, in any way (kill -9 included), the
+/// watchdog kills whatever the server left running, as it does for `bash` commands.
 fn local_command(l: &troupe_config::McpLocalConfig) -> tokio::process::Command {
+    use troupe_tools::procs;
+    procs::init();
     let mut cmd = tokio::process::Command::new(&l.command[0]);
     cmd.args(&l.command[1..])
         .env_remove(troupe_tools::builtin::bash::SERVER_PASSWORD_ENV)
-        .envs(&l.environment);
+        .envs(&l.environment)
+        .env(procs::OWNER_ENV, procs::new_call_tag());
     cmd
 }
 
