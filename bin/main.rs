@@ -36,9 +36,11 @@ use troupe_tools::Registry;
 #[derive(Parser, Debug)]
 #[command(name = "troupe", version, about)]
 struct Cli {
-    /// SQLite store file (default: $TROUPE_DB, else ~/.local/share/troupe/troupe.db; an empty
-    /// variable counts as unset, like every TROUPE_* variable).
-    #[arg(long, global = true)]
+    /// Session store: an SQLite file, or a PostgreSQL URL `postgres://user@host:port/db` (a
+    /// store shared by several machines). Default: $TROUPE_DB, else
+    /// ~/.local/share/troupe/troupe.db; an empty variable counts as unset, like every
+    /// TROUPE_* variable.
+    #[arg(long, global = true, value_name = "PATH|URL")]
     db: Option<PathBuf>,
     /// Log lines as `pretty` (one readable line per event) or `json` (one object per line,
     /// with the fields of the spans it happened in); what is logged: $TROUPE_LOG.
@@ -455,6 +457,8 @@ fn main() -> ExitCode {
 /// How long the exit waits for blocking tasks still running before leaving them behind.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
+/// The store target: `--db`, else `$TROUPE_DB`, else the default file. A file path or a
+/// `postgres://…` URL (see [`Store::open_target`]).
 fn db_path(cli_db: Option<PathBuf>) -> PathBuf {
     cli_db
         .or_else(|| troupe_config::env_path("TROUPE_DB"))
@@ -466,9 +470,11 @@ fn server_password(flag: Option<String>) -> Option<String> {
     flag.or_else(|| troupe_config::env_var(troupe_server::PASSWORD_ENV))
 }
 
-fn open_store(db: Option<PathBuf>) -> Result<Store> {
-    let path = db_path(db);
-    Store::open(&path, Bus::new()).map_err(|e| anyhow!("{e}"))
+/// Open the store `db` names (see [`db_path`]): SQLite for a path, PostgreSQL for a
+/// `postgres://` URL. Errors name the backend's target, never a password.
+pub(crate) fn open_store(db: Option<PathBuf>) -> Result<Store> {
+    let target = db_path(db);
+    Store::open_target(target.as_os_str(), Bus::new()).map_err(|e| anyhow!("{e}"))
 }
 
 async fn dispatch(cli: Cli) -> Result<ExitCode> {
@@ -554,7 +560,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
             println!(
                 "vacuum {}: {} events removed from {} finished sessions; {:.2} MiB -> {:.2} MiB",
-                store.path().display(),
+                store.target(),
                 r.events_removed,
                 r.sessions,
                 mib(r.bytes_before),

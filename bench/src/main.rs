@@ -53,7 +53,8 @@ struct Args {
     /// Tool steps all call `read` on one small file (the cheapest tool).
     #[arg(long, overrides_with = "tools")]
     no_tools: bool,
-    /// SQLite store file (default: a fresh file in a temp directory).
+    /// Store: an SQLite file or a `postgres://…` URL (default: a fresh SQLite file in a temp
+    /// directory).
     #[arg(long)]
     db: Option<PathBuf>,
     /// Print one JSON object instead of the human-readable report.
@@ -316,7 +317,7 @@ async fn run(s: &Settings) -> Result<Report> {
         tokio::time::sleep(Duration::from_millis(1100)).await;
     }
     let db_path = s.db.clone().unwrap_or_else(|| root_path.join("bench.db"));
-    let store = Store::open(&db_path, Bus::new()).map_err(|e| anyhow!("{e}"))?;
+    let store = Store::open_target(db_path.as_os_str(), Bus::new()).map_err(|e| anyhow!("{e}"))?;
 
     let server = MockServer::start(script::build_script(
         s.steps,

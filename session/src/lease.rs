@@ -17,7 +17,7 @@
 //! | [`Store::lease_release`] | delete the caller's lease (no-op when it is not the caller's) |
 //!
 //! Times (`acquired`, `heartbeat`, `expires`) are ms since the Unix epoch **in the store's
-//! clock** (SQLite's `julianday('now')`; a PostgreSQL backend would use `now()`), and expiry
+//! clock** (SQLite's `julianday('now')`, PostgreSQL's `now()`), and expiry
 //! is only ever compared inside the store, so processes with skewed clocks still agree on
 //! who holds a lease. The table is `session_lease(session_id PK, owner, pid, host, label,
 //! acquired, heartbeat, expires)`; an owner id is unique per holder (one per session actor
@@ -102,7 +102,7 @@ pub(crate) const MIGRATION: &str = "CREATE TABLE session_lease (
         expires INTEGER NOT NULL
      );";
 
-fn ttl_ms(ttl: Duration) -> i64 {
+pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
     ttl.as_millis().clamp(1, i64::MAX as u128) as i64
 }
 
@@ -137,23 +137,50 @@ pub(crate) fn take(
             row_to_holder,
         )
         .optional()?;
-    let previous = match current {
-        Some(h) if h.owner != claim.owner && h.expires > now && !holder_dead(&h, claim) => {
-            return Ok(TakeOutcome::Held(h));
-        }
-        Some(h) if h.owner != claim.owner => Some(h),
-        _ => None,
+    let (l, previous) = match decide(current, now, session_id, claim, ttl) {
+        Err(held) => return Ok(TakeOutcome::Held(held)),
+        Ok(taken) => taken,
     };
-    let acquired = match &previous {
-        None => tx
-            .query_row(
-                "SELECT acquired FROM session_lease WHERE session_id = ?1 AND owner = ?2",
-                params![session_id, claim.owner],
-                |r| r.get::<_, i64>(0),
-            )
-            .optional()?
-            .unwrap_or(now),
-        Some(_) => now,
+    tx.execute(
+        &format!(
+            "INSERT INTO session_lease ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT(session_id) DO UPDATE SET owner = excluded.owner, pid = excluded.pid,
+               host = excluded.host, label = excluded.label, acquired = excluded.acquired,
+               heartbeat = excluded.heartbeat, expires = excluded.expires"
+        ),
+        params![
+            l.session_id,
+            l.owner,
+            l.pid as i64,
+            l.host,
+            l.label,
+            l.acquired,
+            l.heartbeat,
+            l.expires
+        ],
+    )?;
+    tx.commit()?;
+    Ok(TakeOutcome::Taken { lease: l, previous })
+}
+
+/// The decision of a take, the same on every backend: `current` is the stored lease of
+/// `session_id` (read under the backend's lock), `now` the store clock's time (ms).
+/// `Err(holder)` when another live holder has it; otherwise the caller's lease to store
+/// (`acquired` kept when the caller already held it) and the expired lease it replaces.
+pub(crate) fn decide(
+    current: Option<LeaseHolder>,
+    now: i64,
+    session_id: &str,
+    claim: &LeaseClaim,
+    ttl: Duration,
+) -> Result<(LeaseHolder, Option<LeaseHolder>), LeaseHolder> {
+    let (previous, acquired) = match current {
+        Some(h) if h.owner != claim.owner && h.expires > now && !holder_dead(&h, claim) => {
+            return Err(h);
+        }
+        Some(h) if h.owner != claim.owner => (Some(h), now),
+        Some(h) => (None, h.acquired),
+        None => (None, now),
     };
     let lease = LeaseHolder {
         session_id: session_id.to_string(),
@@ -165,26 +192,7 @@ pub(crate) fn take(
         heartbeat: now,
         expires: now.saturating_add(ttl_ms(ttl)),
     };
-    tx.execute(
-        &format!(
-            "INSERT INTO session_lease ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-             ON CONFLICT(session_id) DO UPDATE SET owner = excluded.owner, pid = excluded.pid,
-               host = excluded.host, label = excluded.label, acquired = excluded.acquired,
-               heartbeat = excluded.heartbeat, expires = excluded.expires"
-        ),
-        params![
-            lease.session_id,
-            lease.owner,
-            lease.pid as i64,
-            lease.host,
-            lease.label,
-            lease.acquired,
-            lease.heartbeat,
-            lease.expires
-        ],
-    )?;
-    tx.commit()?;
-    Ok(TakeOutcome::Taken { lease, previous })
+    Ok((lease, previous))
 }
 
 /// Whether the holder of an unexpired lease is known to be dead: the claimant is this very
@@ -273,8 +281,12 @@ impl Store {
         ttl: Duration,
     ) -> Result<TakeOutcome, StoreError> {
         let (sid, claim) = (session_id.to_string(), claim.clone());
-        self.with_lease_conn(move |c| take(c, &sid, &claim, ttl))
-            .await
+        let (sid2, claim2) = (sid.clone(), claim.clone());
+        self.with_lease_conn(
+            move |c| take(c, &sid, &claim, ttl),
+            move |pg| pg.lease_take(&sid2, &claim2, ttl),
+        )
+        .await
     }
 
     /// Renew `owner`'s lease of `session_id` for another `ttl` from now (store clock).
@@ -287,34 +299,47 @@ impl Store {
         ttl: Duration,
     ) -> Result<bool, StoreError> {
         let (sid, owner) = (session_id.to_string(), owner.to_string());
-        self.with_lease_conn(move |c| renew(c, &sid, &owner, ttl))
-            .await
+        let (sid2, owner2) = (sid.clone(), owner.clone());
+        self.with_lease_conn(
+            move |c| renew(c, &sid, &owner, ttl),
+            move |pg| pg.lease_renew(&sid2, &owner2, ttl),
+        )
+        .await
     }
 
     /// Release `owner`'s lease of `session_id` (no-op if it is not `owner`'s).
     pub async fn lease_release(&self, session_id: &str, owner: &str) -> Result<(), StoreError> {
         let (sid, owner) = (session_id.to_string(), owner.to_string());
-        self.with_lease_conn(move |c| release(c, &sid, &owner))
-            .await
+        let (sid2, owner2) = (sid.clone(), owner.clone());
+        self.with_lease_conn(
+            move |c| release(c, &sid, &owner),
+            move |pg| pg.lease_release(&sid2, &owner2),
+        )
+        .await
     }
 
     /// The unexpired lease of `session_id`, if any (who drives the session right now).
     pub async fn lease_of(&self, session_id: &str) -> Result<Option<LeaseHolder>, StoreError> {
         let sid = session_id.to_string();
-        self.with_lease_conn(move |c| live(c, Some(&sid)).map(|v| v.into_iter().next()))
-            .await
+        let sid2 = sid.clone();
+        self.with_lease_conn(
+            move |c| live(c, Some(&sid)).map(|v| v.into_iter().next()),
+            move |pg| pg.leases(Some(&sid2)).map(|v| v.into_iter().next()),
+        )
+        .await
     }
 
     /// Every unexpired lease (one per session being driven somewhere).
     pub async fn leases(&self) -> Result<Vec<LeaseHolder>, StoreError> {
-        self.with_lease_conn(|c| live(c, None)).await
+        self.with_lease_conn(|c| live(c, None), |pg| pg.leases(None))
+            .await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Bus;
+    use crate::store_suite::both_backends;
 
     fn claim(owner: &str, label: &str) -> LeaseClaim {
         LeaseClaim {
@@ -325,10 +350,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_lease_of_a_dead_process_on_this_host_is_taken_over_at_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = Store::open(dir.path().join("t.db"), Bus::new()).unwrap();
+    both_backends! {
+    async fn a_lease_of_a_dead_process_on_this_host_is_taken_over_at_once(db) {
+        let a = db.open();
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
@@ -381,14 +405,13 @@ mod tests {
             TakeOutcome::Held(_)
         ));
     }
+    }
 
-    #[tokio::test]
-    async fn take_renew_release_and_takeover_after_expiry() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let a = Store::open(&path, Bus::new()).unwrap();
-        // A second store on the same file stands for a second process.
-        let b = Store::open(&path, Bus::new()).unwrap();
+    both_backends! {
+    async fn take_renew_release_and_takeover_after_expiry(db) {
+        let a = db.open();
+        // A second store on the same database stands for a second process.
+        let b = db.open();
         let long = Duration::from_secs(60);
         let TakeOutcome::Taken { lease, previous } = a
             .lease_take("ses_1", &claim("own_a", "troupe run"), long)
@@ -465,5 +488,69 @@ mod tests {
             b.lease_of("ses_2").await.unwrap().map(|h| h.owner),
             Some("own_b".into())
         );
+    }
+    }
+
+    both_backends! {
+    /// Eight store handles (eight processes, on PostgreSQL eight connections) race for one
+    /// session's lease: exactly one takes it, the others are told who holds it; after its
+    /// release exactly one of the rest takes it next.
+    async fn handles_racing_for_a_lease_get_one_owner(db) {
+        let long = Duration::from_secs(60);
+        let stores: Vec<Store> = (0..8).map(|_| db.open()).collect();
+        let race = |stores: &[Store], round: usize| {
+            let tasks: Vec<_> = stores
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let s = s.clone();
+                    tokio::spawn(async move {
+                        let c = claim(&format!("own_{round}_{i}"), "troupe worker");
+                        (i, s.lease_take("ses_race", &c, long).await.unwrap())
+                    })
+                })
+                .collect();
+            async move {
+                let mut out = Vec::new();
+                for t in tasks {
+                    out.push(t.await.unwrap());
+                }
+                out
+            }
+        };
+        let first = race(&stores, 0).await;
+        let winners: Vec<usize> = first
+            .iter()
+            .filter(|(_, o)| matches!(o, TakeOutcome::Taken { .. }))
+            .map(|(i, _)| *i)
+            .collect();
+        assert_eq!(winners.len(), 1, "{first:?}");
+        let w = winners[0];
+        for (i, o) in &first {
+            if *i != w {
+                assert!(
+                    matches!(o, TakeOutcome::Held(h) if h.owner == format!("own_0_{w}")),
+                    "{o:?}"
+                );
+            }
+        }
+        stores[w]
+            .lease_release("ses_race", &format!("own_0_{w}"))
+            .await
+            .unwrap();
+        let rest: Vec<Store> = stores
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != w)
+            .map(|(_, s)| s.clone())
+            .collect();
+        let second = race(&rest, 1).await;
+        let taken = second
+            .iter()
+            .filter(|(_, o)| matches!(o, TakeOutcome::Taken { previous: None, .. }))
+            .count();
+        assert_eq!(taken, 1, "{second:?}");
+        assert_eq!(stores[w].leases().await.unwrap().len(), 1);
+    }
     }
 }

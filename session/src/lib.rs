@@ -1,4 +1,5 @@
 //! troupe-session: ids, the Session/Message/Part model, bus events, the SQLite store, and
+//! the PostgreSQL store backend, and
 //! pure policies on history: cost, compaction (overflow, prune, filter-compacted, summarizer
 //! input), a session's file-change summary, its title and its timeline.
 
@@ -8,7 +9,10 @@ pub mod event;
 pub mod file_changes;
 pub mod id;
 pub mod lease;
+pub mod pg;
 pub mod store;
+#[cfg(test)]
+mod store_suite;
 #[cfg(test)]
 mod test_support;
 pub mod timeline;

@@ -1,4 +1,9 @@
-//! The SQLite store: one file in WAL mode, written by one writer thread with group commit.
+//! The session store: an SQLite file in WAL mode (the embedded default) or a PostgreSQL
+//! database ([`crate::pg`], for stores shared by several machines), written by one writer
+//! thread with group commit. [`Store::open`] opens a file; [`Store::open_target`] takes
+//! either a file path or a `postgres://…` URL. Both backends keep the same rows, event log and
+//! guarantees below; the SQLite path is the same direct code as before the second backend
+//! (one `match` per batch or per read, never per row).
 //!
 //! - Every write goes through [`Store::write`] as a list of [`Write`]s. The writer thread
 //!   drains its queue, applies everything queued in ONE transaction, commits, and only then
@@ -35,6 +40,15 @@ pub enum StoreError {
         /// Database file.
         path: String,
         /// SQLite's message.
+        message: String,
+    },
+    /// PostgreSQL failed (connect, migrate, write, read). `target` is the URL without its
+    /// password (`postgres://user@host:port/db`).
+    #[error("store {target}: {message}")]
+    Postgres {
+        /// The database, printable (never the password).
+        target: String,
+        /// The driver's or server's message.
         message: String,
     },
     /// A stored row could not be decoded.
@@ -123,13 +137,23 @@ pub struct Store {
 }
 
 struct Inner {
+    /// The SQLite file, or the printable PostgreSQL target as a path.
     path: PathBuf,
     tx: Mutex<Option<std_mpsc::Sender<Job>>>,
-    reader: Mutex<Connection>,
-    /// Connection of the session-lease operations ([`crate::lease`]): they answer at once,
-    /// so they do not queue behind the writer's batches.
-    lease: Mutex<Connection>,
+    backend: Backend,
     bus: Bus,
+}
+
+/// The connections of reads and lease operations, per backend (the writer's connection
+/// lives on its thread).
+enum Backend {
+    Sqlite {
+        reader: Mutex<Connection>,
+        /// Connection of the session-lease operations ([`crate::lease`]): they answer at
+        /// once, so they do not queue behind the writer's batches.
+        lease: Mutex<Connection>,
+    },
+    Postgres(crate::pg::Pool),
 }
 
 const MIGRATIONS: &[&str] = &[
@@ -289,7 +313,10 @@ impl Store {
         let wbus = bus.clone();
         std::thread::Builder::new()
             .name("troupe-store".into())
-            .spawn(move || writer_loop(wpath, writer, rx, wbus))
+            .spawn(move || {
+                let mut writer = writer;
+                writer_loop(rx, wbus, |w| apply(&wpath, &mut writer, w))
+            })
             .map_err(|e| StoreError::Sqlite {
                 path: path.display().to_string(),
                 message: e.to_string(),
@@ -298,16 +325,81 @@ impl Store {
             inner: Arc::new(Inner {
                 path,
                 tx: Mutex::new(Some(tx)),
-                reader: Mutex::new(reader),
-                lease: Mutex::new(lease),
+                backend: Backend::Sqlite {
+                    reader: Mutex::new(reader),
+                    lease: Mutex::new(lease),
+                },
                 bus,
             }),
         })
     }
 
-    /// The database file.
+    /// Open the store named by `target`: a `postgres://…` / `postgresql://…` URL opens
+    /// PostgreSQL ([`Store::open_postgres`]), anything else is an SQLite file path
+    /// ([`Store::open`]).
+    pub fn open_target(target: impl AsRef<std::ffi::OsStr>, bus: Bus) -> Result<Store, StoreError> {
+        let target = target.as_ref();
+        match target.to_str() {
+            Some(url) if crate::pg::is_url(url) => Store::open_postgres(url, bus),
+            _ => Store::open(Path::new(target), bus),
+        }
+    }
+
+    /// Connect to PostgreSQL at `url` (`postgres://user[:password]@host[:port]/db`, any
+    /// libpq-style parameter such as `options=-c search_path=…` or `connect_timeout=…`),
+    /// migrate, and start the writer thread. Blocks for the connection (up to the URL's
+    /// `connect_timeout`, default [`crate::pg::CONNECT_TIMEOUT`]) on its own thread, so it may
+    /// be called from async code like [`Store::open`]. Errors name the target without its
+    /// password.
+    pub fn open_postgres(url: &str, bus: Bus) -> Result<Store, StoreError> {
+        let target = crate::pg::Target::parse(url)?;
+        let display = target.display.clone();
+        let (ready_tx, ready_rx) = std_mpsc::channel::<Result<(), StoreError>>();
+        let (tx, rx) = std_mpsc::channel::<Job>();
+        let wbus = bus.clone();
+        let wtarget = target.clone();
+        std::thread::Builder::new()
+            .name("troupe-store-pg".into())
+            .spawn(move || match crate::pg::Writer::open(wtarget) {
+                Ok(mut writer) => {
+                    let _ = ready_tx.send(Ok(()));
+                    writer_loop(rx, wbus, |w| writer.apply(w));
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
+            })
+            .map_err(|e| target.err(e))?;
+        ready_rx
+            .recv()
+            .map_err(|_| target.err("the store writer thread ended while connecting"))??;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                path: PathBuf::from(&display),
+                tx: Mutex::new(Some(tx)),
+                backend: Backend::Postgres(crate::pg::Pool::new(target)),
+                bus,
+            }),
+        })
+    }
+
+    /// The database file; for PostgreSQL its printable target (see [`Store::target`]).
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// What the store is, for people: the SQLite file's path or the PostgreSQL URL without
+    /// its password (`postgres://user@host:port/db`).
+    pub fn target(&self) -> String {
+        self.inner.path.display().to_string()
+    }
+
+    /// `"sqlite"` or `"postgres"`.
+    pub fn backend(&self) -> &'static str {
+        match self.inner.backend {
+            Backend::Sqlite { .. } => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
     }
 
     /// The bus committed writes are published on.
@@ -377,57 +469,111 @@ impl Store {
             let _ = rx.await;
         }
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let conn = inner.reader.lock().unwrap_or_else(|e| e.into_inner());
-            f(&Reader {
-                conn: &conn,
-                path: &inner.path,
-            })
-        })
-        .await
-        .map_err(|e| StoreError::Sqlite {
-            path: self.inner.path.display().to_string(),
-            message: e.to_string(),
-        })?
+        tokio::task::spawn_blocking(move || inner.read_now(f))
+            .await
+            .map_err(|e| self.inner.join_err(e))?
     }
 
-    /// Run a lease operation on the blocking pool with the lease connection.
-    pub(crate) async fn with_lease_conn<T, F>(&self, f: F) -> Result<T, StoreError>
+    /// Run a lease operation on the blocking pool: `sqlite` with the SQLite lease
+    /// connection, `pg` with a pooled PostgreSQL connection.
+    pub(crate) async fn with_lease_conn<T, F, G>(&self, sqlite: F, pg: G) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+        G: FnOnce(&crate::pg::Pool) -> Result<T, StoreError> + Send + 'static,
     {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut conn = inner.lease.lock().unwrap_or_else(|e| e.into_inner());
-            f(&mut conn).map_err(|e| sql_err(&inner.path, e))
+        tokio::task::spawn_blocking(move || match &inner.backend {
+            Backend::Sqlite { lease, .. } => {
+                let mut conn = lease.lock().unwrap_or_else(|e| e.into_inner());
+                sqlite(&mut conn).map_err(|e| sql_err(&inner.path, e))
+            }
+            Backend::Postgres(pool) => pg(pool),
         })
         .await
-        .map_err(|e| StoreError::Sqlite {
-            path: self.inner.path.display().to_string(),
-            message: e.to_string(),
-        })?
+        .map_err(|e| self.inner.join_err(e))?
     }
 
     /// Run a read on the current thread (CLI commands that are not async). Unlike
     /// [`Store::read`] it does not wait for queued writes: call [`Store::flush_blocking`] first
     /// if the read must see them.
+    ///
+    /// On PostgreSQL it must not be called from an async task (the driver blocks on its own
+    /// runtime): it then fails with a `StoreError::Postgres` saying so.
     pub fn read_blocking<T>(
         &self,
         f: impl FnOnce(&Reader<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let conn = self.inner.reader.lock().unwrap_or_else(|e| e.into_inner());
-        f(&Reader {
-            conn: &conn,
-            path: &self.inner.path,
-        })
+        if let Backend::Postgres(pool) = &self.inner.backend
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            return Err(pool
+                .target
+                .err("read_blocking called inside an async runtime; use Store::read"));
+        }
+        self.inner.read_now(f)
     }
 }
 
-/// Read access to the store.
+impl Inner {
+    /// Run a read here, now (a blocking thread).
+    fn read_now<T>(
+        &self,
+        f: impl FnOnce(&Reader<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match &self.backend {
+            Backend::Sqlite { reader, .. } => {
+                let conn = reader.lock().unwrap_or_else(|e| e.into_inner());
+                f(&Reader {
+                    conn: ReadConn::Sqlite(&conn),
+                    path: &self.path,
+                })
+            }
+            Backend::Postgres(pool) => pool.with(|c| {
+                let cell = std::cell::RefCell::new(c);
+                f(&Reader {
+                    conn: ReadConn::Pg(&cell),
+                    path: &self.path,
+                })
+            }),
+        }
+    }
+
+    fn join_err(&self, e: tokio::task::JoinError) -> StoreError {
+        match &self.backend {
+            Backend::Sqlite { .. } => StoreError::Sqlite {
+                path: self.path.display().to_string(),
+                message: e.to_string(),
+            },
+            Backend::Postgres(pool) => pool.target.err(e),
+        }
+    }
+}
+
+/// Read access to the store (one connection, lent to one `Store::read` closure).
 pub struct Reader<'a> {
-    conn: &'a Connection,
+    conn: ReadConn<'a>,
     path: &'a Path,
+}
+
+enum ReadConn<'a> {
+    Sqlite(&'a Connection),
+    Pg(&'a crate::pg::ReadConn<'a>),
+}
+
+/// Pick the SQLite connection of a [`Reader`], or answer the read from PostgreSQL:
+/// `sqlite_or!(self, |c, t| pg::fn(c, t, args…))`.
+macro_rules! sqlite_or {
+    ($reader:expr, |$c:ident, $t:ident| $pg:expr) => {
+        match &$reader.conn {
+            ReadConn::Sqlite(conn) => *conn,
+            ReadConn::Pg($c) => {
+                let target = $reader.path.to_string_lossy();
+                let $t: &str = &target;
+                return $pg;
+            }
+        }
+    };
 }
 
 fn decode<T: serde::de::DeserializeOwned>(
@@ -445,8 +591,8 @@ fn decode<T: serde::de::DeserializeOwned>(
 impl Reader<'_> {
     /// One session.
     pub fn session(&self, id: &str) -> Result<Option<Session>, StoreError> {
-        let row: Option<String> = self
-            .conn
+        let conn = sqlite_or!(self, |c, t| crate::pg::session(c, t, id));
+        let row: Option<String> = conn
             .query_row("SELECT data FROM session WHERE id = ?1", [id], |r| r.get(0))
             .optional()
             .map_err(|e| sql_err(self.path, e))?;
@@ -455,13 +601,13 @@ impl Reader<'_> {
 
     /// Sessions, newest updated first. `roots_only` skips child sessions.
     pub fn sessions(&self, limit: usize, roots_only: bool) -> Result<Vec<Session>, StoreError> {
+        let conn = sqlite_or!(self, |c, t| crate::pg::sessions(c, t, limit, roots_only));
         let sql = if roots_only {
             "SELECT id, data FROM session WHERE parent_id IS NULL ORDER BY time_updated DESC, id DESC LIMIT ?1"
         } else {
             "SELECT id, data FROM session ORDER BY time_updated DESC, id DESC LIMIT ?1"
         };
-        let mut stmt = self
-            .conn
+        let mut stmt = conn
             .prepare_cached(sql)
             .map_err(|e| sql_err(self.path, e))?;
         let rows = stmt
@@ -479,8 +625,8 @@ impl Reader<'_> {
 
     /// Child sessions of `parent`, oldest first.
     pub fn children(&self, parent: &str) -> Result<Vec<Session>, StoreError> {
-        let mut stmt = self
-            .conn
+        let conn = sqlite_or!(self, |c, t| crate::pg::children(c, t, parent));
+        let mut stmt = conn
             .prepare_cached("SELECT id, data FROM session WHERE parent_id = ?1 ORDER BY id")
             .map_err(|e| sql_err(self.path, e))?;
         let rows = stmt
@@ -498,8 +644,8 @@ impl Reader<'_> {
 
     /// All messages of a session with their parts, ordered by id.
     pub fn messages(&self, session_id: &str) -> Result<Vec<MessageWithParts>, StoreError> {
-        let mut stmt = self
-            .conn
+        let conn = sqlite_or!(self, |c, t| crate::pg::messages(c, t, session_id));
+        let mut stmt = conn
             .prepare_cached("SELECT id, data FROM message WHERE session_id = ?1 ORDER BY id")
             .map_err(|e| sql_err(self.path, e))?;
         let rows = stmt
@@ -518,8 +664,7 @@ impl Reader<'_> {
                 parts: Vec::new(),
             });
         }
-        let mut stmt = self
-            .conn
+        let mut stmt = conn
             .prepare_cached(
                 "SELECT id, message_id, data FROM part WHERE session_id = ?1 ORDER BY id",
             )
@@ -554,6 +699,9 @@ impl Reader<'_> {
         limit: usize,
         before: Option<&str>,
     ) -> Result<Vec<MessageWithParts>, StoreError> {
+        let conn = sqlite_or!(self, |c, t| crate::pg::messages_page(
+            c, t, session_id, limit, before
+        ));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         // Two statements rather than `(?2 IS NULL OR id < ?2)`: with the OR, SQLite seeks
         // the index on `session_id` only and walks back from the session's newest message;
@@ -564,8 +712,7 @@ impl Reader<'_> {
         } else {
             "SELECT id, data FROM message WHERE session_id = ?1 ORDER BY id DESC LIMIT ?2"
         };
-        let mut stmt = self
-            .conn
+        let mut stmt = conn
             .prepare_cached(sql)
             .map_err(|e| sql_err(self.path, e))?;
         let map = |r: &rusqlite::Row<'_>| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?));
@@ -584,8 +731,7 @@ impl Reader<'_> {
             });
         }
         out.reverse();
-        let mut stmt = self
-            .conn
+        let mut stmt = conn
             .prepare_cached("SELECT id, data FROM part WHERE message_id = ?1 ORDER BY id")
             .map_err(|e| sql_err(self.path, e))?;
         for m in &mut out {
@@ -604,13 +750,14 @@ impl Reader<'_> {
 
     /// The newest root session, optionally only among sessions in `directory`.
     pub fn latest_root(&self, directory: Option<&str>) -> Result<Option<Session>, StoreError> {
+        let conn = sqlite_or!(self, |c, t| crate::pg::latest_root(c, t, directory));
         let row: Option<(String, String)> = match directory {
-            Some(d) => self.conn.query_row(
+            Some(d) => conn.query_row(
                 "SELECT id, data FROM session WHERE parent_id IS NULL AND directory = ?1 ORDER BY time_updated DESC, id DESC LIMIT 1",
                 [d],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             ),
-            None => self.conn.query_row(
+            None => conn.query_row(
                 "SELECT id, data FROM session WHERE parent_id IS NULL ORDER BY time_updated DESC, id DESC LIMIT 1",
                 [],
                 |r| Ok((r.get(0)?, r.get(1)?)),
@@ -621,18 +768,36 @@ impl Reader<'_> {
         row.map(|(id, d)| decode(self.path, &id, &d)).transpose()
     }
 
-    /// Find a session by id or unique id prefix.
+    /// Find a session by id or unique id prefix (case-sensitive, byte order; an empty
+    /// prefix finds nothing).
     pub fn find_session(&self, id_or_prefix: &str) -> Result<Option<Session>, StoreError> {
         if let Some(s) = self.session(id_or_prefix)? {
             return Ok(Some(s));
         }
-        let pattern = format!("{}%", id_or_prefix.replace(['%', '_'], ""));
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT id, data FROM session WHERE id LIKE ?1 LIMIT 2")
+        if id_or_prefix.is_empty() {
+            return Ok(None);
+        }
+        // Every id starting with the prefix sorts in [prefix, prefix + U+10FFFF) (byte order;
+        // ids are ASCII), which both backends answer from the primary key's index. A LIKE
+        // pattern would be case-insensitive in SQLite and needs `_` escaped (the `_` of
+        // `ses_` once made every prefix miss).
+        let upper = format!("{id_or_prefix}\u{10FFFF}");
+        let conn = match &self.conn {
+            ReadConn::Sqlite(c) => *c,
+            ReadConn::Pg(c) => {
+                let t = self.path.to_string_lossy();
+                let rows = crate::pg::find_by_prefix(c, &t, id_or_prefix, &upper)?;
+                return match rows.as_slice() {
+                    [(id, d)] => Ok(Some(decode(self.path, id, d)?)),
+                    _ => Ok(None),
+                };
+            }
+        };
+        let mut stmt = conn
+            .prepare_cached("SELECT id, data FROM session WHERE id >= ?1 AND id < ?2 LIMIT 2")
             .map_err(|e| sql_err(self.path, e))?;
         let rows: Vec<(String, String)> = stmt
-            .query_map([pattern], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map(params![id_or_prefix, upper], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(|e| sql_err(self.path, e))?
             .collect::<Result<_, _>>()
             .map_err(|e| sql_err(self.path, e))?;
@@ -644,14 +809,14 @@ impl Reader<'_> {
 
     /// Number of events logged for a session.
     pub fn event_count(&self, session_id: &str) -> Result<u64, StoreError> {
-        self.conn
-            .query_row(
-                "SELECT COUNT(*) FROM event WHERE session_id = ?1",
-                [session_id],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n as u64)
-            .map_err(|e| sql_err(self.path, e))
+        let conn = sqlite_or!(self, |c, t| crate::pg::event_count(c, t, session_id));
+        conn.query_row(
+            "SELECT COUNT(*) FROM event WHERE session_id = ?1",
+            [session_id],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n as u64)
+        .map_err(|e| sql_err(self.path, e))
     }
 
     /// The error of `session_id`'s last assistant message (`{name, data}`), `None` when its
@@ -660,8 +825,10 @@ impl Reader<'_> {
         &self,
         session_id: &str,
     ) -> Result<Option<crate::types::MessageError>, StoreError> {
-        let mut stmt = self
-            .conn
+        let conn =
+            sqlite_or!(self, |c, t| Ok(crate::pg::last_error(c, t, session_id)?
+                .and_then(|t| serde_json::from_str(&t).ok())));
+        let mut stmt = conn
             .prepare_cached(
                 "SELECT json_extract(data, '$.error') FROM message \
                  WHERE session_id = ?1 AND role = 'assistant' ORDER BY id DESC LIMIT 1",
@@ -679,8 +846,14 @@ impl Reader<'_> {
 
     /// Every assistant message in the store (for usage statistics), oldest first.
     pub fn assistant_messages(&self) -> Result<Vec<crate::types::AssistantMessage>, StoreError> {
-        let mut stmt = self
-            .conn
+        let conn = sqlite_or!(self, |c, t| Ok(crate::pg::assistant_rows(c, t)?
+            .into_iter()
+            .filter_map(|m| match m {
+                Message::Assistant(a) => Some(a),
+                Message::User(_) => None,
+            })
+            .collect()));
+        let mut stmt = conn
             .prepare_cached("SELECT id, data FROM message WHERE role = 'assistant' ORDER BY id")
             .map_err(|e| sql_err(self.path, e))?;
         let rows = stmt
@@ -699,8 +872,8 @@ impl Reader<'_> {
     /// A session's todo list, in order (empty when it has none). Errors: SQLite, or a row
     /// that does not decode.
     pub fn todos(&self, session_id: &str) -> Result<Vec<crate::todo::Todo>, StoreError> {
-        let mut stmt = self
-            .conn
+        let conn = sqlite_or!(self, |c, t| crate::pg::todos(c, t, session_id));
+        let mut stmt = conn
             .prepare_cached("SELECT data FROM todo WHERE session_id = ?1 ORDER BY position")
             .map_err(|e| sql_err(self.path, e))?;
         let rows: Vec<String> = stmt
@@ -715,18 +888,23 @@ impl Reader<'_> {
 
     /// The stored "always" approvals of a project (raw ruleset JSON), if any.
     pub fn approvals(&self, project: &str) -> Result<Option<String>, StoreError> {
-        self.conn
-            .query_row(
-                "SELECT data FROM permission WHERE project = ?1",
-                [project],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| sql_err(self.path, e))
+        let conn = sqlite_or!(self, |c, t| crate::pg::approvals(c, t, project));
+        conn.query_row(
+            "SELECT data FROM permission WHERE project = ?1",
+            [project],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| sql_err(self.path, e))
     }
 }
 
-fn writer_loop(path: PathBuf, mut conn: Connection, rx: std_mpsc::Receiver<Job>, bus: Bus) {
+/// The writer thread of either backend: `apply` stores one batch in one transaction.
+fn writer_loop(
+    rx: std_mpsc::Receiver<Job>,
+    bus: Bus,
+    mut apply: impl FnMut(&[Write]) -> Result<(), StoreError>,
+) {
     let mut pending_error: Option<StoreError> = None;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -755,7 +933,7 @@ fn writer_loop(path: PathBuf, mut conn: Connection, rx: std_mpsc::Receiver<Job>,
                 Job::Barrier(tx) => barriers.push(tx),
             }
         }
-        let result = apply(&path, &mut conn, &writes);
+        let result = apply(&writes);
         match result {
             Ok(()) => {
                 for w in writes {
@@ -1095,17 +1273,217 @@ pub fn sweep_interrupted(store: &Store, history: &mut [MessageWithParts]) -> usi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store_suite::both_backends;
     use crate::types::*;
 
-    fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path().join("t.db"), Bus::new()).unwrap();
-        (dir, s)
+    fn user_message(session_id: &str, id: String, created: i64) -> Message {
+        Message::User(UserMessage {
+            id,
+            session_id: session_id.into(),
+            time: UserTime { created },
+            agent: "build".into(),
+            model: ModelRef {
+                provider_id: "p".into(),
+                model_id: "m".into(),
+            },
+            system: None,
+            summary: None,
+        })
     }
 
-    #[tokio::test]
-    async fn last_error_is_the_last_assistant_messages() {
-        let (_d, store) = store();
+    both_backends! {
+    /// Two store handles (two processes) writing the same session at once: every write is
+    /// stored, and the session's event log has one gap-free sequence (no two events share a
+    /// number, none is lost to a conflict).
+    async fn two_handles_share_one_event_sequence(db) {
+        let (a, b) = (db.open(), db.open());
+        let s = Session::new("/tmp", None);
+        a.write1(Write::Session {
+            info: s.clone(),
+            created: true,
+        });
+        a.flush().await.unwrap();
+        let writer = |store: Store, n: usize| {
+            let sid = s.id.clone();
+            tokio::spawn(async move {
+                for i in 0..n {
+                    let m = user_message(&sid, crate::id::message(), i as i64);
+                    let p = Part::new(
+                        &sid,
+                        m.id(),
+                        PartKind::Text {
+                            text: format!("{i}"),
+                            synthetic: false,
+                            time: None,
+                        },
+                    );
+                    store.write(vec![Write::Message(m), Write::Part(p)]);
+                    if i % 7 == 0 {
+                        store.flush().await.unwrap();
+                    }
+                }
+                store.flush().await.unwrap();
+            })
+        };
+        let (ja, jb) = (writer(a.clone(), 60), writer(b.clone(), 60));
+        ja.await.unwrap();
+        jb.await.unwrap();
+        let sid = s.id.clone();
+        let msgs = a.read(move |r| r.messages(&sid)).await.unwrap();
+        assert_eq!(msgs.len(), 120);
+        assert!(msgs.iter().all(|m| m.parts.len() == 1));
+        let sid = s.id.clone();
+        assert_eq!(b.read(move |r| r.event_count(&sid)).await.unwrap(), 241);
+    }
+    }
+
+    both_backends! {
+    /// Many handles opening a new database at once: exactly one migrates, all work.
+    async fn concurrent_opens_of_a_new_database_migrate_once(db) {
+        let target = db.target();
+        let opened: Vec<Store> = (0..6)
+            .map(|_| {
+                let t = target.clone();
+                std::thread::spawn(move || Store::open_target(t, Bus::new()))
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap().expect("every concurrent open succeeds"))
+            .collect();
+        let s = Session::new("/tmp", None);
+        opened[0].write1(Write::Session {
+            info: s.clone(),
+            created: true,
+        });
+        opened[0].flush().await.unwrap();
+        for store in &opened {
+            let id = s.id.clone();
+            assert_eq!(store.read(move |r| r.session(&id)).await.unwrap(), Some(s.clone()));
+        }
+        if let TestDb::Postgres(schema) = &db {
+            assert_eq!(
+                schema.query_text("SELECT version::text FROM troupe_schema").as_deref(),
+                Some("2")
+            );
+            assert_eq!(
+                schema.query_text("SELECT COUNT(*)::text FROM troupe_schema").as_deref(),
+                Some("1")
+            );
+        }
+    }
+    }
+
+    both_backends! {
+    /// Ids sort by byte order on both backends (PostgreSQL's columns are `COLLATE "C"`), so
+    /// message order is the ids' time order, whatever the server's locale.
+    async fn ids_sort_bytewise(db) {
+        let store = db.open();
+        let s = Session::new("/tmp", None);
+        let ids = ["msg_0A", "msg_0_", "msg_0a", "msg_0b", "msg_1"];
+        let mut writes = vec![Write::Session {
+            info: s.clone(),
+            created: true,
+        }];
+        for id in ids.iter().rev() {
+            writes.push(Write::Message(user_message(&s.id, id.to_string(), 1)));
+        }
+        store.write(writes);
+        let sid = s.id.clone();
+        let got: Vec<String> = store
+            .read(move |r| r.messages(&sid))
+            .await
+            .unwrap()
+            .iter()
+            .map(|m| m.info.id().to_string())
+            .collect();
+        let mut sorted: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+        sorted.sort();
+        assert_eq!(got, sorted);
+    }
+    }
+
+    both_backends! {
+    /// Sessions, children, prefixes, todos, approvals and removals read the same on both.
+    async fn every_row_kind_round_trips(db) {
+        let store = db.open();
+        let root = Session::new("/work", None);
+        let child = Session::new("/work", Some(root.id.clone()));
+        let m = user_message(&root.id, crate::id::message(), 5);
+        let p = Part::new(
+            &root.id,
+            m.id(),
+            PartKind::Text {
+                text: "x".into(),
+                synthetic: false,
+                time: None,
+            },
+        );
+        let todos: Vec<crate::todo::Todo> = serde_json::from_value(serde_json::json!([
+            {"content": "a", "status": "pending", "priority": "high"},
+            {"content": "b", "status": "completed", "priority": "low"}
+        ]))
+        .unwrap();
+        store.write(vec![
+            Write::Session { info: root.clone(), created: true },
+            Write::Session { info: child.clone(), created: true },
+            Write::Message(m.clone()),
+            Write::Part(p.clone()),
+            Write::Todos { session_id: root.id.clone(), todos: todos.clone() },
+            Write::Approvals { project: "/work".into(), data: "{\"bash\":\"allow\"}".into() },
+        ]);
+        store.flush().await.unwrap();
+        let (rid, cid) = (root.id.clone(), child.id.clone());
+        let prefix = root.id[..root.id.len() - 1].to_string();
+        let (kids, roots, all, latest, found, t, a) = store
+            .read(move |r| {
+                Ok((
+                    r.children(&rid)?,
+                    r.sessions(10, true)?,
+                    r.sessions(10, false)?,
+                    r.latest_root(Some("/work"))?,
+                    r.find_session(&prefix)?,
+                    r.todos(&rid)?,
+                    r.approvals("/work")?,
+                ))
+            })
+            .await
+            .unwrap();
+        assert_eq!(kids.iter().map(|s| s.id.clone()).collect::<Vec<_>>(), [cid]);
+        assert_eq!(roots, vec![root.clone()]);
+        assert_eq!(all.len(), 2);
+        assert_eq!(latest, Some(root.clone()));
+        assert_eq!(found, Some(root.clone()));
+        // "ses_" is shared by both sessions: ambiguous, so nothing; another case: nothing.
+        let upper_case = root.id[..root.id.len() - 1].to_uppercase().replace("SES_", "ses_");
+        let (ambiguous, wrong_case) = store
+            .read(move |r| Ok((r.find_session("ses_")?, r.find_session(&upper_case)?)))
+            .await
+            .unwrap();
+        assert_eq!(ambiguous, None);
+        assert_eq!(wrong_case, None);
+        assert_eq!(t, todos);
+        assert_eq!(a.as_deref(), Some("{\"bash\":\"allow\"}"));
+        // Removals: the part, then the message, then the whole child session.
+        store.write(vec![
+            Write::RemovePart(p.clone()),
+            Write::RemoveMessage { session_id: root.id.clone(), message_id: m.id().to_string() },
+            Write::DeleteSession(child.clone()),
+        ]);
+        let (rid, cid) = (root.id.clone(), child.id.clone());
+        let (msgs, gone, events) = store
+            .read(move |r| Ok((r.messages(&rid)?, r.session(&cid)?, r.event_count(&rid)?)))
+            .await
+            .unwrap();
+        assert!(msgs.is_empty());
+        assert_eq!(gone, None);
+        // created, message, part, todos, part removed, message removed.
+        assert_eq!(events, 6);
+    }
+    }
+
+    both_backends! {
+    async fn last_error_is_the_last_assistant_messages(db) {
+        let store = db.open();
         let s = Session::new("/tmp", None);
         let assistant = |error: Option<MessageError>| AssistantMessage {
             id: crate::id::message(),
@@ -1149,10 +1527,11 @@ mod tests {
         let sid = s.id.clone();
         assert_eq!(store.read(move |r| r.last_error(&sid)).await.unwrap(), None);
     }
+    }
 
-    #[tokio::test]
-    async fn write_then_read_roundtrip_and_event_order() {
-        let (_d, store) = store();
+    both_backends! {
+    async fn write_then_read_roundtrip_and_event_order(db) {
+        let store = db.open();
         let mut rx = store.bus().subscribe();
         let s = Session::new("/tmp", None);
         let m = Message::User(UserMessage {
@@ -1197,12 +1576,13 @@ mod tests {
         let sid = s.id.clone();
         assert_eq!(store.read(move |r| r.event_count(&sid)).await.unwrap(), 3);
     }
+    }
 
+    both_backends! {
     /// `messages_page` walks back from the newest message in pages that cover every message
     /// exactly once, each page oldest first and with its own parts only.
-    #[tokio::test]
-    async fn messages_page_walks_back_without_gaps() {
-        let (_d, store) = store();
+    async fn messages_page_walks_back_without_gaps(db) {
+        let store = db.open();
         let s = Session::new("/tmp", None);
         let mut writes = vec![Write::Session {
             info: s.clone(),
@@ -1274,12 +1654,13 @@ mod tests {
         assert!(empty.is_empty());
         assert!(page(Some("msg_000".into())).await.is_empty());
     }
+    }
 
+    both_backends! {
     /// Issue 12.5: a side-effecting tool cut off by a process death says its outcome is
     /// unknown; a read-only one, or one that never started, says aborted.
-    #[tokio::test]
-    async fn sweep_says_outcome_unknown_for_side_effecting_tools() {
-        let (_d, store) = store();
+    async fn sweep_says_outcome_unknown_for_side_effecting_tools(db) {
+        let store = db.open();
         let s = Session::new("/tmp", None);
         let mid = crate::id::message();
         let tool = |name: &str, running: bool| {
@@ -1385,11 +1766,12 @@ mod tests {
         // A pending write never started: nothing happened.
         assert_eq!(errors[7].0, "write: Tool execution aborted");
     }
+    }
 
+    both_backends! {
     /// Issue 12.4: what the loader found of a dead call's processes is in the swept error.
-    #[tokio::test]
-    async fn sweep_reports_survivors_the_loader_stopped() {
-        let (_d, store) = store();
+    async fn sweep_reports_survivors_the_loader_stopped(db) {
+        let store = db.open();
         let s = Session::new("/tmp", None);
         let mid = crate::id::message();
         let part = |n: u64| {
@@ -1454,10 +1836,11 @@ mod tests {
             )
         );
     }
+    }
 
-    #[tokio::test]
-    async fn read_sees_writes_queued_before_it_without_flush() {
-        let (_d, store) = store();
+    both_backends! {
+    async fn read_sees_writes_queued_before_it_without_flush(db) {
+        let store = db.open();
         for _ in 0..20 {
             let s = Session::new("/tmp", None);
             store.write1(Write::Session {
@@ -1484,10 +1867,11 @@ mod tests {
         store.read(|r| r.sessions(10, false)).await.unwrap();
         assert!(store.flush().await.is_err());
     }
+    }
 
-    #[tokio::test]
-    async fn group_commit_window_delays_events_only_briefly() {
-        let (_d, store) = store();
+    both_backends! {
+    async fn group_commit_window_delays_events_only_briefly(db) {
+        let store = db.open();
         let mut rx = store.bus().subscribe();
         let s = Session::new("/tmp", None);
         let t0 = std::time::Instant::now();
@@ -1529,28 +1913,29 @@ mod tests {
         assert_eq!(stored.title, "t49");
         assert_eq!(store.read(move |r| r.event_count(&s.id)).await.unwrap(), 51);
     }
+    }
 
-    #[tokio::test]
-    async fn reopen_keeps_data_and_migrations_are_idempotent() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
+    both_backends! {
+    async fn reopen_keeps_data_and_migrations_are_idempotent(db) {
         let s = Session::new("/x", None);
         {
-            let store = Store::open(&path, Bus::new()).unwrap();
+            let store = db.open();
             store.write1(Write::Session {
                 info: s.clone(),
                 created: true,
             });
             store.flush().await.unwrap();
         }
-        let store = Store::open(&path, Bus::new()).unwrap();
+        let store = db.open();
         let id = s.id.clone();
         assert_eq!(store.read(move |r| r.session(&id)).await.unwrap(), Some(s));
     }
 
-    #[tokio::test]
-    async fn write_error_surfaces_at_flush() {
-        let (_d, store) = store();
+    }
+
+    both_backends! {
+    async fn write_error_surfaces_at_flush(db) {
+        let store = db.open();
         // A message whose session does not exist violates the foreign key.
         let m = Message::User(UserMessage {
             id: crate::id::message(),
@@ -1566,8 +1951,16 @@ mod tests {
         });
         store.write1(Write::Message(m));
         let err = store.flush().await.unwrap_err();
-        assert!(err.to_string().contains("FOREIGN KEY"), "{err}");
+        let text = err.to_string();
+        assert!(text.to_lowercase().contains("foreign key"), "{text}");
+        // The error names the backend's target.
+        if db.is_postgres() {
+            assert!(text.starts_with("store postgres://"), "{text}");
+        } else {
+            assert!(text.contains("t.db"), "{text}");
+        }
         // The next flush is clean again.
         store.flush().await.unwrap();
+    }
     }
 }

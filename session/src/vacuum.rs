@@ -6,7 +6,8 @@
 //! `part` rows, which hold the final state. So for every session that no process drives
 //! (no live lease, see [`crate::lease`]) the log is cut to its last event, which keeps the
 //! per-session sequence (`seq`) growing if the session is continued later; then SQLite's
-//! `VACUUM` rewrites the file without the freed pages.
+//! `VACUUM` rewrites the file without the freed pages. On PostgreSQL the cut is the same and
+//! a plain `VACUUM` of the event table makes the space reusable (see `pg::Pool::vacuum`).
 
 use crate::lease::NOW_MS;
 use crate::{Store, StoreError};
@@ -18,7 +19,8 @@ pub struct VacuumReport {
     pub events_removed: u64,
     /// Sessions whose log was cut.
     pub sessions: u64,
-    /// Size of the database file before, bytes (SQLite pages × page size).
+    /// Size of the database before, bytes (SQLite: pages × page size; PostgreSQL: total
+    /// relation size of troupe's tables).
     pub bytes_before: u64,
     /// Size after, bytes.
     pub bytes_after: u64,
@@ -66,16 +68,16 @@ impl Store {
                 bytes_before,
                 bytes_after: db_bytes(conn)?,
             })
-        })
+        }, |pg| pg.vacuum())
         .await
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::store_suite::both_backends;
     use crate::types::*;
-    use crate::{Bus, LeaseClaim, Write};
+    use crate::{LeaseClaim, Write};
 
     fn text_part(session: &str, message: &str, text: String) -> Part {
         Part::new(
@@ -89,13 +91,12 @@ mod tests {
         )
     }
 
+    both_backends! {
     /// A finished session's log is cut to one event and the file shrinks; its messages
     /// read the same; a session another process drives keeps its whole log; later events
     /// of the finished session continue its sequence.
-    #[tokio::test]
-    async fn vacuum_cuts_finished_logs_and_keeps_what_sessions_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("t.db"), Bus::new()).unwrap();
+    async fn vacuum_cuts_finished_logs_and_keeps_what_sessions_read(db) {
+        let store = db.open();
         let (done, driven) = (Session::new("/tmp", None), Session::new("/tmp", None));
         for s in [&done, &driven] {
             let m = Message::User(UserMessage {
@@ -149,7 +150,13 @@ mod tests {
         let report = store.vacuum().await.unwrap();
         assert_eq!(report.events_removed, 201);
         assert_eq!(report.sessions, 1);
-        assert!(report.bytes_after < report.bytes_before, "{report:?}");
+        if db.is_postgres() {
+            // A plain VACUUM makes the space reusable without giving it back to the system
+            // (the free-space map may even grow the total a little): only report sizes.
+            assert!(report.bytes_before > 0 && report.bytes_after > 0, "{report:?}");
+        } else {
+            assert!(report.bytes_after < report.bytes_before, "{report:?}");
+        }
         assert_eq!(count(done.id.clone()).await, 1);
         assert_eq!(count(driven.id.clone()).await, 202);
         let d1 = done.id.clone();
@@ -166,5 +173,6 @@ mod tests {
         assert_eq!(count(done.id.clone()).await, 2);
         // A second vacuum has nothing more than that to cut.
         assert_eq!(store.vacuum().await.unwrap().events_removed, 1);
+    }
     }
 }

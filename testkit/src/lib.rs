@@ -31,11 +31,15 @@
 //! [`OtlpReceiver`] is a small OTLP/HTTP trace receiver (protobuf and JSON) that records the
 //! spans a traced client exports.
 //!
+//! [`pg::PgSchema`] gives a test a fresh schema on the local PostgreSQL server (or a printed
+//! skip when there is none and `TROUPE_REQUIRE_SERVICES` is not `1`).
+//!
 //! The script format is documented on [`Script`], [`Step`] and [`Fault`] and in the crate
 //! README.
 
 pub mod mcp;
 mod otlp;
+pub mod pg;
 mod script;
 mod server;
 mod wire;
