@@ -137,9 +137,9 @@ pub(crate) fn take(
             row_to_holder,
         )
         .optional()?;
-    let (l, previous) = match decide(current, now, session_id, claim, ttl) {
-        Err(held) => return Ok(TakeOutcome::Held(held)),
-        Ok(taken) => taken,
+    let outcome = decide(current, now, session_id, claim, ttl);
+    let TakeOutcome::Taken { lease: l, .. } = &outcome else {
+        return Ok(outcome);
     };
     tx.execute(
         &format!(
@@ -160,23 +160,24 @@ pub(crate) fn take(
         ],
     )?;
     tx.commit()?;
-    Ok(TakeOutcome::Taken { lease: l, previous })
+    Ok(outcome)
 }
 
 /// The decision of a take, the same on every backend: `current` is the stored lease of
 /// `session_id` (read under the backend's lock), `now` the store clock's time (ms).
-/// `Err(holder)` when another live holder has it; otherwise the caller's lease to store
-/// (`acquired` kept when the caller already held it) and the expired lease it replaces.
+/// `Held` when another live holder has it; otherwise `Taken` with the caller's lease to
+/// store (`acquired` kept when the caller already held it) and the expired lease it
+/// replaces.
 pub(crate) fn decide(
     current: Option<LeaseHolder>,
     now: i64,
     session_id: &str,
     claim: &LeaseClaim,
     ttl: Duration,
-) -> Result<(LeaseHolder, Option<LeaseHolder>), LeaseHolder> {
+) -> TakeOutcome {
     let (previous, acquired) = match current {
         Some(h) if h.owner != claim.owner && h.expires > now && !holder_dead(&h, claim) => {
-            return Err(h);
+            return TakeOutcome::Held(h);
         }
         Some(h) if h.owner != claim.owner => (Some(h), now),
         Some(h) => (None, h.acquired),
@@ -192,7 +193,7 @@ pub(crate) fn decide(
         heartbeat: now,
         expires: now.saturating_add(ttl_ms(ttl)),
     };
-    Ok((lease, previous))
+    TakeOutcome::Taken { lease, previous }
 }
 
 /// Whether the holder of an unexpired lease is known to be dead: the claimant is this very

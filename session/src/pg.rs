@@ -898,9 +898,9 @@ impl Pool {
                     &[&session_id],
                 )?
                 .map(|r| row_to_holder(&r));
-            let (l, previous) = match crate::lease::decide(current, now, session_id, claim, ttl) {
-                Err(held) => return Ok(TakeOutcome::Held(held)),
-                Ok(taken) => taken,
+            let outcome = crate::lease::decide(current, now, session_id, claim, ttl);
+            let TakeOutcome::Taken { lease: l, .. } = &outcome else {
+                return Ok(outcome);
             };
             tx.execute(
                 &format!(
@@ -921,7 +921,7 @@ impl Pool {
                 ],
             )?;
             tx.commit()?;
-            Ok(TakeOutcome::Taken { lease: l, previous })
+            Ok(outcome)
         })
     }
 
