@@ -24,7 +24,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use postgres::{Client, NoTls, Statement};
 
@@ -42,6 +42,9 @@ pub fn is_url(target: &str) -> bool {
 /// How long opening a connection waits for the server when the URL sets no
 /// `connect_timeout`: 10 s.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the check of an idle connection ([`IDLE_CHECK`]) waits for the server: 2 s.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Most idle connections the read/lease pool keeps: 8. More are opened when more reads run
 /// at once, and closed when returned beyond this.
@@ -198,8 +201,14 @@ impl PgConn {
 /// Connections for reads, lease operations and vacuum.
 pub(crate) struct Pool {
     pub(crate) target: Target,
-    idle: Mutex<Vec<PgConn>>,
+    /// Idle connections with the time each was returned.
+    idle: Mutex<Vec<(PgConn, Instant)>>,
 }
+
+/// A pooled connection idle longer than this is checked (one empty query) before it is
+/// lent, so a server restart or an idle timeout costs a reconnect instead of a failed
+/// read: 2 s. Under load connections come back far sooner and are lent unchecked.
+pub const IDLE_CHECK: Duration = Duration::from_secs(2);
 
 impl Pool {
     pub(crate) fn new(target: Target) -> Pool {
@@ -217,14 +226,20 @@ impl Pool {
     ) -> Result<T, StoreError> {
         let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut conn = match pooled {
-            Some(c) if !c.client.is_closed() => c,
+            Some((mut c, since)) if !c.client.is_closed() => {
+                if since.elapsed() > IDLE_CHECK && c.client.is_valid(CHECK_TIMEOUT).is_err() {
+                    PgConn::connect(&self.target)?
+                } else {
+                    c
+                }
+            }
             _ => PgConn::connect(&self.target)?,
         };
         let out = f(&mut conn);
         if !conn.client.is_closed() {
             let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
             if idle.len() < MAX_IDLE {
-                idle.push(conn);
+                idle.push((conn, Instant::now()));
             }
         }
         out
@@ -416,7 +431,17 @@ impl Writer {
         if self.conn.client.is_closed() {
             self.conn = PgConn::connect(&self.target)?;
         }
-        apply(&mut self.conn, writes).map_err(|e| self.target.err(pg_message(&e)))
+        match apply(&mut self.conn, writes) {
+            Ok(()) => Ok(()),
+            // The connection died while idle (a server restart, an idle timeout): nothing of
+            // this batch reached the server, so it is applied once more on a new connection.
+            // A failure after `BEGIN` is reported, never retried (its commit is unknown).
+            Err(Failed::Begin(_)) if self.conn.client.is_closed() => {
+                self.conn = PgConn::connect(&self.target)?;
+                apply(&mut self.conn, writes).map_err(|e| self.target.err(pg_message(e.error())))
+            }
+            Err(e) => Err(self.target.err(pg_message(e.error()))),
+        }
     }
 }
 
@@ -424,9 +449,31 @@ fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
 
-fn apply(conn: &mut PgConn, writes: &[Write]) -> Result<(), postgres::Error> {
+/// Where a batch failed: at `BEGIN` (nothing was sent) or later.
+enum Failed {
+    Begin(postgres::Error),
+    Later(postgres::Error),
+}
+
+impl Failed {
+    fn error(&self) -> &postgres::Error {
+        match self {
+            Failed::Begin(e) | Failed::Later(e) => e,
+        }
+    }
+}
+
+fn apply(conn: &mut PgConn, writes: &[Write]) -> Result<(), Failed> {
     let PgConn { client, stmts } = conn;
-    let mut tx = client.transaction()?;
+    let tx = client.transaction().map_err(Failed::Begin)?;
+    apply_in(tx, stmts, writes).map_err(Failed::Later)
+}
+
+fn apply_in(
+    mut tx: postgres::Transaction<'_>,
+    stmts: &mut HashMap<&'static str, Statement>,
+    writes: &[Write],
+) -> Result<(), postgres::Error> {
     let now = now_ms();
     let mut seqs: HashMap<String, i64> = HashMap::new();
     let mut next_seq = |tx: &mut postgres::Transaction<'_>,
@@ -1033,5 +1080,71 @@ mod tests {
         assert!(!text.contains("hunter2"), "{text}");
         assert!(text.contains("postgres://bob:***@db.example"), "{text}");
         assert!(is_url("postgresql://x/y") && is_url("postgres://x") && !is_url("/tmp/t.db"));
+    }
+
+    fn schema(test: &str) -> Option<troupe_testkit::pg::PgSchema> {
+        troupe_testkit::pg::PgSchema::create(test)
+    }
+
+    /// The server drops every connection of a store (a restart, an administrator): the
+    /// next write and the next read still work, on new connections.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writer_and_pool_reconnect_after_the_server_drops_them() {
+        let Some(schema) = schema("pg_reconnect") else {
+            return;
+        };
+        let app = schema.schema().to_string();
+        let url = format!("{}&application_name={app}", schema.url());
+        let store = crate::Store::open_postgres(&url, crate::Bus::new()).unwrap();
+        let s = Session::new("/tmp", None);
+        store.write1(Write::Session {
+            info: s.clone(),
+            created: true,
+        });
+        store.flush().await.unwrap();
+        let id = s.id.clone();
+        assert!(store.read(move |r| r.session(&id)).await.unwrap().is_some());
+        schema.execute(&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{app}'"
+        ));
+        assert_eq!(
+            schema
+                .query_text(&format!(
+                    "SELECT COUNT(*)::text FROM pg_stat_activity WHERE application_name = '{app}'"
+                ))
+                .as_deref(),
+            Some("0")
+        );
+        let mut renamed = s.clone();
+        renamed.title = "after the drop".into();
+        store.write1(Write::Session {
+            info: renamed,
+            created: false,
+        });
+        store.flush().await.expect("the writer reconnects");
+        // The pooled reader was idle past the check: it is replaced, not failed.
+        tokio::time::sleep(IDLE_CHECK + Duration::from_millis(200)).await;
+        let id = s.id.clone();
+        let got = store
+            .read(move |r| r.session(&id))
+            .await
+            .expect("the pool reconnects");
+        assert_eq!(got.map(|s| s.title), Some("after the drop".to_string()));
+    }
+
+    /// A database migrated by a newer troupe is refused with a clear error, not used.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_newer_schema_is_refused() {
+        let Some(schema) = schema("pg_newer_schema") else {
+            return;
+        };
+        drop(crate::Store::open_postgres(schema.url(), crate::Bus::new()).unwrap());
+        schema.execute("UPDATE troupe_schema SET version = 99");
+        let err = crate::Store::open_postgres(schema.url(), crate::Bus::new())
+            .err()
+            .expect("a newer schema is refused");
+        let text = err.to_string();
+        assert!(text.starts_with("store postgres://"), "{text}");
+        assert!(text.contains("schema version 99 is newer"), "{text}");
     }
 }
