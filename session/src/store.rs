@@ -14,9 +14,10 @@
 //! - Writes are fire-and-forget for the caller; [`Store::flush`] waits until everything
 //!   queued so far is committed and returns the first write error since the last flush
 //!   (e.g. a full disk), so a turn can end with a clear error instead of losing data silently.
-//! - Reads use a separate connection (WAL readers don't block the writer) and run on the
-//!   blocking pool.
-//! - Schema changes are numbered migrations tracked in `PRAGMA user_version`.
+//! - Reads use a separate connection (WAL readers don't block the writer; PostgreSQL: a
+//!   small pool) and run on the blocking pool.
+//! - Schema changes are numbered migrations tracked in `PRAGMA user_version` (PostgreSQL:
+//!   the `troupe_schema` table, see [`crate::pg`]).
 //! - An append-only `event` table logs every stored change with a per-session sequence.
 
 use std::path::{Path, PathBuf};
