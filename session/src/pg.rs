@@ -1107,13 +1107,22 @@ mod tests {
         schema.execute(&format!(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{app}'"
         ));
+        // pg_terminate_backend only signals: wait until the backends are gone.
+        let live = || {
+            schema.query_text(&format!(
+                "SELECT COUNT(*)::text FROM pg_stat_activity WHERE application_name = '{app}'"
+            ))
+        };
+        for _ in 0..200 {
+            if live().as_deref() == Some("0") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
         assert_eq!(
-            schema
-                .query_text(&format!(
-                    "SELECT COUNT(*)::text FROM pg_stat_activity WHERE application_name = '{app}'"
-                ))
-                .as_deref(),
-            Some("0")
+            live().as_deref(),
+            Some("0"),
+            "the store's connections are gone"
         );
         let mut renamed = s.clone();
         renamed.title = "after the drop".into();
