@@ -9,8 +9,14 @@
 //!
 //! See `bench/README.md` for what each number means and how precise it is.
 
+// The report is one `json!` literal with many keys.
+#![recursion_limit = "256"]
+
 mod measure;
+mod mockthread;
 mod script;
+mod step_cpu;
+mod timed;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,8 +32,8 @@ use tokio::task::JoinSet;
 use troupe_actors::{PromptInput, Runtime, RuntimeOptions, TurnResult};
 use troupe_config::{Config, LoadedConfig};
 use troupe_session::{Bus, Store};
-use troupe_testkit::{MOCK_MODEL, MockServer};
-use troupe_tools::{AllowAll, Registry};
+use troupe_testkit::MOCK_MODEL;
+use troupe_tools::AllowAll;
 
 use crate::script::ToolMix;
 
@@ -91,6 +97,16 @@ struct Args {
     /// /session/{id}/message?limit=50&before=` does) and report the time per page in µs.
     #[arg(long, default_value_t = 0, value_name = "N")]
     page_probe: usize,
+    /// Turns per session (K ≥ 1), each of `--steps` steps. All sessions finish turn t before
+    /// any starts turn t+1; with K ≥ 2 the RSS is read while every session is idle between
+    /// its first and second turn.
+    #[arg(long, default_value_t = 1)]
+    turns: usize,
+    /// Read the process's (and the mock thread's) CPU time at every step start and report
+    /// the CPU per step of the first and the last 100 steps (long sessions: use with
+    /// `--sessions 1`).
+    #[arg(long)]
+    step_cpu: bool,
 }
 
 /// Validated settings.
@@ -108,6 +124,8 @@ struct Settings {
     snapshots: bool,
     files: usize,
     page_probe: usize,
+    turns: usize,
+    step_cpu: bool,
 }
 
 impl Args {
@@ -128,6 +146,12 @@ impl Args {
         if self.chunk_size == 0 {
             bail!("--chunk-size must be at least 1");
         }
+        if self.turns == 0 {
+            bail!("--turns must be at least 1");
+        }
+        if self.steps.saturating_mul(self.turns) > u32::MAX as usize {
+            bail!("--steps × --turns is too large (at most {})", u32::MAX);
+        }
         Ok(Settings {
             sessions: self.sessions,
             steps: self.steps,
@@ -145,6 +169,8 @@ impl Args {
             snapshots: self.snapshots,
             files: self.files,
             page_probe: self.page_probe,
+            turns: self.turns,
+            step_cpu: self.step_cpu,
         })
     }
 }
@@ -162,6 +188,7 @@ fn main() -> ExitCode {
     if print_script {
         let script = script::build_script(
             settings.steps,
+            settings.turns,
             settings.mix,
             settings.chunk_size,
             settings.delay_ms,
@@ -216,13 +243,35 @@ fn main() -> ExitCode {
     }
 }
 
-/// One finished session.
+/// One finished session (all its turns).
 struct SessionRun {
     index: usize,
     session_id: Option<String>,
-    /// Wall time of the `prompt` call (the turn), ms.
+    /// Wall time of its `prompt` calls (the turns), ms.
     turn_ms: f64,
-    result: Result<TurnResult, String>,
+    /// Steps run, over all turns.
+    steps: u32,
+    /// Why the session failed (the first failed turn), if it did.
+    error: Option<String>,
+}
+
+impl SessionRun {
+    /// Fold one turn's result in: steps add up; a failed turn, or one that ran a different
+    /// number of steps than scripted, fails the session.
+    fn add_turn(&mut self, ms: f64, result: Result<TurnResult, String>, expected: usize) {
+        self.turn_ms += ms;
+        match result {
+            Err(e) => self.error = Some(e),
+            Ok(t) => {
+                self.steps += t.steps;
+                if let Some(e) = &t.error {
+                    self.error = Some(format!("{}: {}", e.name, e.message()));
+                } else if t.steps as usize != expected {
+                    self.error = Some(format!("ran {} steps, expected {expected}", t.steps));
+                }
+            }
+        }
+    }
 }
 
 /// What `run` hands back to `main`.
@@ -317,16 +366,17 @@ async fn run(s: &Settings) -> Result<Report> {
         tokio::time::sleep(Duration::from_millis(1100)).await;
     }
     let db_path = s.db.clone().unwrap_or_else(|| root_path.join("bench.db"));
-    let store = Store::open_target(db_path.as_os_str(), Bus::new()).map_err(|e| anyhow!("{e}"))?;
+    let bus = Bus::new();
+    let store = Store::open_target(db_path.as_os_str(), bus.clone()).map_err(|e| anyhow!("{e}"))?;
 
-    let server = MockServer::start(script::build_script(
+    let mock = mockthread::MockThread::start(script::build_script(
         s.steps,
+        s.turns,
         s.mix,
         s.chunk_size,
         s.delay_ms,
-    ))
-    .await
-    .context("cannot start the mock provider")?;
+    ))?;
+    let server = mock.server();
     server.set_record_bodies(s.record_bodies);
     let mut config = bench_config(&server.base_url())?;
     // Agents are looked up under the worktree's `.troupe/`: point it at the (empty) bench root
@@ -343,98 +393,131 @@ async fn run(s: &Settings) -> Result<Report> {
         snapshot_dir: s.snapshots.then(|| root_path.join("data")),
         ..RuntimeOptions::default()
     };
-    let runtime = Runtime::start(
-        store.clone(),
-        config,
-        Registry::builtin(),
-        Arc::new(AllowAll),
-        opts,
-    )
-    .await
-    .map_err(|e| anyhow!("runtime: {e}"))?;
+    let (registry, tool_times) = timed::builtin();
+    let runtime = Runtime::start(store.clone(), config, registry, Arc::new(AllowAll), opts)
+        .await
+        .map_err(|e| anyhow!("runtime: {e}"))?;
 
     let tenth = s.sessions.div_ceil(10).max(1);
     let finished = Arc::new(AtomicUsize::new(0));
     let rss_at_tenth: Arc<Mutex<Option<f64>>> = Arc::new(Mutex::new(None));
     let sem = Arc::new(Semaphore::new(s.parallel));
+    // Memory baseline: the runtime and the mock started, no session yet.
+    let rss_base = measure::current_rss_mib().await;
+    let step_cpu = s
+        .step_cpu
+        .then(|| step_cpu::start(bus.clone(), mock.cpu_clock()));
     let usage0 = measure::usage().unwrap_or_default();
+    let mock_cpu0 = mock.cpu_s();
     let children0 = measure::children_usage().unwrap_or_default();
     let t0 = Instant::now();
-    let mut set: JoinSet<SessionRun> = JoinSet::new();
-    for (index, dir) in workspaces.iter().cloned().enumerate() {
-        let permit = sem
-            .clone()
-            .acquire_owned()
-            .await
-            .context("semaphore closed")?;
-        let runtime = runtime.clone();
-        let finished = finished.clone();
-        let rss_at_tenth = rss_at_tenth.clone();
-        set.spawn(async move {
-            let _permit = permit;
-            let run = match runtime.create_session(&dir, None).await {
-                Err(e) => SessionRun {
-                    index,
-                    session_id: None,
-                    turn_ms: 0.0,
-                    result: Err(format!("create session: {e}")),
-                },
-                Ok(session) => {
-                    let text = format!(
-                        "bench session {index}: list, read, write, glob and grep this workspace"
-                    );
-                    let start = Instant::now();
-                    let result = runtime
-                        .prompt(
-                            &session.id,
-                            PromptInput {
-                                text,
-                                ..Default::default()
-                            },
-                        )
-                        .await;
-                    let turn_ms = start.elapsed().as_secs_f64() * 1000.0;
-                    SessionRun {
-                        index,
-                        session_id: Some(session.id),
-                        turn_ms,
-                        result: result.map_err(|e| e.to_string()),
+    let mut probe_time = Duration::ZERO;
+    let mut rss_idle: Option<f64> = None;
+    let mut runs: Vec<SessionRun> = (0..s.sessions)
+        .map(|index| SessionRun {
+            index,
+            session_id: None,
+            turn_ms: 0.0,
+            steps: 0,
+            error: None,
+        })
+        .collect();
+    let mut join_errors: Vec<String> = Vec::new();
+    // Turn by turn: every session runs turn t before any runs turn t+1, so between turns all
+    // sessions are idle at once (the idle-session memory reading).
+    for turn in 0..s.turns {
+        let mut set: JoinSet<(usize, Option<String>, f64, Result<TurnResult, String>)> =
+            JoinSet::new();
+        for (index, dir) in workspaces.iter().cloned().enumerate() {
+            if runs[index].error.is_some() {
+                continue;
+            }
+            let permit = sem
+                .clone()
+                .acquire_owned()
+                .await
+                .context("semaphore closed")?;
+            let runtime = runtime.clone();
+            let finished = finished.clone();
+            let rss_at_tenth = rss_at_tenth.clone();
+            let existing = runs[index].session_id.clone();
+            set.spawn(async move {
+                let _permit = permit;
+                let sid = match existing {
+                    Some(id) => id,
+                    None => match runtime.create_session(&dir, None).await {
+                        Ok(session) => session.id,
+                        Err(e) => return (index, None, 0.0, Err(format!("create session: {e}"))),
+                    },
+                };
+                let text = format!(
+                    "bench session {index}, turn {turn}: list, read, write, glob and grep this workspace"
+                );
+                let start = Instant::now();
+                let result = runtime
+                    .prompt(
+                        &sid,
+                        PromptInput {
+                            text,
+                            ..Default::default()
+                        },
+                    )
+                    .await;
+                let ms = start.elapsed().as_secs_f64() * 1000.0;
+                if turn == 0 && finished.fetch_add(1, Ordering::SeqCst) + 1 == tenth {
+                    let rss = measure::current_rss_mib().await;
+                    if let Ok(mut slot) = rss_at_tenth.lock() {
+                        *slot = rss;
                     }
                 }
-            };
-            if finished.fetch_add(1, Ordering::SeqCst) + 1 == tenth {
-                let rss = measure::current_rss_mib().await;
-                if let Ok(mut slot) = rss_at_tenth.lock() {
-                    *slot = rss;
+                (index, Some(sid), ms, result.map_err(|e| e.to_string()))
+            });
+        }
+        while let Some(r) = set.join_next().await {
+            match r {
+                Ok((index, sid, ms, result)) => {
+                    let run = &mut runs[index];
+                    if sid.is_some() {
+                        run.session_id = sid;
+                    }
+                    run.add_turn(ms, result, s.steps);
                 }
+                Err(e) => join_errors.push(format!("session task failed: {e}")),
             }
-            run
-        });
-    }
-    let mut runs: Vec<SessionRun> = Vec::with_capacity(s.sessions);
-    let mut join_errors: Vec<String> = Vec::new();
-    while let Some(r) = set.join_next().await {
-        match r {
-            Ok(run) => runs.push(run),
-            Err(e) => join_errors.push(format!("session task failed: {e}")),
+        }
+        if turn == 0 && s.turns > 1 {
+            // Every session is between its turns: actors stopped, store flushed.
+            let p0 = Instant::now();
+            settle(&runtime).await;
+            store
+                .flush()
+                .await
+                .map_err(|e| anyhow!("store flush: {e}"))?;
+            rss_idle = measure::current_rss_mib().await;
+            probe_time += p0.elapsed();
         }
     }
-    let wall = t0.elapsed();
+    let wall = t0.elapsed().saturating_sub(probe_time);
     let usage1 = measure::usage().unwrap_or_default();
+    let mock_cpu1 = mock.cpu_s();
     let children1 = measure::children_usage().unwrap_or_default();
+    let step_samples = match step_cpu {
+        Some(h) => h.stop().await,
+        None => (Vec::new(), 0),
+    };
     runs.sort_by_key(|r| r.index);
 
-    // Session actors stop themselves right after replying; give them a moment.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while runtime.live_sessions() > 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    settle(&runtime).await;
     let live_after = runtime.live_sessions();
     store
         .flush()
         .await
         .map_err(|e| anyhow!("store flush: {e}"))?;
     let rss_after = measure::current_rss_mib().await;
+    // The same after handing freed heap memory back to the kernel: what is left is live
+    // data (plus caches such as SQLite's pages), the rest was the allocator's free lists.
+    measure::trim_heap();
+    let rss_after_trim = measure::current_rss_mib().await;
     // Peak RSS before the request snapshot below (which clones every recorded body).
     let peak_rss_mib = measure::usage().map_or(usage1.max_rss_mib, |u| u.max_rss_mib);
     let rss_tenth = rss_at_tenth.lock().ok().and_then(|g| *g);
@@ -455,7 +538,7 @@ async fn run(s: &Settings) -> Result<Report> {
         (Some(a), Some(b)) => Some((b - a).max(0.0)),
         _ => None,
     };
-    let provider = measure::provider_ms_by_session(&requests);
+    let provider = measure::provider_us_by_session(&requests);
     let mock_requests = requests.len();
     // What the mock keeps in memory (it records every request body): serialized size, a lower
     // bound of its share of the RSS.
@@ -466,17 +549,18 @@ async fn run(s: &Settings) -> Result<Report> {
         / (1024.0 * 1024.0);
     drop(requests);
 
-    // Tool time per session from the stored tool parts.
+    // Tool errors from the stored tool parts (tool time comes from the timed tools, in µs).
     let ids: Vec<String> = runs.iter().filter_map(|r| r.session_id.clone()).collect();
-    let tool_times: Vec<(i64, Option<String>)> = store
+    let tool_errors: Vec<Option<String>> = store
         .read(move |r| {
             ids.iter()
-                .map(|id| r.messages(id).map(|h| measure::tool_ms(&h)))
+                .map(|id| r.messages(id).map(|h| measure::tool_ms(&h).1))
                 .collect()
         })
         .await
         .map_err(|e| anyhow!("store read: {e}"))?;
-    let mut tool_iter = tool_times.into_iter();
+    let mut tool_iter = tool_errors.into_iter();
+    let tool_us = tool_times.lock().map(|t| t.clone()).unwrap_or_default();
 
     let mut failed = join_errors.len();
     let mut first_error = join_errors.into_iter().next();
@@ -484,25 +568,13 @@ async fn run(s: &Settings) -> Result<Report> {
     let (mut overhead, mut prov_step, mut tool_step, mut turn_ms) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for r in &runs {
-        let tools = if r.session_id.is_some() {
-            tool_iter.next()
+        let tool_error = if r.session_id.is_some() {
+            tool_iter.next().flatten()
         } else {
             None
         };
-        let err = match &r.result {
-            Err(e) => Some(e.clone()),
-            Ok(t) => {
-                total_steps += u64::from(t.steps);
-                if let Some(e) = &t.error {
-                    Some(format!("{}: {}", e.name, e.message()))
-                } else if t.steps as usize != s.steps {
-                    Some(format!("ran {} steps, expected {}", t.steps, s.steps))
-                } else {
-                    tools.as_ref().and_then(|(_, e)| e.clone())
-                }
-            }
-        };
-        if let Some(e) = err {
+        total_steps += u64::from(r.steps);
+        if let Some(e) = r.error.clone().or(tool_error) {
             failed += 1;
             first_error.get_or_insert_with(|| {
                 format!(
@@ -513,18 +585,18 @@ async fn run(s: &Settings) -> Result<Report> {
             });
             continue;
         }
-        let (Ok(t), Some((tool_total, _)), Some(sid)) = (&r.result, tools, &r.session_id) else {
+        let Some(sid) = &r.session_id else {
             continue;
         };
-        let prov = provider.get(sid).copied().unwrap_or(0) as f64;
-        let steps = f64::from(t.steps.max(1));
-        if let Some(o) = measure::overhead_per_step_ms(r.turn_ms, prov, tool_total as f64, t.steps)
-        {
+        let prov_ms = provider.get(sid).copied().unwrap_or(0) as f64 / 1000.0;
+        let tools_ms = tool_us.get(sid).copied().unwrap_or(0) as f64 / 1000.0;
+        let steps = f64::from(r.steps.max(1));
+        if let Some(o) = measure::overhead_per_step_ms(r.turn_ms, prov_ms, tools_ms, r.steps) {
             overhead.push(o);
         }
-        prov_step.push(prov / steps);
-        tool_step.push(tool_total as f64 / steps);
-        turn_ms.push(r.turn_ms);
+        prov_step.push(prov_ms / steps);
+        tool_step.push(tools_ms / steps);
+        turn_ms.push(r.turn_ms / s.turns as f64);
     }
 
     let pages = match runs.first().and_then(|r| r.session_id.clone()) {
@@ -535,6 +607,22 @@ async fn run(s: &Settings) -> Result<Report> {
 
     let wall_s = wall.as_secs_f64();
     let cpu_s = usage1.cpu_s - usage0.cpu_s;
+    let mock_cpu_s = mock_cpu1 - mock_cpu0;
+    let troupe_cpu_s = cpu_s - mock_cpu_s;
+    let per_step = |x: f64| {
+        if total_steps > 0 {
+            x * 1000.0 / total_steps as f64
+        } else {
+            0.0
+        }
+    };
+    // Memory at rest: what the run left in the process, per session (all actors stopped).
+    let per_session_kib = |rss: Option<f64>| match (rss, rss_base) {
+        (Some(r), Some(b)) => Some((r - b) * 1024.0 / s.sessions as f64),
+        _ => None,
+    };
+    let (step_samples, step_lag) = step_samples;
+    let step_window = step_cpu::first_last(&step_samples, 100);
     let steps_per_s = if wall_s > 0.0 {
         total_steps as f64 / wall_s
     } else {
@@ -588,6 +676,21 @@ async fn run(s: &Settings) -> Result<Report> {
         "wall_s": round3(wall_s),
         "cpu_s": round3(cpu_s),
         "cpu_ms_per_step": round3(cpu_ms_per_step),
+        "mock_cpu_s": round3(mock_cpu_s),
+        "troupe_cpu_s": round3(troupe_cpu_s),
+        "troupe_cpu_ms_per_step": round3(per_step(troupe_cpu_s)),
+        "turns_per_session": s.turns,
+        "rss_base_mib": rss_base.map(round3),
+        "rss_idle_between_turns_mib": rss_idle.map(round3),
+        "idle_kib_per_session": per_session_kib(rss_idle).map(round3),
+        "at_rest_kib_per_session": per_session_kib(rss_after).map(round3),
+        "rss_after_run_trimmed_mib": rss_after_trim.map(round3),
+        "at_rest_trimmed_kib_per_session": per_session_kib(rss_after_trim).map(round3),
+        "step_cpu": s.step_cpu.then(|| json!({
+            "samples": step_samples.len(),
+            "bus_events_lagged": step_lag,
+            "first_last_100": step_window.clone(),
+        })),
         "snapshots": s.snapshots,
         "extra_files": s.files,
         "child_cpu_s": round3(child_cpu_s),
@@ -628,6 +731,10 @@ async fn run(s: &Settings) -> Result<Report> {
     ));
     h.push_str(&format!("  cpu            {cpu_s:.3} s user+sys   ({cpu_ms_per_step:.3} ms/step, includes the in-process mock)\n"));
     h.push_str(&format!(
+        "  troupe cpu     {troupe_cpu_s:.3} s   ({:.3} ms/step; the mock thread took {mock_cpu_s:.3} s)\n",
+        per_step(troupe_cpu_s)
+    ));
+    h.push_str(&format!(
         "  child cpu      {child_cpu_s:.3} s   ({child_cpu_ms_per_step:.3} ms/step; snapshots {}, {} extra files)\n",
         if s.snapshots { "on" } else { "off" },
         s.files
@@ -654,7 +761,34 @@ async fn run(s: &Settings) -> Result<Report> {
         opt(growth_troupe)
     ));
     h.push_str(&format!(
-        "  overhead/step  {} ms   (turn - provider - tools) / steps\n",
+        "  at rest        {} MiB before the sessions; after the run {} KiB per session ({} after malloc_trim){}\n",
+        opt(rss_base),
+        opt(per_session_kib(rss_after)),
+        opt(per_session_kib(rss_after_trim)),
+        match rss_idle {
+            Some(_) => format!(
+                "; idle between turns {} MiB, {} KiB per session",
+                opt(rss_idle),
+                opt(per_session_kib(rss_idle))
+            ),
+            None => String::new(),
+        }
+    ));
+    if let Some(w) = &step_window {
+        h.push_str(&format!(
+            "  step cpu       first 100 steps {} ms/step, last 100 {} ms/step (troupe only: {} → {}, ×{}); {} samples, {step_lag} bus events lagged\n",
+            w["first_cpu_ms_per_step"], w["last_cpu_ms_per_step"],
+            w["first_troupe_cpu_ms_per_step"], w["last_troupe_cpu_ms_per_step"],
+            w["troupe_last_over_first"], step_samples.len()
+        ));
+    } else if s.step_cpu {
+        h.push_str(&format!(
+            "  step cpu       {} samples: too few for first/last 100 steps\n",
+            step_samples.len()
+        ));
+    }
+    h.push_str(&format!(
+        "  overhead/step  {} ms   (turn - provider - tools) / steps, provider and tool time in µs\n",
         fmt_dist(&j["overhead_ms_per_step"])
     ));
     h.push_str(&format!(
@@ -690,7 +824,7 @@ async fn run(s: &Settings) -> Result<Report> {
     }
 
     runtime.shutdown().await;
-    server.shutdown().await;
+    mock.shutdown().await;
     drop(store);
     drop(root);
     Ok(Report {
@@ -699,6 +833,15 @@ async fn run(s: &Settings) -> Result<Report> {
         failed,
         first_error,
     })
+}
+
+/// Wait (at most 2 s) until the session actors have stopped: they stop themselves right
+/// after replying.
+async fn settle(runtime: &Runtime) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while runtime.live_sessions() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// What `--page-probe` measured.

@@ -55,16 +55,26 @@ pub async fn current_rss_mib() -> Option<f64> {
     parse_vm_rss_mib(&text)
 }
 
-/// Sum of provider time per session, ms: `end_ms − start_ms` of every finished recorded
-/// request, keyed by its `x-session-affinity` header (the session id; troupe-actors sends it
-/// on every provider request). Requests without the header or still open are skipped.
-pub fn provider_ms_by_session(requests: &[RecordedRequest]) -> HashMap<String, u64> {
+/// Return the heap's free memory to the kernel (glibc `malloc_trim(0)`), so the RSS read
+/// next counts live data, not the allocator's free lists.
+#[allow(unsafe_code)]
+pub fn trim_heap() {
+    // SAFETY: malloc_trim only releases free heap pages; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Sum of provider time per session, µs: `end_us − start_us` of every finished recorded
+/// request (the mock's microsecond clock), keyed by its `x-session-affinity` header.
+/// Requests without the header or still open are skipped.
+pub fn provider_us_by_session(requests: &[RecordedRequest]) -> HashMap<String, u64> {
     let mut out: HashMap<String, u64> = HashMap::new();
     for r in requests {
-        let (Some(sid), Some(end)) = (r.headers.x_session_affinity.as_ref(), r.end_ms) else {
+        let (Some(sid), Some(end)) = (r.headers.x_session_affinity.as_ref(), r.end_us) else {
             continue;
         };
-        *out.entry(sid.clone()).or_default() += end.saturating_sub(r.start_ms);
+        *out.entry(sid.clone()).or_default() += end.saturating_sub(r.start_us);
     }
     out
 }
@@ -93,9 +103,10 @@ pub fn tool_ms(history: &[MessageWithParts]) -> (i64, Option<String>) {
     (total, first_error)
 }
 
-/// Orchestrator overhead per step, ms: `(turn − provider − tools) / steps`. Can come out
-/// slightly negative: provider and tool times are whole-millisecond timestamp differences.
-/// `None` when `steps` is 0.
+/// Orchestrator overhead per step, ms: `(turn − provider − tools) / steps`, from the turn's
+/// `Instant`, the mock's µs clock and the timed tools' `Instant`s (µs resolution). Can come
+/// out slightly negative only through clock skew between the two clocks. `None` when
+/// `steps` is 0.
 pub fn overhead_per_step_ms(
     turn_ms: f64,
     provider_ms: f64,
@@ -224,6 +235,7 @@ mod tests {
             serde_json::from_value(json!({
                 "seq": 0, "dialect": "openai", "conversation": 0, "step": 0, "attempt": 1,
                 "session_key": sid.unwrap_or("x"), "stream": true, "start_ms": start, "end_ms": end,
+                "start_us": start * 1000, "end_us": end.map(|e| e * 1000),
                 "method": "POST", "path": "/v1/chat/completions",
                 "headers": {"authorization": null, "x_session_affinity": sid, "user_agent": null,
                             "anthropic_version": null, "x_api_key_present": false},
@@ -238,9 +250,18 @@ mod tests {
             rec(Some("b"), 30, None),
             rec(None, 1, Some(100)),
         ];
-        let m = provider_ms_by_session(&reqs);
-        assert_eq!(m.get("a"), Some(&7));
-        assert_eq!(m.get("b"), Some(&4));
+        let m = provider_us_by_session(&reqs);
+        assert_eq!(m.get("a"), Some(&7000));
+        assert_eq!(m.get("b"), Some(&4000));
         assert_eq!(m.len(), 2);
+        let us = |sid: &str, start: u64, end: u64| {
+            let mut r = rec(Some(sid), start / 1000, Some(end / 1000));
+            r.start_us = start;
+            r.end_us = Some(end);
+            r
+        };
+        let m =
+            provider_us_by_session(&[us("a", 1_000_100, 1_000_350), us("a", 2_000_000, 2_000_005)]);
+        assert_eq!(m.get("a"), Some(&255));
     }
 }

@@ -53,17 +53,29 @@ pub fn tool_call(mix: ToolMix, index: usize) -> (&'static str, Value) {
     (name, args)
 }
 
-/// The mock script: one conversation without matchers of `steps` steps (`steps ≥ 1`): steps
-/// `0..steps-1` each call one tool ([`tool_call`]), the last answers [`FINAL_TEXT`]. Each step
+/// The mock script: one conversation without matchers of `turns` turns of `steps` steps
+/// (`steps ≥ 1`, `turns ≥ 1`): in each turn, steps `0..steps-1` call one tool each
+/// ([`tool_call`], numbered across turns) and the last answers [`FINAL_TEXT`]. Each step
 /// streams in chunks of `chunk_size` characters with `delay_ms` between SSE events. A request
 /// past the end gets HTTP 400 (`Exhausted::Error`), so a runaway loop fails loudly.
-pub fn build_script(steps: usize, mix: ToolMix, chunk_size: usize, delay_ms: u64) -> Script {
-    let mut out = Vec::with_capacity(steps);
-    for i in 0..steps.saturating_sub(1) {
-        let (name, args) = tool_call(mix, i);
-        out.push(Step::tool(name, args));
+pub fn build_script(
+    steps: usize,
+    turns: usize,
+    mix: ToolMix,
+    chunk_size: usize,
+    delay_ms: u64,
+) -> Script {
+    let steps = steps.max(1);
+    let total = steps * turns.max(1);
+    let mut out = Vec::with_capacity(total);
+    for i in 0..total {
+        if i % steps == steps - 1 {
+            out.push(Step::text(FINAL_TEXT));
+        } else {
+            let (name, args) = tool_call(mix, i);
+            out.push(Step::tool(name, args));
+        }
     }
-    out.push(Step::text(FINAL_TEXT));
     let out = out
         .into_iter()
         .map(|s| {
@@ -148,7 +160,7 @@ mod tests {
 
     #[test]
     fn six_steps_mirror_the_readme_session() {
-        let script = build_script(6, ToolMix::Rotate, 16, 0);
+        let script = build_script(6, 1, ToolMix::Rotate, 16, 0);
         let v: Value = serde_json::from_str(&script.to_json()).expect("script json");
         let steps = v["conversations"][0]["steps"].as_array().expect("steps");
         assert_eq!(steps.len(), 6);
@@ -168,8 +180,8 @@ mod tests {
 
     #[test]
     fn one_step_is_text_only_and_read_only_mix_reads() {
-        let v: Value =
-            serde_json::from_str(&build_script(1, ToolMix::Rotate, 16, 0).to_json()).expect("json");
+        let v: Value = serde_json::from_str(&build_script(1, 1, ToolMix::Rotate, 16, 0).to_json())
+            .expect("json");
         assert_eq!(
             v["conversations"][0]["steps"].as_array().map(Vec::len),
             Some(1)
@@ -183,6 +195,19 @@ mod tests {
             tool_call(ToolMix::Rotate, 2).1,
             tool_call(ToolMix::Rotate, 7).1
         );
+    }
+
+    #[test]
+    fn several_turns_end_each_with_a_text_step() {
+        let v: Value =
+            serde_json::from_str(&build_script(4, 3, ToolMix::ReadOnly, 16, 0).to_json())
+                .expect("json");
+        let steps = v["conversations"][0]["steps"].as_array().expect("steps");
+        assert_eq!(steps.len(), 12);
+        for (i, s) in steps.iter().enumerate() {
+            let text = i % 4 == 3;
+            assert_eq!(s["text"] == FINAL_TEXT, text, "step {i}: {s}");
+        }
     }
 
     #[test]

@@ -77,6 +77,12 @@ pub struct RecordedRequest {
     /// Unix time in milliseconds when the response finished (body fully sent, aborted, or
     /// dropped by the client); `None` while it is still streaming.
     pub end_ms: Option<u64>,
+    /// [`RecordedRequest::start_ms`] in microseconds (for timing sub-millisecond requests).
+    #[serde(default)]
+    pub start_us: u64,
+    /// [`RecordedRequest::end_ms`] in microseconds.
+    #[serde(default)]
+    pub end_us: Option<u64>,
     /// HTTP method.
     pub method: String,
     /// Request path.
@@ -96,6 +102,12 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -146,7 +158,7 @@ impl Shared {
             rec.body = Value::Null;
         }
         let done = rec.end_ms.is_some();
-        let line = if done {
+        let line = if done && self.log.is_some() {
             serde_json::to_string(&rec).ok()
         } else {
             None
@@ -167,7 +179,11 @@ impl Shared {
                 return;
             }
             rec.end_ms = Some(now_ms());
-            serde_json::to_string(rec).ok()
+            rec.end_us = Some(now_us());
+            // Encoded only for the log file (a request's JSON costs more than its handling).
+            self.log
+                .as_ref()
+                .and_then(|_| serde_json::to_string(rec).ok())
         };
         if let (Some(tx), Some(line)) = (&self.log, line) {
             let _ = tx.send(LogMsg::Line(line));
@@ -222,6 +238,7 @@ fn json_response(status: StatusCode, v: &Value) -> Response {
 struct Incoming {
     seq: u64,
     start_ms: u64,
+    start_us: u64,
     method: Method,
     path: String,
     headers: RecordedHeaders,
@@ -234,6 +251,7 @@ impl Incoming {
         Incoming {
             seq: shared.seq.fetch_add(1, Ordering::Relaxed),
             start_ms: now_ms(),
+            start_us: now_us(),
             method,
             path: uri.path().to_owned(),
             session_header: rec_headers.x_session_affinity.clone(),
@@ -252,6 +270,8 @@ impl Incoming {
             stream: false,
             start_ms: self.start_ms,
             end_ms: Some(now_ms()),
+            start_us: self.start_us,
+            end_us: Some(now_us()),
             method: self.method.to_string(),
             path: self.path.clone(),
             headers: self.headers.clone(),
@@ -288,6 +308,7 @@ async fn anthropic_handler(
 /// hang limit or shutdown, then answers 504 (by then nobody is listening).
 async fn stall_before_headers(shared: &Arc<Shared>, mut rec: RecordedRequest) -> Response {
     rec.end_ms = None;
+    rec.end_us = None;
     let seq = rec.seq;
     shared.record(rec);
     let _guard = FinishGuard {
@@ -306,6 +327,7 @@ fn stalled_body(
     mut rec: RecordedRequest,
 ) -> Response {
     rec.end_ms = None;
+    rec.end_us = None;
     rec.status = status.as_u16();
     let seq = rec.seq;
     shared.record(rec);
@@ -528,6 +550,7 @@ async fn completion(
         ending = Ending::Hang;
     }
     rec.end_ms = None;
+    rec.end_us = None;
     shared.record(rec);
     let guard = FinishGuard {
         shared: Arc::clone(&shared),
@@ -598,6 +621,7 @@ async fn non_streaming(
         }
     };
     rec.end_ms = None;
+    rec.end_us = None;
     shared.record(rec);
     let guard = FinishGuard {
         shared: Arc::clone(shared),
