@@ -9,10 +9,12 @@
 //!   → `[Tool execution was interrupted]`; a call without a valid JSON object input is sent
 //!   with `{}`.
 //!
-//! [`ChatCache`] converts each finished message once and appends, so a step costs O(new
-//! messages), not O(history).
+//! [`ChatCache`] converts each finished message once and appends, and serializes it once
+//! ([`BodyCache`]), so a step costs O(new messages), not O(history).
 
-use troupe_llm::{ChatMessage, ToolCallRequest};
+use troupe_config::ResolvedModel;
+use troupe_llm::body::BodyCache;
+use troupe_llm::{ChatMessage, ChatRequest, ToolCallRequest};
 use troupe_session::compaction::{CLEARED_TOOL_OUTPUT, CompactedView};
 use troupe_session::{Message, MessageErrorName, MessageWithParts, PartKind, ToolState};
 
@@ -148,13 +150,16 @@ pub fn convert(m: &MessageWithParts, out: &mut Vec<ChatMessage>) {
     }
 }
 
-/// Incrementally converted history.
+/// Incrementally converted history, and its serialized wire form ([`BodyCache`]): both only
+/// grow between resets, and reset together.
 #[derive(Debug, Default, Clone)]
 pub struct ChatCache {
     messages: Vec<ChatMessage>,
     converted: usize,
     /// [`CompactedView::key`] of the view converted by [`ChatCache::view`].
     view: Option<usize>,
+    /// The wire form of `messages`, extended as they grow.
+    body: BodyCache,
 }
 
 impl ChatCache {
@@ -180,12 +185,74 @@ impl ChatCache {
         &self.messages
     }
 
+    /// The request body of `req` (a request without history: system prompt, then what
+    /// follows the history) with the messages of the last [`ChatCache::view`] inserted after
+    /// its system prompt, serialized for `model`'s wire format. Only the messages converted
+    /// since the previous call are serialized; the bytes equal
+    /// [`troupe_llm::body::full_body`] of the whole request.
+    pub fn body(&mut self, model: &ResolvedModel, req: &ChatRequest) -> Vec<u8> {
+        self.body.body(model, req, &self.messages)
+    }
+
     /// Forget everything (history was rewritten, e.g. by prune or compaction).
     pub fn reset(&mut self) {
         self.messages.clear();
         self.converted = 0;
         self.view = None;
+        self.body.reset();
     }
+}
+
+/// Debug builds: step request bodies compared with a build from scratch
+/// ([`check_body_from_scratch`]); read by tests that drive sessions through compactions and
+/// reverts.
+#[cfg(debug_assertions)]
+pub static BODY_CHECKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Debug builds: step request bodies that differed from the build from scratch (each also
+/// panics the session actor, which a restart could hide; this count cannot be hidden).
+#[cfg(debug_assertions)]
+pub static BODY_MISMATCHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Debug builds: assert that a step's incrementally built `body` is byte-identical to one
+/// built from scratch: every message of the compacted `view` of `history` converted anew
+/// (the last `delivered` wrapped as steering prompts), inserted into `req` and serialized
+/// whole. Panics (a session actor bug, caught by the test suite) on a difference.
+#[cfg(debug_assertions)]
+pub fn check_body_from_scratch(
+    model: &ResolvedModel,
+    req: &ChatRequest,
+    history: &[MessageWithParts],
+    view: &CompactedView,
+    delivered: usize,
+    body: &[u8],
+) {
+    let end = if delivered == 0 {
+        history.len()
+    } else {
+        history.len().saturating_sub(delivered).max(view.body_start)
+    };
+    let mut messages = Vec::new();
+    for i in view.indices(end) {
+        if let Some(m) = history.get(i) {
+            convert(m, &mut messages);
+        }
+    }
+    for m in &history[end.min(history.len())..] {
+        crate::steer::convert_wrapped(m, &mut messages);
+    }
+    let scratch =
+        troupe_llm::body::full_body(model, &troupe_llm::body::with_history(req, &messages));
+    BODY_CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if scratch != body {
+        BODY_MISMATCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    assert!(
+        scratch == body,
+        "incremental request body differs from the one built from scratch\nincremental: {}\nscratch:     {}",
+        String::from_utf8_lossy(body),
+        String::from_utf8_lossy(&scratch)
+    );
 }
 
 #[cfg(test)]

@@ -39,6 +39,12 @@ pub struct StepInput<'a> {
 /// as the start of the assistant's answer, `toolSchema` (`{tool: JSON Schema fragment}`) is
 /// merge-patched into those tools' parameters (RFC 7396), every other key joins the body.
 pub fn step_request(input: &StepInput<'_>) -> ChatRequest {
+    step_request_with_tools(input, input.tools.to_vec())
+}
+
+/// [`step_request`] with the tools given by value (`input.tools` is not read): spares the
+/// caller who built the list a copy of every schema.
+pub fn step_request_with_tools(input: &StepInput<'_>, tools: Vec<ToolSpec>) -> ChatRequest {
     let is_last = input.step >= input.max_steps && input.max_steps > 1;
     let mut messages = Vec::with_capacity(input.history.len() + 3);
     messages.push(ChatMessage::System {
@@ -74,7 +80,7 @@ pub fn step_request(input: &StepInput<'_>) -> ChatRequest {
     let tools = if is_last {
         Vec::new()
     } else {
-        let mut tools = input.tools.to_vec();
+        let mut tools = tools;
         if let Some(patches) = &tool_schema {
             for t in &mut tools {
                 if let Some(patch) = patches.get(&t.name) {
@@ -93,6 +99,7 @@ pub fn step_request(input: &StepInput<'_>) -> ChatRequest {
         max_tokens: Some(input.model.max_output_tokens()),
         extra,
         headers: vec![("x-session-affinity".into(), input.session_id.to_string())],
+        body: None,
     }
 }
 
@@ -186,6 +193,7 @@ pub fn side_request(
         max_tokens: Some(max_tokens),
         extra,
         headers,
+        body: None,
     }
 }
 

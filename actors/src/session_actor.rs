@@ -688,9 +688,9 @@ impl SessionActor {
         let view = troupe_session::compaction::compacted_view(&state.history);
         // Prompts delivered at this boundary are sent wrapped, in this request only.
         let delivered = std::mem::take(&mut turn.steering.just_delivered);
-        let wrapped;
-        let history = if delivered == 0 {
-            state.cache.view(&state.history, &view)
+        let wrapped = if delivered == 0 {
+            state.cache.view(&state.history, &view);
+            None
         } else {
             let end = state
                 .history
@@ -701,8 +701,7 @@ impl SessionActor {
             for m in &state.history[end..] {
                 crate::steer::convert_wrapped(m, &mut h);
             }
-            wrapped = h;
-            &wrapped
+            Some(h)
         };
         let model = turn.model.clone();
         let mut tools = if model.tool_call {
@@ -711,18 +710,23 @@ impl SessionActor {
             Vec::new()
         };
         tools.extend(turn.tools.iter().cloned());
-        let mut request = crate::request::step_request(&crate::request::StepInput {
-            model: &model,
-            system: &turn.system,
-            history,
-            tools: &tools,
-            agent_options: &turn.agent.options,
-            temperature: turn.agent.temperature,
-            top_p: turn.agent.top_p,
-            step: turn.step,
-            max_steps: turn.max_steps,
-            session_id: &state.session.id,
-        });
+        // The request without its history (system prompt, then what follows the history);
+        // the body below carries the history, serialized incrementally.
+        let mut request = crate::request::step_request_with_tools(
+            &crate::request::StepInput {
+                model: &model,
+                system: &turn.system,
+                history: &[],
+                tools: &[],
+                agent_options: &turn.agent.options,
+                temperature: turn.agent.temperature,
+                top_p: turn.agent.top_p,
+                step: turn.step,
+                max_steps: turn.max_steps,
+                session_id: &state.session.id,
+            },
+            tools,
+        );
         let registry = match &turn.structured {
             Some(st) => {
                 crate::structured::StructuredTurn::require_tool_call(model.protocol, &mut request);
@@ -730,6 +734,26 @@ impl SessionActor {
             }
             None => state.rt.registry.clone(),
         };
+        // Serialized for the provider client the processor will use (its model is the one
+        // the wire format and option rules come from).
+        let provider = state.rt.provider(&model);
+        let body = match &wrapped {
+            None => state.cache.body(provider.model(), &request),
+            Some(h) => troupe_llm::body::full_body(
+                provider.model(),
+                &troupe_llm::body::with_history(&request, h),
+            ),
+        };
+        #[cfg(debug_assertions)]
+        crate::history::check_body_from_scratch(
+            provider.model(),
+            &request,
+            &state.history,
+            &view,
+            delivered,
+            &body,
+        );
+        request.body = Some(body.into());
         let assistant = AssistantMessage {
             id: troupe_session::id::message(),
             session_id: state.session.id.clone(),
@@ -774,16 +798,25 @@ impl SessionActor {
             extra: None,
             hooks: state.rt.hooks.clone(),
         };
-        let prior_calls: Vec<(String, serde_json::Value)> = state
-            .history
-            .iter()
-            .filter(|m| matches!(&m.info, Message::Assistant(a) if a.parent_id == turn.user_id))
-            .flat_map(|m| m.parts.iter())
-            .filter_map(|p| match &p.kind {
-                PartKind::Tool { tool, state, .. } => Some((tool.clone(), state.input().clone())),
-                _ => None,
-            })
-            .collect();
+        // The turn's newest tool calls, oldest first: the doom-loop detector only looks at
+        // the last `doom::WINDOW`, so a long turn is not copied whole at every step. The
+        // turn's steps come after its prompt (ids sort by creation time).
+        let mut prior_calls: Vec<(String, serde_json::Value)> = Vec::new();
+        for m in state.history.iter().rev() {
+            if prior_calls.len() >= crate::doom::WINDOW || m.info.id() <= turn.user_id.as_str() {
+                break;
+            }
+            if !matches!(&m.info, Message::Assistant(a) if a.parent_id == turn.user_id) {
+                continue;
+            }
+            for p in m.parts.iter().rev() {
+                if let PartKind::Tool { tool, state, .. } = &p.kind {
+                    prior_calls.push((tool.clone(), state.input().clone()));
+                }
+            }
+        }
+        prior_calls.truncate(crate::doom::WINDOW);
+        prior_calls.reverse();
         let args = ProcessorArgs {
             rt: state.rt.clone(),
             assistant: assistant.clone(),

@@ -54,95 +54,23 @@ pub fn build_request_body(model: &ResolvedModel, req: &ChatRequest) -> Value {
         body.insert("system".into(), Value::Array(system));
     }
 
-    let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
+    let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for m in &req.messages {
-        let (role, blocks) = match m {
-            ChatMessage::System { .. } => continue,
-            // Messages API: image (and PDF `document`) blocks with a base64 source before
-            // the text, as Anthropic recommends.
-            ChatMessage::User { content, images } => {
-                let mut blocks: Vec<Value> = images
-                    .iter()
-                    .map(|i| {
-                        let kind = if i.mime == "application/pdf" {
-                            "document"
-                        } else {
-                            "image"
-                        };
-                        json!({"type": kind, "source": {
-                            "type": "base64", "media_type": i.mime, "data": i.data}})
-                    })
-                    .collect();
-                blocks.push(json!({"type": "text", "text": content}));
-                ("user", blocks)
-            }
-            ChatMessage::Tool {
-                call_id,
-                content,
-                is_error,
-            } => {
-                let mut b =
-                    json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
-                if *is_error {
-                    b["is_error"] = json!(true);
-                }
-                ("user", vec![b])
-            }
-            ChatMessage::Assistant {
-                content,
-                reasoning,
-                reasoning_signature,
-                tool_calls,
-            } => {
-                let mut blocks = Vec::new();
-                if let (Some(r), Some(sig)) = (reasoning, reasoning_signature) {
-                    blocks.push(json!({"type": "thinking", "thinking": r, "signature": sig}));
-                }
-                if let Some(t) = content.as_ref().filter(|t| !t.is_empty()) {
-                    blocks.push(json!({"type": "text", "text": t}));
-                }
-                for c in tool_calls {
-                    let input = match &c.input {
-                        Value::Object(_) => c.input.clone(),
-                        Value::String(s) => serde_json::from_str::<Value>(s)
-                            .ok()
-                            .filter(Value::is_object)
-                            .unwrap_or_else(|| json!({})),
-                        _ => json!({}),
-                    };
-                    blocks.push(
-                        json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}),
-                    );
-                }
-                ("assistant", blocks)
-            }
-        };
-        if blocks.is_empty() {
-            continue;
-        }
-        match messages.last_mut() {
-            Some((r, b)) if r == role => b.extend(blocks),
-            _ => messages.push((role.to_string(), blocks)),
+        if let Some((role, blocks)) = message_blocks(m) {
+            push_group(&mut messages, role, blocks);
         }
     }
-    if let Some((_, blocks)) = messages.last_mut()
-        && let Some(Value::Object(last)) = blocks.last_mut()
-    {
-        last.insert("cache_control".into(), ephemeral());
+    if let Some((_, blocks)) = messages.last_mut() {
+        mark_last_block(blocks);
     }
     let messages: Vec<Value> = messages
         .into_iter()
-        .map(|(role, content)| json!({"role": role, "content": content}))
+        .map(|(role, content)| group_json(role, content))
         .collect();
     body.insert("messages".into(), Value::Array(messages));
 
     if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
+        body.insert("tools".into(), tools_json(&req.tools));
     }
     if let Some(t) = req.temperature {
         body.insert("temperature".into(), json!(t));
@@ -156,6 +84,105 @@ pub fn build_request_body(model: &ResolvedModel, req: &ChatRequest) -> Value {
         }
     }
     Value::Object(body)
+}
+
+/// The wire role and content blocks of one non-system message; `None` for a system message
+/// (sent in `system`) or a message without blocks (skipped).
+pub(crate) fn message_blocks(m: &ChatMessage) -> Option<(&'static str, Vec<Value>)> {
+    let (role, blocks) = match m {
+        ChatMessage::System { .. } => return None,
+        // Messages API: image (and PDF `document`) blocks with a base64 source before
+        // the text, as Anthropic recommends.
+        ChatMessage::User { content, images } => {
+            let mut blocks: Vec<Value> = images
+                .iter()
+                .map(|i| {
+                    let kind = if i.mime == "application/pdf" {
+                        "document"
+                    } else {
+                        "image"
+                    };
+                    json!({"type": kind, "source": {
+                        "type": "base64", "media_type": i.mime, "data": i.data}})
+                })
+                .collect();
+            blocks.push(json!({"type": "text", "text": content}));
+            ("user", blocks)
+        }
+        ChatMessage::Tool {
+            call_id,
+            content,
+            is_error,
+        } => {
+            let mut b = json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
+            if *is_error {
+                b["is_error"] = json!(true);
+            }
+            ("user", vec![b])
+        }
+        ChatMessage::Assistant {
+            content,
+            reasoning,
+            reasoning_signature,
+            tool_calls,
+        } => {
+            let mut blocks = Vec::new();
+            if let (Some(r), Some(sig)) = (reasoning, reasoning_signature) {
+                blocks.push(json!({"type": "thinking", "thinking": r, "signature": sig}));
+            }
+            if let Some(t) = content.as_ref().filter(|t| !t.is_empty()) {
+                blocks.push(json!({"type": "text", "text": t}));
+            }
+            for c in tool_calls {
+                let input = match &c.input {
+                    Value::Object(_) => c.input.clone(),
+                    Value::String(s) => serde_json::from_str::<Value>(s)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({})),
+                    _ => json!({}),
+                };
+                blocks
+                    .push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+            }
+            ("assistant", blocks)
+        }
+    };
+    (!blocks.is_empty()).then_some((role, blocks))
+}
+
+/// The `tools` value of a body: `[{name, description, input_schema}]`.
+pub(crate) fn tools_json(tools: &[crate::types::ToolSpec]) -> Value {
+    Value::Array(
+        tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .collect(),
+    )
+}
+
+/// Append one message's blocks to the wire messages: consecutive same-role turns merge.
+pub(crate) fn push_group(
+    groups: &mut Vec<(&'static str, Vec<Value>)>,
+    role: &'static str,
+    blocks: Vec<Value>,
+) {
+    match groups.last_mut() {
+        Some((r, b)) if *r == role => b.extend(blocks),
+        _ => groups.push((role, blocks)),
+    }
+}
+
+/// `cache_control: ephemeral` on the last block of the last message.
+pub(crate) fn mark_last_block(blocks: &mut [Value]) {
+    if let Some(Value::Object(last)) = blocks.last_mut() {
+        last.insert("cache_control".into(), ephemeral());
+    }
+}
+
+/// One wire message: `{"role", "content": [blocks]}`.
+pub(crate) fn group_json(role: &str, content: Vec<Value>) -> Value {
+    json!({"role": role, "content": content})
 }
 
 #[derive(Debug)]

@@ -67,6 +67,7 @@ fn body_shape() {
         max_tokens: None,
         extra: Map::new(),
         headers: vec![],
+        body: None,
     };
     let b = build_request_body(&model(), &req);
     assert_eq!(b["model"], "claude-x");

@@ -7,10 +7,12 @@
 //! - [`provider`]: [`Provider`], one model of one provider; `stream()` opens one step.
 //! - [`openai`]: OpenAI Chat Completions request building and chunk assembly.
 //! - [`anthropic`]: Anthropic Messages request building and event assembly.
+//! - [`body`]: request bodies built incrementally ([`body::BodyCache`]).
 //! - [`sse`]: byte-capped SSE framing over `eventsource-stream`.
 //! - [`retry`]: the retry delay policy (pure).
 
 pub mod anthropic;
+pub mod body;
 pub mod error;
 pub mod openai;
 pub mod provider;

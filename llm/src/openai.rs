@@ -57,15 +57,7 @@ pub fn build_request_body(model: &ResolvedModel, req: &ChatRequest) -> Value {
         .collect();
     body.insert("messages".into(), Value::Array(messages));
     if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters}})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
+        body.insert("tools".into(), tools_json(&req.tools));
     }
     body.insert("stream".into(), Value::Bool(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
@@ -92,7 +84,21 @@ pub fn build_request_body(model: &ResolvedModel, req: &ChatRequest) -> Value {
     Value::Object(body)
 }
 
-fn message_json(m: &ChatMessage, send_reasoning: bool) -> Value {
+/// The `tools` value of a body: `[{type: "function", function: {name, description,
+/// parameters}}]`.
+pub(crate) fn tools_json(tools: &[crate::types::ToolSpec]) -> Value {
+    Value::Array(
+        tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters}})
+            })
+            .collect(),
+    )
+}
+
+pub(crate) fn message_json(m: &ChatMessage, send_reasoning: bool) -> Value {
     match m {
         ChatMessage::System { content } => json!({"role": "system", "content": content}),
         ChatMessage::User { content, images } if images.is_empty() => {

@@ -59,6 +59,7 @@ fn req() -> ChatRequest {
         max_tokens: Some(100),
         extra: Map::new(),
         headers: vec![],
+        body: None,
     }
 }
 

@@ -227,11 +227,10 @@ impl Provider {
         cancel: CancellationToken,
     ) -> Result<EventStream, LlmError> {
         let url = self.endpoint();
-        let body = match self.model.protocol {
-            Protocol::OpenaiChat => openai::build_request_body(&self.model, &req),
-            Protocol::AnthropicMessages => anthropic::build_request_body(&self.model, &req),
+        let body = match &req.body {
+            Some(prebuilt) => prebuilt.clone(),
+            None => Bytes::from(crate::body::full_body(&self.model, &req)),
         };
-        let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
         tracing::debug!(url = %url, model = %self.model.full_id(), "opening provider stream");
 
         let reused = self.pooled.load(Ordering::Relaxed);

@@ -118,6 +118,13 @@ pub struct ChatRequest {
     pub extra: serde_json::Map<String, serde_json::Value>,
     /// Extra HTTP headers for this request (e.g. `x-session-affinity`).
     pub headers: Vec<(String, String)>,
+    /// The serialized body, when the caller built it already (incrementally, with a
+    /// [`crate::body::BodyCache`]): sent as is instead of serializing the fields above, which
+    /// then need not hold the history (a step request's `messages` is only its system prompt
+    /// and what follows the history). Must equal [`crate::body::full_body`] of the request
+    /// the caller stands for. Not serialized.
+    #[serde(skip)]
+    pub body: Option<bytes::Bytes>,
 }
 
 /// Why a step ended, normalized (OpenCode `FinishReason`).
