@@ -313,41 +313,59 @@ pub fn expand_home(pattern: &str) -> String {
 /// character is literal; a pattern ending in `" *"` also matches the text without that tail
 /// (`"ls *"` matches `ls` and `ls -la`). The match is anchored at both ends; case-insensitive on
 /// Windows.
+///
+/// Matched directly (no regex is built: every permission check runs this once or twice per
+/// rule, and compiling a regex per call was the largest cost of a `read` step).
 pub fn wildcard_match(s: &str, pattern: &str) -> bool {
-    let s = s.replace('\\', "/");
-    let pattern = pattern.replace('\\', "/");
     // Fast paths.
     if pattern == "*" {
         return true;
     }
+    let norm = |c: char| if c == '\\' { '/' } else { c };
     if !pattern.contains(['*', '?']) {
-        return if cfg!(windows) {
-            s.eq_ignore_ascii_case(&pattern)
-        } else {
-            s == pattern
-        };
+        let same = s.chars().map(norm).eq(pattern.chars().map(norm));
+        return same
+            || (cfg!(windows)
+                && s.replace('\\', "/")
+                    .eq_ignore_ascii_case(&pattern.replace('\\', "/")));
     }
-    let (body, optional_tail) = match pattern.strip_suffix(" *") {
-        Some(b) => (b, true),
-        None => (pattern.as_str(), false),
-    };
-    let mut re = String::with_capacity(body.len() * 2 + 16);
-    re.push_str(if cfg!(windows) { "(?si)^" } else { "(?s)^" });
-    let mut buf = [0u8; 4];
-    for c in body.chars() {
-        match c {
-            '*' => re.push_str(".*"),
-            '?' => re.push('.'),
-            _ => re.push_str(&regex::escape(c.encode_utf8(&mut buf))),
+    let text: Vec<char> = s.chars().map(norm).collect();
+    let pat: Vec<char> = pattern.chars().map(norm).collect();
+    if glob_chars(&text, &pat) {
+        return true;
+    }
+    // `"ls *"` also matches `ls`: the pattern without its `" *"` tail.
+    match pat.strip_suffix(&[' ', '*']) {
+        Some(body) => glob_chars(&text, body),
+        None => false,
+    }
+}
+
+/// `text` matches `pat` in full: `*` any run of characters (newlines included), `?` exactly
+/// one, anything else itself (case-insensitively on Windows). Greedy with backtracking to the
+/// last `*` only: O(|text| × |pat|) at worst, linear in practice.
+fn glob_chars(text: &[char], pat: &[char]) -> bool {
+    let same =
+        |p: char, t: char| p == t || (cfg!(windows) && p.to_lowercase().eq(t.to_lowercase()));
+    let (mut t, mut p) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pat.len() && pat[p] == '*' {
+            star = Some((p, t));
+            p += 1;
+        } else if p < pat.len() && (pat[p] == '?' || same(pat[p], text[t])) {
+            t += 1;
+            p += 1;
+        } else if let Some((sp, st)) = star {
+            // Let the last `*` take one more character and retry after it.
+            star = Some((sp, st + 1));
+            p = sp + 1;
+            t = st + 1;
+        } else {
+            return false;
         }
     }
-    if optional_tail {
-        re.push_str("( .*)?");
-    }
-    re.push('$');
-    regex::Regex::new(&re)
-        .map(|r| r.is_match(&s))
-        .unwrap_or(false)
+    pat[p..].iter().all(|&c| c == '*')
 }
 
 /// The last ordinary (non-guarantee) rule across `layers` (concatenated in order) whose
@@ -744,6 +762,17 @@ mod tests {
             (".env", "*.env", true),
             ("config/.env.local", "*.env.*", true),
             ("prefix-ls", "ls *", false),
+            // Backtracking to the last `*` (the matcher has no regex).
+            ("abcbd", "a*bd", true),
+            ("abcbdx", "a*bd", false),
+            ("a/b/c/d.rs", "a/*/d.rs", true),
+            ("a/b/c/d.rs", "*/*/*/*.rs", true),
+            ("aaa", "a*a*a*a", false),
+            ("héllo wörld", "h?llo *", true),
+            ("git", "git *", true),
+            ("git ", "git *", true),
+            ("gitx", "git *", false),
+            ("x", "**", true),
         ];
         for (s, p, want) in cases {
             assert_eq!(wildcard_match(s, p), *want, "wildcard_match({s:?}, {p:?})");

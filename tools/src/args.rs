@@ -36,7 +36,29 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Too
 /// the tools advertised before they were derived.
 ///
 /// Panics only if schemars produces a non-object schema for a struct (a bug, not input).
-pub fn args_schema<T: JsonSchema>() -> Value {
+///
+/// Generated once per type and process, then cloned: the schema of a type never changes, and
+/// every step lists the tools with their schemas (generating them took a good share of a
+/// step's CPU).
+pub fn args_schema<T: JsonSchema + 'static>() -> Value {
+    use std::any::TypeId;
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<TypeId, Value>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Mutex::default);
+    let key = TypeId::of::<T>();
+    if let Some(v) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return v.clone();
+    }
+    let schema = generate_schema::<T>();
+    cache
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, schema.clone());
+    schema
+}
+
+fn generate_schema<T: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12()
         .with(|s| {
             s.meta_schema = None;

@@ -69,7 +69,22 @@ pub fn normalize(path: &Path) -> PathBuf {
 
 /// The real location of `path` (absolute): the longest existing prefix is canonicalized
 /// (symlinks and `..` resolved physically); the non-existing rest is applied lexically.
+/// One trip to the blocking pool ([`real_path_blocking`]).
 pub async fn real_path(path: &Path) -> PathBuf {
+    let p = path.to_path_buf();
+    let fallback = p.clone();
+    tokio::task::spawn_blocking(move || real_path_blocking(&p))
+        .await
+        .unwrap_or(fallback)
+}
+
+/// [`real_path`] on the calling thread (blocking file-system calls). An existing path is
+/// canonicalized at once; otherwise prefix by prefix up to the first missing component.
+pub fn real_path_blocking(path: &Path) -> PathBuf {
+    if let Ok(p) = std::fs::canonicalize(path) {
+        // Every prefix exists: prefix-by-prefix resolution gives the same path.
+        return p;
+    }
     let mut real = PathBuf::new();
     let mut exists = true;
     for comp in path.components() {
@@ -83,7 +98,7 @@ pub async fn real_path(path: &Path) -> PathBuf {
             Component::Normal(c) => {
                 let next = real.join(c);
                 if exists {
-                    match tokio::fs::canonicalize(&next).await {
+                    match std::fs::canonicalize(&next) {
                         Ok(p) => real = p,
                         Err(_) => {
                             exists = false;
@@ -97,6 +112,14 @@ pub async fn real_path(path: &Path) -> PathBuf {
         }
     }
     real
+}
+
+/// [`real_path`] of several paths in one trip to the blocking pool.
+async fn real_paths<const N: usize>(paths: [PathBuf; N]) -> [PathBuf; N] {
+    let fallback = paths.clone();
+    tokio::task::spawn_blocking(move || paths.map(|p| real_path_blocking(&p)))
+        .await
+        .unwrap_or(fallback)
 }
 
 /// `target` relative to `base` (both absolute, normalised), with `..` steps when `target` is
@@ -115,12 +138,11 @@ pub fn relative_path(base: &Path, target: &Path) -> String {
     parts.join("/")
 }
 
-/// Roots that count as "inside the project": the real session directory and the real worktree
-/// (a worktree of `/` is ignored, as OpenCode does for non-git projects).
-async fn project_roots(ctx: &ToolContext) -> Vec<PathBuf> {
+/// Roots that count as "inside the project" among the real session directory and the real
+/// worktree (a worktree of `/` is ignored, as OpenCode does for non-git projects).
+fn project_roots(directory: PathBuf, worktree: PathBuf) -> Vec<PathBuf> {
     let mut roots = Vec::with_capacity(2);
-    for p in [&ctx.directory, &ctx.worktree] {
-        let r = real_path(&absolute(p)).await;
+    for r in [directory, worktree] {
         if r.parent().is_some() && !roots.contains(&r) {
             roots.push(r);
         }
@@ -141,9 +163,13 @@ fn absolute(p: &Path) -> PathBuf {
 
 /// True when the real location of `path` lies inside the session directory or the worktree.
 pub async fn is_inside_project(ctx: &ToolContext, path: &Path) -> bool {
-    let real = real_path(&absolute(path)).await;
-    project_roots(ctx)
-        .await
+    let [real, dir, worktree] = real_paths([
+        absolute(path),
+        absolute(&ctx.directory),
+        absolute(&ctx.worktree),
+    ])
+    .await;
+    project_roots(dir, worktree)
         .iter()
         .any(|root| real.starts_with(root))
 }
@@ -151,8 +177,7 @@ pub async fn is_inside_project(ctx: &ToolContext, path: &Path) -> bool {
 /// The permission pattern for `path`: its real location relative to the real worktree
 /// (`"."` for the worktree itself; `../…` when outside).
 pub async fn worktree_relative(ctx: &ToolContext, path: &Path) -> String {
-    let real = real_path(&absolute(path)).await;
-    let root = real_path(&absolute(&ctx.worktree)).await;
+    let [real, root] = real_paths([absolute(path), absolute(&ctx.worktree)]).await;
     let rel = relative_path(&root, &real);
     if rel.is_empty() { ".".into() } else { rel }
 }

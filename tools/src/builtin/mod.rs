@@ -149,14 +149,37 @@ pub(crate) fn mtime(path: &std::path::Path) -> SystemTime {
 
 /// A gitignore-style glob matcher as ripgrep's `--glob` uses it: a pattern without `/` matches
 /// the file name at any depth, one with `/` matches the path relative to the search root.
+#[derive(Clone)]
 pub(crate) struct PathGlob {
     set: globset::GlobMatcher,
     by_name: bool,
 }
 
+/// Compiled patterns kept for reuse (a model repeats its patterns; compiling one builds a
+/// regex). Emptied when it reaches this many entries.
+const GLOB_CACHE_MAX: usize = 256;
+
 impl PathGlob {
-    /// Compile `pattern`; the error text is shown to the model.
+    /// Compile `pattern`, or reuse its earlier compilation (a clone shares the regex); the
+    /// error text is shown to the model.
     pub(crate) fn new(pattern: &str) -> Result<Self, String> {
+        use std::collections::HashMap;
+        use std::sync::{Mutex, OnceLock};
+        static CACHE: OnceLock<Mutex<HashMap<String, PathGlob>>> = OnceLock::new();
+        let cache = CACHE.get_or_init(Mutex::default);
+        if let Some(g) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(pattern) {
+            return Ok(g.clone());
+        }
+        let g = Self::compile(pattern)?;
+        let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+        if c.len() >= GLOB_CACHE_MAX {
+            c.clear();
+        }
+        c.insert(pattern.to_string(), g.clone());
+        Ok(g)
+    }
+
+    fn compile(pattern: &str) -> Result<Self, String> {
         let trimmed = pattern.trim_start_matches("./");
         let by_name = !trimmed.contains('/');
         let trimmed = trimmed.trim_start_matches('/');
