@@ -243,6 +243,10 @@ fn main() -> ExitCode {
     }
 }
 
+/// One turn of one session: its index, its id (once created), the turn's wall time in ms
+/// and its result.
+type TurnDone = (usize, Option<String>, f64, Result<TurnResult, String>);
+
 /// One finished session (all its turns).
 struct SessionRun {
     index: usize,
@@ -426,8 +430,7 @@ async fn run(s: &Settings) -> Result<Report> {
     // Turn by turn: every session runs turn t before any runs turn t+1, so between turns all
     // sessions are idle at once (the idle-session memory reading).
     for turn in 0..s.turns {
-        let mut set: JoinSet<(usize, Option<String>, f64, Result<TurnResult, String>)> =
-            JoinSet::new();
+        let mut set: JoinSet<TurnDone> = JoinSet::new();
         for (index, dir) in workspaces.iter().cloned().enumerate() {
             if runs[index].error.is_some() {
                 continue;

@@ -49,7 +49,7 @@ fn message(i: usize) -> Vec<ChatMessage> {
             ChatMessage::Assistant {
                 content: None,
                 reasoning: Some(format!("thinking {i}")),
-                reasoning_signature: (i % 2 == 0).then(|| format!("sig{i}")),
+                reasoning_signature: i.is_multiple_of(2).then(|| format!("sig{i}")),
                 tool_calls: vec![ToolCallRequest {
                     id: format!("call_{i}"),
                     name: "read".into(),
@@ -95,7 +95,7 @@ fn message(i: usize) -> Vec<ChatMessage> {
         4 => vec![ChatMessage::User {
             content: format!("look at this {i}"),
             images: vec![ImageInput {
-                mime: if i % 2 == 0 {
+                mime: if i.is_multiple_of(2) {
                     "image/png".into()
                 } else {
                     "application/pdf".into()
@@ -177,7 +177,7 @@ fn step_request(step: usize) -> ChatRequest {
         model: String::new(),
         messages,
         tools,
-        temperature: (step % 2 == 0).then_some(0.3),
+        temperature: step.is_multiple_of(2).then_some(0.3),
         top_p: None,
         max_tokens: Some(4096),
         extra,
