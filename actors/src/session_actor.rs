@@ -737,23 +737,38 @@ impl SessionActor {
         // Serialized for the provider client the processor will use (its model is the one
         // the wire format and option rules come from).
         let provider = state.rt.provider(&model);
-        let body = match &wrapped {
-            None => state.cache.body(provider.model(), &request),
-            Some(h) => troupe_llm::body::full_body(
+        let hooked = state
+            .rt
+            .hooks
+            .as_ref()
+            .is_some_and(|h| !h.config().chat_params.is_empty());
+        if hooked {
+            // `chat.params` hooks change the request's fields in the processor, after this
+            // point: send the history in the fields and let the provider serialize it all.
+            let history = match &wrapped {
+                None => state.cache.view(&state.history, &view),
+                Some(h) => h.as_slice(),
+            };
+            request = troupe_llm::body::with_history(&request, history);
+        } else {
+            let body = match &wrapped {
+                None => state.cache.body(provider.model(), &request),
+                Some(h) => troupe_llm::body::full_body(
+                    provider.model(),
+                    &troupe_llm::body::with_history(&request, h),
+                ),
+            };
+            #[cfg(debug_assertions)]
+            crate::history::check_body_from_scratch(
                 provider.model(),
-                &troupe_llm::body::with_history(&request, h),
-            ),
-        };
-        #[cfg(debug_assertions)]
-        crate::history::check_body_from_scratch(
-            provider.model(),
-            &request,
-            &state.history,
-            &view,
-            delivered,
-            &body,
-        );
-        request.body = Some(body.into());
+                &request,
+                &state.history,
+                &view,
+                delivered,
+                &body,
+            );
+            request.body = Some(body.into());
+        }
         let assistant = AssistantMessage {
             id: troupe_session::id::message(),
             session_id: state.session.id.clone(),
