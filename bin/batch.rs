@@ -1,5 +1,6 @@
-//! `troupe batch tasks.jsonl`: many independent prompts under one runtime, or through a
-//! running `troupe serve` (`--attach URL`, so `troupe monitor` and the web view show it).
+//! `troupe batch tasks.jsonl`: many independent prompts under one runtime, through a
+//! running `troupe serve` (`--attach URL`, so `troupe monitor` and the web view show it), or
+//! on a cluster of `troupe worker`s (`--cluster nats://…`, see `troupe_cluster::client`).
 //!
 //! Each input line is `{"id", "prompt", "agent"?, "model"?, "dir"?, "schema"?, "timeout"?,
 //! "maxSteps"?}`.
@@ -23,150 +24,10 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow, bail};
 use rust_decimal::Decimal;
-use serde::{Deserialize, Serialize};
-use troupe_actors::{PromptInput, Runtime};
+use troupe_actors::Runtime;
 use troupe_session::Tokens;
 
-/// One input line.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BatchTask {
-    /// Unique id of the task (any JSON string).
-    pub id: String,
-    /// The prompt.
-    pub prompt: String,
-    /// Agent name (default: the default agent).
-    #[serde(default)]
-    pub agent: Option<String>,
-    /// `provider/model` (default: config).
-    #[serde(default)]
-    pub model: Option<String>,
-    /// Working directory, relative to the batch's directory.
-    #[serde(default)]
-    pub dir: Option<PathBuf>,
-    /// A JSON Schema the answer must satisfy (structured output): the validated value is
-    /// the result's `output`; an answer that never validates fails the task with the last
-    /// validation error. Checked when the file is read.
-    #[serde(default)]
-    pub schema: Option<serde_json::Value>,
-    /// Wall-time limit of the task, seconds (> 0; default `--timeout`, else none). Past it
-    /// the task's turn is aborted and the task fails with `timed out after N s`, keeping the
-    /// tokens and cost spent until then.
-    #[serde(default)]
-    pub timeout: Option<f64>,
-    /// Step limit of the task's turn (JSON key `maxSteps`, ≥ 1; default: the agent's
-    /// `steps`, else 100). A task that reaches it ends as any turn at its limit.
-    #[serde(default, rename = "maxSteps")]
-    pub max_steps: Option<u32>,
-}
-
-/// How long an aborted task may take to wind down (its running tool calls and provider
-/// request are cancelled) before its result is written without waiting any longer.
-const ABORT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Parse a timeout in seconds: finite and > 0 (`what` names it in the error).
-pub fn check_timeout(secs: f64, what: &str) -> Result<std::time::Duration> {
-    if secs.is_finite() && secs > 0.0 && secs < 1e9 {
-        Ok(std::time::Duration::from_secs_f64(secs))
-    } else {
-        bail!("{what} must be a number of seconds > 0, got {secs}")
-    }
-}
-
-/// One output line.
-#[derive(Debug, Clone, Serialize)]
-pub struct BatchResult {
-    /// Task id.
-    pub id: String,
-    /// Session id (empty when the session could not be created).
-    pub session_id: String,
-    /// `completed` or `failed`.
-    pub status: &'static str,
-    /// Final text of the turn.
-    pub text: String,
-    /// Tokens of the session.
-    pub tokens: Tokens,
-    /// Cost of the turn, USD.
-    #[serde(with = "rust_decimal::serde::float")]
-    pub cost: Decimal,
-    /// Wall time of the task, ms.
-    pub duration_ms: u64,
-    /// Error message when failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// The validated answer of a task with a `schema`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output: Option<serde_json::Value>,
-}
-
-/// Parse the tasks file; errors name the file and line.
-pub fn read_tasks(path: &Path) -> Result<Vec<BatchTask>> {
-    let text = std::fs::read_to_string(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    let mut tasks = Vec::new();
-    let mut seen = HashSet::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        // One position, file:line:column (serde's own "at line 1 column N" would be a second
-        // line number, counted within the task's line).
-        let task: BatchTask = serde_json::from_str(line).map_err(|e| {
-            let msg = e.to_string();
-            let suffix = format!(" at line {} column {}", e.line(), e.column());
-            let msg = msg.strip_suffix(&suffix).unwrap_or(&msg);
-            let indent = raw.len() - raw.trim_start().len();
-            anyhow!(
-                "{}:{}:{}: {msg}",
-                path.display(),
-                i + 1,
-                e.column() + indent
-            )
-        })?;
-        if task.id.trim().is_empty() {
-            bail!(
-                "{}:{}: task id is empty (results are matched and resumed by id)",
-                path.display(),
-                i + 1
-            );
-        }
-        if task.prompt.trim().is_empty() {
-            bail!(
-                "{}:{}: task {} has an empty prompt",
-                path.display(),
-                i + 1,
-                task.id
-            );
-        }
-        if let Some(schema) = &task.schema
-            && let Err(e) = troupe_tools::builtin::StructuredOutputTool::new(schema)
-        {
-            bail!("{}:{}: task {}: {e}", path.display(), i + 1, task.id);
-        }
-        if task.max_steps == Some(0) {
-            bail!(
-                "{}:{}: task {}: \"maxSteps\" must be 1 or more",
-                path.display(),
-                i + 1,
-                task.id
-            );
-        }
-        if let Some(t) = task.timeout {
-            check_timeout(t, "\"timeout\"")
-                .map_err(|e| anyhow!("{}:{}: task {}: {e}", path.display(), i + 1, task.id))?;
-        }
-        if !seen.insert(task.id.clone()) {
-            bail!(
-                "{}:{}: duplicate task id {}",
-                path.display(),
-                i + 1,
-                task.id
-            );
-        }
-        tasks.push(task);
-    }
-    Ok(tasks)
-}
+pub use troupe_cluster::task::{BatchResult, BatchTask, check_timeout, read_tasks};
 
 /// Ids already present in an out file, and of those the ids whose result is not
 /// `completed` (lines that do not parse, such as a line cut by a killed process, are
@@ -250,6 +111,9 @@ pub enum Exec {
     Local(Runtime),
     /// A running `troupe serve` (sessions are created and prompted over its HTTP API).
     Remote(troupe_server::client::Client),
+    /// A cluster of `troupe worker`s: each task is published to its work queue and its
+    /// result collected from the run's result subject.
+    Cluster(Arc<troupe_cluster::client::ClusterBatch>),
 }
 
 /// The stderr line of a finished task: mark, id, status, duration, cost, error.
@@ -367,7 +231,7 @@ pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
     let names: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>> =
         Default::default();
     let watcher = match &exec {
-        Exec::Remote(_) => None,
+        Exec::Remote(_) | Exec::Cluster(_) => None,
         Exec::Local(runtime) => Some({
             let mut bus = runtime.bus().subscribe();
             let (names, bar) = (names.clone(), bar.clone());
@@ -429,7 +293,23 @@ pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
         update_bar(&bar, &stats);
         handles.push(tokio::spawn(async move {
             let result = match &exec {
-                Exec::Local(rt) => run_one(rt, task, model, agent, &cwd, &names, timeout).await,
+                Exec::Local(rt) => {
+                    let defaults = troupe_cluster::task::TaskDefaults {
+                        model,
+                        agent,
+                        cwd,
+                        timeout,
+                    };
+                    troupe_cluster::task::run_task(
+                        rt,
+                        &task,
+                        &defaults,
+                        &troupe_cluster::task::TaskSession::New,
+                        Some(names.as_ref()),
+                    )
+                    .await
+                }
+                Exec::Cluster(c) => c.run_task(&task).await,
                 Exec::Remote(client) => {
                     run_one_remote(client, task, model, agent, &cwd, timeout).await
                 }
@@ -595,122 +475,6 @@ fn update_bar(bar: &Option<indicatif::ProgressBar>, s: &Stats) {
     }
 }
 
-async fn run_one(
-    rt: &Runtime,
-    task: BatchTask,
-    model: Option<String>,
-    agent: Option<String>,
-    cwd: &Path,
-    names: &std::sync::Mutex<std::collections::HashMap<String, String>>,
-    timeout: Option<std::time::Duration>,
-) -> BatchResult {
-    let t0 = Instant::now();
-    let fail = |session_id: String, error: String, t0: Instant| BatchResult {
-        id: task.id.clone(),
-        session_id,
-        status: "failed",
-        text: String::new(),
-        tokens: Tokens::default(),
-        cost: Decimal::ZERO,
-        duration_ms: t0.elapsed().as_millis() as u64,
-        error: Some(error),
-        output: None,
-    };
-    let dir = match &task.dir {
-        Some(d) if d.is_absolute() => d.clone(),
-        Some(d) => cwd.join(d),
-        None => cwd.to_path_buf(),
-    };
-    if !dir.is_dir() {
-        return fail(
-            String::new(),
-            format!("directory {} does not exist", dir.display()),
-            t0,
-        );
-    }
-    let session = match rt.create_session(&dir, None).await {
-        Ok(s) => s,
-        Err(e) => return fail(String::new(), e.to_string(), t0),
-    };
-    names
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(session.id.clone(), task.id.clone());
-    let input = PromptInput {
-        text: task.prompt.clone(),
-        agent: task.agent.clone().or(agent),
-        model: task.model.clone().or(model),
-        system: None,
-        synthetic: Vec::new(),
-        compact: false,
-        no_reply: false,
-        schema: task.schema.clone(),
-        steer: false,
-        max_steps: task.max_steps,
-        ..Default::default()
-    };
-    let prompt = rt.prompt(&session.id, input);
-    tokio::pin!(prompt);
-    let mut timed_out = None;
-    let outcome = match timeout {
-        None => prompt.await,
-        Some(limit) => match tokio::time::timeout(limit, &mut prompt).await {
-            Ok(r) => r,
-            Err(_) => {
-                // Abort the turn and wait for it to wind down, so the result carries what
-                // the task cost until then and nothing of it runs on.
-                timed_out = Some(limit);
-                rt.abort_timed_out(&session.id);
-                match tokio::time::timeout(ABORT_GRACE, &mut prompt).await {
-                    Ok(r) => r,
-                    Err(_) => Err(troupe_actors::RuntimeError::Turn(
-                        "the aborted turn did not end".into(),
-                    )),
-                }
-            }
-        },
-    };
-    if let Some(limit) = timed_out {
-        let mut r = match outcome {
-            Ok(turn) => BatchResult {
-                text: turn.text,
-                tokens: turn.tokens,
-                cost: turn.cost,
-                ..fail(session.id.clone(), String::new(), t0)
-            },
-            Err(_) => fail(session.id.clone(), String::new(), t0),
-        };
-        r.error = Some(timeout_error(limit));
-        return r;
-    }
-    match outcome {
-        Ok(turn) => BatchResult {
-            id: task.id.clone(),
-            session_id: session.id.clone(),
-            status: if turn.error.is_none() {
-                "completed"
-            } else {
-                "failed"
-            },
-            text: turn.text,
-            tokens: turn.tokens,
-            cost: turn.cost,
-            duration_ms: t0.elapsed().as_millis() as u64,
-            error: turn.error.map(|e| format!("{}: {}", e.name, e.message())),
-            output: turn.structured,
-        },
-        Err(e) => fail(session.id.clone(), e.to_string(), t0),
-    }
-}
-
-/// The error of a task that ran past its timeout.
-fn timeout_error(limit: std::time::Duration) -> String {
-    format!(
-        "timed out after {}s (the task's turn was aborted)",
-        limit.as_secs_f64()
-    )
-}
-
 /// One task through a server: `POST /session` (its directory and a `batch <id>` title), then
 /// `POST /session/{id}/message`, which waits for the turn; tokens and cost from the session.
 /// Past `timeout`, `POST /session/{id}/abort` ends the turn and the task fails.
@@ -723,17 +487,8 @@ async fn run_one_remote(
     timeout: Option<std::time::Duration>,
 ) -> BatchResult {
     let t0 = Instant::now();
-    let fail = |session_id: String, error: String| BatchResult {
-        id: task.id.clone(),
-        session_id,
-        status: "failed",
-        text: String::new(),
-        tokens: Tokens::default(),
-        cost: Decimal::ZERO,
-        duration_ms: t0.elapsed().as_millis() as u64,
-        error: Some(error),
-        output: None,
-    };
+    let fail =
+        |session_id: String, error: String| BatchResult::failed(&task.id, session_id, error, t0);
     if task.schema.is_some() {
         return fail(
             String::new(),
@@ -786,7 +541,7 @@ async fn run_one_remote(
                 let _ = client
                     .post(&format!("/session/{sid}/abort"), &serde_json::json!({}))
                     .await;
-                match tokio::time::timeout(ABORT_GRACE, &mut post).await {
+                match tokio::time::timeout(troupe_cluster::task::ABORT_GRACE, &mut post).await {
                     Ok(r) => r.map_err(|e| e.to_string()),
                     Err(_) => Err("the aborted turn did not end".to_string()),
                 }
@@ -832,16 +587,16 @@ async fn run_one_remote(
         .or_else(|| session["cost"].as_str().and_then(|c| c.parse().ok()))
         .unwrap_or_default();
     let error = match timed_out {
-        Some(limit) => Some(timeout_error(limit)),
+        Some(limit) => Some(troupe_cluster::task::timeout_error(limit)),
         None => error,
     };
     BatchResult {
         id: task.id.clone(),
         session_id: sid,
         status: if error.is_none() {
-            "completed"
+            "completed".into()
         } else {
-            "failed"
+            "failed".into()
         },
         text,
         tokens,

@@ -17,6 +17,7 @@ mod signals;
 mod structured;
 mod telemetry;
 mod timeline;
+mod worker;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -59,8 +60,11 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Live terminal view of a running `troupe serve`: actor tree and counters.
     Monitor(monitor::MonitorArgs),
-    /// Run many independent prompts from a JSONL file under one runtime.
+    /// Run many independent prompts from a JSONL file under one runtime (or on a cluster of
+    /// workers with --cluster).
     Batch(BatchArgs),
+    /// Join a cluster: run tasks of cluster batches from a NATS JetStream work queue.
+    Worker(worker::WorkerArgs),
     /// Inspect stored sessions.
     Session {
         #[command(subcommand)]
@@ -380,6 +384,14 @@ struct BatchArgs {
     /// Password of the server given with --attach; default: $TROUPE_SERVER_PASSWORD.
     #[arg(long)]
     password: Option<String>,
+    /// Run the tasks on a cluster of `troupe worker`s through this NATS server (JetStream),
+    /// e.g. nats://127.0.0.1:4222: every task is published at once (--parallel does not
+    /// apply; the workers' --concurrency does) and the results are collected into --out.
+    #[arg(long, value_name = "URL", conflicts_with = "attach")]
+    cluster: Option<String>,
+    /// Cluster options (with --cluster).
+    #[command(flatten)]
+    cluster_opts: worker::ClusterArgs,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -499,6 +511,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             monitor::run(args).await
         }
         Command::Batch(args) => run_batch(cli.db, args).await,
+        Command::Worker(args) => worker::worker(cli.db, args).await,
         Command::Session {
             command: SessionCommand::Compact { id },
         } => compact(cli.db, &id).await,
@@ -879,6 +892,39 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
         .timeout
         .map(|t| batch::check_timeout(t, "--timeout"))
         .transpose()?;
+    if let Some(url) = &args.cluster {
+        // The workers validate agents and models per task; the file is checked here.
+        let tasks = batch::read_tasks(&args.file)?;
+        let exec = worker::cluster_batch(
+            url,
+            &args.cluster_opts,
+            args.out.as_deref(),
+            args.resume,
+            args.retry_failed,
+            troupe_cluster::task::TaskDefaults {
+                model: args.model.clone(),
+                agent: args.agent.clone(),
+                cwd: cwd.clone(),
+                timeout,
+            },
+        )
+        .await?;
+        return batch::run(
+            batch::Exec::Cluster(exec),
+            batch::BatchOptions {
+                file: args.file,
+                parallel: tasks.len().max(1),
+                out: args.out,
+                resume: args.resume,
+                retry_failed: args.retry_failed,
+                timeout,
+                model: args.model,
+                agent: args.agent,
+                cwd,
+            },
+        )
+        .await;
+    }
     if let Some(url) = &args.attach {
         // The server validates agents and models per task; the file is checked here.
         batch::read_tasks(&args.file)?;

@@ -33,6 +33,27 @@ pub struct ServeArgs {
     /// `--log-format`'s, the filter $TROUPE_LOG's.
     #[arg(long, value_name = "PATH")]
     pub log_file: Option<PathBuf>,
+    /// Also show a cluster's workers: listen to their heartbeats on this NATS server
+    /// (e.g. nats://127.0.0.1:4222); `/actors` lists them under `nodes` (dead ones marked)
+    /// and `/metrics` adds their series with a `node` label.
+    #[arg(long, value_name = "URL")]
+    pub cluster: Option<String>,
+    /// Prefix of the cluster's subjects (as given to its workers).
+    #[arg(long, value_name = "PREFIX", default_value = troupe_cluster::DEFAULT_PREFIX)]
+    pub cluster_prefix: String,
+}
+
+/// The fleet of `--cluster` as the server's view of other nodes.
+struct FleetView(troupe_cluster::fleet::Fleet);
+
+impl troupe_server::FleetView for FleetView {
+    fn nodes(&self) -> Vec<serde_json::Value> {
+        self.0.nodes()
+    }
+
+    fn metrics(&self) -> String {
+        self.0.metrics()
+    }
 }
 
 /// Run the server until Ctrl-C.
@@ -50,6 +71,20 @@ pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
     };
     // Refuse unsafe options before touching config or store.
     troupe_server::check_options(&check)?;
+    let fleet = match &args.cluster {
+        Some(url) => {
+            let names = troupe_cluster::Names::new(&args.cluster_prefix)?;
+            let fleet = troupe_cluster::fleet::Fleet::watch(
+                url,
+                &names,
+                tokio_util::sync::CancellationToken::new(),
+            )
+            .await
+            .map_err(|e| anyhow!("--cluster: {e}"))?;
+            Some(troupe_server::Fleet(Arc::new(FleetView(fleet))))
+        }
+        None => None,
+    };
     let cwd = crate::resolve_dir(args.dir.clone())?;
     let (mut config, agents) = crate::load_agents(&cwd)?;
     if let Some(m) = config.default_model() {
@@ -74,6 +109,7 @@ pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
         hostname: args.hostname.clone(),
         port: args.port,
         directory: cwd,
+        fleet,
         ..check
     };
     let server = match Server::bind(runtime.clone(), &opts).await {

@@ -384,6 +384,13 @@ pub struct PromptInput {
     /// [`RuntimeOptions::max_steps`]; a turn that reaches it ends as any turn at its limit.
     /// `troupe batch` sets it from a task's `maxSteps`.
     pub max_steps: Option<u32>,
+    /// Deliver this prompt at most once to the session (a cluster task, which JetStream may
+    /// deliver again after its worker died): when the session, as loaded under its lease,
+    /// already holds a user message, no new one is stored and the session's last turn is
+    /// resumed from the store instead (its interrupted parts were swept when the lease was
+    /// taken; a turn that had already ended returns its result without a new step). Meant
+    /// for sessions that receive exactly one prompt (`troupe worker`'s task sessions).
+    pub once: bool,
 }
 
 /// Changes to a session (`PATCH /session/{id}`, OpenCode's `{title?, permission?}`).

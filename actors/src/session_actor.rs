@@ -258,11 +258,19 @@ impl SessionActor {
                 myself.stop(Some("idle".into()));
                 return;
             };
-            if p.input.no_reply && !p.resume {
+            // A prompt delivered once (a redelivered cluster task) whose user message is
+            // already stored resumes that turn instead of asking again.
+            let resume = p.resume
+                || (p.input.once
+                    && state
+                        .history
+                        .iter()
+                        .any(|m| matches!(m.info, Message::User(_))));
+            if p.input.no_reply && !resume {
                 let _ = p.reply.send(self.store_only(state, &p.input));
                 continue;
             }
-            match self.begin_turn(state, p.input, p.resume).await {
+            match self.begin_turn(state, p.input, resume).await {
                 Ok(turn) => {
                     p.started.store(true, Ordering::SeqCst);
                     state.turn = Some(Turn {

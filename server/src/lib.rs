@@ -97,6 +97,30 @@ pub struct ServerOptions {
     pub heartbeat: Duration,
     /// Default directory of new sessions.
     pub directory: PathBuf,
+    /// The other nodes of a cluster (`troupe serve --cluster`): listed in `/actors` under
+    /// `nodes` and in `/metrics` with a `node` label. `None`: this process only.
+    pub fleet: Option<Fleet>,
+}
+
+/// What the server shows of a cluster's other nodes (implemented over their heartbeats by
+/// the CLI; the server knows nothing of how they are collected).
+pub trait FleetView: Send + Sync {
+    /// One JSON object per node: `{node, status: alive|draining|dead|stopped, …, tree}`
+    /// (`tree`: the node's supervision tree, shaped as `/actors`).
+    fn nodes(&self) -> Vec<serde_json::Value>;
+    /// Prometheus text of the nodes' series, each with a `node` label (complete families,
+    /// named apart from this process's own).
+    fn metrics(&self) -> String;
+}
+
+/// A shared [`FleetView`].
+#[derive(Clone)]
+pub struct Fleet(pub Arc<dyn FleetView>);
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Fleet")
+    }
 }
 
 impl Default for ServerOptions {
@@ -109,6 +133,7 @@ impl Default for ServerOptions {
             body_limit: DEFAULT_BODY_LIMIT,
             heartbeat: events::HEARTBEAT,
             directory: PathBuf::from("."),
+            fleet: None,
         }
     }
 }
@@ -200,6 +225,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// Heartbeat interval of `/event`.
     pub heartbeat: Duration,
+    /// The cluster's other nodes, if any ([`ServerOptions::fleet`]).
+    pub fleet: Option<Fleet>,
 }
 
 /// The OpenAPI description, generated from the handlers' annotations.
@@ -375,6 +402,7 @@ impl Server {
             directory: opts.directory.clone(),
             shutdown: shutdown.clone(),
             heartbeat: opts.heartbeat,
+            fleet: opts.fleet.clone(),
         };
         let listener = tokio::net::TcpListener::bind(&addr)
             .await

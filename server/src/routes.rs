@@ -615,6 +615,7 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
             Some(0) => return Err(ApiError::bad_request("`maxSteps` must be 1 or more")),
             n => n,
         },
+        once: false,
     })
 }
 
@@ -865,9 +866,14 @@ pub async fn config(State(st): State<AppState>) -> ApiResult<Json<Value>> {
 
 /// The live supervision tree.
 #[utoipa::path(get, path = "/actors", tag = "monitor",
-    responses((status = 200, description = "ActorNode: {kind, id, sessionID?, status, tool?, agent?, started, steps, tokens, cost, restarts, failures, queued, children}", body = Value)))]
-pub async fn actors(State(st): State<AppState>) -> Json<troupe_actors::tree::ActorNode> {
-    Json(st.runtime.actors())
+    responses((status = 200, description = "ActorNode: {kind, id, sessionID?, status, tool?, agent?, started, steps, tokens, cost, restarts, failures, queued, children}; with `serve --cluster` also `nodes: [{node, host, pid, status: alive|draining|dead|stopped, lastHeartbeatMs, timeoutMs, running, counters, metrics, tree}]`", body = Value)))]
+pub async fn actors(State(st): State<AppState>) -> Json<Value> {
+    let mut v = serde_json::to_value(st.runtime.actors()).unwrap_or_default();
+    // With a cluster: one subtree per node, from its last heartbeat (dead nodes marked).
+    if let Some(fleet) = &st.fleet {
+        v["nodes"] = Value::Array(fleet.0.nodes());
+    }
+    Json(v)
 }
 
 /// Prometheus metrics.
@@ -879,7 +885,13 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        crate::metrics::render(&st.runtime),
+        {
+            let mut text = crate::metrics::render(&st.runtime);
+            if let Some(fleet) = &st.fleet {
+                text.push_str(&fleet.0.metrics());
+            }
+            text
+        },
     )
         .into_response()
 }

@@ -1,0 +1,574 @@
+//! End-to-end tests of troupe on a cluster (issue 18): `troupe worker` processes, a cluster
+//! batch and `serve --cluster`, over the real NATS JetStream server on this machine
+//! (`TROUPE_TEST_NATS`, default nats://127.0.0.1:4222), all sharing one store file.
+//!
+//! Without a NATS server the tests say they were skipped and pass, unless
+//! `TROUPE_REQUIRE_SERVICES=1` (CI) makes them fail. Each test uses its own cluster prefix
+//! (streams, consumer, subjects) and deletes its streams at the end.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+use troupe_testkit::{Conversation, MockServer, Script, Step};
+
+/// The NATS URL to test against, or `None` (after saying why) when no server answers and
+/// services are not required.
+fn nats_or_skip(test: &str) -> Option<String> {
+    let url = std::env::var("TROUPE_TEST_NATS")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "nats://127.0.0.1:4222".into());
+    let addr = url.trim_start_matches("nats://").to_string();
+    let reachable = std::net::ToSocketAddrs::to_socket_addrs(&addr)
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).is_ok());
+    if reachable {
+        return Some(url);
+    }
+    let why = format!(
+        "no NATS server answers at {url} (start one with `nats-server -js`, or set TROUPE_TEST_NATS)"
+    );
+    if std::env::var("TROUPE_REQUIRE_SERVICES").is_ok_and(|v| v == "1") {
+        panic!("{test}: {why}, and TROUPE_REQUIRE_SERVICES=1 requires it");
+    }
+    eprintln!("{test}: SKIPPED: {why}");
+    None
+}
+
+/// A cluster prefix no other test (or run) uses.
+fn unique_prefix(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("t{tag}{}x{nanos}", std::process::id())
+}
+
+/// Deletes the test's streams when dropped (also when the test fails).
+struct Cleanup {
+    url: String,
+    prefix: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let (url, prefix) = (self.url.clone(), self.prefix.clone());
+        // A runtime of its own: the test's may be shutting down.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                if let Ok(c) = troupe_cluster::connect(&url).await {
+                    let js = troupe_cluster::jetstream(&c);
+                    let names = troupe_cluster::Names::new(&prefix).expect("names");
+                    let _ = troupe_cluster::delete_streams(&js, &names).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+const TASKS: usize = 60;
+/// Tool steps per task before its answer; each sleeps [`SLEEP_MS`].
+const TOOL_STEPS: usize = 3;
+const SLEEP_MS: u64 = 400;
+
+fn task_id(i: usize) -> String {
+    format!("t{i:02}")
+}
+
+/// One conversation per task: `TOOL_STEPS` steps calling `test_sleep`, then the answer.
+fn script() -> Script {
+    let convs = (0..TASKS)
+        .map(|i| {
+            let id = task_id(i);
+            let mut steps: Vec<Step> = (0..TOOL_STEPS)
+                // Different inputs, or the doom-loop guard stops the third call.
+                .map(|k| Step::tool("test_sleep", json!({"ms": SLEEP_MS + k as u64})))
+                .collect();
+            steps.push(Step::text(format!("answer {id}")));
+            Conversation::new(steps).matching(format!("[{id}]"))
+        })
+        .collect();
+    Script::new(convs)
+}
+
+fn write_tasks(p: &Project) -> std::path::PathBuf {
+    let lines: String = (0..TASKS)
+        .map(|i| {
+            let id = task_id(i);
+            format!(
+                "{}\n",
+                json!({"id": id, "prompt": format!("do job [{id}]")})
+            )
+        })
+        .collect();
+    let path = p.root.join("tasks.jsonl");
+    std::fs::write(&path, lines).expect("write tasks");
+    path
+}
+
+/// Starts `troupe worker NAME` of the cluster `prefix`, stderr to `<home>/NAME.log`.
+fn start_worker(
+    p: &Project,
+    nats: &str,
+    prefix: &str,
+    name: &str,
+    extra: &[&str],
+) -> std::process::Child {
+    let log = std::fs::File::create(p.home.path().join(format!("{name}.log"))).expect("log");
+    let mut args = vec![
+        "worker",
+        "--nats",
+        nats,
+        "--cluster-prefix",
+        prefix,
+        "--name",
+        name,
+        "--concurrency",
+        "4",
+        "--ack-wait",
+        "2",
+        "--heartbeat",
+        "0.3",
+        "--heartbeat-timeout",
+        "1.5",
+    ];
+    args.extend_from_slice(extra);
+    p.std_command(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn worker")
+}
+
+fn log_of(p: &Project, name: &str) -> String {
+    std::fs::read_to_string(p.home.path().join(format!("{name}.log"))).unwrap_or_default()
+}
+
+/// Task ids a worker's log says it started (`task tNN started`) and finished (`task tNN
+/// completed|failed`).
+fn started_and_finished(log: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut started = BTreeSet::new();
+    let mut finished = BTreeSet::new();
+    for l in log.lines() {
+        let Some(rest) = l.split_once(": task ").map(|(_, r)| r) else {
+            continue;
+        };
+        let mut words = rest.split_whitespace();
+        let (Some(id), Some(what)) = (words.next(), words.next()) else {
+            continue;
+        };
+        match what {
+            "started" => {
+                started.insert(id.to_string());
+            }
+            "completed" | "failed" => {
+                finished.insert(id.to_string());
+            }
+            _ => {}
+        }
+    }
+    (started, finished)
+}
+
+fn result_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("result line {l}: {e}")))
+        .collect()
+}
+
+async fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The issue's "Done when": 3 workers, a cluster batch of 60 multi-step tasks; one worker
+/// SIGKILLed mid-run, another SIGTERMed. All 60 results arrive exactly once, no session is
+/// duplicated, the killed worker's tasks are finished by other workers in the same session
+/// (swept part, then the continued turn), and the results match a local batch's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_tasks_survive_a_killed_and_a_stopped_worker() {
+    let Some(nats) = nats_or_skip("sixty_tasks_survive_a_killed_and_a_stopped_worker") else {
+        return;
+    };
+    let prefix = unique_prefix("k");
+    let _cleanup = Cleanup {
+        url: nats.clone(),
+        prefix: prefix.clone(),
+    };
+    let mock = MockServer::start(script()).await.expect("mock");
+    let p = Project::new(&mock.base_url());
+    let tasks = write_tasks(&p);
+    let out = p.root.join("results.jsonl");
+
+    // Two workers before the batch, one after it: both must work.
+    let mut w1 = start_worker(&p, &nats, &prefix, "w1", &[]);
+    let mut w2 = start_worker(&p, &nats, &prefix, "w2", &["--drain-timeout", "0.3"]);
+    let batch = p
+        .command(&[
+            "batch",
+            tasks.to_str().unwrap(),
+            "--cluster",
+            &nats,
+            "--cluster-prefix",
+            &prefix,
+            "--ack-wait",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn batch");
+    let mut w3 = start_worker(&p, &nats, &prefix, "w3", &[]);
+
+    // SIGKILL w1 while it runs tasks, once some results are in.
+    wait_until(
+        "w1 running tasks and 4 results",
+        Duration::from_secs(60),
+        || {
+            let (started, finished) = started_and_finished(&log_of(&p, "w1"));
+            started.difference(&finished).count() >= 2 && result_lines(&out).len() >= 4
+        },
+    )
+    .await;
+    w1.kill().expect("SIGKILL w1");
+    let _ = w1.wait();
+    let (w1_started, w1_finished) = started_and_finished(&log_of(&p, "w1"));
+    let killed: BTreeSet<String> = w1_started.difference(&w1_finished).cloned().collect();
+    assert!(!killed.is_empty());
+    eprintln!("w1 killed while running {killed:?}");
+
+    // Then SIGTERM w2 while it runs tasks: it finishes or hands them back.
+    wait_until("w2 running tasks", Duration::from_secs(60), || {
+        let (started, finished) = started_and_finished(&log_of(&p, "w2"));
+        started.difference(&finished).count() >= 1
+    })
+    .await;
+    signal(w2.id(), "-TERM");
+    let w2_status = tokio::task::spawn_blocking(move || w2.wait())
+        .await
+        .unwrap()
+        .expect("wait w2");
+    assert_eq!(
+        w2_status.code(),
+        Some(143),
+        "w2 after SIGTERM:\n{}",
+        log_of(&p, "w2")
+    );
+    let w2_log = log_of(&p, "w2");
+    assert!(w2_log.contains("w2: stopping: no new tasks"), "{w2_log}");
+
+    let output = tokio::time::timeout(Duration::from_secs(120), batch.wait_with_output())
+        .await
+        .expect("the batch finishes")
+        .expect("batch output");
+    let stderr = text(&output.stderr);
+    assert!(
+        output.status.success(),
+        "batch failed: {stderr}\nw2:\n{w2_log}\nw3:\n{}",
+        log_of(&p, "w3")
+    );
+    assert!(
+        stderr.contains(&format!(
+            "batch: {TASKS} tasks, {TASKS} completed, 0 failed"
+        )),
+        "{stderr}"
+    );
+    let _ = w3.kill();
+    let _ = w3.wait();
+
+    // Every result exactly once.
+    let results = result_lines(&out);
+    let by_id: BTreeMap<String, Value> = results
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap().to_string(), r.clone()))
+        .collect();
+    assert_eq!(results.len(), TASKS, "one line per task: {results:#?}");
+    assert_eq!(by_id.len(), TASKS);
+    for (id, r) in &by_id {
+        assert_eq!(r["status"], "completed", "{r}");
+        assert_eq!(r["text"], format!("answer {id}"), "{r}");
+    }
+
+    // No session duplicated: one session per task, the one its result names.
+    let sessions = {
+        let out = p
+            .troupe(
+                &["session", "list", "--format", "json", "--limit", "1000"],
+                &[],
+            )
+            .await;
+        assert_success(&out, "session list");
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let sessions = sessions.as_array().unwrap();
+    assert_eq!(sessions.len(), TASKS, "one session per task");
+    let ids: BTreeSet<&str> = sessions.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    for r in by_id.values() {
+        assert!(ids.contains(r["session_id"].as_str().unwrap()), "{r}");
+    }
+
+    // The killed worker's tasks: finished by another worker, resuming the same session,
+    // which shows the swept part and then the continued turn.
+    let others = format!("{}{}", log_of(&p, "w2"), log_of(&p, "w3"));
+    // Tasks w2 handed back when it stopped ran in two workers too.
+    let handed_back: BTreeSet<String> = w2_log
+        .lines()
+        .filter_map(|l| {
+            l.split_once("handed back task ")
+                .map(|(_, id)| id.trim().to_string())
+        })
+        .collect();
+    eprintln!("w2 handed back {handed_back:?}");
+    let mut tasks_swept = 0;
+    for id in &killed {
+        let sid = by_id[id]["session_id"].as_str().unwrap();
+        assert!(
+            others.contains(&format!(
+                "task {id} started (session {sid}, delivery 2, resuming)"
+            )) || others.contains(&format!(
+                "task {id} started (session {sid}, delivery 3, resuming)"
+            )),
+            "task {id} was not resumed by another worker:\n{others}"
+        );
+        let messages = p.session_messages(sid).await;
+        let users = messages.iter().filter(|m| role(m) == "user").count();
+        assert_eq!(users, 1, "task {id}: one prompt, never asked twice");
+        let tools = tool_parts(&messages);
+        let swept: Vec<&Value> = tools
+            .iter()
+            .filter(|t| t["state"]["metadata"]["interrupted"] == true)
+            .collect();
+        // Swept: the call the dead worker was running (or, killed between two calls, its
+        // unfinished step).
+        let swept_step = messages.iter().any(|m| {
+            m["info"]["error"]["data"]["message"]
+                .as_str()
+                .is_some_and(|e| e.contains("ended before it finished"))
+        });
+        if !swept.is_empty() || swept_step {
+            tasks_swept += 1;
+        } else {
+            // Killed in the instant between its last step and its result: the turn had
+            // ended, and the next worker returned it without a step.
+            assert!(
+                messages.iter().filter(|m| role(m) == "assistant").count() == TOOL_STEPS + 1,
+                "task {id}: neither swept nor finished: {messages:#?}"
+            );
+        }
+        let completed = tools
+            .iter()
+            .filter(|t| t["state"]["status"] == "completed")
+            .count();
+        // The turn continued past the swept call to the end of the script.
+        let last = messages.last().unwrap();
+        assert_eq!(role(last), "assistant");
+        let last_text: String = parts_of_type(last, "text")
+            .iter()
+            .filter_map(|t| t["text"].as_str())
+            .collect();
+        assert_eq!(last_text, format!("answer {id}"));
+        assert!(
+            completed + swept.len() >= TOOL_STEPS,
+            "task {id}: {tools:#?}"
+        );
+    }
+
+    assert!(
+        tasks_swept >= 1,
+        "no task of the killed worker was cut mid-run: {killed:?}"
+    );
+
+    // The same tasks in a local batch: the fields that do not depend on where and when a
+    // task ran match.
+    let local = Project::new(&mock.base_url());
+    let local_tasks = write_tasks(&local);
+    let local_out = local.root.join("local.jsonl");
+    let out = local
+        .troupe(
+            &[
+                "batch",
+                local_tasks.to_str().unwrap(),
+                "--parallel",
+                "12",
+                "--out",
+                local_out.to_str().unwrap(),
+            ],
+            &[],
+        )
+        .await;
+    assert_success(&out, "local batch");
+    let local_by_id: BTreeMap<String, Value> = result_lines(&local_out)
+        .into_iter()
+        .map(|r| (r["id"].as_str().unwrap().to_string(), r))
+        .collect();
+    assert_eq!(local_by_id.len(), TASKS);
+    let keys = |r: &Value| {
+        let o = r.as_object().unwrap();
+        o.keys().cloned().collect::<BTreeSet<String>>()
+    };
+    for (id, r) in &by_id {
+        let l = &local_by_id[id];
+        assert_eq!(keys(r), keys(l), "the same fields: {r} vs {l}");
+        for f in ["status", "text", "error", "output"] {
+            assert_eq!(r[f], l[f], "task {id}: {f}: cluster {r} vs local {l}");
+        }
+        if !killed.contains(id) && !handed_back.contains(id) {
+            // A task no worker died in spent what the local one did.
+            assert_eq!(r["tokens"], l["tokens"], "task {id}: tokens");
+            assert_eq!(r["cost"], l["cost"], "task {id}: cost");
+        }
+    }
+}
+
+/// `serve --cluster` lists the workers in `/actors` (one subtree each) and marks a killed
+/// one dead once its heartbeat is older than its timeout; `/metrics` has a `node` label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_cluster_shows_the_workers_and_a_dead_one() {
+    let Some(nats) = nats_or_skip("serve_cluster_shows_the_workers_and_a_dead_one") else {
+        return;
+    };
+    let prefix = unique_prefix("f");
+    let _cleanup = Cleanup {
+        url: nats.clone(),
+        prefix: prefix.clone(),
+    };
+    let mock = MockServer::start(script()).await.expect("mock");
+    let p = Project::new(&mock.base_url());
+    let (_serve, base) = serve_with(p.command(&[
+        "serve",
+        "--port",
+        "0",
+        "--cluster",
+        &nats,
+        "--cluster-prefix",
+        &prefix,
+    ]))
+    .await;
+    let mut workers: Vec<std::process::Child> = ["n1", "n2", "n3"]
+        .iter()
+        .map(|n| start_worker(&p, &nats, &prefix, n, &[]))
+        .collect();
+    let client = troupe_server::client::Client::new(&base, None).expect("client");
+    let statuses = |v: &Value| -> BTreeMap<String, String> {
+        v["nodes"]
+            .as_array()
+            .map(|ns| {
+                ns.iter()
+                    .map(|n| {
+                        (
+                            n["node"].as_str().unwrap_or("").to_string(),
+                            n["status"].as_str().unwrap_or("").to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let start = std::time::Instant::now();
+    let actors = loop {
+        let actors = client.get("/actors").await.expect("/actors");
+        let s = statuses(&actors);
+        if s.len() == 3 && s.values().all(|v| v == "alive") {
+            break actors;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "3 alive workers: {actors:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Each node carries its own supervision tree and its announced timeout.
+    for n in actors["nodes"].as_array().unwrap() {
+        assert_eq!(n["tree"]["kind"], "runtime", "{n}");
+        assert_eq!(n["timeoutMs"], 1500);
+    }
+    // The local tree is still the document's root.
+    assert_eq!(actors["kind"], "runtime");
+
+    workers[1].kill().expect("SIGKILL n2");
+    let _ = workers[1].wait();
+    let killed_at = std::time::Instant::now();
+    loop {
+        let v = client.get("/actors").await.expect("/actors");
+        let s = statuses(&v);
+        if s.get("n2").map(String::as_str) == Some("dead") {
+            // Dead because its last heartbeat is older than the timeout it announced.
+            let n2 = v["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|n| n["node"] == "n2")
+                .unwrap();
+            assert!(n2["lastHeartbeatMs"].as_u64().unwrap() > 1500, "{n2}");
+            assert_eq!(s["n1"], "alive");
+            assert_eq!(s["n3"], "alive");
+            break;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(30),
+            "n2 never marked dead: {v:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("/metrics")
+        .text()
+        .await
+        .expect("/metrics body");
+    assert!(
+        metrics.contains("troupe_node_up{node=\"n1\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("troupe_node_up{node=\"n2\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("troupe_node_tasks_running{node=\"n3\"} 0"),
+        "{metrics}"
+    );
+    // This process's own series are still there, unlabelled.
+    assert!(metrics.contains("troupe_steps_total "), "{metrics}");
+
+    // A worker that stops says so.
+    signal(workers[0].id(), "-TERM");
+    let _ = workers[0].wait();
+    let start = std::time::Instant::now();
+    loop {
+        let v = client.get("/actors").await.expect("/actors");
+        if statuses(&v).get("n1").map(String::as_str) == Some("stopped") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "n1 never stopped: {v:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for w in workers.iter_mut() {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+}
