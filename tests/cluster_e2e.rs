@@ -572,3 +572,103 @@ async fn serve_cluster_shows_the_workers_and_a_dead_one() {
         let _ = w.wait();
     }
 }
+
+/// A cluster batch killed mid-run and started again with `--resume` continues the same run:
+/// the results the worker published meanwhile are collected, the unfinished tasks are not
+/// run a second time (same message ids, same sessions), and every id is written once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_cluster_batch_resumes_its_run() {
+    let Some(nats) = nats_or_skip("a_killed_cluster_batch_resumes_its_run") else {
+        return;
+    };
+    let prefix = unique_prefix("r");
+    let _cleanup = Cleanup {
+        url: nats.clone(),
+        prefix: prefix.clone(),
+    };
+    let mock = MockServer::start(script()).await.expect("mock");
+    let p = Project::new(&mock.base_url());
+    // 12 of the 60 scripted tasks.
+    let lines: String = (0..12)
+        .map(|i| {
+            let id = task_id(i);
+            format!(
+                "{}\n",
+                json!({"id": id, "prompt": format!("do job [{id}]")})
+            )
+        })
+        .collect();
+    let tasks = p.root.join("tasks.jsonl");
+    std::fs::write(&tasks, lines).unwrap();
+    let out = p.root.join("results.jsonl");
+    let batch_args = |resume: bool| {
+        let mut a = vec![
+            "batch".to_string(),
+            tasks.display().to_string(),
+            "--cluster".into(),
+            nats.clone(),
+            "--cluster-prefix".into(),
+            prefix.clone(),
+            "--out".into(),
+            out.display().to_string(),
+        ];
+        if resume {
+            a.push("--resume".into());
+        }
+        a
+    };
+    let mut w = start_worker(&p, &nats, &prefix, "solo", &[]);
+    let args = batch_args(false);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut first = p
+        .std_command(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn batch");
+    wait_until("3 results", Duration::from_secs(60), || {
+        result_lines(&out).len() >= 3
+    })
+    .await;
+    first.kill().expect("SIGKILL the batch");
+    let _ = first.wait();
+    let before = result_lines(&out).len();
+    assert!(before < 12, "the batch was killed before the end");
+    let run = std::fs::read_to_string(p.root.join("results.jsonl.run")).expect("run file");
+    // The worker goes on meanwhile; then the batch comes back.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let args = batch_args(true);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out2 = p.troupe(&args, &[]).await;
+    assert_success(&out2, "resumed batch");
+    let stderr = text(&out2.stderr);
+    assert!(stderr.contains(&format!("{before} skipped")), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("results.jsonl.run")).unwrap(),
+        run,
+        "the same run"
+    );
+    let results = result_lines(&out);
+    let ids: BTreeSet<&str> = results.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(results.len(), 12, "{results:#?}");
+    assert_eq!(ids.len(), 12);
+    assert!(results.iter().all(|r| r["status"] == "completed"));
+    // Each task ran once, in one session.
+    let log = log_of(&p, "solo");
+    for i in 0..12 {
+        let id = task_id(i);
+        let starts = log.matches(&format!("task {id} started")).count();
+        assert_eq!(starts, 1, "task {id} started {starts} times:\n{log}");
+    }
+    let sessions = p
+        .troupe(
+            &["session", "list", "--format", "json", "--limit", "100"],
+            &[],
+        )
+        .await;
+    let sessions: Value = serde_json::from_slice(&sessions.stdout).unwrap();
+    assert_eq!(sessions.as_array().unwrap().len(), 12);
+    let _ = w.kill();
+    let _ = w.wait();
+}
