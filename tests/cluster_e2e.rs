@@ -241,16 +241,15 @@ async fn sixty_tasks_survive_a_killed_and_a_stopped_worker() {
         .expect("spawn batch");
     let mut w3 = start_worker(&p, &nats, &prefix, "w3", &[]);
 
-    // SIGKILL w1 while it runs tasks, once some results are in.
-    wait_until(
-        "w1 running tasks and 4 results",
-        Duration::from_secs(60),
-        || {
-            let (started, finished) = started_and_finished(&log_of(&p, "w1"));
-            started.difference(&finished).count() >= 2 && result_lines(&out).len() >= 4
-        },
-    )
+    // SIGKILL w1 in the middle of its second round of tasks: once it has finished one and
+    // taken new ones, half a step in (its tasks end together, so killing as results come
+    // in would catch them between their last step and their result).
+    wait_until("w1 in its second round", Duration::from_secs(60), || {
+        let (started, finished) = started_and_finished(&log_of(&p, "w1"));
+        !finished.is_empty() && started.difference(&finished).count() >= 2
+    })
     .await;
+    tokio::time::sleep(Duration::from_millis(SLEEP_MS + SLEEP_MS / 2)).await;
     w1.kill().expect("SIGKILL w1");
     let _ = w1.wait();
     let (w1_started, w1_finished) = started_and_finished(&log_of(&p, "w1"));
