@@ -214,8 +214,12 @@ async fn sixty_tasks_survive_a_killed_and_a_stopped_worker() {
         url: nats.clone(),
         prefix: prefix.clone(),
     };
+    // The workers share the store as machines would: one PostgreSQL database (a fresh schema).
+    let Some(pg) = troupe_testkit::pg::PgSchema::create("sixty_tasks_cluster") else {
+        return;
+    };
     let mock = MockServer::start(script()).await.expect("mock");
-    let p = Project::new(&mock.base_url());
+    let p = Project::new(&mock.base_url()).with_env("TROUPE_DB", pg.url());
     let tasks = write_tasks(&p);
     let out = p.root.join("results.jsonl");
 
@@ -322,6 +326,13 @@ async fn sixty_tasks_survive_a_killed_and_a_stopped_worker() {
     };
     let sessions = sessions.as_array().unwrap();
     assert_eq!(sessions.len(), TASKS, "one session per task");
+    // They are in PostgreSQL: no process fell back to a SQLite file.
+    assert!(!p.home.path().join("troupe.db").exists());
+    assert_eq!(
+        pg.query_text("SELECT count(*)::text FROM session")
+            .as_deref(),
+        Some("60")
+    );
     let ids: BTreeSet<&str> = sessions.iter().map(|s| s["id"].as_str().unwrap()).collect();
     for r in by_id.values() {
         assert!(ids.contains(r["session_id"].as_str().unwrap()), "{r}");
