@@ -393,23 +393,29 @@ async fn connect(name: &str, cfg: &McpServerConfig, hub: Arc<McpHub>) -> Result<
                 .spawn()
                 .map_err(|e| format!("cannot start {:?}: {e}", l.command.join(" ")))?;
             let pid = proc.id();
-            if let Some(err) = err {
-                tokio::spawn(keep_tail(err, stderr.clone()));
-            }
-            let running = tokio::time::timeout(timeout, handler.serve(proc))
+            let reader = err.map(|err| tokio::spawn(keep_tail(err, stderr.clone())));
+            let served = tokio::time::timeout(timeout, handler.serve(proc))
                 .await
-                .map_err(within("the MCP handshake"))?
-                .map_err(|e| {
+                .map_err(within("the MCP handshake"))?;
+            let running = match served {
+                Ok(running) => running,
+                Err(e) => {
+                    // A server that exits at once breaks the pipe before its stderr has been
+                    // read: give the reader a moment to reach EOF, so the error says why.
+                    if let Some(r) = reader {
+                        let _ = tokio::time::timeout(STDERR_SETTLE, r).await;
+                    }
                     let tail = stderr
                         .lock()
                         .map(|s| s.trim().to_string())
                         .unwrap_or_default();
-                    if tail.is_empty() {
+                    return Err(if tail.is_empty() {
                         format!("the MCP handshake failed: {e}")
                     } else {
                         format!("the MCP handshake failed: {e}; stderr: {tail}")
-                    }
-                })?;
+                    });
+                }
+            };
             (running, pid)
         }
         McpServerConfig::Remote(r) => {
@@ -450,6 +456,9 @@ async fn connect(name: &str, cfg: &McpServerConfig, hub: Arc<McpHub>) -> Result<
 }
 
 /// Keep the last [`STDERR_TAIL`] bytes of a server's stderr (for error messages).
+/// How long a failed handshake waits for the server's stderr to be read to its end: 500 ms.
+const STDERR_SETTLE: Duration = Duration::from_millis(500);
+
 async fn keep_tail(err: tokio::process::ChildStderr, tail: Arc<Mutex<String>>) {
     use tokio::io::AsyncBufReadExt;
     let mut lines = tokio::io::BufReader::new(err).lines();
