@@ -553,8 +553,9 @@ impl Actor for RootActor {
             _ => return Ok(()),
         };
         // Supervise by identity: only the session actors this root spawned are its children.
-        let Some((id, session_id)) = shared.root_children.remove(&cell.get_id()) else {
-            tracing::warn!(actor = %cell.get_id(), "supervision event from an unknown child of the runtime; ignored");
+        let id = cell.get_id();
+        let Some(session_id) = shared.root_children.get(&id).map(|e| e.value().clone()) else {
+            tracing::warn!(actor = %id, "supervision event from an unknown child of the runtime; ignored");
             return Ok(());
         };
         shared
@@ -567,6 +568,10 @@ impl Actor for RootActor {
             // The prompt waiting on this actor's turn restarts it from the store.
             shared.crashed.insert(session_id, (id, cause));
         }
+        // Only now is the child gone: `crash_of` reads `crashed` as soon as it sees the child
+        // removed, so the cause must be there first (removing first let a waiting prompt see
+        // no cause and fail with "the session actor stopped during the turn").
+        shared.root_children.remove(&id);
         shared.root_events.notify_waiters();
         Ok(())
     }
