@@ -1261,9 +1261,14 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
             None => rt2.prompt(&sid, input).await,
         };
         // Background subagents the turn started run on after it; their results start
-        // turns of their own (printed like this one), which the run waits for first.
-        rt2.wait_background(&sid).await;
-        r
+        // turns of their own (printed like this one), which the run waits for first. The
+        // run then reports the latest turn: its error decides the exit code and its text
+        // is the last message.
+        let later = rt2.wait_background(&sid).await;
+        match (r, later) {
+            (Ok(first), Some(later)) if later.ends_after(&first) => Ok(later),
+            (r, _) => r,
+        }
     });
 
     // Ctrl-C or SIGTERM: the first aborts the turn (partial output is kept, parts closed),

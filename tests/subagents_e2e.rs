@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use troupe_testkit::{Conversation, Exhausted, MockServer, Script, Step};
+use troupe_testkit::{Conversation, Exhausted, Fault, MockServer, Script, Step};
 
 mod common;
 use common::*;
@@ -93,10 +93,24 @@ async fn run_waits_for_a_background_subagent_and_its_result_turn() {
     ]);
     let server = MockServer::start(script).await.expect("mock");
     project.write_config(&mock_config(&server.base_url()).to_string());
+    let last_message = project.root.join("last.txt");
     let out = project
-        .troupe(&["run", "PARENT-BG-RUN: start a background child"], &[])
+        .troupe(
+            &[
+                "run",
+                "--output-last-message",
+                &last_message.display().to_string(),
+                "PARENT-BG-RUN: start a background child",
+            ],
+            &[],
+        )
         .await;
     assert_success(&out, "troupe run");
+    // The run reports its latest turn, the one the child's result started.
+    assert_eq!(
+        std::fs::read_to_string(&last_message).expect("--output-last-message file"),
+        "the child reported: forty-two\n"
+    );
     let stdout = text(&out.stdout);
     let first = stdout
         .find("parent turn over")
@@ -114,6 +128,42 @@ async fn run_waits_for_a_background_subagent_and_its_result_turn() {
     assert!(
         body.contains("the answer is forty-two") && body.contains("state=\\\"completed\\\""),
         "{body}"
+    );
+    server.shutdown().await;
+}
+
+/// When the turn a background result started fails, `troupe run` fails with its error, not
+/// with the first turn's success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_fails_when_the_turn_a_background_result_started_fails() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    let mut args = task_args("BG-CHILD-FAIL", "explore");
+    args["background"] = json!(true);
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", args),
+            Step::text("parent turn over"),
+            Step::text("").with_fault(Fault::http(400)),
+        ])
+        .matching("PARENT-BG-FAIL"),
+        Conversation::new(vec![Step::text("child done").with_first_byte_delay_ms(300)])
+            .matching("BG-CHILD-FAIL"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&mock_config(&server.base_url()).to_string());
+    let out = project
+        .troupe(&["run", "PARENT-BG-FAIL: start a background child"], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("parent turn over"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stderr).contains("APIError"),
+        "{}",
+        text(&out.stderr)
     );
     server.shutdown().await;
 }

@@ -454,6 +454,15 @@ pub struct TurnResult {
     pub structured: Option<serde_json::Value>,
 }
 
+impl TurnResult {
+    /// Whether this turn's last assistant message came after `other`'s (message ids grow
+    /// with time; a turn without an assistant message counts as earliest).
+    pub fn ends_after(&self, other: &TurnResult) -> bool {
+        let id = |t: &TurnResult| t.message.as_ref().map(|m| m.id.clone());
+        id(self) > id(other)
+    }
+}
+
 /// Runtime errors (before a turn could run).
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -745,7 +754,12 @@ impl Runtime {
     /// prompt to the parent: it joins the parent's running turn or starts a new one, which
     /// this also waits for). `troupe run` calls it before it exits, so a run's background
     /// work is not cut off by the process ending.
-    pub async fn wait_background(&self, session_id: &str) {
+    ///
+    /// Returns the result of the latest of `session_id`'s turns that took a delivery (by
+    /// its assistant message id, which grows with time), or `None` when no result was
+    /// delivered since the last call: `troupe run` reports that turn (exit code,
+    /// `--output-last-message`) rather than the first one, which ended before the results.
+    pub async fn wait_background(&self, session_id: &str) -> Option<TurnResult> {
         loop {
             // The session's background subagents and theirs, transitively.
             let mut parents = vec![session_id.to_string()];
@@ -759,12 +773,27 @@ impl Runtime {
                 }
             }
             if pending.is_empty() {
-                return;
+                break;
             }
             for mut rx in pending {
                 let _ = rx.wait_for(|settled| *settled).await;
             }
         }
+        let mut latest: Option<TurnResult> = None;
+        for b in self
+            .shared
+            .background
+            .iter()
+            .filter(|b| b.parent == session_id)
+        {
+            let taken = b.delivered.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(turn) = taken
+                && latest.as_ref().is_none_or(|l| turn.ends_after(l))
+            {
+                latest = Some(turn);
+            }
+        }
+        latest
     }
 
     /// Install a fault hook (tests only: feature `fault-injection`); see [`faults`].

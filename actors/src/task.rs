@@ -82,6 +82,9 @@ pub(crate) struct Background {
     pub settled: tokio::sync::watch::Receiver<bool>,
     /// Set when the parent was aborted: the child is aborted and its result not delivered.
     aborted: Arc<std::sync::atomic::AtomicBool>,
+    /// The result of the parent's turn that took the delivery (joined or started by it),
+    /// once it ended; taken by [`crate::Runtime::wait_background`].
+    pub delivered: Arc<std::sync::Mutex<Option<crate::TurnResult>>>,
 }
 
 /// Abort the running background subagents of `session_id` and, through their own aborts,
@@ -605,6 +608,7 @@ async fn start_background(
     let (result_tx, result_rx) = tokio::sync::watch::channel(None);
     let (settled_tx, settled_rx) = tokio::sync::watch::channel(false);
     let aborted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let delivered = Arc::new(std::sync::Mutex::new(None));
     rt.background.insert(
         child_id.clone(),
         Background {
@@ -613,6 +617,7 @@ async fn start_background(
             result: result_rx,
             settled: settled_rx,
             aborted: aborted.clone(),
+            delivered: delivered.clone(),
         },
     );
     let (parent, description) = (ctx.session_id.clone(), args.description.clone());
@@ -631,19 +636,27 @@ async fn start_background(
         if !aborted.load(std::sync::atomic::Ordering::SeqCst)
             && let Some(runtime) = crate::Runtime::from_shared(&rt)
         {
-            // Into the parent's running turn, or a new turn of an idle parent.
-            let delivered = runtime
+            // Into the parent's running turn, or a new turn of an idle parent, as a
+            // synthetic text (OpenCode injects a synthetic user prompt): the model must not
+            // read it as something the user typed, so a running turn that takes it does
+            // not wrap it in the "user sent a message" reminder (`steer::wrap`).
+            let turn = runtime
                 .prompt(
                     &parent,
                     PromptInput {
-                        text: block,
+                        synthetic: vec![block],
                         steer: true,
                         ..Default::default()
                     },
                 )
                 .await;
-            if let Err(e) = delivered {
-                tracing::warn!(session_id = %parent, task_id = %cid, "the result of a background subagent was not delivered: {e}");
+            match turn {
+                Ok(turn) => {
+                    *delivered.lock().unwrap_or_else(|p| p.into_inner()) = Some(turn);
+                }
+                Err(e) => {
+                    tracing::warn!(session_id = %parent, task_id = %cid, "the result of a background subagent was not delivered: {e}");
+                }
             }
         }
         let _ = settled_tx.send(true);

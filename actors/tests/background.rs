@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::*;
-use troupe_session::{MessageWithParts, ToolState};
+use troupe_session::{Message, MessageWithParts, PartKind, ToolState};
 use troupe_testkit::{Conversation, Fault, MockServer, RecordedRequest, Script, Step};
 
 fn background_task(token: &str) -> Value {
@@ -102,6 +102,36 @@ async fn background_children_report_into_the_parents_next_step() {
         assert!(third.contains(want), "{want} missing from {third}");
     }
     assert_eq!(third.matches("state=\"completed\"").count(), 2, "{third}");
+    // A result is not something the user typed: it is stored as synthetic text and sent
+    // without the reminder that wraps a user's message sent into a running turn.
+    assert!(
+        !third.contains("The user sent the following message"),
+        "{third}"
+    );
+    let carriers: Vec<&MessageWithParts> = history
+        .iter()
+        .filter(|m| {
+            m.parts.iter().any(
+                |p| matches!(&p.kind, PartKind::Text { text, .. } if text.contains("<task_result>")),
+            )
+        })
+        .collect();
+    assert_eq!(carriers.len(), 2, "{history:#?}");
+    for m in carriers {
+        assert!(matches!(m.info, Message::User(_)), "{m:#?}");
+        for p in &m.parts {
+            assert!(
+                matches!(
+                    &p.kind,
+                    PartKind::Text {
+                        synthetic: true,
+                        ..
+                    }
+                ),
+                "{p:#?}"
+            );
+        }
+    }
     // The children are sessions of the parent and ended well.
     let kids = children(&rt, &sid).await;
     assert_eq!(kids.len(), 2);
