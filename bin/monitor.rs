@@ -74,6 +74,35 @@ pub struct ActorNode {
     pub queued: u64,
     /// Supervised children.
     pub children: Vec<ActorNode>,
+    /// The cluster's other nodes (`troupe serve --cluster`; only on the root): each
+    /// worker's state and tree from its last heartbeat.
+    pub nodes: Vec<FleetNode>,
+}
+
+/// One worker of a cluster in `GET /actors` `nodes` (`troupe serve --cluster`), from its last
+/// heartbeat. Unknown fields are ignored and missing ones default.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct FleetNode {
+    /// The worker's `--name`.
+    pub node: String,
+    /// Host name the worker runs on.
+    pub host: String,
+    /// Its process id on that host.
+    pub pid: u64,
+    /// `alive`, `draining` (SIGTERM, finishing its tasks), `dead` (no heartbeat within its
+    /// timeout) or `stopped` (it said goodbye).
+    pub status: String,
+    /// Time since its last heartbeat arrived, ms.
+    pub last_heartbeat_ms: u64,
+    /// Heartbeat timeout it announced, ms: past it the node is `dead`.
+    pub timeout_ms: u64,
+    /// Ids of the tasks it runs now.
+    pub running: Vec<String>,
+    /// Tasks it runs at most at once (`--concurrency`).
+    pub concurrency: u64,
+    /// Its supervision tree as of that heartbeat.
+    pub tree: Option<ActorNode>,
 }
 
 /// Sum of the numeric leaves of a JSON value (a bare number counts as itself).
@@ -151,6 +180,33 @@ fn flatten(root: &ActorNode, now_ms: u64, labels: &HashMap<String, String>) -> V
     }
     let mut out = Vec::new();
     walk(root, 0, now_ms, labels, &mut out);
+    // A cluster's workers: one `node` row each (its state from the last heartbeat), its
+    // tree below it.
+    for n in &root.nodes {
+        let mut detail = format!("{}/{} tasks", n.running.len(), n.concurrency);
+        if !n.host.is_empty() {
+            let _ = write!(detail, " {}:{}", n.host, n.pid);
+        }
+        let _ = write!(detail, " heartbeat {} ago", fmt_age(n.last_heartbeat_ms));
+        out.push(TreeRow {
+            depth: 1,
+            kind: "node".into(),
+            id: n.node.clone(),
+            label: String::new(),
+            status: n.status.clone(),
+            detail,
+            steps: 0,
+            tokens: 0,
+            cost: 0.0,
+            restarts: 0,
+            failures: 0,
+            queued: 0,
+            age: String::new(),
+        });
+        if let Some(tree) = &n.tree {
+            walk(tree, 2, now_ms, labels, &mut out);
+        }
+    }
     out
 }
 
@@ -176,6 +232,9 @@ struct Summary {
     busy: usize,
     /// Live tool calls.
     tools: usize,
+    /// A cluster's workers (`node` rows), and how many of them are dead.
+    nodes: usize,
+    dead_nodes: usize,
     /// Tokens since the server started: `troupe_tokens_total`, else the runtime node's.
     tokens: u64,
     /// Cost since the server started, USD: `troupe_cost_usd_total`, else the runtime node's.
@@ -202,20 +261,29 @@ fn summarize(rows: &mut [TreeRow], totals: &BTreeMap<String, f64>) -> Summary {
         r.cost = cost;
     }
     Summary {
-        actors: rows.len().saturating_sub(1),
+        // Every actor row but runtimes (this one and the workers') and node rows.
+        actors: rows
+            .iter()
+            .filter(|r| r.kind != "runtime" && r.kind != "node")
+            .count(),
         sessions: rows.iter().filter(|r| r.kind == "session").count(),
         busy: rows
             .iter()
             .filter(|r| r.kind == "session" && r.status != "idle")
             .count(),
         tools: rows.iter().filter(|r| r.kind == "tool_call").count(),
+        nodes: rows.iter().filter(|r| r.kind == "node").count(),
+        dead_nodes: rows
+            .iter()
+            .filter(|r| r.kind == "node" && r.status == "dead")
+            .count(),
         tokens,
         cost,
     }
 }
 
 fn summary_line(s: &Summary) -> String {
-    format!(
+    let mut line = format!(
         "actors {}  sessions {} (busy {})  tool calls {}  tokens {}  cost {}",
         s.actors,
         s.sessions,
@@ -223,7 +291,11 @@ fn summary_line(s: &Summary) -> String {
         s.tools,
         fmt_thousands(s.tokens),
         fmt_cost(s.cost)
-    )
+    );
+    if s.nodes > 0 {
+        let _ = write!(line, "  nodes {} (dead {})", s.nodes, s.dead_nodes);
+    }
+    line
 }
 
 /// `11,216`: an exact count with thousands separators.
@@ -480,7 +552,11 @@ impl Api {
             if n.kind == "session" {
                 out.push(n.id.clone());
             }
-            for c in &n.children {
+            for c in n
+                .children
+                .iter()
+                .chain(n.nodes.iter().filter_map(|f| f.tree.as_ref()))
+            {
                 ids(c, out);
             }
         }
@@ -732,7 +808,9 @@ fn status_style(status: &str) -> Style {
     match status {
         "busy" => Style::new().fg(Color::Green).add_modifier(Modifier::BOLD),
         "retry" => Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
-        "error" | "failed" => Style::new().fg(Color::Red),
+        "error" | "failed" | "dead" => Style::new().fg(Color::Red),
+        "alive" => Style::new().fg(Color::Green),
+        "draining" => Style::new().fg(Color::Yellow),
         _ => Style::new().fg(Color::DarkGray),
     }
 }
@@ -873,6 +951,10 @@ fn draw(
 }
 
 #[cfg(test)]
+#[path = "monitor_fleet_tests.rs"]
+mod fleet_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -935,6 +1017,8 @@ runtime troupe          busy          steps=3 tokens=1500 cost=$0.0125 age=1m39s
                 sessions: 2,
                 busy: 1,
                 tools: 1,
+                nodes: 0,
+                dead_nodes: 0,
                 tokens: 11_216,
                 cost: 0.5
             }

@@ -565,6 +565,21 @@ async fn serve_cluster_shows_the_workers_and_a_dead_one() {
     );
     // This process's own series are still there, unlabelled.
     assert!(metrics.contains("troupe_steps_total "), "{metrics}");
+    // `troupe monitor` shows the fleet: a row per worker with its state, the dead one
+    // marked, and the count in the header.
+    let out = p.troupe(&["monitor", "--once", &base], &[]).await;
+    assert_success(&out, "troupe monitor --once");
+    let shown = text(&out.stdout);
+    for (node, status) in [("n1", "alive"), ("n2", "dead"), ("n3", "alive")] {
+        assert!(
+            shown.lines().any(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.len() > 2 && w[0] == "node" && w[1] == node && w[2] == status
+            }),
+            "{node} {status} not shown:\n{shown}"
+        );
+    }
+    assert!(shown.contains("nodes 3 (dead 1)"), "{shown}");
 
     // A worker that stops says so.
     signal(workers[0].id(), "-TERM");

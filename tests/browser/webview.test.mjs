@@ -378,6 +378,34 @@ try {
   if (await page.locator("[data-testid=earlier-messages]").count() !== 0) throw new Error("the load-earlier button stays after the first message");
   log(`ok: ${LONG} messages paged back in order`);
 
+  // A cluster server (`serve --cluster`) adds its workers to /actors under `nodes`; the data
+  // itself is tested against real workers in tests/cluster_e2e.rs. Here the page is given
+  // such a document: each worker is a node row with its state, the dead one marked, and its
+  // tree below it.
+  step = "show a cluster's workers";
+  const fleet = await apiCall("/actors");
+  fleet.nodes = [
+    { node: "w-alive", host: "hostA", pid: 41, status: "alive", lastHeartbeatMs: 800, timeoutMs: 15000,
+      running: ["t-7"], concurrency: 4, tree: { kind: "runtime", id: "troupe", status: "busy",
+        children: [{ kind: "session", id: "ses_remote1", status: "busy", steps: 2, children: [] }] } },
+    { node: "w-dead", host: "hostB", pid: 42, status: "dead", lastHeartbeatMs: 65000, timeoutMs: 15000,
+      running: ["t-1", "t-2"], concurrency: 2, tree: null },
+  ];
+  await page.route("**/actors", (route) => route.fulfill({ json: fleet }));
+  await page.evaluate(() => requestActors());
+  await expectTrue(page, "the workers as node rows, the dead one marked, the alive one's session below it", () => {
+    const nodes = [...document.querySelectorAll("[data-testid=actor-node][data-kind=node]")];
+    const dead = nodes.find((e) => e.dataset.actorId === "w-dead");
+    const alive = nodes.find((e) => e.dataset.actorId === "w-alive");
+    const remote = document.querySelector("[data-testid=actor-node][data-actor-id=ses_remote1]");
+    return nodes.length === 2 && dead && dead.dataset.status === "dead" && /heartbeat 1m 05s ago/.test(dead.textContent)
+      && alive && alive.dataset.status === "alive" && /1\/4 tasks/.test(alive.textContent)
+      && remote && alive.compareDocumentPosition(remote) & Node.DOCUMENT_POSITION_FOLLOWING;
+  });
+  await page.screenshot({ path: join(artifacts, "webview-fleet.png") });
+  await page.unroute("**/actors");
+  log("ok: a cluster's workers shown, the dead one marked");
+
   if (pageErrors.length) throw new Error("the page reported errors:\n  " + pageErrors.join("\n  "));
   await page.screenshot({ path: join(artifacts, "webview.png") });
   log(`PASS; screenshot ${join(artifacts, "webview.png")}`);
