@@ -363,6 +363,11 @@ try {
     if (JSON.stringify(texts) !== JSON.stringify(want)) throw new Error(`expected messages ${from}..${LONG - 1} in order, shown ${texts.length}: ${JSON.stringify(texts.slice(0, 3))} … ${JSON.stringify(texts.slice(-2))}`);
   };
   await expectRange(LONG - 300);
+  // The timeline panel (still open) of a session without steps says so, and nothing else.
+  await expectTrue(page, "the empty timeline to say 'No steps yet.' without a stray 'null'", () => {
+    const t = document.getElementById("timeline-panel");
+    return !t.hidden && /No steps yet\./.test(t.textContent) && !/null/.test(t.textContent);
+  });
   const earlier = page.locator("[data-testid=earlier-messages]");
   await expectVisible(earlier, "the load-earlier button");
   await earlier.click();
