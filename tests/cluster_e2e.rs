@@ -127,6 +127,11 @@ fn start_worker(
     extra: &[&str],
 ) -> std::process::Child {
     let log = std::fs::File::create(p.home.path().join(format!("{name}.log"))).expect("log");
+    let concurrency = if extra.contains(&"--concurrency") {
+        &[][..]
+    } else {
+        &["--concurrency", "4"][..]
+    };
     let mut args = vec![
         "worker",
         "--nats",
@@ -135,15 +140,16 @@ fn start_worker(
         prefix,
         "--name",
         name,
-        "--concurrency",
-        "4",
+    ];
+    args.extend_from_slice(concurrency);
+    args.extend_from_slice(&[
         "--ack-wait",
         "2",
         "--heartbeat",
         "0.3",
         "--heartbeat-timeout",
         "1.5",
-    ];
+    ]);
     args.extend_from_slice(extra);
     p.std_command(&args)
         .stdin(Stdio::null())
@@ -700,4 +706,173 @@ async fn a_killed_cluster_batch_resumes_its_run() {
     assert_eq!(sessions.as_array().unwrap().len(), 12);
     let _ = w.kill();
     let _ = w.wait();
+}
+
+/// Subagents across the cluster (config `cluster.subagents`): a task's `explore` subagent
+/// runs on the other worker (each worker takes one task at a time, and the parent holds its
+/// own), its answer reaches the parent's next step; when the parent is aborted (its batch
+/// `timeout`), the cancellation reaches the child on the other worker, whose turn stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_runs_on_another_worker_and_the_parents_abort_reaches_it() {
+    let Some(nats) =
+        nats_or_skip("a_subagent_runs_on_another_worker_and_the_parents_abort_reaches_it")
+    else {
+        return;
+    };
+    let prefix = unique_prefix("s");
+    let _cleanup = Cleanup {
+        url: nats.clone(),
+        prefix: prefix.clone(),
+    };
+    let child = |token: &str| json!({"description": "look around", "prompt": format!("{token}: find the answer"), "subagent_type": "explore"});
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", child("CHILD-REMOTE")),
+            Step::text("the parent heard back"),
+        ])
+        .matching("[parent-ok]"),
+        Conversation::new(vec![
+            Step::text("the answer is 42").with_first_byte_delay_ms(300),
+        ])
+        .matching("CHILD-REMOTE"),
+        Conversation::new(vec![
+            Step::tool("task", child("CHILD-SLOW")),
+            Step::text("not reached"),
+        ])
+        .matching("[parent-abort]"),
+        Conversation::new(vec![
+            Step::text("too late").with_first_byte_delay_ms(60_000),
+        ])
+        .matching("CHILD-SLOW"),
+    ]);
+    let mock = MockServer::start(script).await.expect("mock");
+    let p = Project::with_config(&mock_config_with(
+        &mock.base_url(),
+        json!({"cluster": {"subagents": ["explore"]}}),
+    ));
+    let mut workers = [
+        start_worker(&p, &nats, &prefix, "wa", &["--concurrency", "1"]),
+        start_worker(&p, &nats, &prefix, "wb", &["--concurrency", "1"]),
+    ];
+    let batch = |name: &str, line: Value| {
+        let tasks = p.root.join(format!("{name}.jsonl"));
+        std::fs::write(&tasks, format!("{line}\n")).unwrap();
+        let out = p.root.join(format!("{name}-results.jsonl"));
+        let args: Vec<String> = vec![
+            "batch".into(),
+            tasks.display().to_string(),
+            "--cluster".into(),
+            nats.clone(),
+            "--cluster-prefix".into(),
+            prefix.clone(),
+            "--out".into(),
+            out.display().to_string(),
+        ];
+        (args, out)
+    };
+
+    // The child runs on the worker that does not hold the parent; its answer comes back.
+    let (args, out) = batch("ok", json!({"id": "ok", "prompt": "[parent-ok] delegate"}));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let done = p.troupe(&args, &[]).await;
+    let results = result_lines(&out);
+    assert_eq!(results.len(), 1, "{}", text(&done.stderr));
+    assert_eq!(results[0]["status"], "completed", "{:#}", results[0]);
+    assert_eq!(results[0]["text"], "the parent heard back");
+    let parent_request = mock
+        .requests()
+        .into_iter()
+        .rfind(|r| r.body.to_string().contains("[parent-ok]"))
+        .expect("the parent's requests");
+    assert!(
+        parent_request.body.to_string().contains("the answer is 42"),
+        "the child's answer is not in the parent's next request"
+    );
+    let (parent_node, child_node) = {
+        let (a, b) = (log_of(&p, "wa"), log_of(&p, "wb"));
+        let holds = |log: &str, what: &str| log.lines().any(|l| l.contains(what));
+        let parent = if holds(&a, "task ok started") {
+            "wa"
+        } else {
+            "wb"
+        };
+        (parent, if parent == "wa" { b } else { a })
+    };
+    assert!(
+        child_node
+            .lines()
+            .any(|l| l.contains(" started (session ses_") && !l.contains("task ok ")),
+        "the child did not run on the other worker than {parent_node}:\n{child_node}"
+    );
+    // The child is a session of the parent's, in the shared store.
+    let sessions = p.sessions().await;
+    let parent = sessions
+        .iter()
+        .find(|s| s["parentID"].is_null())
+        .expect("the parent session");
+    assert!(
+        sessions.iter().any(|s| s["parentID"] == parent["id"]),
+        "{sessions:#?}"
+    );
+
+    // The parent's abort (its timeout) reaches the child on the other worker.
+    let (args, out) = batch(
+        "abort",
+        json!({"id": "abort", "prompt": "[parent-abort] delegate", "timeout": 3}),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let t0 = std::time::Instant::now();
+    let done = p.troupe(&args, &[]).await;
+    let results = result_lines(&out);
+    assert_eq!(results.len(), 1, "{}", text(&done.stderr));
+    assert_eq!(results[0]["status"], "failed");
+    assert!(
+        results[0]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("timed out"),
+        "{:#}",
+        results[0]
+    );
+    // The child's worker ends the child's turn long before its model would have answered.
+    let stopped = std::time::Instant::now();
+    loop {
+        let logs = log_of(&p, "wa") + &log_of(&p, "wb");
+        let children_ended = logs
+            .lines()
+            .filter(|l| !l.contains("task abort ") && !l.contains("task ok "))
+            .filter(|l| l.contains(" failed ") || l.contains(" completed "))
+            .count();
+        if children_ended >= 2 {
+            break;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(20),
+            "the remote child did not stop:\n{logs}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(t0.elapsed() < Duration::from_secs(40), "{:?}", t0.elapsed());
+    let slow_child = p
+        .sessions()
+        .await
+        .into_iter()
+        .find(|s| {
+            s["title"]
+                .as_str()
+                .is_some_and(|t| t.contains("look around"))
+                && s["id"] != parent["id"]
+                && s["parentID"] != parent["id"]
+        })
+        .expect("the second child");
+    let history = p.session_messages(slow_child["id"].as_str().unwrap()).await;
+    let last = history.last().expect("the child's messages");
+    assert_eq!(
+        last["info"]["error"]["name"], "MessageAbortedError",
+        "{last:#}"
+    );
+    for w in workers.iter_mut() {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
 }

@@ -44,6 +44,7 @@ pub mod permission;
 pub mod processor;
 pub mod progress;
 pub mod question;
+pub mod remote;
 pub mod request;
 pub mod revert;
 pub mod session_actor;
@@ -329,6 +330,9 @@ pub struct RuntimeShared {
     /// Running `session.idle` hooks: shutdown waits for them (within its grace period), so
     /// the notification of a CLI run's last turn is not cut off by the exit.
     pub(crate) hook_tasks: tokio_util::task::TaskTracker,
+    /// The cluster that runs `cluster.subagents` task calls, once this process joined one
+    /// ([`Runtime::set_remote_subagents`]).
+    pub(crate) remote: std::sync::OnceLock<Arc<dyn remote::RemoteSubagents>>,
 }
 
 impl RuntimeShared {
@@ -725,6 +729,7 @@ impl Runtime {
                 hooks,
                 questions,
                 hook_tasks: tokio_util::task::TaskTracker::new(),
+                remote: std::sync::OnceLock::new(),
             }
         });
         let (root, _) = Actor::spawn(None, RootActor, shared.clone())
@@ -794,6 +799,13 @@ impl Runtime {
             }
         }
         latest
+    }
+
+    /// Let the cluster run this runtime's `task` calls of the subagents config
+    /// `cluster.subagents` names (see [`remote`]). Set once, when the process joins a
+    /// cluster; a second call is ignored.
+    pub fn set_remote_subagents(&self, remote: Arc<dyn remote::RemoteSubagents>) {
+        let _ = self.shared.remote.set(remote);
     }
 
     /// Install a fault hook (tests only: feature `fault-injection`); see [`faults`].

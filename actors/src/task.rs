@@ -364,6 +364,19 @@ async fn run_checked(
     // One task call per child session at a time: a second call continuing the same task_id
     // while the first still runs is refused (its result would interleave the transcript).
     let _claim = ChildClaim::take(&rt, &child.id)?;
+    let model_spec = model
+        .or_else(|| sub.model.clone())
+        .or_else(|| parent.model.as_ref().map(|m| m.full()));
+    // A new, foreground child of a subagent the config hands to the cluster: any worker
+    // runs its turn (see `remote`).
+    if let Some(remote) = rt.remote.get()
+        && args.task_id.is_none()
+        && !args.background
+        && crate::remote::is_remote(&rt.config.config.cluster.subagents, &sub.name)
+    {
+        let remote = remote.clone();
+        return run_remote(&rt, remote, args, &ctx, &sub.name, &child.id, model_spec).await;
+    }
     rt.depth.insert(child.id.clone(), depth);
 
     // Per-runtime cap on concurrent subagents: calls over it wait here.
@@ -371,9 +384,6 @@ async fn run_checked(
         p = rt.subagent_slots.clone().acquire_owned() => p.map_err(|_| ToolError::Failed("the runtime is shutting down".into()))?,
         _ = ctx.abort.cancelled() => return Err(ToolError::Aborted),
     };
-    let model_spec = model
-        .or_else(|| sub.model.clone())
-        .or_else(|| parent.model.as_ref().map(|m| m.full()));
 
     // The child is driven under its own lease like any session, so no other process (or
     // parallel task call resuming the same child) drives it meanwhile. No waiting here:
@@ -543,10 +553,80 @@ async fn run_checked(
     metadata.insert("cost".into(), json!(turn.cost.to_string()));
     Ok(ToolOutput {
         title: args.description,
-        output: format!(
-            "task_id: {child_id} (pass it as task_id to continue this subagent)\n\n<task id=\"{child_id}\" state=\"completed\">\n<task_result>\n{}\n</task_result>\n</task>",
-            turn.text.trim()
-        ),
+        output: completed_output(&child_id, &turn.text),
+        metadata,
+    })
+}
+
+/// The `task` output of a child that answered `text` (OpenCode's `<task>` block, with the
+/// task_id to continue it).
+fn completed_output(child_id: &str, text: &str) -> String {
+    format!(
+        "task_id: {child_id} (pass it as task_id to continue this subagent)\n\n<task id=\"{child_id}\" state=\"completed\">\n<task_result>\n{}\n</task_result>\n</task>",
+        text.trim()
+    )
+}
+
+/// Hand the turn of the new child session `child_id` to the cluster and wait for its
+/// outcome (see [`crate::remote`]): the result reads like a local child's; an abort of the
+/// parent cancels the remote turn.
+async fn run_remote(
+    rt: &Arc<RuntimeShared>,
+    remote: Arc<dyn crate::remote::RemoteSubagents>,
+    args: Args,
+    ctx: &ToolContext,
+    agent: &str,
+    child_id: &str,
+    model: Option<String>,
+) -> Result<ToolOutput, ToolError> {
+    // The node that takes the turn reads the child (and its ruleset) from the shared store.
+    rt.store
+        .flush()
+        .await
+        .map_err(|e| ToolError::Failed(format!("the subagent session was not stored: {e}")))?;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    // However this call ends before the outcome (abort, timeout, its actor killed), the
+    // remote turn is cancelled.
+    let _cancel_on_drop = cancel.clone().drop_guard();
+    let mut progress = serde_json::Map::new();
+    progress.insert("sessionId".into(), json!(child_id));
+    progress.insert("agent".into(), json!(agent));
+    progress.insert("remote".into(), json!(true));
+    ctx.progress
+        .update(Some(args.description.clone()), progress.clone());
+    let turn = crate::remote::RemoteTurn {
+        session_id: child_id.to_string(),
+        agent: agent.to_string(),
+        model,
+        prompt: args.prompt.clone(),
+        directory: ctx.directory.clone(),
+        call_id: ctx.call_id.clone(),
+        cancel: cancel.clone(),
+    };
+    let outcome = tokio::select! {
+        r = remote.run(turn) => r,
+        _ = ctx.abort.cancelled() => {
+            cancel.cancel();
+            return Err(ToolError::Aborted);
+        }
+    };
+    let outcome = outcome.map_err(|e| {
+        ToolError::Failed(format!(
+            "The subagent {child_id} could not run on the cluster: {e}"
+        ))
+    })?;
+    if let Some(e) = &outcome.error {
+        return Err(ToolError::Failed(format!(
+            "The subagent {child_id} failed on node {}: {e}\n(task_id: {child_id} to continue it)",
+            outcome.node
+        )));
+    }
+    let mut metadata = progress;
+    metadata.insert("node".into(), json!(outcome.node));
+    metadata.insert("cost".into(), json!(outcome.cost.to_string()));
+    Ok(ToolOutput {
+        title: args.description,
+        output: completed_output(child_id, &outcome.text),
         metadata,
     })
 }

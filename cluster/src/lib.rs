@@ -22,10 +22,12 @@
 //!
 //! Modules: [`task`] (the task and result lines, running one task), [`worker`] (`troupe
 //! worker`), [`client`] (the cluster side of `troupe batch`), [`fleet`] (heartbeats and the
-//! fleet view of `troupe serve --cluster`).
+//! fleet view of `troupe serve --cluster`), [`subagents`] (`task` calls a worker hands to the
+//! cluster, config `cluster.subagents`).
 
 pub mod client;
 pub mod fleet;
+pub mod subagents;
 pub mod task;
 pub mod worker;
 
@@ -108,6 +110,12 @@ impl Names {
     /// The subject of a node's heartbeats: `<prefix>.heartbeat.<node>`.
     pub fn heartbeat_subject(&self, node: &str) -> String {
         format!("{}.heartbeat.{node}", self.prefix)
+    }
+
+    /// The subject cancellations of remote subagents go to: `<prefix>.cancel`
+    /// ([`subagents`]).
+    pub fn cancel_subject(&self) -> String {
+        format!("{}.cancel", self.prefix)
     }
 
     /// The subject every heartbeat matches: `<prefix>.heartbeat.*`.

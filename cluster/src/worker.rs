@@ -140,6 +140,8 @@ pub struct Worker {
     started: i64,
     draining: AtomicBool,
     ack_wait: std::sync::OnceLock<Duration>,
+    /// Child sessions whose parents cancelled them ([`crate::subagents`]).
+    cancelled: Arc<crate::subagents::Cancelled>,
 }
 
 impl Worker {
@@ -175,8 +177,23 @@ pub async fn run(rt: Runtime, opts: WorkerOptions, stop: CancellationToken) -> R
         started: troupe_session::now_ms(),
         draining: AtomicBool::new(false),
         ack_wait: std::sync::OnceLock::new(),
+        cancelled: Default::default(),
     });
     let _ = worker.ack_wait.set(ack_wait);
+    // Subagents the config hands to the cluster, and the cancellations of such children.
+    rt.set_remote_subagents(crate::subagents::ClusterSubagents::new(
+        client.clone(),
+        opts.names.clone(),
+    ));
+    let cancels = client
+        .subscribe(opts.names.cancel_subject())
+        .await
+        .map_err(|e| anyhow!("subscribe {}: {e}", opts.names.cancel_subject()))?;
+    let cancel_listener = tokio::spawn(crate::subagents::listen_for_cancels(
+        cancels,
+        rt.clone(),
+        worker.cancelled.clone(),
+    ));
     eprintln!(
         "worker {}: joined cluster {} at {} (concurrency {}, ack wait {:.1}s)",
         opts.name,
@@ -238,6 +255,7 @@ pub async fn run(rt: Runtime, opts: WorkerOptions, stop: CancellationToken) -> R
     }
     beat_stop.cancel();
     let _ = beats.await;
+    cancel_listener.abort();
     let _ = client.flush().await;
     eprintln!("worker {}: stopped; {}", opts.name, worker.counters.json());
     Ok(())
@@ -309,7 +327,11 @@ async fn handle(worker: &Arc<Worker>, msg: async_nats::jetstream::Message) {
     };
     worker.counters.received.fetch_add(1, Ordering::Relaxed);
     let sid = tm.session_id.clone();
-    let existed = {
+    // A remote subagent's session was created by its parent: only a second delivery
+    // resumes it. A batch task's session exists only if an earlier delivery created it.
+    let existed = if tm.run.starts_with("sub_") {
+        delivery > 1
+    } else {
         let key = sid.clone();
         matches!(
             worker.rt.store().read(move |r| r.session(&key)).await,
@@ -369,6 +391,14 @@ async fn handle(worker: &Arc<Worker>, msg: async_nats::jetstream::Message) {
                 "delivered {delivery} times (its workers died or stopped each time); not run again (--max-deliver {})",
                 worker.opts.max_deliver
             ),
+            t0,
+        )
+    } else if worker.cancelled.contains(&sid) {
+        // A remote subagent whose parent was aborted before any worker took it.
+        BatchResult::failed(
+            &tm.task.id,
+            sid.clone(),
+            "cancelled by its parent before it started".into(),
             t0,
         )
     } else {

@@ -244,6 +244,7 @@ fn known_at(path: &[String]) -> Option<Vec<&'static str>> {
         ["provider", _, "models", _, "limit"] => Some(LIMIT_KEYS.to_vec()),
         ["compaction"] => Some(COMPACTION_KEYS.to_vec()),
         ["supervision"] => Some(SUPERVISION_KEYS.to_vec()),
+        ["cluster"] => Some(vec!["subagents"]),
         _ => None,
     }
 }

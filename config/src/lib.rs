@@ -38,8 +38,8 @@ pub use resolve::{
     DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, UNKNOWN_MODEL_CONTEXT, UNKNOWN_MODEL_OUTPUT,
 };
 pub use schema::{
-    CompactionConfig, Config, CostConfig, LimitConfig, ModelConfig, PriceConfig, ProviderConfig,
-    ProviderOptions, SupervisionConfig, TierConfig, TierSpec, Timeout,
+    ClusterConfig, CompactionConfig, Config, CostConfig, LimitConfig, ModelConfig, PriceConfig,
+    ProviderConfig, ProviderOptions, SupervisionConfig, TierConfig, TierSpec, Timeout,
 };
 
 use std::path::PathBuf;

@@ -31,6 +31,7 @@ pub(crate) const KNOWN_TOP_LEVEL_KEYS: &[&str] = &[
     "snapshot",
     "mcp",
     "hooks",
+    "cluster",
 ];
 
 /// The merged configuration (all sources; see [`crate::load`]).
@@ -83,6 +84,9 @@ pub struct Config {
     /// Hook commands by hook point (troupe's own block; see [`crate::HooksConfig`]).
     #[serde(default, skip_serializing_if = "crate::HooksConfig::is_empty")]
     pub hooks: crate::HooksConfig,
+    /// What a process that joined a cluster (`troupe worker`) hands to the cluster.
+    #[serde(default, skip_serializing_if = "ClusterConfig::is_empty")]
+    pub cluster: ClusterConfig,
     /// Every other top-level key, verbatim (filled by the loader; not read by `Deserialize`,
     /// written back flat by `Serialize`).
     #[serde(flatten, skip_deserializing)]
@@ -132,6 +136,27 @@ impl Default for CompactionConfig {
 }
 
 /// `supervision` block: how the runtime treats crashed actors (troupe-actors `supervision`).
+/// The `cluster` block: opt-ins that apply only in a process that joined a cluster (`troupe
+/// worker`); elsewhere it is accepted and has no effect.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClusterConfig {
+    /// Subagents whose `task` calls any worker of the cluster may run: agent names or
+    /// wildcards (`*`, `explore`, `review-*`). A matching call publishes the child's turn to
+    /// the cluster's work queue instead of running it here; the parent waits for its result
+    /// and an abort of the parent reaches the child. Default: none (every subagent runs
+    /// where its parent runs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub subagents: Vec<String>,
+}
+
+impl ClusterConfig {
+    /// True when nothing is set (the default).
+    pub fn is_empty(&self) -> bool {
+        self.subagents.is_empty()
+    }
+}
+
 /// Every key is optional; an absent key takes the default shown. Restarts are counted in a
 /// sliding window of `period_secs` (Erlang/OTP's `intensity` within `period`): the crash past
 /// the limit escalates (the tool call becomes an error part, the turn fails).

@@ -891,6 +891,20 @@ fn supervision_block_parses_and_its_unknown_keys_are_errors() {
 }
 
 #[test]
+fn cluster_block_parses_and_its_unknown_keys_are_errors() {
+    let loaded = load_str(r#"{"cluster": {"subagents": ["explore", "review-*"]}}"#);
+    assert_eq!(loaded.config.cluster.subagents, vec!["explore", "review-*"]);
+    assert!(load_str("{}").config.cluster.subagents.is_empty());
+    let err = load_err("troupe.json", r#"{"cluster": {"subagent": ["*"]}}"#);
+    assert!(
+        err.ends_with(
+            "troupe.json:1:14: unknown key \"subagent\" in cluster (did you mean \"subagents\"?)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn open_places_and_opencode_keys_stay_accepted() {
     // Request-body options, agent and permission blocks take any key; OpenCode-only top-level
     // keys are accepted and kept.

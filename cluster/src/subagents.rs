@@ -1,0 +1,233 @@
+//! Subagents across the cluster: a worker's `task` calls of the subagents config
+//! `cluster.subagents` names run on any worker (see `troupe_actors::remote`).
+//!
+//! ```text
+//! parent's worker                                   any worker (this one too)
+//!   create the child session in the shared store
+//!   subscribe <p>.results.sub_<child>
+//!   publish the child's task on <p>.tasks  ───────▶ pull, run the child's turn under its lease
+//!   wait …                                 ◀─────── publish the result, ack
+//!   on abort: publish <p>.cancel {sessionId} ─────▶ every worker: abort that session if it
+//!                                                   runs here, refuse it if pulled later
+//! ```
+//!
+//! The child's task message is an ordinary [`TaskMessage`] (id = the parent's call id,
+//! `Nats-Msg-Id` = the child session id, so a repeated publish is one task), so it gets the
+//! work queue's guarantees: progress acks while it runs, redelivery to another worker that
+//! resumes the same child session when its worker dies.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Result, anyhow};
+use futures::StreamExt as _;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use troupe_actors::remote::{RemoteOutcome, RemoteSubagents, RemoteTurn};
+
+use crate::Names;
+use crate::task::BatchTask;
+use crate::worker::{ResultMessage, TaskMessage};
+
+/// A cancellation on `<prefix>.cancel` (core NATS, JSON).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelMessage {
+    /// The child session whose turn is cancelled.
+    pub session_id: String,
+}
+
+/// How many cancelled session ids a worker remembers, to refuse their tasks if it pulls them
+/// after the cancellation (oldest forgotten first).
+pub const CANCELLED_MEMORY: usize = 4096;
+
+/// Session ids cancelled recently (bounded, see [`CANCELLED_MEMORY`]).
+#[derive(Default)]
+pub struct Cancelled(Mutex<VecDeque<String>>);
+
+impl Cancelled {
+    /// Remember `session_id` as cancelled.
+    pub fn add(&self, session_id: String) {
+        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() >= CANCELLED_MEMORY {
+            q.pop_front();
+        }
+        q.push_back(session_id);
+    }
+
+    /// Whether `session_id` was cancelled.
+    pub fn contains(&self, session_id: &str) -> bool {
+        let q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        q.iter().any(|s| s == session_id)
+    }
+}
+
+/// The [`RemoteSubagents`] of a worker: publishes child turns to the cluster's work queue.
+pub struct ClusterSubagents {
+    client: async_nats::Client,
+    js: async_nats::jetstream::Context,
+    names: Names,
+}
+
+impl ClusterSubagents {
+    /// Over the worker's NATS connection and cluster names.
+    pub fn new(client: async_nats::Client, names: Names) -> Arc<ClusterSubagents> {
+        let js = crate::jetstream(&client);
+        Arc::new(ClusterSubagents { client, js, names })
+    }
+}
+
+/// The run id of a child turn: results of child `session_id` go to
+/// `<prefix>.results.sub_<session_id>`.
+pub fn child_run(session_id: &str) -> String {
+    format!("sub_{session_id}")
+}
+
+impl RemoteSubagents for ClusterSubagents {
+    fn run(&self, turn: RemoteTurn) -> BoxFuture<'static, Result<RemoteOutcome, String>> {
+        let (client, js, names) = (self.client.clone(), self.js.clone(), self.names.clone());
+        // The cancellation is published by a task of its own: the caller may drop this
+        // future at the moment it cancels (an aborted tool call does), which must not take
+        // the cancellation with it. `done` ends the watcher once the outcome is in (only
+        // then: a future dropped without an outcome leaves the watcher waiting for the
+        // cancellation, which the caller sends however its call ends).
+        let done = tokio_util::sync::CancellationToken::new();
+        {
+            let (client, names, done) = (client.clone(), names.clone(), done.clone());
+            let (cancel, sid) = (turn.cancel.clone(), turn.session_id.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    biased;
+                    _ = done.cancelled() => {}
+                    _ = cancel.cancelled() => publish_cancel(&client, &names, &sid).await,
+                }
+            });
+        }
+        Box::pin(async move {
+            tokio::select! {
+                r = run_child(&client, &js, &names, &turn) => {
+                    done.cancel();
+                    r.map_err(|e| e.to_string())
+                }
+                _ = turn.cancel.cancelled() => Err("cancelled".to_string()),
+            }
+        })
+    }
+}
+
+async fn run_child(
+    client: &async_nats::Client,
+    js: &async_nats::jetstream::Context,
+    names: &Names,
+    turn: &RemoteTurn,
+) -> Result<RemoteOutcome> {
+    let run = child_run(&turn.session_id);
+    let results = names.results_subject(&run);
+    // Listen before publishing, so the result cannot come first.
+    let mut sub = client
+        .subscribe(results.clone())
+        .await
+        .map_err(|e| anyhow!("subscribe {results}: {e}"))?;
+    let msg = TaskMessage {
+        run,
+        session_id: turn.session_id.clone(),
+        task: BatchTask {
+            id: turn.call_id.clone(),
+            prompt: turn.prompt.clone(),
+            agent: Some(turn.agent.clone()),
+            model: turn.model.clone(),
+            dir: None,
+            schema: None,
+            timeout: None,
+            max_steps: None,
+        },
+        model: None,
+        agent: None,
+        cwd: turn.directory.clone(),
+        timeout_ms: None,
+        results,
+    };
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        async_nats::header::NATS_MESSAGE_ID,
+        turn.session_id.as_str(),
+    );
+    let ack = js
+        .publish_with_headers(
+            names.tasks_subject(),
+            headers,
+            serde_json::to_vec(&msg)?.into(),
+        )
+        .await
+        .map_err(|e| anyhow!("publish the child's task: {e}"))?;
+    ack.await
+        .map_err(|e| anyhow!("the tasks stream did not take the child's task: {e}"))?;
+    while let Some(m) = sub.next().await {
+        let Ok(r) = serde_json::from_slice::<ResultMessage>(&m.payload) else {
+            tracing::warn!(session_id = %turn.session_id, "a child result that does not parse was ignored");
+            continue;
+        };
+        return Ok(RemoteOutcome {
+            text: r.result.text,
+            error: r.result.error,
+            cost: r.result.cost,
+            node: r.worker,
+        });
+    }
+    Err(anyhow!(
+        "the connection to NATS closed before the child's result came"
+    ))
+}
+
+/// Tell every worker that the turn of `session_id` is cancelled.
+pub async fn publish_cancel(client: &async_nats::Client, names: &Names, session_id: &str) {
+    let body = serde_json::to_vec(&CancelMessage {
+        session_id: session_id.to_string(),
+    })
+    .unwrap_or_default();
+    if let Err(e) = client.publish(names.cancel_subject(), body.into()).await {
+        tracing::warn!(%session_id, "could not publish the cancellation of a remote subagent: {e}");
+    }
+    let _ = client.flush().await;
+}
+
+/// A worker's listener on `<prefix>.cancel`: remembers each cancelled session and aborts
+/// its turn if it runs in `rt`. Runs until the subscription ends.
+pub async fn listen_for_cancels(
+    mut sub: async_nats::Subscriber,
+    rt: troupe_actors::Runtime,
+    cancelled: Arc<Cancelled>,
+) {
+    while let Some(m) = sub.next().await {
+        let Ok(c) = serde_json::from_slice::<CancelMessage>(&m.payload) else {
+            continue;
+        };
+        cancelled.add(c.session_id.clone());
+        rt.abort(&c.session_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cancelled_ids_are_remembered_up_to_the_bound() {
+        let c = Cancelled::default();
+        c.add("ses_a".into());
+        assert!(c.contains("ses_a"));
+        assert!(!c.contains("ses_b"));
+        for i in 0..CANCELLED_MEMORY {
+            c.add(format!("ses_{i}"));
+        }
+        assert!(!c.contains("ses_a"), "the oldest is forgotten");
+        assert!(c.contains(&format!("ses_{}", CANCELLED_MEMORY - 1)));
+    }
+
+    #[test]
+    fn a_child_runs_results_subject_is_a_single_token() {
+        let run = child_run("ses_0123456789abXYZ");
+        assert_eq!(run, "sub_ses_0123456789abXYZ");
+        assert!(!run.contains('.') && !run.contains('*') && !run.contains('>'));
+    }
+}
