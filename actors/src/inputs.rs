@@ -248,7 +248,7 @@ pub async fn user_tool_context(
             .default_agent(shared.config.config.default_agent.as_deref())
             .map_err(|e| e.to_string())?,
     };
-    let session_rules = crate::session_actor::session_ruleset(&session)?;
+    let session_rules = session.ruleset().map_err(|e| e.to_string())?;
     let rules = Arc::new(troupe_agents::Ruleset::merge(&[
         &agent.permission,
         &session_rules,

@@ -415,12 +415,8 @@ impl SessionPatch {
     pub fn apply(&self, s: &mut troupe_session::Session) -> Result<(), String> {
         let permission = match &self.permission {
             Some(extra) => {
-                let old = session_actor::session_ruleset(s)?;
-                let merged = troupe_agents::Ruleset::merge(&[&old, extra]);
-                Some(
-                    serde_json::to_value(merged)
-                        .map_err(|e| format!("session {}: ruleset does not encode: {e}", s.id))?,
-                )
+                let old = s.ruleset().map_err(|e| e.to_string())?;
+                Some(troupe_agents::Ruleset::merge(&[&old, extra]).into())
             }
             None => None,
         };

@@ -207,21 +207,6 @@ impl SessionState {
     }
 }
 
-/// The session's own permission rules (a subagent's derived ruleset), or an error naming the
-/// session when the stored value does not decode: a ruleset that cannot be read must fail
-/// the turn, never be dropped (that would widen a subagent's permissions to its agent's).
-pub fn session_ruleset(session: &Session) -> Result<troupe_agents::Ruleset, String> {
-    match &session.permission {
-        None => Ok(troupe_agents::Ruleset::default()),
-        Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
-            format!(
-                "session {} has a permission ruleset that does not decode ({e}); refusing to run it without its restrictions",
-                session.id
-            )
-        }),
-    }
-}
-
 pub(crate) fn worktree_of(dir: &std::path::Path) -> PathBuf {
     let mut cur = Some(dir);
     while let Some(d) = cur {
@@ -528,7 +513,7 @@ impl SessionActor {
         // Session rules (e.g. a subagent's derived ruleset) come after the agent's. A value
         // that does not decode fails the turn: dropping it would run a subagent with its
         // parent's wider permissions.
-        let mut session_rules = session_ruleset(&state.session)?;
+        let mut session_rules = state.session.ruleset().map_err(|e| e.to_string())?;
         if !rt.opts.interactive {
             // Nobody can answer a question here (OpenCode's non-interactive rules, last so
             // they win).

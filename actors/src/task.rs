@@ -313,8 +313,9 @@ async fn run_checked(
         .ok_or_else(|| ToolError::Failed(format!("parent session {} not found", ctx.session_id)))?;
     // A parent ruleset that does not decode fails the call: deriving from an empty one would
     // give the child more than its parent may do.
-    let parent_session_rules =
-        crate::session_actor::session_ruleset(&parent).map_err(ToolError::Failed)?;
+    let parent_session_rules = parent
+        .ruleset()
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
     let parent_agent_rules = rt
         .agents
         .get(&ctx.agent)
@@ -351,9 +352,7 @@ async fn run_checked(
                 Some(ctx.session_id.clone()),
             );
             s.title = format!("{} (@{} subagent)", args.description, sub.name);
-            s.permission = Some(serde_json::to_value(&derived).map_err(|e| {
-                ToolError::Failed(format!("subagent ruleset does not encode: {e}"))
-            })?);
+            s.permission = Some(derived.into());
             rt.store.write1(Write::Session {
                 info: s.clone(),
                 created: true,

@@ -15,7 +15,7 @@ use support::*;
 use tempfile::TempDir;
 use troupe_actors::Runtime;
 use troupe_actors::tree::{ActorNode, Kind};
-use troupe_session::{ToolState, Write};
+use troupe_session::{SessionPermission, ToolState, Write};
 use troupe_testkit::{Conversation, MockServer, Script, Step};
 use troupe_tools::{Registry, Tool, ToolContext, ToolError, ToolOutput};
 
@@ -288,14 +288,30 @@ async fn title_and_compaction_workers_appear_in_the_tree_while_they_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permission_ruleset_that_does_not_decode_fails_the_turn() {
+    an_undecodable_ruleset_fails_the_turn(false).await;
+}
+
+/// A subagent session's stored ruleset is its restriction: one that does not decode fails its
+/// turn instead of running the subagent with its agent's wider rules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_ruleset_that_does_not_decode_fails_the_turn() {
+    an_undecodable_ruleset_fails_the_turn(true).await;
+}
+
+async fn an_undecodable_ruleset_fails_the_turn(subagent: bool) {
     let dir = TempDir::new().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let server = MockServer::start(Script::single(vec![Step::text("should not run")]))
         .await
         .unwrap();
     let rt = start_runtime(&dir, &server.base_url()).await;
-    let mut s = rt.create_session(&root, None).await.unwrap();
-    s.permission = Some(json!("not a ruleset"));
+    let parent = if subagent {
+        Some(rt.create_session(&root, None).await.unwrap().id)
+    } else {
+        None
+    };
+    let mut s = rt.create_session(&root, parent).await.unwrap();
+    s.permission = Some(SessionPermission::from_value(json!("not a ruleset")));
     rt.store().write1(Write::Session {
         info: s.clone(),
         created: false,
@@ -328,7 +344,7 @@ async fn patching_rules_onto_a_ruleset_that_does_not_decode_fails_and_keeps_it()
         .unwrap();
     let rt = start_runtime(&dir, &server.base_url()).await;
     let mut s = rt.create_session(&root, None).await.unwrap();
-    s.permission = Some(json!({"bash": "deny"}));
+    s.permission = Some(SessionPermission::from_value(json!({"bash": "deny"})));
     rt.store().write1(Write::Session {
         info: s.clone(),
         created: false,
@@ -355,7 +371,11 @@ async fn patching_rules_onto_a_ruleset_that_does_not_decode_fails_and_keeps_it()
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.permission, Some(json!({"bash": "deny"})));
+    assert_eq!(
+        serde_json::to_value(&stored.permission).unwrap(),
+        json!({"bash": "deny"}),
+        "the unreadable value is kept verbatim"
+    );
     assert_eq!(
         stored.title, s.title,
         "nothing of a refused patch is applied"

@@ -151,9 +151,10 @@ pub struct Session {
     /// each loop; `None` before any change).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<SessionSummary>,
-    /// Session-level permission rules (raw ruleset JSON).
+    /// Session-level permission rules (a subagent's derived ruleset, or rules patched onto
+    /// the session). Read them with [`Session::ruleset`], which fails when they do not decode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permission: Option<Value>,
+    pub permission: Option<SessionPermission>,
     /// Set by a revert: the messages after the revert point are hidden until the next prompt
     /// deletes them, or an unrevert restores the files (OpenCode `session.revert`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -212,6 +213,87 @@ impl Session {
     pub fn has_default_title(&self) -> bool {
         self.title.starts_with("New session - ") || self.title.starts_with("Child session - ")
     }
+
+    /// The session's own permission rules (empty when it has none), or an error naming the
+    /// session when the stored value does not decode: a ruleset that cannot be read must fail
+    /// whatever would use it, never be dropped (that would widen a subagent's permissions to
+    /// its agent's).
+    pub fn ruleset(&self) -> Result<troupe_agents::Ruleset, UndecodableRuleset> {
+        match &self.permission {
+            None => Ok(troupe_agents::Ruleset::default()),
+            Some(SessionPermission::Rules(r)) => Ok(r.clone()),
+            Some(SessionPermission::Undecodable { error, .. }) => Err(UndecodableRuleset {
+                session_id: self.id.clone(),
+                error: error.clone(),
+            }),
+        }
+    }
+}
+
+/// A session's permission rules as stored.
+///
+/// Rows are JSON, and one written by an older or foreign writer may hold a value that is not a
+/// ruleset. Decoding the whole session must not fail for that (the session still has to be
+/// listed, shown and deleted), and the value must not be read as "no rules" either. So such a
+/// value is kept verbatim, with its decode error: writing the session back stores it unchanged,
+/// and [`Session::ruleset`] fails for it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionPermission {
+    /// A ruleset that decoded.
+    Rules(troupe_agents::Ruleset),
+    /// A stored value that is not a ruleset.
+    Undecodable {
+        /// The stored value, unchanged.
+        raw: Value,
+        /// Why it does not decode.
+        error: String,
+    },
+}
+
+impl From<troupe_agents::Ruleset> for SessionPermission {
+    fn from(r: troupe_agents::Ruleset) -> Self {
+        SessionPermission::Rules(r)
+    }
+}
+
+impl SessionPermission {
+    /// Decode a stored value: a ruleset, or [`SessionPermission::Undecodable`] keeping it.
+    pub fn from_value(raw: Value) -> Self {
+        match serde_json::from_value::<troupe_agents::Ruleset>(raw.clone()) {
+            Ok(r) => SessionPermission::Rules(r),
+            Err(e) => SessionPermission::Undecodable {
+                raw,
+                error: e.to_string(),
+            },
+        }
+    }
+}
+
+impl Serialize for SessionPermission {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SessionPermission::Rules(r) => r.serialize(s),
+            SessionPermission::Undecodable { raw, .. } => raw.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SessionPermission {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(SessionPermission::from_value)
+    }
+}
+
+/// A session's stored permission value does not decode as a ruleset.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "session {session_id} has a permission ruleset that does not decode ({error}); refusing to run it without its restrictions"
+)]
+pub struct UndecodableRuleset {
+    /// The session.
+    pub session_id: String,
+    /// Why the stored value does not decode.
+    pub error: String,
 }
 
 /// The name of a [`MessageError`], serialized as OpenCode's `NamedError` names (and troupe's
@@ -831,6 +913,44 @@ pub enum SessionStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_ruleset_round_trips_typed() {
+        let mut s = Session::new("/tmp", Some("ses_parent".into()));
+        let mut rules = troupe_agents::Ruleset::new();
+        rules.push("bash", "*", troupe_agents::Action::Deny);
+        s.permission = Some(rules.clone().into());
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            json["permission"],
+            serde_json::json!([{"permission": "bash", "pattern": "*", "action": "deny"}])
+        );
+        let back: Session = serde_json::from_value(json).unwrap();
+        assert_eq!(back.ruleset().unwrap(), rules);
+        assert_eq!(
+            Session::new("/tmp", None).ruleset().unwrap(),
+            Default::default()
+        );
+    }
+
+    #[test]
+    fn a_stored_permission_that_does_not_decode_loads_but_fails_every_use_and_is_kept() {
+        let mut json = serde_json::to_value(Session::new("/tmp", Some("ses_p".into()))).unwrap();
+        json["permission"] = serde_json::json!({"bash": "deny"});
+        // The session itself still loads (it must stay listable and deletable)…
+        let s: Session = serde_json::from_value(json).unwrap();
+        // …but its rules are never read as "none".
+        let err = s
+            .ruleset()
+            .expect_err("an unreadable ruleset must not widen to no rules");
+        assert_eq!(err.session_id, s.id);
+        assert!(err.to_string().contains("does not decode"), "{err}");
+        // Writing it back stores the value unchanged.
+        assert_eq!(
+            serde_json::to_value(&s).unwrap()["permission"],
+            serde_json::json!({"bash": "deny"})
+        );
+    }
 
     #[test]
     fn part_json_shape_matches_opencode() {
