@@ -61,6 +61,7 @@ pub mod todo;
 pub mod tool_call;
 pub mod tree;
 pub mod turn;
+pub mod turn_error;
 pub mod user_shell;
 
 use std::path::Path;
@@ -79,6 +80,7 @@ use troupe_session::{
     AssistantMessage, Bus, MessageError, MessageErrorName, Session, Store, Tokens, Write,
 };
 use troupe_tools::{PermissionAsker, Registry};
+pub use turn_error::TurnError;
 
 use crate::session_actor::{PendingPrompt, SessionActor, SessionArgs, SessionMsg};
 
@@ -475,9 +477,14 @@ pub enum RuntimeError {
     /// Could not start an actor.
     #[error("could not start actor: {0}")]
     Spawn(String),
-    /// The turn could not run (bad agent, model, …).
+    /// A request other than a prompt could not run (a command, revert or shell with bad
+    /// arguments or state).
     #[error("{0}")]
     Turn(String),
+    /// A prompt got no turn result: refused before it started, or the session actor went
+    /// away (see [`TurnError`]).
+    #[error(transparent)]
+    Prompt(#[from] TurnError),
     /// Another process drives the session (holds its lease): it did not finish within the
     /// wait ([`RuntimeOptions::lease_wait`]), or the session cannot be deleted now.
     #[error("session {session_id} is driven by {owner} since {since}; {outcome}")]
@@ -993,7 +1000,7 @@ impl Runtime {
         if inputs::needed(&input) {
             inputs::resolve(&self.shared, session_id, &mut input, &pending.token)
                 .await
-                .map_err(RuntimeError::Turn)?;
+                .map_err(TurnError::Refused)?;
         }
         // Set once the session actor crashed during this prompt's turn: the turn goes on
         // from the store instead of starting again.
@@ -1023,7 +1030,7 @@ impl Runtime {
             }
             match rx.await {
                 Ok(Ok(r)) => return Ok(r),
-                Ok(Err(e)) => return Err(RuntimeError::Turn(e)),
+                Ok(Err(e)) => return Err(e.into()),
                 Err(_) if !accepted.load(Ordering::SeqCst) => {
                     self.shared
                         .sessions
@@ -1032,18 +1039,14 @@ impl Runtime {
                 }
                 Err(_) => {
                     let Some(cause) = self.crash_of(session_id, &actor).await else {
-                        return Err(RuntimeError::Turn(
-                            "the session actor stopped during the turn".into(),
-                        ));
+                        return Err(TurnError::StoppedDuringTurn.into());
                     };
                     if !started.load(Ordering::SeqCst) {
                         // Still queued when the actor crashed: send it again as it was.
                         continue;
                     }
                     if pending.token.is_cancelled() {
-                        return Err(RuntimeError::Turn(format!(
-                            "the session actor crashed ({cause}) and the turn was aborted"
-                        )));
+                        return Err(TurnError::CrashedThenAborted { cause }.into());
                     }
                     let cfg = &self.shared.config.config.supervision;
                     let verdict = self
@@ -1075,21 +1078,22 @@ impl Runtime {
                             continue;
                         }
                         crate::supervision::Verdict::Escalate { crashes } => {
-                            let msg = format!(
-                                "the session failed: its actor crashed {crashes} times within {} s (supervision.session_restarts = {}); last crash: {cause}",
-                                cfg.period().as_secs(),
-                                cfg.session_restarts()
-                            );
+                            let err = TurnError::Failed {
+                                crashes,
+                                period_secs: cfg.period().as_secs(),
+                                limit: cfg.session_restarts(),
+                                cause,
+                            };
                             self.shared.store.write1(Write::Publish(
                                 troupe_session::Event::SessionError {
                                     session_id: session_id.to_string(),
                                     error: MessageError::new(
                                         MessageErrorName::Unknown,
-                                        msg.clone(),
+                                        err.to_string(),
                                     ),
                                 },
                             ));
-                            return Err(RuntimeError::Turn(msg));
+                            return Err(err.into());
                         }
                     }
                 }

@@ -30,10 +30,7 @@ use troupe_tools::ToolContext;
 
 use crate::history::ChatCache;
 use crate::processor::{ProcessorActor, ProcessorArgs, ProcessorState, StepResult};
-use crate::{PromptInput, RuntimeShared, TurnResult};
-
-/// Why a session stopped when its lease was lost.
-const LEASE_LOST: &str = "another process took over this session (its lease lapsed: this process stalled past the lease TTL); the turn was aborted";
+use crate::{PromptInput, RuntimeShared, TurnError, TurnResult};
 
 /// A prompt waiting for its turn.
 pub struct PendingPrompt {
@@ -49,7 +46,7 @@ pub struct PendingPrompt {
     /// message is created (the runtime restarting a crashed session actor).
     pub resume: bool,
     /// Where the turn's result goes.
-    pub reply: oneshot::Sender<Result<TurnResult, String>>,
+    pub reply: crate::turn_error::TurnReply,
 }
 
 /// Messages of a session actor.
@@ -95,7 +92,7 @@ pub struct SessionArgs {
 }
 
 struct Turn {
-    reply: oneshot::Sender<Result<TurnResult, String>>,
+    reply: crate::turn_error::TurnReply,
     user_id: String,
     step: u32,
     cancel: CancellationToken,
@@ -223,7 +220,7 @@ impl SessionActor {
     async fn start_next(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
         if state.lease_lost && state.turn.is_none() {
             for p in state.queue.drain(..) {
-                let _ = p.reply.send(Err(LEASE_LOST.into()));
+                let _ = p.reply.send(Err(TurnError::LeaseLost));
             }
             state
                 .rt
@@ -420,8 +417,10 @@ impl SessionActor {
         &self,
         state: &mut SessionState,
         input: &PromptInput,
-    ) -> Result<TurnResult, String> {
-        let (_, _, user_id) = self.add_user_message(state, input)?;
+    ) -> Result<TurnResult, TurnError> {
+        let (_, _, user_id) = self
+            .add_user_message(state, input)
+            .map_err(TurnError::Refused)?;
         Ok(TurnResult {
             session_id: state.session.id.clone(),
             user_message_id: Some(user_id),
@@ -442,17 +441,20 @@ impl SessionActor {
         state: &mut SessionState,
         input: PromptInput,
         resume: bool,
-    ) -> Result<Turn, String> {
+    ) -> Result<Turn, TurnError> {
         let structured = input
             .schema
             .as_ref()
             .map(|s| crate::structured::StructuredTurn::new(s, &state.rt.registry))
-            .transpose()?;
+            .transpose()
+            .map_err(TurnError::Refused)?;
         let max_steps = input.max_steps;
         let mut turn = if resume {
             self.resume_turn(state, input).await?
         } else {
-            let (agent, model, user_id) = self.add_user_message(state, &input)?;
+            let (agent, model, user_id) = self
+                .add_user_message(state, &input)
+                .map_err(TurnError::Refused)?;
             self.turn_for(state, agent, model, user_id, input.system, input.compact)
                 .await?
         };
@@ -473,23 +475,25 @@ impl SessionActor {
         &self,
         state: &mut SessionState,
         input: PromptInput,
-    ) -> Result<Turn, String> {
+    ) -> Result<Turn, TurnError> {
         let rt = state.rt.clone();
         let Some(user) = state.history.iter().rev().find_map(|m| match &m.info {
             Message::User(u) => Some(u.clone()),
             Message::Assistant(_) => None,
         }) else {
-            return Err("nothing to resume: the session has no user message".into());
+            return Err(TurnError::Refused(
+                "nothing to resume: the session has no user message".into(),
+            ));
         };
         let agent = rt
             .agents
             .require(input.agent.as_deref().unwrap_or(&user.agent))
-            .map_err(|e| e.to_string())?
+            .map_err(|e| TurnError::Refused(e.to_string()))?
             .clone();
         let model = Arc::new(
             rt.config
                 .resolve_model(&input.model.clone().unwrap_or_else(|| user.model.full()))
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| TurnError::Refused(e.to_string()))?,
         );
         let mut turn = self
             .turn_for(state, agent, model, user.id, user.system, false)
@@ -508,12 +512,12 @@ impl SessionActor {
         user_id: String,
         user_system: Option<String>,
         compact_only: bool,
-    ) -> Result<Turn, String> {
+    ) -> Result<Turn, TurnError> {
         let rt = state.rt.clone();
         // Session rules (e.g. a subagent's derived ruleset) come after the agent's. A value
         // that does not decode fails the turn: dropping it would run a subagent with its
         // parent's wider permissions.
-        let mut session_rules = state.session.ruleset().map_err(|e| e.to_string())?;
+        let mut session_rules = state.session.ruleset()?;
         if !rt.opts.interactive {
             // Nobody can answer a question here (OpenCode's non-interactive rules, last so
             // they win).
@@ -554,7 +558,7 @@ impl SessionActor {
                     .collect()
             })
             .await
-            .map_err(|e| format!("could not describe the tools: {e}"))?
+            .map_err(|e| TurnError::Refused(format!("could not describe the tools: {e}")))?
         } else {
             std::collections::HashMap::new()
         };
@@ -583,7 +587,7 @@ impl SessionActor {
             )
         })
         .await
-        .map_err(|e| format!("could not build the system prompt: {e}"))?;
+        .map_err(|e| TurnError::Refused(format!("could not build the system prompt: {e}")))?;
         let max_steps = agent.steps.unwrap_or(rt.opts.max_steps).max(1);
         let (tx, _rx) = oneshot::channel();
         let origin = user_id.clone();
@@ -1370,7 +1374,7 @@ impl SessionActor {
                     }
                 }
                 Err(e) => {
-                    let _ = p.reply.send(Err(e));
+                    let _ = p.reply.send(Err(TurnError::Refused(e)));
                 }
             }
         }
@@ -1778,12 +1782,12 @@ impl Actor for SessionActor {
                     crate::task::abort_background(&state.rt, &state.session.id);
                 }
                 for p in state.queue.drain(..) {
-                    let _ = p.reply.send(Err("aborted before it started".into()));
+                    let _ = p.reply.send(Err(TurnError::AbortedBeforeStart));
                 }
                 if let Some(t) = state.turn.as_mut() {
                     t.timed_out |= matches!(msg, SessionMsg::AbortTimedOut);
                     for p in t.steering.pending.drain(..) {
-                        let _ = p.reply.send(Err("aborted before it was delivered".into()));
+                        let _ = p.reply.send(Err(TurnError::AbortedBeforeDelivery));
                     }
                     t.cancel.cancel();
                 }
@@ -1800,14 +1804,17 @@ impl Actor for SessionActor {
             }
             SessionMsg::LeaseLost => {
                 let sid = state.session.id.clone();
-                tracing::error!("session {sid}: {LEASE_LOST}");
+                tracing::error!("session {sid}: {}", TurnError::LeaseLost);
                 state.lease_lost = true;
                 state.rt.store.write1(Write::Publish(Event::SessionError {
                     session_id: sid,
-                    error: MessageError::new(MessageErrorName::SessionBusy, LEASE_LOST),
+                    error: MessageError::new(
+                        MessageErrorName::SessionBusy,
+                        TurnError::LeaseLost.to_string(),
+                    ),
                 }));
                 for p in state.queue.drain(..) {
-                    let _ = p.reply.send(Err(LEASE_LOST.into()));
+                    let _ = p.reply.send(Err(TurnError::LeaseLost));
                 }
                 match &state.turn {
                     Some(t) => t.cancel.cancel(),
@@ -1941,17 +1948,17 @@ impl Actor for SessionActor {
         state: &mut SessionState,
     ) -> Result<(), ActorProcessingErr> {
         for p in state.queue.drain(..) {
-            let _ = p.reply.send(Err("session actor stopped".into()));
+            let _ = p.reply.send(Err(TurnError::Stopped));
         }
         if let Some(t) = state.turn.take() {
             t.cancel.cancel();
             for p in t.steering.pending {
-                let _ = p.reply.send(Err("session actor stopped".into()));
+                let _ = p.reply.send(Err(TurnError::Stopped));
             }
             for (_, reply) in t.steering.joined {
-                let _ = reply.send(Err("session actor stopped".into()));
+                let _ = reply.send(Err(TurnError::Stopped));
             }
-            let _ = t.reply.send(Err("session actor stopped".into()));
+            let _ = t.reply.send(Err(TurnError::Stopped));
         }
         Ok(())
     }

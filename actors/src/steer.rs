@@ -11,7 +11,6 @@
 //! a stop, the step limit) hands its undelivered prompts back to the queue, where each runs
 //! as a turn of its own; an abort drops them like queued prompts.
 
-use tokio::sync::oneshot;
 use troupe_llm::ChatMessage;
 use troupe_session::{MessageWithParts, PartKind};
 
@@ -69,7 +68,7 @@ pub struct Steering {
     pub just_delivered: usize,
     /// Callers of delivered prompts: each gets the turn's result (with its own user
     /// message id) when the turn ends.
-    pub joined: Vec<(String, oneshot::Sender<Result<TurnResult, String>>)>,
+    pub joined: Vec<(String, crate::turn_error::TurnReply)>,
 }
 
 impl Steering {
@@ -97,7 +96,7 @@ mod tests {
             accepted: Arc::new(AtomicBool::new(false)),
             started: Arc::new(AtomicBool::new(false)),
             resume: false,
-            reply: oneshot::channel().0,
+            reply: tokio::sync::oneshot::channel().0,
         }
     }
 

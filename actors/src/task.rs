@@ -758,7 +758,10 @@ async fn start_background(
 fn background_result(
     child_id: &str,
     description: &str,
-    outcome: Result<Result<crate::TurnResult, String>, tokio::sync::oneshot::error::RecvError>,
+    outcome: Result<
+        Result<crate::TurnResult, crate::TurnError>,
+        tokio::sync::oneshot::error::RecvError,
+    >,
 ) -> String {
     let (state, body) = match outcome {
         Ok(Ok(turn)) => match &turn.error {

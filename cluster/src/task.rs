@@ -288,9 +288,7 @@ pub async fn run_task(
                 rt.abort_timed_out(&session_id);
                 match tokio::time::timeout(ABORT_GRACE, &mut prompt).await {
                     Ok(r) => r,
-                    Err(_) => Err(troupe_actors::RuntimeError::Turn(
-                        "the aborted turn did not end".into(),
-                    )),
+                    Err(_) => Err(troupe_actors::TurnError::AbortDidNotEnd.into()),
                 }
             }
         },

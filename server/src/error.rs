@@ -126,6 +126,9 @@ impl From<troupe_actors::RuntimeError> for ApiError {
         match e {
             E::SessionNotFound(id) => ApiError::session_not_found(&id),
             E::Turn(m) => ApiError::bad_request(m),
+            // A prompt that got no result answers 400 with the reason, whatever the reason
+            // (the API's answer before the reasons were typed).
+            E::Prompt(e) => ApiError::bad_request(e.to_string()),
             E::Store(e) => ApiError::internal(format!("store: {e}")),
             E::Spawn(m) => ApiError::internal(format!("could not start actor: {m}")),
             e @ E::SessionBusy { .. } => {
