@@ -52,6 +52,7 @@ pub mod skill;
 pub mod snapshots;
 pub mod spans;
 pub mod steer;
+pub mod stream_parts;
 pub mod structured;
 pub mod summary;
 pub mod supervision;

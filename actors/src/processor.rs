@@ -157,9 +157,9 @@ pub struct ProcessorState {
     assistant: AssistantMessage,
     parts: Vec<Part>,
     index: HashMap<String, usize>,
-    text_block: HashMap<String, usize>,
-    reasoning_block: HashMap<String, usize>,
-    tool_block: HashMap<String, usize>,
+    /// Open text and reasoning blocks and the tool parts, by stream id
+    /// ([`crate::stream_parts`]).
+    blocks: crate::stream_parts::OpenBlocks,
     calls: Vec<PendingCall>,
     /// Live tool-call children by actor id: the call, how to stop it and its span (where a
     /// timeout or a crash is recorded). Supervision events are matched against this map (an
@@ -244,8 +244,9 @@ impl ProcessorState {
         }
     }
 
+    /// The tool part of `call_id`, opened when the stream gave it none.
     fn tool_part(&mut self, call_id: &str, name: &str) -> usize {
-        if let Some(&i) = self.tool_block.get(call_id) {
+        if let Some(&i) = self.blocks.tool.get(call_id) {
             return i;
         }
         let i = self.push_part(PartKind::Tool {
@@ -256,7 +257,7 @@ impl ProcessorState {
                 raw: String::new(),
             },
         });
-        self.tool_block.insert(call_id.to_string(), i);
+        self.blocks.tool.insert(call_id.to_string(), i);
         i
     }
 
@@ -288,10 +289,11 @@ impl ProcessorState {
     fn close_open_blocks(&mut self) {
         let now = now_ms();
         let open: Vec<usize> = self
-            .text_block
+            .blocks
+            .text
             .drain()
             .map(|(_, i)| i)
-            .chain(self.reasoning_block.drain().map(|(_, i)| i))
+            .chain(self.blocks.reasoning.drain().map(|(_, i)| i))
             .collect();
         for i in open {
             match &mut self.parts[i].kind {
@@ -716,152 +718,119 @@ fn spawn_stream_task(
 }
 
 impl ProcessorActor {
-    fn handle_event_close_text(&self, state: &mut ProcessorState, i: usize) {
-        if let PartKind::Text { time: Some(t), .. } = &mut state.parts[i].kind {
-            t.end = Some(now_ms());
-        }
-        state.save_part(i);
-    }
-
+    /// Carry out what a stream event does to the step's parts (decided by
+    /// [`crate::stream_parts::step`]).
     fn handle_event(&self, state: &mut ProcessorState, ev: StreamEvent) {
-        match ev {
-            StreamEvent::TextStart { id } => {
-                // A block restarted under an id that is still open: the old part ends here.
-                if let Some(old) = state.text_block.remove(&id) {
-                    self.handle_event_close_text(state, old);
+        use crate::stream_parts::{NewPart, PartAction};
+        for action in crate::stream_parts::step(&mut state.blocks, state.parts.len(), ev) {
+            match action {
+                PartAction::Open(NewPart::Text) => {
+                    state.push_part(PartKind::Text {
+                        text: String::new(),
+                        synthetic: false,
+                        time: Some(PartTime {
+                            start: now_ms(),
+                            end: None,
+                        }),
+                    });
                 }
-                let i = state.push_part(PartKind::Text {
-                    text: String::new(),
-                    synthetic: false,
-                    time: Some(PartTime {
-                        start: now_ms(),
-                        end: None,
-                    }),
-                });
-                state.text_block.insert(id, i);
-            }
-            StreamEvent::TextDelta { id, text } => {
-                let i = match state.text_block.get(&id) {
-                    Some(&i) => i,
-                    None => {
-                        // Some servers skip the start: open the block on first delta.
-                        self.handle_event(state, StreamEvent::TextStart { id: id.clone() });
-                        state.text_block[&id]
+                PartAction::Open(NewPart::Reasoning) => {
+                    state.push_part(PartKind::Reasoning {
+                        text: String::new(),
+                        metadata: None,
+                        time: PartTime {
+                            start: now_ms(),
+                            end: None,
+                        },
+                    });
+                }
+                PartAction::Open(NewPart::Tool { call_id, name }) => {
+                    state.push_part(PartKind::Tool {
+                        call_id,
+                        tool: name,
+                        state: ToolState::Pending {
+                            input: Value::Object(Default::default()),
+                            raw: String::new(),
+                        },
+                    });
+                }
+                PartAction::Append { part, delta } => {
+                    match &mut state.parts[part].kind {
+                        PartKind::Text { text, .. } | PartKind::Reasoning { text, .. } => {
+                            text.push_str(&delta)
+                        }
+                        _ => continue,
                     }
-                };
-                if let PartKind::Text { text: t, .. } = &mut state.parts[i].kind {
-                    t.push_str(&text);
+                    let p = &state.parts[part];
+                    state.store.write1(Write::Publish(Event::PartDelta {
+                        session_id: p.session_id.clone(),
+                        message_id: p.message_id.clone(),
+                        part_id: p.id.clone(),
+                        field: "text".into(),
+                        delta,
+                    }));
                 }
-                let p = &state.parts[i];
-                state.store.write1(Write::Publish(Event::PartDelta {
-                    session_id: p.session_id.clone(),
-                    message_id: p.message_id.clone(),
-                    part_id: p.id.clone(),
-                    field: "text".into(),
-                    delta: text,
-                }));
-            }
-            StreamEvent::TextEnd { id } => {
-                if let Some(i) = state.text_block.remove(&id) {
-                    self.handle_event_close_text(state, i);
-                }
-            }
-            StreamEvent::ReasoningStart { id } => {
-                if let Some(old) = state.reasoning_block.remove(&id) {
-                    if let PartKind::Reasoning { time, .. } = &mut state.parts[old].kind {
-                        time.end = Some(now_ms());
+                PartAction::CloseText(i) => {
+                    if let PartKind::Text { time: Some(t), .. } = &mut state.parts[i].kind {
+                        t.end = Some(now_ms());
                     }
-                    state.save_part(old);
+                    state.save_part(i);
                 }
-                let i = state.push_part(PartKind::Reasoning {
-                    text: String::new(),
-                    metadata: None,
-                    time: PartTime {
-                        start: now_ms(),
-                        end: None,
-                    },
-                });
-                state.reasoning_block.insert(id, i);
-            }
-            StreamEvent::ReasoningDelta { id, text } => {
-                let i = match state.reasoning_block.get(&id) {
-                    Some(&i) => i,
-                    None => {
-                        self.handle_event(state, StreamEvent::ReasoningStart { id: id.clone() });
-                        state.reasoning_block[&id]
-                    }
-                };
-                if let PartKind::Reasoning { text: t, .. } = &mut state.parts[i].kind {
-                    t.push_str(&text);
-                }
-                let p = &state.parts[i];
-                state.store.write1(Write::Publish(Event::PartDelta {
-                    session_id: p.session_id.clone(),
-                    message_id: p.message_id.clone(),
-                    part_id: p.id.clone(),
-                    field: "text".into(),
-                    delta: text,
-                }));
-            }
-            StreamEvent::ReasoningEnd { id, signature } => {
-                if let Some(i) = state.reasoning_block.remove(&id) {
-                    if let PartKind::Reasoning { time, metadata, .. } = &mut state.parts[i].kind {
+                PartAction::CloseReasoning { part, signature } => {
+                    if let PartKind::Reasoning { time, metadata, .. } = &mut state.parts[part].kind
+                    {
                         time.end = Some(now_ms());
                         if let Some(sig) = signature {
                             *metadata = Some(serde_json::json!({"signature": sig}));
                         }
                     }
-                    state.save_part(i);
+                    state.save_part(part);
                 }
-            }
-            StreamEvent::ToolInputStart { id, name } => {
-                state.tool_part(&id, &name);
-            }
-            StreamEvent::ToolInputDelta { .. } | StreamEvent::Warning { .. } => {}
-            StreamEvent::ToolCall {
-                id,
-                name,
-                input,
-                truncated,
-                error,
-            } => {
-                let i = state.tool_part(&id, &name);
-                if let PartKind::Tool {
-                    state: ToolState::Pending { raw, .. },
-                    ..
-                } = &mut state.parts[i].kind
-                {
-                    raw.clone_from(&input);
-                }
-                state.calls.push(PendingCall {
-                    call_id: id,
+                PartAction::Call {
+                    part,
+                    call_id,
                     name,
                     input,
                     truncated,
                     error,
-                });
-            }
-            StreamEvent::FinishStep { reason, usage, .. } => {
-                let step = StepUsage {
-                    input: usage.input,
-                    output: usage.output,
-                    reasoning: usage.reasoning,
-                    cache_read: usage.cache_read,
-                    cache_write: usage.cache_write,
-                };
-                let (tokens, cost) = usage_cost(step, state.model.cost.as_ref());
-                state.assistant.tokens = tokens;
-                state.assistant.cost += cost;
-                state.assistant.finish = Some(reason.as_str().to_string());
-                state.push_part(PartKind::StepFinish {
-                    reason: reason.as_str().to_string(),
-                    snapshot: None,
-                    cost,
-                    tokens,
-                });
-                state.save_message();
-                if reason == FinishReason::Length && state.calls.is_empty() {
-                    tracing::debug!(session = %state.assistant.session_id, "step hit the output limit");
+                } => {
+                    if let PartKind::Tool {
+                        state: ToolState::Pending { raw, .. },
+                        ..
+                    } = &mut state.parts[part].kind
+                    {
+                        raw.clone_from(&input);
+                    }
+                    state.calls.push(PendingCall {
+                        call_id,
+                        name,
+                        input,
+                        truncated,
+                        error,
+                    });
+                }
+                PartAction::Finish { reason, usage } => {
+                    let step = StepUsage {
+                        input: usage.input,
+                        output: usage.output,
+                        reasoning: usage.reasoning,
+                        cache_read: usage.cache_read,
+                        cache_write: usage.cache_write,
+                    };
+                    let (tokens, cost) = usage_cost(step, state.model.cost.as_ref());
+                    state.assistant.tokens = tokens;
+                    state.assistant.cost += cost;
+                    state.assistant.finish = Some(reason.as_str().to_string());
+                    state.push_part(PartKind::StepFinish {
+                        reason: reason.as_str().to_string(),
+                        snapshot: None,
+                        cost,
+                        tokens,
+                    });
+                    state.save_message();
+                    if reason == FinishReason::Length && state.calls.is_empty() {
+                        tracing::debug!(session = %state.assistant.session_id, "step hit the output limit");
+                    }
                 }
             }
         }
@@ -1018,8 +987,10 @@ impl ProcessorActor {
         state: &mut ProcessorState,
         call_id: &str,
     ) {
-        let (Some(&i), Some(spec)) = (state.tool_block.get(call_id), state.call_specs.get(call_id))
-        else {
+        let (Some(&i), Some(spec)) = (
+            state.blocks.tool.get(call_id),
+            state.call_specs.get(call_id),
+        ) else {
             return;
         };
         let (name, tool, input, restarts) = (
@@ -1174,7 +1145,7 @@ impl ProcessorActor {
             role.as_str(),
             &format!("tool call {call_id}: {error}"),
         );
-        let Some(&i) = state.tool_block.get(&call_id) else {
+        let Some(&i) = state.blocks.tool.get(&call_id) else {
             return;
         };
         let (input, start) = match &state.parts[i].kind {
@@ -1287,9 +1258,7 @@ impl Actor for ProcessorActor {
             assistant: args.assistant,
             parts: Vec::new(),
             index: HashMap::new(),
-            text_block: HashMap::new(),
-            reasoning_block: HashMap::new(),
-            tool_block: HashMap::new(),
+            blocks: Default::default(),
             calls: Vec::new(),
             running: HashMap::new(),
             model: args.model,
@@ -1494,9 +1463,7 @@ impl Actor for ProcessorActor {
                     state.index.remove(&p.id);
                     state.store.write1(Write::RemovePart(p));
                 }
-                state.text_block.clear();
-                state.reasoning_block.clear();
-                state.tool_block.clear();
+                state.blocks = Default::default();
                 state.calls.clear();
                 state.assistant.finish = None;
                 state.store.write1(Write::Publish(Event::SessionStatus {
@@ -1518,7 +1485,7 @@ impl Actor for ProcessorActor {
                     // aborted return (ractor polls signals first), so the span keeps `timeout`.
                     cell.kill();
                     token.cancel();
-                    if let Some(&i) = state.tool_block.get(&call_id) {
+                    if let Some(&i) = state.blocks.tool.get(&call_id) {
                         let (input, start) = match &state.parts[i].kind {
                             PartKind::Tool {
                                 state: ToolState::Running { input, time, .. },
@@ -1601,7 +1568,7 @@ impl Actor for ProcessorActor {
                 let result = boxed
                     .and_then(|mut b| b.take::<ToolCallState>().ok())
                     .and_then(|s| s.result);
-                let Some(&i) = state.tool_block.get(&call_id) else {
+                let Some(&i) = state.blocks.tool.get(&call_id) else {
                     return Ok(());
                 };
                 let (input, start, metadata) = match &state.parts[i].kind {
