@@ -69,6 +69,10 @@ pub enum SessionMsg {
         crate::SessionPatch,
         oneshot::Sender<Result<Session, String>>,
     ),
+    /// A crashed step's backoff ended: start it again (the timer's number; a timer of a
+    /// turn that ended or was aborted meanwhile is ignored). Scheduled, not slept in the
+    /// handler, so the actor takes aborts, prompts and updates while it waits.
+    RetryStep(u64),
 }
 
 /// The session actor.
@@ -125,6 +129,9 @@ struct Turn {
     step_crashes: crate::supervision::Intensity,
     /// Steps restarted after a crash in this turn (the next processor's `restarts`).
     step_restarts: u64,
+    /// A crashed step waits for its backoff: the [`SessionMsg::RetryStep`] timer that starts
+    /// it again (only that timer's message, by its number, does).
+    retry_timer: Option<u64>,
     /// The user message that started the turn (its summary goes there; `user_id` moves on
     /// to a compaction's messages).
     origin_user_id: String,
@@ -190,6 +197,8 @@ pub struct SessionState {
     span: tracing::Span,
     /// Spans of running title, summary and compaction workers, closed when they end.
     worker_spans: std::collections::HashMap<ractor::ActorId, tracing::Span>,
+    /// Number of the last [`SessionMsg::RetryStep`] timer set.
+    timers: u64,
 }
 
 impl SessionState {
@@ -623,6 +632,7 @@ impl SessionActor {
             steering: Default::default(),
             replay: None,
             step_restarts: 0,
+            retry_timer: None,
             step_crashes: crate::supervision::Intensity::for_role(
                 crate::supervision::Role::Processor,
                 &rt.config.config.supervision,
@@ -1472,18 +1482,12 @@ impl SessionActor {
                     .counters
                     .restart(crate::supervision::Role::Processor);
                 turn.step_restarts += 1;
-                // A short backoff (≤ 5 s) inside the handler: the turn has nothing else to
-                // do meanwhile, and an abort cancels the wait.
-                let cancel = turn.cancel.clone();
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = cancel.cancelled() => {}
-                }
-                if cancel.is_cancelled() {
-                    self.finish_turn(myself, state, None).await;
-                    return;
-                }
-                self.start_step(myself, state).await;
+                // The backoff is a timer, not a wait in this handler: an abort meanwhile
+                // ends the turn at once (and the timer's message is then ignored).
+                state.timers += 1;
+                let timer = state.timers;
+                turn.retry_timer = Some(timer);
+                myself.send_after(backoff, move || SessionMsg::RetryStep(timer));
             }
             crate::supervision::Verdict::Escalate { crashes } => {
                 crate::spans::supervision(
@@ -1725,6 +1729,7 @@ impl Actor for SessionActor {
         Ok(SessionState {
             span,
             worker_spans: std::collections::HashMap::new(),
+            timers: 0,
             _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
             node: {
                 let n = args.rt.tree.register(
@@ -1784,12 +1789,32 @@ impl Actor for SessionActor {
                 for p in state.queue.drain(..) {
                     let _ = p.reply.send(Err(TurnError::AbortedBeforeStart));
                 }
+                let mut waiting_retry = false;
                 if let Some(t) = state.turn.as_mut() {
                     t.timed_out |= matches!(msg, SessionMsg::AbortTimedOut);
                     for p in t.steering.pending.drain(..) {
                         let _ = p.reply.send(Err(TurnError::AbortedBeforeDelivery));
                     }
                     t.cancel.cancel();
+                    waiting_retry = t.retry_timer.take().is_some();
+                }
+                if waiting_retry {
+                    // No processor runs to notice the cancel: the turn ends here.
+                    self.finish_turn(&myself, state, None).await;
+                }
+            }
+            SessionMsg::RetryStep(timer) => {
+                let Some(t) = state.turn.as_mut() else {
+                    return Ok(());
+                };
+                if t.retry_timer != Some(timer) {
+                    return Ok(());
+                }
+                t.retry_timer = None;
+                if t.cancel.is_cancelled() {
+                    self.finish_turn(&myself, state, None).await;
+                } else {
+                    self.start_step(&myself, state).await;
                 }
             }
             SessionMsg::Update(patch, reply) => {
@@ -1816,8 +1841,13 @@ impl Actor for SessionActor {
                 for p in state.queue.drain(..) {
                     let _ = p.reply.send(Err(TurnError::LeaseLost));
                 }
-                match &state.turn {
-                    Some(t) => t.cancel.cancel(),
+                match state.turn.as_mut() {
+                    Some(t) => {
+                        t.cancel.cancel();
+                        if t.retry_timer.take().is_some() {
+                            self.finish_turn(&myself, state, None).await;
+                        }
+                    }
                     None => self.start_next(&myself, state).await,
                 }
             }

@@ -8,6 +8,7 @@ mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -420,6 +421,61 @@ async fn a_crashed_step_is_retried_once_from_the_committed_history() {
         labeled(&rt, "actor_restarts_total", "role=\"processor\""),
         1
     );
+    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+}
+
+/// A crashed step's backoff is a timer, not a wait in the session actor's handler: the actor
+/// answers meanwhile, and an abort ends the turn at once instead of after the backoff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_actor_answers_during_a_step_retry_backoff_and_an_abort_ends_it() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let server = MockServer::start(Script::single(vec![Step::text("never sent")]))
+        .await
+        .unwrap();
+    let mut f = Fixture::new(&server.base_url());
+    f.config = config_with(
+        &server.base_url(),
+        json!({"supervision": {"backoff_ms": 4000}}),
+    );
+    let rt = f.start(&dir).await;
+    rt.inject_faults(once_at(troupe_actors::faults::FaultPoint::ProcessorEvent));
+    let sid = rt.create_session(&root, None).await.unwrap().id;
+    let turn = tokio::spawn({
+        let (rt, sid) = (rt.clone(), sid.clone());
+        async move { rt.prompt(&sid, prompt("go")).await }
+    });
+    wait_until("the step to crash", || {
+        labeled(&rt, "actor_restarts_total", "role=\"processor\"") == 1
+    })
+    .await;
+    let t0 = std::time::Instant::now();
+    let s = rt
+        .update_session(
+            &sid,
+            troupe_actors::SessionPatch {
+                title: Some("renamed during the backoff".into()),
+                permission: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.title, "renamed during the backoff");
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "the actor answered within the 4 s backoff ({:?})",
+        t0.elapsed()
+    );
+    rt.abort(&sid);
+    let r = tokio::time::timeout(Duration::from_secs(2), turn)
+        .await
+        .expect("the abort ends the turn before the backoff is over")
+        .unwrap()
+        .unwrap();
+    assert!(r.error.is_some(), "an aborted turn says so");
+    // The timer fires later and finds no turn: nothing starts.
+    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    assert_eq!(completions(&server).len(), 1, "the retried step never ran");
     wait_until("every actor to stop", || rt.live_actors() == 0).await;
 }
 
