@@ -380,7 +380,7 @@ impl ProcessorState {
     }
 }
 
-fn llm_error_to_message(e: &LlmError, provider_id: &str) -> MessageError {
+pub(crate) fn llm_error_to_message(e: &LlmError, provider_id: &str) -> MessageError {
     let name = match e.kind {
         ErrorKind::Auth => MessageErrorName::ProviderAuth,
         ErrorKind::ContextOverflow => MessageErrorName::ContextOverflow,
@@ -445,45 +445,6 @@ struct StreamSpan {
     step: tracing::Span,
     session_id: String,
     message_id: String,
-    /// The agent running the step and the session directory, for `chat.params` hooks.
-    agent: String,
-    directory: std::path::PathBuf,
-}
-
-/// Apply the `chat.params` hooks to a step's request: they see `temperature`, `topP` and the
-/// request-body `options` and may replace them. A failing hook fails the step (not retried)
-/// with an error naming the hook.
-async fn apply_chat_params(
-    hooks: &troupe_tools::hooks::Hooks,
-    model: &ResolvedModel,
-    span: &StreamSpan,
-    request: &mut ChatRequest,
-) -> Result<(), LlmError> {
-    let mut params = serde_json::Map::new();
-    let num = |v: Option<f64>| v.map(serde_json::Value::from).unwrap_or_default();
-    params.insert("temperature".into(), num(request.temperature));
-    params.insert("topP".into(), num(request.top_p));
-    params.insert(
-        "options".into(),
-        serde_json::Value::Object(request.extra.clone()),
-    );
-    let out = hooks
-        .chat_params(
-            &span.directory,
-            &span.session_id,
-            &span.agent,
-            &model.provider_id,
-            &model.model_id,
-            params,
-        )
-        .await
-        .map_err(|e| LlmError::new(ErrorKind::BadRequest, e.to_string()))?;
-    request.temperature = out.get("temperature").and_then(|v| v.as_f64());
-    request.top_p = out.get("topP").and_then(|v| v.as_f64());
-    if let Some(serde_json::Value::Object(o)) = out.get("options") {
-        request.extra = o.clone();
-    }
-    Ok(())
 }
 
 fn spawn_stream_task(
@@ -503,15 +464,6 @@ fn spawn_stream_task(
         // Sum of this step's retry waits so far, for `max_retry_time`.
         let mut waited = Duration::ZERO;
         let limiter_key = model.provider_id.clone();
-        if let Some(hooks) = rt
-            .hooks
-            .as_ref()
-            .filter(|h| !h.config().chat_params.is_empty())
-            && let Err(e) = apply_chat_params(hooks, &model, &span, &mut request).await
-        {
-            let _ = myself.cast(ProcMsg::StreamFailed(e));
-            return;
-        }
         loop {
             attempt += 1;
             // Shared back-off: another session's 429 holds every request to this provider.
@@ -1312,8 +1264,6 @@ impl Actor for ProcessorActor {
                 step: state.span.clone(),
                 session_id: state.assistant.session_id.clone(),
                 message_id: state.assistant.id.clone(),
-                agent: state.tool_ctx.agent.clone(),
-                directory: state.tool_ctx.directory.clone(),
             },
         );
         // Watch the turn's token only while this step lives: the guard in the state ends the

@@ -73,6 +73,21 @@ pub enum SessionMsg {
     /// turn that ended or was aborted meanwhile is ignored). Scheduled, not slept in the
     /// handler, so the actor takes aborts, prompts and updates while it waits.
     RetryStep(u64),
+    /// The `chat.params` hooks of the step waiting under this number answered (their output
+    /// object, or the hook's error).
+    StepParams(
+        u64,
+        Result<serde_json::Map<String, serde_json::Value>, String>,
+    ),
+}
+
+/// A step's request before its body is built, with what building the body needs.
+struct PreparedStep {
+    request: troupe_llm::ChatRequest,
+    registry: Arc<troupe_tools::Registry>,
+    view: troupe_session::compaction::CompactedView,
+    wrapped: Option<Vec<troupe_llm::ChatMessage>>,
+    delivered: usize,
 }
 
 /// The session actor.
@@ -132,6 +147,9 @@ struct Turn {
     /// A crashed step waits for its backoff: the [`SessionMsg::RetryStep`] timer that starts
     /// it again (only that timer's message, by its number, does).
     retry_timer: Option<u64>,
+    /// A step waits for its `chat.params` hooks ([`SessionMsg::StepParams`] with this
+    /// number): what it will send once they answered.
+    params_wait: Option<(u64, Box<PreparedStep>)>,
     /// The user message that started the turn (its summary goes there; `user_id` moves on
     /// to a compaction's messages).
     origin_user_id: String,
@@ -633,6 +651,7 @@ impl SessionActor {
             replay: None,
             step_restarts: 0,
             retry_timer: None,
+            params_wait: None,
             step_crashes: crate::supervision::Intensity::for_role(
                 crate::supervision::Role::Processor,
                 &rt.config.config.supervision,
@@ -741,41 +760,142 @@ impl SessionActor {
             }
             None => state.rt.registry.clone(),
         };
+        let prepared = PreparedStep {
+            request,
+            registry,
+            view,
+            wrapped,
+            delivered,
+        };
+        // `chat.params` hooks may change the request's temperature, topP and options before
+        // its body is built. They run commands: off the handler, answering with
+        // `SessionMsg::StepParams`.
+        let hooks = state
+            .rt
+            .hooks
+            .clone()
+            .filter(|h| !h.config().chat_params.is_empty());
+        let Some(hooks) = hooks else {
+            self.launch_step(myself, state, prepared).await;
+            return;
+        };
+        state.timers += 1;
+        let timer = state.timers;
+        let mut params = serde_json::Map::new();
+        let num = |v: Option<f64>| v.map(serde_json::Value::from).unwrap_or_default();
+        params.insert("temperature".into(), num(prepared.request.temperature));
+        params.insert("topP".into(), num(prepared.request.top_p));
+        params.insert(
+            "options".into(),
+            serde_json::Value::Object(prepared.request.extra.clone()),
+        );
+        let (dir, sid, agent) = (
+            state.directory.clone(),
+            state.session.id.clone(),
+            turn.agent.name.clone(),
+        );
+        turn.params_wait = Some((timer, Box::new(prepared)));
+        let me = myself.clone();
+        tokio::spawn(async move {
+            let out = hooks
+                .chat_params(
+                    &dir,
+                    &sid,
+                    &agent,
+                    &model.provider_id,
+                    &model.model_id,
+                    params,
+                )
+                .await
+                .map_err(|e| e.to_string());
+            let _ = me.cast(SessionMsg::StepParams(timer, out));
+        });
+    }
+
+    /// The `chat.params` hooks of the step waiting in `params_wait` answered: apply their
+    /// answer and start the step, or fail the turn with the hook's error (no request sent).
+    async fn step_params(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        timer: u64,
+        out: Result<serde_json::Map<String, serde_json::Value>, String>,
+    ) {
+        let Some(turn) = state.turn.as_mut() else {
+            return;
+        };
+        if turn.params_wait.as_ref().is_none_or(|(t, _)| *t != timer) {
+            return;
+        }
+        let Some((_, prepared)) = turn.params_wait.take() else {
+            return;
+        };
+        let mut prepared = *prepared;
+        if turn.cancel.is_cancelled() {
+            self.finish_turn(myself, state, None).await;
+            return;
+        }
+        match out {
+            Ok(out) => {
+                let request = &mut prepared.request;
+                request.temperature = out.get("temperature").and_then(|v| v.as_f64());
+                request.top_p = out.get("topP").and_then(|v| v.as_f64());
+                if let Some(serde_json::Value::Object(o)) = out.get("options") {
+                    request.extra = o.clone();
+                }
+                self.launch_step(myself, state, prepared).await;
+            }
+            Err(e) => {
+                let e = crate::processor::llm_error_to_message(
+                    &troupe_llm::LlmError::new(troupe_llm::ErrorKind::BadRequest, e),
+                    &turn.model.provider_id,
+                );
+                self.finish_turn(myself, state, Some(e)).await;
+            }
+        }
+    }
+
+    /// Build the prepared step's request body (the history serialized incrementally), store
+    /// its assistant message and start its processor.
+    async fn launch_step(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        prepared: PreparedStep,
+    ) {
+        let PreparedStep {
+            mut request,
+            registry,
+            view,
+            wrapped,
+            delivered,
+        } = prepared;
+        let Some(turn) = state.turn.as_mut() else {
+            return;
+        };
+        let model = turn.model.clone();
         // Serialized for the provider client the processor will use (its model is the one
         // the wire format and option rules come from).
         let provider = state.rt.provider(&model);
-        let hooked = state
-            .rt
-            .hooks
-            .as_ref()
-            .is_some_and(|h| !h.config().chat_params.is_empty());
-        if hooked {
-            // `chat.params` hooks change the request's fields in the processor, after this
-            // point: send the history in the fields and let the provider serialize it all.
-            let history = match &wrapped {
-                None => state.cache.view(&state.history, &view),
-                Some(h) => h.as_slice(),
-            };
-            request = troupe_llm::body::with_history(&request, history);
-        } else {
-            let body = match &wrapped {
-                None => state.cache.body(provider.model(), &request),
-                Some(h) => troupe_llm::body::full_body(
-                    provider.model(),
-                    &troupe_llm::body::with_history(&request, h),
-                ),
-            };
-            #[cfg(debug_assertions)]
-            crate::history::check_body_from_scratch(
+        let body = match &wrapped {
+            None => state.cache.body(provider.model(), &request),
+            Some(h) => troupe_llm::body::full_body(
                 provider.model(),
-                &request,
-                &state.history,
-                &view,
-                delivered,
-                &body,
-            );
-            request.body = Some(body.into());
-        }
+                &troupe_llm::body::with_history(&request, h),
+            ),
+        };
+        #[cfg(debug_assertions)]
+        crate::history::check_body_from_scratch(
+            provider.model(),
+            &request,
+            &state.history,
+            &view,
+            delivered,
+            &body,
+        );
+        #[cfg(not(debug_assertions))]
+        let _ = (&view, delivered);
+        request.body = Some(body.into());
         let assistant = AssistantMessage {
             id: troupe_session::id::message(),
             session_id: state.session.id.clone(),
@@ -1796,12 +1916,16 @@ impl Actor for SessionActor {
                         let _ = p.reply.send(Err(TurnError::AbortedBeforeDelivery));
                     }
                     t.cancel.cancel();
-                    waiting_retry = t.retry_timer.take().is_some();
+                    // Waiting for a retry's backoff or for chat.params hooks: no processor
+                    // runs to notice the cancel.
+                    waiting_retry = t.retry_timer.take().is_some() | t.params_wait.take().is_some();
                 }
                 if waiting_retry {
-                    // No processor runs to notice the cancel: the turn ends here.
                     self.finish_turn(&myself, state, None).await;
                 }
+            }
+            SessionMsg::StepParams(timer, out) => {
+                self.step_params(&myself, state, timer, out).await;
             }
             SessionMsg::RetryStep(timer) => {
                 let Some(t) = state.turn.as_mut() else {
@@ -1844,7 +1968,7 @@ impl Actor for SessionActor {
                 match state.turn.as_mut() {
                     Some(t) => {
                         t.cancel.cancel();
-                        if t.retry_timer.take().is_some() {
+                        if t.retry_timer.take().is_some() | t.params_wait.take().is_some() {
                             self.finish_turn(&myself, state, None).await;
                         }
                     }

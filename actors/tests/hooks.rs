@@ -156,7 +156,10 @@ async fn a_hook_that_times_out_blocks_and_a_failing_after_hook_withholds_the_out
 async fn chat_params_hook_sets_temperature_and_options_in_the_request_body() {
     let dir = TempDir::new().expect("tempdir");
     let root = dir.path().canonicalize().expect("canonicalize");
-    let server = MockServer::start(Script::single(vec![Step::text("hi")]))
+    // Two steps (a tool call, then the answer): the hooks run before each step's body is
+    // built, and the second body is built incrementally like any other (debug builds check
+    // it against a build from scratch).
+    let server = MockServer::start(Script::single(vec![bash("echo one"), Step::text("hi")]))
         .await
         .expect("mock");
     // Answers only for the build agent on the mock model: anything else fails the step.
@@ -168,8 +171,15 @@ async fn chat_params_hook_sets_temperature_and_options_in_the_request_body() {
     let turn = run_prompt(&rt, &sid, "hello").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let reqs = requests_of(&server, &sid);
-    assert_eq!(reqs[0].body["temperature"], json!(0.25));
-    assert_eq!(reqs[0].body["seed"], json!(42));
+    assert_eq!(reqs.len(), 2);
+    for r in &reqs {
+        assert_eq!(r.body["temperature"], json!(0.25));
+        assert_eq!(r.body["seed"], json!(42));
+    }
+    assert!(
+        tool_results(&reqs[1]).iter().any(|t| t.contains("one")),
+        "the second body carries the first step's history"
+    );
     rt.shutdown().await;
 }
 
