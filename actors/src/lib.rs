@@ -30,7 +30,15 @@
 //! [`Counters`] (`troupe_actor_restarts_total{role}`, `troupe_actor_failures_total{role}` on
 //! `/metrics`). Limits come from the `supervision` config block. Streams and waits run in
 //! tasks that cast back to their actor, so handlers stay short and an abort is never stuck
-//! behind a long await. Cancellation flows down the tree as a `CancellationToken`.
+//! behind a long await. Cancellation flows down the tree as a `CancellationToken`. Waits a
+//! session actor has between steps are messages, not awaits in its handler: a crashed step's
+//! backoff is a timer (`SessionMsg::RetryStep`) and the `chat.params` hooks of a step run on a
+//! task that answers with `SessionMsg::StepParams`; an abort meanwhile ends the turn at once.
+//!
+//! The turn loop's decisions are plain functions with unit tests beside them, and the actors
+//! carry them out: what follows a step ([`turn`]), the provider request of a step, a
+//! compaction or a title ([`request`]), and what a stream event does to the step's parts
+//! ([`stream_parts`]). A prompt that gets no result says why with a [`TurnError`].
 
 pub mod command;
 pub mod compaction;

@@ -81,6 +81,12 @@ pub enum SessionMsg {
     ),
 }
 
+/// The error of a turn aborted while no step ran (waiting for a retry's backoff or for the
+/// `chat.params` hooks): the same a processor gives an aborted step.
+fn aborted_between_steps() -> MessageError {
+    MessageError::new(MessageErrorName::MessageAborted, "aborted")
+}
+
 /// A step's request before its body is built, with what building the body needs.
 struct PreparedStep {
     request: troupe_llm::ChatRequest,
@@ -832,7 +838,8 @@ impl SessionActor {
         };
         let mut prepared = *prepared;
         if turn.cancel.is_cancelled() {
-            self.finish_turn(myself, state, None).await;
+            self.finish_turn(myself, state, Some(aborted_between_steps()))
+                .await;
             return;
         }
         match out {
@@ -1921,7 +1928,8 @@ impl Actor for SessionActor {
                     waiting_retry = t.retry_timer.take().is_some() | t.params_wait.take().is_some();
                 }
                 if waiting_retry {
-                    self.finish_turn(&myself, state, None).await;
+                    self.finish_turn(&myself, state, Some(aborted_between_steps()))
+                        .await;
                 }
             }
             SessionMsg::StepParams(timer, out) => {
@@ -1936,7 +1944,8 @@ impl Actor for SessionActor {
                 }
                 t.retry_timer = None;
                 if t.cancel.is_cancelled() {
-                    self.finish_turn(&myself, state, None).await;
+                    self.finish_turn(&myself, state, Some(aborted_between_steps()))
+                        .await;
                 } else {
                     self.start_step(&myself, state).await;
                 }
@@ -1969,7 +1978,8 @@ impl Actor for SessionActor {
                     Some(t) => {
                         t.cancel.cancel();
                         if t.retry_timer.take().is_some() | t.params_wait.take().is_some() {
-                            self.finish_turn(&myself, state, None).await;
+                            self.finish_turn(&myself, state, Some(aborted_between_steps()))
+                                .await;
                         }
                     }
                     None => self.start_next(&myself, state).await,

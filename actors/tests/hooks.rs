@@ -268,3 +268,39 @@ async fn session_idle_hook_runs_after_the_turn_and_shutdown_waits_for_it() {
             .expect("JSON payload");
     assert_eq!(payload, json!({"hook": "session.idle", "sessionID": sid}));
 }
+
+/// A step waiting for its `chat.params` hooks waits off the session actor's handler: an abort
+/// ends the turn at once, and the hook's late answer starts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_while_chat_params_hooks_run_ends_the_turn_at_once() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let server = MockServer::start(Script::single(vec![Step::text("never sent")]))
+        .await
+        .expect("mock");
+    let hook = sh("cat >/dev/null; sleep 3; echo '{}'");
+    let rt = start(&dir, &server, json!({"hooks": {"chat.params": [hook]}})).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = tokio::spawn({
+        let (rt, sid) = (rt.clone(), sid.clone());
+        async move { rt.prompt(&sid, prompt("hello")).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let t0 = std::time::Instant::now();
+    rt.abort(&sid);
+    let r = tokio::time::timeout(std::time::Duration::from_secs(2), turn)
+        .await
+        .expect("the abort ends the turn before the hook answers")
+        .expect("join")
+        .expect("a turn result");
+    assert_eq!(
+        r.error.map(|e| e.name),
+        Some(troupe_session::MessageErrorName::MessageAborted),
+        "an aborted turn says so"
+    );
+    assert!(t0.elapsed() < std::time::Duration::from_secs(2));
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert!(requests_of(&server, &sid).is_empty(), "no request was sent");
+    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+    rt.shutdown().await;
+}

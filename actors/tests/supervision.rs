@@ -472,7 +472,11 @@ async fn the_session_actor_answers_during_a_step_retry_backoff_and_an_abort_ends
         .expect("the abort ends the turn before the backoff is over")
         .unwrap()
         .unwrap();
-    assert!(r.error.is_some(), "an aborted turn says so");
+    assert_eq!(
+        r.error.map(|e| e.name),
+        Some(troupe_session::MessageErrorName::MessageAborted),
+        "an aborted turn says so"
+    );
     // The timer fires later and finds no turn: nothing starts.
     tokio::time::sleep(Duration::from_millis(4_500)).await;
     assert_eq!(completions(&server).len(), 1, "the retried step never ran");
