@@ -14,7 +14,8 @@
 //!     │       │                                                error part naming the attempts
 //!     │       ├── side-effecting (bash, write, edit, MCP, …)   never re-run: error part, outcome
 //!     │       │                                                unknown
-//!     │       └── task → SessionActor ses_… (subagent, same tree below)
+//!     │       └── task → SessionActor ses_… (subagent, same     restarted by the task call from the
+//!     │                  tree below)                           store, turn continues (as a root)
 //!     ├── CompactionWorker  summary step on overflow           the turn fails with the cause
 //!     │   └── Processor msg_…  (tool-less summary step)
 //!     ├── TitleWorker       first prompt → session title       ignored (default title stays)

@@ -414,47 +414,14 @@ async fn run_checked(
         )
         .await;
     }
-    // Spawn the child's actor under the calling tool-call actor.
+    // Spawn the child's actor under the calling tool-call actor. A child actor that crashes
+    // during its turn is started again from the store and its turn goes on (like a root
+    // session's, within `supervision.session_restarts`); past the limit the call fails.
     let child_id = child.id.clone();
-    let cid = child_id.clone();
-    let history = rt
-        .store
-        .read(move |r| r.messages(&cid))
-        .await
-        .map_err(|e| ToolError::Failed(e.to_string()))?;
     let supervisor: Option<ActorCell> = ctx
         .extra
         .as_ref()
         .and_then(|e| e.downcast_ref::<ActorCell>().cloned());
-    let actor_args = SessionArgs {
-        rt: rt.clone(),
-        session: child.clone(),
-        history,
-        tree_parent: Some(crate::tree::node_key(
-            crate::tree::Kind::ToolCall,
-            &ctx.call_id,
-        )),
-        lease: Some(lease),
-        // The task tool runs inside its call's span (see `tool_call`).
-        span_parent: Some(tracing::Span::current()),
-    };
-    let spawned = match supervisor {
-        Some(cell) => Actor::spawn_linked(None, SessionActor, actor_args, cell).await,
-        None => Actor::spawn(None, SessionActor, actor_args).await,
-    };
-    let (actor, _) =
-        spawned.map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
-    rt.sessions.insert(child_id.clone(), actor.clone());
-    let mut guard = AbortChild {
-        rt: rt.clone(),
-        session_id: child_id.clone(),
-        actor: Some(actor.clone()),
-        armed: true,
-    };
-
-    let mut bus = rt.store.bus().subscribe();
-    let accepted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (tx, mut rx) = tokio::sync::oneshot::channel();
     let input = PromptInput {
         text: args.prompt.clone(),
         agent: Some(sub.name.clone()),
@@ -467,16 +434,12 @@ async fn run_checked(
         steer: false,
         ..Default::default()
     };
-    actor
-        .cast(SessionMsg::Prompt(Box::new(PendingPrompt {
-            input,
-            accepted,
-            started: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            resume: false,
-            reply: tx,
-        })))
-        .map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
-
+    let mut lease = Some(lease);
+    let mut resume = false;
+    let mut crashes = crate::supervision::Intensity::for_role(
+        crate::supervision::Role::Session,
+        &rt.config.config.supervision,
+    );
     let mut steps = 0u64;
     let mut current_tool: Option<String> = None;
     let title = args.description.clone();
@@ -489,37 +452,122 @@ async fn run_checked(
         ctx.progress.update(Some(title.clone()), m);
     };
     publish(0, &None);
-    let mut aborted = false;
-    let result = loop {
-        tokio::select! {
-            r = &mut rx => break r,
-            _ = ctx.abort.cancelled(), if !aborted => {
-                aborted = true;
-                let _ = actor.cast(SessionMsg::Abort);
-            }
-            ev = bus.recv() => {
-                let Ok(ev) = ev else { continue };
-                match &*ev {
-                    Event::PartUpdated { part } if part.session_id == child_id => match &part.kind {
-                        PartKind::StepFinish { .. } => {
-                            steps += 1;
-                            publish(steps, &current_tool);
-                        }
-                        PartKind::Tool { tool, state: ToolState::Running { .. }, .. } => {
-                            current_tool = Some(tool.clone());
-                            publish(steps, &current_tool);
-                        }
-                        _ => {}
-                    },
-                    _ => {}
+    let (result, aborted) = loop {
+        let lease = match lease.take() {
+            Some(l) => l,
+            None => retake_lease(&rt, &child_id, &ctx.abort).await?,
+        };
+        let cid = child_id.clone();
+        let (session, history) = rt
+            .store
+            .read(move |r| Ok((r.session(&cid)?, r.messages(&cid)?)))
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        let actor_args = SessionArgs {
+            rt: rt.clone(),
+            session: session.unwrap_or_else(|| child.clone()),
+            history,
+            tree_parent: Some(crate::tree::node_key(
+                crate::tree::Kind::ToolCall,
+                &ctx.call_id,
+            )),
+            lease: Some(lease),
+            // The task tool runs inside its call's span (see `tool_call`).
+            span_parent: Some(tracing::Span::current()),
+        };
+        let spawned = match &supervisor {
+            Some(cell) => Actor::spawn_linked(None, SessionActor, actor_args, cell.clone()).await,
+            None => Actor::spawn(None, SessionActor, actor_args).await,
+        };
+        let (actor, _) =
+            spawned.map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
+        rt.sessions.insert(child_id.clone(), actor.clone());
+        let mut guard = AbortChild {
+            rt: rt.clone(),
+            session_id: child_id.clone(),
+            actor: Some(actor.clone()),
+            armed: true,
+        };
+
+        let mut bus = rt.store.bus().subscribe();
+        let accepted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        actor
+            .cast(SessionMsg::Prompt(Box::new(PendingPrompt {
+                input: input.clone(),
+                accepted,
+                started: started.clone(),
+                resume,
+                reply: tx,
+            })))
+            .map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
+
+        let mut aborted = false;
+        let result = loop {
+            tokio::select! {
+                r = &mut rx => break r,
+                _ = ctx.abort.cancelled(), if !aborted => {
+                    aborted = true;
+                    let _ = actor.cast(SessionMsg::Abort);
                 }
+                ev = bus.recv() => {
+                    let Ok(ev) = ev else { continue };
+                    match &*ev {
+                        Event::PartUpdated { part } if part.session_id == child_id => match &part.kind {
+                            PartKind::StepFinish { .. } => {
+                                steps += 1;
+                                publish(steps, &current_tool);
+                            }
+                            PartKind::Tool { tool, state: ToolState::Running { .. }, .. } => {
+                                current_tool = Some(tool.clone());
+                                publish(steps, &current_tool);
+                            }
+                            _ => {}
+                        },
+                        _ => {}
+                    }
+                }
+            }
+        };
+        guard.armed = false;
+        drop(guard);
+        rt.sessions
+            .remove_if(&child_id, |_, a| a.get_id() == actor.get_id());
+        let crashed_in_turn = result.is_err()
+            && started.load(std::sync::atomic::Ordering::SeqCst)
+            && !aborted
+            && !ctx.abort.is_cancelled();
+        if !crashed_in_turn {
+            break (result, aborted);
+        }
+        rt.counters.failure(crate::supervision::Role::Session);
+        match crashes.crash(std::time::Instant::now()) {
+            crate::supervision::Verdict::Restart { backoff, attempt } => {
+                tracing::warn!(
+                    "subagent session {child_id}: restarting its actor from the store (restart {attempt})"
+                );
+                rt.counters.restart(crate::supervision::Role::Session);
+                // Its running parts are swept before it goes on (as after any crash).
+                let cid = child_id.clone();
+                if let Ok(mut h) = rt.store.read(move |r| r.messages(&cid)).await {
+                    troupe_session::store::sweep_interrupted(&rt.store, &mut h);
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = ctx.abort.cancelled() => {}
+                }
+                resume = true;
+            }
+            crate::supervision::Verdict::Escalate { crashes } => {
+                return Err(ToolError::Failed(format!(
+                    "The subagent {child_id} failed: its session actor crashed {crashes} times within {} s (supervision.session_restarts = {}).",
+                    rt.config.config.supervision.period().as_secs(),
+                    rt.config.config.supervision.session_restarts()
+                )));
             }
         }
     };
-    guard.armed = false;
-    drop(guard);
-    rt.sessions
-        .remove_if(&child_id, |_, a| a.get_id() == actor.get_id());
     // The depth is set again if this child is resumed; keep the map from growing.
     rt.depth.remove(&child_id);
     if aborted || ctx.abort.is_cancelled() {
@@ -628,6 +676,44 @@ async fn run_remote(
         output: completed_output(child_id, &outcome.text),
         metadata,
     })
+}
+
+/// Take the lease of a subagent session whose crashed actor just released it (the release
+/// runs on a task, so it may still be held for a moment): polls for a short while.
+async fn retake_lease(
+    rt: &Arc<RuntimeShared>,
+    child_id: &str,
+    abort: &tokio_util::sync::CancellationToken,
+) -> Result<crate::lease::SessionLease, ToolError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match rt
+            .store
+            .lease_take(child_id, &rt.identity.claim(), rt.opts.lease_ttl)
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))?
+        {
+            troupe_session::TakeOutcome::Taken { lease, .. } => {
+                return Ok(crate::lease::SessionLease::start(
+                    rt.store.clone(),
+                    &lease,
+                    rt.opts.lease_ttl,
+                    rt.leases.clone(),
+                ));
+            }
+            troupe_session::TakeOutcome::Held(h) if std::time::Instant::now() >= deadline => {
+                return Err(ToolError::Failed(format!(
+                    "the subagent session {child_id} crashed and could not be restarted: it is driven by {}",
+                    h.describe()
+                )));
+            }
+            troupe_session::TakeOutcome::Held(_) => {}
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+            _ = abort.cancelled() => return Err(ToolError::Aborted),
+        }
+    }
 }
 
 /// Start `child` in the background (see the module docs): its actor is spawned unlinked

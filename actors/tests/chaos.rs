@@ -26,6 +26,9 @@ use troupe_tools::{Registry, Tool, ToolContext, ToolError, ToolOutput};
 const TURNS: usize = 520;
 /// Every this many turns overflows the context and compacts.
 const COMPACT_EVERY: usize = 8;
+/// Every this many turns (offset by half) delegates to a subagent, whose session actor,
+/// processor and tools take the same faults.
+const DELEGATE_EVERY: usize = 8;
 
 /// A tiny seeded generator (xorshift64*), shared by the hooks.
 struct Rng(AtomicU64);
@@ -196,6 +199,20 @@ async fn chaos_turns_end_in_defined_states() {
         ])
         .matching("OVERFLOW")
         .on_exhausted(Exhausted::Text),
+        // Delegating turns: a task call to a subagent, then an answer.
+        Conversation::new(vec![
+            Step::tool(
+                "task",
+                json!({"description": "child job", "prompt": "CHILD-JOB: use the tools", "subagent_type": "general"}),
+            ),
+            Step::text("delegated"),
+        ])
+        .matching("DELEGATE")
+        .on_exhausted(Exhausted::Text),
+        // The subagents: tool calls, then an answer.
+        Conversation::new(vec![tools_step(), Step::text("child done")])
+            .matching("CHILD-JOB")
+            .on_exhausted(Exhausted::Text),
         // Ordinary turns: tool calls, then an answer. A retried step may see more or fewer
         // assistant messages; past the end the mock answers with a plain text.
         Conversation::new(vec![tools_step(), Step::text("done")]),
@@ -261,6 +278,8 @@ async fn chaos_turns_end_in_defined_states() {
             sessions.push(sid.clone());
             let text = if i % COMPACT_EVERY == 0 {
                 format!("OVERFLOW turn {i}")
+            } else if i % DELEGATE_EVERY == DELEGATE_EVERY / 2 {
+                format!("DELEGATE turn {i}")
             } else {
                 format!("turn {i}")
             };
@@ -300,7 +319,21 @@ async fn chaos_turns_end_in_defined_states() {
     let mut completed_after_crash = 0;
     let mut unknown_outcome = 0;
     let mut running_left = 0;
+    // The subagent sessions the delegating turns created hold tool parts too.
+    let mut all_sessions = sessions.clone();
+    let mut subagents = 0;
     for sid in &sessions {
+        for child in children(&rt, sid).await {
+            all_sessions.push(child.id);
+            subagents += 1;
+        }
+    }
+    // Most delegating turns reach their task call (a crashed parent step may not).
+    assert!(
+        subagents >= TURNS / DELEGATE_EVERY / 2,
+        "{subagents} subagent sessions"
+    );
+    for sid in &all_sessions {
         let history = messages(&rt, sid).await;
         for m in &history {
             for p in &m.parts {
@@ -381,7 +414,7 @@ async fn chaos_turns_end_in_defined_states() {
 
     wait_until("every actor to stop", || rt.live_actors() == 0).await;
     eprintln!(
-        "chaos: {TURNS} turns ({finished} finished, {failed} failed clearly) in {:?}; injected {injected:?}, read panics {}, write panics {write_panics}, recovered reads {completed_after_crash}",
+        "chaos: {TURNS} turns ({finished} finished, {failed} failed clearly, {subagents} subagents) in {:?}; injected {injected:?}, read panics {}, write panics {write_panics}, recovered reads {completed_after_crash}",
         started.elapsed(),
         read_panics.load(Ordering::SeqCst)
     );

@@ -515,6 +515,66 @@ async fn a_crashed_session_actor_is_restarted_and_its_turn_goes_on() {
     wait_until("every actor to stop", || rt.live_actors() == 0).await;
 }
 
+/// A subagent session is supervised like a root one: its actor crashing during its turn is
+/// restarted from the store and the turn goes on, so the parent's task call completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_subagent_session_is_restarted_and_the_task_completes() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let server = MockServer::start(Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("flaky_write", json!({})),
+            Step::text("child finished after the restart"),
+        ])
+        .matching("CHILD-JOB"),
+        Conversation::new(vec![
+            Step::tool(
+                "task",
+                json!({"description": "job", "prompt": "CHILD-JOB: do it", "subagent_type": "general"}),
+            ),
+            Step::text("parent done"),
+        ]),
+    ]))
+    .await
+    .unwrap();
+    let (tool, runs) = flaky("flaky_write", 0);
+    let rt = runtime_with(&dir, &server, tool).await;
+    let sid = rt.create_session(&root, None).await.unwrap().id;
+    // Only the child's actor crashes, once, as it takes its first finished step.
+    let parent = sid.clone();
+    let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    rt.inject_faults(Arc::new(move |p, key| {
+        p == troupe_actors::faults::FaultPoint::SessionStep
+            && key != parent
+            && !fired.swap(true, Ordering::SeqCst)
+    }));
+    let r = run_prompt(&rt, &sid, "delegate").await;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.text, "parent done");
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    let task = parts
+        .iter()
+        .find(|(t, _)| t == "task")
+        .expect("a task part");
+    match &task.1 {
+        ToolState::Completed { output, .. } => {
+            assert!(
+                output.contains("child finished after the restart"),
+                "{output}"
+            )
+        }
+        other => panic!("the task call did not complete: {other:?}"),
+    }
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "the child's tool did not run again"
+    );
+    assert_eq!(labeled(&rt, "actor_failures_total", "role=\"session\""), 1);
+    assert_eq!(labeled(&rt, "actor_restarts_total", "role=\"session\""), 1);
+    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_that_keeps_crashing_fails_with_the_cause() {
     let dir = TempDir::new().unwrap();
