@@ -44,6 +44,19 @@ pub use schema::{
 
 use std::path::PathBuf;
 
+/// What kind of JSON value `v` is, with its article, for error messages: `null`, `a
+/// boolean`, `a number`, `a string`, `an array`, `an object`.
+pub fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
 /// The value of environment variable `name`, or `None` when it is unset, empty, only
 /// whitespace or not UTF-8. Every `TROUPE_*` variable is read through this (or
 /// [`env_path`]), so `TROUPE_DB=` means the same as no `TROUPE_DB` at all.

@@ -113,6 +113,31 @@ pub struct ResolvedModel {
 }
 
 impl ResolvedModel {
+    /// A model resolved without a catalog entry or config: `model_id` of `provider_id`
+    /// (named as its id) speaking `protocol` at `base_url`; no API key, headers, options,
+    /// limits or prices; takes tools and a temperature, no reasoning, images or PDFs. For
+    /// callers (and tests) that talk to a server they know.
+    pub fn new(provider_id: &str, model_id: &str, protocol: Protocol, base_url: &str) -> Self {
+        ResolvedModel {
+            provider_id: provider_id.to_string(),
+            model_id: model_id.to_string(),
+            name: model_id.to_string(),
+            protocol,
+            base_url: base_url.to_string(),
+            api_key: None,
+            headers: Vec::new(),
+            options: serde_json::Map::new(),
+            limits: ModelLimits::default(),
+            cost: None,
+            tool_call: true,
+            reasoning: false,
+            temperature: true,
+            unknown: false,
+            image_input: false,
+            pdf_input: false,
+        }
+    }
+
     /// `provider/model`.
     pub fn full_id(&self) -> String {
         format!("{}/{}", self.provider_id, self.model_id)

@@ -3,22 +3,15 @@ use crate::types::{ToolCallRequest, ToolSpec};
 
 fn model() -> ResolvedModel {
     ResolvedModel {
-        provider_id: "anthropic".into(),
-        model_id: "claude-x".into(),
         name: "C".into(),
-        protocol: troupe_config::model::Protocol::AnthropicMessages,
-        base_url: "http://127.0.0.1:9/v1".into(),
         api_key: Some("k".into()),
-        headers: vec![],
-        options: Map::new(),
-        limits: Default::default(),
-        cost: None,
-        tool_call: true,
         reasoning: true,
-        temperature: true,
-        unknown: false,
-        image_input: false,
-        pdf_input: false,
+        ..ResolvedModel::new(
+            "anthropic",
+            "claude-x",
+            troupe_config::model::Protocol::AnthropicMessages,
+            "http://127.0.0.1:9/v1",
+        )
     }
 }
 

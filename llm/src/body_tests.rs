@@ -4,22 +4,12 @@ use serde_json::{Map, json};
 
 fn model(protocol: Protocol) -> ResolvedModel {
     ResolvedModel {
-        provider_id: "p".into(),
-        model_id: "m-1".into(),
         name: "M".into(),
-        protocol,
-        base_url: "http://127.0.0.1:9/v1".into(),
         api_key: Some("k".into()),
-        headers: vec![],
-        options: Map::new(),
-        limits: Default::default(),
-        cost: None,
-        tool_call: true,
         reasoning: true,
-        temperature: true,
-        unknown: false,
         image_input: true,
         pdf_input: true,
+        ..ResolvedModel::new("p", "m-1", protocol, "http://127.0.0.1:9/v1")
     }
 }
 

@@ -3,22 +3,8 @@ use crate::types::{ToolCallRequest, ToolSpec};
 
 pub(crate) fn model(provider: &str) -> ResolvedModel {
     ResolvedModel {
-        provider_id: provider.into(),
-        model_id: "m1".into(),
         name: "M1".into(),
-        protocol: Default::default(),
-        base_url: "http://127.0.0.1:9/v1".into(),
-        api_key: None,
-        headers: vec![],
-        options: Map::new(),
-        limits: Default::default(),
-        cost: None,
-        tool_call: true,
-        reasoning: false,
-        temperature: true,
-        unknown: false,
-        image_input: false,
-        pdf_input: false,
+        ..ResolvedModel::new(provider, "m1", Default::default(), "http://127.0.0.1:9/v1")
     }
 }
 

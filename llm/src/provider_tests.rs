@@ -2,22 +2,8 @@ use super::*;
 
 fn model() -> ResolvedModel {
     ResolvedModel {
-        provider_id: "mock".into(),
-        model_id: "m1".into(),
         name: "M1".into(),
-        protocol: Protocol::OpenaiChat,
-        base_url: "http://127.0.0.1:9/v1".into(),
-        api_key: None,
-        headers: vec![],
-        options: serde_json::Map::new(),
-        limits: Default::default(),
-        cost: None,
-        tool_call: true,
-        reasoning: false,
-        temperature: true,
-        unknown: false,
-        image_input: false,
-        pdf_input: false,
+        ..ResolvedModel::new("mock", "m1", Protocol::OpenaiChat, "http://127.0.0.1:9/v1")
     }
 }
 

@@ -88,22 +88,10 @@ fn response(status: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
 
 fn model(base_url: &str, protocol: Protocol) -> ResolvedModel {
     ResolvedModel {
-        provider_id: "mock".into(),
-        model_id: "m1".into(),
         name: "M1".into(),
-        protocol,
-        base_url: base_url.into(),
         api_key: Some("sk-test".into()),
         headers: vec![("x-model-header".into(), "mh".into())],
-        options: serde_json::Map::new(),
-        limits: Default::default(),
-        cost: None,
-        tool_call: true,
-        reasoning: false,
-        temperature: true,
-        unknown: false,
-        image_input: false,
-        pdf_input: false,
+        ..ResolvedModel::new("mock", "m1", protocol, base_url)
     }
 }
 

@@ -15,22 +15,9 @@ use troupe_testkit::{Fault, MockServer, Script, Stall, Step};
 
 fn model(base_url: &str, protocol: Protocol) -> ResolvedModel {
     ResolvedModel {
-        provider_id: "mock".into(),
-        model_id: "mock-model".into(),
         name: "Mock".into(),
-        protocol,
-        base_url: base_url.into(),
         api_key: Some("sk-test".into()),
-        headers: vec![],
-        options: serde_json::Map::new(),
-        limits: Default::default(),
-        cost: None,
-        tool_call: true,
-        reasoning: false,
-        temperature: true,
-        unknown: false,
-        image_input: false,
-        pdf_input: false,
+        ..ResolvedModel::new("mock", "mock-model", protocol, base_url)
     }
 }
 
