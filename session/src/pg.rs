@@ -731,11 +731,8 @@ pub(crate) fn messages(
         &[&session_id],
     )?;
     let mut out: Vec<MessageWithParts> = Vec::with_capacity(msgs.len());
-    let mut index = HashMap::with_capacity(msgs.len());
     for r in &msgs {
-        let id: &str = r.get(0);
-        let info: Message = decode(t, id, r.get(1))?;
-        index.insert(id, out.len());
+        let info: Message = decode(t, r.get(0), r.get(1))?;
         out.push(MessageWithParts {
             info,
             parts: Vec::new(),
@@ -747,12 +744,7 @@ pub(crate) fn messages(
         "SELECT id, message_id, data FROM part WHERE session_id = $1 ORDER BY id",
         &[&session_id],
     )?;
-    for r in &parts {
-        let part: Part = decode(t, r.get(0), r.get(2))?;
-        if let Some(&i) = index.get(r.get::<_, &str>(1)) {
-            out[i].parts.push(part);
-        }
-    }
+    attach_parts(t, &mut out, &parts)?;
     Ok(out)
 }
 
@@ -795,18 +787,29 @@ pub(crate) fn messages_page(
         "SELECT id, message_id, data FROM part WHERE message_id = ANY($1) ORDER BY id",
         &[&ids],
     )?;
+    attach_parts(t, &mut out, &parts)?;
+    Ok(out)
+}
+
+/// Put each part row (`id, message_id, data`, in order) under its message in `out`; a part
+/// whose message is not in `out` is passed over. Errors: a part that does not decode.
+fn attach_parts(
+    t: &str,
+    out: &mut [MessageWithParts],
+    parts: &[postgres::Row],
+) -> Result<(), StoreError> {
     let index: HashMap<String, usize> = out
         .iter()
         .enumerate()
         .map(|(i, m)| (m.info.id().to_string(), i))
         .collect();
-    for r in &parts {
+    for r in parts {
         let part: Part = decode(t, r.get(0), r.get(2))?;
         if let Some(&i) = index.get(r.get::<_, &str>(1)) {
             out[i].parts.push(part);
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 pub(crate) fn latest_root(

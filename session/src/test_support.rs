@@ -11,26 +11,13 @@ use crate::types::{
 
 pub(crate) fn model(context: u64, input: Option<u64>, output: u64) -> ResolvedModel {
     ResolvedModel {
-        provider_id: "mock".into(),
-        model_id: "m".into(),
         name: "M".into(),
-        protocol: Protocol::OpenaiChat,
-        base_url: "http://127.0.0.1".into(),
-        api_key: None,
-        headers: vec![],
-        options: Default::default(),
         limits: ModelLimits {
             context,
             input,
             output,
         },
-        cost: None,
-        tool_call: true,
-        reasoning: false,
-        temperature: true,
-        unknown: false,
-        image_input: false,
-        pdf_input: false,
+        ..ResolvedModel::new("mock", "m", Protocol::OpenaiChat, "http://127.0.0.1")
     }
 }
 
@@ -54,20 +41,26 @@ pub(crate) fn text(msg: &str, t: &str) -> Part {
     )
 }
 
+/// A user message `id` of `session_id` created at `created` (agent `build`, model
+/// `mock/m`).
+pub(crate) fn user_message(session_id: &str, id: String, created: Millis) -> Message {
+    Message::User(UserMessage {
+        id,
+        session_id: session_id.into(),
+        time: UserTime { created },
+        agent: "build".into(),
+        model: ModelRef {
+            provider_id: "mock".into(),
+            model_id: "m".into(),
+        },
+        system: None,
+        summary: None,
+    })
+}
+
 pub(crate) fn user(id: &str) -> MessageWithParts {
     MessageWithParts {
-        info: Message::User(UserMessage {
-            id: id.into(),
-            session_id: "ses_1".into(),
-            time: UserTime { created: 1 },
-            agent: "build".into(),
-            model: ModelRef {
-                provider_id: "mock".into(),
-                model_id: "m".into(),
-            },
-            system: None,
-            summary: None,
-        }),
+        info: user_message("ses_1", id.into(), 1),
         parts: vec![text(id, "do it")],
     }
 }

@@ -531,21 +531,29 @@ pub fn tool_summary(tool: &str, input: &Value) -> String {
             agent => format!("{agent}: {}", s("description")),
         },
         _ => match input {
-            Value::Object(m) => m
-                .iter()
-                .map(|(k, v)| {
-                    format!(
-                        "{k}={}",
-                        v.as_str()
-                            .map(str::to_string)
-                            .unwrap_or_else(|| v.to_string())
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(" "),
             Value::Null => String::new(),
-            other => other.to_string(),
+            other => key_values(other),
         },
+    }
+}
+
+/// A tool input as `key=value` pairs joined by spaces (a string value bare, any other as
+/// JSON); an input that is not an object as JSON.
+pub fn key_values(input: &Value) -> String {
+    match input {
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{k}={}",
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string())
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => other.to_string(),
     }
 }
 

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::types::{
-    AssistantMessage, AssistantTime, MessageError, MessagePath, ModelRef, RequestTime, SessionTime,
-    Tokens, ToolTime, UserMessage, UserTime,
+    AssistantMessage, AssistantTime, MessageError, MessagePath, RequestTime, SessionTime, Tokens,
+    ToolTime,
 };
 
 const NOW: Millis = 10_000;
@@ -37,18 +37,7 @@ fn part(sid: &str, mid: &str, n: usize, kind: PartKind) -> Part {
 
 fn user(sid: &str, id: &str, created: Millis) -> MessageWithParts {
     MessageWithParts {
-        info: Message::User(UserMessage {
-            id: id.into(),
-            session_id: sid.into(),
-            time: UserTime { created },
-            agent: "build".into(),
-            model: ModelRef {
-                provider_id: "mock".into(),
-                model_id: "m".into(),
-            },
-            system: None,
-            summary: None,
-        }),
+        info: crate::test_support::user_message(sid, id.into(), created),
         parts: vec![],
     }
 }

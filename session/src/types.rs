@@ -525,6 +525,38 @@ pub struct AssistantMessage {
     pub structured: Option<serde_json::Value>,
 }
 
+impl AssistantMessage {
+    /// A step begun now (`msg_…` id fresh) by `agent` with `model`, answering user message
+    /// `parent_id` of `session_id`, run in `path`: no cost, tokens, finish or error yet.
+    pub fn begun(
+        session_id: &str,
+        parent_id: &str,
+        agent: &str,
+        model: &ModelRef,
+        path: MessagePath,
+    ) -> Self {
+        AssistantMessage {
+            id: crate::id::message(),
+            session_id: session_id.to_string(),
+            parent_id: parent_id.to_string(),
+            time: AssistantTime {
+                created: now_ms(),
+                completed: None,
+            },
+            agent: agent.to_string(),
+            model_id: model.model_id.clone(),
+            provider_id: model.provider_id.clone(),
+            path,
+            summary: false,
+            cost: Default::default(),
+            tokens: Default::default(),
+            finish: None,
+            error: None,
+            structured: None,
+        }
+    }
+}
+
 /// A message: user or assistant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "lowercase")]
@@ -593,6 +625,17 @@ pub struct ToolTime {
     /// When prune cleared this output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compacted: Option<Millis>,
+}
+
+impl ToolTime {
+    /// A call that ran from `start` to `end` (ms since the epoch), its output not cleared.
+    pub fn ended(start: Millis, end: Millis) -> Self {
+        ToolTime {
+            start,
+            end: Some(end),
+            compacted: None,
+        }
+    }
 }
 
 /// When a step's provider request ran, ms since the epoch (the timeline's request bar).
@@ -911,131 +954,5 @@ pub enum SessionStatus {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_session_ruleset_round_trips_typed() {
-        let mut s = Session::new("/tmp", Some("ses_parent".into()));
-        let mut rules = troupe_agents::Ruleset::new();
-        rules.push("bash", "*", troupe_agents::Action::Deny);
-        s.permission = Some(rules.clone().into());
-        let json = serde_json::to_value(&s).unwrap();
-        assert_eq!(
-            json["permission"],
-            serde_json::json!([{"permission": "bash", "pattern": "*", "action": "deny"}])
-        );
-        let back: Session = serde_json::from_value(json).unwrap();
-        assert_eq!(back.ruleset().unwrap(), rules);
-        assert_eq!(
-            Session::new("/tmp", None).ruleset().unwrap(),
-            Default::default()
-        );
-    }
-
-    #[test]
-    fn a_stored_permission_that_does_not_decode_loads_but_fails_every_use_and_is_kept() {
-        let mut json = serde_json::to_value(Session::new("/tmp", Some("ses_p".into()))).unwrap();
-        json["permission"] = serde_json::json!({"bash": "deny"});
-        // The session itself still loads (it must stay listable and deletable)…
-        let s: Session = serde_json::from_value(json).unwrap();
-        // …but its rules are never read as "none".
-        let err = s
-            .ruleset()
-            .expect_err("an unreadable ruleset must not widen to no rules");
-        assert_eq!(err.session_id, s.id);
-        assert!(err.to_string().contains("does not decode"), "{err}");
-        // Writing it back stores the value unchanged.
-        assert_eq!(
-            serde_json::to_value(&s).unwrap()["permission"],
-            serde_json::json!({"bash": "deny"})
-        );
-    }
-
-    #[test]
-    fn part_json_shape_matches_opencode() {
-        let p = Part::new(
-            "ses_a",
-            "msg_b",
-            PartKind::Tool {
-                call_id: "call_1".into(),
-                tool: "bash".into(),
-                state: ToolState::Completed {
-                    input: serde_json::json!({"command": "ls"}),
-                    output: "x".into(),
-                    title: "ls".into(),
-                    metadata: serde_json::json!({"exit": 0}),
-                    time: ToolTime {
-                        start: 1,
-                        end: Some(2),
-                        compacted: None,
-                    },
-                },
-            },
-        );
-        let v = serde_json::to_value(&p).unwrap();
-        assert_eq!(v["type"], "tool");
-        assert_eq!(v["callID"], "call_1");
-        assert_eq!(v["sessionID"], "ses_a");
-        assert_eq!(v["state"]["status"], "completed");
-        let back: Part = serde_json::from_value(v).unwrap();
-        assert_eq!(back, p);
-    }
-
-    #[test]
-    fn message_roundtrip() {
-        let m = Message::User(UserMessage {
-            id: "msg_1".into(),
-            session_id: "ses_1".into(),
-            time: UserTime { created: 5 },
-            agent: "build".into(),
-            model: ModelRef {
-                provider_id: "mock".into(),
-                model_id: "m".into(),
-            },
-            system: None,
-            summary: None,
-        });
-        let s = serde_json::to_string(&m).unwrap();
-        assert!(s.contains("\"role\":\"user\""));
-        assert_eq!(serde_json::from_str::<Message>(&s).unwrap(), m);
-    }
-
-    #[test]
-    fn error_names_serialize_as_opencode_names_and_unknown_ones_survive() {
-        let known = [
-            (MessageErrorName::Api, "APIError"),
-            (MessageErrorName::ProviderAuth, "ProviderAuthError"),
-            (MessageErrorName::ContextOverflow, "ContextOverflowError"),
-            (MessageErrorName::MessageAborted, "MessageAbortedError"),
-            (
-                MessageErrorName::MessageOutputLength,
-                "MessageOutputLengthError",
-            ),
-            (MessageErrorName::StructuredOutput, "StructuredOutputError"),
-            (MessageErrorName::DoomLoop, "DoomLoopError"),
-            (MessageErrorName::EmptyToolCalls, "EmptyToolCallsError"),
-            (MessageErrorName::MaxSteps, "MaxStepsError"),
-            (MessageErrorName::SessionBusy, "SessionBusyError"),
-            (MessageErrorName::Store, "StoreError"),
-            (MessageErrorName::Unknown, "UnknownError"),
-        ];
-        for (name, text) in known {
-            let e = MessageError::new(name.clone(), "m");
-            let json = serde_json::to_value(&e).unwrap();
-            assert_eq!(json["name"], text);
-            assert_eq!(
-                serde_json::from_value::<MessageError>(json).unwrap().name,
-                name
-            );
-            assert_eq!(MessageErrorName::from(text.to_string()), name);
-            assert_eq!(name.to_string(), text);
-        }
-        // A name from a newer build or another writer is kept verbatim, never guessed.
-        let raw = serde_json::json!({"name": "QuotaExceededError", "data": {"message": "later"}});
-        let e: MessageError = serde_json::from_value(raw.clone()).unwrap();
-        assert_eq!(e.name, MessageErrorName::Other("QuotaExceededError".into()));
-        assert_eq!(serde_json::to_value(&e).unwrap(), raw);
-        assert_eq!(e.message(), "later");
-    }
-}
+#[path = "types_tests.rs"]
+mod tests;

@@ -76,6 +76,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use crate::store_suite::both_backends;
+    use crate::test_support::user_message;
     use crate::types::*;
     use crate::{LeaseClaim, Write};
 
@@ -99,18 +100,7 @@ mod tests {
         let store = db.open();
         let (done, driven) = (Session::new("/tmp", None), Session::new("/tmp", None));
         for s in [&done, &driven] {
-            let m = Message::User(UserMessage {
-                id: crate::id::message(),
-                session_id: s.id.clone(),
-                time: UserTime { created: 1 },
-                agent: "build".into(),
-                model: ModelRef {
-                    provider_id: "p".into(),
-                    model_id: "m".into(),
-                },
-                system: None,
-                summary: None,
-            });
+            let m = user_message(&s.id, crate::id::message(), 1);
             let mut part = text_part(&s.id, m.id(), String::new());
             store.write(vec![
                 Write::Session {

@@ -1,0 +1,611 @@
+use super::*;
+use crate::store_suite::both_backends;
+use crate::test_support::user_message;
+use crate::types::*;
+
+both_backends! {
+/// Two store handles (two processes) writing the same session at once: every write is
+/// stored, and the session's event log has one gap-free sequence (no two events share a
+/// number, none is lost to a conflict).
+async fn two_handles_share_one_event_sequence(db) {
+    let (a, b) = (db.open(), db.open());
+    let s = Session::new("/tmp", None);
+    a.write1(Write::Session {
+        info: s.clone(),
+        created: true,
+    });
+    a.flush().await.unwrap();
+    let writer = |store: Store, n: usize| {
+        let sid = s.id.clone();
+        tokio::spawn(async move {
+            for i in 0..n {
+                let m = user_message(&sid, crate::id::message(), i as i64);
+                let p = Part::new(
+                    &sid,
+                    m.id(),
+                    PartKind::Text {
+                        text: format!("{i}"),
+                        synthetic: false,
+                        time: None,
+                    },
+                );
+                store.write(vec![Write::Message(m), Write::Part(p)]);
+                if i % 7 == 0 {
+                    store.flush().await.unwrap();
+                }
+            }
+            store.flush().await.unwrap();
+        })
+    };
+    let (ja, jb) = (writer(a.clone(), 60), writer(b.clone(), 60));
+    ja.await.unwrap();
+    jb.await.unwrap();
+    let sid = s.id.clone();
+    let msgs = a.read(move |r| r.messages(&sid)).await.unwrap();
+    assert_eq!(msgs.len(), 120);
+    assert!(msgs.iter().all(|m| m.parts.len() == 1));
+    let sid = s.id.clone();
+    assert_eq!(b.read(move |r| r.event_count(&sid)).await.unwrap(), 241);
+}
+}
+
+both_backends! {
+/// Many handles opening a new database at once: exactly one migrates, all work.
+async fn concurrent_opens_of_a_new_database_migrate_once(db) {
+    let target = db.target();
+    let opened: Vec<Store> = (0..6)
+        .map(|_| {
+            let t = target.clone();
+            std::thread::spawn(move || Store::open_target(t, Bus::new()))
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap().expect("every concurrent open succeeds"))
+        .collect();
+    let s = Session::new("/tmp", None);
+    opened[0].write1(Write::Session {
+        info: s.clone(),
+        created: true,
+    });
+    opened[0].flush().await.unwrap();
+    for store in &opened {
+        let id = s.id.clone();
+        assert_eq!(store.read(move |r| r.session(&id)).await.unwrap(), Some(s.clone()));
+    }
+    if let TestDb::Postgres(schema) = &db {
+        assert_eq!(
+            schema.query_text("SELECT version::text FROM troupe_schema").as_deref(),
+            Some("2")
+        );
+        assert_eq!(
+            schema.query_text("SELECT COUNT(*)::text FROM troupe_schema").as_deref(),
+            Some("1")
+        );
+    }
+}
+}
+
+both_backends! {
+/// Ids sort by byte order on both backends (PostgreSQL's columns are `COLLATE "C"`), so
+/// message order is the ids' time order, whatever the server's locale.
+async fn ids_sort_bytewise(db) {
+    let store = db.open();
+    let s = Session::new("/tmp", None);
+    let ids = ["msg_0A", "msg_0_", "msg_0a", "msg_0b", "msg_1"];
+    let mut writes = vec![Write::Session {
+        info: s.clone(),
+        created: true,
+    }];
+    for id in ids.iter().rev() {
+        writes.push(Write::Message(user_message(&s.id, id.to_string(), 1)));
+    }
+    store.write(writes);
+    let sid = s.id.clone();
+    let got: Vec<String> = store
+        .read(move |r| r.messages(&sid))
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.info.id().to_string())
+        .collect();
+    let mut sorted: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+    sorted.sort();
+    assert_eq!(got, sorted);
+}
+}
+
+both_backends! {
+/// Sessions, children, prefixes, todos, approvals and removals read the same on both.
+async fn every_row_kind_round_trips(db) {
+    let store = db.open();
+    let root = Session::new("/work", None);
+    let child = Session::new("/work", Some(root.id.clone()));
+    let m = user_message(&root.id, crate::id::message(), 5);
+    let p = Part::new(
+        &root.id,
+        m.id(),
+        PartKind::Text {
+            text: "x".into(),
+            synthetic: false,
+            time: None,
+        },
+    );
+    let todos: Vec<crate::todo::Todo> = serde_json::from_value(serde_json::json!([
+        {"content": "a", "status": "pending", "priority": "high"},
+        {"content": "b", "status": "completed", "priority": "low"}
+    ]))
+    .unwrap();
+    store.write(vec![
+        Write::Session { info: root.clone(), created: true },
+        Write::Session { info: child.clone(), created: true },
+        Write::Message(m.clone()),
+        Write::Part(p.clone()),
+        Write::Todos { session_id: root.id.clone(), todos: todos.clone() },
+        Write::Approvals { project: "/work".into(), data: "{\"bash\":\"allow\"}".into() },
+    ]);
+    store.flush().await.unwrap();
+    let (rid, cid) = (root.id.clone(), child.id.clone());
+    let prefix = root.id[..root.id.len() - 1].to_string();
+    let (kids, roots, all, latest, found, t, a) = store
+        .read(move |r| {
+            Ok((
+                r.children(&rid)?,
+                r.sessions(10, true)?,
+                r.sessions(10, false)?,
+                r.latest_root(Some("/work"))?,
+                r.find_session(&prefix)?,
+                r.todos(&rid)?,
+                r.approvals("/work")?,
+            ))
+        })
+        .await
+        .unwrap();
+    assert_eq!(kids.iter().map(|s| s.id.clone()).collect::<Vec<_>>(), [cid]);
+    assert_eq!(roots, vec![root.clone()]);
+    assert_eq!(all.len(), 2);
+    assert_eq!(latest, Some(root.clone()));
+    assert_eq!(found, Some(root.clone()));
+    // "ses_" is shared by both sessions: ambiguous, so nothing; another case: nothing.
+    let upper_case = root.id[..root.id.len() - 1].to_uppercase().replace("SES_", "ses_");
+    let (ambiguous, wrong_case) = store
+        .read(move |r| Ok((r.find_session("ses_")?, r.find_session(&upper_case)?)))
+        .await
+        .unwrap();
+    assert_eq!(ambiguous, None);
+    assert_eq!(wrong_case, None);
+    assert_eq!(t, todos);
+    assert_eq!(a.as_deref(), Some("{\"bash\":\"allow\"}"));
+    // Removals: the part, then the message, then the whole child session.
+    store.write(vec![
+        Write::RemovePart(p.clone()),
+        Write::RemoveMessage { session_id: root.id.clone(), message_id: m.id().to_string() },
+        Write::DeleteSession(child.clone()),
+    ]);
+    let (rid, cid) = (root.id.clone(), child.id.clone());
+    let (msgs, gone, events) = store
+        .read(move |r| Ok((r.messages(&rid)?, r.session(&cid)?, r.event_count(&rid)?)))
+        .await
+        .unwrap();
+    assert!(msgs.is_empty());
+    assert_eq!(gone, None);
+    // created, message, part, todos, part removed, message removed.
+    assert_eq!(events, 6);
+}
+}
+
+both_backends! {
+async fn last_error_is_the_last_assistant_messages(db) {
+    let store = db.open();
+    let s = Session::new("/tmp", None);
+    let assistant = |error: Option<MessageError>| AssistantMessage {
+        id: crate::id::message(),
+        session_id: s.id.clone(),
+        parent_id: "msg_u".into(),
+        time: AssistantTime {
+            created: 1,
+            completed: Some(2),
+        },
+        agent: "build".into(),
+        model_id: "m".into(),
+        provider_id: "p".into(),
+        path: MessagePath::default(),
+        summary: false,
+        cost: rust_decimal::Decimal::ZERO,
+        tokens: Tokens::default(),
+        finish: None,
+        error,
+        structured: None,
+    };
+    store.write1(Write::Session {
+        info: s.clone(),
+        created: true,
+    });
+    store.flush().await.unwrap();
+    let sid = s.id.clone();
+    assert_eq!(store.read(move |r| r.last_error(&sid)).await.unwrap(), None);
+    let failed = MessageError::new(MessageErrorName::Api, "bad request");
+    store.write1(Write::Message(Message::Assistant(assistant(Some(
+        failed.clone(),
+    )))));
+    store.flush().await.unwrap();
+    let sid = s.id.clone();
+    assert_eq!(
+        store.read(move |r| r.last_error(&sid)).await.unwrap(),
+        Some(failed)
+    );
+    // A later turn that went well clears it.
+    store.write1(Write::Message(Message::Assistant(assistant(None))));
+    store.flush().await.unwrap();
+    let sid = s.id.clone();
+    assert_eq!(store.read(move |r| r.last_error(&sid)).await.unwrap(), None);
+}
+}
+
+both_backends! {
+async fn write_then_read_roundtrip_and_event_order(db) {
+    let store = db.open();
+    let mut rx = store.bus().subscribe();
+    let s = Session::new("/tmp", None);
+    let m = user_message(&s.id, crate::id::message(), 1);
+    let p = Part::new(
+        &s.id,
+        m.id(),
+        PartKind::Text {
+            text: "hi".into(),
+            synthetic: false,
+            time: None,
+        },
+    );
+    store.write(vec![
+        Write::Session {
+            info: s.clone(),
+            created: true,
+        },
+        Write::Message(m.clone()),
+    ]);
+    store.write1(Write::Part(p.clone()));
+    store.flush().await.unwrap();
+    let sid = s.id.clone();
+    let msgs = store.read(move |r| r.messages(&sid)).await.unwrap();
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0].parts, vec![p]);
+    let types: Vec<&str> = (0..3).map(|_| rx.try_recv().unwrap().type_name()).collect();
+    assert_eq!(
+        types,
+        ["session.created", "message.updated", "message.part.updated"]
+    );
+    let sid = s.id.clone();
+    assert_eq!(store.read(move |r| r.event_count(&sid)).await.unwrap(), 3);
+}
+}
+
+both_backends! {
+/// `messages_page` walks back from the newest message in pages that cover every message
+/// exactly once, each page oldest first and with its own parts only.
+async fn messages_page_walks_back_without_gaps(db) {
+    let store = db.open();
+    let s = Session::new("/tmp", None);
+    let mut writes = vec![Write::Session {
+        info: s.clone(),
+        created: true,
+    }];
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        let m = user_message(&s.id, format!("msg_{i:03}"), i);
+        let p = Part::new(
+            &s.id,
+            m.id(),
+            PartKind::Text {
+                text: format!("text {i}"),
+                synthetic: false,
+                time: None,
+            },
+        );
+        ids.push(m.id().to_string());
+        writes.push(Write::Message(m));
+        writes.push(Write::Part(p));
+    }
+    store.write(writes);
+    store.flush().await.unwrap();
+    let page = |before: Option<String>| {
+        let sid = s.id.clone();
+        let store = &store;
+        async move {
+            store
+                .read(move |r| r.messages_page(&sid, 3, before.as_deref()))
+                .await
+                .unwrap()
+        }
+    };
+    let newest = page(None).await;
+    let got: Vec<&str> = newest.iter().map(|m| m.info.id()).collect();
+    assert_eq!(got, ["msg_004", "msg_005", "msg_006"]);
+    for m in &newest {
+        assert_eq!(m.parts.len(), 1);
+        assert_eq!(m.parts[0].message_id, m.info.id());
+    }
+    let mut seen: Vec<String> = got.iter().map(|s| s.to_string()).collect();
+    let mut before = Some(newest[0].info.id().to_string());
+    while let Some(b) = before.take() {
+        let older = page(Some(b)).await;
+        if let Some(first) = older.first() {
+            before = Some(first.info.id().to_string());
+        }
+        let mut ids: Vec<String> = older.iter().map(|m| m.info.id().to_string()).collect();
+        ids.extend(seen);
+        seen = ids;
+    }
+    assert_eq!(seen, ids);
+    // An unknown session has no messages; a cursor before everything gives an empty page.
+    let empty = store
+        .read(|r| r.messages_page("ses_none", 3, None))
+        .await
+        .unwrap();
+    assert!(empty.is_empty());
+    assert!(page(Some("msg_000".into())).await.is_empty());
+}
+}
+
+both_backends! {
+/// Issue 12.5: a side-effecting tool cut off by a process death says its outcome is
+/// unknown; a read-only one, or one that never started, says aborted.
+async fn sweep_says_outcome_unknown_for_side_effecting_tools(db) {
+    let store = db.open();
+    let s = Session::new("/tmp", None);
+    let mid = crate::id::message();
+    let tool = |name: &str, running: bool| {
+        let input = serde_json::json!({"filePath": "a.txt"});
+        let state = if running {
+            ToolState::Running {
+                input,
+                title: None,
+                metadata: None,
+                time: ToolTime {
+                    start: 7,
+                    end: None,
+                    compacted: None,
+                },
+            }
+        } else {
+            ToolState::Pending {
+                input,
+                raw: String::new(),
+            }
+        };
+        Part::new(
+            &s.id,
+            &mid,
+            PartKind::Tool {
+                call_id: format!("call_{name}_{running}"),
+                tool: name.into(),
+                state,
+            },
+        )
+    };
+    let parts = vec![
+        tool("write", true),
+        tool("edit", true),
+        tool("bash", true),
+        tool("task", true),
+        tool("mcp_thing", true),
+        tool("read", true),
+        tool("grep", true),
+        tool("write", false),
+    ];
+    let mut history = vec![MessageWithParts {
+        info: user_message(&s.id, mid.clone(), 1),
+        parts,
+    }];
+    store.write1(Write::Session {
+        info: s.clone(),
+        created: true,
+    });
+    store.write1(Write::Message(history[0].info.clone()));
+    assert_eq!(sweep_interrupted(&store, &mut history), 8);
+    store.flush().await.unwrap();
+    let sid = s.id.clone();
+    let stored = store.read(move |r| r.messages(&sid)).await.unwrap();
+    let errors: Vec<(String, serde_json::Value, i64)> = stored[0]
+        .parts
+        .iter()
+        .map(|p| match &p.kind {
+            PartKind::Tool {
+                tool,
+                state:
+                    ToolState::Error {
+                        error,
+                        metadata,
+                        time,
+                        ..
+                    },
+                ..
+            } => (
+                format!("{tool}: {error}"),
+                metadata.clone().unwrap_or_default(),
+                time.start,
+            ),
+            other => panic!("not swept: {other:?}"),
+        })
+        .collect();
+    for (i, name) in ["write", "edit", "bash", "task", "mcp_thing"]
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(errors[i].0, format!("{name}: {OUTCOME_UNKNOWN}"));
+        assert_eq!(
+            errors[i].1,
+            serde_json::json!({"interrupted": true, "outcome": "unknown"})
+        );
+        assert_eq!(errors[i].2, 7, "the real start is kept");
+    }
+    assert!(OUTCOME_UNKNOWN.contains("outcome is unknown"));
+    assert_eq!(errors[5].0, "read: Tool execution aborted");
+    assert_eq!(errors[6].0, "grep: Tool execution aborted");
+    assert_eq!(errors[6].1, serde_json::json!({"interrupted": true}));
+    // A pending write never started: nothing happened.
+    assert_eq!(errors[7].0, "write: Tool execution aborted");
+}
+}
+
+both_backends! {
+/// Issue 12.4: what the loader found of a dead call's processes is in the swept error.
+async fn sweep_reports_survivors_the_loader_stopped(db) {
+    let store = db.open();
+    let s = Session::new("/tmp", None);
+    let mid = crate::id::message();
+    let part = |n: u64| {
+        Part::new(
+            &s.id,
+            &mid,
+            PartKind::Tool {
+                call_id: format!("call_{n}"),
+                tool: "bash".into(),
+                state: ToolState::Running {
+                    input: serde_json::json!({"command": "sleep 100"}),
+                    title: None,
+                    metadata: Some(serde_json::json!({SURVIVORS_KEY: n})),
+                    time: ToolTime {
+                        start: 1,
+                        end: None,
+                        compacted: None,
+                    },
+                },
+            },
+        )
+    };
+    let mut history = vec![MessageWithParts {
+        info: user_message(&s.id, mid.clone(), 1),
+        parts: vec![part(0), part(2)],
+    }];
+    sweep_interrupted(&store, &mut history);
+    let errors: Vec<(String, serde_json::Value)> = history[0]
+        .parts
+        .iter()
+        .map(|p| match &p.kind {
+            PartKind::Tool {
+                state:
+                    ToolState::Error {
+                        error, metadata, ..
+                    },
+                ..
+            } => (error.clone(), metadata.clone().unwrap_or_default()),
+            other => panic!("not swept: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        errors[0].0,
+        format!("{OUTCOME_UNKNOWN} None of the processes it started is still running.")
+    );
+    assert_eq!(errors[0].1[SURVIVORS_KEY], 0);
+    assert_eq!(
+        errors[1].0,
+        format!(
+            "{OUTCOME_UNKNOWN} 2 process(es) it started were still running and have been stopped."
+        )
+    );
+}
+}
+
+both_backends! {
+async fn read_sees_writes_queued_before_it_without_flush(db) {
+    let store = db.open();
+    for _ in 0..20 {
+        let s = Session::new("/tmp", None);
+        store.write1(Write::Session {
+            info: s.clone(),
+            created: true,
+        });
+        let id = s.id.clone();
+        assert_eq!(store.read(move |r| r.session(&id)).await.unwrap(), Some(s));
+    }
+    // A failed write is still reported by the next flush, not swallowed by the read.
+    let m = user_message("ses_missing", crate::id::message(), 1);
+    store.write1(Write::Message(m));
+    store.read(|r| r.sessions(10, false)).await.unwrap();
+    assert!(store.flush().await.is_err());
+}
+}
+
+both_backends! {
+async fn group_commit_window_delays_events_only_briefly(db) {
+    let store = db.open();
+    let mut rx = store.bus().subscribe();
+    let s = Session::new("/tmp", None);
+    let t0 = std::time::Instant::now();
+    store.write1(Write::Session {
+        info: s.clone(),
+        created: true,
+    });
+    // No flush: the event comes after at most the window plus the commit.
+    let ev = tokio::time::timeout(std::time::Duration::from_secs(2), rx.recv())
+        .await
+        .expect("event within 2 s")
+        .expect("event");
+    assert_eq!(ev.type_name(), "session.created");
+    assert!(t0.elapsed() >= GROUP_COMMIT_WINDOW, "{:?}", t0.elapsed());
+    // Many writers queued together land in order, and a flush sees all of them.
+    let writes: Vec<Write> = (0..50)
+        .map(|i| {
+            let mut info = s.clone();
+            info.title = format!("t{i}");
+            Write::Session {
+                info,
+                created: false,
+            }
+        })
+        .collect();
+    for w in writes {
+        store.write1(w);
+    }
+    store.flush().await.unwrap();
+    let titles: Vec<String> = (0..50)
+        .map(|_| match &*rx.try_recv().unwrap() {
+            Event::SessionUpdated { info } => info.title.clone(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(titles, (0..50).map(|i| format!("t{i}")).collect::<Vec<_>>());
+    let sid = s.id.clone();
+    let stored = store.read(move |r| r.session(&sid)).await.unwrap().unwrap();
+    assert_eq!(stored.title, "t49");
+    assert_eq!(store.read(move |r| r.event_count(&s.id)).await.unwrap(), 51);
+}
+}
+
+both_backends! {
+async fn reopen_keeps_data_and_migrations_are_idempotent(db) {
+    let s = Session::new("/x", None);
+    {
+        let store = db.open();
+        store.write1(Write::Session {
+            info: s.clone(),
+            created: true,
+        });
+        store.flush().await.unwrap();
+    }
+    let store = db.open();
+    let id = s.id.clone();
+    assert_eq!(store.read(move |r| r.session(&id)).await.unwrap(), Some(s));
+}
+
+}
+
+both_backends! {
+async fn write_error_surfaces_at_flush(db) {
+    let store = db.open();
+    // A message whose session does not exist violates the foreign key.
+    let m = user_message("ses_missing", crate::id::message(), 1);
+    store.write1(Write::Message(m));
+    let err = store.flush().await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.to_lowercase().contains("foreign key"), "{text}");
+    // The error names the backend's target.
+    if db.is_postgres() {
+        assert!(text.starts_with("store postgres://"), "{text}");
+    } else {
+        assert!(text.contains("t.db"), "{text}");
+    }
+    // The next flush is clean again.
+    store.flush().await.unwrap();
+}
+}
