@@ -20,6 +20,7 @@ use tracing::Instrument;
 use troupe_agents::permission::Verdict;
 use troupe_agents::{Action, Rule, Ruleset};
 use troupe_session::{Event, Store, Write};
+use troupe_tools::hooks::PermissionDecision;
 use troupe_tools::{PermissionAsker, PermissionReply, PermissionRequest};
 
 /// A reply to a pending request.
@@ -160,8 +161,8 @@ impl PermissionBroker {
                 )
                 .await
             {
-                Ok(Some("allow")) => return PermissionReply::Allow,
-                Ok(Some(_)) => {
+                Ok(Some(PermissionDecision::Allow)) => return PermissionReply::Allow,
+                Ok(Some(PermissionDecision::Deny)) => {
                     return PermissionReply::Deny(format!(
                         "Permission {} denied by a permission.asked hook. Do not retry this \
                          call; choose another approach or ask the user.",
@@ -344,14 +345,22 @@ impl PermissionBroker {
 
     /// Pending requests (their `permission.asked` payloads), oldest first.
     pub fn pending(&self) -> Vec<Value> {
-        let mut v: Vec<(String, Value)> = self
-            .pending
-            .iter()
-            .map(|e| (e.key().clone(), e.info.clone()))
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v.into_iter().map(|(_, i)| i).collect()
+        payloads_in_id_order(&self.pending, |p| &p.info)
     }
+}
+
+/// The payloads (`info` of each entry) of a broker's pending requests, ordered by id: ids
+/// are time-ordered, so oldest first. Shared by the permission and question brokers.
+pub(crate) fn payloads_in_id_order<T>(
+    pending: &DashMap<String, T>,
+    info: impl Fn(&T) -> &Value,
+) -> Vec<Value> {
+    let mut v: Vec<(String, Value)> = pending
+        .iter()
+        .map(|e| (e.key().clone(), info(e.value()).clone()))
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v.into_iter().map(|(_, i)| i).collect()
 }
 
 /// The permission asker handed to the tools of one turn.

@@ -110,13 +110,7 @@ impl QuestionBroker {
 
     /// Pending questions (their `question.asked` payloads), oldest first.
     pub fn pending(&self) -> Vec<Value> {
-        let mut v: Vec<(String, Value)> = self
-            .pending
-            .iter()
-            .map(|e| (e.key().clone(), e.info.clone()))
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v.into_iter().map(|(_, i)| i).collect()
+        crate::permission::payloads_in_id_order(&self.pending, |q| &q.info)
     }
 
     /// Answer question `id`: one list of picked labels or typed text per question.

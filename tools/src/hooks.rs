@@ -376,8 +376,8 @@ impl Hooks {
         failed
     }
 
-    /// Run the `permission.asked` hooks for one request. `Ok(Some("allow" | "deny"))` when a
-    /// hook decided (the first that does wins), `Ok(None)` when every hook left it to the user.
+    /// Run the `permission.asked` hooks for one request. `Ok(Some(decision))` when a hook
+    /// decided (the first that does wins), `Ok(None)` when every hook left it to the user.
     pub async fn permission_asked(
         &self,
         cwd: &Path,
@@ -385,7 +385,7 @@ impl Hooks {
         permission: &str,
         patterns: &[String],
         metadata: &Value,
-    ) -> Result<Option<&'static str>, HookError> {
+    ) -> Result<Option<PermissionDecision>, HookError> {
         for hook in &self.config.permission_asked {
             let payload = json!({
                 "hook": point::PERMISSION_ASKED, "sessionID": session_id,
@@ -396,8 +396,10 @@ impl Hooks {
             match reply.get("status") {
                 None | Some(Value::Null) => {}
                 Some(Value::String(s)) if s == "ask" => {}
-                Some(Value::String(s)) if s == "allow" => return Ok(Some("allow")),
-                Some(Value::String(s)) if s == "deny" => return Ok(Some("deny")),
+                Some(Value::String(s)) if s == "allow" => {
+                    return Ok(Some(PermissionDecision::Allow));
+                }
+                Some(Value::String(s)) if s == "deny" => return Ok(Some(PermissionDecision::Deny)),
                 Some(other) => {
                     return Err(reply_error(
                         point::PERMISSION_ASKED,
@@ -409,6 +411,15 @@ impl Hooks {
         }
         Ok(None)
     }
+}
+
+/// What a `permission.asked` hook decided for a request (`status` `"allow"` or `"deny"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermissionDecision {
+    /// Let the call run without asking the user.
+    Allow,
+    /// Refuse the call without asking the user.
+    Deny,
 }
 
 fn reply_error(point: &'static str, hook: &HookCommand, message: String) -> HookError {
@@ -580,24 +591,13 @@ pub async fn run(
         Ok(other) => Err(HookError::Reply {
             point,
             command,
-            message: format!("{}, not a JSON object", kind(&other)),
+            message: format!("{}, not a JSON object", troupe_config::json_kind(&other)),
         }),
         Err(e) => Err(HookError::Reply {
             point,
             command,
             message: format!("invalid JSON ({e})"),
         }),
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

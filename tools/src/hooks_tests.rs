@@ -239,7 +239,7 @@ async fn permission_hook_decides_or_leaves_it_to_the_user() {
         h.permission_asked(d.path(), "s", "edit", &["a.txt".into()], &meta)
             .await
             .unwrap(),
-        Some("deny")
+        Some(PermissionDecision::Deny)
     );
     assert_eq!(
         h.permission_asked(d.path(), "s", "bash", &["ls".into()], &meta)
