@@ -174,8 +174,8 @@ impl Runtime {
         input: CommandInput,
     ) -> Result<TurnResult, RuntimeError> {
         use troupe_session::{
-            AssistantMessage, AssistantTime, Message, MessagePath, ModelRef, Part, PartKind,
-            SessionStatus, ToolState, ToolTime, UserMessage, UserTime, now_ms,
+            AssistantMessage, Message, MessagePath, ModelRef, Part, PartKind, SessionStatus,
+            ToolState, ToolTime, UserMessage, UserTime, now_ms,
         };
         let shared = self.shared().clone();
         let pending = shared.leases.wait_guard(session_id);
@@ -249,28 +249,16 @@ impl Runtime {
         );
         let directory = PathBuf::from(&session.directory);
         let worktree = crate::session_actor::worktree_of(&directory);
-        let mut assistant = AssistantMessage {
-            id: troupe_session::id::message(),
-            session_id: session.id.clone(),
-            parent_id: user.id.clone(),
-            time: AssistantTime {
-                created: now_ms(),
-                completed: None,
-            },
-            agent: sub.name.clone(),
-            model_id: task_model.model_id.clone(),
-            provider_id: task_model.provider_id.clone(),
-            path: MessagePath {
+        let mut assistant = AssistantMessage::begun(
+            &session.id,
+            &user.id,
+            &sub.name,
+            &model_ref(&task_model),
+            MessagePath {
                 cwd: directory.display().to_string(),
                 root: worktree.display().to_string(),
             },
-            summary: false,
-            cost: Default::default(),
-            tokens: Default::default(),
-            finish: None,
-            error: None,
-            structured: None,
-        };
+        );
         let task_input = json!({
             "description": description,
             "prompt": prompt,
@@ -346,11 +334,7 @@ impl Runtime {
         drop(node);
         let aborted = pending.token.is_cancelled();
         let end = now_ms();
-        let time = ToolTime {
-            start,
-            end: Some(end),
-            compacted: None,
-        };
+        let time = ToolTime::ended(start, end);
         let state = match outcome {
             Ok(out) => ToolState::Completed {
                 input: task_input,

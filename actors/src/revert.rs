@@ -312,15 +312,7 @@ impl Runtime {
                 .collect();
         }
         session.revert = Some(rev);
-        session.time.updated = now_ms();
-        self.shared.snapshots.forget(&session.id);
-        self.shared.store.write1(Write::Session {
-            info: session.clone(),
-            created: false,
-        });
-        self.shared.store.flush().await?;
-        self.publish_diff(&session).await;
-        Ok(session)
+        self.save_reverted(session).await
     }
 
     /// Undoes a pending revert: the files it changed go back to how they were just before
@@ -343,6 +335,12 @@ impl Runtime {
                 .await
                 .map_err(|e| RuntimeError::Turn(format!("unrevert: {e}")))?;
         }
+        self.save_reverted(session).await
+    }
+
+    /// Store `session` after its revert changed (set or undone), updated now, and publish
+    /// its diff; its snapshot cache is dropped (the work tree changed under it).
+    async fn save_reverted(&self, mut session: Session) -> Result<Session, RuntimeError> {
         session.time.updated = now_ms();
         self.shared.snapshots.forget(&session.id);
         self.shared.store.write1(Write::Session {

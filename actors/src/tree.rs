@@ -124,6 +124,35 @@ pub struct ActorNode {
     pub children: Vec<ActorNode>,
 }
 
+impl ActorNode {
+    /// A node that has done nothing yet: no tool, agent, steps, tokens, cost, restarts,
+    /// failures, queued prompts or children.
+    fn fresh(
+        kind: Kind,
+        id: String,
+        session_id: Option<String>,
+        status: ActorStatus,
+        started: Millis,
+    ) -> Self {
+        ActorNode {
+            kind,
+            id,
+            session_id,
+            status,
+            tool: None,
+            agent: None,
+            started,
+            steps: 0,
+            tokens: Tokens::default(),
+            cost: Decimal::ZERO,
+            restarts: 0,
+            failures: 0,
+            queued: 0,
+            children: Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Entry {
     node: ActorNode,
@@ -167,22 +196,13 @@ impl ActorTree {
         parent: Option<&str>,
     ) -> NodeGuard {
         let key = format!("{}:{}", key_prefix(kind), id);
-        let node = ActorNode {
+        let node = ActorNode::fresh(
             kind,
-            id: id.to_string(),
-            session_id: session_id.map(str::to_string),
-            status: ActorStatus::Idle,
-            tool: None,
-            agent: None,
-            started: now_ms(),
-            steps: 0,
-            tokens: Tokens::default(),
-            cost: Decimal::ZERO,
-            restarts: 0,
-            failures: 0,
-            queued: 0,
-            children: Vec::new(),
-        };
+            id.to_string(),
+            session_id.map(str::to_string),
+            ActorStatus::Idle,
+            now_ms(),
+        );
         self.nodes.insert(
             key.clone(),
             Entry {
@@ -318,25 +338,18 @@ fn attach_background(
     for (sid, procs) in background {
         for b in procs {
             let exited = b.exited.lock().ok().and_then(|e| *e);
-            let node = ActorNode {
-                kind: Kind::Process,
-                id: b.pid.to_string(),
-                session_id: Some(sid.clone()),
-                status: match exited {
-                    None => ActorStatus::Running,
-                    Some(code) => ActorStatus::Exited(code),
-                },
-                tool: Some(b.command.clone()),
-                agent: None,
-                started: b.started_ms as Millis,
-                steps: 0,
-                tokens: Tokens::default(),
-                cost: Decimal::ZERO,
-                restarts: 0,
-                failures: 0,
-                queued: 0,
-                children: Vec::new(),
+            let status = match exited {
+                None => ActorStatus::Running,
+                Some(code) => ActorStatus::Exited(code),
             };
+            let mut node = ActorNode::fresh(
+                Kind::Process,
+                b.pid.to_string(),
+                Some(sid.clone()),
+                status,
+                b.started_ms as Millis,
+            );
+            node.tool = Some(b.command.clone());
             match find(kids, &sid) {
                 Some(parent) => parent.children.push(node),
                 None => kids.push(node),

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 use troupe_session::{
-    AssistantMessage, AssistantTime, Event, Message, MessagePath, ModelRef, Part, PartKind,
-    SessionStatus, ToolState, ToolTime, UserMessage, UserTime, Write, now_ms,
+    AssistantMessage, Event, Message, MessagePath, ModelRef, Part, PartKind, SessionStatus,
+    ToolState, ToolTime, UserMessage, UserTime, Write, now_ms,
 };
 use troupe_tools::ToolContext;
 
@@ -176,28 +176,16 @@ impl Runtime {
         );
         let directory = std::path::PathBuf::from(&session.directory);
         let worktree = crate::session_actor::worktree_of(&directory);
-        let mut assistant = AssistantMessage {
-            id: troupe_session::id::message(),
-            session_id: session.id.clone(),
-            parent_id: user.id.clone(),
-            time: AssistantTime {
-                created: now_ms(),
-                completed: None,
-            },
-            agent: agent.name.clone(),
-            model_id: model.model_id.clone(),
-            provider_id: model.provider_id.clone(),
-            path: MessagePath {
+        let mut assistant = AssistantMessage::begun(
+            &session.id,
+            &user.id,
+            &agent.name,
+            &model_ref,
+            MessagePath {
                 cwd: directory.display().to_string(),
                 root: worktree.display().to_string(),
             },
-            summary: false,
-            cost: Default::default(),
-            tokens: Default::default(),
-            finish: None,
-            error: None,
-            structured: None,
-        };
+        );
         let input = json!({"command": command, "description": ""});
         let start = now_ms();
         let mut part = Part::new(
@@ -257,11 +245,7 @@ impl Runtime {
         let aborted = pending.token.is_cancelled();
         drop(pending);
         let end = now_ms();
-        let time = ToolTime {
-            start,
-            end: Some(end),
-            compacted: None,
-        };
+        let time = ToolTime::ended(start, end);
         let state = match outcome {
             Ok(out) => {
                 let mut metadata = out.metadata;
