@@ -405,27 +405,20 @@ pub fn add_background(session_id: &str, bg: Background) {
 
 /// The background processes of a session (running or exited), oldest first.
 pub fn background(session_id: &str) -> Vec<Background> {
-    STATE
-        .get()
-        .and_then(|s| {
-            s.background
-                .lock()
-                .ok()
-                .map(|m| m.get(session_id).cloned().unwrap_or_default())
-        })
-        .unwrap_or_default()
+    read_background(|m| m.get(session_id).cloned().unwrap_or_default())
 }
 
 /// Every session with background processes, with them.
 pub fn all_background() -> Vec<(String, Vec<Background>)> {
+    read_background(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+}
+
+/// `read` applied to the background processes by session; empty when none was ever
+/// started (or the lock is poisoned).
+fn read_background<T: Default>(read: impl FnOnce(&HashMap<String, Vec<Background>>) -> T) -> T {
     STATE
         .get()
-        .and_then(|s| {
-            s.background
-                .lock()
-                .ok()
-                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-        })
+        .and_then(|s| s.background.lock().ok().map(|m| read(&m)))
         .unwrap_or_default()
 }
 

@@ -231,22 +231,7 @@ impl Walker {
                     .iter()
                     .filter(|w| !w.text().starts_with("--"))
                     .collect();
-                let mut parts = Vec::new();
-                for w in rest {
-                    match &w.lit {
-                        Some(l) => parts.push(l.clone()),
-                        None => {
-                            self.opaque(format!(
-                                "{} runs a command only known when it runs",
-                                q(source)
-                            ));
-                            return;
-                        }
-                    }
-                }
-                let saved = self.cd.clone();
-                self.script(&parts.join(" "), depth + 1);
-                self.cd = saved;
+                self.joined_script(rest, source, "command", depth);
             }
             "bisect" if texts.get(1) == Some(&"run") => {
                 let inner = args[2..].to_vec();

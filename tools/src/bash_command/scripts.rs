@@ -686,22 +686,7 @@ impl Walker {
         if rest.is_empty() {
             return;
         }
-        let mut parts = Vec::new();
-        for w in rest {
-            match &w.lit {
-                Some(l) => parts.push(l.clone()),
-                None => {
-                    self.opaque(format!(
-                        "{} runs a remote command only known when it runs",
-                        q(source)
-                    ));
-                    return;
-                }
-            }
-        }
-        let saved = self.cd.clone();
-        self.script(&parts.join(" "), depth + 1);
-        self.cd = saved;
+        self.joined_script(rest, source, "remote command", depth);
     }
 
     /// Commands that start a shell: `su -c SCRIPT`, `script -c SCRIPT`, `sg GROUP SCRIPT`,

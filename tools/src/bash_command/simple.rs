@@ -356,6 +356,34 @@ impl Walker {
         }
     }
 
+    /// The command that `words` join into (`git submodule foreach CMD…`, `ssh HOST CMD…`),
+    /// analysed as a script of its own; a word only known when it runs makes it opaque
+    /// ("SOURCE runs a `what` only known when it runs").
+    pub(super) fn joined_script<'w>(
+        &mut self,
+        words: impl IntoIterator<Item = &'w Word>,
+        source: &str,
+        what: &str,
+        depth: usize,
+    ) {
+        let mut parts = Vec::new();
+        for w in words {
+            match &w.lit {
+                Some(l) => parts.push(l.clone()),
+                None => {
+                    self.opaque(format!(
+                        "{} runs a {what} only known when it runs",
+                        q(source)
+                    ));
+                    return;
+                }
+            }
+        }
+        let saved = self.cd.clone();
+        self.script(&parts.join(" "), depth + 1);
+        self.cd = saved;
+    }
+
     /// Another spelling of the same action, matched against the rules too: `git send-pack`
     /// and `git http-push` push, as do `git subtree push` and `git lfs push`; `find -delete`
     /// removes files like `rm`.

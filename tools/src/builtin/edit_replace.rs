@@ -153,6 +153,24 @@ fn similarity(a: &str, b: &str) -> f64 {
     1.0 - strsim::levenshtein(a, b) as f64 / max as f64
 }
 
+/// The blocks of `lines` (indexes of their first and last line) that `search` (≥ 2 lines)
+/// anchors: each line equal to `search`'s first, to the nearest line at least two further
+/// on equal to `search`'s last (both trimmed); in order.
+fn anchored_blocks<'a>(
+    lines: &'a [(usize, &str)],
+    search: &'a [&str],
+) -> impl Iterator<Item = (usize, usize)> + 'a {
+    let first = search[0].trim();
+    let last = search[search.len() - 1].trim();
+    (0..lines.len())
+        .filter(move |&i| lines[i].1.trim() == first)
+        .filter_map(move |i| {
+            (i + 2..lines.len())
+                .find(|&j| lines[j].1.trim() == last)
+                .map(|j| (i, j))
+        })
+}
+
 /// Strategy 3: Blocks of ≥ 3 lines anchored by `find`'s first and last lines (trimmed); the middle
 /// lines decide by Levenshtein similarity: a lone candidate needs
 /// [`SINGLE_CANDIDATE_SIMILARITY`], the best of several needs
@@ -163,17 +181,7 @@ pub fn block_anchor(content: &str, find: &str) -> Vec<String> {
         return Vec::new();
     }
     let lines = lines_with_offsets(content);
-    let first = search[0].trim();
-    let last = search[search.len() - 1].trim();
-    let mut candidates = Vec::new();
-    for i in 0..lines.len() {
-        if lines[i].1.trim() != first {
-            continue;
-        }
-        if let Some(j) = (i + 2..lines.len()).find(|&j| lines[j].1.trim() == last) {
-            candidates.push((i, j));
-        }
-    }
+    let candidates: Vec<(usize, usize)> = anchored_blocks(&lines, &search).collect();
     let score = |&(i, j): &(usize, usize)| -> f64 {
         let block_len = j - i + 1;
         let middle = (search.len() - 2).min(block_len - 2);
@@ -373,16 +381,8 @@ pub fn context_aware(content: &str, find: &str) -> Vec<String> {
         return Vec::new();
     }
     let lines = lines_with_offsets(content);
-    let first = search[0].trim();
-    let last = search[search.len() - 1].trim();
     let mut out = Vec::new();
-    for i in 0..lines.len() {
-        if lines[i].1.trim() != first {
-            continue;
-        }
-        let Some(j) = (i + 2..lines.len()).find(|&j| lines[j].1.trim() == last) else {
-            continue;
-        };
+    for (i, j) in anchored_blocks(&lines, &search) {
         if j - i + 1 != search.len() {
             continue;
         }
