@@ -4,7 +4,7 @@ use serde_json::{Map, Value, json};
 use troupe_config::model::ResolvedModel;
 
 use crate::error::{ErrorKind, LlmError};
-use crate::openai::{CONTROL_OPTION_KEYS, excerpt, is_overflow_message};
+use crate::openai::{CONTROL_OPTION_KEYS, end_of_stream, excerpt, is_overflow_message};
 use crate::types::{ChatMessage, ChatRequest, FinishReason, StreamEvent, Usage};
 
 /// Value of the `anthropic-version` header.
@@ -397,19 +397,10 @@ impl MessageAssembler {
     /// End of the byte stream: emits the finish when a `stop_reason` was seen (lost
     /// `message_stop`), else `Transport` "stream ended before the step finished".
     pub fn finish(&mut self) -> Result<Vec<StreamEvent>, LlmError> {
-        let mut out = Vec::new();
-        if self.ended {
-            return Ok(out);
-        }
-        if self.stop_reason.is_none() {
-            return Err(LlmError::new(
-                ErrorKind::Transport,
-                "stream ended before the step finished",
-            ));
-        }
-        self.close_all(&mut out);
-        self.emit_finish(&mut out);
-        Ok(out)
+        end_of_stream(self.ended, self.stop_reason.is_some(), |out| {
+            self.close_all(out);
+            self.emit_finish(out);
+        })
     }
 
     fn block_start(&mut self, v: &Value, out: &mut Vec<StreamEvent>) {

@@ -196,6 +196,29 @@ pub fn is_overflow_message(message: &str) -> bool {
     set.as_ref().is_some_and(|s| s.is_match(message))
 }
 
+/// The end of a step's byte stream, for the decoders of both protocols: nothing when the
+/// step already ended; a `Transport` error "stream ended before the step finished"
+/// (retryable) when no finish reason was seen; else what `close` emits (the open blocks
+/// closed and the step's finish, as a lost end marker would have).
+pub(crate) fn end_of_stream(
+    ended: bool,
+    finish_seen: bool,
+    close: impl FnOnce(&mut Vec<StreamEvent>),
+) -> Result<Vec<StreamEvent>, LlmError> {
+    let mut out = Vec::new();
+    if ended {
+        return Ok(out);
+    }
+    if !finish_seen {
+        return Err(LlmError::new(
+            ErrorKind::Transport,
+            "stream ended before the step finished",
+        ));
+    }
+    close(&mut out);
+    Ok(out)
+}
+
 /// First `max` bytes of `s`, cut at a char boundary, with `…` when cut.
 pub(crate) fn excerpt(s: &str, max: usize) -> String {
     if s.len() <= max {
@@ -455,19 +478,10 @@ impl ChunkAssembler {
     /// `[DONE]` is fine); otherwise fails with `Transport` "stream ended before the step
     /// finished" (retryable).
     pub fn finish(&mut self) -> Result<Vec<StreamEvent>, LlmError> {
-        let mut out = Vec::new();
-        if self.ended {
-            return Ok(out);
-        }
-        if self.finish_reason.is_none() {
-            return Err(LlmError::new(
-                ErrorKind::Transport,
-                "stream ended before the step finished",
-            ));
-        }
-        self.close_all(&mut out);
-        self.emit_finish(&mut out);
-        Ok(out)
+        end_of_stream(self.ended, self.finish_reason.is_some(), |out| {
+            self.close_all(out);
+            self.emit_finish(out);
+        })
     }
 
     fn next_block_id(&mut self, prefix: &str) -> String {

@@ -389,26 +389,16 @@ impl Snapshot {
 
     /// Absolute paths of the files that differ between two snapshots (one `git diff-tree`).
     pub async fn changed_files(&self, from: &str, to: &str) -> Result<Vec<PathBuf>, SnapshotError> {
-        check_hash(from)?;
-        check_hash(to)?;
-        if from == to {
-            return Ok(Vec::new());
-        }
-        let _held = self.lock().await?;
-        let out = self
-            .git(
-                &[
-                    "diff-tree",
-                    "-r",
-                    "-z",
-                    "--no-renames",
-                    "--name-only",
-                    from,
-                    to,
-                ],
-                None,
+        let Some(out) = self
+            .compare(
+                from,
+                to,
+                &["diff-tree", "-r", "-z", "--no-renames", "--name-only"],
             )
-            .await?;
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
         Ok(split_nul(&out)
             .map(|rel| self.inner.work_tree.join(rel))
             .collect())
@@ -417,14 +407,10 @@ impl Snapshot {
     /// Per-file status and line counts between two snapshots (one `git diff-tree --raw
     /// --numstat`), sorted by path. `patch` is left empty.
     pub async fn diff(&self, from: &str, to: &str) -> Result<Vec<FileChange>, SnapshotError> {
-        check_hash(from)?;
-        check_hash(to)?;
-        if from == to {
-            return Ok(Vec::new());
-        }
-        let _held = self.lock().await?;
-        let out = self
-            .git(
+        let Some(out) = self
+            .compare(
+                from,
+                to,
                 &[
                     "diff-tree",
                     "-r",
@@ -432,12 +418,12 @@ impl Snapshot {
                     "--no-renames",
                     "--raw",
                     "--numstat",
-                    from,
-                    to,
                 ],
-                None,
             )
-            .await?;
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
         Ok(parse_raw_numstat(&out))
     }
 
@@ -462,14 +448,10 @@ impl Snapshot {
     /// The unified diff between two snapshots (`git diff`, `a/`/`b/` prefixes, no colour, no
     /// external diff drivers).
     pub async fn diff_text(&self, from: &str, to: &str) -> Result<String, SnapshotError> {
-        check_hash(from)?;
-        check_hash(to)?;
-        if from == to {
-            return Ok(String::new());
-        }
-        let _held = self.lock().await?;
-        let out = self
-            .git(
+        let Some(out) = self
+            .compare(
+                from,
+                to,
                 &[
                     "diff",
                     "--no-color",
@@ -478,14 +460,33 @@ impl Snapshot {
                     "--no-renames",
                     "--src-prefix=a/",
                     "--dst-prefix=b/",
-                    from,
-                    to,
-                    "--",
                 ],
-                None,
             )
-            .await?;
+            .await?
+        else {
+            return Ok(String::new());
+        };
         Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// The output of git `command` (`diff` or `diff-tree` with its options) run on the
+    /// snapshots `from` and `to` under the lock: `git COMMAND… FROM TO --`. `None` when they
+    /// are the same snapshot (nothing differs). Errors: a hash that is not one, git's.
+    async fn compare(
+        &self,
+        from: &str,
+        to: &str,
+        command: &[&str],
+    ) -> Result<Option<Vec<u8>>, SnapshotError> {
+        check_hash(from)?;
+        check_hash(to)?;
+        if from == to {
+            return Ok(None);
+        }
+        let _held = self.lock().await?;
+        let mut args = command.to_vec();
+        args.extend([from, to, "--"]);
+        self.git(&args, None).await.map(Some)
     }
 
     /// Puts files back as the patches' trees had them: for each file the *first* patch that
