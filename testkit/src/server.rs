@@ -282,7 +282,9 @@ impl Incoming {
     }
 }
 
-async fn openai_handler(
+/// A completion request on any of the completion routes: Anthropic's when the path ends in
+/// `/messages`, OpenAI's (`…/chat/completions`) otherwise.
+async fn completion_handler(
     State(shared): State<Arc<Shared>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     method: Method,
@@ -290,18 +292,12 @@ async fn openai_handler(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    completion(shared, Dialect::OpenAi, peer, method, uri, headers, body).await
-}
-
-async fn anthropic_handler(
-    State(shared): State<Arc<Shared>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    completion(shared, Dialect::Anthropic, peer, method, uri, headers, body).await
+    let dialect = if uri.path().ends_with("/messages") {
+        Dialect::Anthropic
+    } else {
+        Dialect::OpenAi
+    };
+    completion(shared, dialect, peer, method, uri, headers, body).await
 }
 
 /// A response that never comes: the request is recorded as open and the handler waits for the
@@ -414,6 +410,17 @@ async fn completion(
         .clone()
         .unwrap_or_else(|| info.first_user_text.clone());
     let attempt = shared.next_attempt((session_key.clone(), conv_idx, info.step_index));
+    // The record of a request for this step of this conversation.
+    let step_record = |body: Value, status: StatusCode| {
+        let mut rec = inc.record(body, status);
+        rec.dialect = Some(dialect);
+        rec.conversation = Some(conv_idx);
+        rec.step = Some(info.step_index);
+        rec.attempt = attempt;
+        rec.session_key = session_key.clone();
+        rec.stream = info.stream;
+        rec
+    };
 
     let exhausted_step;
     let step: &Step = match conv.steps.get(info.step_index) {
@@ -429,14 +436,7 @@ async fn completion(
                     conv.steps.len(),
                     info.step_index
                 );
-                let mut rec = inc.record(body, StatusCode::BAD_REQUEST);
-                rec.dialect = Some(dialect);
-                rec.conversation = Some(conv_idx);
-                rec.step = Some(info.step_index);
-                rec.attempt = attempt;
-                rec.session_key = session_key;
-                rec.stream = info.stream;
-                shared.record(rec);
+                shared.record(step_record(body, StatusCode::BAD_REQUEST));
                 return json_response(
                     StatusCode::BAD_REQUEST,
                     &wire::error_body(dialect, 400, &msg, seq),
@@ -453,13 +453,7 @@ async fn completion(
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
 
-    let mut rec = inc.record(body, StatusCode::OK);
-    rec.dialect = Some(dialect);
-    rec.conversation = Some(conv_idx);
-    rec.step = Some(info.step_index);
-    rec.attempt = attempt;
-    rec.session_key = session_key;
-    rec.stream = info.stream;
+    let mut rec = step_record(body, StatusCode::OK);
     rec.fault = fault.clone();
 
     if let Some(Fault::Http {
@@ -771,10 +765,10 @@ async fn not_found(
 
 fn router(shared: Arc<Shared>) -> Router {
     Router::new()
-        .route("/v1/chat/completions", post(openai_handler))
-        .route("/chat/completions", post(openai_handler))
-        .route("/v1/messages", post(anthropic_handler))
-        .route("/messages", post(anthropic_handler))
+        .route("/v1/chat/completions", post(completion_handler))
+        .route("/chat/completions", post(completion_handler))
+        .route("/v1/messages", post(completion_handler))
+        .route("/messages", post(completion_handler))
         .route("/v1/models", get(models))
         .route("/models", get(models))
         .route("/props", get(props))
