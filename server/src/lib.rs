@@ -44,12 +44,14 @@
 pub mod auth;
 pub mod client;
 pub mod command_routes;
+pub mod config_routes;
 pub mod error;
 pub mod events;
 pub mod guard;
 pub mod mcp_routes;
 pub mod metrics;
 pub mod peer;
+pub mod permission_routes;
 pub mod question_routes;
 pub mod routes;
 pub mod snapshot_routes;
@@ -235,18 +237,18 @@ pub struct AppState {
     info(title = "troupe server", description = "Sessions, permissions, events and the live actor tree of a troupe runtime."),
     paths(
         routes::list_sessions, routes::create_session, routes::get_session, routes::delete_session,
-        routes::patch_session, routes::reply_permission_legacy,
+        routes::patch_session, permission_routes::reply_permission_legacy,
         routes::children, routes::messages, routes::session_statuses, routes::prompt, routes::prompt_async, routes::abort,
-        routes::summarize, routes::permissions, routes::reply_permission, routes::agents,
-        routes::models, routes::config, routes::actors, routes::metrics, routes::events,
+        routes::summarize, permission_routes::permissions, permission_routes::reply_permission, config_routes::agents,
+        config_routes::models, config_routes::config, routes::actors, routes::metrics, routes::events,
         snapshot_routes::diff, snapshot_routes::revert, snapshot_routes::unrevert,
         snapshot_routes::fork, todo_routes::todos, timeline_routes::timeline,
         command_routes::list, command_routes::run, command_routes::shell, mcp_routes::list,
         question_routes::list, question_routes::reply, question_routes::reject,
     ),
     components(schemas(error::ErrorBody, error::ErrorDetail, routes::CreateSession, routes::PromptBody,
-        routes::PromptPart, routes::PermissionReplyBody, routes::PatchSession,
-        routes::LegacyPermissionBody, snapshot_routes::RevertBody, snapshot_routes::ForkBody,
+        routes::PromptPart, permission_routes::PermissionReplyBody, routes::PatchSession,
+        permission_routes::LegacyPermissionBody, snapshot_routes::RevertBody, snapshot_routes::ForkBody,
         command_routes::CommandBody, command_routes::ShellBody)),
     modifiers(&Security),
     security(("bearer" = []), ("basic" = []))
@@ -304,7 +306,7 @@ pub fn router(
         )
         .route(
             "/session/{id}/permissions/{permission_id}",
-            post(r::reply_permission_legacy),
+            post(crate::permission_routes::reply_permission_legacy),
         )
         .route("/session/{id}/children", get(r::children))
         .route("/session/{id}/message", get(r::messages).post(r::prompt))
@@ -323,20 +325,23 @@ pub fn router(
             post(crate::snapshot_routes::unrevert),
         )
         .route("/session/{id}/fork", post(crate::snapshot_routes::fork))
-        .route("/permission", get(r::permissions))
-        .route("/permission/{id}/reply", post(r::reply_permission))
+        .route("/permission", get(crate::permission_routes::permissions))
+        .route(
+            "/permission/{id}/reply",
+            post(crate::permission_routes::reply_permission),
+        )
         .route("/question", get(crate::question_routes::list))
         .route("/question/{id}/reply", post(crate::question_routes::reply))
         .route(
             "/question/{id}/reject",
             post(crate::question_routes::reject),
         )
-        .route("/agent", get(r::agents))
+        .route("/agent", get(crate::config_routes::agents))
         .route("/command", get(crate::command_routes::list))
         .route("/session/{id}/command", post(crate::command_routes::run))
         .route("/session/{id}/shell", post(crate::command_routes::shell))
-        .route("/models", get(r::models))
-        .route("/config", get(r::config))
+        .route("/models", get(crate::config_routes::models))
+        .route("/config", get(crate::config_routes::config))
         .route("/actors", get(r::actors))
         .route("/mcp", get(mcp_routes::list))
         .route("/metrics", get(r::metrics))

@@ -11,7 +11,6 @@ use axum::response::{Html, IntoResponse, Response, Sse};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use troupe_actors::PromptInput;
-use troupe_actors::permission::Reply;
 use troupe_session::{LeaseHolder, MessageWithParts, Session, Write};
 use utoipa::ToSchema;
 
@@ -21,7 +20,7 @@ use crate::error::{ApiError, ApiJson, ErrorBody};
 /// Most sessions `GET /session` returns.
 pub const SESSION_LIST_LIMIT: usize = 1_000;
 
-type ApiResult<T> = Result<T, ApiError>;
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 /// A model in a request body: troupe's `"provider/model"` or OpenCode's
 /// `{"providerID", "modelID"}` (`POST /session` also sends `{"providerID", "id"}`).
@@ -144,23 +143,7 @@ pub struct PatchSession {
     pub time: Option<Value>,
 }
 
-/// OpenCode's legacy `POST /session/{id}/permissions/{permissionID}` body.
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct LegacyPermissionBody {
-    /// `once`, `always` or `reject`.
-    pub response: String,
-}
-
-/// `POST /permission/{requestID}/reply` body.
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct PermissionReplyBody {
-    /// `once`, `always` or `reject`.
-    pub reply: String,
-    /// Feedback for the model (with `reject`).
-    pub message: Option<String>,
-}
-
-fn bool_param(q: &HashMap<String, String>, key: &str) -> ApiResult<bool> {
+pub(crate) fn bool_param(q: &HashMap<String, String>, key: &str) -> ApiResult<bool> {
     match q.get(key).map(String::as_str) {
         None | Some("false") | Some("0") => Ok(false),
         Some("true") | Some("1") | Some("") => Ok(true),
@@ -710,160 +693,6 @@ pub async fn summarize(
     }
 }
 
-/// Pending permission requests.
-#[utoipa::path(get, path = "/permission", tag = "permission",
-    responses((status = 200, description = "`[{id, sessionID, permission, patterns, always, metadata, tool?}]`", body = [Value])))]
-pub async fn permissions(State(st): State<AppState>) -> Json<Vec<Value>> {
-    Json(st.runtime.pending_permissions())
-}
-
-/// Answer a pending permission request.
-#[utoipa::path(post, path = "/permission/{requestID}/reply", tag = "permission",
-    request_body = PermissionReplyBody,
-    params(("requestID" = String, Path, description = "Request id (`permission.asked` id)")),
-    responses((status = 200, body = bool), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn reply_permission(
-    State(st): State<AppState>,
-    Path(request_id): Path<String>,
-    ApiJson(body): ApiJson<PermissionReplyBody>,
-) -> ApiResult<Json<bool>> {
-    let reply = match body.reply.as_str() {
-        "once" => Reply::Once,
-        "always" => Reply::Always,
-        "reject" => Reply::Reject(body.message.filter(|m| !m.trim().is_empty())),
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "reply must be \"once\", \"always\" or \"reject\", got {other:?}"
-            )));
-        }
-    };
-    if st.runtime.reply_permission(&request_id, reply) {
-        Ok(Json(true))
-    } else {
-        Err(ApiError::not_found(format!(
-            "permission request not found (already answered?): {request_id}"
-        )))
-    }
-}
-
-/// Answer a pending permission request: OpenCode's legacy route, `{response}` instead of
-/// `{reply}`. The request must belong to the session.
-#[utoipa::path(post, path = "/session/{id}/permissions/{permissionID}", tag = "permission",
-    request_body = LegacyPermissionBody,
-    params(("id" = String, Path, description = "Session id"),
-           ("permissionID" = String, Path, description = "Request id (`permission.asked` id)")),
-    responses((status = 200, body = bool), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
-pub async fn reply_permission_legacy(
-    State(st): State<AppState>,
-    Path((id, request_id)): Path<(String, String)>,
-    ApiJson(body): ApiJson<LegacyPermissionBody>,
-) -> ApiResult<Json<bool>> {
-    find_session(&st, &id).await?;
-    let pending = st.runtime.pending_permissions().into_iter().any(|p| {
-        p.get("id").and_then(Value::as_str) == Some(request_id.as_str())
-            && p.get("sessionID").and_then(Value::as_str) == Some(id.as_str())
-    });
-    if !pending {
-        return Err(ApiError::not_found(format!(
-            "permission request not found in session {id} (already answered?): {request_id}"
-        )));
-    }
-    reply_permission(
-        State(st),
-        Path(request_id),
-        ApiJson(PermissionReplyBody {
-            reply: body.response,
-            message: None,
-        }),
-    )
-    .await
-}
-
-/// Agents, including hidden ones.
-#[utoipa::path(get, path = "/agent", tag = "config", responses((status = 200, body = [Value])))]
-pub async fn agents(State(st): State<AppState>) -> ApiResult<Json<Value>> {
-    let list = st.runtime.shared().agents.list(true);
-    serde_json::to_value(list)
-        .map(Json)
-        .map_err(|e| ApiError::internal(e.to_string()))
-}
-
-/// Replace every `headers` object's values with `<redacted>` (they often carry credentials).
-fn redact_headers(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            for (k, val) in m.iter_mut() {
-                if k == "headers" || k == "environment" {
-                    match val {
-                        Value::Object(h) => {
-                            for hv in h.values_mut() {
-                                *hv = Value::from("<redacted>");
-                            }
-                        }
-                        Value::Array(h) => {
-                            for pair in h.iter_mut() {
-                                if let Value::Array(p) = pair
-                                    && p.len() == 2
-                                {
-                                    p[1] = Value::from("<redacted>");
-                                }
-                            }
-                        }
-                        _ => {}
-                    }
-                } else {
-                    redact_headers(val);
-                }
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(redact_headers),
-        _ => {}
-    }
-}
-
-/// Models that can run here, as `troupe models` lists them: those listed in the config's
-/// `provider` blocks, then the catalog models of providers with an API key; `?all=true`
-/// adds the whole catalog. (A local server's own models, which `troupe models` probes for,
-/// are not listed.) API keys never included; header values redacted.
-#[utoipa::path(get, path = "/models", tag = "config",
-    params(("all" = Option<bool>, Query, description = "Every catalog model")),
-    responses((status = 200, body = [Value])))]
-pub async fn models(
-    State(st): State<AppState>,
-    Query(q): Query<HashMap<String, String>>,
-) -> ApiResult<Json<Value>> {
-    let all = bool_param(&q, "all")?;
-    let config = &st.runtime.shared().config;
-    let mut seen = std::collections::BTreeSet::new();
-    let mut list = Vec::new();
-    for (pid, p) in &config.config.provider {
-        for key in p.models.keys() {
-            if let Ok(m) = config.resolve_model(&format!("{pid}/{key}"))
-                && seen.insert(m.full_id())
-            {
-                list.push(m);
-            }
-        }
-    }
-    for m in config.models() {
-        if (all || m.api_key.is_some()) && seen.insert(m.full_id()) {
-            list.push(m);
-        }
-    }
-    let mut v = serde_json::to_value(list).map_err(|e| ApiError::internal(e.to_string()))?;
-    redact_headers(&mut v);
-    Ok(Json(v))
-}
-
-/// The merged config (`apiKey` and header values redacted).
-#[utoipa::path(get, path = "/config", tag = "config", responses((status = 200, body = Value)))]
-pub async fn config(State(st): State<AppState>) -> ApiResult<Json<Value>> {
-    let mut v = serde_json::to_value(&st.runtime.shared().config.config)
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-    redact_headers(&mut v);
-    Ok(Json(v))
-}
-
 /// The live supervision tree.
 #[utoipa::path(get, path = "/actors", tag = "monitor",
     responses((status = 200, description = "ActorNode: {kind, id, sessionID?, status, tool?, agent?, started, steps, tokens, cost, restarts, failures, queued, children}; with `serve --cluster` also `nodes: [{node, host, pid, status: alive|draining|dead|stopped, lastHeartbeatMs, timeoutMs, running, counters, metrics, tree}]`", body = Value)))]
@@ -927,18 +756,6 @@ pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn headers_are_redacted_everywhere() {
-        let mut v = json!({"provider": {"x": {"options": {"headers": {"Authorization": "k"}}}},
-                           "list": [{"headers": [["X-Key", "k"]]}]});
-        redact_headers(&mut v);
-        assert_eq!(
-            v["provider"]["x"]["options"]["headers"]["Authorization"],
-            "<redacted>"
-        );
-        assert_eq!(v["list"][0]["headers"][0][1], "<redacted>");
-    }
 
     #[test]
     fn bool_params_parse_or_fail_clearly() {
