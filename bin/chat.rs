@@ -124,7 +124,7 @@ pub async fn run(db: Option<PathBuf>) -> Result<ExitCode> {
         .map_err(|e| anyhow!("{e}"))?;
     let store = crate::open_store(db)?;
     let activity = Activity::on_stderr(true);
-    let terminal = Arc::new(crate::output::TerminalAsker::new(activity.clone()));
+    let terminal = Arc::new(crate::asker::TerminalAsker::new(activity.clone()));
     let asker: Arc<dyn troupe_tools::PermissionAsker> = terminal.clone();
     let shown_model = model
         .clone()
@@ -379,20 +379,24 @@ impl Chat {
         Ok(())
     }
 
+    /// The chat's session, created in the chat's directory on first use. Errors: the
+    /// runtime's (the store).
+    async fn session(&mut self) -> Result<Session> {
+        if let Some(s) = &self.session {
+            return Ok(s.clone());
+        }
+        let s = self.runtime.create_session(&self.cwd, None).await?;
+        self.session = Some(s.clone());
+        Ok(s)
+    }
+
     /// `!cmd`: the user's own shell command, run in the session outside the model loop
     /// (recorded for the model's next turn); its output streams to stdout; Ctrl-C stops it.
     async fn shell(&mut self, command: &str) -> Result<()> {
         if command.is_empty() {
             return Err(anyhow!("!: no command given (!ls runs ls in the session)"));
         }
-        let session = match &self.session {
-            Some(s) => s.clone(),
-            None => {
-                let s = self.runtime.create_session(&self.cwd, None).await?;
-                self.session = Some(s.clone());
-                s
-            }
-        };
+        let session = self.session().await?;
         let mut rx = self.runtime.bus().subscribe();
         let (rt, sid, cmd) = (
             self.runtime.clone(),
@@ -450,14 +454,7 @@ impl Chat {
     /// One prompt (or, with `command`, that command with `text` as its arguments): streamed
     /// like `troupe run`; Ctrl-C stops the turn, not the chat.
     async fn turn(&mut self, text: &str, command: Option<&str>) -> Result<()> {
-        let session = match &self.session {
-            Some(s) => s.clone(),
-            None => {
-                let s = self.runtime.create_session(&self.cwd, None).await?;
-                self.session = Some(s.clone());
-                s
-            }
-        };
+        let session = self.session().await?;
         let mut rx = self.runtime.bus().subscribe();
         let mut printer = Printer::new(
             false,
@@ -471,12 +468,6 @@ impl Chat {
             text: text.to_string(),
             agent: self.agent.clone(),
             model: self.model.clone(),
-            system: None,
-            synthetic: Vec::new(),
-            compact: false,
-            no_reply: false,
-            schema: None,
-            steer: false,
             ..Default::default()
         };
         let (rt, sid) = (self.runtime.clone(), session.id.clone());
@@ -498,13 +489,7 @@ impl Chat {
         let result = loop {
             tokio::select! {
                 r = &mut turn => break r,
-                ev = rx.recv() => match ev {
-                    Ok(ev) => printer.event(&ev),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                        eprintln!("troupe: output fell behind; {n} events skipped");
-                    }
-                    Err(_) => {}
-                },
+                ev = rx.recv() => printer.received(ev),
                 sig = self.signals.next(), if !interrupted => {
                     interrupted = true;
                     self.activity.clear();

@@ -82,6 +82,21 @@ impl Printer {
         eprintln!("{}", crate::sanitize::terminal_safe(line));
     }
 
+    /// Handle what the bus delivered: an event, or a note on stderr that `n` events were
+    /// skipped because the printer fell behind; a closed bus prints nothing.
+    pub fn received(
+        &mut self,
+        ev: Result<std::sync::Arc<Event>, tokio::sync::broadcast::error::RecvError>,
+    ) {
+        match ev {
+            Ok(ev) => self.event(&ev),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                eprintln!("troupe: output fell behind; {n} events skipped");
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
+        }
+    }
+
     /// Handle one event.
     pub fn event(&mut self, ev: &Event) {
         if ev.session_id() != Some(self.session_id.as_str()) {
@@ -226,22 +241,7 @@ pub(crate) fn one_line(s: &str, max: usize) -> String {
 }
 
 fn summarize_input(v: &serde_json::Value) -> String {
-    let s = match v {
-        serde_json::Value::Object(m) => m
-            .iter()
-            .map(|(k, v)| {
-                format!(
-                    "{k}={}",
-                    v.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string())
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-        other => other.to_string(),
-    };
-    one_line(&s, 80)
+    one_line(&troupe_session::timeline::key_values(v), 80)
 }
 
 /// `troupe session list|show|export`.
@@ -251,12 +251,7 @@ pub async fn session_command(store: &Store, cmd: SessionCommand) -> Result<ExitC
             return Err(anyhow!("session list is handled by session_list"));
         }
         SessionCommand::Delete { id } => {
-            let key = id.clone();
-            let session = store
-                .read(move |r| r.find_session(&key))
-                .await
-                .map_err(|e| anyhow!("{e}"))?
-                .ok_or_else(|| anyhow!("session not found: {id}"))?;
+            let session = find_session(store, &id).await?;
             let n = delete_tree(store, session.clone()).await?;
             store.flush().await.map_err(|e| anyhow!("{e}"))?;
             let also = if n > 1 {
@@ -275,12 +270,7 @@ pub async fn session_command(store: &Store, cmd: SessionCommand) -> Result<ExitC
             format,
             timeline: true,
         } => {
-            let key = id.clone();
-            let session = store
-                .read(move |r| r.find_session(&key))
-                .await
-                .map_err(|e| anyhow!("{e}"))?
-                .ok_or_else(|| anyhow!("session not found: {id}"))?;
+            let session = find_session(store, &id).await?;
             crate::timeline::print(store, &session.id, format == crate::Format::Json).await?;
         }
         SessionCommand::Show { id, format, .. } => {
@@ -442,13 +432,19 @@ pub async fn session_list(
     Ok(())
 }
 
-async fn load(store: &Store, id: &str) -> Result<(Session, Vec<MessageWithParts>)> {
+/// The session `id` names (an id or a unique prefix). Errors: the store's, "session not
+/// found: ID".
+pub async fn find_session(store: &Store, id: &str) -> Result<Session> {
     let key = id.to_string();
-    let session = store
+    store
         .read(move |r| r.find_session(&key))
         .await
         .map_err(|e| anyhow!("{e}"))?
-        .ok_or_else(|| anyhow!("session not found: {id}"))?;
+        .ok_or_else(|| anyhow!("session not found: {id}"))
+}
+
+async fn load(store: &Store, id: &str) -> Result<(Session, Vec<MessageWithParts>)> {
+    let session = find_session(store, id).await?;
     let sid = session.id.clone();
     let messages = store
         .read(move |r| r.messages(&sid))
@@ -856,179 +852,6 @@ pub fn redact_config_secrets(value: &mut serde_json::Value, secret: bool) {
     }
 }
 
-/// Prompts on the terminal for permission asks: `[o]nce`, `[a]lways`, `[r]eject` (then
-/// optional feedback). Used by `troupe run` when stdin and stderr are terminals.
-#[derive(Default)]
-pub struct TerminalAsker {
-    lock: std::sync::Arc<tokio::sync::Mutex<()>>,
-    /// Paused while the question is on screen.
-    activity: crate::activity::Activity,
-}
-
-impl TerminalAsker {
-    /// An asker that pauses `activity` while it asks.
-    pub fn new(activity: crate::activity::Activity) -> Self {
-        Self {
-            lock: Default::default(),
-            activity,
-        }
-    }
-}
-
-/// The question of a permission ask: the permission and what it is for, as the user would
-/// write it (`bash: sleep 3; echo done`, the command as written, not the sub-commands the
-/// rules check), then the checked patterns when they say something more.
-pub fn permission_question(req: &troupe_tools::PermissionRequest) -> String {
-    let written = req
-        .metadata
-        .get("command")
-        .and_then(|v| v.as_str())
-        .map(|c| one_line(c, 300));
-    let patterns = req.patterns.join(", ");
-    match written {
-        Some(cmd) if !cmd.is_empty() => {
-            if req.patterns.len() > 1 || req.patterns.first().is_some_and(|p| *p != cmd) {
-                format!("{}: {cmd}\n  (checked as: {patterns})", req.permission)
-            } else {
-                format!("{}: {cmd}", req.permission)
-            }
-        }
-        _ => format!("{}: {patterns}", req.permission),
-    }
-}
-
-impl troupe_tools::PermissionAsker for TerminalAsker {
-    fn ask(
-        &self,
-        req: troupe_tools::PermissionRequest,
-    ) -> futures::future::BoxFuture<'static, troupe_tools::PermissionReply> {
-        let lock = self.lock.clone();
-        let activity = self.activity.clone();
-        Box::pin(async move {
-            let _g = lock.lock().await;
-            activity.pause();
-            let why = if req.reason.is_empty() {
-                String::new()
-            } else {
-                format!("\n  {}", req.reason)
-            };
-            let question = format!(
-                "\npermission: {}{why}\n  allow? [o]nce / [a]lways / [r]eject (text after r = feedback): ",
-                permission_question(&req)
-            );
-            let answer = tokio::task::spawn_blocking(move || {
-                eprint!("{question}");
-                let mut line = String::new();
-                std::io::stdin().read_line(&mut line).map(|_| line)
-            })
-            .await;
-            activity.resume();
-            match answer {
-                Ok(Ok(line)) => {
-                    let t = line.trim();
-                    match t.chars().next().map(|c| c.to_ascii_lowercase()) {
-                        Some('o') | Some('y') => troupe_tools::PermissionReply::Allow,
-                        Some('a') => troupe_tools::PermissionReply::AllowAlways,
-                        _ => {
-                            // A plain reject stops the turn; with feedback the model sees it
-                            // and the turn goes on (issue 11, OpenCode §6).
-                            let fb = t.get(1..).unwrap_or("").trim().to_string();
-                            if fb.is_empty() {
-                                troupe_tools::PermissionReply::Reject(String::new())
-                            } else {
-                                troupe_tools::PermissionReply::Deny(format!(
-                                    "The user rejected this call and said: {fb}"
-                                ))
-                            }
-                        }
-                    }
-                }
-                _ => troupe_tools::PermissionReply::Reject(String::new()),
-            }
-        })
-    }
-}
-
-/// One answer typed at the terminal for `q`: option numbers (`2`, `1,3`) pick labels; any
-/// other text is the answer itself; an empty line is `None` (dismiss).
-pub fn parse_question_answer(
-    line: &str,
-    q: &troupe_actors::question::Question,
-) -> Option<Vec<String>> {
-    let t = line.trim();
-    if t.is_empty() {
-        return None;
-    }
-    let picked: Option<Vec<String>> = t
-        .split(',')
-        .map(|n| {
-            n.trim()
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| i.checked_sub(1))
-                .and_then(|i| q.options.get(i))
-                .map(|o| o.label.clone())
-        })
-        .collect();
-    match picked {
-        Some(labels) if !labels.is_empty() && (q.multiple || labels.len() == 1) => Some(labels),
-        _ => Some(vec![t.to_string()]),
-    }
-}
-
-impl troupe_actors::question::QuestionAsker for TerminalAsker {
-    fn ask(
-        &self,
-        questions: Vec<troupe_actors::question::Question>,
-    ) -> futures::future::BoxFuture<'static, troupe_actors::question::Answers> {
-        let lock = self.lock.clone();
-        let activity = self.activity.clone();
-        Box::pin(async move {
-            let _g = lock.lock().await;
-            activity.pause();
-            let answers = tokio::task::spawn_blocking(move || {
-                let mut answers = Vec::new();
-                for q in &questions {
-                    let mut text = String::from("\nquestion");
-                    if !q.header.is_empty() {
-                        text.push_str(&format!(" ({})", q.header));
-                    }
-                    text.push_str(&format!(": {}\n", q.question));
-                    for (i, o) in q.options.iter().enumerate() {
-                        if o.description.is_empty() {
-                            text.push_str(&format!("  {}. {}\n", i + 1, o.label));
-                        } else {
-                            text.push_str(&format!(
-                                "  {}. {} - {}\n",
-                                i + 1,
-                                o.label,
-                                o.description
-                            ));
-                        }
-                    }
-                    text.push_str(if q.multiple {
-                        "  answer with numbers (1,3) or your own text; empty line = dismiss: "
-                    } else {
-                        "  answer with a number or your own text; empty line = dismiss: "
-                    });
-                    eprint!("{text}");
-                    let mut line = String::new();
-                    match std::io::stdin().read_line(&mut line) {
-                        Ok(n) if n > 0 => answers.push(parse_question_answer(&line, q)?),
-                        _ => return None,
-                    }
-                }
-                Some(answers)
-            })
-            .await
-            .ok()
-            .flatten();
-            activity.resume();
-            answers
-        })
-    }
-}
-
 /// `troupe session diff|revert|unrevert|fork` on a started runtime.
 pub async fn snapshot_command(
     runtime: &troupe_actors::Runtime,
@@ -1118,144 +941,5 @@ pub fn diff_stat(changes: &[troupe_snapshot::FileChange]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn terminal_question_answers_pick_numbers_or_take_the_text() {
-        let q = |multiple: bool| troupe_actors::question::Question {
-            question: "Which?".into(),
-            header: String::new(),
-            options: ["red", "blue", "green"]
-                .iter()
-                .map(|l| troupe_actors::question::QuestionOption {
-                    label: l.to_string(),
-                    description: String::new(),
-                })
-                .collect(),
-            multiple,
-        };
-        let s = |v: &[&str]| Some(v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
-        assert_eq!(super::parse_question_answer("2\n", &q(false)), s(&["blue"]));
-        assert_eq!(
-            super::parse_question_answer(" 1, 3 ", &q(true)),
-            s(&["red", "green"])
-        );
-        // Several numbers for a single-choice question, or a number out of range: the text.
-        assert_eq!(super::parse_question_answer("1,3", &q(false)), s(&["1,3"]));
-        assert_eq!(super::parse_question_answer("4", &q(false)), s(&["4"]));
-        assert_eq!(super::parse_question_answer("0", &q(false)), s(&["0"]));
-        assert_eq!(
-            super::parse_question_answer("purple please", &q(false)),
-            s(&["purple please"])
-        );
-        assert_eq!(super::parse_question_answer("  \n", &q(false)), None);
-    }
-
-    #[test]
-    fn debug_config_hides_credentials_but_keeps_references() {
-        let mut v = serde_json::json!({
-            "model": "openai/gpt-4o",
-            "provider": {"openai": {"options": {
-                "apiKey": "sk-live-123456", "baseURL": "https://x",
-                "headers": {"X-Custom": "tok-abc", "Authorization": "Bearer zz"}
-            }}, "other": {"options": {"api_key": "{env:OTHER_KEY}"}}},
-            "mcp": {"srv": {"command": ["srv", "--flag"], "environment": {"TOKEN": "t0k"}}},
-            "server": {"password": "pw"},
-            "maxTokens": 512
-        });
-        super::redact_config_secrets(&mut v, false);
-        let text = v.to_string();
-        for secret in ["sk-live-123456", "tok-abc", "Bearer zz", "t0k", "\"pw\""] {
-            assert!(!text.contains(secret), "{secret} leaked: {text}");
-        }
-        assert_eq!(
-            v["provider"]["openai"]["options"]["apiKey"],
-            "<redacted: 14 chars>"
-        );
-        assert_eq!(
-            v["provider"]["other"]["options"]["api_key"],
-            "{env:OTHER_KEY}"
-        );
-        assert_eq!(v["provider"]["openai"]["options"]["baseURL"], "https://x");
-        assert_eq!(v["mcp"]["srv"]["command"][1], "--flag");
-        assert_eq!(v["model"], "openai/gpt-4o");
-        // Numbers are not strings: "maxTokens" stays readable.
-        assert_eq!(v["maxTokens"], 512);
-    }
-
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn tool_summary_shows_what_was_asked() {
-        assert_eq!(
-            tool_line(
-                "bash",
-                &json!({"command": "sleep 3; echo done", "description": "d"}),
-                100
-            ),
-            "bash sleep 3; echo done"
-        );
-        assert_eq!(
-            tool_line("glob", &json!({"pattern": "**/*.rs"}), 100),
-            "glob **/*.rs"
-        );
-        assert_eq!(
-            tool_line("glob", &json!({"pattern": "*.md", "path": "docs"}), 100),
-            "glob *.md in docs"
-        );
-        assert_eq!(
-            tool_line("grep", &json!({"pattern": "TODO", "include": "*.rs"}), 100),
-            "grep TODO --include *.rs"
-        );
-        assert_eq!(
-            tool_line("read", &json!({"filePath": "/a/b.rs"}), 100),
-            "read /a/b.rs"
-        );
-        assert_eq!(tool_line("list", &json!({}), 100), "list .");
-        assert_eq!(
-            tool_line(
-                "task",
-                &json!({"description": "scan", "subagent_type": "explore"}),
-                100
-            ),
-            "task explore: scan"
-        );
-        assert_eq!(tool_line("other", &json!({"k": 1}), 100), "other k=1");
-        assert_eq!(tool_line("x", &json!({}), 100), "x");
-        // Multi-line commands are one line, cut at `max` characters.
-        assert_eq!(
-            tool_line("bash", &json!({"command": "a\nb"}), 100),
-            "bash a b"
-        );
-        assert_eq!(
-            tool_line("bash", &json!({"command": "abcdef"}), 3),
-            "bash abc…"
-        );
-    }
-
-    #[test]
-    fn permission_question_shows_the_command_as_written() {
-        let req =
-            |patterns: &[&str], metadata: serde_json::Value| troupe_tools::PermissionRequest {
-                permission: "bash".into(),
-                patterns: patterns.iter().map(|s| s.to_string()).collect(),
-                always: vec![],
-                metadata,
-                ..Default::default()
-            };
-        assert_eq!(
-            permission_question(&req(
-                &["sleep 3", "echo done"],
-                json!({"command": "sleep 3; echo done"})
-            )),
-            "bash: sleep 3; echo done\n  (checked as: sleep 3, echo done)"
-        );
-        assert_eq!(
-            permission_question(&req(&["ls -la"], json!({"command": "ls -la"}))),
-            "bash: ls -la"
-        );
-        let mut r = req(&["src/*.rs"], json!({}));
-        r.permission = "edit".into();
-        assert_eq!(permission_question(&r), "edit: src/*.rs");
-    }
-}
+#[path = "output_tests.rs"]
+mod tests;
