@@ -51,6 +51,19 @@ fn unique_prefix(tag: &str) -> String {
     format!("t{tag}{}x{nanos}", std::process::id())
 }
 
+/// The NATS URL, a fresh stream prefix tagged `tag`, and the guard that deletes the
+/// prefix's streams at the end of the test; `None` (the test is skipped) when NATS does not
+/// answer.
+fn nats_stage(test: &str, tag: &str) -> Option<(String, String, Cleanup)> {
+    let nats = nats_or_skip(test)?;
+    let prefix = unique_prefix(tag);
+    let cleanup = Cleanup {
+        url: nats.clone(),
+        prefix: prefix.clone(),
+    };
+    Some((nats, prefix, cleanup))
+}
+
 /// Deletes the test's streams when dropped (also when the test fails).
 struct Cleanup {
     url: String,
@@ -103,8 +116,9 @@ fn script() -> Script {
     Script::new(convs)
 }
 
-fn write_tasks(p: &Project) -> std::path::PathBuf {
-    let lines: String = (0..TASKS)
+/// Writes the first `count` of the scripted tasks to `<root>/tasks.jsonl`; returns its path.
+fn write_tasks(p: &Project, count: usize) -> std::path::PathBuf {
+    let lines: String = (0..count)
         .map(|i| {
             let id = task_id(i);
             format!(
@@ -212,13 +226,10 @@ async fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool)
 /// (swept part, then the continued turn), and the results match a local batch's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_tasks_survive_a_killed_and_a_stopped_worker() {
-    let Some(nats) = nats_or_skip("sixty_tasks_survive_a_killed_and_a_stopped_worker") else {
+    let Some((nats, prefix, _cleanup)) =
+        nats_stage("sixty_tasks_survive_a_killed_and_a_stopped_worker", "k")
+    else {
         return;
-    };
-    let prefix = unique_prefix("k");
-    let _cleanup = Cleanup {
-        url: nats.clone(),
-        prefix: prefix.clone(),
     };
     // The workers share the store as machines would: one PostgreSQL database (a fresh schema).
     let Some(pg) = troupe_testkit::pg::PgSchema::create("sixty_tasks_cluster") else {
@@ -226,7 +237,7 @@ async fn sixty_tasks_survive_a_killed_and_a_stopped_worker() {
     };
     let mock = MockServer::start(script()).await.expect("mock");
     let p = Project::new(&mock.base_url()).with_env("TROUPE_DB", pg.url());
-    let tasks = write_tasks(&p);
+    let tasks = write_tasks(&p, TASKS);
     let out = p.root.join("results.jsonl");
 
     // Two workers before the batch, one after it: both must work.
@@ -422,7 +433,7 @@ async fn sixty_tasks_survive_a_killed_and_a_stopped_worker() {
     // The same tasks in a local batch: the fields that do not depend on where and when a
     // task ran match.
     let local = Project::new(&mock.base_url());
-    let local_tasks = write_tasks(&local);
+    let local_tasks = write_tasks(&local, TASKS);
     let local_out = local.root.join("local.jsonl");
     let out = local
         .troupe(
@@ -465,13 +476,10 @@ async fn sixty_tasks_survive_a_killed_and_a_stopped_worker() {
 /// one dead once its heartbeat is older than its timeout; `/metrics` has a `node` label.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_cluster_shows_the_workers_and_a_dead_one() {
-    let Some(nats) = nats_or_skip("serve_cluster_shows_the_workers_and_a_dead_one") else {
+    let Some((nats, prefix, _cleanup)) =
+        nats_stage("serve_cluster_shows_the_workers_and_a_dead_one", "f")
+    else {
         return;
-    };
-    let prefix = unique_prefix("f");
-    let _cleanup = Cleanup {
-        url: nats.clone(),
-        prefix: prefix.clone(),
     };
     let mock = MockServer::start(script()).await.expect("mock");
     let p = Project::new(&mock.base_url());
@@ -613,28 +621,14 @@ async fn serve_cluster_shows_the_workers_and_a_dead_one() {
 /// run a second time (same message ids, same sessions), and every id is written once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_cluster_batch_resumes_its_run() {
-    let Some(nats) = nats_or_skip("a_killed_cluster_batch_resumes_its_run") else {
+    let Some((nats, prefix, _cleanup)) = nats_stage("a_killed_cluster_batch_resumes_its_run", "r")
+    else {
         return;
-    };
-    let prefix = unique_prefix("r");
-    let _cleanup = Cleanup {
-        url: nats.clone(),
-        prefix: prefix.clone(),
     };
     let mock = MockServer::start(script()).await.expect("mock");
     let p = Project::new(&mock.base_url());
     // 12 of the 60 scripted tasks.
-    let lines: String = (0..12)
-        .map(|i| {
-            let id = task_id(i);
-            format!(
-                "{}\n",
-                json!({"id": id, "prompt": format!("do job [{id}]")})
-            )
-        })
-        .collect();
-    let tasks = p.root.join("tasks.jsonl");
-    std::fs::write(&tasks, lines).unwrap();
+    let tasks = write_tasks(&p, 12);
     let out = p.root.join("results.jsonl");
     let batch_args = |resume: bool| {
         let mut a = vec![

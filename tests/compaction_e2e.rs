@@ -166,24 +166,51 @@ fn compaction_script(alpha: &str, step1: Step, summary: Step) -> Script {
     ])
 }
 
+/// A project with the data files and the scripted provider serving [`compaction_script`],
+/// with step 1 (reading `big.txt`) made by `step1` from the bare read and `summary` as the
+/// summary, configured with the small context and `compaction`.
+async fn setup(
+    step1: impl FnOnce(Step) -> Step,
+    summary: Step,
+    compaction: Value,
+) -> (Project, MockServer) {
+    let project = Project::empty();
+    let (alpha, big) = write_data_files(&project);
+    let step1 = step1(Step::tool("read", json!({"filePath": big})));
+    let server = serve(
+        &project,
+        compaction_script(&alpha, step1, summary),
+        compaction,
+    )
+    .await;
+    (project, server)
+}
+
+/// The scripted provider serving `script`, and `project` configured for it with the small
+/// context and `compaction`.
+async fn serve(project: &Project, script: Script, compaction: Value) -> MockServer {
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&config_json(
+        &server.base_url(),
+        SMALL_CONTEXT,
+        SMALL_OUTPUT,
+        compaction,
+    ));
+    server
+}
+
 fn summary_step() -> Step {
     Step::text(SUMMARY).with_usage(usage(1500, 120))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_compaction() {
-    let project = Project::empty();
-    let (alpha, big) = write_data_files(&project);
-    let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
-    let server = MockServer::start(compaction_script(&alpha, step1, summary_step()))
-        .await
-        .expect("mock");
-    project.write_config(&config_json(
-        &server.base_url(),
-        SMALL_CONTEXT,
-        SMALL_OUTPUT,
+    let (project, server) = setup(
+        |read| read.with_usage(usage(7500, 20)),
+        summary_step(),
         Value::Null,
-    ));
+    )
+    .await;
 
     let started = Instant::now();
     let out = project
@@ -328,20 +355,15 @@ async fn auto_compaction() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_off_shows_overflow_error() {
     // Fault variant: the provider rejects step 1 as too long; with auto off it is shown.
-    let project = Project::empty();
-    let (alpha, big) = write_data_files(&project);
-    let step1 = Step::tool("read", json!({"filePath": big}))
-        .with_usage(usage(7500, 20))
-        .with_fault(overflow_fault());
-    let server = MockServer::start(compaction_script(&alpha, step1, summary_step()))
-        .await
-        .expect("mock");
-    project.write_config(&config_json(
-        &server.base_url(),
-        SMALL_CONTEXT,
-        SMALL_OUTPUT,
+    let (project, server) = setup(
+        |read| {
+            read.with_usage(usage(7500, 20))
+                .with_fault(overflow_fault())
+        },
+        summary_step(),
         json!({"auto": false}),
-    ));
+    )
+    .await;
     let out = project.troupe(&["run", PROMPT], &[]).await;
     let line = assert_one_line_failure(&out, "overflow with auto off");
     let lower = line.to_lowercase();
@@ -370,18 +392,12 @@ async fn auto_off_shows_overflow_error() {
 
     // Token-count variant: step 1 reports 7,500 tokens (≥ 7,000 usable) but succeeds; with
     // auto off the loop just goes on.
-    let project = Project::empty();
-    let (alpha, big) = write_data_files(&project);
-    let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
-    let server = MockServer::start(compaction_script(&alpha, step1, summary_step()))
-        .await
-        .expect("mock");
-    project.write_config(&config_json(
-        &server.base_url(),
-        SMALL_CONTEXT,
-        SMALL_OUTPUT,
+    let (project, server) = setup(
+        |read| read.with_usage(usage(7500, 20)),
+        summary_step(),
         json!({"auto": false}),
-    ));
+    )
+    .await;
     let out = project.troupe(&["run", PROMPT], &[]).await;
     assert_success(&out, "token overflow with auto off");
     assert!(
@@ -406,21 +422,16 @@ async fn auto_off_shows_overflow_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_overflow_error_compacts() {
-    let project = Project::empty();
-    let (alpha, big) = write_data_files(&project);
     // The step's own usage is small: only the provider's error calls for the compaction.
-    let step1 = Step::tool("read", json!({"filePath": big}))
-        .with_usage(usage(3000, 20))
-        .with_fault(overflow_fault());
-    let server = MockServer::start(compaction_script(&alpha, step1, summary_step()))
-        .await
-        .expect("mock");
-    project.write_config(&config_json(
-        &server.base_url(),
-        SMALL_CONTEXT,
-        SMALL_OUTPUT,
+    let (project, server) = setup(
+        |read| {
+            read.with_usage(usage(3000, 20))
+                .with_fault(overflow_fault())
+        },
+        summary_step(),
         Value::Null,
-    ));
+    )
+    .await;
     let out = project
         .troupe(&["run", "--format", "json", PROMPT], &[])
         .await;
@@ -466,23 +477,17 @@ async fn provider_overflow_error_compacts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn summary_that_overflows_stops_after_two_attempts() {
-    let project = Project::empty();
-    let (alpha, big) = write_data_files(&project);
-    let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
     let summary = Step::text(SUMMARY)
         .with_fault(overflow_fault())
         .with_fault(overflow_fault())
         .with_fault(overflow_fault())
         .with_fault(overflow_fault());
-    let server = MockServer::start(compaction_script(&alpha, step1, summary))
-        .await
-        .expect("mock");
-    project.write_config(&config_json(
-        &server.base_url(),
-        SMALL_CONTEXT,
-        SMALL_OUTPUT,
+    let (project, server) = setup(
+        |read| read.with_usage(usage(7500, 20)),
+        summary,
         Value::Null,
-    ));
+    )
+    .await;
     let started = Instant::now();
     let out = project.troupe(&["run", PROMPT], &[]).await;
     let elapsed = started.elapsed();
@@ -520,22 +525,16 @@ async fn summary_that_overflows_stops_after_two_attempts() {
 /// history as the first, with at most as much input: not the compaction request itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn summary_retry_summarizes_the_same_history() {
-    let project = Project::empty();
-    let (alpha, big) = write_data_files(&project);
-    let step1 = Step::tool("read", json!({"filePath": big})).with_usage(usage(7500, 20));
     let summary = Step::text(SUMMARY)
         .with_fault(overflow_fault())
         .with_fault(overflow_fault())
         .with_fault(overflow_fault());
-    let server = MockServer::start(compaction_script(&alpha, step1, summary))
-        .await
-        .expect("mock");
-    project.write_config(&config_json(
-        &server.base_url(),
-        SMALL_CONTEXT,
-        SMALL_OUTPUT,
+    let (project, server) = setup(
+        |read| read.with_usage(usage(7500, 20)),
+        summary,
         Value::Null,
-    ));
+    )
+    .await;
     let out = project.troupe(&["run", PROMPT], &[]).await;
     assert_one_line_failure(&out, "summary overflow");
     let reqs = completions(&server);
@@ -579,13 +578,7 @@ async fn more_than_two_compactions_in_a_row_stop() {
         ])
         .matching(PROMPT),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
-    project.write_config(&config_json(
-        &server.base_url(),
-        SMALL_CONTEXT,
-        SMALL_OUTPUT,
-        Value::Null,
-    ));
+    let server = serve(&project, script, Value::Null).await;
     let started = Instant::now();
     let out = project.troupe(&["run", PROMPT], &[]).await;
     eprintln!("compaction loop: run took {:?}", started.elapsed());

@@ -40,6 +40,15 @@ fn parent<'a>(s: &ReceivedSpan, ids: &BTreeMap<&str, &'a ReceivedSpan>) -> &'a R
     ids[s.parent_span_id.as_deref().expect("a parent")]
 }
 
+/// The first span named `name` of session `sid` (its `session_id`); panics saying `what`
+/// is missing when there is none.
+fn span_of<'a>(spans: &'a [ReceivedSpan], name: &str, sid: &str, what: &str) -> &'a ReceivedSpan {
+    named(spans, name)
+        .into_iter()
+        .find(|s| s.attr("session_id").as_deref() == Some(sid))
+        .unwrap_or_else(|| panic!("no {what}"))
+}
+
 fn named<'a>(spans: &'a [ReceivedSpan], name: &str) -> Vec<&'a ReceivedSpan> {
     spans.iter().filter(|s| s.name == name).collect()
 }
@@ -202,10 +211,7 @@ async fn a_session_is_one_trace_with_its_subagent_nested() {
         .iter()
         .find(|s| s.attr("tool").as_deref() == Some("task"))
         .expect("task span");
-    let child_session = named(&spans, "session")
-        .into_iter()
-        .find(|s| s.attr("session_id").as_deref() == Some(child_id.as_str()))
-        .expect("the subagent's session span");
+    let child_session = span_of(&spans, "session", &child_id, "the subagent's session span");
     assert_eq!(
         child_session.parent_span_id.as_deref(),
         Some(task_call.span_id.as_str())
@@ -388,10 +394,7 @@ async fn a_batch_is_one_trace_per_session_and_a_timed_out_task_says_so() {
         .and_then(|s| s["id"].as_str())
         .expect("a's subagent")
         .to_string();
-    let child_span = named(&spans, "session")
-        .into_iter()
-        .find(|s| s.attr("session_id").as_deref() == Some(child.as_str()))
-        .expect("the subagent's session span");
+    let child_span = span_of(&spans, "session", &child, "the subagent's session span");
     assert_eq!(child_span.trace_id, trace_of(&a));
     assert_eq!(
         ancestry(child_span, &ids),
@@ -401,10 +404,7 @@ async fn a_batch_is_one_trace_per_session_and_a_timed_out_task_says_so() {
         parent(child_span, &ids).attr("tool").as_deref(),
         Some("task")
     );
-    let child_read = named(&spans, "tool.call")
-        .into_iter()
-        .find(|s| s.attr("session_id").as_deref() == Some(child.as_str()))
-        .expect("the subagent's read");
+    let child_read = span_of(&spans, "tool.call", &child, "the subagent's read");
     assert_eq!(child_read.attr("tool").as_deref(), Some("read"));
     assert_eq!(child_read.trace_id, trace_of(&a));
     // Every span of a trace belongs to its session or that session's subagent.
@@ -424,20 +424,14 @@ async fn a_batch_is_one_trace_per_session_and_a_timed_out_task_says_so() {
 
     // Task b ran past its 1 s timeout: its turn's outcome is `timeout` (an error span), and
     // the sleeping call was aborted with it.
-    let turn_b = named(&spans, "turn")
-        .into_iter()
-        .find(|s| s.attr("session_id").as_deref() == Some(b.as_str()))
-        .expect("b's turn");
+    let turn_b = span_of(&spans, "turn", &b, "b's turn");
     assert_eq!(
         turn_b.attr("outcome").as_deref(),
         Some("timeout"),
         "{turn_b:?}"
     );
     assert_eq!(turn_b.status_code, 2, "{turn_b:?}");
-    let sleep_b = named(&spans, "tool.call")
-        .into_iter()
-        .find(|s| s.attr("session_id").as_deref() == Some(b.as_str()))
-        .expect("b's call");
+    let sleep_b = span_of(&spans, "tool.call", &b, "b's call");
     assert_eq!(
         sleep_b.attr("outcome").as_deref(),
         Some("aborted"),

@@ -32,6 +32,25 @@ fn last_error(history: &[MessageWithParts]) -> Option<String> {
 }
 
 /// All message text of a request, joined.
+/// Abort session `sid`'s turn and wait (bounded) until its prompt, running as `turn`, has
+/// returned with `MessageAbortedError`.
+async fn abort_and_wait(
+    rt: &troupe_actors::Runtime,
+    sid: &str,
+    turn: tokio::task::JoinHandle<Result<troupe_actors::TurnResult, troupe_actors::RuntimeError>>,
+) {
+    rt.abort(sid);
+    let result = tokio::time::timeout(DEADLINE, turn)
+        .await
+        .expect("the parent's prompt returned")
+        .expect("join")
+        .expect("turn");
+    assert_eq!(
+        result.error.as_ref().map(|e| e.name.as_str()),
+        Some("MessageAbortedError")
+    );
+}
+
 fn request_text(r: &RecordedRequest) -> String {
     r.body["messages"]
         .as_array()
@@ -184,16 +203,7 @@ async fn aborting_the_parent_stops_its_background_children() {
     let tree = serde_json::to_value(rt.actors()).expect("tree");
     let text = tree.to_string();
     assert!(text.matches("\"kind\":\"session\"").count() >= 3, "{text}");
-    rt.abort(&sid);
-    let result = tokio::time::timeout(DEADLINE, turn)
-        .await
-        .expect("the parent's prompt returned")
-        .expect("join")
-        .expect("turn");
-    assert_eq!(
-        result.error.as_ref().map(|e| e.name.as_str()),
-        Some("MessageAbortedError")
-    );
+    abort_and_wait(&rt, &sid, turn).await;
     tokio::time::timeout(DEADLINE, rt.wait_background(&sid))
         .await
         .expect("the background children ended");
@@ -250,16 +260,7 @@ async fn with_abort_background_off_children_outlive_the_parents_abort() {
         requests_of(&server, &sid).len() >= 2
     })
     .await;
-    rt.abort(&sid);
-    let result = tokio::time::timeout(DEADLINE, turn)
-        .await
-        .expect("the parent's prompt returned")
-        .expect("join")
-        .expect("turn");
-    assert_eq!(
-        result.error.as_ref().map(|e| e.name.as_str()),
-        Some("MessageAbortedError")
-    );
+    abort_and_wait(&rt, &sid, turn).await;
     // The child was not aborted: it finishes and its result starts a new turn of the parent.
     tokio::time::timeout(DEADLINE, rt.wait_background(&sid))
         .await

@@ -25,6 +25,19 @@ fn ask_db() -> Step {
     )
 }
 
+/// A runtime that can ask the user, over a provider that asks [`ask_db`] and then answers
+/// `then`, with one session in which a turn "set it up" has started.
+struct Asking {
+    _dir: TempDir,
+    server: MockServer,
+    rt: Runtime,
+    sid: String,
+    turn: tokio::task::JoinHandle<troupe_actors::TurnResult>,
+    /// The bus, subscribed before the turn started.
+    events: tokio::sync::broadcast::Receiver<std::sync::Arc<troupe_session::Event>>,
+}
+
+/// A runtime over `server` that can ask the user (as `troupe run` in a terminal).
 async fn interactive(dir: &TempDir, server: &MockServer) -> Runtime {
     start_runtime_with(
         dir,
@@ -35,6 +48,25 @@ async fn interactive(dir: &TempDir, server: &MockServer) -> Runtime {
         },
     )
     .await
+}
+
+async fn asking(then: &str) -> Asking {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::single(vec![ask_db(), Step::text(then)]);
+    let server = MockServer::start(script).await.expect("mock");
+    let rt = interactive(&dir, &server).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let events = rt.bus().subscribe();
+    let turn = spawn_prompt(&rt, &sid, "set it up");
+    Asking {
+        _dir: dir,
+        server,
+        rt,
+        sid,
+        turn,
+        events,
+    }
 }
 
 /// Wait for the one pending question and return its payload.
@@ -50,17 +82,14 @@ async fn pending_question(rt: &Runtime) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_is_published_answered_and_the_answers_reach_the_model() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
-    let script = Script::single(vec![ask_db(), Step::text("going with it")]);
-    let server = MockServer::start(script).await.expect("mock");
-    let rt = interactive(&dir, &server).await;
-    let mut rx = rt.bus().subscribe();
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = {
-        let (rt, sid) = (rt.clone(), sid.clone());
-        tokio::spawn(async move { run_prompt(&rt, &sid, "set it up").await })
-    };
+    let Asking {
+        _dir,
+        server,
+        rt,
+        sid,
+        turn,
+        events: mut rx,
+    } = asking("going with it").await;
     let q = pending_question(&rt).await;
     assert_eq!(q["sessionID"], sid.as_str());
     assert!(q["id"].as_str().unwrap().starts_with("que_"), "{q}");
@@ -115,16 +144,14 @@ async fn a_question_is_published_answered_and_the_answers_reach_the_model() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dismissed_question_stops_the_turn() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
-    let script = Script::single(vec![ask_db(), Step::text("never sent")]);
-    let server = MockServer::start(script).await.expect("mock");
-    let rt = interactive(&dir, &server).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = {
-        let (rt, sid) = (rt.clone(), sid.clone());
-        tokio::spawn(async move { run_prompt(&rt, &sid, "set it up").await })
-    };
+    let Asking {
+        _dir,
+        server,
+        rt,
+        sid,
+        turn,
+        ..
+    } = asking("never sent").await;
     let q = pending_question(&rt).await;
     assert!(rt.reject_question(q["id"].as_str().unwrap()));
     let turn = turn.await.expect("turn task");
@@ -141,17 +168,14 @@ async fn a_dismissed_question_stops_the_turn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborting_the_turn_drops_its_question() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
-    let server = MockServer::start(Script::single(vec![ask_db(), Step::text("x")]))
-        .await
-        .expect("mock");
-    let rt = interactive(&dir, &server).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = {
-        let (rt, sid) = (rt.clone(), sid.clone());
-        tokio::spawn(async move { run_prompt(&rt, &sid, "set it up").await })
-    };
+    let Asking {
+        _dir,
+        server: _server,
+        rt,
+        sid,
+        turn,
+        ..
+    } = asking("x").await;
     let q = pending_question(&rt).await;
     rt.abort(&sid);
     turn.await.expect("turn task");

@@ -137,6 +137,12 @@ pub async fn run_prompt(rt: &Runtime, sid: &str, text: &str) -> TurnResult {
         .expect("turn ran")
 }
 
+/// Start [`run_prompt`] on a task of its own, for a test that acts while the turn runs.
+pub fn spawn_prompt(rt: &Runtime, sid: &str, text: &str) -> tokio::task::JoinHandle<TurnResult> {
+    let (rt, sid, text) = (rt.clone(), sid.to_string(), text.to_string());
+    tokio::spawn(async move { run_prompt(&rt, &sid, &text).await })
+}
+
 /// The stored messages of a session (after a flush).
 pub async fn messages(rt: &Runtime, sid: &str) -> Vec<MessageWithParts> {
     let sid = sid.to_string();
