@@ -21,6 +21,20 @@ mod common;
 use common::*;
 
 /// A project for `base_url` with a 1.5 s session lease and the tool output dir in its home.
+/// `troupe run` started in a [`procs_project`] whose model runs `command` in bash (its
+/// processes found by `needle`; none may run before) and then answers "after the crash".
+async fn run_sleeping(needle: &str, command: &str) -> (MockServer, Project, tokio::process::Child) {
+    let script = Script::single(vec![
+        Step::tool("bash", json!({"command": command, "description": "sleep"})),
+        Step::text("after the crash"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let project = procs_project(&server.base_url());
+    assert!(pgrep(needle).is_empty(), "stray processes before the test");
+    let child = project.spawn(&["run", "sleep", "please"], &[]);
+    (server, project, child)
+}
+
 fn procs_project(base_url: &str) -> Project {
     let p = Project::new(base_url).with_env("TROUPE_LEASE_TTL_MS", "1500");
     let out = p.home.path().join("out");
@@ -49,15 +63,7 @@ async fn sigkill_of_run_leaves_no_bash_process() {
     // A duration no other test uses, so pgrep sees only this run's processes.
     let needle = "sleep 41.27";
     let command = format!("setsid {needle} & {needle} & {needle}; wait");
-    let script = Script::single(vec![
-        Step::tool("bash", json!({"command": command, "description": "sleep"})),
-        Step::text("after the crash"),
-    ]);
-    let server = MockServer::start(script).await.expect("mock");
-    let project = procs_project(&server.base_url());
-    assert!(pgrep(needle).is_empty(), "stray processes before the test");
-
-    let child = project.spawn(&["run", "sleep", "please"], &[]);
+    let (server, project, child) = run_sleeping(needle, &command).await;
     let pid = child.id().expect("pid");
     wait_for("three sleeps", || pgrep(needle).len() >= 3).await;
     let running = pgrep(needle);
@@ -119,14 +125,7 @@ async fn sigkill_of_run_leaves_no_bash_process() {
 async fn loader_stops_survivors_when_the_watchdog_died_too() {
     let needle = "sleep 41.29";
     let command = format!("setsid {needle} & {needle}; wait");
-    let script = Script::single(vec![
-        Step::tool("bash", json!({"command": command, "description": "sleep"})),
-        Step::text("after the crash"),
-    ]);
-    let server = MockServer::start(script).await.expect("mock");
-    let project = procs_project(&server.base_url());
-    assert!(pgrep(needle).is_empty(), "stray processes before the test");
-    let child = project.spawn(&["run", "sleep", "please"], &[]);
+    let (server, project, child) = run_sleeping(needle, &command).await;
     let pid = child.id().expect("pid");
     wait_for("two sleeps", || pgrep(needle).len() >= 2).await;
     let watchdog = pgrep(&format!("troupe-watchdog {pid}."));

@@ -123,30 +123,20 @@ async fn six_step_session() {
         );
         assert!(t["callID"].is_string(), "tool part without callID: {t:#}");
     }
-    assert!(
-        tools[1]["state"]["output"]
-            .as_str()
-            .unwrap_or("")
-            .contains("TODO: fix it"),
-        "read output: {:#}",
-        tools[1]
-    );
-    assert!(
-        tools[3]["state"]["output"]
-            .as_str()
-            .unwrap_or("")
-            .contains("notes.md"),
-        "glob output: {:#}",
-        tools[3]
-    );
-    assert!(
-        tools[4]["state"]["output"]
-            .as_str()
-            .unwrap_or("")
-            .contains("notes.md"),
-        "grep output: {:#}",
-        tools[4]
-    );
+    for (i, needle, tool) in [
+        (1, "TODO: fix it", "read"),
+        (3, "notes.md", "glob"),
+        (4, "notes.md", "grep"),
+    ] {
+        assert!(
+            tools[i]["state"]["output"]
+                .as_str()
+                .unwrap_or("")
+                .contains(needle),
+            "{tool} output: {:#}",
+            tools[i]
+        );
+    }
     let last = messages.last().expect("last message");
     let last_texts: Vec<&str> = parts_of_type(last, "text")
         .iter()

@@ -78,10 +78,35 @@ impl Served {
         s["id"].as_str().expect("session id").to_string()
     }
 
+    /// Start prompt `text` in session `sid` without waiting for its turn (`POST
+    /// /session/{sid}/prompt_async`); the server must accept it (204).
+    async fn prompt_async(&self, sid: &str, text: &str) {
+        let (status, body) = self
+            .post(
+                &format!("/session/{sid}/prompt_async"),
+                json!({"text": text}),
+            )
+            .await;
+        assert_eq!(status, 204, "{body}");
+    }
+
     /// Subscribe to /event; events arrive on the returned channel (after `server.connected`).
     async fn subscribe(&self) -> mpsc::UnboundedReceiver<Value> {
         subscribe_events(&self.base, self.password.clone()).await
     }
+}
+
+/// A server (no extra config, no flags) over a scripted provider answering one
+/// conversation of `steps`; the provider must outlive the server's use.
+async fn serving(steps: Vec<Step>) -> (MockServer, Served) {
+    let mock = MockServer::start(Script::new(vec![Conversation {
+        steps,
+        ..Default::default()
+    }]))
+    .await
+    .expect("mock");
+    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    (mock, srv)
 }
 
 /// Collect events of `sid` until `session.idle` for it.
@@ -148,13 +173,10 @@ fn find_nodes<'a>(n: &'a Value, kind: &str, out: &mut Vec<&'a Value>) {
 
 #[tokio::test]
 async fn prompt_async_streams_events_in_order_and_sync_prompt_returns_the_reply() {
-    let mock = MockServer::start(Script::new(vec![Conversation {
-        steps: vec![Step::text("Hello from the served runtime").with_chunk_size(5)],
-        ..Default::default()
-    }]))
-    .await
-    .expect("mock");
-    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    let (_mock, srv) = serving(vec![
+        Step::text("Hello from the served runtime").with_chunk_size(5),
+    ])
+    .await;
     let sid = srv.new_session().await;
     let mut rx = srv.subscribe().await;
     let r = srv
@@ -295,25 +317,14 @@ async fn prompt_async_streams_events_in_order_and_sync_prompt_returns_the_reply(
 
 #[tokio::test]
 async fn actors_show_the_processor_and_tool_call_while_a_slow_tool_runs() {
-    let mock = MockServer::start(Script::new(vec![Conversation {
-        steps: vec![
-            Step::tool("test_sleep", json!({"ms": 2000})),
-            Step::text("slept well"),
-        ],
-        ..Default::default()
-    }]))
-    .await
-    .expect("mock");
-    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    let (_mock, srv) = serving(vec![
+        Step::tool("test_sleep", json!({"ms": 2000})),
+        Step::text("slept well"),
+    ])
+    .await;
     let sid = srv.new_session().await;
     let mut rx = srv.subscribe().await;
-    let (status, _) = srv
-        .post(
-            &format!("/session/{sid}/prompt_async"),
-            json!({"text": "sleep"}),
-        )
-        .await;
-    assert_eq!(status, 204);
+    srv.prompt_async(&sid, "sleep").await;
     let deadline = Instant::now() + CLI_RUN_DEADLINE;
     let tree = loop {
         let (status, tree) = srv.get("/actors").await;
@@ -428,11 +439,7 @@ async fn permission_asks_wait_for_http_replies_once_and_reject_with_feedback() {
     // once
     let sid = srv.new_session().await;
     let mut rx = srv.subscribe().await;
-    srv.post(
-        &format!("/session/{sid}/prompt_async"),
-        json!({"text": "perm-once"}),
-    )
-    .await;
+    srv.prompt_async(&sid, "perm-once").await;
     let asked = wait_event(&mut rx, &sid, "permission.asked").await;
     let rid = asked["properties"]["id"]
         .as_str()
@@ -493,11 +500,7 @@ async fn permission_asks_wait_for_http_replies_once_and_reject_with_feedback() {
 
     // reject with feedback
     let sid = srv.new_session().await;
-    srv.post(
-        &format!("/session/{sid}/prompt_async"),
-        json!({"text": "perm-reject"}),
-    )
-    .await;
+    srv.prompt_async(&sid, "perm-reject").await;
     let asked = wait_event(&mut rx, &sid, "permission.asked").await;
     let rid = asked["properties"]["id"]
         .as_str()
@@ -554,11 +557,7 @@ async fn questions_wait_for_http_answers_and_a_rejected_one_stops_the_turn() {
     let mut rx = srv.subscribe().await;
 
     let sid = srv.new_session().await;
-    srv.post(
-        &format!("/session/{sid}/prompt_async"),
-        json!({"text": "q-answer"}),
-    )
-    .await;
+    srv.prompt_async(&sid, "q-answer").await;
     let asked = wait_event(&mut rx, &sid, "question.asked").await;
     let qid = asked["properties"]["id"].as_str().expect("id").to_string();
     let (_, pending) = srv.get("/question").await;
@@ -591,11 +590,7 @@ async fn questions_wait_for_http_answers_and_a_rejected_one_stops_the_turn() {
     assert!(text.contains("blue it is"), "{text}");
 
     let sid = srv.new_session().await;
-    srv.post(
-        &format!("/session/{sid}/prompt_async"),
-        json!({"text": "q-reject"}),
-    )
-    .await;
+    srv.prompt_async(&sid, "q-reject").await;
     let asked = wait_event(&mut rx, &sid, "question.asked").await;
     let qid = asked["properties"]["id"].as_str().expect("id").to_string();
     assert_eq!(
@@ -1130,25 +1125,14 @@ async fn load_200_sessions_with_one_subscriber_and_actor_polling() {
 
 #[tokio::test]
 async fn metrics_count_crashed_actors_by_role() {
-    let mock = MockServer::start(Script::new(vec![Conversation {
-        steps: vec![
-            Step::tool("test_panic", json!({"message": "kaboom"})),
-            Step::text("recovered"),
-        ],
-        ..Default::default()
-    }]))
-    .await
-    .expect("mock");
-    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    let (_mock, srv) = serving(vec![
+        Step::tool("test_panic", json!({"message": "kaboom"})),
+        Step::text("recovered"),
+    ])
+    .await;
     let sid = srv.new_session().await;
     let mut rx = srv.subscribe().await;
-    let (status, _) = srv
-        .post(
-            &format!("/session/{sid}/prompt_async"),
-            json!({"text": "crash a tool"}),
-        )
-        .await;
-    assert_eq!(status, 204);
+    srv.prompt_async(&sid, "crash a tool").await;
     until_idle(&mut rx, &sid).await;
     let metrics = srv
         .req(reqwest::Method::GET, "/metrics")
@@ -1200,16 +1184,11 @@ async fn the_model_s_own_processes_cannot_change_the_server_s_state() {
                setsid -f env -i $PY probe.py detached > detached.txt 2>&1; \
                for i in $(seq 200); do grep -q prompt detached.txt 2>/dev/null && break; sleep 0.1; done; \
                cat detached.txt; echo pw=${TROUPE_SERVER_PASSWORD:-none}";
-    let mock = MockServer::start(Script::new(vec![Conversation {
-        steps: vec![
-            Step::tool("bash", json!({"command": cmd, "description": "probe"})),
-            Step::text("done"),
-        ],
-        ..Default::default()
-    }]))
-    .await
-    .expect("mock");
-    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    let (_mock, srv) = serving(vec![
+        Step::tool("bash", json!({"command": cmd, "description": "probe"})),
+        Step::text("done"),
+    ])
+    .await;
     let sid = srv.new_session().await;
     srv.project.write_file("probe.py", PROBE);
     srv.project

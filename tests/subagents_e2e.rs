@@ -57,6 +57,35 @@ fn read_results(path: &std::path::Path) -> (Vec<Value>, Vec<String>) {
     (ok, bad)
 }
 
+/// A batch's tasks file (holding `tasks`) and results file, outside the project.
+struct BatchFiles {
+    tasks: std::path::PathBuf,
+    out: std::path::PathBuf,
+}
+
+impl BatchFiles {
+    fn new(project: &Project, tasks: &[Value]) -> Self {
+        let files = BatchFiles {
+            tasks: project.outside().join("tasks.jsonl"),
+            out: project.outside().join("results.jsonl"),
+        };
+        write_tasks(&files.tasks, tasks);
+        files
+    }
+
+    /// `batch TASKS --out RESULTS`, then `extra`.
+    fn args<'a>(&'a self, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut args = vec![
+            "batch",
+            self.tasks.to_str().expect("utf-8 path"),
+            "--out",
+            self.out.to_str().expect("utf-8 path"),
+        ];
+        args.extend_from_slice(extra);
+        args
+    }
+}
+
 fn write_tasks(path: &std::path::Path, tasks: &[Value]) {
     let body: String = tasks.iter().map(|t| format!("{t}\n")).collect();
     std::fs::write(path, body).expect("write tasks");
@@ -275,23 +304,11 @@ async fn batch_200_parallel_32() {
     let tasks: Vec<Value> = (0..200)
         .map(|i| json!({"id": format!("t{i:03}"), "prompt": format!("batch task number {i}")}))
         .collect();
-    let tasks_file = project.outside().join("tasks.jsonl");
-    let out_file = project.outside().join("results.jsonl");
-    write_tasks(&tasks_file, &tasks);
+    let files = BatchFiles::new(&project, &tasks);
 
     let started = Instant::now();
     let out = project
-        .troupe(
-            &[
-                "batch",
-                tasks_file.to_str().expect("utf-8 path"),
-                "--parallel",
-                "32",
-                "--out",
-                out_file.to_str().expect("utf-8 path"),
-            ],
-            &[],
-        )
+        .troupe(&files.args(&["--parallel", "32"]), &[])
         .await;
     let elapsed = started.elapsed();
     eprintln!(
@@ -299,7 +316,7 @@ async fn batch_200_parallel_32() {
         summary_line(&out.stderr)
     );
     assert_success(&out, "troupe batch");
-    let (lines, bad) = read_results(&out_file);
+    let (lines, bad) = read_results(&files.out);
     assert!(bad.is_empty(), "unparseable lines: {bad:#?}");
     assert_eq!(lines.len(), 200);
     let ids: HashSet<&str> = lines.iter().filter_map(|l| l["id"].as_str()).collect();
@@ -335,22 +352,13 @@ async fn batch_kill_and_resume() {
     let tasks: Vec<Value> = (0..200)
         .map(|i| json!({"id": format!("k{i:03}"), "prompt": format!("resumable task {i}")}))
         .collect();
-    let tasks_file = project.outside().join("tasks.jsonl");
-    let out_file = project.outside().join("results.jsonl");
-    write_tasks(&tasks_file, &tasks);
-    let args = [
-        "batch",
-        tasks_file.to_str().expect("utf-8 path"),
-        "--parallel",
-        "32",
-        "--out",
-        out_file.to_str().expect("utf-8 path"),
-    ];
+    let files = BatchFiles::new(&project, &tasks);
+    let args = files.args(&["--parallel", "32"]);
 
     let mut child = project.spawn(&args, &[]);
     let started = Instant::now();
     loop {
-        let (lines, _) = read_results(&out_file);
+        let (lines, _) = read_results(&files.out);
         if lines.len() >= 30 {
             break;
         }
@@ -369,8 +377,8 @@ async fn batch_kill_and_resume() {
     // Let the killed process's connections close, then count what the provider saw.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let requests_before = completions(&server).len();
-    let (first_lines, first_bad) = read_results(&out_file);
-    let raw = std::fs::read_to_string(&out_file).expect("out file");
+    let (first_lines, first_bad) = read_results(&files.out);
+    let raw = std::fs::read_to_string(&files.out).expect("out file");
     eprintln!(
         "batch_kill_and_resume: killed after {:?} with {} result lines, {} unparseable, ends with newline: {}",
         started.elapsed(),
@@ -408,7 +416,7 @@ async fn batch_kill_and_resume() {
     let resumed_requests = completions(&server).len() - requests_before;
     assert_eq!(resumed_requests, 2 * (200 - first_ids.len()));
 
-    let (lines, bad) = read_results(&out_file);
+    let (lines, bad) = read_results(&files.out);
     assert!(
         bad.len() <= first_bad.len(),
         "the resume wrote bad lines: {bad:#?}"
@@ -440,29 +448,16 @@ async fn batch_resume_after_a_cut_last_line() {
     let tasks: Vec<Value> = (0..3)
         .map(|i| json!({"id": format!("c{i}"), "prompt": format!("cut task {i}")}))
         .collect();
-    let tasks_file = project.outside().join("tasks.jsonl");
-    let out_file = project.outside().join("results.jsonl");
-    write_tasks(&tasks_file, &tasks);
+    let files = BatchFiles::new(&project, &tasks);
     let whole = json!({"id": "c0", "session_id": "ses_x", "status": "completed", "text": "done",
         "tokens": {}, "cost": 0.0, "duration_ms": 1});
-    std::fs::write(&out_file, format!("{whole}\n{{\"id\":\"c1\",\"sess")).expect("out");
+    std::fs::write(&files.out, format!("{whole}\n{{\"id\":\"c1\",\"sess")).expect("out");
 
-    let out = project
-        .troupe(
-            &[
-                "batch",
-                tasks_file.to_str().expect("utf-8 path"),
-                "--out",
-                out_file.to_str().expect("utf-8 path"),
-                "--resume",
-            ],
-            &[],
-        )
-        .await;
+    let out = project.troupe(&files.args(&["--resume"]), &[]).await;
     assert_success(&out, "troupe batch --resume");
     let summary = summary_line(&out.stderr);
     assert_eq!(summary_count(&summary, "skipped"), 1, "{summary}");
-    let (lines, bad) = read_results(&out_file);
+    let (lines, bad) = read_results(&files.out);
     let ids: Vec<&str> = lines.iter().filter_map(|l| l["id"].as_str()).collect();
     let unique: HashSet<&str> = ids.iter().copied().collect();
     assert_eq!(
@@ -486,22 +481,8 @@ async fn batch_failures_exit_nonzero() {
         json!({"id": "bad-model", "prompt": "a task for a missing model", "model": "nosuch/x"}),
         json!({"id": "good-2", "prompt": "another good task"}),
     ];
-    let tasks_file = project.outside().join("tasks.jsonl");
-    let out_file = project.outside().join("results.jsonl");
-    write_tasks(&tasks_file, &tasks);
-    let out = project
-        .troupe(
-            &[
-                "batch",
-                tasks_file.to_str().expect("utf-8 path"),
-                "--parallel",
-                "2",
-                "--out",
-                out_file.to_str().expect("utf-8 path"),
-            ],
-            &[],
-        )
-        .await;
+    let files = BatchFiles::new(&project, &tasks);
+    let out = project.troupe(&files.args(&["--parallel", "2"]), &[]).await;
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -514,7 +495,7 @@ async fn batch_failures_exit_nonzero() {
     assert_eq!(summary_count(&summary, "failed"), 1, "{summary}");
     assert_eq!(summary_count(&summary, "completed"), 2, "{summary}");
 
-    let (lines, bad) = read_results(&out_file);
+    let (lines, bad) = read_results(&files.out);
     assert!(bad.is_empty(), "{bad:#?}");
     assert_eq!(lines.len(), 3);
     let by_id: HashMap<&str, &Value> = lines
@@ -536,18 +517,7 @@ async fn batch_failures_exit_nonzero() {
     assert_eq!(completions(&server).len(), 2);
     // Resuming a file that holds a failure runs nothing and still exits 1: the batch as a
     // whole did not succeed.
-    let out = project
-        .troupe(
-            &[
-                "batch",
-                tasks_file.to_str().expect("utf-8 path"),
-                "--out",
-                out_file.to_str().expect("utf-8 path"),
-                "--resume",
-            ],
-            &[],
-        )
-        .await;
+    let out = project.troupe(&files.args(&["--resume"]), &[]).await;
     let summary = summary_line(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "resume: {summary}");
     assert_eq!(summary_count(&summary, "skipped"), 3, "{summary}");
@@ -559,13 +529,13 @@ async fn batch_failures_exit_nonzero() {
     let mut tasks = tasks;
     tasks[1] = json!({"id": "bad-model", "prompt": "a task for a missing model"});
     tasks.push(json!({"id": "new-task", "prompt": "a task added later"}));
-    write_tasks(&tasks_file, &tasks);
+    write_tasks(&files.tasks, &tasks);
     let retry = |extra: &'static [&'static str]| {
         let mut args = vec![
             "batch".to_string(),
-            tasks_file.display().to_string(),
+            files.tasks.display().to_string(),
             "--out".into(),
-            out_file.display().to_string(),
+            files.out.display().to_string(),
             "--retry-failed".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
@@ -584,7 +554,7 @@ async fn batch_failures_exit_nonzero() {
     assert_eq!(summary_count(&summary, "completed"), 1, "{summary}");
     assert_eq!(summary_count(&summary, "skipped"), 3, "{summary}");
     assert_eq!(completions(&server).len(), 3);
-    let (lines, _) = read_results(&out_file);
+    let (lines, _) = read_results(&files.out);
     let ids: Vec<&str> = lines.iter().filter_map(|l| l["id"].as_str()).collect();
     assert_eq!(ids.len(), 4, "{lines:#?}");
     assert_eq!(ids[3], "bad-model");
@@ -607,7 +577,7 @@ async fn batch_failures_exit_nonzero() {
     assert_eq!(out.status.code(), Some(0), "{summary}");
     assert_eq!(summary_count(&summary, "completed"), 1, "{summary}");
     assert_eq!(completions(&server).len(), 4);
-    let (lines, _) = read_results(&out_file);
+    let (lines, _) = read_results(&files.out);
     assert_eq!(
         lines.last().map(|l| l["id"].clone()),
         Some(json!("new-task"))
@@ -626,25 +596,13 @@ async fn batch_task_max_steps_caps_the_turn() {
         .await
         .expect("mock");
     project.write_config(&mock_config(&server.base_url()).to_string());
-    let tasks_file = project.outside().join("tasks.jsonl");
-    let out_file = project.outside().join("results.jsonl");
-    write_tasks(
-        &tasks_file,
+    let files = BatchFiles::new(
+        &project,
         &[json!({"id": "short", "prompt": "read the file", "maxSteps": 1})],
     );
-    let out = project
-        .troupe(
-            &[
-                "batch",
-                tasks_file.to_str().expect("utf-8 path"),
-                "--out",
-                out_file.to_str().expect("utf-8 path"),
-            ],
-            &[],
-        )
-        .await;
+    let out = project.troupe(&files.args(&[]), &[]).await;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    let (lines, _) = read_results(&out_file);
+    let (lines, _) = read_results(&files.out);
     assert_eq!(lines[0]["status"], "failed", "{}", lines[0]);
     let err = lines[0]["error"].as_str().unwrap_or("");
     assert!(
@@ -654,11 +612,11 @@ async fn batch_task_max_steps_caps_the_turn() {
     assert_eq!(completions(&server).len(), 1, "one step asked for");
 
     write_tasks(
-        &tasks_file,
+        &files.tasks,
         &[json!({"id": "t", "prompt": "p", "maxSteps": 0})],
     );
     let out = project
-        .troupe(&["batch", tasks_file.to_str().expect("utf-8 path")], &[])
+        .troupe(&["batch", files.tasks.to_str().expect("utf-8 path")], &[])
         .await;
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -680,25 +638,13 @@ async fn batch_task_timeout_aborts_the_task() {
     .await
     .expect("mock");
     project.write_config(&mock_config(&server.base_url()).to_string());
-    let tasks_file = project.outside().join("tasks.jsonl");
-    let out_file = project.outside().join("results.jsonl");
-    write_tasks(
-        &tasks_file,
+    let files = BatchFiles::new(
+        &project,
         &[json!({"id": "slow", "prompt": "a slow task", "timeout": 0.5})],
     );
-    let out = project
-        .troupe(
-            &[
-                "batch",
-                tasks_file.to_str().expect("utf-8 path"),
-                "--out",
-                out_file.to_str().expect("utf-8 path"),
-            ],
-            &[],
-        )
-        .await;
+    let out = project.troupe(&files.args(&[]), &[]).await;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    let (lines, _) = read_results(&out_file);
+    let (lines, _) = read_results(&files.out);
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert_eq!(lines[0]["status"], "failed");
     let err = lines[0]["error"].as_str().unwrap_or("");
@@ -719,11 +665,11 @@ async fn batch_task_timeout_aborts_the_task() {
 
     for bad in [json!(0), json!(-1), json!("soon")] {
         write_tasks(
-            &tasks_file,
+            &files.tasks,
             &[json!({"id": "t", "prompt": "p", "timeout": bad})],
         );
         let out = project
-            .troupe(&["batch", tasks_file.to_str().expect("utf-8 path")], &[])
+            .troupe(&["batch", files.tasks.to_str().expect("utf-8 path")], &[])
             .await;
         assert_eq!(out.status.code(), Some(1));
         let err = text(&out.stderr);

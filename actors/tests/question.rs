@@ -82,29 +82,22 @@ async fn pending_question(rt: &Runtime) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_is_published_answered_and_the_answers_reach_the_model() {
-    let Asking {
-        _dir,
-        server,
-        rt,
-        sid,
-        turn,
-        events: mut rx,
-    } = asking("going with it").await;
-    let q = pending_question(&rt).await;
-    assert_eq!(q["sessionID"], sid.as_str());
+    let mut a = asking("going with it").await;
+    let q = pending_question(&a.rt).await;
+    assert_eq!(q["sessionID"], a.sid.as_str());
     assert!(q["id"].as_str().unwrap().starts_with("que_"), "{q}");
     assert_eq!(q["questions"][1]["multiple"], true);
     assert_eq!(q["questions"][0]["options"][1]["label"], "PostgreSQL");
     let id = q["id"].as_str().unwrap().to_string();
     // One list per question: a wrong count is refused and the question stays pending.
-    let e = rt
-        .reply_question(&id, vec![vec!["SQLite".into()]])
-        .unwrap_err();
+    let e =
+        a.rt.reply_question(&id, vec![vec!["SQLite".into()]])
+            .unwrap_err();
     assert_eq!(
         e.to_string(),
         "answers: expected 2 lists (one per question), got 1"
     );
-    rt.reply_question(
+    a.rt.reply_question(
         &id,
         vec![
             vec!["PostgreSQL".into()],
@@ -112,12 +105,12 @@ async fn a_question_is_published_answered_and_the_answers_reach_the_model() {
         ],
     )
     .expect("answered");
-    assert!(rt.reply_question(&id, vec![vec![], vec![]]).is_err());
-    let turn = turn.await.expect("turn task");
+    assert!(a.rt.reply_question(&id, vec![vec![], vec![]]).is_err());
+    let turn = a.turn.await.expect("turn task");
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "going with it");
 
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&a.rt, &a.sid).await);
     let ToolState::Completed { output, title, .. } = &parts[0].1 else {
         panic!("{parts:?}")
     };
@@ -126,65 +119,51 @@ async fn a_question_is_published_answered_and_the_answers_reach_the_model() {
         output,
         "The user answered:\n- Which database should the service use?: PostgreSQL\n- Which features?: auth, search\nContinue with these answers in mind."
     );
-    let reqs = requests_of(&server, &sid);
+    let reqs = requests_of(&a.server, &a.sid);
     assert!(
         request_texts(&reqs[1], "tool")
             .iter()
             .any(|t| t.contains("Which features?: auth, search"))
     );
     let mut names = Vec::new();
-    while let Ok(ev) = rx.try_recv() {
+    while let Ok(ev) = a.events.try_recv() {
         if ev.type_name().starts_with("question.") {
             names.push(ev.type_name());
         }
     }
     assert_eq!(names, ["question.asked", "question.replied"]);
-    rt.shutdown().await;
+    a.rt.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dismissed_question_stops_the_turn() {
-    let Asking {
-        _dir,
-        server,
-        rt,
-        sid,
-        turn,
-        ..
-    } = asking("never sent").await;
-    let q = pending_question(&rt).await;
-    assert!(rt.reject_question(q["id"].as_str().unwrap()));
-    let turn = turn.await.expect("turn task");
+    let a = asking("never sent").await;
+    let q = pending_question(&a.rt).await;
+    assert!(a.rt.reject_question(q["id"].as_str().unwrap()));
+    let turn = a.turn.await.expect("turn task");
     assert_ne!(turn.text, "never sent");
-    assert_eq!(requests_of(&server, &sid).len(), 1);
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    assert_eq!(requests_of(&a.server, &a.sid).len(), 1);
+    let parts = tool_parts(&messages(&a.rt, &a.sid).await);
     let ToolState::Error { error, .. } = &parts[0].1 else {
         panic!("{parts:?}")
     };
     assert!(error.contains("dismissed"), "{error}");
-    assert!(rt.pending_questions().is_empty());
-    rt.shutdown().await;
+    assert!(a.rt.pending_questions().is_empty());
+    a.rt.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborting_the_turn_drops_its_question() {
-    let Asking {
-        _dir,
-        server: _server,
-        rt,
-        sid,
-        turn,
-        ..
-    } = asking("x").await;
-    let q = pending_question(&rt).await;
-    rt.abort(&sid);
-    turn.await.expect("turn task");
-    assert!(rt.pending_questions().is_empty());
+    let a = asking("x").await;
+    let q = pending_question(&a.rt).await;
+    a.rt.abort(&a.sid);
+    a.turn.await.expect("turn task");
+    assert!(a.rt.pending_questions().is_empty());
     assert!(
-        rt.reply_question(q["id"].as_str().unwrap(), vec![vec![], vec![]])
+        a.rt.reply_question(q["id"].as_str().unwrap(), vec![vec![], vec![]])
             .is_err()
     );
-    rt.shutdown().await;
+    a.rt.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -121,17 +121,32 @@ async fn timeout_kills_and_notes() {
     assert_eq!(out.metadata["exit"], Value::Null);
 }
 
+/// `command` run on a task of its own with a progress sink: the task, the sink (the
+/// command's output so far) and the call's abort token.
+fn spawn_bash(
+    dir: &std::path::Path,
+    command: &str,
+    description: &str,
+) -> (
+    tokio::task::JoinHandle<Result<crate::ToolOutput, ToolError>>,
+    Arc<Progress>,
+    tokio_util::sync::CancellationToken,
+) {
+    let progress = Arc::new(Progress::default());
+    let mut ctx = ToolContext::simple(dir);
+    ctx.progress = progress.clone();
+    let abort = ctx.abort.clone();
+    let task = tokio::spawn(
+        BashTool.execute(json!({"command": command, "description": description}), ctx),
+    );
+    (task, progress, abort)
+}
+
 #[tokio::test]
 async fn abort_kills_whole_group() {
     let d = tempfile::tempdir().unwrap();
-    let progress = Arc::new(Progress::default());
-    let mut ctx = ToolContext::simple(d.path());
-    ctx.progress = progress.clone();
-    let abort = ctx.abort.clone();
-    let task = tokio::spawn(BashTool.execute(
-        json!({"command": "echo $$; sleep 30 & sleep 30; wait", "description": "sleepers"}),
-        ctx,
-    ));
+    let (task, progress, abort) =
+        spawn_bash(d.path(), "echo $$; sleep 30 & sleep 30; wait", "sleepers");
     // Wait for the pid to show up in progress.
     let mut pgid = 0;
     for _ in 0..100 {
@@ -197,14 +212,11 @@ async fn wait_gone(pgid: i32) -> Vec<String> {
 #[tokio::test]
 async fn abort_kills_term_ignoring_grandchildren() {
     let d = tempfile::tempdir().unwrap();
-    let progress = Arc::new(Progress::default());
-    let mut ctx = ToolContext::simple(d.path());
-    ctx.progress = progress.clone();
-    let abort = ctx.abort.clone();
-    let task = tokio::spawn(BashTool.execute(
-            json!({"command": "echo $$; trap '' TERM; sleep 30 & sleep 30; wait", "description": "stubborn"}),
-            ctx,
-        ));
+    let (task, progress, abort) = spawn_bash(
+        d.path(),
+        "echo $$; trap '' TERM; sleep 30 & sleep 30; wait",
+        "stubborn",
+    );
     let pgid = wait_for_pid(&progress).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let t0 = std::time::Instant::now();
@@ -218,13 +230,7 @@ async fn abort_kills_term_ignoring_grandchildren() {
 #[tokio::test]
 async fn dropping_the_future_kills_the_group() {
     let d = tempfile::tempdir().unwrap();
-    let progress = Arc::new(Progress::default());
-    let mut ctx = ToolContext::simple(d.path());
-    ctx.progress = progress.clone();
-    let task = tokio::spawn(BashTool.execute(
-        json!({"command": "echo $$; sleep 30 & sleep 30; wait", "description": "dropped"}),
-        ctx,
-    ));
+    let (task, progress, _) = spawn_bash(d.path(), "echo $$; sleep 30 & sleep 30; wait", "dropped");
     let pgid = wait_for_pid(&progress).await;
     task.abort();
     let _ = task.await;
@@ -371,14 +377,11 @@ async fn leftovers_die_with_the_call() {
 #[tokio::test]
 async fn abort_kills_escaped_grandchildren() {
     let d = tempfile::tempdir().unwrap();
-    let progress = Arc::new(Progress::default());
-    let mut ctx = ToolContext::simple(d.path());
-    ctx.progress = progress.clone();
-    let abort = ctx.abort.clone();
-    let task = tokio::spawn(BashTool.execute(
-            json!({"command": "echo $$; setsid sleep 30 & echo $! > a.pid; (timeout 60 sleep 30 &); sleep 30", "description": "t"}),
-            ctx,
-        ));
+    let (task, progress, abort) = spawn_bash(
+        d.path(),
+        "echo $$; setsid sleep 30 & echo $! > a.pid; (timeout 60 sleep 30 &); sleep 30",
+        "t",
+    );
     wait_for_pid(&progress).await;
     let pidfile = d.path().join("a.pid");
     for _ in 0..100 {
