@@ -75,7 +75,7 @@ pub(crate) enum Command {
     /// Print a shell completion script: `troupe completions bash > ~/.local/share/bash-completion/completions/troupe`,
     /// `troupe completions zsh > ~/.zfunc/_troupe`, `troupe completions fish > ~/.config/fish/completions/troupe.fish`.
     Completions {
-        /// Shell.
+        /// The shell to write the completion script for.
         shell: clap_complete::Shell,
     },
     /// Models that can run here: configured ones, a local server's, the catalog models of

@@ -25,7 +25,7 @@ pub const WINDOW: usize = MAX_PERIOD * DOOM_LOOP_THRESHOLD;
 pub struct Call<'a> {
     /// Tool name.
     pub tool: &'a str,
-    /// Input.
+    /// The call's arguments, compared whole with the earlier calls'.
     pub input: &'a Value,
 }
 

@@ -366,9 +366,9 @@ pub(crate) fn payloads_in_id_order<T>(
 /// The permission asker handed to the tools of one turn.
 #[derive(Clone)]
 pub struct TurnPermissions {
-    /// Broker.
+    /// The broker that holds the asks the user has not answered yet.
     pub broker: Arc<PermissionBroker>,
-    /// Session.
+    /// Id of the session (`ses_…`) whose tools ask.
     pub session_id: String,
     /// Project key for approvals (worktree path).
     pub project: String,
@@ -410,7 +410,7 @@ fn deny_message(v: &Verdict) -> String {
 pub enum Policy {
     /// Allow once.
     Allow,
-    /// Reject.
+    /// Reject the call (the model is told it was refused).
     Deny,
 }
 

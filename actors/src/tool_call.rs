@@ -33,7 +33,7 @@ pub struct ToolCallArgs {
     pub tool: Arc<dyn Tool>,
     /// Parsed arguments.
     pub args: Value,
-    /// Context.
+    /// What the tool runs with: session, directory, permissions, abort token, progress.
     pub ctx: ToolContext,
     /// Live-actor count for this actor.
     pub gauge: crate::ActorGauge,

@@ -87,7 +87,7 @@ impl Serialize for ActorStatus {
 /// One node of the tree as served.
 #[derive(Debug, Clone, Serialize)]
 pub struct ActorNode {
-    /// Kind.
+    /// What kind of actor the node is (runtime, session, step, tool call, …).
     pub kind: Kind,
     /// Actor id (session id, message id, call id, …).
     pub id: String,

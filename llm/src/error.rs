@@ -33,7 +33,7 @@ pub enum ErrorKind {
 #[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[error("{message}")]
 pub struct LlmError {
-    /// Class.
+    /// What kind of failure it is; decides whether the request is retried.
     pub kind: ErrorKind,
     /// One-line human message, preferably the provider's own (`error.message`).
     pub message: String,

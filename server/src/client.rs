@@ -15,7 +15,7 @@ pub enum ClientError {
     Http {
         /// Request URL.
         url: String,
-        /// Cause.
+        /// Why the request failed (connection refused, timeout, …).
         err: reqwest::Error,
     },
     /// The server answered an error.

@@ -164,9 +164,9 @@ pub enum ServeError {
     /// Could not bind.
     #[error("cannot listen on {addr}: {err}")]
     Bind {
-        /// Address.
+        /// The address asked for (`host:port`).
         addr: String,
-        /// Cause.
+        /// Why it could not be bound (in use, not permitted, …).
         err: std::io::Error,
     },
     /// Serving failed.

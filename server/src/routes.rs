@@ -109,7 +109,7 @@ pub struct PromptBody {
     pub parts: Option<Vec<PromptPart>>,
     /// Agent name (default `build`).
     pub agent: Option<String>,
-    /// Model.
+    /// Model of this message (`provider/model` or OpenCode's `{providerID, modelID}`).
     pub model: Option<ModelSpec>,
     /// Extra system prompt for this message.
     pub system: Option<String>,

@@ -78,7 +78,7 @@ pub enum Event {
     /// `{file, status, additions, deletions}` (OpenCode `session.diff`).
     #[serde(rename = "session.diff")]
     SessionDiff {
-        /// Session.
+        /// Id of the session (`ses_…`) whose changes these are.
         #[serde(rename = "sessionID")]
         session_id: String,
         /// The changed files.
@@ -88,7 +88,7 @@ pub enum Event {
     /// for a project that is not a git repository). Not an OpenCode event.
     #[serde(rename = "session.notice")]
     SessionNotice {
-        /// Session.
+        /// Id of the session (`ses_…`) the notice is about.
         #[serde(rename = "sessionID")]
         session_id: String,
         /// One line.

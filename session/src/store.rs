@@ -89,9 +89,9 @@ pub enum Write {
     /// Delete a message and its parts; publishes `message.removed` (a revert's hidden
     /// messages at the next prompt).
     RemoveMessage {
-        /// Session.
+        /// Id of the session (`ses_…`) the message belongs to.
         session_id: String,
-        /// Message.
+        /// Id of the message (`msg_…`) to remove, with its parts.
         message_id: String,
     },
     /// Delete a session and everything under it; publishes `session.deleted`.
@@ -105,7 +105,7 @@ pub enum Write {
     },
     /// Replace a session's todo list; publishes `todo.updated`.
     Todos {
-        /// Session.
+        /// Id of the session (`ses_…`) whose list it is.
         session_id: String,
         /// The new list, in order.
         todos: Vec<crate::todo::Todo>,

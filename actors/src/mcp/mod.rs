@@ -99,7 +99,7 @@ pub struct McpServerInfo {
     /// `local` or `remote`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// State.
+    /// Where its connection stands (connecting, connected, restarting, failed, …).
     pub state: McpState,
     /// Why it failed or last restarted.
     #[serde(skip_serializing_if = "Option::is_none")]
