@@ -6,11 +6,10 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use support::*;
 use tempfile::TempDir;
 use troupe_session::{Message, MessageWithParts};
-use troupe_testkit::{MockServer, RecordedRequest, Script, Step};
+use troupe_testkit::{MockServer, Script, Step};
 
 fn msg_id(m: &MessageWithParts) -> &str {
     match &m.info {
@@ -21,34 +20,6 @@ fn msg_id(m: &MessageWithParts) -> &str {
 
 fn is_user(m: &MessageWithParts) -> bool {
     matches!(m.info, Message::User(_))
-}
-
-fn completions(server: &MockServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.path.ends_with("/chat/completions"))
-        .collect()
-}
-
-fn first_user_text(r: &RecordedRequest) -> Vec<String> {
-    r.body["messages"]
-        .as_array()
-        .map(|ms| {
-            ms.iter()
-                .filter(|m| m["role"] == "user")
-                .map(|m| match &m["content"] {
-                    Value::String(s) => s.clone(),
-                    Value::Array(ps) => ps
-                        .iter()
-                        .filter_map(|p| p["text"].as_str())
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                    _ => String::new(),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn session_dir(dir: &TempDir) -> &Path {
@@ -142,7 +113,7 @@ async fn concurrent_prompts_to_one_session_run_one_after_the_other() {
     );
     assert_eq!(reqs[0].step, Some(0));
     assert_eq!(reqs[1].step, Some(1));
-    let users = first_user_text(&reqs[1]);
+    let users = request_texts(&reqs[1], "user");
     assert_eq!(users.len(), 2, "turn 2's request users: {users:?}");
     assert!(
         users[0].contains("first prompt") && users[1].contains("second prompt"),
@@ -199,7 +170,7 @@ async fn idle_session_actor_is_released_and_reloaded() {
         Some(1),
         "the reloaded actor sent turn 1's answer back"
     );
-    let users = first_user_text(&reqs[1]);
+    let users = request_texts(&reqs[1], "user");
     assert_eq!(users.len(), 2, "{users:?}");
 
     rt.shutdown().await;
