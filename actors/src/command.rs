@@ -222,10 +222,7 @@ impl Runtime {
         };
         let user_model = resolve(input.model.clone().or_else(|| user_agent.model.clone()))?;
         let task_model = resolve(cmd.model.clone().or_else(|| sub.model.clone()))?;
-        let model_ref = |m: &troupe_config::model::ResolvedModel| ModelRef {
-            provider_id: m.provider_id.clone(),
-            model_id: m.model_id.clone(),
-        };
+        let model_ref = |m: &troupe_config::model::ResolvedModel| ModelRef::from(m);
         let description = cmd.description.clone().unwrap_or_else(|| cmd.name.clone());
         let user = UserMessage {
             id: troupe_session::id::message(),

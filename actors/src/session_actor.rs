@@ -22,7 +22,7 @@ use troupe_agents::Agent;
 use troupe_config::ResolvedModel;
 use troupe_llm::ToolSpec;
 use troupe_session::{
-    AssistantMessage, AssistantTime, Event, Message, MessageError, MessageErrorName, MessagePath,
+    AssistantMessage, Event, Message, MessageError, MessageErrorName, MessagePath,
     MessageWithParts, ModelRef, Part, PartKind, Session, SessionStatus, UserMessage, UserTime,
     Write, now_ms,
 };
@@ -370,10 +370,7 @@ impl SessionActor {
             session_id: state.session.id.clone(),
             time: UserTime { created: now_ms() },
             agent: agent.name.clone(),
-            model: ModelRef {
-                provider_id: model.provider_id.clone(),
-                model_id: model.model_id.clone(),
-            },
+            model: ModelRef::from(&*model),
             system: input.system.clone(),
             summary: None,
         };
@@ -903,28 +900,16 @@ impl SessionActor {
         #[cfg(not(debug_assertions))]
         let _ = (&view, delivered);
         request.body = Some(body.into());
-        let assistant = AssistantMessage {
-            id: troupe_session::id::message(),
-            session_id: state.session.id.clone(),
-            parent_id: turn.user_id.clone(),
-            time: AssistantTime {
-                created: now_ms(),
-                completed: None,
-            },
-            agent: turn.agent.name.clone(),
-            model_id: model.model_id.clone(),
-            provider_id: model.provider_id.clone(),
-            path: MessagePath {
+        let assistant = AssistantMessage::begun(
+            &state.session.id,
+            &turn.user_id,
+            &turn.agent.name,
+            &ModelRef::from(&*model),
+            MessagePath {
                 cwd: state.directory.display().to_string(),
                 root: state.worktree.display().to_string(),
             },
-            summary: false,
-            cost: Default::default(),
-            tokens: Default::default(),
-            finish: None,
-            error: None,
-            structured: None,
-        };
+        );
         state
             .rt
             .store

@@ -69,6 +69,15 @@ pub struct ModelRef {
     pub model_id: String,
 }
 
+impl From<&troupe_config::model::ResolvedModel> for ModelRef {
+    fn from(m: &troupe_config::model::ResolvedModel) -> Self {
+        ModelRef {
+            provider_id: m.provider_id.clone(),
+            model_id: m.model_id.clone(),
+        }
+    }
+}
+
 impl ModelRef {
     /// Parse `provider/model` (split at the first `/`).
     pub fn parse(spec: &str) -> Option<Self> {
