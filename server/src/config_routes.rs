@@ -20,12 +20,34 @@ pub async fn agents(State(st): State<AppState>) -> ApiResult<Json<Value>> {
         .map_err(|e| ApiError::internal(e.to_string()))
 }
 
-/// Replace every `headers` object's values with `<redacted>` (they often carry credentials).
-fn redact_headers(v: &mut Value) {
+/// Whether a config key's name says its value is a credential (`apiKey`, `grammarToken`,
+/// `client_secret`, `password`, `Authorization`, …): its value is never shown.
+fn is_credential_name(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    [
+        "key",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "auth",
+        "credential",
+        "cookie",
+    ]
+    .iter()
+    .any(|w| k.contains(w))
+}
+
+/// Replace with `<redacted>` every value of a `headers` or `environment` object (they often
+/// carry credentials) and every string under a credential-like key name
+/// ([`is_credential_name`]), at any depth (numbers stay: `preserve_recent_tokens` is a count).
+fn redact_credentials(v: &mut Value) {
     match v {
         Value::Object(m) => {
             for (k, val) in m.iter_mut() {
-                if k == "headers" || k == "environment" {
+                if is_credential_name(k) && val.is_string() {
+                    *val = Value::from("<redacted>");
+                } else if k == "headers" || k == "environment" {
                     match val {
                         Value::Object(h) => {
                             for hv in h.values_mut() {
@@ -44,11 +66,11 @@ fn redact_headers(v: &mut Value) {
                         _ => {}
                     }
                 } else {
-                    redact_headers(val);
+                    redact_credentials(val);
                 }
             }
         }
-        Value::Array(a) => a.iter_mut().for_each(redact_headers),
+        Value::Array(a) => a.iter_mut().for_each(redact_credentials),
         _ => {}
     }
 }
@@ -83,7 +105,7 @@ pub async fn models(
         }
     }
     let mut v = serde_json::to_value(list).map_err(|e| ApiError::internal(e.to_string()))?;
-    redact_headers(&mut v);
+    redact_credentials(&mut v);
     Ok(Json(v))
 }
 
@@ -92,7 +114,7 @@ pub async fn models(
 pub async fn config(State(st): State<AppState>) -> ApiResult<Json<Value>> {
     let mut v = serde_json::to_value(&st.runtime.shared().config.config)
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    redact_headers(&mut v);
+    redact_credentials(&mut v);
     Ok(Json(v))
 }
 
@@ -105,11 +127,32 @@ mod tests {
     fn headers_are_redacted_everywhere() {
         let mut v = json!({"provider": {"x": {"options": {"headers": {"Authorization": "k"}}}},
                            "list": [{"headers": [["X-Key", "k"]]}]});
-        redact_headers(&mut v);
+        redact_credentials(&mut v);
         assert_eq!(
             v["provider"]["x"]["options"]["headers"]["Authorization"],
             "<redacted>"
         );
         assert_eq!(v["list"][0]["headers"][0][1], "<redacted>");
+    }
+
+    #[test]
+    fn credential_like_option_values_are_redacted_and_the_rest_kept() {
+        let mut v = json!({"provider": {"x": {"options": {
+            "baseURL": "http://127.0.0.1:8765/v1", "temperature": 0.2,
+            "apiKey": "sk-1", "grammarToken": "sk-abc", "client_secret": "s",
+            "X-Api-Key": "12345", "extraBody": {"password": "p", "mode": "fast"}
+        }}}});
+        redact_credentials(&mut v);
+        let o = &v["provider"]["x"]["options"];
+        for k in ["apiKey", "grammarToken", "client_secret", "X-Api-Key"] {
+            assert_eq!(o[k], "<redacted>", "{k}");
+        }
+        assert_eq!(o["extraBody"]["password"], "<redacted>");
+        assert_eq!(o["extraBody"]["mode"], "fast");
+        assert_eq!(o["baseURL"], "http://127.0.0.1:8765/v1");
+        assert_eq!(o["temperature"], 0.2);
+        let mut c = json!({"compaction": {"preserve_recent_tokens": 8000}});
+        redact_credentials(&mut c);
+        assert_eq!(c["compaction"]["preserve_recent_tokens"], 8000);
     }
 }
