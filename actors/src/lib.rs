@@ -443,6 +443,10 @@ impl SessionPatch {
     }
 }
 
+/// How long [`Runtime::delete_session`] waits for an aborted turn to close its parts before
+/// it deletes the session anyway: 10 s.
+pub const DELETE_ABORT_WAIT: Duration = Duration::from_secs(10);
+
 /// The result of one turn.
 #[derive(Debug, Clone, Serialize)]
 pub struct TurnResult {
@@ -1270,6 +1274,19 @@ impl Runtime {
     pub async fn delete_session(&self, session_id: &str) -> Result<bool, RuntimeError> {
         self.refuse_if_driven_elsewhere(session_id).await?;
         self.abort(session_id);
+        // The aborted turn still closes its parts; delete after those writes, or they would
+        // reach the store after the session's rows are gone (a foreign-key failure that
+        // fails the writer's whole batch). Bounded: a turn that does not end within
+        // [`DELETE_ABORT_WAIT`] is deleted anyway.
+        let deadline = tokio::time::Instant::now() + DELETE_ABORT_WAIT;
+        loop {
+            let changed = self.shared.tree.changed();
+            if self.shared.tree.session_idle(session_id)
+                || tokio::time::timeout_at(deadline, changed).await.is_err()
+            {
+                break;
+            }
+        }
         // Its background processes stop with it.
         let owner = session_id.to_string();
         let _ =

@@ -235,6 +235,13 @@ impl ActorTree {
         self.changed.notified()
     }
 
+    /// Whether session `session_id` has no turn running (its actor idle, or not live).
+    pub fn session_idle(&self, session_id: &str) -> bool {
+        self.nodes
+            .get(&node_key(Kind::Session, session_id))
+            .is_none_or(|e| e.node.status.is_idle())
+    }
+
     /// Whether every live session is idle (a session with only background work left).
     pub fn sessions_idle(&self) -> bool {
         self.nodes

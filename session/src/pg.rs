@@ -388,6 +388,12 @@ const UPSERT_SESSION: &str = "WITH w AS (
         ON CONFLICT (id) DO UPDATE SET title = EXCLUDED.title,
             time_updated = EXCLUDED.time_updated, data = EXCLUDED.data)
     INSERT INTO event (session_id, seq, type, time, data) VALUES ($1, $8, $9, $10, $7)";
+// An update never inserts (a session deleted meanwhile stays deleted); its event is logged
+// only when the row exists.
+const UPDATE_SESSION: &str = "WITH w AS (
+        UPDATE session SET title = $2, time_updated = $3, data = $4 WHERE id = $1 RETURNING id)
+    INSERT INTO event (session_id, seq, type, time, data)
+    SELECT $1, $5, 'session.updated', $6, $4 FROM w";
 const UPSERT_MESSAGE: &str = "WITH w AS (
         INSERT INTO message (id, session_id, role, time_created, data) VALUES ($1, $2, $3, $4, $5)
         ON CONFLICT (id) DO UPDATE SET data = EXCLUDED.data)
@@ -496,27 +502,37 @@ fn apply_in(
         match w {
             Write::Session { info, created } => {
                 let seq = next_seq(&mut tx, stmts, &info.id)?;
-                let ty = if *created {
-                    "session.created"
+                if *created {
+                    let st = prepared(stmts, &mut tx, UPSERT_SESSION)?;
+                    tx.execute(
+                        &st,
+                        &[
+                            &info.id,
+                            &info.parent_id,
+                            &info.directory,
+                            &info.title,
+                            &info.time.created,
+                            &info.time.updated,
+                            &json(info),
+                            &seq,
+                            &"session.created",
+                            &now,
+                        ],
+                    )?;
                 } else {
-                    "session.updated"
-                };
-                let st = prepared(stmts, &mut tx, UPSERT_SESSION)?;
-                tx.execute(
-                    &st,
-                    &[
-                        &info.id,
-                        &info.parent_id,
-                        &info.directory,
-                        &info.title,
-                        &info.time.created,
-                        &info.time.updated,
-                        &json(info),
-                        &seq,
-                        &ty,
-                        &now,
-                    ],
-                )?;
+                    let st = prepared(stmts, &mut tx, UPDATE_SESSION)?;
+                    tx.execute(
+                        &st,
+                        &[
+                            &info.id,
+                            &info.title,
+                            &info.time.updated,
+                            &json(info),
+                            &seq,
+                            &now,
+                        ],
+                    )?;
+                }
             }
             Write::Message(m) => {
                 let seq = next_seq(&mut tx, stmts, m.session_id())?;

@@ -701,33 +701,46 @@ fn apply(path: &Path, conn: &mut Connection, writes: &[Write]) -> Result<(), Sto
             match w {
                 Write::Session { info, created } => {
                     let data = json(info);
-                    tx.prepare_cached(
-                        "INSERT INTO session (id, parent_id, directory, title, time_created, time_updated, data)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                         ON CONFLICT(id) DO UPDATE SET title = excluded.title, time_updated = excluded.time_updated, data = excluded.data",
-                    )
-                    .and_then(|mut s| {
-                        s.execute(params![
-                            info.id,
-                            info.parent_id,
-                            info.directory,
-                            info.title,
-                            info.time.created,
-                            info.time.updated,
-                            data
-                        ])
-                    })
+                    // An update never inserts: a session deleted meanwhile (its turn was
+                    // still closing parts, a title arrived late) must stay deleted.
+                    let changed = if *created {
+                        tx.prepare_cached(
+                            "INSERT INTO session (id, parent_id, directory, title, time_created, time_updated, data)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                             ON CONFLICT(id) DO UPDATE SET title = excluded.title, time_updated = excluded.time_updated, data = excluded.data",
+                        )
+                        .and_then(|mut s| {
+                            s.execute(params![
+                                info.id,
+                                info.parent_id,
+                                info.directory,
+                                info.title,
+                                info.time.created,
+                                info.time.updated,
+                                data
+                            ])
+                        })
+                    } else {
+                        tx.prepare_cached(
+                            "UPDATE session SET title = ?2, time_updated = ?3, data = ?4 WHERE id = ?1",
+                        )
+                        .and_then(|mut s| {
+                            s.execute(params![info.id, info.title, info.time.updated, data])
+                        })
+                    }
                     .map_err(|e| sql_err(path, e))?;
-                    log(
-                        &tx,
-                        &info.id,
-                        if *created {
-                            "session.created"
-                        } else {
-                            "session.updated"
-                        },
-                        &data,
-                    )?;
+                    if changed > 0 {
+                        log(
+                            &tx,
+                            &info.id,
+                            if *created {
+                                "session.created"
+                            } else {
+                                "session.updated"
+                            },
+                            &data,
+                        )?;
+                    }
                 }
                 Write::Message(m) => {
                     let data = json(m);

@@ -609,3 +609,34 @@ async fn write_error_surfaces_at_flush(db) {
     store.flush().await.unwrap();
 }
 }
+
+both_backends! {
+/// An update of a session that was deleted meanwhile (a turn still closing its parts, a
+/// late title) does not bring it back: updates never insert.
+async fn an_update_after_the_delete_does_not_resurrect_the_session(db) {
+    let store = db.open();
+    let mut s = Session::new("/tmp", None);
+    store.write1(Write::Session { info: s.clone(), created: true });
+    store.flush().await.unwrap();
+    store.write1(Write::DeleteSession(s.clone()));
+    s.title = "a late title".into();
+    store.write1(Write::Session { info: s.clone(), created: false });
+    store.flush().await.expect("the update of a gone session is no error");
+    let sid = s.id.clone();
+    let (gone, events) = store
+        .read(move |r| Ok((r.session(&sid)?, r.event_count(&sid)?)))
+        .await
+        .unwrap();
+    assert_eq!(gone, None);
+    assert_eq!(events, 0, "no event is logged for a session that is gone");
+    // An update of a live session still updates it.
+    let mut live = Session::new("/tmp", None);
+    store.write1(Write::Session { info: live.clone(), created: true });
+    live.title = "renamed".into();
+    store.write1(Write::Session { info: live.clone(), created: false });
+    store.flush().await.unwrap();
+    let lid = live.id.clone();
+    let got = store.read(move |r| r.session(&lid)).await.unwrap().expect("live session");
+    assert_eq!(got.title, "renamed");
+}
+}

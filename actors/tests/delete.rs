@@ -1,0 +1,69 @@
+//! Deleting a session while its turn runs (`DELETE /session/{id}` right after
+//! `prompt_async`): the turn is aborted and the session deleted after the turn closed its
+//! parts, so no write reaches the store for rows that are gone (a foreign-key failure would
+//! fail the store writer's whole batch and the next flush).
+
+mod support;
+
+use serde_json::json;
+use support::*;
+use troupe_testkit::{Conversation, MockServer, Script, Step};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_busy_session_waits_for_its_aborted_turn() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("test_sleep", json!({"ms": 60000})),
+            Step::text("never reached"),
+        ])
+        .matching("BUSY"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    // Several sessions, so other sessions' writes share the writer's batches.
+    let mut sids = Vec::new();
+    for _ in 0..4 {
+        sids.push(rt.create_session(&root, None).await.expect("session").id);
+    }
+    let turns: Vec<_> = sids
+        .iter()
+        .map(|s| spawn_prompt(&rt, s, "BUSY: sleep"))
+        .collect();
+    // Each turn is inside its tool call.
+    for sid in &sids {
+        let sid = sid.clone();
+        let rt2 = rt.clone();
+        wait_until("the tool call to run", move || {
+            let tree = serde_json::to_string(&rt2.actors()).unwrap_or_default();
+            tree.contains(&sid) && tree.contains("test_sleep")
+        })
+        .await;
+    }
+    for sid in &sids {
+        assert!(rt.delete_session(sid).await.expect("delete"), "{sid}");
+    }
+    for t in turns {
+        let turn = t.await.expect("turn task");
+        assert!(turn.error.is_some(), "{turn:?}");
+    }
+    // Nothing the aborted turns wrote failed in the store.
+    rt.store()
+        .flush()
+        .await
+        .expect("the store writer saw no failed write");
+    for sid in &sids {
+        let key = sid.clone();
+        assert!(
+            rt.store()
+                .read(move |r| r.session(&key))
+                .await
+                .expect("read")
+                .is_none(),
+            "{sid} still stored"
+        );
+    }
+    rt.shutdown().await;
+    server.shutdown().await;
+}
