@@ -1303,3 +1303,62 @@ async fn saved_tool_outputs_past_their_retention_are_deleted() {
     }
     assert!(other.exists());
 }
+
+/// A non-loopback IPv4 address of this machine (from `hostname -I`), if it has one.
+fn local_lan_ipv4() -> Option<String> {
+    let out = std::process::Command::new("hostname")
+        .arg("-I")
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|a| a.parse::<std::net::Ipv4Addr>().ok())
+        .find(|a| !a.is_loopback())
+        .map(|a| a.to_string())
+}
+
+/// `curl -X POST <url>/session` with `headers`, under `env`; the HTTP status it got.
+fn curl_post_session(url: &str, headers: &[&str], env: &[(&str, &str)]) -> String {
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"]);
+    cmd.args(["-H", "content-type: application/json", "-d", "{}"]);
+    for h in headers {
+        cmd.args(["-H", h]);
+    }
+    cmd.arg(format!("{url}/session"));
+    cmd.envs(env.iter().copied());
+    let out = cmd.output().expect("run curl");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The port of a base URL `http://host:port`.
+fn port_of(base: &str) -> &str {
+    base.rsplit(':').next().expect("a port")
+}
+
+/// A tool process of this machine that connects to one of the machine's non-loopback
+/// addresses (`--hostname 0.0.0.0`) is traced like one on 127.0.0.1: the model that read the
+/// password from the server's command line still cannot change state.
+#[tokio::test]
+async fn a_tool_process_is_refused_over_a_non_loopback_local_address() {
+    let Some(ip) = local_lan_ipv4() else {
+        eprintln!("skipped: this machine has no non-loopback IPv4 address");
+        return;
+    };
+    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let srv = Served::start(
+        &mock.base_url(),
+        json!({}),
+        &["--hostname", "0.0.0.0", "--password", "s3cret"],
+    )
+    .await;
+    let url = format!("http://{ip}:{}", port_of(&srv.base));
+    let auth = "Authorization: Bearer s3cret";
+    let mark = [(troupe_tools::procs::OWNER_ENV, "model-1")];
+    assert_eq!(curl_post_session(&url, &[auth], &[]), "200", "the user");
+    assert_eq!(
+        curl_post_session(&url, &[auth], &mark),
+        "403",
+        "a tool process over {ip}"
+    );
+}

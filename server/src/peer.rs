@@ -4,7 +4,7 @@
 //! server on 127.0.0.1 is the model itself: its `bash` tool can run `curl -X PATCH
 //! …/session/ID -d '{"permission": …}'` to loosen its own rules, answer its own permission
 //! asks through `POST /permission/ID/reply`, or prompt a session whose agent may do more. So
-//! every state-changing request (any method but GET, HEAD, OPTIONS) from a loopback peer is
+//! every state-changing request (any method but GET, HEAD, OPTIONS) is
 //! traced to the process that owns the client socket (`/proc/net/tcp{,6}` gives the socket's
 //! inode, `/proc/PID/fd` its owner), and refused with **403** when that process was started
 //! by a troupe tool:
@@ -17,6 +17,11 @@
 //!   `troupe run`, or one that cleared its environment. troupe is a subreaper
 //!   ([`troupe_tools::procs`]), so a tool's orphans (`setsid`, `nohup … &`, double forks) stay
 //!   its descendants and cannot shed that ancestry.
+//!
+//! Every peer is looked up, whatever its address: a process on this machine that connects to
+//! one of the machine's other addresses (`--hostname 0.0.0.0`, then `curl http://<LAN
+//! address>:4096`) is in `/proc/net/tcp{,6}` as much as one on 127.0.0.1; a remote peer is
+//! simply not found there and goes on to the password.
 //!
 //! Reads (`GET /event`, `GET /session/…`) stay open: they change nothing. When the owner
 //! cannot be found (the connection closed, another user's process, a platform without
@@ -63,9 +68,6 @@ pub async fn guard(request: Request, next: Next) -> Response {
     else {
         return next.run(request).await;
     };
-    if !peer.ip().is_loopback() {
-        return next.run(request).await;
-    }
     let found = tokio::task::spawn_blocking(move || tool_peer(peer))
         .await
         .ok()
@@ -85,7 +87,7 @@ pub async fn guard(request: Request, next: Next) -> Response {
     }
 }
 
-/// The client process of a loopback connection from `peer`, if a troupe tool started it.
+/// The client process of a connection from `peer`, if a troupe tool started it.
 /// Blocking: reads `/proc`. `None` when the owner cannot be found or is not a tool process.
 pub fn tool_peer(peer: SocketAddr) -> Option<ToolPeer> {
     // `/proc/net/tcp` is produced in pieces while sockets come and go, so one reading can
