@@ -174,13 +174,15 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
-/// Whether `hostname` only accepts local connections (`localhost`, 127.0.0.0/8, `::1`).
+/// Whether `hostname` only accepts local connections (`localhost`, 127.0.0.0/8, `::1`, and
+/// the IPv4-mapped `::ffff:127.x.y.z`).
 pub fn is_loopback(hostname: &str) -> bool {
     if hostname.eq_ignore_ascii_case("localhost") {
         return true;
     }
     let h = hostname.trim_start_matches('[').trim_end_matches(']');
-    h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    h.parse::<IpAddr>()
+        .is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
 /// Refuse a password that is empty or only blanks ([`ServeError::BlankPassword`]), then a
@@ -455,6 +457,8 @@ mod tests {
         assert!(check_bind("localhost", None).is_ok());
         assert!(check_bind("::1", None).is_ok());
         assert!(check_bind("[::1]", None).is_ok());
+        assert!(check_bind("::ffff:127.0.0.1", None).is_ok());
+        assert!(check_bind("::ffff:192.0.2.2", None).is_err());
         assert!(check_bind("0.0.0.0", None).is_err());
         assert!(check_bind("0.0.0.0", Some("")).is_err());
         assert!(check_bind("0.0.0.0", Some("pw")).is_ok());

@@ -90,11 +90,18 @@ pub async fn guard(request: Request, next: Next) -> Response {
 /// The client process of a connection from `peer`, if a troupe tool started it.
 /// Blocking: reads `/proc`. `None` when the owner cannot be found or is not a tool process.
 pub fn tool_peer(peer: SocketAddr) -> Option<ToolPeer> {
-    // `/proc/net/tcp` is produced in pieces while sockets come and go, so one reading can
-    // miss a live entry: look a few times before giving up.
+    let row = find_socket_retrying(peer, &Procfs)?;
+    Procfs
+        .socket_owner(row.inode)
+        .and_then(|pid| judge(pid, &Procfs))
+}
+
+/// Looks for `peer` in the socket tables a few times before giving up: `/proc/net/tcp` is
+/// produced in pieces while sockets come and go, so one reading can miss a live entry.
+fn find_socket_retrying(peer: SocketAddr, t: &dyn ProcessTable) -> Option<SocketRow> {
     for attempt in 0..LOOKUP_ATTEMPTS {
-        if let Some(pid) = socket_inode(peer).and_then(socket_owner) {
-            return judge(pid, &Procfs);
+        if let Some(row) = find_socket(peer, t) {
+            return Some(row);
         }
         if attempt + 1 < LOOKUP_ATTEMPTS {
             std::thread::sleep(std::time::Duration::from_millis(2));
@@ -103,8 +110,25 @@ pub fn tool_peer(peer: SocketAddr) -> Option<ToolPeer> {
     None
 }
 
-/// How many times [`tool_peer`] looks for the client socket (2 ms apart).
+/// How many times [`find_socket_retrying`] looks for the client socket (2 ms apart).
 const LOOKUP_ATTEMPTS: usize = 5;
+
+/// The row of the client socket whose local end is `peer`. The address is canonicalized
+/// first: a listener on `::` sees an IPv4 client as `::ffff:a.b.c.d`, while the client's
+/// socket is an IPv4 one, in `/proc/net/tcp`.
+pub fn find_socket(peer: SocketAddr, t: &dyn ProcessTable) -> Option<SocketRow> {
+    let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
+    let tables: &[bool] = match peer {
+        SocketAddr::V4(_) => &[false, true],
+        SocketAddr::V6(_) => &[true],
+    };
+    tables.iter().find_map(|v6| {
+        t.net_table(*v6)?
+            .lines()
+            .skip(1)
+            .find_map(|line| row_of_line(line, peer))
+    })
+}
 
 /// What [`judge`] reads about processes (a trait so the decision is testable on a made-up
 /// process table).
@@ -117,6 +141,19 @@ pub trait ProcessTable {
     fn is_troupe(&self, pid: u32) -> bool;
     /// This process's pid.
     fn me(&self) -> u32;
+    /// The text of `/proc/net/tcp6` (`v6`) or `/proc/net/tcp`, if readable.
+    fn net_table(&self, v6: bool) -> Option<String>;
+    /// The pid that holds the socket `inode` open (readable processes only).
+    fn socket_owner(&self, inode: u64) -> Option<u32>;
+}
+
+/// What a row of `/proc/net/tcp{,6}` tells about a socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketRow {
+    /// The socket's inode (found again among the `/proc/PID/fd` links of its owner).
+    pub inode: u64,
+    /// The uid that created the socket.
+    pub uid: u32,
 }
 
 /// Ancestors of `pid`, nearest first, `pid` itself excluded (stops at init or after 512
@@ -197,33 +234,32 @@ impl ProcessTable for Procfs {
     fn me(&self) -> u32 {
         std::process::id()
     }
+
+    fn net_table(&self, v6: bool) -> Option<String> {
+        let path = if v6 {
+            "/proc/net/tcp6"
+        } else {
+            "/proc/net/tcp"
+        };
+        // One large read: fewer pieces for the kernel to stitch together.
+        let mut text = String::with_capacity(1 << 20);
+        std::io::Read::read_to_string(&mut std::fs::File::open(path).ok()?, &mut text).ok()?;
+        Some(text)
+    }
+
+    fn socket_owner(&self, inode: u64) -> Option<u32> {
+        socket_owner(inode)
+    }
 }
 
 fn own_exe() -> Option<PathBuf> {
     std::fs::read_link("/proc/self/exe").ok()
 }
 
-/// Inode of the socket whose local end is `peer` (the client side of a connection to this
-/// server), from `/proc/net/tcp` or `/proc/net/tcp6`.
-fn socket_inode(peer: SocketAddr) -> Option<u64> {
-    let files: &[&str] = match peer {
-        SocketAddr::V4(_) => &["/proc/net/tcp", "/proc/net/tcp6"],
-        SocketAddr::V6(_) => &["/proc/net/tcp6"],
-    };
-    files.iter().find_map(|f| {
-        // One large read: fewer pieces for the kernel to stitch together.
-        let mut text = String::with_capacity(1 << 20);
-        std::io::Read::read_to_string(&mut std::fs::File::open(f).ok()?, &mut text).ok()?;
-        text.lines()
-            .skip(1)
-            .find_map(|line| inode_of_line(line, peer))
-    })
-}
-
 /// Parse one `/proc/net/tcp{,6}` row (`sl local rem st tx:rx tr:when retrnsmt uid timeout
-/// inode …`, addresses as hex words in host byte order) and return its inode when its local
-/// address is `want`. An IPv4 peer also matches its IPv4-mapped IPv6 form.
-fn inode_of_line(line: &str, want: SocketAddr) -> Option<u64> {
+/// inode …`, addresses as hex words in host byte order) and return its inode and uid when its
+/// local address is `want`. An IPv4 peer also matches its IPv4-mapped IPv6 form.
+fn row_of_line(line: &str, want: SocketAddr) -> Option<SocketRow> {
     let cols: Vec<&str> = line.split_whitespace().collect();
     let (addr, port) = cols.get(1)?.split_once(':')?;
     if u16::from_str_radix(port, 16).ok()? != want.port() {
@@ -237,7 +273,9 @@ fn inode_of_line(line: &str, want: SocketAddr) -> Option<u64> {
     if !same {
         return None;
     }
-    cols.get(9)?.parse().ok().filter(|i| *i != 0)
+    let inode = cols.get(9)?.parse().ok().filter(|i| *i != 0)?;
+    let uid = cols.get(7)?.parse().ok()?;
+    Some(SocketRow { inode, uid })
 }
 
 /// An address column: the kernel prints each 32-bit word of the network-order address as

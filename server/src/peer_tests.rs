@@ -1,10 +1,14 @@
 use super::*;
 use std::collections::HashMap;
 
-/// A made-up process table: pid → (parent, mark, is troupe).
+/// A made-up process table: pid → (parent, mark, is troupe); the text of `/proc/net/tcp` and
+/// `/proc/net/tcp6`; socket inode → owner pid.
 struct Table {
     me: u32,
     procs: HashMap<u32, (u32, Option<&'static str>, bool)>,
+    tcp: String,
+    tcp6: String,
+    sockets: HashMap<u64, u32>,
 }
 
 impl ProcessTable for Table {
@@ -20,6 +24,22 @@ impl ProcessTable for Table {
     fn me(&self) -> u32 {
         self.me
     }
+    fn net_table(&self, v6: bool) -> Option<String> {
+        Some(if v6 { &self.tcp6 } else { &self.tcp }.clone())
+    }
+    fn socket_owner(&self, inode: u64) -> Option<u32> {
+        self.sockets.get(&inode).copied()
+    }
+}
+
+/// The header line of `/proc/net/tcp{,6}`.
+const HEADER: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode";
+
+/// A `/proc/net/tcp` row for a client socket at `local` (hex `ADDR:PORT`) owned by `uid`.
+fn row(local: &str, uid: u32, inode: u64) -> String {
+    format!(
+        "   3: {local} 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  {uid}        0 {inode} 1 0000000000000000 20 4 30 10 -1"
+    )
 }
 
 /// init(1) → user shell(10) → troupe serve(100); shell(10) → troupe run(200) → bash(201,
@@ -39,7 +59,13 @@ fn table() -> Table {
         (300, (10, None, true)),
         (301, (10, None, false)),
     ]);
-    Table { me: 100, procs }
+    Table {
+        me: 100,
+        procs,
+        tcp: HEADER.to_string(),
+        tcp6: HEADER.to_string(),
+        sockets: HashMap::new(),
+    }
 }
 
 #[test]
@@ -100,19 +126,23 @@ fn a_cycle_in_the_table_ends() {
 fn proc_net_rows_parse_to_the_local_address() {
     let v4 = "   3: 0100007F:A2C4 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 998877 1 0000000000000000 20 4 30 10 -1";
     let peer: SocketAddr = "127.0.0.1:41668".parse().unwrap();
-    assert_eq!(inode_of_line(v4, peer), Some(998877));
-    assert_eq!(inode_of_line(v4, "127.0.0.1:41669".parse().unwrap()), None);
-    assert_eq!(inode_of_line(v4, "127.0.0.2:41668".parse().unwrap()), None);
+    let found = SocketRow {
+        inode: 998877,
+        uid: 1000,
+    };
+    assert_eq!(row_of_line(v4, peer), Some(found));
+    assert_eq!(row_of_line(v4, "127.0.0.1:41669".parse().unwrap()), None);
+    assert_eq!(row_of_line(v4, "127.0.0.2:41668".parse().unwrap()), None);
     // ::1 and ::ffff:127.0.0.1 in /proc/net/tcp6.
     let v6 = "   0: 00000000000000000000000001000000:A2C4 00000000000000000000000001000000:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 4455 1 0 20 4 30 10 -1";
     assert_eq!(
-        inode_of_line(v6, "[::1]:41668".parse().unwrap()),
+        row_of_line(v6, "[::1]:41668".parse().unwrap()).map(|r| r.inode),
         Some(4455)
     );
     let mapped = "   0: 0000000000000000FFFF00000100007F:A2C4 0000000000000000FFFF00000100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 77 1 0 20 4 30 10 -1";
-    assert_eq!(inode_of_line(mapped, peer), Some(77));
-    assert_eq!(inode_of_line("garbage", peer), None);
-    assert_eq!(inode_of_line("", peer), None);
+    assert_eq!(row_of_line(mapped, peer).map(|r| r.inode), Some(77));
+    assert_eq!(row_of_line("garbage", peer), None);
+    assert_eq!(row_of_line("", peer), None);
 }
 
 #[test]
@@ -121,7 +151,26 @@ fn the_owner_of_a_real_client_socket_is_found() {
     let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     let (_server_side, peer) = listener.accept().unwrap();
     assert_eq!(peer, client.local_addr().unwrap());
-    let inode = socket_inode(peer).expect("the client socket is in /proc/net/tcp");
-    assert_eq!(socket_owner(inode), Some(std::process::id()));
+    let row = find_socket(peer, &Procfs).expect("the client socket is in /proc/net/tcp");
+    assert_eq!(socket_owner(row.inode), Some(std::process::id()));
     assert_eq!(tool_peer(peer), None, "this test process is not a tool's");
+}
+
+#[test]
+fn an_ipv4_client_seen_as_ipv4_mapped_ipv6_is_found_in_the_ipv4_table() {
+    // `--hostname ::`: the listener sees a client of 127.0.0.1 as ::ffff:127.0.0.1, but the
+    // client's own socket is an IPv4 one, listed in /proc/net/tcp.
+    let mut t = table();
+    t.tcp = format!("{HEADER}\n{}", row("0100007F:A2C4", 1000, 31));
+    t.sockets.insert(31, 202);
+    let mapped: SocketAddr = "[::ffff:127.0.0.1]:41668".parse().unwrap();
+    assert_eq!(
+        find_socket(mapped, &t),
+        Some(SocketRow {
+            inode: 31,
+            uid: 1000
+        })
+    );
+    let owner = find_socket(mapped, &t).and_then(|r| t.socket_owner(r.inode));
+    assert!(owner.and_then(|pid| judge(pid, &t)).is_some());
 }
