@@ -1362,3 +1362,36 @@ async fn a_tool_process_is_refused_over_a_non_loopback_local_address() {
         "a tool process over {ip}"
     );
 }
+
+/// Without a password, another local account cannot drive the server (its `curl` of the
+/// shell route would run commands as the serve user): 403. Needs root to run a client as
+/// `nobody`; skipped otherwise.
+#[tokio::test]
+async fn without_a_password_another_user_is_refused() {
+    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    assert_eq!(curl_post_session(&srv.base, &[], &[]), "200", "the user");
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !root {
+        eprintln!("skipped the other-user part: not root, cannot run a client as nobody");
+        return;
+    }
+    let url = format!("{}/session", srv.base);
+    let script = format!(
+        "curl -s -w ' %{{http_code}}' -X POST -H 'content-type: application/json' -d '{{}}' {url}"
+    );
+    let out = std::process::Command::new("su")
+        .args(["nobody", "-s", "/bin/sh", "-c", &script])
+        .output()
+        .expect("run su");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.ends_with(" 403"), "{text} {out:?}");
+    assert!(text.contains("--password"), "{text}");
+}

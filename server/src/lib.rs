@@ -352,7 +352,10 @@ pub fn router(
         .method_not_allowed_fallback(r::method_not_allowed)
         .with_state(state)
         .layer(DefaultBodyLimit::max(opts.body_limit))
-        .layer(axum::middleware::from_fn(peer::guard))
+        .layer(axum::middleware::from_fn_with_state(
+            password.is_some(),
+            peer::guard,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             password,
             auth::require_password,

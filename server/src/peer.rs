@@ -23,10 +23,15 @@
 //! address>:4096`) is in `/proc/net/tcp{,6}` as much as one on 127.0.0.1; a remote peer is
 //! simply not found there and goes on to the password.
 //!
-//! Reads (`GET /event`, `GET /session/…`) stay open: they change nothing. When the owner
-//! cannot be found (the connection closed, another user's process, a platform without
-//! `/proc`), the request passes: the check adds to the browser guard and the password, it
-//! does not replace them.
+//! Reads (`GET /event`, `GET /session/…`) stay open to the model: they change nothing.
+//!
+//! Without a password the server serves only the user who started it: every request (reads
+//! too) is refused with **403** when the client socket belongs to another uid (the `uid`
+//! column of `/proc/net/tcp{,6}`; otherwise any local account could `curl` the shell route
+//! and run commands as this user), or when the socket cannot be found on Linux (fail
+//! closed). With a password the password decides, and a tool process whose owner cannot be
+//! found (the connection closed, a platform without `/proc`) passes: the tool check adds to
+//! the browser guard and the password, it does not replace them.
 //!
 //! Limits: a process the model gets another daemon to start (an already running `tmux`
 //! server, `ssh localhost`, `systemd-run --user`, `at`) has no troupe ancestry; only an OS
@@ -36,7 +41,7 @@ use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use axum::extract::{ConnectInfo, Request};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -53,12 +58,53 @@ pub struct ToolPeer {
     pub reason: String,
 }
 
-/// Axum middleware: refuse a state-changing request whose client process a troupe tool
-/// started (see the module docs). Needs the server to be served with connect info; without
-/// it (in-process tests) the request passes.
-pub async fn guard(request: Request, next: Next) -> Response {
-    let method = request.method();
-    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+/// Why [`verdict`] refuses a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// A process a troupe tool started sent a state-changing request.
+    Tool(ToolPeer),
+    /// Without a password: the client socket belongs to another user.
+    OtherUser {
+        /// The uid of the client socket.
+        uid: u32,
+        /// The server's own uid, if known.
+        own: Option<u32>,
+    },
+    /// Without a password: the client socket was not found (Linux only).
+    Unknown,
+}
+
+impl Refusal {
+    /// The message of the 403.
+    fn message(&self) -> String {
+        match self {
+            Refusal::Tool(t) => format!(
+                "refused: this request comes from a process a troupe tool started (pid {}, {}); \
+                 a model may read the server but not change sessions, permissions or answers",
+                t.pid, t.reason
+            ),
+            Refusal::OtherUser { uid, own } => format!(
+                "refused: this server has no password and only serves the user who started it \
+                 (uid {}); the client belongs to uid {uid}. Start it with --password to share it",
+                own.map_or_else(|| "unknown".to_string(), |u| u.to_string())
+            ),
+            Refusal::Unknown => "refused: this server has no password and the client's socket \
+                 was not found in /proc/net/tcp, so its user is unknown. Start it with \
+                 --password to serve clients that cannot be traced"
+                .to_string(),
+        }
+    }
+}
+
+/// Axum middleware: refuse a request per [`verdict`] (see the module docs); `password_set`:
+/// whether the server has a password. Needs the server to be served with connect info;
+/// without it (in-process tests) the request passes.
+pub async fn guard(State(password_set): State<bool>, request: Request, next: Next) -> Response {
+    let state_changing = !matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    );
+    if password_set && !state_changing {
         return next.run(request).await;
     }
     let Some(ConnectInfo(peer)) = request
@@ -68,23 +114,42 @@ pub async fn guard(request: Request, next: Next) -> Response {
     else {
         return next.run(request).await;
     };
-    let found = tokio::task::spawn_blocking(move || tool_peer(peer))
-        .await
-        .ok()
-        .flatten();
+    let found =
+        tokio::task::spawn_blocking(move || verdict(peer, state_changing, password_set, &Procfs))
+            .await
+            .unwrap_or(Some(Refusal::Unknown));
     match found {
-        Some(t) => ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            format!(
-                "refused: this request comes from a process a troupe tool started (pid {}, {}); \
-                 a model may read the server but not change sessions, permissions or answers",
-                t.pid, t.reason
-            ),
-        )
-        .into_response(),
+        Some(r) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", r.message()).into_response(),
         None => next.run(request).await,
     }
+}
+
+/// The decision of the module docs for a request from `peer` (blocking: reads `t`).
+/// Without a password the client socket must be found and belong to this server's uid (on
+/// Linux; elsewhere there is no `/proc` to look in); a state-changing request must also not
+/// come from a tool process ([`judge`]).
+pub fn verdict(
+    peer: SocketAddr,
+    state_changing: bool,
+    password_set: bool,
+    t: &dyn ProcessTable,
+) -> Option<Refusal> {
+    if password_set && !state_changing {
+        return None;
+    }
+    let Some(row) = find_socket_retrying(peer, t) else {
+        return (!password_set && cfg!(target_os = "linux")).then_some(Refusal::Unknown);
+    };
+    let own = t.uid();
+    if !password_set && own != Some(row.uid) {
+        return Some(Refusal::OtherUser { uid: row.uid, own });
+    }
+    if !state_changing {
+        return None;
+    }
+    t.socket_owner(row.inode)
+        .and_then(|pid| judge(pid, t))
+        .map(Refusal::Tool)
 }
 
 /// The client process of a connection from `peer`, if a troupe tool started it.
@@ -145,6 +210,8 @@ pub trait ProcessTable {
     fn net_table(&self, v6: bool) -> Option<String>;
     /// The pid that holds the socket `inode` open (readable processes only).
     fn socket_owner(&self, inode: u64) -> Option<u32>;
+    /// This process's effective uid, if known.
+    fn uid(&self) -> Option<u32>;
 }
 
 /// What a row of `/proc/net/tcp{,6}` tells about a socket.
@@ -249,6 +316,13 @@ impl ProcessTable for Procfs {
 
     fn socket_owner(&self, inode: u64) -> Option<u32> {
         socket_owner(inode)
+    }
+
+    fn uid(&self) -> Option<u32> {
+        // `Uid:` real, effective, saved, filesystem.
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
     }
 }
 

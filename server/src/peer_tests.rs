@@ -30,6 +30,9 @@ impl ProcessTable for Table {
     fn socket_owner(&self, inode: u64) -> Option<u32> {
         self.sockets.get(&inode).copied()
     }
+    fn uid(&self) -> Option<u32> {
+        Some(1000)
+    }
 }
 
 /// The header line of `/proc/net/tcp{,6}`.
@@ -173,4 +176,67 @@ fn an_ipv4_client_seen_as_ipv4_mapped_ipv6_is_found_in_the_ipv4_table() {
     );
     let owner = find_socket(mapped, &t).and_then(|r| t.socket_owner(r.inode));
     assert!(owner.and_then(|pid| judge(pid, &t)).is_some());
+}
+
+/// A made-up table with client sockets: 127.0.0.1:41668 of uid 1000 held by the user's curl
+/// (301), 127.0.0.1:41669 of uid 65534 (another user's), 192.0.2.2:40000 of uid 1000 held by
+/// a tool's curl (202).
+fn with_sockets() -> Table {
+    let mut t = table();
+    t.tcp = [
+        HEADER.to_string(),
+        row("0100007F:A2C4", 1000, 1),
+        row("0100007F:A2C5", 65534, 2),
+        row("020200C0:9C40", 1000, 3),
+    ]
+    .join("\n");
+    t.sockets = HashMap::from([(1, 301), (2, 999), (3, 202)]);
+    t
+}
+
+#[test]
+fn without_a_password_only_the_server_s_user_is_served() {
+    let t = with_sockets();
+    let mine: SocketAddr = "127.0.0.1:41668".parse().unwrap();
+    let theirs: SocketAddr = "127.0.0.1:41669".parse().unwrap();
+    let gone: SocketAddr = "127.0.0.1:1234".parse().unwrap();
+    for state_changing in [false, true] {
+        assert_eq!(verdict(mine, state_changing, false, &t), None);
+        assert_eq!(
+            verdict(theirs, state_changing, false, &t),
+            Some(Refusal::OtherUser {
+                uid: 65534,
+                own: Some(1000)
+            }),
+            "another user, state changing {state_changing}"
+        );
+        // Fail closed: a client that cannot be traced is refused (on Linux).
+        let unknown = verdict(gone, state_changing, false, &t);
+        assert_eq!(unknown.is_some(), cfg!(target_os = "linux"), "{unknown:?}");
+        // With a password the password decides.
+        assert_eq!(verdict(theirs, state_changing, true, &t), None);
+        assert_eq!(verdict(gone, state_changing, true, &t), None);
+    }
+    let msg = Refusal::OtherUser {
+        uid: 65534,
+        own: Some(1000),
+    }
+    .message();
+    assert!(
+        msg.contains("uid 65534") && msg.contains("--password"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_tool_process_over_a_non_loopback_address_is_refused() {
+    let t = with_sockets();
+    let lan: SocketAddr = "192.0.2.2:40000".parse().unwrap();
+    let got = verdict(lan, true, true, &t);
+    assert!(
+        matches!(got, Some(Refusal::Tool(ref p)) if p.pid == 202),
+        "{got:?}"
+    );
+    // Reads stay open to the model when a password is set.
+    assert_eq!(verdict(lan, false, true, &t), None);
 }
