@@ -70,8 +70,56 @@ pub trait QuestionAsker: Send + Sync {
 struct Pending {
     info: Value,
     session_id: String,
-    count: usize,
+    questions: Vec<Question>,
     tx: oneshot::Sender<Answers>,
+}
+
+/// Most bytes one answer (a picked label or typed text) may hold.
+pub const MAX_ANSWER_BYTES: usize = 8 * 1024;
+/// Most bytes all answers of a reply may hold together.
+pub const MAX_REPLY_BYTES: usize = 64 * 1024;
+
+/// Why `answers` do not fit `questions`: one list per question; at most one pick for a
+/// question without `multiple`, at most its options and one typed answer with it; each
+/// answer at most [`MAX_ANSWER_BYTES`], all together at most [`MAX_REPLY_BYTES`].
+fn check_answers(questions: &[Question], answers: &[Vec<String>]) -> Result<(), String> {
+    if answers.len() != questions.len() {
+        return Err(format!(
+            "answers: expected {} lists (one per question), got {}",
+            questions.len(),
+            answers.len()
+        ));
+    }
+    let mut total = 0usize;
+    for (i, (q, a)) in questions.iter().zip(answers).enumerate() {
+        let most = if q.multiple { q.options.len() + 1 } else { 1 };
+        if a.len() > most {
+            return Err(format!(
+                "answers[{i}]: {} picks for a question that takes at most {most}{}",
+                a.len(),
+                if q.multiple {
+                    ""
+                } else {
+                    " (it is not `multiple`)"
+                }
+            ));
+        }
+        for text in a {
+            if text.len() > MAX_ANSWER_BYTES {
+                return Err(format!(
+                    "answers[{i}]: an answer of {} bytes (at most {MAX_ANSWER_BYTES})",
+                    text.len()
+                ));
+            }
+            total += text.len();
+        }
+    }
+    if total > MAX_REPLY_BYTES {
+        return Err(format!(
+            "answers: {total} bytes in all (at most {MAX_REPLY_BYTES})"
+        ));
+    }
+    Ok(())
 }
 
 /// Pending questions of a runtime.
@@ -113,19 +161,13 @@ impl QuestionBroker {
         crate::permission::payloads_in_id_order(&self.pending, |q| &q.info)
     }
 
-    /// Answer question `id`: one list of picked labels or typed text per question.
+    /// Answer question `id`: one list of picked labels or typed text per question (refused
+    /// when they do not fit the questions, see [`MAX_ANSWER_BYTES`] and [`MAX_REPLY_BYTES`]).
     pub fn reply(&self, id: &str, answers: Vec<Vec<String>>) -> Result<(), ReplyError> {
-        let count = self
-            .pending
+        self.pending
             .get(id)
-            .map(|p| p.count)
-            .ok_or_else(|| ReplyError::NotFound(id.to_string()))?;
-        if answers.len() != count {
-            return Err(ReplyError::Invalid(format!(
-                "answers: expected {count} lists (one per question), got {}",
-                answers.len()
-            )));
-        }
+            .ok_or_else(|| ReplyError::NotFound(id.to_string()))
+            .and_then(|p| check_answers(&p.questions, &answers).map_err(ReplyError::Invalid))?;
         self.settle(id, Some(answers));
         Ok(())
     }
@@ -175,7 +217,7 @@ impl QuestionBroker {
             Pending {
                 info: info.clone(),
                 session_id: ctx.session_id.clone(),
-                count: questions.len(),
+                questions: questions.clone(),
                 tx,
             },
         );
@@ -284,7 +326,9 @@ impl TypedTool for QuestionTool {
             };
             let mut metadata = Map::new();
             metadata.insert("answers".into(), json!(answers));
-            Ok(ToolOutput {
+            // Answers typed by the terminal's user are not capped like the route's: the
+            // output goes through the same limits as any tool's.
+            Ok(troupe_tools::apply_truncation(ToolOutput {
                 title: format!(
                     "Asked {} question{}",
                     questions.len(),
@@ -293,6 +337,7 @@ impl TypedTool for QuestionTool {
                 output: answers_text(&questions, &answers),
                 metadata,
             })
+            .await)
         })
     }
 }

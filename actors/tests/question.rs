@@ -210,3 +210,87 @@ async fn without_anyone_to_answer_the_question_tool_is_neither_offered_nor_run()
     rt.shutdown().await;
     rt2.shutdown().await;
 }
+
+/// One `multiple` question with eight options.
+fn ask_many() -> Step {
+    let options: Vec<Value> = (0..8).map(|i| json!({"label": format!("o{i}")})).collect();
+    Step::tool(
+        "question",
+        json!({"questions": [
+            {"question": "Which ones?", "header": "Pick", "multiple": true, "options": options},
+        ]}),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_are_capped_and_the_output_is_truncated_like_any_tool_s() {
+    use troupe_actors::question::{MAX_ANSWER_BYTES, MAX_REPLY_BYTES};
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::single(vec![ask_db(), ask_many(), Step::text("ok")]);
+    let server = MockServer::start(script).await.expect("mock");
+    let rt = interactive(&dir, &server).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = {
+        let (rt, sid) = (rt.clone(), sid.clone());
+        tokio::spawn(async move { run_prompt(&rt, &sid, "set it up").await })
+    };
+    let q = pending_question(&rt).await;
+    let id = q["id"].as_str().unwrap().to_string();
+    // Two picks for a question that is not `multiple`.
+    let e = rt
+        .reply_question(
+            &id,
+            vec![vec!["SQLite".into(), "PostgreSQL".into()], vec![]],
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("not `multiple`"), "{e}");
+    // More picks than options plus one typed answer.
+    let five = vec!["auth".to_string(); 5];
+    let e = rt.reply_question(&id, vec![vec![], five]).unwrap_err();
+    assert!(e.to_string().contains("at most 4"), "{e}");
+    // One answer too large (the tester's 7 MB answer).
+    let huge = "x".repeat(7 * 1024 * 1024);
+    let e = rt
+        .reply_question(&id, vec![vec![huge], vec![]])
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("at most {MAX_ANSWER_BYTES}")),
+        "{e}"
+    );
+    rt.reply_question(&id, vec![vec!["SQLite".into()], vec![]])
+        .expect("a fitting answer");
+
+    // The second question: the answers together may not pass the reply cap; within it, the
+    // output is still cut to the tool-output limits.
+    let mut q2 = pending_question(&rt).await;
+    while q2["id"] == id.as_str() {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        q2 = pending_question(&rt).await;
+    }
+    let id2 = q2["id"].as_str().unwrap().to_string();
+    let big = "y".repeat(MAX_ANSWER_BYTES);
+    let e = rt
+        .reply_question(&id2, vec![vec![big.clone(); 9]])
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("at most {MAX_REPLY_BYTES}")),
+        "{e}"
+    );
+    rt.reply_question(&id2, vec![vec![big; 7]])
+        .expect("56 KiB of answers");
+    let turn = turn.await.expect("turn task");
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    let ToolState::Completed { output, .. } = &parts[1].1 else {
+        panic!("{parts:?}")
+    };
+    assert!(
+        output.len() < 51 * 1024 && output.contains("truncated"),
+        "{} bytes",
+        output.len()
+    );
+    rt.shutdown().await;
+}
