@@ -8,7 +8,8 @@
 //! the same broker), then `question.replied` / `question.rejected` is published. A dismissed
 //! question stops the turn, as a rejected permission does (OpenCode `RejectedError`). The tool
 //! asks permission `question` first: non-interactive `run` and `batch` deny it (nobody could
-//! answer), as OpenCode does; an aborted turn drops the question.
+//! answer), as OpenCode does; a call that ends unanswered (the turn aborted, the tool timeout,
+//! a crash) drops the question, so a late reply gets 404.
 
 use std::sync::Arc;
 
@@ -223,7 +224,15 @@ impl QuestionBroker {
         );
         self.store
             .write1(Write::Publish(Event::QuestionAsked(info)));
-        let terminal = self.asker.get().map(|a| {
+        // Whatever ends the call (an answer, the abort, the tool timeout or a crash that
+        // drops this future), the question stops being answerable.
+        let mut pending = Unanswered {
+            broker: self.clone(),
+            id: id.clone(),
+            session_id: ctx.session_id.clone(),
+            terminal: None,
+        };
+        pending.terminal = self.asker.get().map(|a| {
             let me = self.clone();
             let rid = id.clone();
             let fut = a.ask(questions);
@@ -236,19 +245,36 @@ impl QuestionBroker {
             r = rx => r.ok(),
             _ = ctx.abort.cancelled() => None,
         };
-        if let Some(t) = terminal {
-            t.abort();
-        }
-        // Nobody answered (the call was aborted): forget the question.
-        if self.pending.remove(&id).is_some() {
-            self.store.write1(Write::Publish(Event::QuestionRejected {
-                session_id: ctx.session_id.clone(),
-                request_id: id,
-            }));
-        }
+        drop(pending);
         match out {
             Some(answers) => Ok(answers),
             None => Err(ToolError::Aborted),
+        }
+    }
+}
+
+/// A question being waited for: dropping it (the call ended, however) stops the terminal's
+/// asker and, when nobody answered, forgets the question and publishes `question.rejected`,
+/// so a late `POST /question/{id}/reply` gets 404 instead of answering nobody.
+struct Unanswered {
+    broker: Arc<QuestionBroker>,
+    id: String,
+    session_id: String,
+    terminal: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some(t) = self.terminal.take() {
+            t.abort();
+        }
+        if self.broker.pending.remove(&self.id).is_some() {
+            self.broker
+                .store
+                .write1(Write::Publish(Event::QuestionRejected {
+                    session_id: self.session_id.clone(),
+                    request_id: self.id.clone(),
+                }));
         }
     }
 }

@@ -294,3 +294,39 @@ async fn answers_are_capped_and_the_output_is_truncated_like_any_tool_s() {
     );
     rt.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_whose_call_timed_out_is_no_longer_answerable() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let server = MockServer::start(Script::single(vec![ask_db(), Step::text("x")]))
+        .await
+        .expect("mock");
+    let rt = start_runtime_with(
+        &dir,
+        &server.base_url(),
+        RuntimeOptions {
+            interactive: true,
+            tool_timeout: std::time::Duration::from_millis(500),
+            ..Default::default()
+        },
+    )
+    .await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = {
+        let (rt, sid) = (rt.clone(), sid.clone());
+        tokio::spawn(async move { run_prompt(&rt, &sid, "set it up").await })
+    };
+    let q = pending_question(&rt).await;
+    turn.await.expect("turn task");
+    assert!(
+        rt.pending_questions().is_empty(),
+        "{:?}",
+        rt.pending_questions()
+    );
+    let e = rt
+        .reply_question(q["id"].as_str().unwrap(), vec![vec![], vec![]])
+        .unwrap_err();
+    assert!(e.to_string().contains("not found"), "{e}");
+    rt.shutdown().await;
+}
