@@ -133,7 +133,9 @@ pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
     tokio::spawn(async move {
         // Ctrl-C and SIGTERM (what systemd and containers send) alike.
         if sigs.next().await.is_some() {
-            eprintln!("troupe: shutting down");
+            // Not `eprintln!`: it panics when stderr is a closed pipe (`… 2>&1 | head -1`),
+            // which ended this task before the shutdown and left the server running.
+            let _ = writeln!(std::io::stderr(), "troupe: shutting down");
             // Running turns end (so waiting `POST /message` requests answer), then the
             // server stops accepting and every `/event` stream ends.
             rt2.abort_all();

@@ -1395,3 +1395,33 @@ async fn without_a_password_another_user_is_refused() {
     assert!(text.ends_with(" 403"), "{text} {out:?}");
     assert!(text.contains("--password"), "{text}");
 }
+
+/// `timeout 2 troupe serve … 2>&1 | head -1`: once the reader of stderr is gone, SIGTERM
+/// still stops the server (writing the shutdown line to the closed pipe used to panic the
+/// signal task, and the server ran on).
+#[tokio::test]
+async fn sigterm_stops_the_server_when_its_stderr_pipe_is_closed() {
+    use std::process::Stdio;
+    use tokio::io::AsyncBufReadExt;
+    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let project = Project::with_config(&mock_config_with(&mock.base_url(), json!({})));
+    let mut cmd = project.command(&["serve", "--port", "0"]);
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("spawn troupe serve");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let line = tokio::time::timeout(CLI_RUN_DEADLINE, lines.next_line())
+        .await
+        .expect("startup line in time")
+        .expect("read stdout")
+        .expect("a startup line");
+    assert!(line.starts_with("troupe server listening on "), "{line}");
+    drop(child.stderr.take());
+    signal(child.id().expect("pid"), "-TERM");
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("troupe serve exits after SIGTERM with a closed stderr")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+}
