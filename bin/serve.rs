@@ -125,11 +125,13 @@ pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
     } else {
         args.hostname.clone()
     };
+    // Before the startup line: a client that signals as soon as it reads the line gets the
+    // orderly shutdown, not the early handler's exit 143.
+    let mut sigs = crate::signals::Signals::take_over()?;
     println!("troupe server listening on http://{host}:{}", addr.port());
     let _ = std::io::stdout().flush();
     let token = server.shutdown_token();
     let rt2 = runtime.clone();
-    let mut sigs = crate::signals::Signals::take_over()?;
     tokio::spawn(async move {
         // Ctrl-C and SIGTERM (what systemd and containers send) alike.
         if sigs.next().await.is_some() {
