@@ -137,45 +137,45 @@ pub fn verdict(
     if password_set && !state_changing {
         return None;
     }
-    let Some(row) = find_socket_retrying(peer, t) else {
+    // `/proc` is read while sockets and processes come and go, so one reading can miss a
+    // live entry (the row, or the fd link of its owner): look a few times before giving up.
+    let mut found = None;
+    for attempt in 0..LOOKUP_ATTEMPTS {
+        if let Some(row) = find_socket(peer, t) {
+            let owner = if state_changing {
+                t.socket_owner(row.inode)
+            } else {
+                None
+            };
+            found = Some((row, owner));
+            if owner.is_some() || !state_changing {
+                break;
+            }
+        }
+        if attempt + 1 < LOOKUP_ATTEMPTS {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+    let Some((row, owner)) = found else {
         return (!password_set && cfg!(target_os = "linux")).then_some(Refusal::Unknown);
     };
     let own = t.uid();
     if !password_set && own != Some(row.uid) {
         return Some(Refusal::OtherUser { uid: row.uid, own });
     }
-    if !state_changing {
-        return None;
-    }
-    t.socket_owner(row.inode)
-        .and_then(|pid| judge(pid, t))
-        .map(Refusal::Tool)
+    owner.and_then(|pid| judge(pid, t)).map(Refusal::Tool)
 }
 
 /// The client process of a connection from `peer`, if a troupe tool started it.
 /// Blocking: reads `/proc`. `None` when the owner cannot be found or is not a tool process.
 pub fn tool_peer(peer: SocketAddr) -> Option<ToolPeer> {
-    let row = find_socket_retrying(peer, &Procfs)?;
-    Procfs
-        .socket_owner(row.inode)
-        .and_then(|pid| judge(pid, &Procfs))
-}
-
-/// Looks for `peer` in the socket tables a few times before giving up: `/proc/net/tcp` is
-/// produced in pieces while sockets come and go, so one reading can miss a live entry.
-fn find_socket_retrying(peer: SocketAddr, t: &dyn ProcessTable) -> Option<SocketRow> {
-    for attempt in 0..LOOKUP_ATTEMPTS {
-        if let Some(row) = find_socket(peer, t) {
-            return Some(row);
-        }
-        if attempt + 1 < LOOKUP_ATTEMPTS {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
+    match verdict(peer, true, true, &Procfs) {
+        Some(Refusal::Tool(t)) => Some(t),
+        _ => None,
     }
-    None
 }
 
-/// How many times [`find_socket_retrying`] looks for the client socket (2 ms apart).
+/// How many times [`verdict`] looks for the client socket and its owner (2 ms apart).
 const LOOKUP_ATTEMPTS: usize = 5;
 
 /// The row of the client socket whose local end is `peer`. The address is canonicalized
