@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
@@ -763,6 +763,12 @@ async fn not_found(
     )
 }
 
+/// Largest request body the mock reads: 256 MiB. axum's default of 2 MiB is far below what
+/// real providers accept, and the client sees it as HTTP 413, which troupe rightly takes for
+/// a context overflow — so a long scripted session (a 5,000-step bench run sends bodies of
+/// several MiB) would compact against a mock limit no provider has and walk off its script.
+pub const MAX_REQUEST_BODY: usize = 256 << 20;
+
 fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(completion_handler))
@@ -775,6 +781,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/health", any(|| async { "ok" }))
         .route("/_mock/requests", get(list_requests))
         .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_REQUEST_BODY))
         .with_state(shared)
 }
 

@@ -266,6 +266,28 @@ async fn step_index_is_assistant_count_and_exhaustion() {
     server.shutdown().await;
 }
 
+/// A request far over axum's default body limit (2 MiB) is read and answered: the mock must
+/// not answer 413 (a context overflow to the client) where a real provider would not.
+#[tokio::test]
+async fn a_body_of_several_mib_is_answered_not_refused_as_too_large() {
+    let server = MockServer::start(Script::new(vec![Conversation::new(vec![
+        Step::text("zero"),
+        Step::text("big"),
+    ])]))
+    .await
+    .expect("start");
+    let mut body = chat_body("long session", 1);
+    let filler = "x".repeat(6 << 20);
+    body["messages"]
+        .as_array_mut()
+        .expect("messages")
+        .push(json!({"role": "user", "content": filler}));
+    let (status, _, sse) = post_raw(&chat_url(&server), &body, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(content(&chunks(&sse.expect("body"))), "big");
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn conversation_matching_and_404() {
     let server = MockServer::start(Script::new(vec![
