@@ -3,8 +3,9 @@
 //! Every error the API returns has the shape `{"error": {"message": "...", "type": "..."}}`
 //! with a status code matching its type: `bad_request` 400, `unauthorized` 401,
 //! `forbidden` 403 (browser guard), `not_found` 404, `method_not_allowed` 405,
-//! `session_busy` 409 (another process drives the session), `payload_too_large` 413,
-//! `misdirected_request` 421 (browser guard), `internal` 500.
+//! `session_busy` 409 (another process drives the session), `aborted` 409 (the prompt was
+//! aborted before it ran), `payload_too_large` 413, `misdirected_request` 421 (browser guard),
+//! `internal` 500, `unavailable` 503 (the runtime is shutting down).
 
 use axum::Json;
 use axum::extract::{FromRequest, Request};
@@ -38,8 +39,8 @@ pub struct ErrorDetail {
     /// What went wrong.
     pub message: String,
     /// Error type: `bad_request`, `unauthorized`, `forbidden`, `not_found`,
-    /// `method_not_allowed`, `session_busy`, `payload_too_large`, `misdirected_request`,
-    /// `internal`.
+    /// `method_not_allowed`, `session_busy`, `aborted`, `payload_too_large`,
+    /// `misdirected_request`, `internal`, `unavailable`.
     #[serde(rename = "type")]
     pub kind: String,
 }
@@ -126,15 +127,36 @@ impl From<troupe_actors::RuntimeError> for ApiError {
         match e {
             E::SessionNotFound(id) => ApiError::session_not_found(&id),
             E::Turn(m) => ApiError::bad_request(m),
-            // A prompt that got no result answers 400 with the reason, whatever the reason
-            // (the API's answer before the reasons were typed).
-            E::Prompt(e) => ApiError::bad_request(e.to_string()),
+            E::Prompt(e) => turn_error(e),
             E::Store(e) => ApiError::internal(format!("store: {e}")),
             E::Spawn(m) => ApiError::internal(format!("could not start actor: {m}")),
             e @ E::SessionBusy { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "session_busy", e.to_string())
             }
         }
+    }
+}
+
+/// The status of a prompt that got no result, by its reason: the caller's input 400; an
+/// abort (this or another client's `POST /abort`, `DELETE`) or another process holding the
+/// session 409 `session_busy`/`aborted`; a runtime shutting down 503 `unavailable`; a stored
+/// ruleset that does not decode and the session actor's crashes 500 `internal` — the server's
+/// state, not the request, is at fault (RFC 9110 §15.5.1, §15.5.10, §15.6.1, §15.6.4).
+fn turn_error(e: troupe_actors::TurnError) -> ApiError {
+    use troupe_actors::TurnError as T;
+    let message = e.to_string();
+    match e {
+        T::Refused(_) => ApiError::bad_request(message),
+        T::LeaseLost => ApiError::new(StatusCode::CONFLICT, "session_busy", message),
+        T::AbortedBeforeStart | T::AbortedBeforeDelivery => {
+            ApiError::new(StatusCode::CONFLICT, "aborted", message)
+        }
+        T::Stopped => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message),
+        T::Ruleset(_)
+        | T::StoppedDuringTurn
+        | T::CrashedThenAborted { .. }
+        | T::Failed { .. }
+        | T::AbortDidNotEnd => ApiError::internal(message),
     }
 }
 
@@ -190,5 +212,48 @@ mod tests {
         assert!(e.message.contains("ses_x"));
         let e: ApiError = troupe_actors::RuntimeError::Turn("agent not found".into()).into();
         assert_eq!(e.status, StatusCode::BAD_REQUEST);
+    }
+
+    /// Every reason a prompt got no result has the status of whose fault it is; the message
+    /// is the reason's text.
+    #[test]
+    fn turn_errors_map_to_the_status_of_their_cause() {
+        use troupe_actors::TurnError as T;
+        let cases = [
+            (T::Refused("agent not found".into()), 400, "bad_request"),
+            (T::LeaseLost, 409, "session_busy"),
+            (T::AbortedBeforeStart, 409, "aborted"),
+            (T::AbortedBeforeDelivery, 409, "aborted"),
+            (T::Stopped, 503, "unavailable"),
+            (T::StoppedDuringTurn, 500, "internal"),
+            (T::CrashedThenAborted { cause: "boom".into() }, 500, "internal"),
+            (
+                T::Failed {
+                    crashes: 3,
+                    period_secs: 60,
+                    limit: 2,
+                    cause: "boom".into(),
+                },
+                500,
+                "internal",
+            ),
+            (T::AbortDidNotEnd, 500, "internal"),
+            (
+                troupe_session::UndecodableRuleset {
+                    session_id: "ses_a".into(),
+                    error: "bad".into(),
+                }
+                .into(),
+                500,
+                "internal",
+            ),
+        ];
+        for (e, status, kind) in cases {
+            let text = e.to_string();
+            let api: ApiError = troupe_actors::RuntimeError::Prompt(e).into();
+            assert_eq!(api.status.as_u16(), status, "{text}");
+            assert_eq!(api.kind, kind, "{text}");
+            assert_eq!(api.message, text);
+        }
     }
 }

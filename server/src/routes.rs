@@ -608,7 +608,9 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
     params(("id" = String, Path, description = "Session id")),
     responses((status = 200, description = "`{info, parts}` of the turn's last assistant message, or of the user message with `noReply`", body = Value),
               (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
-              (status = 409, description = "Another process drives the session and did not finish in time", body = ErrorBody)))]
+              (status = 409, description = "`session_busy`: another process drives the session and did not finish in time, or took it over; `aborted`: the prompt was aborted before it ran", body = ErrorBody),
+              (status = 500, description = "The session's stored ruleset does not decode, or its actor crashed past its restart limit", body = ErrorBody),
+              (status = 503, description = "The runtime is shutting down", body = ErrorBody)))]
 pub async fn prompt(
     State(st): State<AppState>,
     Path(id): Path<String>,
