@@ -291,8 +291,6 @@ pub struct RuntimeShared {
     pub sessions: DashMap<String, ActorRef<SessionMsg>>,
     /// Counters.
     pub counters: Counters,
-    /// Subagent depth by session id (absent = root, depth 0).
-    pub depth: DashMap<String, u32>,
     /// Child sessions a `task` call is driving right now: one call per child at a time, so
     /// two calls with the same `task_id` never run two actors on one session (issue 24.7).
     pub task_children: DashMap<String, ()>,
@@ -723,7 +721,6 @@ impl Runtime {
                 opts,
                 sessions: DashMap::new(),
                 counters: Counters::default(),
-                depth: DashMap::new(),
                 task_children: DashMap::new(),
                 background: DashMap::new(),
                 root_ref: std::sync::OnceLock::new(),

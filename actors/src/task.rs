@@ -295,13 +295,6 @@ async fn run_checked(
             )));
         }
     };
-    let depth = rt.depth.get(&ctx.session_id).map(|d| *d).unwrap_or(0) + 1;
-    if depth > rt.opts.max_depth {
-        return Err(ToolError::Failed(format!(
-            "Subagent depth limit reached ({}): a subagent at this depth cannot start another one.",
-            rt.opts.max_depth
-        )));
-    }
     // Parent rules for the child's derived ruleset.
     let parent_id = ctx.session_id.clone();
     let parent = rt
@@ -311,6 +304,12 @@ async fn run_checked(
         .map_err(|e| ToolError::Failed(e.to_string()))?;
     let parent = parent
         .ok_or_else(|| ToolError::Failed(format!("parent session {} not found", ctx.session_id)))?;
+    if child_depth(&rt, &parent).await? > rt.opts.max_depth {
+        return Err(ToolError::Failed(format!(
+            "Subagent depth limit reached ({}): a subagent at this depth cannot start another one.",
+            rt.opts.max_depth
+        )));
+    }
     // A parent ruleset that does not decode fails the call: deriving from an empty one would
     // give the child more than its parent may do.
     let parent_session_rules = parent
@@ -376,7 +375,6 @@ async fn run_checked(
         let remote = remote.clone();
         return run_remote(&rt, remote, args, &ctx, &sub.name, &child.id, model_spec).await;
     }
-    rt.depth.insert(child.id.clone(), depth);
 
     // Per-runtime cap on concurrent subagents: calls over it wait here.
     let _permit = tokio::select! {
@@ -568,8 +566,6 @@ async fn run_checked(
             }
         }
     };
-    // The depth is set again if this child is resumed; keep the map from growing.
-    rt.depth.remove(&child_id);
     if aborted || ctx.abort.is_cancelled() {
         return Err(ToolError::Aborted);
     }
@@ -793,7 +789,6 @@ async fn start_background(
         let outcome = rx.await;
         rt.sessions
             .remove_if(&cid, |_, a| a.get_id() == actor.get_id());
-        rt.depth.remove(&cid);
         drop(claim);
         drop(permit);
         let block = background_result(&cid, &description, outcome);
@@ -959,4 +954,28 @@ impl Tool for TaskStatusTool {
             })
         })
     }
+}
+
+/// The nesting depth a child of `parent` would have (a root session's children are depth 1):
+/// one more than the number of `parent`'s ancestors, read from the store's `parent_id` chain.
+/// The store, not process memory, is the source, so the limit holds for a child continued
+/// with `task_id`, prompted directly, resumed after a restart, or running on another cluster
+/// worker. The walk stops once past [`crate::RuntimeOptions::max_depth`]; an ancestor that is
+/// gone (deleted) still counts as one level, and a store error fails the call (closed).
+async fn child_depth(rt: &RuntimeShared, parent: &Session) -> Result<u32, ToolError> {
+    let mut depth = 1;
+    let mut next = parent.parent_id.clone();
+    while let Some(id) = next {
+        depth += 1;
+        if depth > rt.opts.max_depth {
+            break;
+        }
+        next = rt
+            .store
+            .read(move |r| r.session(&id))
+            .await
+            .map_err(|e| ToolError::Failed(e.to_string()))?
+            .and_then(|s| s.parent_id);
+    }
+    Ok(depth)
 }

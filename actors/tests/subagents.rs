@@ -870,3 +870,84 @@ async fn parallel_calls_with_one_task_id_do_not_share_the_child() {
     rt.shutdown().await;
     server2.shutdown().await;
 }
+
+/// The subagent depth limit is read from the store's parent chain: a chain of subagents that
+/// may call `task` stops at `max_depth`, and a subagent session prompted directly (a new turn
+/// in the child, as `POST /session/{child}/message` sends) is still at its depth — an
+/// in-memory count, set only while the parent's task call ran, let it start a chain anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_depth_limit_holds_along_the_chain_and_for_a_child_prompted_directly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", task_args("LEVEL-ONE", "general")),
+            Step::text("parent done"),
+        ])
+        .matching("PARENT-DEPTH"),
+        Conversation::new(vec![
+            Step::tool("task", task_args("LEVEL-TWO", "general")),
+            Step::text("level one done"),
+        ])
+        .matching("LEVEL-ONE"),
+        Conversation::new(vec![
+            Step::tool("task", task_args("LEVEL-THREE", "general")),
+            Step::text("level two was refused"),
+            Step::tool("task", task_args("LEVEL-THREE-DIRECT", "general")),
+            Step::text("level two was refused again"),
+        ])
+        .matching("LEVEL-TWO"),
+        Conversation::new(vec![Step::text("too deep")]).matching("LEVEL-THREE"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let rt = support::Fixture {
+        config: support::config_with(
+            &server.base_url(),
+            json!({"agent": {"general": {"permission": {"task": "allow"}}}}),
+        ),
+        opts: RuntimeOptions {
+            max_depth: 2,
+            ..RuntimeOptions::default()
+        },
+        ..support::Fixture::new(&server.base_url())
+    }
+    .start(&dir)
+    .await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "PARENT-DEPTH: delegate as deep as you can").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    assert_eq!(turn.text, "parent done");
+
+    let one = child_by_token(&rt, &sid, &["LEVEL-ONE"]).await.remove(0);
+    let two = child_by_token(&rt, &one, &["LEVEL-TWO"]).await.remove(0);
+    let refused = |history: &[MessageWithParts]| -> Vec<String> {
+        task_results(history)
+            .into_iter()
+            .filter_map(|(_, r)| r.err())
+            .collect()
+    };
+    let errors = refused(&messages(&rt, &two).await);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("depth limit reached (2)"), "{errors:?}");
+    assert!(children(&rt, &two).await.is_empty(), "depth 3 was created");
+
+    // A new turn sent straight to the depth-2 child: it is still at depth 2.
+    let turn = run_prompt(&rt, &two, "go on").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    assert_eq!(turn.text, "level two was refused again");
+    let errors = refused(&messages(&rt, &two).await);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[1].contains("depth limit reached (2)"), "{errors:?}");
+    assert!(children(&rt, &two).await.is_empty(), "depth 3 was created");
+    assert!(
+        completions(&server)
+            .iter()
+            .all(|r| !request_texts(r, "user")
+                .iter()
+                .any(|t| t.contains("LEVEL-THREE"))),
+        "a depth-3 request was sent"
+    );
+    wait_idle(&rt, Duration::from_secs(5)).await;
+    rt.shutdown().await;
+    server.shutdown().await;
+}

@@ -226,7 +226,13 @@ mod tests {
             (T::AbortedBeforeDelivery, 409, "aborted"),
             (T::Stopped, 503, "unavailable"),
             (T::StoppedDuringTurn, 500, "internal"),
-            (T::CrashedThenAborted { cause: "boom".into() }, 500, "internal"),
+            (
+                T::CrashedThenAborted {
+                    cause: "boom".into(),
+                },
+                500,
+                "internal",
+            ),
             (
                 T::Failed {
                     crashes: 3,
