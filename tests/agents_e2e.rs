@@ -256,17 +256,7 @@ async fn plan_then_build_switch() {
         "plan reminder missing from the first request: {first_user}"
     );
     // Second request: the whole first turn, then the new user message with the switch reminder.
-    let msgs = req_messages(&reqs[1]);
-    let convo: Vec<(String, String)> = msgs
-        .iter()
-        .filter(|m| m["role"] != "system")
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap_or("").to_string(),
-                content_text(m),
-            )
-        })
-        .collect();
+    let convo = conversation(&reqs[1]);
     assert_eq!(
         convo.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>(),
         ["user", "assistant", "user"],

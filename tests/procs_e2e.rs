@@ -12,7 +12,7 @@
 //! session lease (a killed run's lease expires quickly, so the next run takes over) and a tool
 //! output dir in the test's home.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use troupe_testkit::{Fault, MockServer, Script, Step};
@@ -73,17 +73,7 @@ async fn sigkill_of_run_leaves_no_bash_process() {
         .expect("troupe did not die")
         .expect("wait");
     assert_eq!(out.status.code(), None, "killed by the signal");
-    let start = Instant::now();
-    let mut left = pgrep(needle);
-    while !left.is_empty() && start.elapsed() < Duration::from_secs(10) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        left = pgrep(needle);
-    }
-    for p in &left {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", p])
-            .status();
-    }
+    let left = wait_gone(needle, Duration::from_secs(10)).await;
     assert!(
         left.is_empty(),
         "processes of the bash call survived kill -9 of troupe: {left:?} (were {running:?})"
@@ -170,22 +160,11 @@ async fn loader_stops_survivors_when_the_watchdog_died_too() {
 /// exits 143.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_aborts_the_turn_and_exits_143() {
-    let script = Script::single(vec![
-        Step::tool("test_sleep", json!({"ms": 30000})),
-        Step::text("never reached"),
-    ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = sleeping_tool_mock().await;
     let project = procs_project(&server.base_url());
     let child = project.spawn(&["run", "--format", "json", "sleep", "a", "while"], &[]);
     let pid = child.id().expect("pid");
-    wait_for("the request to finish", || {
-        completions(&server)
-            .first()
-            .is_some_and(|r| r.end_ms.is_some())
-    })
-    .await;
-    // Let the tool part start running (no timed assertion: only a head start).
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_tool_started(&server).await;
     signal(pid, "-TERM");
     let out = tokio::time::timeout(CLI_RUN_DEADLINE, child.wait_with_output())
         .await
@@ -217,11 +196,7 @@ async fn sigterm_aborts_the_turn_and_exits_143() {
 /// installed, ends with 130 (143), never with death by the signal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn early_signal_exits_with_a_code() {
-    let script = Script::single(vec![
-        Step::tool("test_sleep", json!({"ms": 30000})),
-        Step::text("never reached"),
-    ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = sleeping_tool_mock().await;
     let project = procs_project(&server.base_url());
     for (sig, code) in [("-INT", 130), ("-TERM", 143)] {
         for delay_ms in [0u64, 10, 30] {

@@ -610,20 +610,7 @@ async fn sigint_during_long_bash() {
     );
 
     // Every process of the bash command is gone (the group was killed).
-    let deadline = Instant::now() + Duration::from_secs(1);
-    let mut left = pgrep(needle);
-    while !left.is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        left = pgrep(needle);
-    }
-    if !left.is_empty() {
-        // Do not leave them behind for other runs.
-        for p in &left {
-            let _ = std::process::Command::new("kill")
-                .args(["-KILL", p])
-                .status();
-        }
-    }
+    let left = wait_gone(needle, Duration::from_secs(1)).await;
     assert!(
         left.is_empty(),
         "processes of the interrupted bash survive: {left:?} (were {running_pids:?})"

@@ -331,17 +331,7 @@ async fn continue_keeps_history() {
     // The second run's first request carries the first turn.
     let reqs = completions(&server);
     assert_eq!(reqs.len(), 2);
-    let msgs = req_messages(&reqs[1]);
-    let convo: Vec<(String, String)> = msgs
-        .iter()
-        .filter(|m| m["role"] != "system")
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap_or("").to_string(),
-                content_text(m),
-            )
-        })
-        .collect();
+    let convo = conversation(&reqs[1]);
     let expect = [
         ("user", "first prompt"),
         ("assistant", "first answer"),
@@ -698,21 +688,11 @@ async fn ctrl_c_during_a_hung_stream_aborts_and_keeps_partial_text() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_during_a_tool_marks_it_interrupted() {
-    let script = Script::single(vec![
-        Step::tool("test_sleep", json!({"ms": 30000})),
-        Step::text("never reached"),
-    ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = sleeping_tool_mock().await;
     let project = Project::new(&server.base_url());
     let child = project.spawn(&["run", "sleep", "a", "while"], &[]);
     let pid = child.id().expect("pid");
-    wait_for("the request to finish", || {
-        completions(&server)
-            .first()
-            .is_some_and(|r| r.end_ms.is_some())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_tool_started(&server).await;
     let started = Instant::now();
     interrupt(pid);
     let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::*;
 use troupe_session::{Message, MessageWithParts, PartKind, ToolState};
-use troupe_testkit::{Conversation, Fault, MockServer, RecordedRequest, Script, Step};
+use troupe_testkit::{Conversation, MockServer, RecordedRequest, Script, Step};
 
 fn background_task(token: &str) -> Value {
     json!({
@@ -60,8 +60,7 @@ fn request_text(r: &RecordedRequest) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn background_children_report_into_the_parents_next_step() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::new(vec![
         Conversation::new(vec![
             Step::tool("task", background_task("BG-A"))
@@ -164,27 +163,16 @@ async fn background_children_report_into_the_parents_next_step() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborting_the_parent_stops_its_background_children() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
-    let hang = |token: &str| {
-        Conversation::new(vec![
-            Step::text("working on it, please hold the line")
-                .with_chunk_size(4)
-                .with_fault(Fault::hang_after(2)),
-        ])
-        .matching(token)
-    };
+    let (dir, root) = scratch();
     let script = Script::new(vec![
         Conversation::new(vec![
             Step::tool("task", background_task("HANG-A"))
                 .with_tool("task", background_task("HANG-B")),
-            Step::text("waiting for them")
-                .with_chunk_size(4)
-                .with_fault(Fault::hang_after(2)),
+            hanging_text("waiting for them"),
         ])
         .matching("PARENT-ABORT-BG"),
-        hang("HANG-A"),
-        hang("HANG-B"),
+        hanging("HANG-A"),
+        hanging("HANG-B"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
     let rt = start_runtime(&dir, &server.base_url()).await;
@@ -226,14 +214,11 @@ async fn aborting_the_parent_stops_its_background_children() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_abort_background_off_children_outlive_the_parents_abort() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::new(vec![
         Conversation::new(vec![
             Step::tool("task", background_task("KEEP-A")),
-            Step::text("waiting for it")
-                .with_chunk_size(4)
-                .with_fault(Fault::hang_after(2)),
+            hanging_text("waiting for it"),
             Step::text("thanks for the report"),
         ])
         .matching("PARENT-KEEP-BG"),

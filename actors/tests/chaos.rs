@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use support::*;
-use tempfile::TempDir;
 use troupe_actors::faults::FaultPoint;
 use troupe_session::ToolState;
 use troupe_testkit::{Conversation, Exhausted, MockServer, Script, Step, UsageSpec};
@@ -178,8 +177,7 @@ async fn chaos_turns_end_in_defined_states() {
         }
     }));
     let started = std::time::Instant::now();
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+    let (dir, root) = scratch();
     let over = UsageSpec {
         prompt_tokens: Some(3_900),
         completion_tokens: Some(10),
@@ -235,15 +233,11 @@ async fn chaos_turns_end_in_defined_states() {
         panics: write_panics.clone(),
     }));
     let mut f = Fixture::new(&server.base_url());
-    f.config = config_with(
+    f.config = config_limited(
         &server.base_url(),
+        4096,
+        512,
         json!({
-            "provider": {"mock": {
-                "name": "Mock",
-                "npm": "@ai-sdk/openai-compatible",
-                "options": {"baseURL": server.base_url(), "apiKey": "test"},
-                "models": {"mock-model": {"name": "Mock", "limit": {"context": 4096, "output": 512}}}
-            }},
             "supervision": {"read_only_tools": ["chaos_read"], "backoff_ms": 0, "tool_restarts": 3}
         }),
     );

@@ -81,15 +81,11 @@ async fn forty_turns_compact_several_times_and_keep_the_last_two_turns() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut fx = Fixture::new(&server.base_url());
     fx.opts = opts;
-    fx.config = config_with(
+    fx.config = config_limited(
         &server.base_url(),
+        context,
+        output,
         json!({
-            "provider": {"mock": {
-                "name": "Mock",
-                "npm": "@ai-sdk/openai-compatible",
-                "options": {"baseURL": server.base_url(), "apiKey": "test"},
-                "models": {"mock-model": {"name": "Mock", "limit": {"context": context, "output": output}}}
-            }},
             "compaction": {"tail_turns": 2}
         }),
     );

@@ -11,8 +11,7 @@ use troupe_testkit::{Conversation, MockServer, Script, Step};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_busy_session_waits_for_its_aborted_turn() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::new(vec![
         Conversation::new(vec![
             Step::tool("test_sleep", json!({"ms": 60000})),

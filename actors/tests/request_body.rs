@@ -41,7 +41,7 @@ fn script() -> Script {
     ])
 }
 
-fn config(base_url: &str, anthropic: bool) -> troupe_config::LoadedConfig {
+fn wire_config(base_url: &str, anthropic: bool) -> troupe_config::LoadedConfig {
     let npm = if anthropic {
         "@ai-sdk/anthropic"
     } else {
@@ -80,7 +80,7 @@ async fn scenario(anthropic: bool) {
     )
     .expect("notes");
     let mut fx = Fixture::new(&server.base_url());
-    fx.config = config(&server.base_url(), anthropic);
+    fx.config = wire_config(&server.base_url(), anthropic);
     fx.opts = RuntimeOptions {
         titles: false,
         summaries: false,

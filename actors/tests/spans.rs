@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{DEADLINE, Fixture, messages, run_prompt, tool_parts};
+use support::{DEADLINE, Fixture, messages, run_prompt, scratch, tool_parts};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -158,8 +158,7 @@ async fn spans_mirror_the_actor_tree() {
     )
     .expect("the only global subscriber of this test binary");
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     std::fs::write(root.join("notes.md"), "the secret is 42\n").expect("notes");
     let notes = root.join("notes.md").display().to_string();
     let task = json!({

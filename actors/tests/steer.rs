@@ -9,23 +9,12 @@ use support::*;
 use tempfile::TempDir;
 use troupe_actors::{PromptInput, Runtime, TurnResult};
 use troupe_session::Message;
-use troupe_testkit::{MockServer, RecordedRequest, Script, Step};
+use troupe_testkit::{MockServer, Script, Step};
 
 const STEER: &str = "also count the blank lines";
 
-/// The text of every user message of a request, in order.
-fn user_texts(r: &RecordedRequest) -> Vec<String> {
-    r.body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "user")
-        .map(content_text)
-        .collect()
-}
-
-/// Send `text` to the session in a task, steering (or queued with `steer: false`).
-fn spawn_prompt(
+/// Send [`STEER`] to the session in a task, steering (or queued with `steer: false`).
+fn spawn_second(
     rt: &Runtime,
     sid: &str,
     steer: bool,
@@ -83,7 +72,7 @@ async fn run_with_second_prompt(
     let (rt1, sid1) = (rt.clone(), sid.clone());
     let first = tokio::spawn(async move { run_prompt(&rt1, &sid1, "list the files").await });
     wait_until("step 2's gated tool", || completions(server).len() == 2).await;
-    let second = spawn_prompt(&rt, &sid, steer);
+    let second = spawn_second(&rt, &sid, steer);
     wait_until("the second prompt to wait on the session", || {
         one_waiting(&rt, &sid)
     })
@@ -124,11 +113,11 @@ async fn a_prompt_sent_at_step_2_reaches_step_3_of_the_same_turn() {
     assert_eq!(reqs.len(), 5, "no second turn: {reqs:#?}");
     for r in &reqs[..2] {
         assert!(
-            !user_texts(r).iter().any(|t| t.contains(STEER)),
+            !request_texts(r, "user").iter().any(|t| t.contains(STEER)),
             "steps 1-2 cannot know the prompt yet"
         );
     }
-    let step3 = user_texts(&reqs[2]);
+    let step3 = request_texts(&reqs[2], "user");
     assert_eq!(step3.len(), 2, "{step3:?}");
     assert_eq!(step3[0], "list the files");
     assert_eq!(
@@ -138,7 +127,7 @@ async fn a_prompt_sent_at_step_2_reaches_step_3_of_the_same_turn() {
     );
     assert!(step3[1].contains("The user sent the following message:"));
     // Later steps see it as the user wrote it, after step 2's tool result.
-    assert_eq!(user_texts(&reqs[3]), ["list the files", STEER]);
+    assert_eq!(request_texts(&reqs[3], "user"), ["list the files", STEER]);
     let last_roles: Vec<&str> = reqs[2].body["messages"]
         .as_array()
         .expect("messages")
@@ -191,9 +180,9 @@ async fn a_queued_prompt_waits_for_a_turn_of_its_own() {
     let reqs = completions(&server);
     assert_eq!(reqs.len(), 6, "{reqs:#?}");
     for r in &reqs[..5] {
-        assert!(!user_texts(r).iter().any(|t| t.contains(STEER)));
+        assert!(!request_texts(r, "user").iter().any(|t| t.contains(STEER)));
     }
-    assert_eq!(user_texts(&reqs[5]), ["list the files", STEER]);
+    assert_eq!(request_texts(&reqs[5], "user"), ["list the files", STEER]);
     let history = messages(&rt, &sid).await;
     let users: Vec<usize> = history
         .iter()
@@ -234,7 +223,7 @@ async fn a_prompt_that_arrives_while_the_model_answers_keeps_the_turn_going() {
     let (rt1, sid1) = (rt.clone(), sid.clone());
     let first = tokio::spawn(async move { run_prompt(&rt1, &sid1, "go").await });
     wait_until("step 2's request", || completions(&server).len() == 2).await;
-    let second = spawn_prompt(&rt, &sid, true);
+    let second = spawn_second(&rt, &sid, true);
     wait_until("the prompt to wait on the session", || {
         one_waiting(&rt, &sid)
     })
@@ -259,7 +248,7 @@ async fn a_prompt_that_arrives_while_the_model_answers_keeps_the_turn_going() {
     let reqs = completions(&server);
     assert_eq!(reqs.len(), 3);
     assert_eq!(
-        user_texts(&reqs[2]),
+        request_texts(&reqs[2], "user"),
         ["go".to_string(), troupe_actors::steer::wrap(STEER)]
     );
     rt.shutdown().await;
@@ -280,7 +269,7 @@ async fn an_abort_drops_a_prompt_waiting_to_steer() {
     let (rt1, sid1) = (rt.clone(), sid.clone());
     let first = tokio::spawn(async move { rt1.prompt(&sid1, prompt("list the files")).await });
     wait_until("step 2's gated tool", || completions(&server).len() == 2).await;
-    let second = spawn_prompt(&rt, &sid, true);
+    let second = spawn_second(&rt, &sid, true);
     wait_until("the prompt to wait on the session", || {
         one_waiting(&rt, &sid)
     })

@@ -9,17 +9,19 @@
 
 mod support;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::{
-    DEADLINE, children, completions, last_assistant, messages, open_store, prompt, request_texts,
-    requests_of, run_prompt, start_runtime, start_runtime_with, texts, tool_parts, wait_until,
-    wait_until_within,
+    DEADLINE, children, completions, hanging, last_assistant, messages, open_store, prompt,
+    request_texts, requests_of, run_prompt, scratch, start_runtime, start_runtime_with, texts,
+    tool_parts, wait_until, wait_until_within,
 };
+use tempfile::TempDir;
 use troupe_actors::{Runtime, RuntimeOptions};
 use troupe_session::{LeaseClaim, Message, MessageWithParts, TakeOutcome, ToolState};
-use troupe_testkit::{Conversation, Exhausted, Fault, MockServer, RecordedRequest, Script, Step};
+use troupe_testkit::{Conversation, Exhausted, MockServer, RecordedRequest, Script, Step};
 
 /// The first user message's text of a stored session.
 fn first_user_text(history: &[MessageWithParts]) -> String {
@@ -118,10 +120,42 @@ async fn child_by_token(rt: &Runtime, parent: &str, tokens: &[&str]) -> Vec<Stri
     out
 }
 
+/// Turn 1 of a resume test, on a runtime and mock of its own over the store in `dir`: the
+/// parent (prompt `PARENT-{tag}: start a helper`) starts an explore child (`CHILD-{tag}`)
+/// that answers `child_answer`. Returns the parent's session id and the task call's output
+/// (which names the child's `task_id`), after the runtime shut down.
+async fn first_child_turn(
+    dir: &TempDir,
+    root: &Path,
+    tag: &str,
+    child_answer: &str,
+) -> (String, String) {
+    let server = MockServer::start(Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", task_args(&format!("CHILD-{tag}"), "explore")),
+            Step::text("parent turn one done"),
+        ])
+        .matching(format!("PARENT-{tag}")),
+        Conversation::new(vec![Step::text(child_answer)]).matching(format!("CHILD-{tag}")),
+    ]))
+    .await
+    .expect("mock 1");
+    let rt = start_runtime(dir, &server.base_url()).await;
+    let sid = rt.create_session(root, None).await.expect("session").id;
+    let t1 = run_prompt(&rt, &sid, &format!("PARENT-{tag}: start a helper")).await;
+    assert!(t1.error.is_none(), "{:?}", t1.error);
+    let results = task_results(&messages(&rt, &sid).await);
+    assert_eq!(results.len(), 1);
+    let out = results[0].1.clone().expect("first task call succeeds");
+    wait_idle(&rt, Duration::from_secs(5)).await;
+    rt.shutdown().await;
+    server.shutdown().await;
+    (sid, out)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_parallel_children() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     std::fs::write(root.join("notes.md"), "TODO: the secret is 42\n").expect("notes");
     let notes = root.join("notes.md").display().to_string();
 
@@ -280,16 +314,7 @@ async fn three_parallel_children() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_during_fan_out() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
-    let hang = |token: &str| {
-        Conversation::new(vec![
-            Step::text("working on it, please hold the line")
-                .with_chunk_size(4)
-                .with_fault(Fault::hang_after(2)),
-        ])
-        .matching(token)
-    };
+    let (dir, root) = scratch();
     let script = Script::new(vec![
         Conversation::new(vec![
             Step::tool("task", task_args("HANG-A", "explore"))
@@ -298,8 +323,8 @@ async fn abort_during_fan_out() {
             Step::text("never reached"),
         ])
         .matching("PARENT-ABORT"),
-        hang("HANG-A"),
-        hang("HANG-B"),
+        hanging("HANG-A"),
+        hanging("HANG-B"),
         Conversation::new(vec![
             Step::tool("test_sleep", json!({"ms": 60000})),
             Step::text("never reached"),
@@ -389,33 +414,13 @@ async fn abort_during_fan_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_with_task_id() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
 
     // Turn 1 (first runtime, first mock): the parent starts a child.
     let child_conv = |steps: Vec<Step>| Conversation::new(steps).matching("CHILD-RESUME");
-    let server1 = MockServer::start(Script::new(vec![
-        Conversation::new(vec![
-            Step::tool("task", task_args("CHILD-RESUME", "explore")),
-            Step::text("parent turn one done"),
-        ])
-        .matching("PARENT-RESUME"),
-        child_conv(vec![Step::text("child first answer: 17 files")]),
-    ]))
-    .await
-    .expect("mock 1");
-    let rt = start_runtime(&dir, &server1.base_url()).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let t1 = run_prompt(&rt, &sid, "PARENT-RESUME: start a helper").await;
-    assert!(t1.error.is_none(), "{:?}", t1.error);
-    let r1 = task_results(&messages(&rt, &sid).await);
-    assert_eq!(r1.len(), 1);
-    let out1 = r1[0].1.clone().expect("first task call succeeds");
+    let (sid, out1) = first_child_turn(&dir, &root, "RESUME", "child first answer: 17 files").await;
     let child = task_id_of(&out1);
     assert!(out1.contains("child first answer: 17 files"), "{out1}");
-    wait_idle(&rt, Duration::from_secs(5)).await;
-    rt.shutdown().await;
-    server1.shutdown().await;
 
     // Turn 2 (a fresh runtime on the same store; its mock knows the child's id): the parent
     // continues the child, and tries a bogus task_id in the same step.
@@ -545,8 +550,7 @@ async fn resume_with_task_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subagent_cap_queues() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let child = |token: &str| {
         Conversation::new(vec![
             Step::text(format!("{token} answered")).with_first_byte_delay_ms(150),
@@ -610,8 +614,7 @@ async fn subagent_cap_queues() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_subagent_and_nested_task_are_refused() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let nesting = |token: &str| {
         Conversation::new(vec![
             Step::tool("task", task_args("GRANDCHILD", "explore")),
@@ -693,8 +696,7 @@ async fn unknown_subagent_and_nested_task_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timed_out_child_is_released() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::new(vec![
         Conversation::new(vec![
             Step::tool("task", task_args("SLOW-CHILD", "general")),
@@ -742,8 +744,7 @@ async fn timed_out_child_is_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disabled_tool_is_not_executed_by_a_subagent() {
     // explore's ruleset is `* deny` + read-only allows, so test_sleep is not advertised to it.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::new(vec![
         Conversation::new(vec![
             Step::tool("task", task_args("EXPLORE-SLEEP", "explore")),
@@ -792,32 +793,10 @@ async fn disabled_tool_is_not_executed_by_a_subagent() {
 /// child's transcript is two whole turns (user, assistant, user, assistant).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallel_calls_with_one_task_id_do_not_share_the_child() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let child_conv = |steps: Vec<Step>| Conversation::new(steps).matching("CHILD-TWICE");
-    let server1 = MockServer::start(Script::new(vec![
-        Conversation::new(vec![
-            Step::tool("task", task_args("CHILD-TWICE", "explore")),
-            Step::text("parent turn one done"),
-        ])
-        .matching("PARENT-TWICE"),
-        child_conv(vec![Step::text("child first answer")]),
-    ]))
-    .await
-    .expect("mock 1");
-    let rt = start_runtime(&dir, &server1.base_url()).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let t1 = run_prompt(&rt, &sid, "PARENT-TWICE: start a helper").await;
-    assert!(t1.error.is_none(), "{:?}", t1.error);
-    let child = task_id_of(
-        &task_results(&messages(&rt, &sid).await)[0]
-            .1
-            .clone()
-            .expect("ok"),
-    );
-    wait_idle(&rt, Duration::from_secs(5)).await;
-    rt.shutdown().await;
-    server1.shutdown().await;
+    let (sid, out1) = first_child_turn(&dir, &root, "TWICE", "child first answer").await;
+    let child = task_id_of(&out1);
 
     let resume = |prompt: &str| {
         json!({

@@ -14,8 +14,8 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use support::*;
 use tempfile::TempDir;
-use troupe_actors::Runtime;
 use troupe_actors::tree::{ActorNode, Kind};
+use troupe_actors::{Runtime, TurnResult};
 use troupe_session::{SessionPermission, ToolState, Write};
 use troupe_testkit::{Conversation, MockServer, Script, Step};
 use troupe_tools::{Registry, Tool, ToolContext, ToolError, ToolOutput};
@@ -83,6 +83,42 @@ async fn runtime_with(dir: &TempDir, server: &MockServer, tool: Arc<dyn Tool>) -
     f.start(dir).await
 }
 
+/// One finished turn of a model that calls the flaky tool `name` once (no arguments) and then
+/// answers "done", on a runtime from [`runtime_with`].
+struct FlakyTurn {
+    /// Keep the store's directory and the mock alive for the test.
+    _dir: TempDir,
+    _server: MockServer,
+    rt: Runtime,
+    sid: String,
+    r: TurnResult,
+    /// How many times the tool ran.
+    runs: Arc<AtomicUsize>,
+}
+
+/// Runs the turn of [`FlakyTurn`] with a tool that crashes its first `crashes` runs.
+async fn flaky_turn(name: &'static str, crashes: usize) -> FlakyTurn {
+    let (dir, root) = scratch();
+    let server = MockServer::start(Script::single(vec![
+        Step::tool(name, json!({})),
+        Step::text("done"),
+    ]))
+    .await
+    .unwrap();
+    let (tool, runs) = flaky(name, crashes);
+    let rt = runtime_with(&dir, &server, tool).await;
+    let sid = rt.create_session(&root, None).await.unwrap().id;
+    let r = run_prompt(&rt, &sid, "go").await;
+    FlakyTurn {
+        _dir: dir,
+        _server: server,
+        rt,
+        sid,
+        r,
+        runs,
+    }
+}
+
 fn labeled(rt: &Runtime, name: &str, labels: &str) -> u64 {
     rt.shared()
         .counters
@@ -95,18 +131,10 @@ fn labeled(rt: &Runtime, name: &str, labels: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_tool_that_crashed_once_is_rerun_and_completes() {
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    let server = MockServer::start(Script::single(vec![
-        Step::tool("flaky_read", json!({})),
-        Step::text("done"),
-    ]))
-    .await
-    .unwrap();
-    let (tool, runs) = flaky("flaky_read", 1);
-    let rt = runtime_with(&dir, &server, tool).await;
-    let sid = rt.create_session(&root, None).await.unwrap().id;
-    let r = run_prompt(&rt, &sid, "go").await;
+    let turn = flaky_turn("flaky_read", 1).await;
+    let FlakyTurn {
+        rt, sid, r, runs, ..
+    } = turn;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(r.text, "done");
     assert_eq!(runs.load(Ordering::SeqCst), 2, "one crash, one good run");
@@ -129,18 +157,10 @@ async fn read_only_tool_that_crashed_once_is_rerun_and_completes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_tool_that_keeps_crashing_gives_up_at_the_limit() {
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    let server = MockServer::start(Script::single(vec![
-        Step::tool("flaky_read", json!({})),
-        Step::text("done"),
-    ]))
-    .await
-    .unwrap();
-    let (tool, runs) = flaky("flaky_read", usize::MAX);
-    let rt = runtime_with(&dir, &server, tool).await;
-    let sid = rt.create_session(&root, None).await.unwrap().id;
-    let r = run_prompt(&rt, &sid, "go").await;
+    let turn = flaky_turn("flaky_read", usize::MAX).await;
+    let FlakyTurn {
+        rt, sid, r, runs, ..
+    } = turn;
     assert!(
         r.error.is_none(),
         "a crashed tool is an error part, not a failed turn"
@@ -167,18 +187,10 @@ async fn read_only_tool_that_keeps_crashing_gives_up_at_the_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn side_effecting_tool_that_crashed_is_never_rerun() {
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    let server = MockServer::start(Script::single(vec![
-        Step::tool("flaky_write", json!({})),
-        Step::text("done"),
-    ]))
-    .await
-    .unwrap();
-    let (tool, runs) = flaky("flaky_write", 1);
-    let rt = runtime_with(&dir, &server, tool).await;
-    let sid = rt.create_session(&root, None).await.unwrap().id;
-    let r = run_prompt(&rt, &sid, "go").await;
+    let turn = flaky_turn("flaky_write", 1).await;
+    let FlakyTurn {
+        rt, sid, r, runs, ..
+    } = turn;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(runs.load(Ordering::SeqCst), 1, "ran exactly once");
     let parts = tool_parts(&messages(&rt, &sid).await);
@@ -210,8 +222,7 @@ fn find(n: &ActorNode, kind: Kind) -> Option<&ActorNode> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn title_and_compaction_workers_appear_in_the_tree_while_they_run() {
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+    let (dir, root) = scratch();
     // The title and the summary answer slowly, so the workers are seen while they run; the
     // first step reports usage past the 4k context, which starts a compaction.
     let over = troupe_testkit::UsageSpec {
@@ -234,15 +245,7 @@ async fn title_and_compaction_workers_appear_in_the_tree_while_they_run() {
     .await
     .unwrap();
     let mut f = Fixture::new(&server.base_url());
-    f.config = config_with(
-        &server.base_url(),
-        json!({"provider": {"mock": {
-            "name": "Mock",
-            "npm": "@ai-sdk/openai-compatible",
-            "options": {"baseURL": server.base_url(), "apiKey": "test"},
-            "models": {"mock-model": {"name": "Mock", "limit": {"context": 4096, "output": 512}}}
-        }}}),
-    );
+    f.config = config_limited(&server.base_url(), 4096, 512, json!({}));
     f.opts.titles = true;
     let rt = f.start(&dir).await;
     let sid = rt.create_session(&root, None).await.unwrap().id;
@@ -300,8 +303,7 @@ async fn a_subagent_ruleset_that_does_not_decode_fails_the_turn() {
 }
 
 async fn an_undecodable_ruleset_fails_the_turn(subagent: bool) {
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+    let (dir, root) = scratch();
     let server = MockServer::start(Script::single(vec![Step::text("should not run")]))
         .await
         .unwrap();
@@ -338,8 +340,7 @@ async fn an_undecodable_ruleset_fails_the_turn(subagent: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn patching_rules_onto_a_ruleset_that_does_not_decode_fails_and_keeps_it() {
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+    let (dir, root) = scratch();
     let server = MockServer::start(Script::single(vec![Step::text("unused")]))
         .await
         .unwrap();
@@ -391,8 +392,7 @@ fn once_at(point: troupe_actors::faults::FaultPoint) -> troupe_actors::faults::F
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_step_is_retried_once_from_the_committed_history() {
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+    let (dir, root) = scratch();
     let server = MockServer::start(Script::single(vec![Step::text("the answer")]))
         .await
         .unwrap();
@@ -428,8 +428,7 @@ async fn a_crashed_step_is_retried_once_from_the_committed_history() {
 /// answers meanwhile, and an abort ends the turn at once instead of after the backoff.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_session_actor_answers_during_a_step_retry_backoff_and_an_abort_ends_it() {
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+    let (dir, root) = scratch();
     let server = MockServer::start(Script::single(vec![Step::text("never sent")]))
         .await
         .unwrap();
@@ -485,8 +484,7 @@ async fn the_session_actor_answers_during_a_step_retry_backoff_and_an_abort_ends
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_session_actor_is_restarted_and_its_turn_goes_on() {
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+    let (dir, root) = scratch();
     let server = MockServer::start(Script::single(vec![
         Step::tool("flaky_write", json!({})),
         Step::text("finished after the restart"),
@@ -519,8 +517,7 @@ async fn a_crashed_session_actor_is_restarted_and_its_turn_goes_on() {
 /// restarted from the store and the turn goes on, so the parent's task call completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_subagent_session_is_restarted_and_the_task_completes() {
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+    let (dir, root) = scratch();
     let server = MockServer::start(Script::new(vec![
         Conversation::new(vec![
             Step::tool("flaky_write", json!({})),
@@ -577,8 +574,7 @@ async fn a_crashed_subagent_session_is_restarted_and_the_task_completes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_that_keeps_crashing_fails_with_the_cause() {
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+    let (dir, root) = scratch();
     // Every step calls a tool, so each restarted turn runs one more step and crashes again.
     let mut steps: Vec<Step> = (0..6)
         .map(|_| Step::tool("flaky_write", json!({})))
@@ -610,8 +606,7 @@ async fn a_session_that_keeps_crashing_fails_with_the_cause() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_that_changed_files_gets_a_summary_from_the_summary_worker() {
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
+    let (dir, root) = scratch();
     let file = root.join("notes.txt");
     // The summary request carries the turn (two assistant messages): its step 2 answers,
     // slowly, so the worker is seen in the tree.

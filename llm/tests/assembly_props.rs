@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 
-use common::replay_parts;
+use common::{replay_parts, split_at, tokio_rt};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use troupe_config::model::Protocol;
@@ -149,20 +149,6 @@ fn frame(events: &[(String, Value)], bom: bool, ending: &str) -> Vec<u8> {
     s.into_bytes()
 }
 
-fn split(body: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
-    let mut at: Vec<usize> = cuts.iter().map(|c| c % (body.len() + 1)).collect();
-    at.sort_unstable();
-    at.dedup();
-    let mut parts = Vec::new();
-    let mut prev = 0;
-    for c in at {
-        parts.push(body[prev..c].to_vec());
-        prev = c;
-    }
-    parts.push(body[prev..].to_vec());
-    parts
-}
-
 /// The invariants of one assembled step.
 fn check(events: &[Result<StreamEvent, LlmError>]) -> Result<(), String> {
     let mut open: HashSet<String> = HashSet::new();
@@ -239,13 +225,6 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
     )
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -264,7 +243,7 @@ proptest! {
         };
         let events = mutate(base, &ops);
         let body = frame(&events, bom, ending);
-        let out = rt().block_on(replay_parts(split(&body, &cuts), protocol, "x"));
+        let out = tokio_rt().block_on(replay_parts(split_at(&body, &cuts), protocol, "x"));
         if let Err(why) = check(&out) {
             return Err(TestCaseError::fail(format!("{why}\nops {ops:?}\nevents {out:#?}")));
         }
@@ -287,7 +266,7 @@ fn duplicate_tool_ids_become_two_calls() {
         ),
     ] {
         let body = frame(&events, true, "\r");
-        let out = rt().block_on(replay_parts(vec![body], protocol, "x"));
+        let out = tokio_rt().block_on(replay_parts(vec![body], protocol, "x"));
         check(&out).expect("invariants");
         let calls: Vec<(String, String)> = out
             .iter()

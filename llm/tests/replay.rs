@@ -408,27 +408,6 @@ fn all_bodies() -> Vec<(Vec<u8>, Protocol, &'static str)> {
         .collect()
 }
 
-fn split_at(body: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
-    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (body.len() + 1)).collect();
-    cuts.sort_unstable();
-    cuts.dedup();
-    let mut parts = Vec::new();
-    let mut prev = 0;
-    for c in cuts {
-        parts.push(body[prev..c].to_vec());
-        prev = c;
-    }
-    parts.push(body[prev..].to_vec());
-    parts
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -439,9 +418,9 @@ proptest! {
     ) {
         let bodies = all_bodies();
         let (body, protocol, provider) = &bodies[which % bodies.len()];
-        let rt = rt();
-        let whole = rt.block_on(replay(body.clone(), *protocol, provider));
-        let split = rt.block_on(replay_parts(split_at(body, &cuts), *protocol, provider));
+        let tokio_rt = tokio_rt();
+        let whole = tokio_rt.block_on(replay(body.clone(), *protocol, provider));
+        let split = tokio_rt.block_on(replay_parts(split_at(body, &cuts), *protocol, provider));
         prop_assert_eq!(whole, split);
     }
 
@@ -449,10 +428,10 @@ proptest! {
     fn byte_by_byte_small_prefix_split(which in 0usize..22) {
         let bodies = all_bodies();
         let (body, protocol, provider) = &bodies[which % bodies.len()];
-        let rt = rt();
-        let whole = rt.block_on(replay(body.clone(), *protocol, provider));
+        let tokio_rt = tokio_rt();
+        let whole = tokio_rt.block_on(replay(body.clone(), *protocol, provider));
         let parts: Vec<Vec<u8>> = body.iter().map(|b| vec![*b]).collect();
-        let split = rt.block_on(replay_parts(parts, *protocol, provider));
+        let split = tokio_rt.block_on(replay_parts(parts, *protocol, provider));
         prop_assert_eq!(whole, split);
     }
 
@@ -462,8 +441,8 @@ proptest! {
         anthropic in any::<bool>(),
     ) {
         let protocol = if anthropic { Protocol::AnthropicMessages } else { Protocol::OpenaiChat };
-        let rt = rt();
-        let events = rt.block_on(replay(bytes, protocol, "x"));
+        let tokio_rt = tokio_rt();
+        let events = tokio_rt.block_on(replay(bytes, protocol, "x"));
         // Either a clean finish or exactly one terminal error, never both after each other.
         let errors = events.iter().filter(|e| e.is_err()).count();
         prop_assert!(errors <= 1);
@@ -489,8 +468,8 @@ proptest! {
     ) {
         let body = lines.join("\n").into_bytes();
         let protocol = if anthropic { Protocol::AnthropicMessages } else { Protocol::OpenaiChat };
-        let rt = rt();
-        let events = rt.block_on(replay(body, protocol, "x"));
+        let tokio_rt = tokio_rt();
+        let events = tokio_rt.block_on(replay(body, protocol, "x"));
         prop_assert!(events.iter().filter(|e| e.is_err()).count() <= 1);
     }
 }

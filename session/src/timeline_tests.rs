@@ -7,9 +7,9 @@ use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::test_support::assistant_msg;
 use crate::types::{
-    AssistantMessage, AssistantTime, MessageError, MessagePath, RequestTime, SessionTime, Tokens,
-    ToolTime,
+    AssistantMessage, AssistantTime, MessageError, RequestTime, SessionTime, Tokens, ToolTime,
 };
 
 const NOW: Millis = 10_000;
@@ -89,20 +89,10 @@ fn step(
     }
     MessageWithParts {
         info: Message::Assistant(AssistantMessage {
-            id: id.into(),
             session_id: sid.into(),
-            parent_id: "msg_u".into(),
             time: AssistantTime { created, completed },
-            agent: "build".into(),
-            model_id: "m".into(),
-            provider_id: "mock".into(),
-            path: MessagePath::default(),
-            summary: false,
-            cost: Decimal::ZERO,
-            tokens: Tokens::default(),
             finish: finished.then(|| "stop".to_string()),
-            error: None,
-            structured: None,
+            ..assistant_msg(id, "msg_u")
         }),
         parts,
     }

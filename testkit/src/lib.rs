@@ -54,3 +54,19 @@ pub use server::{
     SHUTDOWN_GRACE,
 };
 pub use wire::Dialect;
+
+/// A troupe config (the JSON of `troupe.json`) whose default model is `mock/`[`MOCK_MODEL`],
+/// an OpenAI-compatible provider served at `base_url` (a [`MockServer::base_url`]), with a
+/// context window of `context` tokens and an output limit of `output` tokens. The one shape
+/// every test that points troupe at the mock starts from.
+pub fn mock_troupe_config(base_url: &str, context: u64, output: u64) -> serde_json::Value {
+    serde_json::json!({
+        "model": format!("mock/{MOCK_MODEL}"),
+        "provider": {"mock": {
+            "name": "Mock",
+            "npm": "@ai-sdk/openai-compatible",
+            "options": {"baseURL": base_url, "apiKey": "test"},
+            "models": {MOCK_MODEL: {"name": "Mock", "limit": {"context": context, "output": output}}}
+        }}
+    })
+}

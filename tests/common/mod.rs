@@ -9,7 +9,7 @@ mod project;
 use std::process::Output;
 
 use serde_json::Value;
-use troupe_testkit::{MockServer, RecordedRequest};
+use troupe_testkit::{MockServer, RecordedRequest, Script, Step};
 
 pub use project::*;
 
@@ -134,6 +134,21 @@ pub fn req_messages(r: &RecordedRequest) -> Vec<Value> {
     r.body["messages"].as_array().cloned().unwrap_or_default()
 }
 
+/// The non-system messages of a request as (role, text) pairs, in order: the conversation
+/// the model was shown.
+pub fn conversation(r: &RecordedRequest) -> Vec<(String, String)> {
+    req_messages(r)
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or("").to_string(),
+                content_text(m),
+            )
+        })
+        .collect()
+}
+
 /// Completion requests of either dialect only (the mock also records e.g. `GET /v1/models`).
 pub fn completions(server: &MockServer) -> Vec<RecordedRequest> {
     server
@@ -141,6 +156,28 @@ pub fn completions(server: &MockServer) -> Vec<RecordedRequest> {
         .into_iter()
         .filter(|r| r.dialect.is_some())
         .collect()
+}
+
+/// A mock whose model calls `test_sleep` for 30 s (and would then answer "never reached"):
+/// a turn that stays in a tool until the test interrupts it.
+pub async fn sleeping_tool_mock() -> MockServer {
+    let script = Script::single(vec![
+        Step::tool("test_sleep", serde_json::json!({"ms": 30000})),
+        Step::text("never reached"),
+    ]);
+    MockServer::start(script).await.expect("mock")
+}
+
+/// Waits until the first completion request has ended (the tool call was streamed), then
+/// 300 ms more so the tool part starts running (a head start only, no timed assertion).
+pub async fn wait_tool_started(server: &MockServer) {
+    wait_for("the request to finish", || {
+        completions(server)
+            .first()
+            .is_some_and(|r| r.end_ms.is_some())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
 }
 
 /// Text content of a request message (string content or joined text parts).

@@ -332,15 +332,7 @@ pub async fn subscribe_events(
 /// A config whose default model is `mock/mock-model` (OpenAI-compatible, 128k context, 8k
 /// output) served at `base_url`.
 pub fn mock_config(base_url: &str) -> Value {
-    serde_json::json!({
-        "model": "mock/mock-model",
-        "provider": {"mock": {
-            "name": "Mock",
-            "npm": "@ai-sdk/openai-compatible",
-            "options": {"baseURL": base_url, "apiKey": "test"},
-            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
-        }}
-    })
+    troupe_testkit::mock_troupe_config(base_url, 128_000, 8_192)
 }
 
 /// [`mock_config`] with `patch` merged in (RFC 7386 merge patch: objects merge key by key,
@@ -419,6 +411,24 @@ pub fn pgrep(needle: &str) -> Vec<String> {
         })
         .map(str::to_string)
         .collect()
+}
+
+/// Waits up to `limit` (checked every 20 ms) until no live process matches `needle` (see
+/// [`pgrep`]); SIGKILLs whatever is left so no test leaves processes behind for other runs,
+/// and returns the pids that were left (empty when all went in time).
+pub async fn wait_gone(needle: &str, limit: Duration) -> Vec<String> {
+    let deadline = std::time::Instant::now() + limit;
+    let mut left = pgrep(needle);
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        left = pgrep(needle);
+    }
+    for p in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", p])
+            .status();
+    }
+    left
 }
 
 #[cfg(test)]

@@ -6,19 +6,14 @@ mod bash_support;
 
 use std::path::{Path, PathBuf};
 
-use bash_support::{decide, project, ruleset};
+use bash_support::{EXT, PLAN_EDIT, PUSH, RM, Row, check_rows, project};
 use proptest::prelude::*;
 use troupe_agents::permission::Action;
 
 use Action::{Allow as A, Ask as K, Deny as D};
 
-const RM: &str = "bash: denied by rule \"rm *\"";
-const PUSH: &str = "bash: denied by rule \"git push *\"";
-const EXT: &str = "external_directory: denied by rule \"*\"";
 const UNKNOWN_EXT: &str = "external_directory: needs approval because";
 const OPAQUE: &str = "bash: needs approval because";
-const PLAN_EDIT: &str =
-    "edit: denied by rule \"*\" (a guarantee of the agent, overriding edit \"*\": allow)";
 const PLAN_UNKNOWN: &str = "needs approval because";
 
 /// The tester's project: `outlink -> ../outside` (holding `secret`), `list.txt` naming
@@ -40,7 +35,7 @@ fn tester_project() -> (tempfile::TempDir, PathBuf) {
 }
 
 /// (ruleset, command, expected action, text the message must contain).
-const ROWS: &[(&str, &str, Action, &str)] = &[
+const ROWS: &[Row] = &[
     // 1. Paths attached to short options.
     ("extdeny", "sort -o../outside/x a.txt", D, EXT),
     ("extdeny", "sort -o ../outside/x a.txt", D, EXT),
@@ -146,22 +141,7 @@ const ROWS: &[(&str, &str, Action, &str)] = &[
 #[tokio::test]
 async fn tester_bypasses_are_closed() {
     let (_d, proj) = tester_project();
-    let mut failures = Vec::new();
-    for (rules, cmd, want, says) in ROWS {
-        let (got, msg) = decide(ruleset(rules), &proj, cmd).await;
-        if got != *want || !msg.contains(says) {
-            failures.push(format!(
-                "[{rules}] {cmd:?}: want {want} containing {says:?}, got {got}: {msg}"
-            ));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} rows failed:\n{}",
-        failures.len(),
-        ROWS.len(),
-        failures.join("\n")
-    );
+    check_rows(&proj, ROWS).await;
 }
 
 /// Whether the analysis of `cmd` reports `path` (or something only known when it runs).

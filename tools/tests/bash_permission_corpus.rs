@@ -6,22 +6,17 @@
 
 mod bash_support;
 
-use bash_support::{decide, issue_rules, project, ruleset};
+use bash_support::{EXT, PLAN_EDIT, PUSH, RM, Row, check_rows, decide, issue_rules, project};
 use proptest::prelude::*;
 use troupe_agents::permission::{self, Action};
 
 use Action::{Allow as A, Ask as K, Deny as D};
 
-const RM: &str = "bash: denied by rule \"rm *\"";
-const PUSH: &str = "bash: denied by rule \"git push *\"";
-const EXT: &str = "external_directory: denied by rule \"*\"";
 const LIT: &str = "is not a literal";
 const STDIN: &str = "reads its script from stdin";
-const PLAN_EDIT: &str =
-    "edit: denied by rule \"*\" (a guarantee of the agent, overriding edit \"*\": allow)";
 
 /// (ruleset, command, expected action, text the message must contain).
-const CORPUS: &[(&str, &str, Action, &str)] = &[
+const CORPUS: &[Row] = &[
     // The issue's table.
     (
         "issue",
@@ -1044,22 +1039,7 @@ const CORPUS: &[(&str, &str, Action, &str)] = &[
 async fn corpus_decisions_and_deciding_rules() {
     assert!(CORPUS.len() >= 200, "{} rows", CORPUS.len());
     let (_d, proj) = project();
-    let mut failures = Vec::new();
-    for (rules, cmd, want, says) in CORPUS {
-        let (got, msg) = decide(ruleset(rules), &proj, cmd).await;
-        if got != *want || !msg.contains(says) {
-            failures.push(format!(
-                "[{rules}] {cmd:?}: want {want} containing {says:?}, got {got}: {msg}"
-            ));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} rows failed:\n{}",
-        failures.len(),
-        CORPUS.len(),
-        failures.join("\n")
-    );
+    check_rows(&proj, CORPUS).await;
 }
 
 /// Aliases already in the repository's configuration (set in an earlier call, or by the

@@ -14,6 +14,7 @@ use troupe_config::{Config, LoadedConfig};
 use troupe_session::{
     AssistantMessage, Bus, Message, MessageWithParts, PartKind, Session, Store, ToolState,
 };
+use troupe_testkit::{Conversation, Fault, Step};
 use troupe_tools::{AllowAll, PermissionAsker, Registry};
 
 /// Bound on any single wait in these tests, so a deadlock fails instead of hanging.
@@ -22,15 +23,13 @@ pub const DEADLINE: Duration = Duration::from_secs(20);
 /// Config with the mock provider at `base_url` as the default model (`mock/mock-model`,
 /// 128k context, 8k output), with the top-level keys of `extra` merged over it.
 pub fn config_with(base_url: &str, extra: Value) -> LoadedConfig {
-    let mut cfg = json!({
-        "model": "mock/mock-model",
-        "provider": {"mock": {
-            "name": "Mock",
-            "npm": "@ai-sdk/openai-compatible",
-            "options": {"baseURL": base_url, "apiKey": "test"},
-            "models": {"mock-model": {"name": "Mock", "limit": {"context": 128000, "output": 8192}}}
-        }}
-    });
+    config_limited(base_url, 128_000, 8_192, extra)
+}
+
+/// [`config_with`] whose mock model has a context window of `context` tokens and an output
+/// limit of `output` tokens.
+pub fn config_limited(base_url: &str, context: u64, output: u64, extra: Value) -> LoadedConfig {
+    let mut cfg = troupe_testkit::mock_troupe_config(base_url, context, output);
     if let (Some(dst), Value::Object(src)) = (cfg.as_object_mut(), extra) {
         for (k, v) in src {
             dst.insert(k, v);
@@ -44,6 +43,27 @@ pub fn config_with(base_url: &str, extra: Value) -> LoadedConfig {
 /// [`config_with`] without extra keys.
 pub fn config(base_url: &str) -> LoadedConfig {
     config_with(base_url, json!({}))
+}
+
+/// A temp dir for a test's store and project, and its canonical path (the session root).
+pub fn scratch() -> (TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    (dir, root)
+}
+
+/// A text step that streams `text` 4 bytes a chunk and hangs after the second chunk (until
+/// the client drops the response): a model still answering when the test acts.
+pub fn hanging_text(text: &str) -> Step {
+    Step::text(text)
+        .with_chunk_size(4)
+        .with_fault(Fault::hang_after(2))
+}
+
+/// A conversation for the request containing `token` that hangs mid-answer (see
+/// [`hanging_text`]): a child still working when the test acts.
+pub fn hanging(token: &str) -> Conversation {
+    Conversation::new(vec![hanging_text("working on it, please hold the line")]).matching(token)
 }
 
 /// The store of a test: `troupe.db` in `dir`.

@@ -120,3 +120,29 @@ pub fn stream_fixtures(dir: &str) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// `body` cut into consecutive chunks at the offsets `cuts` (each taken modulo
+/// `body.len() + 1`, sorted and deduplicated), so a property can feed a parser any split of
+/// the same bytes. The chunks concatenate back to `body`; empty ones can occur at the ends.
+pub fn split_at(body: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
+    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (body.len() + 1)).collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut parts = Vec::new();
+    let mut prev = 0;
+    for c in cuts {
+        parts.push(body[prev..c].to_vec());
+        prev = c;
+    }
+    parts.push(body[prev..].to_vec());
+    parts
+}
+
+/// A current-thread tokio runtime with I/O and timers, for a property test (proptest's cases
+/// are synchronous) to run the async replay in.
+pub fn tokio_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}

@@ -102,3 +102,38 @@ pub async fn decide(rules: Ruleset, proj: &Path, command: &str) -> (Action, Stri
         Err(e) => panic!("{command:?}: unexpected {e:?}"),
     }
 }
+
+/// A row of a decision table: (ruleset name for [`ruleset`], command, the action the check
+/// must reach, text its message must contain).
+pub type Row = (&'static str, &'static str, Action, &'static str);
+
+/// The message of a command denied by the `rm *` rule.
+pub const RM: &str = "bash: denied by rule \"rm *\"";
+/// The message of a command denied by the `git push *` rule.
+pub const PUSH: &str = "bash: denied by rule \"git push *\"";
+/// The message of a path outside the project denied by `external_directory`.
+pub const EXT: &str = "external_directory: denied by rule \"*\"";
+/// The message of a write refused by the plan agent's guarantee.
+pub const PLAN_EDIT: &str =
+    "edit: denied by rule \"*\" (a guarantee of the agent, overriding edit \"*\": allow)";
+
+/// Decides every row in `proj` and fails the test listing every row whose action or message
+/// differs (all rows are checked before failing, so one run shows every regression).
+pub async fn check_rows(proj: &Path, rows: &[Row]) {
+    let mut failures = Vec::new();
+    for (rules, cmd, want, says) in rows {
+        let (got, msg) = decide(ruleset(rules), proj, cmd).await;
+        if got != *want || !msg.contains(says) {
+            failures.push(format!(
+                "[{rules}] {cmd:?}: want {want} containing {says:?}, got {got}: {msg}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows failed:\n{}",
+        failures.len(),
+        rows.len(),
+        failures.join("\n")
+    );
+}
