@@ -1,0 +1,239 @@
+//! The streaming view of `troupe run` (and `chat`/`attach`): text as it arrives, one line
+//! per tool call, JSON lines with `--format json`.
+
+use super::*;
+
+/// How `troupe run` prints besides the JSON/default choice.
+#[derive(Clone, Default)]
+pub struct PrintOptions {
+    /// `--quiet`: only the answer on stdout (and errors on stderr): no tool lines, no
+    /// activity line, no retry notices.
+    pub quiet: bool,
+    /// The activity line (a disabled one when stderr is not a terminal).
+    pub activity: crate::activity::Activity,
+}
+
+/// Prints bus events of one session as they arrive: the answer's text on stdout; tool lines,
+/// retries, the activity line and notices on stderr (so `troupe run … > answer.txt` captures
+/// only the answer).
+pub struct Printer {
+    json: bool,
+    session_id: String,
+    out: std::io::BufWriter<std::io::Stdout>,
+    /// Stdout is a terminal (then a half-written line must end before stderr draws on it).
+    stdout_tty: bool,
+    mid_line: bool,
+    /// Reasoning parts (their deltas are not printed in the default view).
+    reasoning: std::collections::HashSet<String>,
+    opts: PrintOptions,
+}
+
+impl Printer {
+    /// A printer for `session_id`; `json` prints every event as one JSON line.
+    pub fn new(json: bool, session_id: String, opts: PrintOptions) -> Self {
+        Self {
+            json,
+            session_id,
+            out: std::io::BufWriter::new(std::io::stdout()),
+            stdout_tty: std::io::IsTerminal::is_terminal(&std::io::stdout()),
+            mid_line: false,
+            reasoning: Default::default(),
+            opts,
+        }
+    }
+
+    /// The turn was sent: say what it waits for.
+    pub fn start(&mut self) {
+        if !self.json {
+            self.activity(WAITING_FOR_MODEL);
+        }
+    }
+
+    /// Show `message` on the activity line unless a half-written answer line on the same
+    /// terminal would be overwritten.
+    fn activity(&self, message: &str) {
+        if !(self.mid_line && self.stdout_tty) {
+            self.opts.activity.show(message);
+        }
+    }
+
+    /// End a half-written answer line (text parts before and after a tool call are
+    /// separate paragraphs).
+    fn end_line(&mut self) {
+        if self.mid_line {
+            let _ = writeln!(self.out);
+            let _ = self.out.flush();
+            self.mid_line = false;
+        }
+    }
+
+    /// A line on stderr: the activity line is removed first and comes back with the next event.
+    fn note(&mut self, line: &str) {
+        self.opts.activity.clear();
+        if self.stdout_tty {
+            self.end_line();
+        }
+        eprintln!("{}", crate::sanitize::terminal_safe(line));
+    }
+
+    /// Handle what the bus delivered: an event, or a note on stderr that `n` events were
+    /// skipped because the printer fell behind; a closed bus prints nothing.
+    pub fn received(
+        &mut self,
+        ev: Result<std::sync::Arc<Event>, tokio::sync::broadcast::error::RecvError>,
+    ) {
+        match ev {
+            Ok(ev) => self.event(&ev),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                eprintln!("troupe: output fell behind; {n} events skipped");
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
+        }
+    }
+
+    /// Handle one event.
+    pub fn event(&mut self, ev: &Event) {
+        if ev.session_id() != Some(self.session_id.as_str()) {
+            return;
+        }
+        if self.json {
+            if let Ok(line) = serde_json::to_string(ev) {
+                let _ = writeln!(self.out, "{line}");
+                let _ = self.out.flush();
+            }
+            return;
+        }
+        match ev {
+            Event::PartDelta { part_id, .. } if self.reasoning.contains(part_id) => {}
+            Event::PartDelta { delta, field, .. } if field == "text" => {
+                self.opts.activity.clear();
+                let delta = crate::sanitize::terminal_safe(delta);
+                let _ = write!(self.out, "{delta}");
+                self.mid_line = !delta.ends_with('\n');
+                let _ = self.out.flush();
+            }
+            Event::PartUpdated { part } if matches!(part.kind, PartKind::Reasoning { .. }) => {
+                self.reasoning.insert(part.id.clone());
+                self.activity("thinking…");
+            }
+            Event::PartUpdated { part } => match &part.kind {
+                PartKind::StepStart { .. } => self.activity(WAITING_FOR_MODEL),
+                PartKind::StepFinish { reason, tokens, .. } if reason == "length" => {
+                    self.note(&format!(
+                        "troupe: the reply stopped at the output limit after {} output tokens (finish_reason: length); the answer may be cut short",
+                        tokens.output
+                    ));
+                }
+                PartKind::Tool { tool, state, .. } => self.tool(tool, state),
+                _ => {}
+            },
+            Event::SessionNotice { message, .. } if !self.opts.quiet => {
+                self.note(&format!("troupe: {message}"));
+            }
+            Event::SessionStatus {
+                status: troupe_session::SessionStatus::Waiting { owner, until },
+                session_id,
+            } => {
+                let wait = (until - troupe_session::now_ms()).max(0) as f64 / 1000.0;
+                eprintln!(
+                    "troupe: session {session_id} is driven by {owner}; waiting up to {wait:.0}s for it to finish"
+                );
+            }
+            Event::SessionStatus {
+                status:
+                    troupe_session::SessionStatus::Retry {
+                        attempt,
+                        message,
+                        next,
+                    },
+                ..
+            } => {
+                // The failed attempt's partial text is dropped and streamed again: end the line.
+                self.end_line();
+                self.opts.activity.clear();
+                let wait = (next - troupe_session::now_ms()).max(0) as f64 / 1000.0;
+                if !self.opts.quiet {
+                    eprintln!(
+                        "troupe: attempt {attempt} failed ({}); retrying in {wait:.1}s",
+                        one_line(message, 160)
+                    );
+                }
+                self.activity(&format!("waiting to retry (attempt {})…", attempt + 1));
+            }
+            _ => {}
+        }
+    }
+
+    fn tool(&mut self, tool: &str, state: &ToolState) {
+        match state {
+            ToolState::Pending { .. } => {
+                self.end_line();
+                self.activity(&format!("preparing {tool}…"));
+            }
+            ToolState::Running { input, .. } => {
+                self.end_line();
+                self.activity(&format!("running {}…", tool_line(tool, input, 100)));
+            }
+            ToolState::Completed { input, .. } => {
+                self.end_line();
+                if !self.opts.quiet {
+                    self.note(&format!("✓ {}", tool_line(tool, input, 100)));
+                }
+                self.activity(WAITING_FOR_MODEL);
+            }
+            ToolState::Error { error, input, .. } => {
+                self.end_line();
+                if !self.opts.quiet {
+                    self.note(&format!(
+                        "✗ {}: {}",
+                        tool_line(tool, input, 80),
+                        one_line(error, 200)
+                    ));
+                }
+                self.activity(WAITING_FOR_MODEL);
+            }
+        }
+    }
+
+    /// End the output (final newline) and remove the activity line.
+    pub fn finish(&mut self) {
+        self.opts.activity.clear();
+        self.end_line();
+        let _ = self.out.flush();
+    }
+}
+
+/// Activity shown while a request is out and no token has arrived.
+pub(super) const WAITING_FOR_MODEL: &str = "waiting for model…";
+
+/// `tool summary`: the tool name and what it was asked (see [`tool_summary`]), one line of at
+/// most `max` characters for the summary.
+pub fn tool_line(tool: &str, input: &serde_json::Value, max: usize) -> String {
+    let summary = tool_summary(tool, input);
+    if summary.is_empty() {
+        tool.to_string()
+    } else {
+        format!("{tool} {}", one_line(&summary, max))
+    }
+}
+
+/// What a tool call was asked, as the user would write it
+/// ([`troupe_session::timeline::tool_summary`]: the timeline labels its tool bars the same way).
+pub fn tool_summary(tool: &str, input: &serde_json::Value) -> String {
+    troupe_session::timeline::tool_summary(tool, input)
+}
+
+/// `s` made terminal-safe on one line, cut to `max` characters with an ellipsis.
+pub(crate) fn one_line(s: &str, max: usize) -> String {
+    let s = crate::sanitize::terminal_safe(s);
+    let line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > max {
+        format!("{}…", line.chars().take(max).collect::<String>())
+    } else {
+        line
+    }
+}
+
+pub(super) fn summarize_input(v: &serde_json::Value) -> String {
+    one_line(&troupe_session::timeline::key_values(v), 80)
+}
