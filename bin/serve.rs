@@ -48,7 +48,12 @@ struct FleetView(troupe_cluster::fleet::Fleet);
 
 impl troupe_server::FleetView for FleetView {
     fn nodes(&self) -> Vec<serde_json::Value> {
-        self.0.nodes()
+        // A node is strings, numbers and JSON already: it always serializes.
+        self.0
+            .nodes()
+            .into_iter()
+            .filter_map(|n| serde_json::to_value(n).ok())
+            .collect()
     }
 
     fn metrics(&self) -> String {

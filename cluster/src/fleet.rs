@@ -56,6 +56,41 @@ pub struct Heartbeat {
     pub tree: serde_json::Value,
 }
 
+/// One node of a cluster as `GET /actors` lists it under `nodes` (`troupe serve --cluster`),
+/// from its last heartbeat: the one shape the server writes ([`Fleet::nodes`]) and `troupe
+/// monitor` reads. `Tree` is how the node's supervision tree is held: raw JSON where it is
+/// passed on (the default), a typed tree where it is read. Reading ignores unknown fields and
+/// defaults missing ones, so a newer server does not break an older monitor.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct FleetNode<Tree = serde_json::Value> {
+    /// The worker's `--name`.
+    pub node: String,
+    /// Host name the worker runs on.
+    pub host: String,
+    /// Its process id on that host.
+    pub pid: u32,
+    /// `alive`, `draining` (SIGTERM, finishing its tasks), `dead` (no heartbeat within its
+    /// timeout) or `stopped` (it said goodbye).
+    pub status: String,
+    /// Time since its last heartbeat arrived, ms.
+    pub last_heartbeat_ms: u64,
+    /// Heartbeat timeout it announced, ms: past it the node is `dead`.
+    pub timeout_ms: u64,
+    /// When it started, ms since the epoch (its clock).
+    pub started: i64,
+    /// Tasks it runs at most at once (`--concurrency`).
+    pub concurrency: u64,
+    /// Ids of the tasks it runs now.
+    pub running: Vec<String>,
+    /// Its task counters (see [`Heartbeat::counters`]).
+    pub counters: serde_json::Value,
+    /// Its runtime's counters ([`runtime_metrics`]).
+    pub metrics: serde_json::Value,
+    /// Its supervision tree as of that heartbeat (shaped as `GET /actors`).
+    pub tree: Tree,
+}
+
 /// A runtime's counters for a heartbeat: `{steps, toolCrashes, processorCrashes, actors,
 /// costUsd, counters: [[name, labels, value], …]}` (labels in Prometheus syntax).
 pub fn runtime_metrics(rt: &Runtime) -> serde_json::Value {
@@ -157,28 +192,27 @@ impl Fleet {
     /// stopped, lastHeartbeatMs (ms since it arrived), timeoutMs, running, counters,
     /// metrics, tree}`. A node is `dead` when its last heartbeat arrived longer ago than its
     /// announced timeout.
-    pub fn nodes(&self) -> Vec<serde_json::Value> {
+    pub fn nodes(&self) -> Vec<FleetNode> {
         let nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
         nodes
             .values()
             .map(|s| {
                 let age = s.at.elapsed();
                 let hb = &s.heartbeat;
-                let status = status_of(hb, age);
-                serde_json::json!({
-                    "node": hb.node,
-                    "host": hb.host,
-                    "pid": hb.pid,
-                    "status": status,
-                    "lastHeartbeatMs": age.as_millis() as u64,
-                    "timeoutMs": hb.timeout_ms,
-                    "started": hb.started,
-                    "concurrency": hb.concurrency,
-                    "running": hb.running,
-                    "counters": hb.counters,
-                    "metrics": hb.metrics,
-                    "tree": hb.tree,
-                })
+                FleetNode {
+                    node: hb.node.clone(),
+                    host: hb.host.clone(),
+                    pid: hb.pid,
+                    status: status_of(hb, age).to_string(),
+                    last_heartbeat_ms: u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
+                    timeout_ms: hb.timeout_ms,
+                    started: hb.started,
+                    concurrency: hb.concurrency,
+                    running: hb.running.clone(),
+                    counters: hb.counters.clone(),
+                    metrics: hb.metrics.clone(),
+                    tree: hb.tree.clone(),
+                }
             })
             .collect()
     }
@@ -348,22 +382,14 @@ mod tests {
         f.record(hb("w2", "running", 30));
         f.record(hb("w3", "stopped", 60_000));
         std::thread::sleep(Duration::from_millis(60));
-        let by: BTreeMap<String, String> = f
-            .nodes()
-            .into_iter()
-            .map(|n| {
-                (
-                    n["node"].as_str().unwrap().to_string(),
-                    n["status"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
+        let by: BTreeMap<String, String> =
+            f.nodes().into_iter().map(|n| (n.node, n.status)).collect();
         assert_eq!(by["w1"], "alive");
         assert_eq!(by["w2"], "dead");
         assert_eq!(by["w3"], "stopped");
         // A new heartbeat brings a dead node back.
         f.record(hb("w2", "running", 60_000));
-        assert_eq!(f.nodes()[1]["status"], "alive");
+        assert_eq!(f.nodes()[1].status, "alive");
     }
 
     #[test]
