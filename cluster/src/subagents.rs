@@ -16,7 +16,7 @@
 //! work queue's guarantees: progress acks while it runs, redelivery to another worker that
 //! resumes the same child session when its worker dies.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, anyhow};
@@ -43,22 +43,39 @@ pub const CANCELLED_MEMORY: usize = 4096;
 
 /// Session ids cancelled recently (bounded, see [`CANCELLED_MEMORY`]).
 #[derive(Default)]
-pub struct Cancelled(Mutex<VecDeque<String>>);
+pub struct Cancelled(Mutex<CancelledIds>);
+
+/// The ids behind [`Cancelled`]: the last [`CANCELLED_MEMORY`] cancellations in arrival order
+/// (an id cancelled twice stands twice), and how many times each id stands in that queue, so
+/// a lookup is one hash probe instead of a scan of the queue.
+#[derive(Default)]
+struct CancelledIds {
+    order: VecDeque<String>,
+    count: HashMap<String, usize>,
+}
 
 impl Cancelled {
-    /// Remember `session_id` as cancelled.
+    /// Remember `session_id` as cancelled, forgetting the oldest cancellation when
+    /// [`CANCELLED_MEMORY`] are remembered.
     pub fn add(&self, session_id: String) {
-        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if q.len() >= CANCELLED_MEMORY {
-            q.pop_front();
+        let mut ids = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if ids.order.len() >= CANCELLED_MEMORY
+            && let Some(old) = ids.order.pop_front()
+            && let Some(n) = ids.count.get_mut(&old)
+        {
+            *n -= 1;
+            if *n == 0 {
+                ids.count.remove(&old);
+            }
         }
-        q.push_back(session_id);
+        *ids.count.entry(session_id.clone()).or_insert(0) += 1;
+        ids.order.push_back(session_id);
     }
 
-    /// Whether `session_id` was cancelled.
+    /// Whether `session_id` was cancelled (and is still remembered).
     pub fn contains(&self, session_id: &str) -> bool {
-        let q = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        q.iter().any(|s| s == session_id)
+        let ids = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        ids.count.contains_key(session_id)
     }
 }
 
@@ -222,6 +239,47 @@ mod tests {
         }
         assert!(!c.contains("ses_a"), "the oldest is forgotten");
         assert!(c.contains(&format!("ses_{}", CANCELLED_MEMORY - 1)));
+        assert!(
+            c.contains("ses_0"),
+            "the bound holds exactly CANCELLED_MEMORY ids"
+        );
+    }
+
+    #[test]
+    fn the_memory_never_outgrows_its_bound_and_its_index_matches_the_queue() {
+        let c = Cancelled::default();
+        for i in 0..3 * CANCELLED_MEMORY {
+            // Every third id repeats an earlier one, so some ids stand twice.
+            let id = if i % 3 == 0 { i / 2 } else { i };
+            c.add(format!("ses_{id}"));
+            let ids = c.0.lock().unwrap();
+            assert!(ids.order.len() <= CANCELLED_MEMORY);
+            assert_eq!(ids.count.values().sum::<usize>(), ids.order.len());
+        }
+        let ids = c.0.lock().unwrap();
+        assert_eq!(ids.order.len(), CANCELLED_MEMORY);
+        for id in &ids.order {
+            assert!(ids.count.contains_key(id));
+        }
+    }
+
+    #[test]
+    fn an_id_cancelled_twice_is_remembered_until_its_last_cancellation_is_forgotten() {
+        let c = Cancelled::default();
+        c.add("ses_twice".into());
+        for i in 0..CANCELLED_MEMORY / 2 {
+            c.add(format!("ses_{i}"));
+        }
+        c.add("ses_twice".into());
+        // The first cancellation is forgotten, the second still stands.
+        for i in 0..CANCELLED_MEMORY / 2 {
+            c.add(format!("ses_more_{i}"));
+        }
+        assert!(c.contains("ses_twice"));
+        for i in 0..CANCELLED_MEMORY {
+            c.add(format!("ses_last_{i}"));
+        }
+        assert!(!c.contains("ses_twice"));
     }
 
     #[test]
