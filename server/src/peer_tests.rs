@@ -1,6 +1,8 @@
 use super::*;
 use std::collections::HashMap;
 
+use proptest::prelude::*;
+
 /// A made-up process table: pid → (parent, mark, is troupe); the text of `/proc/net/tcp` and
 /// `/proc/net/tcp6`; socket inode → owner pid.
 struct Table {
@@ -9,6 +11,8 @@ struct Table {
     tcp: String,
     tcp6: String,
     sockets: HashMap<u64, u32>,
+    /// The server's uid (`None`: unknown).
+    own_uid: Option<u32>,
 }
 
 impl ProcessTable for Table {
@@ -31,7 +35,7 @@ impl ProcessTable for Table {
         self.sockets.get(&inode).copied()
     }
     fn uid(&self) -> Option<u32> {
-        Some(1000)
+        self.own_uid
     }
 }
 
@@ -68,6 +72,7 @@ fn table() -> Table {
         tcp: HEADER.to_string(),
         tcp6: HEADER.to_string(),
         sockets: HashMap::new(),
+        own_uid: Some(1000),
     }
 }
 
@@ -239,4 +244,126 @@ fn a_tool_process_over_a_non_loopback_address_is_refused() {
     );
     // Reads stay open to the model when a password is set.
     assert_eq!(verdict(lan, false, true, &t), None);
+}
+
+/// The `/proc/net/tcp{,6}` address column of `ip`: each 32-bit word of the address in
+/// network order, printed as the hex of that word read in host byte order.
+fn hex_ip(ip: std::net::IpAddr) -> String {
+    let word = |b: &[u8]| format!("{:08X}", u32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+    match ip {
+        std::net::IpAddr::V4(a) => word(&a.octets()),
+        std::net::IpAddr::V6(a) => a.octets().chunks(4).map(word).collect(),
+    }
+}
+
+/// Client addresses the generated tables and peers draw from: the same few, so that peers
+/// and rows meet often (an IPv4 client, another loopback, IPv6, IPv4-mapped IPv6).
+const ADDRS: [&str; 4] = ["127.0.0.1", "127.0.0.2", "::1", "::ffff:127.0.0.1"];
+
+/// One generated socket row: (index into [`ADDRS`], port offset, uid, inode; 0 is a row the
+/// kernel prints for a socket being torn down).
+type GenRow = (usize, u16, u32, u64);
+
+/// A generated process: (parent pid, mark, is troupe), pids 1 to 8.
+type GenProc = (u32, Option<&'static str>, bool);
+
+/// A uid: mostly the server's own (1000), sometimes another user's.
+fn uid() -> impl Strategy<Value = u32> {
+    prop_oneof![4 => Just(1000u32), 1 => Just(65534u32)]
+}
+
+fn gen_rows() -> impl Strategy<Value = Vec<GenRow>> {
+    prop::collection::vec((0..ADDRS.len(), 0u16..3, uid(), 0u64..6), 0..6)
+}
+
+fn gen_procs() -> impl Strategy<Value = Vec<GenProc>> {
+    prop::collection::vec(
+        (
+            0u32..9,
+            prop::option::of(prop::sample::select(vec!["1-1:1", "2-2:2"])),
+            any::<bool>(),
+        ),
+        8,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Over made-up socket tables (rows of any family, uid and inode, with garbage lines
+    /// between them), socket owners and process trees, [`verdict`] is exactly the decision
+    /// of the module docs, and so fails closed: without a password a client whose socket is
+    /// not in the tables, or whose uid is not the server's (or the server's uid is unknown),
+    /// is refused; a state-changing request from a socket whose owner is a tool process is
+    /// refused with or without a password.
+    #[test]
+    fn the_verdict_over_any_socket_table_fails_closed(
+        rows in gen_rows(),
+        junk in prop::collection::vec("[ -~]{0,60}", 0..3),
+        owners in prop::collection::vec((0u64..6, 1u32..9), 0..6),
+        procs in gen_procs(),
+        me in 1u32..9,
+        own_uid in prop_oneof![4 => Just(Some(1000u32)), 1 => Just(Some(65534)), 1 => Just(None)],
+        peer_addr in 0..ADDRS.len(),
+        planted in prop::option::of((any::<bool>(), uid(), 1u32..9)),
+        state_changing in any::<bool>(),
+        password_set in any::<bool>(),
+    ) {
+        let ip = |i: usize| ADDRS[i].parse::<std::net::IpAddr>().unwrap();
+        // Often the peer's own socket is in the table (first or last), held by a known pid.
+        let (mut rows, mut owners) = (rows, owners);
+        if let Some((first, uid, pid)) = planted {
+            let at = if first { 0 } else { rows.len() };
+            rows.insert(at, (peer_addr, 0, uid, 5));
+            owners.push((5, pid));
+        }
+        let (mut tcp, mut tcp6) = (vec![HEADER.to_string()], vec![HEADER.to_string()]);
+        for (i, (a, port, uid, inode)) in rows.iter().enumerate() {
+            let line = row(&format!("{}:{:04X}", hex_ip(ip(*a)), 40000 + port), *uid, *inode);
+            let table = if ip(*a).is_ipv4() { &mut tcp } else { &mut tcp6 };
+            table.push(line);
+            if let Some(j) = junk.get(i) {
+                table.push(j.clone());
+            }
+        }
+        let t = Table {
+            me,
+            procs: (1..=8).zip(procs).collect(),
+            tcp: tcp.join("\n"),
+            tcp6: tcp6.join("\n"),
+            sockets: owners.into_iter().collect(),
+            own_uid,
+        };
+        let peer = SocketAddr::new(ip(peer_addr), 40000);
+
+        // The socket the server must find: the first live row for the peer's address (after
+        // IPv4-mapped addresses are unmapped), IPv4 table first for an IPv4 client.
+        let canon = peer.ip().to_canonical();
+        let v4_rows = rows.iter().filter(|r| ip(r.0).is_ipv4());
+        let v6_rows = rows.iter().filter(|r| !ip(r.0).is_ipv4());
+        let searched: Vec<&GenRow> = if canon.is_ipv4() {
+            v4_rows.chain(v6_rows).collect()
+        } else {
+            v6_rows.collect()
+        };
+        let first = searched
+            .into_iter()
+            .find(|r| ip(r.0).to_canonical() == canon && r.1 == 0 && r.3 != 0);
+        let tool = |inode: u64| {
+            t.socket_owner(inode)
+                .and_then(|pid| judge(pid, &t))
+                .map(Refusal::Tool)
+        };
+        let want = match first {
+            _ if password_set && !state_changing => None,
+            None if password_set => None,
+            None => cfg!(target_os = "linux").then_some(Refusal::Unknown),
+            Some(r) if !password_set && own_uid != Some(r.2) => {
+                Some(Refusal::OtherUser { uid: r.2, own: own_uid })
+            }
+            Some(r) if state_changing => tool(r.3),
+            Some(_) => None,
+        };
+        prop_assert_eq!(verdict(peer, state_changing, password_set, &t), want);
+    }
 }
