@@ -68,22 +68,22 @@ fn main() -> ExitCode {
             .unwrap_or_default();
         tracing::warn!("panic{location}: {payload}");
     }));
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    let tokio_rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
     {
-        Ok(rt) => rt,
+        Ok(tokio_rt) => tokio_rt,
         Err(e) => {
             eprintln!("troupe: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
-    let result = rt.block_on(dispatch(cli));
+    let result = tokio_rt.block_on(dispatch(cli));
     // Processes started with `background: true` stop with troupe; then never wait on a
     // blocking task that is still running (a search that ignores its abort, a stuck read).
     troupe_tools::procs::stop_all();
-    rt.shutdown_timeout(SHUTDOWN_GRACE);
+    tokio_rt.shutdown_timeout(SHUTDOWN_GRACE);
     // Every actor (and so every span) has ended with the runtime: send the spans still
     // queued before the process exits.
     if let Some(o) = otlp {

@@ -312,8 +312,8 @@ impl Exporting {
         let result = if tokio::runtime::Handle::try_current().is_ok() {
             self.client.send_bytes(request).await
         } else {
-            EXPORT_RT.with(|rt| match rt {
-                Some(rt) => rt.block_on(self.client.send_bytes(request)),
+            EXPORT_RT.with(|tokio_rt| match tokio_rt {
+                Some(tokio_rt) => tokio_rt.block_on(self.client.send_bytes(request)),
                 None => Err("cannot start the export runtime".into()),
             })
         };

@@ -34,7 +34,7 @@ fn want<N: expectrl::Needle>(chat: &mut expectrl::session::OsSession, needle: N,
 
 #[test]
 fn chat_prompt_tool_call_interrupt_and_quit() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let tokio_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
@@ -52,7 +52,9 @@ fn chat_prompt_tool_call_interrupt_and_quit() {
         ])
         .matching("hang forever"),
     ]);
-    let server = rt.block_on(MockServer::start(script)).expect("mock server");
+    let server = tokio_rt
+        .block_on(MockServer::start(script))
+        .expect("mock server");
     let p = CliProject::new(&server.base_url());
     std::fs::write(p.root.join("README.md"), "# hi\n").expect("README");
 
@@ -108,16 +110,16 @@ fn chat_prompt_tool_call_interrupt_and_quit() {
         status.starts_with("Exited(") && status.ends_with(", 0)"),
         "clean exit: {status}"
     );
-    let sessions = rt.block_on(p.sessions());
+    let sessions = tokio_rt.block_on(p.sessions());
     assert_eq!(sessions.len(), 3, "three sessions: {sessions:#?}");
-    rt.block_on(server.shutdown());
+    tokio_rt.block_on(server.shutdown());
 }
 
 /// `/undo` hides the last prompt and restores the file its step wrote; `/redo` brings both
 /// back; with nothing left, `/undo` says so.
 #[test]
 fn chat_undo_and_redo() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let tokio_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
@@ -126,7 +128,9 @@ fn chat_undo_and_redo() {
         Step::tool("write", json!({"filePath": "made.txt", "content": "new\n"})),
         Step::text("Wrote it."),
     ]);
-    let server = rt.block_on(MockServer::start(script)).expect("mock server");
+    let server = tokio_rt
+        .block_on(MockServer::start(script))
+        .expect("mock server");
     let p = CliProject::empty();
     let mut config = mock_config(&server.base_url());
     config["permission"] = json!({"edit": "allow"});
@@ -175,5 +179,5 @@ fn chat_undo_and_redo() {
     chat.send_line("/quit").expect("send /quit");
     want(&mut chat, Eof, "exits");
     let _ = chat.get_process().wait();
-    rt.block_on(server.shutdown());
+    tokio_rt.block_on(server.shutdown());
 }

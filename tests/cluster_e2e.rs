@@ -75,11 +75,11 @@ impl Drop for Cleanup {
         let (url, prefix) = (self.url.clone(), self.prefix.clone());
         // A runtime of its own: the test's may be shutting down.
         let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
+            let tokio_rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("runtime");
-            rt.block_on(async {
+            tokio_rt.block_on(async {
                 if let Ok(c) = troupe_cluster::connect(&url).await {
                     let js = troupe_cluster::jetstream(&c);
                     let names = troupe_cluster::Names::new(&prefix).expect("names");

@@ -33,8 +33,11 @@ pub struct CommandInput {
 
 /// The commands a session in `directory` sees (global folder, config, project folders),
 /// read on the blocking pool.
-pub async fn load_commands(rt: &Runtime, directory: PathBuf) -> Result<CommandSet, RuntimeError> {
-    let config = rt.shared().config.clone();
+pub async fn load_commands(
+    runtime: &Runtime,
+    directory: PathBuf,
+) -> Result<CommandSet, RuntimeError> {
+    let config = runtime.shared().config.clone();
     tokio::task::spawn_blocking(move || {
         let worktree = crate::session_actor::worktree_of(&directory);
         let dirs = troupe_agents::project_dirs(&directory, &worktree);

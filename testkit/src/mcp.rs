@@ -234,11 +234,11 @@ pub fn child_main() {
         .write(true)
         .open("/dev/fd/3")
         .expect("fd 3 (the client's stdout pipe) is open");
-    let rt = tokio::runtime::Builder::new_current_thread()
+    let tokio_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let code = rt.block_on(async move {
+    let code = tokio_rt.block_on(async move {
         let transport = (tokio::io::stdin(), tokio::fs::File::from_std(out));
         match TestServer::new(true).serve(transport).await {
             Ok(running) => match running.waiting().await {

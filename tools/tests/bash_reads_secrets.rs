@@ -99,10 +99,10 @@ proptest! {
     /// However a reader and the path are spelled, reading `.env` is never allowed unasked.
     #[test]
     fn any_spelling_of_reading_env_is_not_allowed(cmd in reader(), path in env_spelling()) {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let tokio_rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let (_d, proj) = secret_project();
         let command = format!("{cmd} {path}");
-        let (got, why) = rt.block_on(decide(defaults(), &proj, &command));
+        let (got, why) = tokio_rt.block_on(decide(defaults(), &proj, &command));
         prop_assert_ne!(got, Action::Allow, "{} was allowed ({})", command, why);
     }
 }
