@@ -1363,6 +1363,45 @@ async fn a_tool_process_is_refused_over_a_non_loopback_local_address() {
     );
 }
 
+/// A tool process that knows the password and sends a state-changing request, then closes
+/// its connection at once (fire and forget), changes nothing: the server either traces it in
+/// time (a tool), finds its socket gone (a local client that cannot be traced: refused since
+/// the guard fails closed; unit test `a_local_client_that_cannot_be_traced_may_not_change_state`)
+/// or, as hyper does for a connection closed before its answer, drops the request.
+#[tokio::test]
+async fn a_tool_process_that_closes_its_connection_at_once_changes_nothing() {
+    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let srv = Served::start(&mock.base_url(), json!({}), &["--password", "s3cret"]).await;
+    let port = port_of(&srv.base);
+    let request = format!(
+        "POST /session HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer s3cret\r\n\
+         Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
+    );
+    for _ in 0..5 {
+        let status = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "exec 3<>/dev/tcp/127.0.0.1/{port} && printf '%s' \"$1\" >&3 && exec 3>&-"
+            ))
+            .arg("bash")
+            .arg(&request)
+            .env(troupe_tools::procs::OWNER_ENV, "model-1")
+            .status()
+            .expect("run bash");
+        assert!(status.success());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (code, list) = srv.get("/session").await;
+    assert_eq!(code, 200);
+    assert_eq!(list.as_array().map(Vec::len), Some(0), "{list}");
+    // The same request from the user's client, which waits for its answer, creates one.
+    assert_eq!(srv.post("/session", json!({})).await.0, 200);
+    assert_eq!(
+        srv.get("/session").await.1.as_array().map(Vec::len),
+        Some(1)
+    );
+}
+
 /// Without a password, another local account cannot drive the server (its `curl` of the
 /// shell route would run commands as the serve user): 403. Needs root to run a client as
 /// `nobody`; skipped otherwise.

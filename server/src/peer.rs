@@ -29,9 +29,13 @@
 //! too) is refused with **403** when the client socket belongs to another uid (the `uid`
 //! column of `/proc/net/tcp{,6}`; otherwise any local account could `curl` the shell route
 //! and run commands as this user), or when the socket cannot be found on Linux (fail
-//! closed). With a password the password decides, and a tool process whose owner cannot be
-//! found (the connection closed, a platform without `/proc`) passes: the tool check adds to
-//! the browser guard and the password, it does not replace them.
+//! closed). With a password the password decides who may connect, and the tool check adds to
+//! it. A state-changing request whose client is on this machine (a loopback address or one of
+//! the machine's own) must be traceable to its process: when its socket is gone (the client
+//! closed or reset the connection right after sending, which a tool process could do to hide
+//! its ancestry) or is this user's and its owner cannot be found, it is refused with **403**
+//! (fail closed). A local socket of *another* uid whose owner cannot be read (a server not
+//! running as root) is that user's process, not a tool's, and goes on to the password.
 //!
 //! Limits: a process the model gets another daemon to start (an already running `tmux`
 //! server, `ssh localhost`, `systemd-run --user`, `at`) has no troupe ancestry; only an OS
@@ -72,6 +76,9 @@ pub enum Refusal {
     },
     /// Without a password: the client socket was not found (Linux only).
     Unknown,
+    /// A state-changing request from this machine whose client process could not be found:
+    /// its socket is gone or its owner is not among the readable processes (Linux only).
+    Untraceable,
 }
 
 impl Refusal {
@@ -91,6 +98,11 @@ impl Refusal {
             Refusal::Unknown => "refused: this server has no password and the client's socket \
                  was not found in /proc/net/tcp, so its user is unknown. Start it with \
                  --password to serve clients that cannot be traced"
+                .to_string(),
+            Refusal::Untraceable => "refused: this request comes from this machine but its \
+                 client process could not be traced (its connection was closed or reset before \
+                 the answer, or its socket has no readable owner); a request that changes state \
+                 must keep its connection open until it is answered"
                 .to_string(),
         }
     }
@@ -156,14 +168,40 @@ pub fn verdict(
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
+    let linux = cfg!(target_os = "linux");
+    let local = || is_local(peer.ip(), t);
     let Some((row, owner)) = found else {
-        return (!password_set && cfg!(target_os = "linux")).then_some(Refusal::Unknown);
+        if !password_set && linux {
+            return Some(Refusal::Unknown);
+        }
+        return (state_changing && linux && local()).then_some(Refusal::Untraceable);
     };
     let own = t.uid();
     if !password_set && own != Some(row.uid) {
         return Some(Refusal::OtherUser { uid: row.uid, own });
     }
-    owner.and_then(|pid| judge(pid, t)).map(Refusal::Tool)
+    match owner {
+        Some(pid) => judge(pid, t).map(Refusal::Tool),
+        // Found in the table, so on this machine; another uid's owner may just be unreadable.
+        None if state_changing && linux && (own.is_none() || own == Some(row.uid)) => {
+            Some(Refusal::Untraceable)
+        }
+        None => None,
+    }
+}
+
+/// Whether `ip` is an address of this machine: loopback, unspecified, or one of its
+/// interfaces' addresses (IPv4-mapped IPv6 compared as IPv4). An interface list that cannot
+/// be read counts every address as local (fail closed: such a request must then be traced).
+pub fn is_local(ip: std::net::IpAddr, t: &dyn ProcessTable) -> bool {
+    let ip = ip.to_canonical();
+    if ip.is_loopback() || ip.is_unspecified() {
+        return true;
+    }
+    match t.local_addresses() {
+        Some(list) => list.iter().any(|a| a.to_canonical() == ip),
+        None => true,
+    }
 }
 
 /// The client process of a connection from `peer`, if a troupe tool started it.
@@ -212,6 +250,8 @@ pub trait ProcessTable {
     fn socket_owner(&self, inode: u64) -> Option<u32>;
     /// This process's effective uid, if known.
     fn uid(&self) -> Option<u32>;
+    /// The addresses of this machine's network interfaces (`None`: unreadable).
+    fn local_addresses(&self) -> Option<Vec<std::net::IpAddr>>;
 }
 
 /// What a row of `/proc/net/tcp{,6}` tells about a socket.
@@ -323,6 +363,11 @@ impl ProcessTable for Procfs {
         let status = std::fs::read_to_string("/proc/self/status").ok()?;
         let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
         line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    fn local_addresses(&self) -> Option<Vec<std::net::IpAddr>> {
+        let list = if_addrs::get_if_addrs().ok()?;
+        Some(list.into_iter().map(|i| i.ip()).collect())
     }
 }
 

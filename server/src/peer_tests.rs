@@ -13,6 +13,8 @@ struct Table {
     sockets: HashMap<u64, u32>,
     /// The server's uid (`None`: unknown).
     own_uid: Option<u32>,
+    /// The machine's interface addresses (`None`: unreadable).
+    local: Option<Vec<std::net::IpAddr>>,
 }
 
 impl ProcessTable for Table {
@@ -36,6 +38,9 @@ impl ProcessTable for Table {
     }
     fn uid(&self) -> Option<u32> {
         self.own_uid
+    }
+    fn local_addresses(&self) -> Option<Vec<std::net::IpAddr>> {
+        self.local.clone()
     }
 }
 
@@ -73,6 +78,7 @@ fn table() -> Table {
         tcp6: HEADER.to_string(),
         sockets: HashMap::new(),
         own_uid: Some(1000),
+        local: Some(vec!["192.0.2.2".parse().unwrap()]),
     }
 }
 
@@ -218,10 +224,11 @@ fn without_a_password_only_the_server_s_user_is_served() {
         // Fail closed: a client that cannot be traced is refused (on Linux).
         let unknown = verdict(gone, state_changing, false, &t);
         assert_eq!(unknown.is_some(), cfg!(target_os = "linux"), "{unknown:?}");
-        // With a password the password decides.
+        // With a password the password decides who connects; a local client that cannot
+        // be traced may still not change state (see the next test).
         assert_eq!(verdict(theirs, state_changing, true, &t), None);
-        assert_eq!(verdict(gone, state_changing, true, &t), None);
     }
+    assert_eq!(verdict(gone, false, true, &t), None);
     let msg = Refusal::OtherUser {
         uid: 65534,
         own: Some(1000),
@@ -231,6 +238,48 @@ fn without_a_password_only_the_server_s_user_is_served() {
         msg.contains("uid 65534") && msg.contains("--password"),
         "{msg}"
     );
+}
+
+/// With a password, a state-changing request from this machine must be traced to its
+/// process: a client that closed or reset its connection right after sending (its socket is
+/// gone, or only a torn-down row with inode 0 is left) or a socket of the server's own uid
+/// whose owner is not found is refused; a remote client, reads, and another uid's socket
+/// with an unreadable owner pass.
+#[test]
+fn a_local_client_that_cannot_be_traced_may_not_change_state() {
+    let mut t = with_sockets();
+    t.tcp.push('\n');
+    t.tcp.push_str(
+        &[
+            row("0100007F:A2C6", 1000, 0),  // 127.0.0.1:41670 being torn down
+            row("0100007F:A2C7", 1000, 7),  // 127.0.0.1:41671, this uid, owner not found
+            row("0100007F:A2C8", 65534, 8), // 127.0.0.1:41672, another uid, owner unreadable
+        ]
+        .join("\n"),
+    );
+    let peer = |s: &str| s.parse::<SocketAddr>().unwrap();
+    let linux = cfg!(target_os = "linux");
+    for local in [
+        "127.0.0.1:1234",
+        "127.0.0.1:41670",
+        "127.0.0.1:41671",
+        "192.0.2.2:5555",
+        "[::1]:80",
+    ] {
+        let want = linux.then_some(Refusal::Untraceable);
+        assert_eq!(verdict(peer(local), true, true, &t), want, "{local}");
+        assert_eq!(verdict(peer(local), false, true, &t), None, "{local}");
+    }
+    assert_eq!(verdict(peer("127.0.0.1:41672"), true, true, &t), None);
+    assert_eq!(verdict(peer("198.51.100.7:5555"), true, true, &t), None);
+    // An interface list that cannot be read makes every client local (fail closed).
+    t.local = None;
+    assert_eq!(
+        verdict(peer("198.51.100.7:5555"), true, true, &t),
+        linux.then_some(Refusal::Untraceable)
+    );
+    let msg = Refusal::Untraceable.message();
+    assert!(msg.contains("could not be traced"), "{msg}");
 }
 
 #[test]
@@ -258,7 +307,13 @@ fn hex_ip(ip: std::net::IpAddr) -> String {
 
 /// Client addresses the generated tables and peers draw from: the same few, so that peers
 /// and rows meet often (an IPv4 client, another loopback, IPv6, IPv4-mapped IPv6).
-const ADDRS: [&str; 4] = ["127.0.0.1", "127.0.0.2", "::1", "::ffff:127.0.0.1"];
+const ADDRS: [&str; 5] = [
+    "127.0.0.1",
+    "127.0.0.2",
+    "::1",
+    "::ffff:127.0.0.1",
+    "198.51.100.7",
+];
 
 /// One generated socket row: (index into [`ADDRS`], port offset, uid, inode; 0 is a row the
 /// kernel prints for a socket being torn down).
@@ -308,6 +363,7 @@ proptest! {
         planted in prop::option::of((any::<bool>(), uid(), 1u32..9)),
         state_changing in any::<bool>(),
         password_set in any::<bool>(),
+        interfaces in prop_oneof![Just(Some(vec![])), Just(Some(vec!["198.51.100.7"])), Just(None)],
     ) {
         let ip = |i: usize| ADDRS[i].parse::<std::net::IpAddr>().unwrap();
         // Often the peer's own socket is in the table (first or last), held by a known pid.
@@ -333,6 +389,9 @@ proptest! {
             tcp6: tcp6.join("\n"),
             sockets: owners.into_iter().collect(),
             own_uid,
+            local: interfaces
+                .as_ref()
+                .map(|l| l.iter().map(|a| a.parse().unwrap()).collect()),
         };
         let peer = SocketAddr::new(ip(peer_addr), 40000);
 
@@ -354,14 +413,26 @@ proptest! {
                 .and_then(|pid| judge(pid, &t))
                 .map(Refusal::Tool)
         };
+        let linux = cfg!(target_os = "linux");
+        // On this machine: loopback, or an interface address (all of them when unreadable).
+        let local = canon.is_loopback()
+            || interfaces
+                .as_ref()
+                .is_none_or(|l| l.iter().any(|a| a.parse::<std::net::IpAddr>().unwrap() == canon));
         let want = match first {
             _ if password_set && !state_changing => None,
-            None if password_set => None,
-            None => cfg!(target_os = "linux").then_some(Refusal::Unknown),
+            None if password_set => (state_changing && linux && local).then_some(Refusal::Untraceable),
+            None => linux.then_some(Refusal::Unknown),
             Some(r) if !password_set && own_uid != Some(r.2) => {
                 Some(Refusal::OtherUser { uid: r.2, own: own_uid })
             }
-            Some(r) if state_changing => tool(r.3),
+            Some(r) if state_changing => match t.socket_owner(r.3) {
+                Some(_) => tool(r.3),
+                None if linux && (own_uid.is_none() || own_uid == Some(r.2)) => {
+                    Some(Refusal::Untraceable)
+                }
+                None => None,
+            },
             Some(_) => None,
         };
         prop_assert_eq!(verdict(peer, state_changing, password_set, &t), want);
