@@ -98,7 +98,8 @@ use crate::session_actor::{PendingPrompt, SessionActor, SessionArgs, SessionMsg}
 #[derive(Debug, Clone)]
 pub struct RuntimeOptions {
     /// Safety-net timeout for one tool call (the actor is stopped past it). Default 10 min;
-    /// `bash` gets at least its own `timeout` argument + 10 s.
+    /// `bash` gets at least its own `timeout` argument + 10 s, `question` none
+    /// ([`RuntimeOptions::tool_timeout_for`]).
     pub tool_timeout: Duration,
     /// Default maximum steps per turn for agents without `steps`. Default 100.
     pub max_steps: u32,
@@ -184,10 +185,16 @@ impl Default for RuntimeOptions {
 }
 
 impl RuntimeOptions {
-    /// The timeout for one call of `tool` with `input`.
+    /// The timeout for one call of `tool` with `input`: `task` has its own, `question` none
+    /// (it waits for a person, as OpenCode's does; an abort still ends it), `bash` at least
+    /// its `timeout` argument (ms) + 10 s, every other tool [`Self::tool_timeout`].
     pub fn tool_timeout_for(&self, tool: &str, input: &serde_json::Value) -> Duration {
         if tool == "task" {
             return self.task_timeout;
+        }
+        if tool == "question" {
+            // tokio's sleep takes a deadline past the clock's range as "never".
+            return Duration::MAX;
         }
         if tool == "bash"
             && let Some(ms) = input.get("timeout").and_then(|v| v.as_u64())
