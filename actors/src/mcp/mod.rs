@@ -64,14 +64,6 @@ impl McpState {
             McpState::Failed => "failed",
         }
     }
-
-    /// Whether the state can still change without a restart of troupe.
-    pub fn is_settled(self) -> bool {
-        matches!(
-            self,
-            McpState::Disabled | McpState::Connected | McpState::Failed
-        )
-    }
 }
 
 /// One tool of a server, as listed by the server.
@@ -220,24 +212,6 @@ impl McpHub {
                 .map(|(n, s)| (n.clone(), s.config.clone()))
                 .collect()
         })
-    }
-
-    /// Wait until every server is settled (connected, failed or disabled) or `deadline`
-    /// passes; returns whether all settled.
-    pub async fn settled(&self, deadline: Duration) -> bool {
-        let mut rx = self.changed.subscribe();
-        tokio::time::timeout(deadline, async {
-            loop {
-                if self.list().iter().all(|s| s.state.is_settled()) {
-                    return;
-                }
-                if rx.changed().await.is_err() {
-                    return;
-                }
-            }
-        })
-        .await
-        .is_ok()
     }
 
     /// Wait until no server is still making its first connection (each is connected,

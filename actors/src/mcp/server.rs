@@ -479,7 +479,7 @@ async fn keep_tail(err: tokio::process::ChildStderr, tail: Arc<Mutex<String>>) {
 }
 
 /// Start the supervisor of `hub`'s enabled servers (none: nothing starts). The servers
-/// connect in the background; [`McpHub::settled`] waits for them.
+/// connect in the background; [`McpHub::first_connects`] waits for their first attempt.
 pub async fn start(
     hub: Arc<McpHub>,
     tree: Arc<ActorTree>,
