@@ -871,3 +871,93 @@ async fn a_subagent_runs_on_another_worker_and_the_parents_abort_reaches_it() {
         let _ = w.wait();
     }
 }
+
+/// One worker with one slot, a parent that hands two parallel children to the cluster: the
+/// parent's slot is lent while it waits (one loan for both children), so the worker runs the
+/// children one after the other and the parent finishes. Before, the parent held the only
+/// slot and the children waited in the stream until the parent's timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_worker_with_one_slot_runs_the_remote_children_of_its_own_parent() {
+    let Some(nats) =
+        nats_or_skip("a_single_worker_with_one_slot_runs_the_remote_children_of_its_own_parent")
+    else {
+        return;
+    };
+    let prefix = unique_prefix("l");
+    let _cleanup = Cleanup {
+        url: nats.clone(),
+        prefix: prefix.clone(),
+    };
+    let child = |token: &str| json!({"description": "look around", "prompt": format!("{token}: find the answer"), "subagent_type": "explore"});
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", child("CHILD-ONE")).with_tool("task", child("CHILD-TWO")),
+            Step::text("both children answered"),
+        ])
+        .matching("[lone-parent]"),
+        Conversation::new(vec![Step::text("one says 41")]).matching("CHILD-ONE"),
+        Conversation::new(vec![Step::text("two says 43")]).matching("CHILD-TWO"),
+    ]);
+    let mock = MockServer::start(script).await.expect("mock");
+    let p = Project::with_config(&mock_config_with(
+        &mock.base_url(),
+        json!({"cluster": {"subagents": ["explore"]}}),
+    ));
+    let mut worker = start_worker(&p, &nats, &prefix, "solo", &["--concurrency", "1"]);
+    let tasks = p.root.join("lone.jsonl");
+    std::fs::write(
+        &tasks,
+        format!(
+            "{}\n",
+            json!({"id": "lone", "prompt": "[lone-parent] delegate twice", "timeout": 60})
+        ),
+    )
+    .unwrap();
+    let out = p.root.join("lone-results.jsonl");
+    let (tasks_arg, out_arg) = (tasks.display().to_string(), out.display().to_string());
+    let done = p
+        .troupe(
+            &[
+                "batch",
+                &tasks_arg,
+                "--cluster",
+                &nats,
+                "--cluster-prefix",
+                &prefix,
+                "--out",
+                &out_arg,
+            ],
+            &[],
+        )
+        .await;
+    let results = result_lines(&out);
+    assert_eq!(
+        results.len(),
+        1,
+        "{}\n{}",
+        text(&done.stderr),
+        log_of(&p, "solo")
+    );
+    assert_eq!(results[0]["status"], "completed", "{:#}", results[0]);
+    assert_eq!(results[0]["text"], "both children answered");
+    let parent_request = mock
+        .requests()
+        .into_iter()
+        .rfind(|r| r.body.to_string().contains("[lone-parent]"))
+        .expect("the parent's requests");
+    let body = parent_request.body.to_string();
+    assert!(
+        body.contains("one says 41") && body.contains("two says 43"),
+        "the children's answers are not in the parent's next request"
+    );
+    let log = log_of(&p, "solo");
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains(" started (session ses_"))
+            .count(),
+        3,
+        "the parent and both children ran on the one worker:\n{log}"
+    );
+    let _ = worker.kill();
+    let _ = worker.wait();
+}

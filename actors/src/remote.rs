@@ -31,6 +31,9 @@ pub struct RemoteTurn {
     pub directory: std::path::PathBuf,
     /// The parent's `task` call id (names the work on the wire and in logs).
     pub call_id: String,
+    /// The parent session, whose turn waits for this one (a cluster worker lends the slot
+    /// of a task that waits on remote children, so that one worker alone cannot deadlock).
+    pub parent_session_id: String,
     /// Cancelled when the parent's call ends before the result came (abort, timeout,
     /// crash): the implementation must then cancel the remote turn.
     pub cancel: CancellationToken,

@@ -23,6 +23,7 @@ use anyhow::{Result, anyhow};
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 use troupe_actors::remote::{RemoteOutcome, RemoteSubagents, RemoteTurn};
 
 use crate::Names;
@@ -84,13 +85,91 @@ pub struct ClusterSubagents {
     client: async_nats::Client,
     js: async_nats::jetstream::Context,
     names: Names,
+    loans: Loans,
 }
 
 impl ClusterSubagents {
-    /// Over the worker's NATS connection and cluster names.
-    pub fn new(client: async_nats::Client, names: Names) -> Arc<ClusterSubagents> {
+    /// Over the worker's NATS connection and cluster names; `lend` receives one token per
+    /// parent session that starts waiting on remote children (see [`Loans`]).
+    pub fn new(
+        client: async_nats::Client,
+        names: Names,
+        lend: tokio::sync::mpsc::UnboundedSender<CancellationToken>,
+    ) -> Arc<ClusterSubagents> {
         let js = crate::jetstream(&client);
-        Arc::new(ClusterSubagents { client, js, names })
+        Arc::new(ClusterSubagents {
+            client,
+            js,
+            names,
+            loans: Loans::new(lend),
+        })
+    }
+}
+
+/// Worker slots lent by parents that wait on remote children. A task whose turn waits for
+/// a child turn on the cluster holds its worker slot while doing nothing; were every slot of
+/// every worker so held (one worker with `--concurrency 1` is enough), the children could
+/// never be pulled and the parents would wait until their timeout. So the first remote child
+/// a parent session waits for sends a token to the worker, which runs one extra slot until
+/// the token is cancelled — when the parent's last waiting child call ends. One loan per
+/// waiting parent session however many children it waits for: the worker never runs more
+/// busy turns than its concurrency.
+#[derive(Clone)]
+pub struct Loans {
+    lend: tokio::sync::mpsc::UnboundedSender<CancellationToken>,
+    /// Per parent session: remote child calls waiting, and the loan's token.
+    waiting: Arc<std::sync::Mutex<HashMap<String, (usize, CancellationToken)>>>,
+}
+
+impl Loans {
+    /// Loans announced on `lend`.
+    pub fn new(lend: tokio::sync::mpsc::UnboundedSender<CancellationToken>) -> Self {
+        Self {
+            lend,
+            waiting: Default::default(),
+        }
+    }
+
+    /// A remote child call of `parent` starts waiting: the first one lends a slot. The loan
+    /// ends when the last [`Loan`] of `parent` is dropped.
+    pub fn take(&self, parent: &str) -> Loan {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = waiting
+            .entry(parent.to_string())
+            .or_insert_with(|| (0, CancellationToken::new()));
+        entry.0 += 1;
+        if entry.0 == 1 {
+            // No worker listening (its loop ended): nothing to lend.
+            let _ = self.lend.send(entry.1.clone());
+        }
+        Loan {
+            loans: self.clone(),
+            parent: parent.to_string(),
+        }
+    }
+
+    /// Parent sessions holding a loan now.
+    pub fn lent(&self) -> usize {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// One waiting remote child call's share of its parent's loan (see [`Loans::take`]).
+pub struct Loan {
+    loans: Loans,
+    parent: String,
+}
+
+impl Drop for Loan {
+    fn drop(&mut self) {
+        let mut waiting = self.loans.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = waiting.get_mut(&self.parent) {
+            entry.0 -= 1;
+            if entry.0 == 0 {
+                entry.1.cancel();
+                waiting.remove(&self.parent);
+            }
+        }
     }
 }
 
@@ -103,6 +182,8 @@ pub fn child_run(session_id: &str) -> String {
 impl RemoteSubagents for ClusterSubagents {
     fn run(&self, turn: RemoteTurn) -> BoxFuture<'static, Result<RemoteOutcome, String>> {
         let (client, js, names) = (self.client.clone(), self.js.clone(), self.names.clone());
+        // Held while this call waits, however it ends (the future dropped included).
+        let loan = self.loans.take(&turn.parent_session_id);
         // The cancellation is published by a task of its own: the caller may drop this
         // future at the moment it cancels (an aborted tool call does), which must not take
         // the cancellation with it. `done` ends the watcher once the outcome is in (only
@@ -121,6 +202,7 @@ impl RemoteSubagents for ClusterSubagents {
             });
         }
         Box::pin(async move {
+            let _loan = loan;
             tokio::select! {
                 r = run_child(&client, &js, &names, &turn) => {
                     done.cancel();
@@ -227,6 +309,36 @@ pub async fn listen_for_cancels(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One loan per waiting parent session, however many of its children wait; it ends with
+    /// the last of them, and each parent gets its own.
+    #[test]
+    fn a_parent_lends_one_slot_until_its_last_remote_child_returns() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let loans = Loans::new(tx);
+        let a1 = loans.take("ses_a");
+        let a2 = loans.take("ses_a");
+        let token = rx.try_recv().expect("the first child lends a slot");
+        assert!(
+            rx.try_recv().is_err(),
+            "a second child of the same parent lends nothing"
+        );
+        assert_eq!(loans.lent(), 1);
+        drop(a1);
+        assert!(!token.is_cancelled(), "a child still waits");
+        let b = loans.take("ses_b");
+        let other = rx.try_recv().expect("another parent lends its own slot");
+        assert_eq!(loans.lent(), 2);
+        drop(a2);
+        assert!(token.is_cancelled(), "the last child returned");
+        assert!(!other.is_cancelled());
+        drop(b);
+        assert!(other.is_cancelled());
+        assert_eq!(loans.lent(), 0);
+        // A parent that waits again later lends a fresh slot.
+        let _again = loans.take("ses_a");
+        assert!(!rx.try_recv().expect("a new loan").is_cancelled());
+    }
 
     #[test]
     fn cancelled_ids_are_remembered_up_to_the_bound() {

@@ -181,9 +181,11 @@ pub async fn run(rt: Runtime, opts: WorkerOptions, stop: CancellationToken) -> R
     });
     let _ = worker.ack_wait.set(ack_wait);
     // Subagents the config hands to the cluster, and the cancellations of such children.
+    let (lend, mut loans) = tokio::sync::mpsc::unbounded_channel();
     rt.set_remote_subagents(crate::subagents::ClusterSubagents::new(
         client.clone(),
         opts.names.clone(),
+        lend,
     ));
     let cancels = client
         .subscribe(opts.names.cancel_subject())
@@ -211,8 +213,30 @@ pub async fn run(rt: Runtime, opts: WorkerOptions, stop: CancellationToken) -> R
     let mut slots = Vec::new();
     for _ in 0..opts.concurrency.max(1) {
         let (w, c, s) = (worker.clone(), consumer.clone(), stop.clone());
-        slots.push(tokio::spawn(async move { slot(w, c, s).await }));
+        slots.push(tokio::spawn(async move {
+            slot(w, c, s, CancellationToken::new()).await
+        }));
     }
+    // A slot lent by a task that waits on remote children (`crate::subagents::Loans`) runs
+    // until its token is cancelled.
+    let lent_slots: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>> = Default::default();
+    let lender = {
+        let (w, c, s, lent) = (
+            worker.clone(),
+            consumer.clone(),
+            stop.clone(),
+            lent_slots.clone(),
+        );
+        tokio::spawn(async move {
+            while let Some(until) = loans.recv().await {
+                let (w, c, s) = (w.clone(), c.clone(), s.clone());
+                let h = tokio::spawn(async move { slot(w, c, s, until).await });
+                let mut lent = lent.lock().unwrap_or_else(|e| e.into_inner());
+                lent.retain(|h| !h.is_finished());
+                lent.push(h);
+            }
+        })
+    };
     stop.cancelled().await;
     worker.draining.store(true, Ordering::SeqCst);
     let n = worker.running_tasks().len();
@@ -240,6 +264,10 @@ pub async fn run(rt: Runtime, opts: WorkerOptions, stop: CancellationToken) -> R
     for (_, sid, _) in &left {
         rt.abort(sid);
     }
+    lender.abort();
+    slots.extend(std::mem::take(
+        &mut *lent_slots.lock().unwrap_or_else(|e| e.into_inner()),
+    ));
     for h in slots {
         let _ = tokio::time::timeout(crate::task::ABORT_GRACE, h).await;
     }
@@ -261,15 +289,17 @@ pub async fn run(rt: Runtime, opts: WorkerOptions, stop: CancellationToken) -> R
     Ok(())
 }
 
-/// One slot: pull a task when free, run it, repeat until stopped.
+/// One slot: pull a task when free, run it, repeat until stopped or, for a lent slot,
+/// until `until` is cancelled (a task it runs then still finishes).
 async fn slot(
     worker: Arc<Worker>,
     consumer: async_nats::jetstream::consumer::Consumer<
         async_nats::jetstream::consumer::pull::Config,
     >,
     stop: CancellationToken,
+    until: CancellationToken,
 ) {
-    while !stop.is_cancelled() {
+    while !stop.is_cancelled() && !until.is_cancelled() {
         // A pull that ends by itself (1 s) rather than being dropped when stopping: a
         // message the server sent for a dropped pull would wait out its ack wait.
         let batch = consumer

@@ -37,6 +37,7 @@ pub(super) async fn run_remote(
         prompt: args.prompt.clone(),
         directory: ctx.directory.clone(),
         call_id: ctx.call_id.clone(),
+        parent_session_id: ctx.session_id.clone(),
         cancel: cancel.clone(),
     };
     let outcome = tokio::select! {
