@@ -134,6 +134,10 @@ struct Turn {
     /// Registry tool descriptions that depend on the session (the `skill` list), computed
     /// once per turn on the blocking pool ([`troupe_tools::Tool::description_in`]).
     descriptions: std::collections::HashMap<String, String>,
+    /// The last step's registry tool list and the [`troupe_tools::Registry::generation`] it
+    /// was built at: reused while the registry's sources report no change (everything
+    /// else it depends on — agent, rules, model, descriptions — is fixed for the turn).
+    tool_list: Option<(u64, Vec<ToolSpec>)>,
     rules: Arc<troupe_agents::Ruleset>,
     started_cost: rust_decimal::Decimal,
     /// Compactions since the last step that made progress (at most 2 in a row).
@@ -642,6 +646,7 @@ impl SessionActor {
             tools: Vec::new(),
             session_rules,
             descriptions,
+            tool_list: None,
             rules,
             started_cost: state.session.cost,
             compactions: 0,
@@ -734,7 +739,7 @@ impl SessionActor {
         };
         let model = turn.model.clone();
         let mut tools = if model.tool_call {
-            registry_tools(&state.rt.registry, turn)
+            cached_registry_tools(&state.rt.registry, turn)
         } else {
             Vec::new()
         };
@@ -2111,6 +2116,22 @@ impl Actor for SessionActor {
         }
         Ok(())
     }
+}
+
+/// [`registry_tools`] for this step: the turn's list of an earlier step while the registry's
+/// generation has not moved since (MCP servers that connect, fail or change their tools move
+/// it), else built anew. The generation is read BEFORE the list is built, so a change that
+/// lands while building moves it past the cached value.
+fn cached_registry_tools(registry: &troupe_tools::Registry, turn: &mut Turn) -> Vec<ToolSpec> {
+    let generation = registry.generation();
+    if let (Some(g), Some((cached, list))) = (generation, &turn.tool_list)
+        && g == *cached
+    {
+        return list.clone();
+    }
+    let list = registry_tools(registry, turn);
+    turn.tool_list = generation.map(|g| (g, list.clone()));
+    list
 }
 
 /// The registry's tools as the turn's agent (with the session's own rules) may use them,

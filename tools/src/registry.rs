@@ -22,6 +22,14 @@ pub trait ToolSource: Send + Sync {
     /// The tools offered now, by name. Names must not collide with built-ins (a built-in
     /// of the same name wins).
     fn tools(&self) -> BTreeMap<String, Arc<dyn Tool>>;
+
+    /// A counter that changes (grows) whenever what [`ToolSource::tools`] returns may have
+    /// changed — names, descriptions or schemas. A caller that reads it BEFORE calling
+    /// `tools` may keep what it derived from that answer until the counter moves. `None`
+    /// (the default): the source cannot say, so callers ask `tools` every time.
+    fn generation(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Tools by name: fixed ones plus the current tools of each [`ToolSource`].
@@ -106,6 +114,19 @@ impl Registry {
         }
         all.extend(self.tools.iter().map(|(k, v)| (k.clone(), v.clone())));
         all
+    }
+
+    /// A counter for what [`Registry::specs`] and [`Registry::names`] return: while it gives
+    /// the same `Some` value, the sources' tools are the ones they offered when it was read
+    /// before (read it BEFORE listing the tools you derive a cache from). The fixed tools
+    /// only change through `&mut self`, so a shared registry's fixed tools never change.
+    /// `None` when a source has no counter ([`ToolSource::generation`]): do not cache.
+    pub fn generation(&self) -> Option<u64> {
+        let mut sum = 0u64;
+        for s in &self.sources {
+            sum = sum.wrapping_add(s.generation()?);
+        }
+        Some(sum)
     }
 
     /// Remove a tool; returns it if present.
@@ -257,6 +278,33 @@ mod tests {
         fn tools(&self) -> BTreeMap<String, Arc<dyn Tool>> {
             self.0.lock().map(|m| m.clone()).unwrap_or_default()
         }
+    }
+
+    struct Counted(std::sync::atomic::AtomicU64);
+
+    impl ToolSource for Counted {
+        fn tools(&self) -> BTreeMap<String, Arc<dyn Tool>> {
+            BTreeMap::new()
+        }
+        fn generation(&self) -> Option<u64> {
+            Some(self.0.load(std::sync::atomic::Ordering::SeqCst))
+        }
+    }
+
+    #[test]
+    fn the_generation_moves_with_any_source_and_is_none_when_one_cannot_say() {
+        let mut r = Registry::builtin();
+        assert_eq!(r.generation(), Some(0));
+        let a = Arc::new(Counted(5.into()));
+        let b = Arc::new(Counted(7.into()));
+        r.add_source(a.clone());
+        r.add_source(b.clone());
+        let g = r.generation();
+        assert_eq!(g, Some(12));
+        b.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        assert_ne!(r.generation(), g);
+        r.add_source(Arc::new(Dynamic(Default::default())));
+        assert_eq!(r.generation(), None);
     }
 
     #[test]

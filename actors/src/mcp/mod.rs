@@ -123,6 +123,10 @@ struct Slot {
 /// Shared state of every MCP server of a runtime (see the module docs).
 pub struct McpHub {
     slots: Mutex<BTreeMap<String, Slot>>,
+    /// Bumped after every [`McpHub::with_slots`] (any access that may change a slot: its
+    /// state, its tools), so [`ToolSource::generation`] moves whenever the offered tools may
+    /// have; [`ToolSource::tools`] reads the slots without bumping it.
+    version: std::sync::atomic::AtomicU64,
     /// Wakes calls waiting for a server to connect or fail.
     changed: tokio::sync::watch::Sender<u64>,
     bus: Bus,
@@ -171,6 +175,7 @@ impl McpHub {
             .collect();
         Arc::new_cyclic(|me| McpHub {
             slots: Mutex::new(slots),
+            version: std::sync::atomic::AtomicU64::new(0),
             changed: tokio::sync::watch::channel(0).0,
             bus,
             supervisor: Mutex::new(None),
@@ -180,9 +185,16 @@ impl McpHub {
         })
     }
 
+    /// Run `f` on the slots (under their lock). Counts as a change of the offered tools
+    /// (see `version`), whether or not `f` changed anything.
     fn with_slots<R>(&self, f: impl FnOnce(&mut BTreeMap<String, Slot>) -> R) -> R {
         let mut g = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut g)
+        let r = f(&mut g);
+        // Inside the lock: a reader that saw the old version before listing the tools
+        // either listed them before `f` (and will see the new version next time) or after.
+        self.version
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        r
     }
 
     /// Every server, sorted by name.
@@ -425,7 +437,8 @@ impl ToolSource for McpHub {
         let Some(me) = self.me.upgrade() else {
             return BTreeMap::new();
         };
-        let (mut out, owners) = self.with_slots(|slots| {
+        let (mut out, owners) = {
+            let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
             let mut out: BTreeMap<String, Arc<dyn Tool>> = BTreeMap::new();
             // Who offers each name: `<server>_<tool>` after sanitizing can be the same for
             // two tools (`a` + `b_c` and `a_b` + `c`, or `x.y` and `x_y` on one server).
@@ -452,7 +465,7 @@ impl ToolSource for McpHub {
                 }
             }
             (out, owners)
-        });
+        };
         // A clashing name is withheld from every server: the model could not say which tool
         // it calls, and a permission rule (keyed by the name) could not tell them apart.
         for (name, who) in owners.iter().filter(|(_, w)| w.len() > 1) {
@@ -470,6 +483,10 @@ impl ToolSource for McpHub {
             }
         }
         out
+    }
+
+    fn generation(&self) -> Option<u64> {
+        Some(self.version.load(std::sync::atomic::Ordering::SeqCst))
     }
 }
 
@@ -638,5 +655,27 @@ mod clash_tests {
         });
         let names: Vec<String> = hub.tools().into_keys().collect();
         assert_eq!(names, ["a_b_fine", "a_ok"]);
+    }
+
+    #[test]
+    fn the_generation_moves_when_a_slot_changes_and_not_when_tools_are_listed() {
+        let cfg: BTreeMap<String, McpServerConfig> = serde_json::from_value(serde_json::json!({
+            "a": {"type": "local", "command": ["x"]},
+        }))
+        .unwrap();
+        let hub = McpHub::new(&cfg, Bus::new());
+        let g0 = hub.generation();
+        assert!(g0.is_some());
+        assert!(hub.tools().is_empty());
+        assert_eq!(hub.generation(), g0, "listing is not a change");
+        hub.with_slots(|slots| {
+            let a = slots.get_mut("a").unwrap();
+            a.state = McpState::Connected;
+            a.tools = vec![info("a", "new")];
+        });
+        let g1 = hub.generation();
+        assert_ne!(g1, g0);
+        assert_eq!(hub.tools().into_keys().collect::<Vec<_>>(), ["a_new"]);
+        assert_eq!(hub.generation(), g1);
     }
 }
