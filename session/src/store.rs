@@ -598,6 +598,29 @@ fn writer_loop(
                     }
                 }
             }
+            Err(e) if writes.iter().filter(|w| stores_rows(w)).count() > 1 => {
+                // The batch's transaction rolled back whole: one bad write (a part of a
+                // message deleted meanwhile) must not take the writes of other sessions
+                // down with it. Apply each write on its own, in queue order, each in its
+                // own transaction: the good ones land and publish, each bad one fails
+                // alone and its error is the one the next flush reports.
+                tracing::warn!("a batch of {} writes failed ({e}): applying them one by one", writes.len());
+                for w in writes {
+                    match apply(std::slice::from_ref(&w)) {
+                        Ok(()) => {
+                            if let Some(ev) = event_of(w) {
+                                bus.publish(ev);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::error!("{e}");
+                            if pending_error.is_none() {
+                                pending_error = Some(e);
+                            }
+                        }
+                    }
+                }
+            }
             Err(e) => {
                 tracing::error!("{e}");
                 // Bus-only events still go out, so watchers see status changes and errors.
@@ -622,6 +645,11 @@ fn writer_loop(
             let _ = tx.send(());
         }
     }
+}
+
+/// Whether `w` stores rows (everything but a bus-only event).
+fn stores_rows(w: &Write) -> bool {
+    !matches!(w, Write::Publish(_))
 }
 
 /// Moves queued jobs into `batch` without blocking, up to [`MAX_BATCH_JOBS`].

@@ -611,6 +611,44 @@ async fn write_error_surfaces_at_flush(db) {
 }
 
 both_backends! {
+/// One bad write in a batch fails alone: the good writes queued in the same batch (one
+/// `write` call, so surely one transaction attempt) are stored and published, the bad one
+/// is neither, and the next flush reports its error.
+async fn a_good_write_in_the_batch_of_a_bad_one_lands(db) {
+    let store = db.open();
+    let mut rx = store.bus().subscribe();
+    let s = Session::new("/tmp", None);
+    let good = user_message(&s.id, crate::id::message(), 1);
+    // A message whose session does not exist violates the foreign key.
+    let bad = user_message("ses_missing", crate::id::message(), 2);
+    let later = user_message(&s.id, crate::id::message(), 3);
+    store.write(vec![
+        Write::Session { info: s.clone(), created: true },
+        Write::Message(good.clone()),
+        Write::Message(bad.clone()),
+        Write::Message(later.clone()),
+    ]);
+    let err = store.flush().await.unwrap_err();
+    assert!(err.to_string().to_lowercase().contains("foreign key"), "{err}");
+    let sid = s.id.clone();
+    let (msgs, events) = store
+        .read(move |r| Ok((r.messages(&sid)?, r.event_count(&sid)?)))
+        .await
+        .unwrap();
+    let ids: Vec<&str> = msgs.iter().map(|m| m.info.id()).collect();
+    assert_eq!(ids, [good.id(), later.id()]);
+    assert_eq!(events, 3);
+    let mut published = Vec::new();
+    while let Ok(ev) = rx.try_recv() {
+        published.push(ev.type_name());
+    }
+    assert_eq!(published, ["session.created", "message.updated", "message.updated"]);
+    // The error was reported once; the store goes on.
+    store.flush().await.unwrap();
+}
+}
+
+both_backends! {
 /// An update of a session that was deleted meanwhile (a turn still closing its parts, a
 /// late title) does not bring it back: updates never insert.
 async fn an_update_after_the_delete_does_not_resurrect_the_session(db) {
