@@ -124,7 +124,7 @@ struct Slot {
 pub struct McpHub {
     slots: Mutex<BTreeMap<String, Slot>>,
     /// Bumped after every [`McpHub::with_slots`] (any access that may change a slot: its
-    /// state, its tools), so [`ToolSource::generation`] moves whenever the offered tools may
+    /// state, its tools; reads go through `read_slots`), so [`ToolSource::generation`] moves whenever the offered tools may
     /// have; [`ToolSource::tools`] reads the slots without bumping it.
     version: std::sync::atomic::AtomicU64,
     /// Wakes calls waiting for a server to connect or fail.
@@ -185,6 +185,12 @@ impl McpHub {
         })
     }
 
+    /// Read the slots (under their lock); not a change of the offered tools.
+    fn read_slots<R>(&self, f: impl FnOnce(&BTreeMap<String, Slot>) -> R) -> R {
+        let g = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        f(&g)
+    }
+
     /// Run `f` on the slots (under their lock). Counts as a change of the offered tools
     /// (see `version`), whether or not `f` changed anything.
     fn with_slots<R>(&self, f: impl FnOnce(&mut BTreeMap<String, Slot>) -> R) -> R {
@@ -199,7 +205,7 @@ impl McpHub {
 
     /// Every server, sorted by name.
     pub fn list(&self) -> Vec<McpServerInfo> {
-        self.with_slots(|slots| {
+        self.read_slots(|slots| {
             slots
                 .iter()
                 .map(|(name, s)| McpServerInfo {
@@ -217,7 +223,7 @@ impl McpHub {
 
     /// Names of the servers to start (enabled ones).
     pub fn enabled(&self) -> Vec<(String, McpServerConfig)> {
-        self.with_slots(|slots| {
+        self.read_slots(|slots| {
             slots
                 .iter()
                 .filter(|(_, s)| s.config.enabled())
@@ -231,7 +237,7 @@ impl McpHub {
     /// offers their tools. Bounded by twice the longest `timeout` of those servers (the
     /// handshake and `tools/list` are each bounded by it) plus one second.
     pub async fn first_connects(&self) {
-        let longest = self.with_slots(|slots| {
+        let longest = self.read_slots(|slots| {
             slots
                 .values()
                 .filter(|s| s.state == McpState::Connecting)
@@ -245,7 +251,7 @@ impl McpHub {
         let _ = tokio::time::timeout(longest * 2 + Duration::from_secs(1), async {
             loop {
                 let starting = self
-                    .with_slots(|slots| slots.values().any(|s| s.state == McpState::Connecting));
+                    .read_slots(|slots| slots.values().any(|s| s.state == McpState::Connecting));
                 if !starting || rx.changed().await.is_err() {
                     return;
                 }
@@ -325,7 +331,7 @@ impl McpHub {
         let mut rx = self.changed.subscribe();
         let _ = tokio::time::timeout(wait, async {
             loop {
-                let busy = self.with_slots(|s| s.get(server).is_some_and(|s| s.refreshing > 0));
+                let busy = self.read_slots(|s| s.get(server).is_some_and(|s| s.refreshing > 0));
                 if !busy || rx.changed().await.is_err() {
                     return;
                 }
@@ -356,7 +362,7 @@ impl McpHub {
     async fn peer(&self, server: &str, wait: Duration) -> Result<(Peer<RoleClient>, u64), String> {
         let mut rx = self.changed.subscribe();
         let look = || {
-            self.with_slots(|slots| match slots.get(server) {
+            self.read_slots(|slots| match slots.get(server) {
                 None => Some(Err(format!("MCP server '{server}' is not configured"))),
                 Some(s) => match s.state {
                     McpState::Connected => s.peer.clone().map(|p| Ok((p, s.generation))),
@@ -394,7 +400,7 @@ impl McpHub {
         let mut rx = self.changed.subscribe();
         let _ = tokio::time::timeout(wait, async {
             loop {
-                let live = self.with_slots(|s| {
+                let live = self.read_slots(|s| {
                     s.get(server).is_some_and(|s| {
                         s.state == McpState::Connected && s.generation == generation
                     })
@@ -410,7 +416,7 @@ impl McpHub {
     /// A call to `server` hung past its timeout (or its connection broke): restart that
     /// connection (if it is still the current one).
     fn report_hung(&self, server: &str, generation: u64, after: Duration) {
-        let current = self.with_slots(|s| s.get(server).map(|s| s.generation)) == Some(generation);
+        let current = self.read_slots(|s| s.get(server).map(|s| s.generation)) == Some(generation);
         if !current {
             return;
         }
@@ -437,8 +443,7 @@ impl ToolSource for McpHub {
         let Some(me) = self.me.upgrade() else {
             return BTreeMap::new();
         };
-        let (mut out, owners) = {
-            let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut out, owners) = self.read_slots(|slots| {
             let mut out: BTreeMap<String, Arc<dyn Tool>> = BTreeMap::new();
             // Who offers each name: `<server>_<tool>` after sanitizing can be the same for
             // two tools (`a` + `b_c` and `a_b` + `c`, or `x.y` and `x_y` on one server).
@@ -465,7 +470,7 @@ impl ToolSource for McpHub {
                 }
             }
             (out, owners)
-        };
+        });
         // A clashing name is withheld from every server: the model could not say which tool
         // it calls, and a permission rule (keyed by the name) could not tell them apart.
         for (name, who) in owners.iter().filter(|(_, w)| w.len() > 1) {
