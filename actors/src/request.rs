@@ -3,6 +3,8 @@
 //! (which tools on the last step, `firstStep` options, temperature support, headers) are
 //! unit-tested in `request_tests.rs` without starting an actor.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 use troupe_config::ResolvedModel;
 use troupe_llm::{ChatMessage, ChatRequest, ToolSpec};
@@ -39,12 +41,12 @@ pub struct StepInput<'a> {
 /// as the start of the assistant's answer, `toolSchema` (`{tool: JSON Schema fragment}`) is
 /// merge-patched into those tools' parameters (RFC 7396), every other key joins the body.
 pub fn step_request(input: &StepInput<'_>) -> ChatRequest {
-    step_request_with_tools(input, input.tools.to_vec())
+    step_request_with_tools(input, input.tools.into())
 }
 
-/// [`step_request`] with the tools given by value (`input.tools` is not read): spares the
-/// caller who built the list a copy of every schema.
-pub fn step_request_with_tools(input: &StepInput<'_>, tools: Vec<ToolSpec>) -> ChatRequest {
+/// [`step_request`] with the tools given as a shared list (`input.tools` is not read): spares
+/// the caller who keeps the list a copy of every schema, and lets the body cache recognize it.
+pub fn step_request_with_tools(input: &StepInput<'_>, tools: Arc<[ToolSpec]>) -> ChatRequest {
     let is_last = input.step >= input.max_steps && input.max_steps > 1;
     let mut messages = Vec::with_capacity(input.history.len() + 3);
     messages.push(ChatMessage::System {
@@ -78,16 +80,16 @@ pub fn step_request_with_tools(input: &StepInput<'_>, tools: Vec<ToolSpec>) -> C
         }
     }
     let tools = if is_last {
-        Vec::new()
-    } else {
-        let mut tools = tools;
-        if let Some(patches) = &tool_schema {
-            for t in &mut tools {
-                if let Some(patch) = patches.get(&t.name) {
-                    merge_schema(&mut t.parameters, patch);
-                }
+        Arc::default()
+    } else if let Some(patches) = &tool_schema {
+        let mut tools = tools.to_vec();
+        for t in &mut tools {
+            if let Some(patch) = patches.get(&t.name) {
+                merge_schema(&mut t.parameters, patch);
             }
         }
+        tools.into()
+    } else {
         tools
     };
     ChatRequest {
@@ -187,7 +189,7 @@ pub fn side_request(
     ChatRequest {
         model: model.model_id.clone(),
         messages,
-        tools: Vec::new(),
+        tools: Default::default(),
         temperature,
         top_p: None,
         max_tokens: Some(max_tokens),

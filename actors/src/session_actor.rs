@@ -137,7 +137,7 @@ struct Turn {
     /// The last step's registry tool list and the [`troupe_tools::Registry::generation`] it
     /// was built at: reused while the registry's sources report no change (everything
     /// else it depends on — agent, rules, model, descriptions — is fixed for the turn).
-    tool_list: Option<(u64, Vec<ToolSpec>)>,
+    tool_list: Option<(u64, Arc<[ToolSpec]>)>,
     rules: Arc<troupe_agents::Ruleset>,
     started_cost: rust_decimal::Decimal,
     /// Compactions since the last step that made progress (at most 2 in a row).
@@ -738,12 +738,21 @@ impl SessionActor {
             Some(h)
         };
         let model = turn.model.clone();
-        let mut tools = if model.tool_call {
+        let registry_list = if model.tool_call {
             cached_registry_tools(&state.rt.registry, turn)
         } else {
-            Vec::new()
+            Arc::default()
         };
-        tools.extend(turn.tools.iter().cloned());
+        // The turn's own tools (structured output) follow the registry's.
+        let tools = if turn.tools.is_empty() {
+            registry_list
+        } else {
+            registry_list
+                .iter()
+                .chain(turn.tools.iter())
+                .cloned()
+                .collect()
+        };
         // The request without its history (system prompt, then what follows the history);
         // the body below carries the history, serialized incrementally.
         let mut request = crate::request::step_request_with_tools(
@@ -2122,14 +2131,14 @@ impl Actor for SessionActor {
 /// generation has not moved since (MCP servers that connect, fail or change their tools move
 /// it), else built anew. The generation is read BEFORE the list is built, so a change that
 /// lands while building moves it past the cached value.
-fn cached_registry_tools(registry: &troupe_tools::Registry, turn: &mut Turn) -> Vec<ToolSpec> {
+fn cached_registry_tools(registry: &troupe_tools::Registry, turn: &mut Turn) -> Arc<[ToolSpec]> {
     let generation = registry.generation();
     if let (Some(g), Some((cached, list))) = (generation, &turn.tool_list)
         && g == *cached
     {
         return list.clone();
     }
-    let list = registry_tools(registry, turn);
+    let list: Arc<[ToolSpec]> = registry_tools(registry, turn).into();
     turn.tool_list = generation.map(|g| (g, list.clone()));
     list
 }

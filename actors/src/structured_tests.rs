@@ -140,7 +140,8 @@ fn tool_choice_per_protocol() {
             name: "x".into(),
             description: String::new(),
             parameters: json!({}),
-        }],
+        }]
+        .into(),
         ..Default::default()
     };
     StructuredTurn::require_tool_call(Protocol::OpenaiChat, &mut r);

@@ -54,7 +54,8 @@ fn body_shape() {
             name: "read".into(),
             description: "d".into(),
             parameters: json!({"type":"object"}),
-        }],
+        }]
+        .into(),
         temperature: None,
         top_p: None,
         max_tokens: None,

@@ -13,6 +13,8 @@
 //! history is shorter than what it covers or the wire settings (protocol, reasoning sent
 //! back) changed.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use troupe_config::model::{Protocol, ResolvedModel};
 
@@ -72,8 +74,9 @@ pub struct BodyCache {
     /// every body is built from scratch until the next reset.
     scratch: bool,
     /// The tools of the last body and their serialized `tools` value (a step offers the
-    /// same tools as the one before, almost always): compared, not rebuilt.
-    tools: Option<(Vec<ToolSpec>, String)>,
+    /// same tools as the one before, almost always): the same shared list (pointer) or an
+    /// equal one is not serialized again.
+    tools: Option<(Arc<[ToolSpec]>, String)>,
 }
 
 impl BodyCache {
@@ -136,7 +139,7 @@ impl BodyCache {
             without_tools = ChatRequest {
                 model: req.model.clone(),
                 messages: req.messages.clone(),
-                tools: Vec::new(),
+                tools: Default::default(),
                 temperature: req.temperature,
                 top_p: req.top_p,
                 max_tokens: req.max_tokens,
@@ -183,14 +186,15 @@ impl BodyCache {
     }
 
     /// The serialized `tools` value for `tools`, reused while they stay the same.
-    fn tools_json(&mut self, protocol: Protocol, tools: &[ToolSpec]) -> &str {
-        let fresh = !matches!(&self.tools, Some((t, _)) if t.as_slice() == tools);
+    fn tools_json(&mut self, protocol: Protocol, tools: &Arc<[ToolSpec]>) -> &str {
+        let fresh =
+            !matches!(&self.tools, Some((t, _)) if Arc::ptr_eq(t, tools) || t[..] == tools[..]);
         if fresh {
             let v = match protocol {
                 Protocol::OpenaiChat => openai::tools_json(tools),
                 Protocol::AnthropicMessages => anthropic::tools_json(tools),
             };
-            self.tools = Some((tools.to_vec(), to_string(&v)));
+            self.tools = Some((tools.clone(), to_string(&v)));
         }
         self.tools.as_ref().map_or("[]", |(_, s)| s.as_str())
     }

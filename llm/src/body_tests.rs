@@ -166,7 +166,7 @@ fn step_request(step: usize) -> ChatRequest {
     ChatRequest {
         model: String::new(),
         messages,
-        tools,
+        tools: tools.into(),
         temperature: step.is_multiple_of(2).then_some(0.3),
         top_p: None,
         max_tokens: Some(4096),

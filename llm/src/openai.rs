@@ -388,7 +388,7 @@ impl ChunkAssembler {
             block_seq: 0,
             text: None,
             reasoning: None,
-            tools: Vec::new(),
+            tools: Default::default(),
             tools_emitted: false,
             finish_reason: None,
             usage: None,

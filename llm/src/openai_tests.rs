@@ -39,7 +39,8 @@ fn req() -> ChatRequest {
             name: "read".into(),
             description: "Read".into(),
             parameters: json!({"type": "object"}),
-        }],
+        }]
+        .into(),
         temperature: Some(0.5),
         top_p: None,
         max_tokens: Some(100),
@@ -79,7 +80,7 @@ fn body_shape_openai() {
 #[test]
 fn body_deepseek_reasoning_extra_override_and_no_tools() {
     let mut r = req();
-    r.tools.clear();
+    r.tools = Default::default();
     r.extra.insert("temperature".into(), json!(0.1));
     r.extra.insert("grammar".into(), json!("root ::= x"));
     r.extra.insert("chunkTimeout".into(), json!(1000));

@@ -105,8 +105,11 @@ pub struct ChatRequest {
     pub model: String,
     /// Conversation, system messages first.
     pub messages: Vec<ChatMessage>,
-    /// Tools offered; empty = no `tools` key.
-    pub tools: Vec<ToolSpec>,
+    /// Tools offered; empty = no `tools` key. Shared: a turn offers the same list at every
+    /// step, and [`crate::body::BodyCache`] recognizes the list it serialized last by
+    /// pointer before comparing contents.
+    #[serde(with = "shared_tools")]
+    pub tools: std::sync::Arc<[ToolSpec]>,
     /// Sampling temperature.
     pub temperature: Option<f64>,
     /// Nucleus sampling.
@@ -317,4 +320,21 @@ pub enum StreamEvent {
         /// The provider's raw finish reason string, if any.
         raw_reason: Option<String>,
     },
+}
+
+/// Serde for [`ChatRequest::tools`]: a JSON array, as a `Vec` would be.
+mod shared_tools {
+    use super::ToolSpec;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::sync::Arc;
+
+    pub(super) fn serialize<S: Serializer>(t: &Arc<[ToolSpec]>, s: S) -> Result<S::Ok, S::Error> {
+        t[..].serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Arc<[ToolSpec]>, D::Error> {
+        Vec::<ToolSpec>::deserialize(d).map(Into::into)
+    }
 }
