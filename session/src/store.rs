@@ -242,6 +242,16 @@ fn open_conn(path: &Path) -> Result<Connection, StoreError> {
         "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-16000;",
     )
     .map_err(|e| sql_err(path, e))?;
+    // Query-planner stability: plans never depend on bound values. Without it (this build
+    // has STAT4) binding a parameter that the planner once looked at expires the cached
+    // statement, and the event log's `SELECT COALESCE(MAX(seq), 0) … WHERE session_id = ?1`
+    // was prepared again at every run: ~4 % of a bench's instructions, more than the query.
+    // Our queries are key lookups whose plan does not depend on the value.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(|e| sql_err(path, e))?;
     Ok(conn)
 }
 
@@ -604,7 +614,10 @@ fn writer_loop(
                 // down with it. Apply each write on its own, in queue order, each in its
                 // own transaction: the good ones land and publish, each bad one fails
                 // alone and its error is the one the next flush reports.
-                tracing::warn!("a batch of {} writes failed ({e}): applying them one by one", writes.len());
+                tracing::warn!(
+                    "a batch of {} writes failed ({e}): applying them one by one",
+                    writes.len()
+                );
                 for w in writes {
                     match apply(std::slice::from_ref(&w)) {
                         Ok(()) => {
