@@ -26,19 +26,6 @@ fn agents_project(config: Value) -> Project {
     Project::with_config(&config).with_env("TROUPE_TEST_TOOLS", "0")
 }
 
-/// Names of the tools a request offers (`tools[].function.name`).
-fn offered_tools(r: &RecordedRequest) -> Vec<String> {
-    r.body["tools"]
-        .as_array()
-        .map(|ts| {
-            ts.iter()
-                .filter_map(|t| t["function"]["name"].as_str().or(t["name"].as_str()))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// All system-message text of a request, joined.
 fn system_text(r: &RecordedRequest) -> String {
     req_messages(r)
@@ -95,7 +82,7 @@ async fn denied_tool_is_not_offered() {
     assert_success(&out, "run with bash: deny");
     let reqs = completions(&server);
     assert_eq!(reqs.len(), 1);
-    let tools = offered_tools(&reqs[0]);
+    let tools = reqs[0].offered_tools();
     assert!(
         tools.iter().any(|t| t == "read"),
         "read not offered: {tools:?}"
@@ -120,7 +107,7 @@ async fn denied_tool_is_not_offered() {
     assert_success(&out, "run with bash: {*: deny, git status: allow}");
     let reqs = completions(&server);
     assert_eq!(reqs.len(), 2);
-    let tools = offered_tools(&reqs[1]);
+    let tools = reqs[1].offered_tools();
     assert!(
         tools.iter().any(|t| t == "bash"),
         "bash not offered although a later rule allows `git status`: {tools:?}"
@@ -630,7 +617,7 @@ async fn markdown_agent() {
         reqs[0].body["temperature"]
     );
     // `edit: deny` hides the edit tools.
-    let tools = offered_tools(&reqs[0]);
+    let tools = reqs[0].offered_tools();
     assert!(tools.iter().any(|t| t == "read"), "{tools:?}");
     for t in ["edit", "write"] {
         assert!(!tools.iter().any(|x| x == t), "{t} offered: {tools:?}");

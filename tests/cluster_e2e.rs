@@ -709,15 +709,11 @@ async fn a_killed_cluster_batch_resumes_its_run() {
 /// `timeout`), the cancellation reaches the child on the other worker, whose turn stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subagent_runs_on_another_worker_and_the_parents_abort_reaches_it() {
-    let Some(nats) =
-        nats_or_skip("a_subagent_runs_on_another_worker_and_the_parents_abort_reaches_it")
-    else {
+    let Some((nats, prefix, _cleanup)) = nats_stage(
+        "a_subagent_runs_on_another_worker_and_the_parents_abort_reaches_it",
+        "s",
+    ) else {
         return;
-    };
-    let prefix = unique_prefix("s");
-    let _cleanup = Cleanup {
-        url: nats.clone(),
-        prefix: prefix.clone(),
     };
     let child = |token: &str| json!({"description": "look around", "prompt": format!("{token}: find the answer"), "subagent_type": "explore"});
     let script = Script::new(vec![
@@ -878,15 +874,11 @@ async fn a_subagent_runs_on_another_worker_and_the_parents_abort_reaches_it() {
 /// slot and the children waited in the stream until the parent's timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_worker_with_one_slot_runs_the_remote_children_of_its_own_parent() {
-    let Some(nats) =
-        nats_or_skip("a_single_worker_with_one_slot_runs_the_remote_children_of_its_own_parent")
-    else {
+    let Some((nats, prefix, _cleanup)) = nats_stage(
+        "a_single_worker_with_one_slot_runs_the_remote_children_of_its_own_parent",
+        "l",
+    ) else {
         return;
-    };
-    let prefix = unique_prefix("l");
-    let _cleanup = Cleanup {
-        url: nats.clone(),
-        prefix: prefix.clone(),
     };
     let child = |token: &str| json!({"description": "look around", "prompt": format!("{token}: find the answer"), "subagent_type": "explore"});
     let script = Script::new(vec![

@@ -39,17 +39,6 @@ async fn tools_of(project: &Project) -> Vec<Value> {
     tool_parts(&messages)
 }
 
-/// Names of the tools offered in a recorded request.
-fn offered(r: &troupe_testkit::RecordedRequest) -> Vec<String> {
-    r.body["tools"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
-        .collect()
-}
-
 /// The text of the tool result for `call_id` in request `r`.
 fn tool_result(r: &troupe_testkit::RecordedRequest, call_id: &str) -> Option<String> {
     req_messages(r)
@@ -151,12 +140,12 @@ async fn stdio_tool_result_reaches_the_next_request_and_a_killed_server_restarts
     // step 1 reached request 2, and `extra` was offered once the server announced it.
     let reqs = completions(&server);
     assert_eq!(reqs.len(), 9);
-    let names = offered(&reqs[0]);
+    let names = reqs[0].offered_tools();
     for t in ["t_echo", "t_pid", "t_image", "t_crash", "t_add_tool"] {
         assert!(names.contains(&t.to_string()), "{t} not offered: {names:?}");
     }
     assert!(!names.contains(&"t_extra".to_string()), "{names:?}");
-    assert!(offered(&reqs[7]).contains(&"t_extra".to_string()));
+    assert!(reqs[7].offered_tools().contains(&"t_extra".to_string()));
     let echo_spec = reqs[0].body["tools"]
         .as_array()
         .and_then(|a| a.iter().find(|t| t["function"]["name"] == "t_echo"))
@@ -233,9 +222,9 @@ async fn a_server_crashing_past_its_limit_is_failed_and_its_tools_are_withdrawn(
     assert_success(&out, "troupe run");
     let reqs = completions(&server);
     assert_eq!(reqs.len(), 3);
-    assert!(offered(&reqs[0]).contains(&"t_echo".to_string()));
-    assert!(offered(&reqs[1]).contains(&"t_echo".to_string()));
-    let last = offered(&reqs[2]);
+    assert!(reqs[0].offered_tools().contains(&"t_echo".to_string()));
+    assert!(reqs[1].offered_tools().contains(&"t_echo".to_string()));
+    let last = reqs[2].offered_tools();
     assert!(
         !last.iter().any(|n| n.starts_with("t_")),
         "tools of the failed server still offered: {last:?}"

@@ -82,13 +82,9 @@ async fn subagents_are_denied_todowrite_by_default() {
         .expect("ran");
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let first = &server.requests()[0];
-    let offered: Vec<&str> = first.body["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str())
-        .collect();
-    assert!(!offered.contains(&"todowrite"), "{offered:?}");
+    let offered = first.offered_tools();
+    assert!(!offered.is_empty());
+    assert!(!offered.iter().any(|t| t == "todowrite"), "{offered:?}");
     let parts = tool_parts(&messages(&rt, &sid).await);
     let ToolState::Error { error, .. } = &parts[0].1 else {
         panic!("todowrite ran for a subagent: {parts:?}")
@@ -126,18 +122,6 @@ async fn page_server(body: &'static str) -> String {
         }
     });
     format!("http://{addr}")
-}
-
-/// The tool names offered in a recorded chat request.
-fn offered(req: &troupe_testkit::RecordedRequest) -> Vec<String> {
-    req.body["tools"]
-        .as_array()
-        .map(|ts| {
-            ts.iter()
-                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -310,7 +294,7 @@ async fn gpt_models_get_apply_patch_instead_of_edit_and_write() {
     let turn = run_prompt(&rt, &sid, "fix the answer").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let reqs = completions(&server);
-    let tools = offered(&reqs[0]);
+    let tools = reqs[0].offered_tools();
     assert!(tools.iter().any(|t| t == "apply_patch"), "{tools:?}");
     assert!(
         !tools.iter().any(|t| t == "edit" || t == "write"),
@@ -356,7 +340,10 @@ async fn gpt_models_get_apply_patch_instead_of_edit_and_write() {
         .expect("in time")
         .expect("ran");
     assert!(turn.error.is_none(), "{:?}", turn.error);
-    let tools = offered(completions(&server).last().expect("request"));
+    let tools = completions(&server)
+        .last()
+        .expect("request")
+        .offered_tools();
     assert!(
         tools.iter().any(|t| t == "edit") && tools.iter().any(|t| t == "write"),
         "{tools:?}"

@@ -179,14 +179,7 @@ async fn without_anyone_to_answer_the_question_tool_is_neither_offered_nor_run()
     let turn = run_prompt(&rt, &sid, "set it up").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let reqs = requests_of(&server, &sid);
-    let offered: Vec<String> = reqs[0].body["tools"]
-        .as_array()
-        .map(|ts| {
-            ts.iter()
-                .filter_map(|t| t["function"]["name"].as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
+    let offered = reqs[0].offered_tools();
     assert!(!offered.is_empty());
     assert!(!offered.contains(&"question".to_string()), "{offered:?}");
     let parts = tool_parts(&messages(&rt, &sid).await);

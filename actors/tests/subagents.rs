@@ -765,14 +765,7 @@ async fn disabled_tool_is_not_executed_by_a_subagent() {
     let ids = child_by_token(&rt, &sid, &["EXPLORE-SLEEP"]).await;
     // The tool was not advertised to explore...
     let reqs = requests_of(&server, &ids[0]);
-    let advertised: Vec<String> = reqs[0].body["tools"]
-        .as_array()
-        .map(|ts| {
-            ts.iter()
-                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let advertised = reqs[0].offered_tools();
     assert!(
         !advertised.iter().any(|n| n == "test_sleep"),
         "test_sleep advertised to explore: {advertised:?}"

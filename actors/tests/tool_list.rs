@@ -88,17 +88,6 @@ impl Tool for SourceTool {
     }
 }
 
-/// Names of the tools offered in a recorded (OpenAI) request.
-fn offered(r: &troupe_testkit::RecordedRequest) -> Vec<String> {
-    r.body["tools"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_a_source_adds_mid_turn_is_offered_from_the_next_step() {
     let dir = TempDir::new().unwrap();
@@ -128,14 +117,14 @@ async fn a_tool_a_source_adds_mid_turn_is_offered_from_the_next_step() {
     assert_eq!(r.text, "done");
     let reqs = requests_of(&server, &sid);
     assert_eq!(reqs.len(), 4);
-    let has = |i: usize, name: &str| offered(&reqs[i]).iter().any(|n| n == name);
+    let has = |i: usize, name: &str| reqs[i].offered_tools().iter().any(|n| n == name);
     // Steps 1 and 2 share one list (nothing changed between them).
-    assert_eq!(offered(&reqs[0]), offered(&reqs[1]));
+    assert_eq!(reqs[0].offered_tools(), reqs[1].offered_tools());
     assert!(has(0, "src_grow") && has(1, "src_grow"));
     assert!(!has(0, "src_new") && !has(1, "src_new"));
     // `src_grow` ran in step 2: step 3 offers `src_new` and no longer `src_grow`.
-    assert!(has(2, "src_new"), "{:?}", offered(&reqs[2]));
-    assert!(!has(2, "src_grow"), "{:?}", offered(&reqs[2]));
+    assert!(has(2, "src_new"), "{:?}", reqs[2].offered_tools());
+    assert!(!has(2, "src_grow"), "{:?}", reqs[2].offered_tools());
     assert!(has(3, "src_new"));
     let parts = tool_parts(&messages(&rt, &sid).await);
     assert_eq!(parts.len(), 3);
@@ -150,5 +139,12 @@ async fn a_tool_a_source_adds_mid_turn_is_offered_from_the_next_step() {
     let r = run_prompt(&rt, &sid, "again").await;
     assert!(r.error.is_none(), "{:?}", r.error);
     let reqs = requests_of(&server, &sid);
-    assert!(!offered(reqs.last().unwrap()).iter().any(|n| n == "src_new"));
+    assert!(
+        !reqs
+            .last()
+            .unwrap()
+            .offered_tools()
+            .iter()
+            .any(|n| n == "src_new")
+    );
 }

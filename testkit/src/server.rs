@@ -103,6 +103,22 @@ pub struct RecordedRequest {
     pub fault: Option<Fault>,
 }
 
+impl RecordedRequest {
+    /// Names of the tools the request offers, in order: OpenAI `tools[].function.name`,
+    /// Anthropic `tools[].name`; empty without tools.
+    pub fn offered_tools(&self) -> Vec<String> {
+        self.body["tools"]
+            .as_array()
+            .map(|ts| {
+                ts.iter()
+                    .filter_map(|t| t["function"]["name"].as_str().or(t["name"].as_str()))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
