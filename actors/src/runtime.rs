@@ -1,0 +1,818 @@
+//! The [`Runtime`] (one per process) and [`RuntimeShared`], what every actor shares.
+
+use super::*;
+
+/// How long [`Runtime::delete_session`] waits for an aborted turn to close its parts before
+/// it deletes the session anyway: 10 s.
+pub const DELETE_ABORT_WAIT: Duration = Duration::from_secs(10);
+
+/// What every actor of the runtime shares.
+pub struct RuntimeShared {
+    /// Store (and, through it, the bus).
+    pub store: Store,
+    /// Merged configuration.
+    pub config: Arc<LoadedConfig>,
+    /// Tools.
+    pub registry: Arc<Registry>,
+    /// Agents (built-in, config, markdown).
+    pub agents: Arc<troupe_agents::AgentSet>,
+    /// Pending permission requests and approvals.
+    pub broker: Arc<crate::permission::PermissionBroker>,
+    /// Options.
+    pub opts: RuntimeOptions,
+    /// Live session actors by session id.
+    pub sessions: DashMap<String, ActorRef<SessionMsg>>,
+    /// Counters.
+    pub counters: Counters,
+    /// Child sessions a `task` call is driving right now: one call per child at a time, so
+    /// two calls with the same `task_id` never run two actors on one session (issue 24.7).
+    pub task_children: DashMap<String, ()>,
+    /// Slots for concurrently running subagents.
+    pub subagent_slots: Arc<tokio::sync::Semaphore>,
+    /// Background subagents (`task` with `background: true`) by child session id, running
+    /// or finished (a finished one keeps its result for `task_status`); an entry goes when
+    /// its parent or child session is deleted.
+    pub(crate) background: DashMap<String, crate::task::Background>,
+    /// The root actor, for work that outlives the call that started it (a background
+    /// subagent's result is prompted into its parent through a [`Runtime`]).
+    pub(crate) root_ref: std::sync::OnceLock<ActorRef<()>>,
+    /// The live supervision tree (for monitoring).
+    pub tree: Arc<crate::tree::ActorTree>,
+    /// Per-provider back-off: no request to the provider starts before this time (ms since
+    /// epoch). Set when one session gets a 429, so parallel sessions back off together.
+    pub rate_limits: DashMap<String, i64>,
+    pub(crate) http: reqwest::Client,
+    pub(crate) providers: DashMap<String, Arc<Provider>>,
+    pub(crate) spawn_lock: tokio::sync::Mutex<()>,
+    /// Who this runtime is to other processes (session leases).
+    pub identity: lease::Identity,
+    /// Session leases held by this runtime.
+    pub leases: Arc<lease::LeaseBook>,
+    /// The runtime root's children: session actor id → session id.
+    pub(crate) root_children: DashMap<ractor::ActorId, String>,
+    /// Session actors that crashed, by session id: (actor, cause), until the prompt whose
+    /// turn they ran takes the entry and restarts the session.
+    pub(crate) crashed: DashMap<String, (ractor::ActorId, String)>,
+    /// Restart-intensity state of each session (crashes within the period).
+    pub(crate) session_intensity: DashMap<String, crate::supervision::Intensity>,
+    /// Notified after the root handled a supervision event.
+    pub(crate) root_events: tokio::sync::Notify,
+    /// Fault injection for tests ([`faults`]; empty without the `fault-injection` feature).
+    pub faults: faults::Faults,
+    /// File snapshots per project (issue 15).
+    pub snapshots: snapshots::Snapshots,
+    /// Set while a saved-output cleanup runs (one at a time).
+    pub(crate) output_cleanup_running: AtomicBool,
+    /// MCP servers: states and tools (issue 16; see [`mcp`]).
+    pub mcp: Arc<mcp::McpHub>,
+    /// Pending `question` tool questions.
+    pub questions: Arc<crate::question::QuestionBroker>,
+    /// Hook commands of the config's `hooks` block; `None` when none is configured (the
+    /// tool-call, request and idle paths then skip hooks entirely).
+    pub hooks: Option<Arc<troupe_tools::hooks::Hooks>>,
+    /// Running `session.idle` hooks: shutdown waits for them (within its grace period), so
+    /// the notification of a CLI run's last turn is not cut off by the exit.
+    pub(crate) hook_tasks: tokio_util::task::TaskTracker,
+    /// The cluster that runs `cluster.subagents` task calls, once this process joined one
+    /// ([`Runtime::set_remote_subagents`]).
+    pub(crate) remote: std::sync::OnceLock<Arc<dyn remote::RemoteSubagents>>,
+}
+
+impl RuntimeShared {
+    /// The provider client for a model (one per `provider/model`, sharing one HTTP pool).
+    pub fn provider(&self, model: &ResolvedModel) -> Arc<Provider> {
+        let key = model.full_id();
+        if let Some(p) = self.providers.get(&key) {
+            return p.clone();
+        }
+        let p = Arc::new(Provider::new(self.http.clone(), model.clone()));
+        self.providers.insert(key, p.clone());
+        p
+    }
+}
+
+/// The runtime: one per process.
+#[derive(Clone)]
+pub struct Runtime {
+    pub(crate) shared: Arc<RuntimeShared>,
+    pub(crate) root: ActorRef<()>,
+}
+
+impl Runtime {
+    /// Start the root supervisor. Agents are loaded from `config` (built-ins, `agent` keys,
+    /// markdown agents in the global dir and the worktree's `.troupe/`). `responder` answers
+    /// permission asks nobody else answers first (a policy or a terminal prompt; see
+    /// [`permission`]).
+    pub async fn start(
+        store: Store,
+        config: LoadedConfig,
+        registry: Registry,
+        responder: Arc<dyn PermissionAsker>,
+        opts: RuntimeOptions,
+    ) -> Result<Runtime, RuntimeError> {
+        let cfg = config.clone();
+        let agents = tokio::task::spawn_blocking(move || troupe_agents::AgentSet::load(&cfg, &[]))
+            .await
+            .map_err(|e| RuntimeError::Spawn(e.to_string()))?
+            .map_err(|e| RuntimeError::Turn(e.to_string()))?;
+        Self::start_with_agents(store, config, agents, registry, responder, opts).await
+    }
+
+    /// [`Runtime::start`] with an already loaded agent set.
+    pub async fn start_with_agents(
+        store: Store,
+        config: LoadedConfig,
+        agents: troupe_agents::AgentSet,
+        registry: Registry,
+        responder: Arc<dyn PermissionAsker>,
+        opts: RuntimeOptions,
+    ) -> Result<Runtime, RuntimeError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
+        let mut registry = registry;
+        let mcp = mcp::McpHub::new(&config.config.mcp, store.bus().clone());
+        registry.add_source(mcp.clone());
+        let max_subagents = opts.max_subagents.max(1);
+        let lease_label = opts.lease_label.clone();
+        let snapshots = snapshots::Snapshots::new(
+            opts.snapshot_dir.clone(),
+            config.config.snapshot == Some(false),
+        );
+        let hooks = (!config.config.hooks.is_empty())
+            .then(|| Arc::new(troupe_tools::hooks::Hooks::new(config.config.hooks.clone())));
+        let questions = Arc::new(crate::question::QuestionBroker::new(store.clone()));
+        let shared = Arc::new_cyclic(|weak| {
+            registry.register(Arc::new(crate::task::TaskTool::new(weak.clone())));
+            registry.register(Arc::new(crate::task::TaskStatusTool::new(weak.clone())));
+            registry.register(Arc::new(crate::todo::TodoWriteTool::new(store.clone())));
+            registry.register(Arc::new(crate::todo::TodoReadTool::new(store.clone())));
+            registry.register(Arc::new(crate::question::QuestionTool::new(
+                questions.clone(),
+            )));
+            // A registry that brings its own `skill` (e.g. another global dir) keeps it.
+            if registry.get("skill").is_none() {
+                registry.register(Arc::new(crate::skill::SkillTool::new(
+                    troupe_config::global_config_dir(),
+                )));
+            }
+            RuntimeShared {
+                store: store.clone(),
+                config: Arc::new(config),
+                registry: Arc::new(registry),
+                agents: Arc::new(agents),
+                broker: Arc::new(
+                    crate::permission::PermissionBroker::new(store.clone(), responder)
+                        .with_hooks(hooks.clone()),
+                ),
+                opts,
+                sessions: DashMap::new(),
+                counters: Counters::default(),
+                task_children: DashMap::new(),
+                background: DashMap::new(),
+                root_ref: std::sync::OnceLock::new(),
+                subagent_slots: Arc::new(tokio::sync::Semaphore::new(max_subagents)),
+                rate_limits: DashMap::new(),
+                tree: Arc::new(crate::tree::ActorTree::default()),
+                http,
+                providers: DashMap::new(),
+                spawn_lock: tokio::sync::Mutex::new(()),
+                identity: lease::Identity::current(&lease_label),
+                leases: Arc::new(lease::LeaseBook::default()),
+                root_children: DashMap::new(),
+                crashed: DashMap::new(),
+                session_intensity: DashMap::new(),
+                root_events: tokio::sync::Notify::new(),
+                faults: faults::Faults::default(),
+                snapshots,
+                output_cleanup_running: AtomicBool::new(false),
+                mcp,
+                hooks,
+                questions,
+                hook_tasks: tokio_util::task::TaskTracker::new(),
+                remote: std::sync::OnceLock::new(),
+            }
+        });
+        let (root, _) = Actor::spawn(None, RootActor, shared.clone())
+            .await
+            .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
+        let _ = shared.root_ref.set(root.clone());
+        mcp::server::start(
+            shared.mcp.clone(),
+            shared.tree.clone(),
+            shared.config.config.supervision.clone(),
+        )
+        .await
+        .map_err(RuntimeError::Spawn)?;
+        Ok(Runtime { shared, root })
+    }
+
+    /// The runtime of these shared parts (`None` before its root actor started).
+    pub(crate) fn from_shared(shared: &Arc<RuntimeShared>) -> Option<Runtime> {
+        Some(Runtime {
+            shared: shared.clone(),
+            root: shared.root_ref.get()?.clone(),
+        })
+    }
+
+    /// Wait until no background subagent started by `session_id` (or by its background
+    /// subagents) is running and their results have been delivered (each result is a
+    /// prompt to the parent: it joins the parent's running turn or starts a new one, which
+    /// this also waits for). `troupe run` calls it before it exits, so a run's background
+    /// work is not cut off by the process ending.
+    ///
+    /// Returns the result of the latest of `session_id`'s turns that took a delivery (by
+    /// its assistant message id, which grows with time), or `None` when no result was
+    /// delivered since the last call: `troupe run` reports that turn (exit code,
+    /// `--output-last-message`) rather than the first one, which ended before the results.
+    pub async fn wait_background(&self, session_id: &str) -> Option<TurnResult> {
+        loop {
+            // The session's background subagents and theirs, transitively.
+            let mut parents = vec![session_id.to_string()];
+            let mut pending = Vec::new();
+            while let Some(p) = parents.pop() {
+                for b in self.shared.background.iter().filter(|b| b.parent == p) {
+                    parents.push(b.key().clone());
+                    if !*b.settled.borrow() {
+                        pending.push(b.settled.clone());
+                    }
+                }
+            }
+            if pending.is_empty() {
+                break;
+            }
+            for mut rx in pending {
+                let _ = rx.wait_for(|settled| *settled).await;
+            }
+        }
+        let mut latest: Option<TurnResult> = None;
+        for b in self
+            .shared
+            .background
+            .iter()
+            .filter(|b| b.parent == session_id)
+        {
+            let taken = b.delivered.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(turn) = taken
+                && latest.as_ref().is_none_or(|l| turn.ends_after(l))
+            {
+                latest = Some(turn);
+            }
+        }
+        latest
+    }
+
+    /// Let the cluster run this runtime's `task` calls of the subagents config
+    /// `cluster.subagents` names (see [`remote`]). Set once, when the process joins a
+    /// cluster; a second call is ignored.
+    pub fn set_remote_subagents(&self, remote: Arc<dyn remote::RemoteSubagents>) {
+        let _ = self.shared.remote.set(remote);
+    }
+
+    /// Install a fault hook (tests only: feature `fault-injection`); see [`faults`].
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_faults(&self, hook: faults::FaultHook) {
+        self.shared.faults.install(hook);
+    }
+
+    /// Shared parts (store, config, counters).
+    pub fn shared(&self) -> &Arc<RuntimeShared> {
+        &self.shared
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    /// The bus.
+    pub fn bus(&self) -> &Bus {
+        self.shared.store.bus()
+    }
+
+    /// Create and store a new session in `directory` (optionally a child of `parent`).
+    pub async fn create_session(
+        &self,
+        directory: &Path,
+        parent: Option<String>,
+    ) -> Result<Session, RuntimeError> {
+        let dir = directory
+            .canonicalize()
+            .unwrap_or_else(|_| directory.to_path_buf());
+        let s = Session::new(&dir.display().to_string(), parent);
+        self.shared.store.write1(Write::Session {
+            info: s.clone(),
+            created: true,
+        });
+        self.shared.store.flush().await?;
+        Ok(s)
+    }
+
+    /// The live actor of `session_id`, or a new one once this runtime holds the session's
+    /// lease: another process's lease is waited for (polling every
+    /// [`lease::LEASE_POLL`], publishing `session.status` `waiting` once) up to
+    /// [`RuntimeOptions::lease_wait`], then [`RuntimeError::SessionBusy`]. The session is
+    /// loaded (and swept) only after the lease is taken, so its history is current.
+    ///
+    /// `abort` is the prompt's abort token ([`Runtime::abort`] cancels it): it ends a wait.
+    async fn session_actor(
+        &self,
+        session_id: &str,
+        abort: &tokio_util::sync::CancellationToken,
+    ) -> Result<ActorRef<SessionMsg>, RuntimeError> {
+        if let Some(a) = self.shared.sessions.get(session_id) {
+            return Ok(a.clone());
+        }
+        let store = &self.shared.store;
+        let opts = &self.shared.opts;
+        let started = std::time::Instant::now();
+        let claim = self.shared.identity.claim();
+        let mut announced = false;
+        let lease = loop {
+            // A prompt from this process may have started the actor while we waited.
+            if let Some(a) = self.shared.sessions.get(session_id) {
+                return Ok(a.clone());
+            }
+            match store.lease_take(session_id, &claim, opts.lease_ttl).await? {
+                troupe_session::TakeOutcome::Taken { lease, previous } => {
+                    if let Some(p) = previous {
+                        tracing::warn!(
+                            "session {session_id}: took over the expired lease of {}",
+                            p.describe()
+                        );
+                    }
+                    break lease::SessionLease::start(
+                        store.clone(),
+                        &lease,
+                        opts.lease_ttl,
+                        self.shared.leases.clone(),
+                    );
+                }
+                troupe_session::TakeOutcome::Held(holder) => {
+                    let waited = started.elapsed();
+                    // A `waiting` status announced earlier ends with this driver's wait.
+                    let end_wait = |announced: bool| {
+                        if announced {
+                            store.write1(Write::Publish(troupe_session::Event::SessionStatus {
+                                session_id: session_id.to_string(),
+                                status: troupe_session::SessionStatus::Idle,
+                            }));
+                        }
+                    };
+                    if waited >= opts.lease_wait {
+                        end_wait(announced);
+                        return Err(RuntimeError::SessionBusy {
+                            session_id: session_id.to_string(),
+                            owner: holder.describe(),
+                            since: troupe_session::iso_time(holder.acquired),
+                            outcome: format!(
+                                "gave up after waiting {:.1} s (TROUPE_LEASE_WAIT_MS sets the wait)",
+                                waited.as_secs_f64()
+                            ),
+                        });
+                    }
+                    // Our own process's holder is an actor starting or stopping: no news.
+                    let ours = holder.pid == self.shared.identity.pid
+                        && holder.host == self.shared.identity.host;
+                    if !announced && !ours {
+                        announced = true;
+                        tracing::info!(
+                            "session {session_id} is driven by {}; waiting",
+                            holder.describe()
+                        );
+                        let until = troupe_session::now_ms()
+                            + (opts.lease_wait - waited).as_millis().min(i64::MAX as u128) as i64;
+                        store.write1(Write::Publish(troupe_session::Event::SessionStatus {
+                            session_id: session_id.to_string(),
+                            status: troupe_session::SessionStatus::Waiting {
+                                owner: holder.describe(),
+                                until,
+                            },
+                        }));
+                    }
+                    let left = opts.lease_wait - waited;
+                    tokio::select! {
+                        _ = tokio::time::sleep(left.min(lease::LEASE_POLL)) => {}
+                        _ = abort.cancelled() => {
+                            end_wait(announced);
+                            return Err(RuntimeError::Turn(format!(
+                                "gave up waiting for session {session_id}, which {} drives",
+                                holder.describe()
+                            )));
+                        }
+                    }
+                }
+            }
+        };
+        let _guard = self.shared.spawn_lock.lock().await;
+        if let Some(a) = self.shared.sessions.get(session_id) {
+            // Defensive: a live actor holds its own lease, so ours was granted only after
+            // that one's release; use the live actor and release ours.
+            drop(lease);
+            return Ok(a.clone());
+        }
+        let sid = session_id.to_string();
+        let (session, history) = self
+            .shared
+            .store
+            .read(move |r| Ok((r.session(&sid)?, r.messages(&sid)?)))
+            .await?;
+        let session =
+            session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
+        // A prompt after a revert deletes the messages the revert hid (issue 15).
+        let (session, mut history) = revert::cleanup(&self.shared, session, history);
+        stop_survivors(&mut history).await;
+        troupe_session::store::sweep_interrupted(&self.shared.store, &mut history);
+        let args = SessionArgs {
+            rt: self.shared.clone(),
+            session,
+            history,
+            tree_parent: None,
+            lease: Some(lease),
+            span_parent: None,
+        };
+        let (actor, _) = Actor::spawn_linked(None, SessionActor, args, self.root.get_cell())
+            .await
+            .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
+        self.shared
+            .root_children
+            .insert(actor.get_id(), session_id.to_string());
+        self.shared
+            .sessions
+            .insert(session_id.to_string(), actor.clone());
+        Ok(actor)
+    }
+
+    /// Send a prompt and wait for its turn to finish. Prompts to a busy session queue and
+    /// run in order.
+    pub async fn prompt(
+        &self,
+        session_id: &str,
+        input: PromptInput,
+    ) -> Result<TurnResult, RuntimeError> {
+        // An abort that comes before the prompt reaches the session's actor (while the lease
+        // is taken or waited for, or the actor starts) must not be lost: `abort` cancels this
+        // token, which ends a wait and is checked again once the prompt is queued.
+        let pending = self.shared.leases.wait_guard(session_id);
+        let mut input = input;
+        if inputs::needed(&input) {
+            inputs::resolve(&self.shared, session_id, &mut input, &pending.token)
+                .await
+                .map_err(TurnError::Refused)?;
+        }
+        // Set once the session actor crashed during this prompt's turn: the turn goes on
+        // from the store instead of starting again.
+        let mut resume = false;
+        loop {
+            let actor = self.session_actor(session_id, &pending.token).await?;
+            let accepted = Arc::new(AtomicBool::new(false));
+            let started = Arc::new(AtomicBool::new(false));
+            let (tx, rx) = oneshot::channel();
+            let msg = SessionMsg::Prompt(Box::new(PendingPrompt {
+                input: input.clone(),
+                accepted: accepted.clone(),
+                started: started.clone(),
+                resume,
+                reply: tx,
+            }));
+            if actor.cast(msg).is_err() {
+                // The actor stopped between lookup and send: start a fresh one.
+                self.shared
+                    .sessions
+                    .remove_if(session_id, |_, a| a.get_id() == actor.get_id());
+                continue;
+            }
+            if pending.token.is_cancelled() {
+                // Aborted on the way: the abort goes after the prompt in the mailbox.
+                let _ = actor.cast(SessionMsg::Abort);
+            }
+            match rx.await {
+                Ok(Ok(r)) => return Ok(r),
+                Ok(Err(e)) => return Err(e.into()),
+                Err(_) if !accepted.load(Ordering::SeqCst) => {
+                    self.shared
+                        .sessions
+                        .remove_if(session_id, |_, a| a.get_id() == actor.get_id());
+                    continue;
+                }
+                Err(_) => {
+                    let Some(cause) = self.crash_of(session_id, &actor).await else {
+                        return Err(TurnError::StoppedDuringTurn.into());
+                    };
+                    if !started.load(Ordering::SeqCst) {
+                        // Still queued when the actor crashed: send it again as it was.
+                        continue;
+                    }
+                    if pending.token.is_cancelled() {
+                        return Err(TurnError::CrashedThenAborted { cause }.into());
+                    }
+                    let cfg = &self.shared.config.config.supervision;
+                    let verdict = self
+                        .shared
+                        .session_intensity
+                        .entry(session_id.to_string())
+                        .or_insert_with(|| {
+                            crate::supervision::Intensity::for_role(
+                                crate::supervision::Role::Session,
+                                cfg,
+                            )
+                        })
+                        .crash(std::time::Instant::now());
+                    match verdict {
+                        crate::supervision::Verdict::Restart { backoff, attempt } => {
+                            tracing::warn!(
+                                "session {session_id}: restarting its actor from the store (restart {attempt}) after: {cause}"
+                            );
+                            self.shared
+                                .counters
+                                .restart(crate::supervision::Role::Session);
+                            self.shared.tree.root_restart();
+                            tokio::select! {
+                                _ = tokio::time::sleep(backoff) => {}
+                                _ = pending.token.cancelled() => {}
+                            }
+                            // The turn goes on from the store: no new user message.
+                            resume = true;
+                            continue;
+                        }
+                        crate::supervision::Verdict::Escalate { crashes } => {
+                            let err = TurnError::Failed {
+                                crashes,
+                                period_secs: cfg.period().as_secs(),
+                                limit: cfg.session_restarts(),
+                                cause,
+                            };
+                            self.shared.store.write1(Write::Publish(
+                                troupe_session::Event::SessionError {
+                                    session_id: session_id.to_string(),
+                                    error: MessageError::new(
+                                        MessageErrorName::Unknown,
+                                        err.to_string(),
+                                    ),
+                                },
+                            ));
+                            return Err(err.into());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Change a session's title or permission rules. A live session actor applies it (so its
+    /// next write keeps it); otherwise the stored session is updated. Returns the session.
+    pub async fn update_session(
+        &self,
+        session_id: &str,
+        patch: SessionPatch,
+    ) -> Result<troupe_session::Session, RuntimeError> {
+        let live = self.shared.sessions.get(session_id).map(|a| a.clone());
+        if let Some(actor) = live {
+            let (tx, rx) = oneshot::channel();
+            if actor.cast(SessionMsg::Update(patch.clone(), tx)).is_ok()
+                && let Ok(s) = rx.await
+            {
+                let s = s.map_err(RuntimeError::Turn)?;
+                self.shared.store.flush().await?;
+                return Ok(s);
+            }
+            // The actor stopped before it took the change: update the store instead.
+        }
+        let key = session_id.to_string();
+        let mut s = self
+            .shared
+            .store
+            .read(move |r| r.session(&key))
+            .await?
+            .ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
+        patch.apply(&mut s).map_err(RuntimeError::Turn)?;
+        self.shared.store.write1(Write::Session {
+            info: s.clone(),
+            created: false,
+        });
+        self.shared.store.flush().await?;
+        Ok(s)
+    }
+
+    /// Why `actor` (the actor of `session_id`) ended, when it crashed: waits until the root
+    /// handled its supervision event (the reply channel closes a moment before), at most 5 s.
+    async fn crash_of(&self, session_id: &str, actor: &ActorRef<SessionMsg>) -> Option<String> {
+        let wait = async {
+            loop {
+                let notified = self.shared.root_events.notified();
+                if !self.shared.root_children.contains_key(&actor.get_id()) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(5), wait).await;
+        self.shared
+            .crashed
+            .remove_if(session_id, |_, (id, _)| *id == actor.get_id())
+            .map(|(_, (_, cause))| cause)
+    }
+
+    /// Compact a session's history now (a manual compaction; waits for the summary).
+    pub async fn compact(&self, session_id: &str) -> Result<TurnResult, RuntimeError> {
+        self.prompt(
+            session_id,
+            PromptInput {
+                compact: true,
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    /// Abort a session's running turn (and its queued prompts). No-op when idle.
+    pub fn abort(&self, session_id: &str) {
+        if let Some(a) = self.shared.sessions.get(session_id) {
+            let _ = a.cast(SessionMsg::Abort);
+        }
+        self.shared.leases.abort_waits(Some(session_id));
+    }
+
+    /// [`Runtime::abort`] because the caller's deadline for the turn passed (a batch task's
+    /// `timeout`): the same, and the turn's span records `outcome = timeout`.
+    pub fn abort_timed_out(&self, session_id: &str) {
+        if let Some(a) = self.shared.sessions.get(session_id) {
+            let _ = a.cast(SessionMsg::AbortTimedOut);
+        }
+        self.shared.leases.abort_waits(Some(session_id));
+    }
+
+    /// Abort everything.
+    pub fn abort_all(&self) {
+        for a in self.shared.sessions.iter() {
+            let _ = a.cast(SessionMsg::Abort);
+        }
+        self.shared.leases.abort_waits(None);
+    }
+
+    /// Answer a pending permission request (`permission.asked` id).
+    pub fn reply_permission(&self, request_id: &str, reply: crate::permission::Reply) -> bool {
+        self.shared.broker.reply(request_id, reply)
+    }
+
+    /// Pending questions of the `question` tool (their `question.asked` payloads).
+    pub fn pending_questions(&self) -> Vec<serde_json::Value> {
+        self.shared.questions.pending()
+    }
+
+    /// Answer a pending question: one list of picked labels or typed text per question.
+    pub fn reply_question(
+        &self,
+        id: &str,
+        answers: Vec<Vec<String>>,
+    ) -> Result<(), crate::question::ReplyError> {
+        self.shared.questions.reply(id, answers)
+    }
+
+    /// Let `asker` (a terminal) answer the model's questions besides the API; set once.
+    pub fn set_question_asker(&self, asker: Arc<dyn crate::question::QuestionAsker>) {
+        self.shared.questions.set_asker(asker);
+    }
+
+    /// Dismiss a pending question (its turn stops); false when it is not pending.
+    pub fn reject_question(&self, id: &str) -> bool {
+        self.shared.questions.reject(id)
+    }
+
+    /// Number of live session actors.
+    pub fn live_sessions(&self) -> usize {
+        self.shared.sessions.len()
+    }
+
+    /// The live supervision tree: runtime → sessions → processor → tool calls → subagent
+    /// sessions, with status, current tool, steps, tokens and cost.
+    pub fn actors(&self) -> crate::tree::ActorNode {
+        self.shared.tree.tree()
+    }
+
+    /// Pending permission requests (`permission.asked` payloads).
+    pub fn pending_permissions(&self) -> Vec<serde_json::Value> {
+        self.shared.broker.pending()
+    }
+
+    /// Start a prompt without waiting for it (the result goes to the bus).
+    pub fn prompt_async(&self, session_id: &str, input: PromptInput) {
+        let rt = self.clone();
+        let sid = session_id.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = rt.prompt(&sid, input).await {
+                rt.shared
+                    .store
+                    .write1(Write::Publish(troupe_session::Event::SessionError {
+                        session_id: sid.clone(),
+                        error: MessageError::new(MessageErrorName::Unknown, e.to_string()),
+                    }));
+            }
+        });
+    }
+
+    /// Abort a session and delete it (and its messages, parts and event log) from the store;
+    /// its background processes (bash `background: true`) are stopped.
+    /// Fails with [`RuntimeError::SessionBusy`] (nothing deleted) while another process
+    /// drives the session or one of its children.
+    pub async fn delete_session(&self, session_id: &str) -> Result<bool, RuntimeError> {
+        self.refuse_if_driven_elsewhere(session_id).await?;
+        self.abort(session_id);
+        // The aborted turn still closes its parts; delete after those writes, or they would
+        // reach the store after the session's rows are gone (a foreign-key failure that
+        // fails the writer's whole batch). Bounded: a turn that does not end within
+        // [`DELETE_ABORT_WAIT`] is deleted anyway.
+        let deadline = tokio::time::Instant::now() + DELETE_ABORT_WAIT;
+        loop {
+            let changed = self.shared.tree.changed();
+            if self.shared.tree.session_idle(session_id)
+                || tokio::time::timeout_at(deadline, changed).await.is_err()
+            {
+                break;
+            }
+        }
+        // Its background processes stop with it.
+        let owner = session_id.to_string();
+        let _ =
+            tokio::task::spawn_blocking(move || troupe_tools::procs::stop_session(&owner)).await;
+        let sid = session_id.to_string();
+        let Some(s) = self.shared.store.read(move |r| r.session(&sid)).await? else {
+            return Ok(false);
+        };
+        let sid = session_id.to_string();
+        let children = self.shared.store.read(move |r| r.children(&sid)).await?;
+        for c in children {
+            Box::pin(self.delete_session(&c.id)).await?;
+        }
+        // Its background subagent records (as parent and as child) go with it.
+        self.shared
+            .background
+            .retain(|child, b| child != session_id && b.parent != session_id);
+        self.shared.store.write1(Write::DeleteSession(s));
+        self.shared.store.flush().await?;
+        Ok(true)
+    }
+
+    /// [`RuntimeError::SessionBusy`] when another process holds the lease of `session_id`
+    /// or of a session below it.
+    async fn refuse_if_driven_elsewhere(&self, session_id: &str) -> Result<(), RuntimeError> {
+        let mut stack = vec![session_id.to_string()];
+        while let Some(id) = stack.pop() {
+            if let Some(h) = self.shared.store.lease_of(&id).await?
+                && (h.pid != self.shared.identity.pid || h.host != self.shared.identity.host)
+            {
+                return Err(RuntimeError::SessionBusy {
+                    session_id: id,
+                    owner: h.describe(),
+                    since: troupe_session::iso_time(h.acquired),
+                    outcome: "nothing deleted (try again when it is idle)".into(),
+                });
+            }
+            let sid = id.clone();
+            let children = self.shared.store.read(move |r| r.children(&sid)).await?;
+            stack.extend(children.into_iter().map(|c| c.id));
+        }
+        Ok(())
+    }
+
+    /// Number of live actors below the root (sessions, processors, tool calls).
+    pub fn live_actors(&self) -> i64 {
+        self.shared.counters.live_actors.load(Ordering::Relaxed)
+    }
+
+    /// Stop the root supervisor and flush the store. Sessions still finishing background
+    /// work (a title) get up to 3 s before everything is aborted.
+    pub async fn shutdown(self) {
+        self.shutdown_within(Duration::from_secs(3)).await
+    }
+
+    /// [`Runtime::shutdown`] waiting at most `grace` for background work (0 after Ctrl-C).
+    pub async fn shutdown_within(self, grace: Duration) {
+        // Only idle sessions with background work (a title, a summary) are waited for; a
+        // running turn is aborted at once below. Every status change or removal in the tree
+        // wakes the wait, so it ends as soon as the last session is gone.
+        let _ = tokio::time::timeout(grace, async {
+            loop {
+                let changed = self.shared.tree.changed();
+                if self.shared.sessions.is_empty() || !self.shared.tree.sessions_idle() {
+                    return;
+                }
+                changed.await;
+            }
+        })
+        .await;
+        self.shared.hook_tasks.close();
+        let _ = tokio::time::timeout(grace, self.shared.hook_tasks.wait()).await;
+        self.abort_all();
+        // Background processes of every session stop with the runtime.
+        let _ = tokio::task::spawn_blocking(troupe_tools::procs::stop_all).await;
+        let _ = self.shared.store.flush().await;
+        self.root.stop(None);
+        mcp::server::stop(&self.shared.mcp, Duration::from_secs(3)).await;
+        // Stopped session actors release their leases; give the releases a moment so the
+        // next process does not wait for them to expire.
+        self.shared.leases.settle(Duration::from_secs(3)).await;
+    }
+}
