@@ -1,0 +1,323 @@
+//! The SQLite backend: schema migrations, connections (WAL, busy timeout) and `apply`, which
+//! stores one batch of writes in one transaction.
+
+use super::*;
+
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 1: core tables
+    "CREATE TABLE session (
+        id TEXT PRIMARY KEY,
+        parent_id TEXT,
+        directory TEXT NOT NULL,
+        title TEXT NOT NULL,
+        time_created INTEGER NOT NULL,
+        time_updated INTEGER NOT NULL,
+        data TEXT NOT NULL
+     );
+     CREATE INDEX session_parent ON session(parent_id);
+     CREATE INDEX session_updated ON session(time_updated);
+     CREATE TABLE message (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+        role TEXT NOT NULL,
+        time_created INTEGER NOT NULL,
+        data TEXT NOT NULL
+     );
+     CREATE INDEX message_session ON message(session_id, id);
+     CREATE TABLE part (
+        id TEXT PRIMARY KEY,
+        message_id TEXT NOT NULL REFERENCES message(id) ON DELETE CASCADE,
+        session_id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        status TEXT,
+        data TEXT NOT NULL
+     );
+     CREATE INDEX part_message ON part(message_id, id);
+     CREATE INDEX part_session ON part(session_id);
+     CREATE TABLE event (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        time INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+     ) WITHOUT ROWID;
+     CREATE TABLE permission (
+        project TEXT PRIMARY KEY,
+        data TEXT NOT NULL
+     );
+     CREATE TABLE todo (
+        session_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (session_id, position)
+     );",
+    // 2: session leases (one owner per session across processes)
+    crate::lease::MIGRATION,
+];
+
+pub(super) fn sql_err(path: &Path, e: rusqlite::Error) -> StoreError {
+    StoreError::Sqlite {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// How long a connection waits for another process's lock before failing with "database
+/// is locked" (SQLite's busy handler): 5 s.
+pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(5000);
+
+pub(super) fn open_conn(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(|e| sql_err(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| sql_err(path, e))?;
+    // Switching a new file to WAL takes an exclusive lock, and SQLite answers SQLITE_BUSY
+    // at once (without the busy handler) when another process holds it while opening the
+    // same new file: retry within the busy timeout. An existing WAL file needs no switch.
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(_) => break,
+            Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => return Err(sql_err(path, e)),
+        }
+    }
+    conn.execute_batch(
+        "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-16000;",
+    )
+    .map_err(|e| sql_err(path, e))?;
+    // Query-planner stability: plans never depend on bound values. Without it (this build
+    // has STAT4) binding a parameter that the planner once looked at expires the cached
+    // statement, and the event log's `SELECT COALESCE(MAX(seq), 0) … WHERE session_id = ?1`
+    // was prepared again at every run: ~4 % of a bench's instructions, more than the query.
+    // Our queries are key lookups whose plan does not depend on the value.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(|e| sql_err(path, e))?;
+    Ok(conn)
+}
+
+pub(super) fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Bring the schema to the newest version. Safe when many processes open the same (new)
+/// file at once: the version is read and every missing migration applied inside ONE
+/// `BEGIN IMMEDIATE` transaction, which takes the database's write lock first (waiting up
+/// to [`BUSY_TIMEOUT`] for another process's migration), so exactly one process migrates
+/// and the others then see the new version and apply nothing. A deferred transaction would
+/// read the old version, then fail to upgrade to a write lock (SQLITE_BUSY without the busy
+/// handler) or run `CREATE TABLE` twice ("table session already exists").
+pub(super) fn migrate(path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
+    let read_version = |conn: &Connection| -> Result<i64, StoreError> {
+        conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| sql_err(path, e))
+    };
+    let too_new = |version: i64| StoreError::Sqlite {
+        path: path.display().to_string(),
+        message: format!(
+            "schema version {version} is newer than this troupe understands ({}); upgrade troupe",
+            MIGRATIONS.len()
+        ),
+    };
+    // Fast path: an up-to-date store takes no write lock.
+    let version = read_version(conn)?;
+    if version as usize == MIGRATIONS.len() {
+        return Ok(());
+    }
+    if version as usize > MIGRATIONS.len() {
+        return Err(too_new(version));
+    }
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(|e| sql_err(path, e))?;
+    let version = read_version(&tx)?;
+    if version as usize > MIGRATIONS.len() {
+        return Err(too_new(version));
+    }
+    for sql in MIGRATIONS.iter().skip(version as usize) {
+        tx.execute_batch(sql).map_err(|e| sql_err(path, e))?;
+    }
+    tx.pragma_update(None, "user_version", MIGRATIONS.len() as i64)
+        .map_err(|e| sql_err(path, e))?;
+    tx.commit().map_err(|e| sql_err(path, e))
+}
+
+pub(super) fn apply(
+    path: &Path,
+    conn: &mut Connection,
+    writes: &[Write],
+) -> Result<(), StoreError> {
+    if writes.iter().all(|w| matches!(w, Write::Publish(_))) {
+        return Ok(());
+    }
+    let tx = conn.transaction().map_err(|e| sql_err(path, e))?;
+    {
+        let mut seqs: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
+        let now = now_ms();
+        let mut log = |tx: &rusqlite::Transaction<'_>,
+                       sid: &str,
+                       ty: &str,
+                       data: &str|
+         -> Result<(), StoreError> {
+            let seq = match seqs.get(sid) {
+                Some(s) => s + 1,
+                None => {
+                    tx.prepare_cached(
+                        "SELECT COALESCE(MAX(seq), 0) FROM event WHERE session_id = ?1",
+                    )
+                    .and_then(|mut s| s.query_row([sid], |r| r.get::<_, i64>(0)))
+                    .map_err(|e| sql_err(path, e))?
+                        + 1
+                }
+            };
+            seqs.insert(sid.to_string(), seq);
+            tx.prepare_cached(
+                "INSERT INTO event (session_id, seq, type, time, data) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .and_then(|mut s| s.execute(params![sid, seq, ty, now, data]))
+            .map_err(|e| sql_err(path, e))?;
+            Ok(())
+        };
+        for w in writes {
+            match w {
+                Write::Session { info, created } => {
+                    let data = json(info);
+                    // An update never inserts: a session deleted meanwhile (its turn was
+                    // still closing parts, a title arrived late) must stay deleted.
+                    let changed = if *created {
+                        tx.prepare_cached(
+                            "INSERT INTO session (id, parent_id, directory, title, time_created, time_updated, data)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                             ON CONFLICT(id) DO UPDATE SET title = excluded.title, time_updated = excluded.time_updated, data = excluded.data",
+                        )
+                        .and_then(|mut s| {
+                            s.execute(params![
+                                info.id,
+                                info.parent_id,
+                                info.directory,
+                                info.title,
+                                info.time.created,
+                                info.time.updated,
+                                data
+                            ])
+                        })
+                    } else {
+                        tx.prepare_cached(
+                            "UPDATE session SET title = ?2, time_updated = ?3, data = ?4 WHERE id = ?1",
+                        )
+                        .and_then(|mut s| {
+                            s.execute(params![info.id, info.title, info.time.updated, data])
+                        })
+                    }
+                    .map_err(|e| sql_err(path, e))?;
+                    if changed > 0 {
+                        log(
+                            &tx,
+                            &info.id,
+                            if *created {
+                                "session.created"
+                            } else {
+                                "session.updated"
+                            },
+                            &data,
+                        )?;
+                    }
+                }
+                Write::Message(m) => {
+                    let data = json(m);
+                    let role = if matches!(m, Message::User(_)) {
+                        "user"
+                    } else {
+                        "assistant"
+                    };
+                    tx.prepare_cached(
+                        "INSERT INTO message (id, session_id, role, time_created, data) VALUES (?1, ?2, ?3, ?4, ?5)
+                         ON CONFLICT(id) DO UPDATE SET data = excluded.data",
+                    )
+                    .and_then(|mut s| s.execute(params![m.id(), m.session_id(), role, m.created(), data]))
+                    .map_err(|e| sql_err(path, e))?;
+                    log(&tx, m.session_id(), "message.updated", &data)?;
+                }
+                Write::Part(p) => {
+                    let data = json(p);
+                    let status = match &p.kind {
+                        PartKind::Tool { state, .. } => Some(state.status()),
+                        _ => None,
+                    };
+                    tx.prepare_cached(
+                        "INSERT INTO part (id, message_id, session_id, type, status, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                         ON CONFLICT(id) DO UPDATE SET status = excluded.status, data = excluded.data",
+                    )
+                    .and_then(|mut s| s.execute(params![p.id, p.message_id, p.session_id, p.type_name(), status, data]))
+                    .map_err(|e| sql_err(path, e))?;
+                    log(&tx, &p.session_id, "message.part.updated", &data)?;
+                }
+                Write::DeleteSession(s) => {
+                    tx.execute("DELETE FROM part WHERE session_id = ?1", [&s.id])
+                        .map_err(|e| sql_err(path, e))?;
+                    tx.execute("DELETE FROM message WHERE session_id = ?1", [&s.id])
+                        .map_err(|e| sql_err(path, e))?;
+                    tx.execute("DELETE FROM session WHERE id = ?1", [&s.id])
+                        .map_err(|e| sql_err(path, e))?;
+                    tx.execute("DELETE FROM event WHERE session_id = ?1", [&s.id])
+                        .map_err(|e| sql_err(path, e))?;
+                    tx.execute("DELETE FROM todo WHERE session_id = ?1", [&s.id])
+                        .map_err(|e| sql_err(path, e))?;
+                }
+                Write::Todos { session_id, todos } => {
+                    tx.prepare_cached("DELETE FROM todo WHERE session_id = ?1")
+                        .and_then(|mut s| s.execute([session_id]))
+                        .map_err(|e| sql_err(path, e))?;
+                    for (i, t) in todos.iter().enumerate() {
+                        tx.prepare_cached(
+                            "INSERT INTO todo (session_id, position, data) VALUES (?1, ?2, ?3)",
+                        )
+                        .and_then(|mut s| s.execute(params![session_id, i as i64, json(t)]))
+                        .map_err(|e| sql_err(path, e))?;
+                    }
+                    log(&tx, session_id, "todo.updated", &json(todos))?;
+                }
+                Write::RemovePart(p) => {
+                    tx.prepare_cached("DELETE FROM part WHERE id = ?1")
+                        .and_then(|mut s| s.execute([&p.id]))
+                        .map_err(|e| sql_err(path, e))?;
+                    log(&tx, &p.session_id, "message.part.removed", &json(&p.id))?;
+                }
+                Write::RemoveMessage {
+                    session_id,
+                    message_id,
+                } => {
+                    tx.prepare_cached("DELETE FROM part WHERE message_id = ?1")
+                        .and_then(|mut s| s.execute([message_id]))
+                        .map_err(|e| sql_err(path, e))?;
+                    tx.prepare_cached("DELETE FROM message WHERE id = ?1")
+                        .and_then(|mut s| s.execute([message_id]))
+                        .map_err(|e| sql_err(path, e))?;
+                    log(&tx, session_id, "message.removed", &json(message_id))?;
+                }
+                Write::Approvals { project, data } => {
+                    tx.prepare_cached(
+                        "INSERT INTO permission (project, data) VALUES (?1, ?2) ON CONFLICT(project) DO UPDATE SET data = excluded.data",
+                    )
+                    .and_then(|mut s| s.execute(params![project, data]))
+                    .map_err(|e| sql_err(path, e))?;
+                }
+                Write::Publish(_) => {}
+            }
+        }
+    }
+    tx.commit().map_err(|e| sql_err(path, e))
+}
+
+pub(super) fn json<T: serde::Serialize>(v: &T) -> String {
+    // Serializing our own types cannot fail; keep a readable marker if it ever does.
+    serde_json::to_string(v).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
