@@ -1087,7 +1087,12 @@ async fn load_200_sessions_with_one_subscriber_and_actor_polling() {
         .collect();
     let posts =
         futures::future::join_all(paths.iter().map(|p| srv.post(p, json!({"text": "load"})))).await;
-    assert!(posts.iter().all(|(s, _)| *s == 204));
+    let refused: Vec<&(u16, Value)> = posts.iter().filter(|(s, _)| *s != 204).collect();
+    assert!(
+        refused.is_empty(),
+        "{} of 200 not accepted: {refused:?}",
+        refused.len()
+    );
     let mut lat = Vec::with_capacity(200);
     for _ in 0..200 {
         let t = Instant::now();

@@ -151,8 +151,10 @@ pub fn verdict(
     }
     // `/proc` is read while sockets and processes come and go, so one reading can miss a
     // live entry (the row, or the fd link of its owner): look a few times before giving up.
+    // A socket found without its owner is refused (fail closed), so the owner is looked for
+    // longer than the socket: up to OWNER_ATTEMPTS in all, 2 ms then 5 ms apart.
     let mut found = None;
-    for attempt in 0..LOOKUP_ATTEMPTS {
+    for attempt in 0..OWNER_ATTEMPTS {
         if let Some(row) = find_socket(peer, t) {
             let owner = if state_changing {
                 t.socket_owner(row.inode)
@@ -164,9 +166,16 @@ pub fn verdict(
                 break;
             }
         }
-        if attempt + 1 < LOOKUP_ATTEMPTS {
-            std::thread::sleep(std::time::Duration::from_millis(2));
+        let last = if found.is_some() {
+            OWNER_ATTEMPTS
+        } else {
+            LOOKUP_ATTEMPTS
+        };
+        if attempt + 1 >= last {
+            break;
         }
+        let pause = if attempt < LOOKUP_ATTEMPTS { 2 } else { 5 };
+        std::thread::sleep(std::time::Duration::from_millis(pause));
     }
     let linux = cfg!(target_os = "linux");
     let local = || is_local(peer.ip(), t);
@@ -213,8 +222,12 @@ pub fn tool_peer(peer: SocketAddr) -> Option<ToolPeer> {
     }
 }
 
-/// How many times [`verdict`] looks for the client socket and its owner (2 ms apart).
+/// How many times [`verdict`] looks for the client socket (2 ms apart).
 const LOOKUP_ATTEMPTS: usize = 5;
+
+/// How many times [`verdict`] looks for the owner of a socket it found (≈ 85 ms in all): a
+/// missed `/proc/PID/fd` link under load must not refuse the user's own client.
+const OWNER_ATTEMPTS: usize = 20;
 
 /// The row of the client socket whose local end is `peer`. The address is canonicalized
 /// first: a listener on `::` sees an IPv4 client as `::ffff:a.b.c.d`, while the client's
