@@ -534,18 +534,7 @@ fn undo_target(history: &[MessageWithParts], boundary: Option<&str>) -> Option<(
         if !matches!(m.info, Message::User(_)) {
             return None;
         }
-        let typed: Vec<&str> = m
-            .parts
-            .iter()
-            .filter_map(|p| match &p.kind {
-                PartKind::Text {
-                    text,
-                    synthetic: false,
-                    ..
-                } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
+        let typed: Vec<&str> = m.typed_texts().collect();
         (!typed.is_empty()).then(|| (m.info.id().to_string(), typed.join(" ")))
     })
 }

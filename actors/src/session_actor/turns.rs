@@ -495,30 +495,18 @@ impl SessionActor {
         }
         let flushed = state.rt.store.flush().await;
         // The turn's newest assistant message.
-        let last = state.history.iter().rev().find_map(|m| match &m.info {
-            Message::Assistant(a) if a.parent_id == turn.user_id => {
-                Some((a.clone(), m.parts.clone()))
-            }
-            _ => None,
-        });
-        let (message, text) = match &last {
-            Some((a, parts)) => {
-                let text = parts
-                    .iter()
-                    .filter_map(|p| match &p.kind {
-                        PartKind::Text {
-                            text,
-                            synthetic: false,
-                            ..
-                        } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("");
-                (Some(a.clone()), text)
-            }
-            None => (None, String::new()),
-        };
+        let (message, text) = state
+            .history
+            .iter()
+            .rev()
+            .find_map(|m| match &m.info {
+                Message::Assistant(a) if a.parent_id == turn.user_id => Some((
+                    Some(a.clone()),
+                    m.typed_texts().collect::<Vec<_>>().join(""),
+                )),
+                _ => None,
+            })
+            .unwrap_or_default();
         let mut error = error.or_else(|| message.as_ref().and_then(|m| m.error.clone()));
         if let Err(e) = flushed {
             error.get_or_insert_with(|| MessageError::new(MessageErrorName::Store, e.to_string()));

@@ -326,17 +326,7 @@ impl SessionActor {
         for m in slice {
             crate::history::convert(m, &mut messages);
         }
-        let model = match state
-            .rt
-            .config
-            .config
-            .small_model
-            .as_deref()
-            .map(|m| state.rt.config.resolve_model(m))
-        {
-            Some(Ok(m)) => Arc::new(m),
-            _ => turn.model.clone(),
-        };
+        let model = small_model_or(state, &turn.model);
         let args = crate::summary::SummaryArgs {
             rt: state.rt.clone(),
             session_id: state.session.id.clone(),
@@ -380,16 +370,7 @@ impl SessionActor {
             .history
             .iter()
             .filter(|m| matches!(m.info, Message::User(_)))
-            .filter_map(|m| {
-                m.parts.iter().find_map(|p| match &p.kind {
-                    PartKind::Text {
-                        text,
-                        synthetic: false,
-                        ..
-                    } => Some(text.as_str()),
-                    _ => None,
-                })
-            })
+            .filter_map(|m| m.typed_texts().next())
             .collect();
         let [first] = user_texts.as_slice() else {
             return;
@@ -397,17 +378,7 @@ impl SessionActor {
         let Some(turn) = state.turn.as_ref() else {
             return;
         };
-        let model = match state
-            .rt
-            .config
-            .config
-            .small_model
-            .as_deref()
-            .map(|m| state.rt.config.resolve_model(m))
-        {
-            Some(Ok(m)) => Arc::new(m),
-            _ => turn.model.clone(),
-        };
+        let model = small_model_or(state, &turn.model);
         let args = crate::title::TitleArgs {
             tree_parent: state.node.key().to_string(),
             rt: state.rt.clone(),
@@ -423,5 +394,21 @@ impl SessionActor {
                 crate::spans::worker(&state.span, crate::spans::Worker::Title, &state.session.id);
             state.worker_spans.insert(a.get_id(), span);
         }
+    }
+}
+
+/// The model of the title and summary agents: the config's `small_model` when it resolves,
+/// else `fallback` (the turn's model), as OpenCode picks it.
+fn small_model_or(state: &SessionState, fallback: &Arc<ResolvedModel>) -> Arc<ResolvedModel> {
+    match state
+        .rt
+        .config
+        .config
+        .small_model
+        .as_deref()
+        .map(|m| state.rt.config.resolve_model(m))
+    {
+        Some(Ok(m)) => Arc::new(m),
+        _ => fallback.clone(),
     }
 }

@@ -319,3 +319,18 @@ pub struct MessageWithParts {
     /// Its parts.
     pub parts: Vec<Part>,
 }
+
+impl MessageWithParts {
+    /// The texts of its text parts that were typed (by the user) or streamed (by the model),
+    /// in order: synthetic ones (reminders, injected results) left out.
+    pub fn typed_texts(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match &p.kind {
+            PartKind::Text {
+                text,
+                synthetic: false,
+                ..
+            } => Some(text.as_str()),
+            _ => None,
+        })
+    }
+}
