@@ -7,7 +7,8 @@ use super::*;
 pub struct RuntimeOptions {
     /// Safety-net timeout for one tool call (the actor is stopped past it). Default 10 min;
     /// `bash` gets at least its own `timeout` argument + 10 s, `question` none
-    /// ([`RuntimeOptions::tool_timeout_for`]).
+    /// ([`RuntimeOptions::tool_timeout_for`]). Time a call spends waiting for a person to
+    /// answer a permission ask does not count (the processor's call clock stops meanwhile).
     pub tool_timeout: Duration,
     /// Default maximum steps per turn for agents without `steps`. Default 100.
     pub max_steps: u32,

@@ -97,3 +97,70 @@ async fn reject_with_feedback_goes_on() {
     assert!(error.contains("use dir"), "{error}");
     assert_eq!(requests, 2, "the feedback did not reach the model");
 }
+
+/// Never answers: only a person (`Runtime::reply_permission`) does.
+struct Nobody;
+
+impl PermissionAsker for Nobody {
+    fn ask(&self, _req: PermissionRequest) -> BoxFuture<'static, PermissionReply> {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// A permission ask waits for its person past the tool timeout: the timeout is a safety net
+/// for hung tools, so the call's clock stands still while it waits, and the approved call
+/// then runs and completes. (Before, the call timed out while the person was reading.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_ask_outwaits_the_tool_timeout() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::single(vec![
+        Step::tool(
+            "write",
+            json!({"filePath": "approved.txt", "content": "written after approval"}),
+        ),
+        Step::text("done"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let mut f = Fixture::new(&server.base_url());
+    f.config = config_with(&server.base_url(), json!({"permission": {"edit": "ask"}}));
+    f.responder = Arc::new(Nobody);
+    f.opts.tool_timeout = std::time::Duration::from_millis(400);
+    let rt = f.start(&dir).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = spawn_prompt(&rt, &sid, "write it");
+    let mut pending = None;
+    wait_until("a pending permission ask", || {
+        pending = rt.pending_permissions().into_iter().next();
+        pending.is_some()
+    })
+    .await;
+    let ask = pending.expect("ask");
+    // Five tool timeouts pass while nobody answers.
+    tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
+    assert!(
+        !turn.is_finished(),
+        "the turn ended while its permission ask waited"
+    );
+    assert!(
+        rt.reply_permission(
+            ask["id"].as_str().expect("id"),
+            troupe_actors::permission::Reply::Once
+        ),
+        "the ask was no longer pending after the tool timeout: {ask}"
+    );
+    let turn = turn.await.expect("turn task");
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    assert_eq!(turn.text, "done");
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    assert!(
+        matches!(&parts[0].1, ToolState::Completed { .. }),
+        "{parts:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("approved.txt")).expect("file"),
+        "written after approval"
+    );
+    rt.shutdown().await;
+    server.shutdown().await;
+}

@@ -32,6 +32,7 @@ use tracing::Instrument;
 use crate::RuntimeShared;
 use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallState};
 
+mod clock;
 mod parts;
 mod stream;
 mod tool_calls;

@@ -1,5 +1,6 @@
 //! A step's tool calls: starting them once the model's calls are complete, one linked
-//! `ToolCall` actor per call with its timeout, and a crashed call becoming an error part.
+//! `ToolCall` actor per call with its timeout (its clock stops while the call waits for a
+//! permission answer, `clock.rs`), and a crashed call becoming an error part.
 
 use super::*;
 
@@ -172,6 +173,12 @@ impl ProcessorActor {
         ctx.call_id = call_id.to_string();
         ctx.message_id = state.assistant.id.clone();
         ctx.abort = token.clone();
+        // The timeout counts the call's own running time, not a wait for a person's answer.
+        let clock = super::clock::CallClock::new();
+        ctx.permissions = Arc::new(super::clock::ClockedAsker {
+            inner: ctx.permissions.clone(),
+            clock: clock.clone(),
+        });
         ctx.progress = Arc::new(crate::progress::PartProgress::new(
             state.store.clone(),
             state.parts[i].clone(),
@@ -220,7 +227,7 @@ impl ProcessorActor {
                 // The timer ends early when the call ends (its token is cancelled then).
                 tokio::spawn(async move {
                     tokio::select! {
-                        _ = tokio::time::sleep(timeout) => { let _ = me.cast(ProcMsg::ToolTimeout(call_id)); }
+                        _ = clock.expired(timeout) => { let _ = me.cast(ProcMsg::ToolTimeout(call_id)); }
                         _ = timer_token.cancelled() => {}
                     }
                 });
