@@ -22,7 +22,8 @@
 //! new turn of an idle parent. [`TaskStatusTool`] lets the model check on it or wait for it.
 //! Aborting the parent aborts its background children ([`abort_background`]); their
 //! results are then not delivered. With `supervision.abort_background: false` they run on
-//! and their results start a new turn of the parent.
+//! and their results start a new turn of the parent. A background child's session actor that
+//! crashes during its turn is started again from the store, as a foreground child's is.
 
 use std::sync::{Arc, Weak};
 
@@ -434,31 +435,14 @@ async fn run_checked(
             Some(l) => l,
             None => retake_lease(&rt, &child_id, &ctx.abort).await?,
         };
-        let cid = child_id.clone();
-        let (session, history) = rt
-            .store
-            .read(move |r| Ok((r.session(&cid)?, r.messages(&cid)?)))
-            .await
-            .map_err(|e| ToolError::Failed(e.to_string()))?;
-        let actor_args = SessionArgs {
-            rt: rt.clone(),
-            session: session.unwrap_or_else(|| child.clone()),
-            history,
-            tree_parent: Some(crate::tree::node_key(
-                crate::tree::Kind::ToolCall,
-                &ctx.call_id,
-            )),
-            lease: Some(lease),
-            // The task tool runs inside its call's span (see `tool_call`).
-            span_parent: Some(tracing::Span::current()),
-        };
-        let spawned = match &supervisor {
-            Some(cell) => Actor::spawn_linked(None, SessionActor, actor_args, cell.clone()).await,
-            None => Actor::spawn(None, SessionActor, actor_args).await,
-        };
-        let (actor, _) =
-            spawned.map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
-        rt.sessions.insert(child_id.clone(), actor.clone());
+        let actor = spawn_child(
+            &rt,
+            &child,
+            crate::tree::node_key(crate::tree::Kind::ToolCall, &ctx.call_id),
+            lease,
+            supervisor.clone(),
+        )
+        .await?;
         let mut guard = AbortChild {
             rt: rt.clone(),
             session_id: child_id.clone(),
@@ -467,18 +451,7 @@ async fn run_checked(
         };
 
         let mut bus = rt.store.bus().subscribe();
-        let accepted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (tx, mut rx) = tokio::sync::oneshot::channel();
-        actor
-            .cast(SessionMsg::Prompt(Box::new(PendingPrompt {
-                input: input.clone(),
-                accepted,
-                started: started.clone(),
-                resume,
-                reply: tx,
-            })))
-            .map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
+        let (mut rx, started) = prompt_child(&actor, input.clone(), resume)?;
 
         let mut aborted = false;
         let result = loop {
@@ -578,6 +551,71 @@ async fn run_checked(
         output: completed_output(&child_id, &turn.text),
         metadata,
     })
+}
+
+/// Start the session actor of subagent session `child` from the store (its stored row, or
+/// `child` itself when none is stored yet, and its stored history) under `lease`, shown
+/// under `tree_parent` in the tree and linked to `supervisor` when given (a foreground
+/// child lives under its tool-call actor; a background one outlives the call and is
+/// spawned unlinked). The actor is registered in [`RuntimeShared::sessions`].
+/// Errors: a store read failure or an actor that cannot start.
+pub(super) async fn spawn_child(
+    rt: &Arc<RuntimeShared>,
+    child: &Session,
+    tree_parent: String,
+    lease: crate::lease::SessionLease,
+    supervisor: Option<ActorCell>,
+) -> Result<ractor::ActorRef<SessionMsg>, ToolError> {
+    let cid = child.id.clone();
+    let (session, history) = rt
+        .store
+        .read(move |r| Ok((r.session(&cid)?, r.messages(&cid)?)))
+        .await
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
+    let actor_args = SessionArgs {
+        rt: rt.clone(),
+        session: session.unwrap_or_else(|| child.clone()),
+        history,
+        tree_parent: Some(tree_parent),
+        lease: Some(lease),
+        // The task tool runs inside its call's span (see `tool_call`).
+        span_parent: Some(tracing::Span::current()),
+    };
+    let spawned = match supervisor {
+        Some(cell) => Actor::spawn_linked(None, SessionActor, actor_args, cell).await,
+        None => Actor::spawn(None, SessionActor, actor_args).await,
+    };
+    let (actor, _) =
+        spawned.map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
+    rt.sessions.insert(child.id.clone(), actor.clone());
+    Ok(actor)
+}
+
+/// The end of a subagent's turn: its result, or a closed channel when its actor stopped
+/// before it answered.
+pub(super) type ChildReply =
+    tokio::sync::oneshot::Receiver<Result<crate::TurnResult, crate::TurnError>>;
+
+/// Send `input` to a subagent's session actor (`resume`: go on with the stored turn after a
+/// restart instead of adding the prompt again). Returns the reply channel and a flag set
+/// once the turn has started (a crash after it is restarted; one before is not).
+pub(super) fn prompt_child(
+    actor: &ractor::ActorRef<SessionMsg>,
+    input: PromptInput,
+    resume: bool,
+) -> Result<(ChildReply, Arc<std::sync::atomic::AtomicBool>), ToolError> {
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    actor
+        .cast(SessionMsg::Prompt(Box::new(PendingPrompt {
+            input,
+            accepted: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            started: started.clone(),
+            resume,
+            reply: tx,
+        })))
+        .map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
+    Ok((rx, started))
 }
 
 /// The `task` output of a child that answered `text` (OpenCode's `<task>` block, with the

@@ -265,3 +265,67 @@ async fn with_abort_background_off_children_outlive_the_parents_abort() {
     rt.shutdown().await;
     server.shutdown().await;
 }
+
+/// A background child is supervised like a foreground one: its session actor crashing during
+/// its turn is started again from the store, the turn goes on, and the parent gets the
+/// completed result (before, the parent got "the subagent stopped before it answered").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_background_child_is_restarted_and_its_result_delivered() {
+    let (dir, root) = scratch();
+    let script = Script::new(vec![
+        Conversation::new(vec![
+            Step::tool("task", background_task("BG-CRASH")),
+            Step::text("started it"),
+            Step::text("the child reported"),
+        ])
+        .matching("PARENT-CRASH-BG"),
+        Conversation::new(vec![
+            Step::tool("glob", json!({"pattern": "*"})),
+            Step::text("child finished after the restart"),
+        ])
+        .matching("BG-CRASH"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let url = server.base_url();
+    let rt = Fixture {
+        config: config_with(&url, json!({"supervision": {"backoff_ms": 1}})),
+        ..Fixture::new(&url)
+    }
+    .start(&dir)
+    .await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    // Only the child's actor crashes, once, as it takes its first finished step.
+    let parent = sid.clone();
+    let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    rt.inject_faults(std::sync::Arc::new(move |p, key| {
+        p == troupe_actors::faults::FaultPoint::SessionStep
+            && key != parent
+            && !fired.swap(true, std::sync::atomic::Ordering::SeqCst)
+    }));
+    let turn = run_prompt(&rt, &sid, "PARENT-CRASH-BG: start one").await;
+    assert_eq!(turn.error, None, "{turn:?}");
+    tokio::time::timeout(DEADLINE, rt.wait_background(&sid))
+        .await
+        .expect("the background child ended");
+    let reqs = requests_of(&server, &sid);
+    assert_eq!(reqs.len(), 3, "the child's result started one more turn");
+    let third = request_text(&reqs[2]);
+    assert!(
+        third.contains("child finished after the restart"),
+        "{third}"
+    );
+    assert!(third.contains("state=\"completed\""), "{third}");
+    let kids = children(&rt, &sid).await;
+    assert_eq!(kids.len(), 1);
+    assert_eq!(last_error(&messages(&rt, &kids[0].id).await), None);
+    let restarts = rt
+        .shared()
+        .counters
+        .snapshot()
+        .into_iter()
+        .find(|(n, l, _)| *n == "actor_restarts_total" && l == "role=\"session\"")
+        .map(|(_, _, v)| v);
+    assert_eq!(restarts, Some(1));
+    rt.shutdown().await;
+    server.shutdown().await;
+}

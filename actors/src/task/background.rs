@@ -50,43 +50,15 @@ pub(super) async fn start_background(
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<ToolOutput, ToolError> {
     let child_id = child.id.clone();
-    let cid = child_id.clone();
-    let history = rt
-        .store
-        .read(move |r| r.messages(&cid))
-        .await
-        .map_err(|e| ToolError::Failed(e.to_string()))?;
-    let actor_args = SessionArgs {
-        rt: rt.clone(),
-        session: child.clone(),
-        history,
-        tree_parent: Some(crate::tree::node_key(
-            crate::tree::Kind::Session,
-            &ctx.session_id,
-        )),
-        lease: Some(lease),
-        span_parent: Some(tracing::Span::current()),
-    };
-    let (actor, _) = Actor::spawn(None, SessionActor, actor_args)
-        .await
-        .map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
-    rt.sessions.insert(child_id.clone(), actor.clone());
-    let (tx, rx) = tokio::sync::oneshot::channel();
+    let tree_parent = crate::tree::node_key(crate::tree::Kind::Session, &ctx.session_id);
+    let actor = spawn_child(&rt, &child, tree_parent.clone(), lease, None).await?;
     let input = PromptInput {
         text: args.prompt.clone(),
         agent: Some(sub.name.clone()),
         model: model_spec,
         ..Default::default()
     };
-    actor
-        .cast(SessionMsg::Prompt(Box::new(PendingPrompt {
-            input,
-            accepted: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            started: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            resume: false,
-            reply: tx,
-        })))
-        .map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
+    let (rx, started) = prompt_child(&actor, input.clone(), false)?;
     let (result_tx, result_rx) = tokio::sync::watch::channel(None);
     let (settled_tx, settled_rx) = tokio::sync::watch::channel(false);
     let aborted = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -104,15 +76,20 @@ pub(super) async fn start_background(
     );
     let (parent, description) = (ctx.session_id.clone(), args.description.clone());
     let watcher_rt = rt.clone();
-    let cid = child_id.clone();
     tokio::spawn(async move {
         let rt = watcher_rt;
-        let outcome = rx.await;
-        rt.sessions
-            .remove_if(&cid, |_, a| a.get_id() == actor.get_id());
+        let run = Run {
+            rt: &rt,
+            child: &child,
+            tree_parent,
+            input,
+            aborted: &aborted,
+        };
+        let outcome = run.supervise(actor, rx, started).await;
         drop(claim);
         drop(permit);
-        let block = background_result(&cid, &description, outcome);
+        let cid = &child.id;
+        let block = background_result(cid, &description, outcome);
         let _ = result_tx.send(Some(block.clone()));
         if !aborted.load(std::sync::atomic::Ordering::SeqCst)
             && let Some(runtime) = crate::Runtime::from_shared(&rt)
@@ -155,15 +132,99 @@ pub(super) async fn start_background(
     })
 }
 
+/// A background subagent's run, watched until its turn ends: a session actor that crashes
+/// during the turn is started again from the store and the turn goes on, as a foreground
+/// child's is (within `supervision.session_restarts`).
+struct Run<'a> {
+    rt: &'a Arc<RuntimeShared>,
+    child: &'a Session,
+    tree_parent: String,
+    input: PromptInput,
+    /// Set when the parent was aborted: no restart then.
+    aborted: &'a std::sync::atomic::AtomicBool,
+}
+
+/// Why a background subagent ended without a result when its actor stopped unasked.
+const STOPPED: &str = "the subagent stopped before it answered (it crashed or was killed)";
+
+impl Run<'_> {
+    /// Wait for the turn of `actor` (prompted, answering on `rx`); restart a crashed actor.
+    /// `Err` says why there is no turn result.
+    async fn supervise(
+        &self,
+        mut actor: ractor::ActorRef<SessionMsg>,
+        mut rx: super::ChildReply,
+        mut started: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Result<Result<crate::TurnResult, crate::TurnError>, String> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let rt = self.rt;
+        let child_id = &self.child.id;
+        let mut crashes = crate::supervision::Intensity::for_role(
+            crate::supervision::Role::Session,
+            &rt.config.config.supervision,
+        );
+        loop {
+            let outcome = (&mut rx).await;
+            rt.sessions
+                .remove_if(child_id, |_, a| a.get_id() == actor.get_id());
+            let crashed_in_turn = outcome.is_err() && started.load(SeqCst);
+            if !crashed_in_turn || self.aborted.load(SeqCst) {
+                return outcome.map_err(|_| STOPPED.to_string());
+            }
+            rt.counters.failure(crate::supervision::Role::Session);
+            let (backoff, attempt) = match crashes.crash(std::time::Instant::now()) {
+                crate::supervision::Verdict::Restart { backoff, attempt } => (backoff, attempt),
+                crate::supervision::Verdict::Escalate { crashes } => {
+                    return Err(format!(
+                        "the subagent failed: its session actor crashed {crashes} times within {} s (supervision.session_restarts = {})",
+                        rt.config.config.supervision.period().as_secs(),
+                        rt.config.config.supervision.session_restarts()
+                    ));
+                }
+            };
+            tracing::warn!(
+                "background subagent session {child_id}: restarting its actor from the store (restart {attempt})"
+            );
+            rt.counters.restart(crate::supervision::Role::Session);
+            // Its running parts are swept before it goes on (as after any crash).
+            let cid = child_id.clone();
+            if let Ok(mut h) = rt.store.read(move |r| r.messages(&cid)).await {
+                troupe_session::store::sweep_interrupted(&rt.store, &mut h);
+            }
+            tokio::time::sleep(backoff).await;
+            if self.aborted.load(SeqCst) {
+                return Err(STOPPED.to_string());
+            }
+            let restarted = async {
+                let lease =
+                    retake_lease(rt, child_id, &tokio_util::sync::CancellationToken::new()).await?;
+                let next =
+                    spawn_child(rt, self.child, self.tree_parent.clone(), lease, None).await?;
+                let (next_rx, next_started) = prompt_child(&next, self.input.clone(), true)?;
+                Ok::<_, ToolError>((next, next_rx, next_started))
+            }
+            .await;
+            (actor, rx, started) = restarted
+                .map_err(|e| format!("the subagent crashed and could not be restarted: {e}"))?;
+            // Published after the prompt, so an abort of the parent that reads the new actor
+            // reaches it after the turn began; one that read the old actor set `aborted`
+            // first, which is checked here.
+            if let Some(mut b) = rt.background.get_mut(child_id) {
+                b.actor = actor.clone();
+            }
+            if self.aborted.load(SeqCst) {
+                let _ = actor.cast(SessionMsg::Abort);
+            }
+        }
+    }
+}
+
 /// The `<task>` block a background subagent's end delivers to its parent (OpenCode's
 /// shape: a summary line, then `<task_result>` or `<task_error>`).
 pub(super) fn background_result(
     child_id: &str,
     description: &str,
-    outcome: Result<
-        Result<crate::TurnResult, crate::TurnError>,
-        tokio::sync::oneshot::error::RecvError,
-    >,
+    outcome: Result<Result<crate::TurnResult, crate::TurnError>, String>,
 ) -> String {
     let (state, body) = match outcome {
         Ok(Ok(turn)) => match &turn.error {
@@ -177,11 +238,7 @@ pub(super) fn background_result(
             ),
         },
         Ok(Err(e)) => ("error", format!("<task_error>\n{e}\n</task_error>")),
-        Err(_) => (
-            "error",
-            "<task_error>\nthe subagent stopped before it answered (it crashed or was killed)\n</task_error>"
-                .to_string(),
-        ),
+        Err(why) => ("error", format!("<task_error>\n{why}\n</task_error>")),
     };
     format!(
         "<task id=\"{child_id}\" state=\"{state}\">\n<summary>Background task {state}: {description}</summary>\n{body}\n</task>"
