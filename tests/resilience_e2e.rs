@@ -281,6 +281,46 @@ async fn server_500_three_times_then_success() {
     server.shutdown().await;
 }
 
+/// `troupe run … > answer.txt` captures the answer once: the text an attempt streamed
+/// before it was cut (or ended by an error event) is streamed again by the retry, so stdout
+/// that is not a terminal holds a step's text until the step finishes. And a reply cut at the
+/// output limit is warned about once, though its step-finish part is updated twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_attempts_text_reaches_stdout_once() {
+    let project = Project::with_config(&config_json("http://127.0.0.1:1/v1", false));
+    project.git();
+    let script = Script::single(vec![
+        Step::text("will be cut and then told in full")
+            .with_chunk_size(4)
+            .with_fault(Fault::cut_after(3)),
+        Step::text("unused"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&config_json(&server.base_url(), false).to_string());
+    let out = project.troupe(&["run", "say", "it"], &[]).await;
+    assert_success(&out, "troupe run");
+    assert_eq!(text(&out.stdout), "will be cut and then told in full\n");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("retrying"), "{stderr}");
+
+    let script = Script::single(vec![
+        Step::text("stopped at the lim")
+            .with_finish("length")
+            .with_fault(Fault::error_event_after(2, "overloaded")),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    project.write_config(&config_json(&server.base_url(), false).to_string());
+    let out = project.troupe(&["run", "say", "more"], &[]).await;
+    assert_success(&out, "troupe run");
+    assert_eq!(text(&out.stdout), "stopped at the lim\n");
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr.matches("finish_reason: length").count(),
+        1,
+        "{stderr}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cut_mid_stream_after_half_a_tool_call() {
     let project = Project::with_config(&config_json("http://127.0.0.1:1/v1", false));

@@ -15,7 +15,9 @@ pub struct PrintOptions {
 
 /// Prints bus events of one session as they arrive: the answer's text on stdout; tool lines,
 /// retries, the activity line and notices on stderr (so `troupe run … > answer.txt` captures
-/// only the answer).
+/// only the answer). On a terminal text is shown as it streams; when stdout is a file or a
+/// pipe a step's text is held until the step finishes, so the partial text of an attempt
+/// that fails and is retried never reaches the file (the retry streams it again).
 pub struct Printer {
     json: bool,
     session_id: String,
@@ -23,6 +25,16 @@ pub struct Printer {
     /// Stdout is a terminal (then a half-written line must end before stderr draws on it).
     stdout_tty: bool,
     mid_line: bool,
+    /// The current step's text while stdout is not a terminal (`None` on a terminal).
+    held: Option<String>,
+    /// `mid_line` as of the last text written to stdout (restored when held text is dropped).
+    written_mid_line: bool,
+    /// The text part the last delta belonged to: text of another part (the next step, the
+    /// next turn) starts on a new line.
+    text_part: Option<String>,
+    /// Step-finish parts already warned about (a part is updated again, e.g. with its
+    /// snapshot, and must not warn twice).
+    length_warned: std::collections::HashSet<String>,
     /// Reasoning parts (their deltas are not printed in the default view).
     reasoning: std::collections::HashSet<String>,
     opts: PrintOptions,
@@ -31,12 +43,17 @@ pub struct Printer {
 impl Printer {
     /// A printer for `session_id`; `json` prints every event as one JSON line.
     pub fn new(json: bool, session_id: String, opts: PrintOptions) -> Self {
+        let stdout_tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
         Self {
             json,
             session_id,
             out: std::io::BufWriter::new(std::io::stdout()),
-            stdout_tty: std::io::IsTerminal::is_terminal(&std::io::stdout()),
+            stdout_tty,
             mid_line: false,
+            held: (!stdout_tty).then(String::new),
+            written_mid_line: false,
+            text_part: None,
+            length_warned: Default::default(),
             reasoning: Default::default(),
             opts,
         }
@@ -61,9 +78,43 @@ impl Printer {
     /// separate paragraphs).
     fn end_line(&mut self) {
         if self.mid_line {
-            let _ = writeln!(self.out);
+            self.write_text("\n");
+        }
+    }
+
+    /// Answer text: to stdout at once on a terminal, else held until its step finishes.
+    fn write_text(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.mid_line = !text.ends_with('\n');
+        match &mut self.held {
+            Some(held) => held.push_str(text),
+            None => {
+                let _ = write!(self.out, "{text}");
+                let _ = self.out.flush();
+                self.written_mid_line = self.mid_line;
+            }
+        }
+    }
+
+    /// Write the held text of a finished step (or of the turn's end).
+    fn release(&mut self) {
+        if let Some(held) = &mut self.held
+            && !held.is_empty()
+        {
+            let _ = write!(self.out, "{held}");
             let _ = self.out.flush();
-            self.mid_line = false;
+            held.clear();
+            self.written_mid_line = self.mid_line;
+        }
+    }
+
+    /// Drop the held text of an attempt that failed (it is streamed again).
+    fn drop_held(&mut self) {
+        if let Some(held) = &mut self.held {
+            held.clear();
+            self.mid_line = self.written_mid_line;
         }
     }
 
@@ -105,12 +156,20 @@ impl Printer {
         }
         match ev {
             Event::PartDelta { part_id, .. } if self.reasoning.contains(part_id) => {}
-            Event::PartDelta { delta, field, .. } if field == "text" => {
+            Event::PartDelta {
+                delta,
+                field,
+                part_id,
+                ..
+            } if field == "text" => {
                 self.opts.activity.clear();
+                if self.text_part.as_deref() != Some(part_id.as_str()) {
+                    // Another part's text (a later step or turn) is a new paragraph.
+                    self.end_line();
+                    self.text_part = Some(part_id.clone());
+                }
                 let delta = crate::sanitize::terminal_safe(delta);
-                let _ = write!(self.out, "{delta}");
-                self.mid_line = !delta.ends_with('\n');
-                let _ = self.out.flush();
+                self.write_text(&delta);
             }
             Event::PartUpdated { part } if matches!(part.kind, PartKind::Reasoning { .. }) => {
                 self.reasoning.insert(part.id.clone());
@@ -118,11 +177,14 @@ impl Printer {
             }
             Event::PartUpdated { part } => match &part.kind {
                 PartKind::StepStart { .. } => self.activity(WAITING_FOR_MODEL),
-                PartKind::StepFinish { reason, tokens, .. } if reason == "length" => {
-                    self.note(&format!(
-                        "troupe: the reply stopped at the output limit after {} output tokens (finish_reason: length); the answer may be cut short",
-                        tokens.output
-                    ));
+                PartKind::StepFinish { reason, tokens, .. } => {
+                    self.release();
+                    if reason == "length" && self.length_warned.insert(part.id.clone()) {
+                        self.note(&format!(
+                            "troupe: the reply stopped at the output limit after {} output tokens (finish_reason: length); the answer may be cut short",
+                            tokens.output
+                        ));
+                    }
                 }
                 PartKind::Tool { tool, state, .. } => self.tool(tool, state),
                 _ => {}
@@ -148,7 +210,9 @@ impl Printer {
                     },
                 ..
             } => {
-                // The failed attempt's partial text is dropped and streamed again: end the line.
+                // The failed attempt's partial text is streamed again: a held one is dropped,
+                // a shown one ends its line.
+                self.drop_held();
                 self.end_line();
                 self.opts.activity.clear();
                 let wait = (next - troupe_session::now_ms()).max(0) as f64 / 1000.0;
@@ -199,6 +263,7 @@ impl Printer {
     pub fn finish(&mut self) {
         self.opts.activity.clear();
         self.end_line();
+        self.release();
         let _ = self.out.flush();
     }
 }
