@@ -687,9 +687,15 @@ impl Runtime {
     }
 
     /// The live supervision tree: runtime → sessions → processor → tool calls → subagent
-    /// sessions, with status, current tool, steps, tokens and cost.
+    /// sessions, with status, current tool, steps, tokens and cost. The runtime node's steps
+    /// and cost are its lifetime totals (`troupe_steps_total` and the cost counter of
+    /// `/metrics`): the sessions that ran them may have stopped since.
     pub fn actors(&self) -> crate::tree::ActorNode {
-        self.shared.tree.tree()
+        let mut tree = self.shared.tree.tree();
+        let counters = &self.shared.counters;
+        tree.steps = counters.steps.load(std::sync::atomic::Ordering::Relaxed);
+        tree.cost = *counters.cost.lock().unwrap_or_else(|e| e.into_inner());
+        tree
     }
 
     /// Pending permission requests (`permission.asked` payloads).

@@ -350,3 +350,38 @@ async fn gpt_models_get_apply_patch_instead_of_edit_and_write() {
     );
     assert!(!tools.iter().any(|t| t == "apply_patch"), "{tools:?}");
 }
+
+/// A call to a tool that does not exist is answered with the tools this step offered — not
+/// every registered one (the trial saw `invalid`, `apply_patch` for a non-GPT model and
+/// `question` in a run that cannot ask).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_tool_is_answered_with_the_tools_the_step_offered() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    let script = Script::single(vec![
+        Step::tool("reed", json!({"filePath": "x"})),
+        Step::text("sorry"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "read x").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let offered = completions(&server)[0].offered_tools();
+    for hidden in ["invalid", "apply_patch", "question"] {
+        assert!(!offered.iter().any(|t| t == hidden), "{offered:?}");
+    }
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    match &parts[0].1 {
+        ToolState::Error { error, .. } => assert_eq!(
+            error,
+            &format!(
+                "Unknown tool 'reed'. Available tools: {}.",
+                offered.join(", ")
+            )
+        ),
+        other => panic!("{other:?}"),
+    }
+    rt.shutdown().await;
+    server.shutdown().await;
+}

@@ -153,6 +153,11 @@ async fn read_only_tool_that_crashed_once_is_rerun_and_completes() {
         1
     );
     wait_until("every actor to stop", || rt.live_actors() == 0).await;
+    // The runtime node counts the steps of the sessions it ran though they stopped (it
+    // once summed its live children only and said 0 while /metrics said 2).
+    let tree = rt.actors();
+    assert!(tree.children.is_empty(), "{tree:?}");
+    assert_eq!(tree.steps, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,7 +36,9 @@ impl ProcessorActor {
                 continue;
             }
             let Some(name) = registry.repair(&call.name) else {
-                let msg = troupe_tools::invalid_tool_message(&call.name, &registry.names());
+                // The tools this step offered, not every registered one (`invalid`, the edit
+                // tools hidden for the model, those the agent's rules deny).
+                let msg = troupe_tools::invalid_tool_message(&call.name, &state.offered);
                 let input =
                     parse_input(&call.input).unwrap_or_else(|_| Value::Object(Default::default()));
                 state.set_tool_state(i, done_err(input, msg), None);
