@@ -203,7 +203,13 @@ impl<'a> MakeWriter<'a> for Redacting {
     }
 }
 
-/// Install the global subscriber: `TROUPE_LOG` (an `EnvFilter`; default `error`) filters
+/// The log filter without `TROUPE_LOG`: troupe's errors only. The MCP client library's own
+/// error lines (`rmcp::transport::worker: worker quit with fatal …`) are left out: troupe
+/// reports a failed MCP server itself (its state and stderr in `troupe mcp list`, the error
+/// of a call to one of its tools), and `TROUPE_LOG=rmcp=debug` still shows them.
+pub const DEFAULT_FILTER: &str = "error,rmcp=off";
+
+/// Install the global subscriber: `TROUPE_LOG` (an `EnvFilter`; default [`DEFAULT_FILTER`]) filters
 /// what is printed in `format` to stderr, or appended to `file` when given (created with
 /// its parent directory). When the environment configures an OTLP endpoint, troupe's spans
 /// are also exported ([`crate::telemetry`]); the returned exporter must be shut down at exit
@@ -234,7 +240,7 @@ pub fn init(format: LogFormat, file: Option<&Path>) -> Result<Option<crate::tele
     let filter = || {
         troupe_config::env_var("TROUPE_LOG")
             .and_then(|v| EnvFilter::try_new(v).ok())
-            .unwrap_or_else(|| EnvFilter::new("error"))
+            .unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER))
     };
     let writer = Redacting(sink);
     let fmt_layer = match format {

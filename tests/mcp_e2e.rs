@@ -293,6 +293,9 @@ async fn a_server_that_exits_at_once_is_listed_failed_with_its_stderr() {
     assert!(table.contains("bad  local  failed"), "{table}");
     assert!(table.contains("good  local  connected"), "{table}");
     assert!(table.contains("  good_echo [read-only]"), "{table}");
+    // The failures are in the listing; the MCP library's own log lines are not on stderr.
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("rmcp"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
