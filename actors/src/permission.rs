@@ -131,6 +131,32 @@ impl PermissionBroker {
         )
     }
 
+    /// For each of `patterns`, whether `rules` + the project's approvals allow `permission`
+    /// for it without asking (an ask or a deny is `false`): [`PermissionAsker::allowed`].
+    pub async fn allowed(
+        &self,
+        project: &str,
+        rules: &Ruleset,
+        permission: &str,
+        patterns: &[String],
+    ) -> Vec<bool> {
+        let approvals = self.approvals_for(project).await;
+        patterns
+            .iter()
+            .map(|p| {
+                troupe_agents::permission::decide_request(
+                    permission,
+                    std::slice::from_ref(p),
+                    &[],
+                    &[],
+                    &[rules, &approvals],
+                )
+                .action
+                    == Action::Allow
+            })
+            .collect()
+    }
+
     /// Evaluate a request against `rules` + approvals; ask when needed. A deny names the
     /// deciding rule and part; an ask carries the reason in `req.reason` and the published
     /// `permission.asked` payload (`reason`).
@@ -392,6 +418,16 @@ impl PermissionAsker for TurnPermissions {
         Box::pin(async move {
             let v = me.broker.verdict(&me.project, &me.rules, &req).await;
             (v.action == Action::Deny).then(|| PermissionReply::Deny(deny_message(&v)))
+        })
+    }
+
+    fn allowed(&self, permission: &str, patterns: Vec<String>) -> BoxFuture<'static, Vec<bool>> {
+        let me = self.clone();
+        let permission = permission.to_string();
+        Box::pin(async move {
+            me.broker
+                .allowed(&me.project, &me.rules, &permission, &patterns)
+                .await
         })
     }
 }

@@ -385,3 +385,59 @@ async fn an_unknown_tool_is_answered_with_the_tools_the_step_offered() {
     rt.shutdown().await;
     server.shutdown().await;
 }
+
+/// Trial on main: under the default rules (`read`: `*.env` ask) `grep {pattern: "SECRETVAL"}`
+/// sent `.env: Line 1: SECRETVAL=1` to the model unasked. Through the real runtime (the turn's
+/// rules, `TurnPermissions::allowed`) the guarded files are left out and named, nothing is
+/// asked for them, and their lines never reach the provider; `read .env` still asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grep_leaves_out_files_the_read_rules_guard() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonicalize");
+    std::fs::write(root.join(".env"), "SECRETVAL=1\n").unwrap();
+    std::fs::create_dir(root.join("sub")).unwrap();
+    std::fs::write(root.join("sub/.env"), "SECRETVAL=2\n").unwrap();
+    std::fs::write(root.join("notes.txt"), "see SECRETVAL in the docs\n").unwrap();
+    let script = Script::single(vec![
+        Step::tool("grep", json!({"pattern": "SECRETVAL"})),
+        Step::tool("grep", json!({"pattern": "SECRETVAL", "include": "*"})),
+        Step::text("done"),
+    ]);
+    let server = MockServer::start(script).await.expect("mock");
+    let rt = start_runtime(&dir, &server.base_url()).await;
+    let mut rx = rt.bus().subscribe();
+    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let turn = run_prompt(&rt, &sid, "find the secret").await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let parts = tool_parts(&messages(&rt, &sid).await);
+    assert_eq!(parts.len(), 2, "{parts:?}");
+    for (_, state) in &parts {
+        let ToolState::Completed { output, .. } = state else {
+            panic!("grep failed: {state:?}")
+        };
+        assert!(output.starts_with("Found 1 matches"), "{output}");
+        assert!(
+            output.contains("Line 1: see SECRETVAL in the docs"),
+            "{output}"
+        );
+        assert!(
+            output.contains("(2 matching files were left out because the read rules"),
+            "{output}"
+        );
+        assert!(output.contains(&root.join("sub/.env").display().to_string()));
+    }
+    for req in server.requests() {
+        let body = req.body.to_string();
+        assert!(
+            !body.contains("SECRETVAL=1") && !body.contains("SECRETVAL=2"),
+            "{body}"
+        );
+    }
+    while let Ok(ev) = rx.try_recv() {
+        assert_ne!(
+            ev.type_name(),
+            "permission.asked",
+            "grep asked for permission"
+        );
+    }
+}

@@ -122,6 +122,16 @@ pub trait PermissionAsker: Send + Sync {
     fn precheck(&self, _req: &PermissionRequest) -> BoxFuture<'static, Option<PermissionReply>> {
         Box::pin(async { None })
     }
+
+    /// For each of `patterns` (same order), whether the rules alone allow `permission` for it
+    /// without asking anyone: `false` for a pattern that would ask or is denied. For a tool
+    /// that touches many paths in one call and cannot ask per path (grep's matching files
+    /// under `read`): it leaves out the paths not allowed and says so. One call checks a
+    /// whole batch. The default knows no rules and allows nothing (fail closed).
+    fn allowed(&self, _permission: &str, patterns: Vec<String>) -> BoxFuture<'static, Vec<bool>> {
+        let n = patterns.len();
+        Box::pin(async move { vec![false; n] })
+    }
 }
 
 /// A [`PermissionAsker`] that allows everything.
@@ -131,6 +141,11 @@ pub struct AllowAll;
 impl PermissionAsker for AllowAll {
     fn ask(&self, _req: PermissionRequest) -> BoxFuture<'static, PermissionReply> {
         Box::pin(async { PermissionReply::Allow })
+    }
+
+    fn allowed(&self, _permission: &str, patterns: Vec<String>) -> BoxFuture<'static, Vec<bool>> {
+        let n = patterns.len();
+        Box::pin(async move { vec![true; n] })
     }
 }
 

@@ -395,6 +395,16 @@ pub(crate) mod test_support {
                 }
             })
         }
+
+        fn allowed(
+            &self,
+            permission: &str,
+            patterns: Vec<String>,
+        ) -> BoxFuture<'static, Vec<bool>> {
+            let allow = !self.deny.iter().any(|d| d == permission);
+            let n = patterns.len();
+            Box::pin(async move { vec![allow; n] })
+        }
     }
 }
 

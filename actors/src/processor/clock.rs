@@ -145,6 +145,10 @@ impl PermissionAsker for ClockedAsker {
     fn precheck(&self, req: &PermissionRequest) -> BoxFuture<'static, Option<PermissionReply>> {
         self.inner.precheck(req)
     }
+
+    fn allowed(&self, permission: &str, patterns: Vec<String>) -> BoxFuture<'static, Vec<bool>> {
+        self.inner.allowed(permission, patterns)
+    }
 }
 
 #[cfg(test)]

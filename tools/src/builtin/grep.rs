@@ -105,21 +105,40 @@ async fn run(args: GrepArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
     // The search checks the token between files and between reads inside a file; the call
     // returns on abort at once, without waiting for the blocking search to notice.
     let searching = blocking(move || search(&walk_root, &matcher, include.as_ref(), &abort));
-    let (mut matches, total, had_errors) = tokio::select! {
+    let (mut matches, per_file, had_errors) = tokio::select! {
         r = searching => r?,
         _ = ctx.abort.cancelled() => return Err(ToolError::Aborted),
     };
     if ctx.abort.is_cancelled() {
         return Err(ToolError::Aborted);
     }
+    let skipped = unreadable_files(&ctx, &per_file).await?;
+    let left_out: std::collections::HashSet<&Path> = skipped.iter().map(PathBuf::as_path).collect();
+    if !left_out.is_empty() {
+        matches.retain(|m| !left_out.contains(m.path.as_path()));
+    }
+    let total: usize = per_file
+        .iter()
+        .filter(|(p, _)| !left_out.contains(p.as_path()))
+        .map(|(_, n)| n)
+        .sum();
+    let skipped_note = skipped_note(&skipped);
 
     let mut metadata = serde_json::Map::new();
+    if !skipped.is_empty() {
+        metadata.insert("skipped".into(), json!(skipped.len()));
+    }
     if matches.is_empty() {
         metadata.insert("matches".into(), json!(0));
         metadata.insert("truncated".into(), Value::Bool(false));
+        let mut output = "No files found".to_string();
+        if let Some(note) = &skipped_note {
+            output.push_str("\n\n");
+            output.push_str(note);
+        }
         return Ok(ToolOutput {
             title: args.pattern,
-            output: "No files found".into(),
+            output,
             metadata,
         });
     }
@@ -160,6 +179,10 @@ async fn run(args: GrepArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
         lines.push(String::new());
         lines.push("(Some paths were inaccessible and skipped)".into());
     }
+    if let Some(note) = skipped_note {
+        lines.push(String::new());
+        lines.push(note);
+    }
     let text = lines.join("\n");
     let t = truncate::truncate_output(&text, MAX_LINES, MAX_BYTES, Direction::Head).await;
     metadata.insert("matches".into(), json!(total));
@@ -175,6 +198,74 @@ async fn run(args: GrepArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
         output: t.content,
         metadata,
     })
+}
+
+/// Most file names a skipped-files note lists; the count covers the rest.
+const SKIPPED_NAMES_SHOWN: usize = 20;
+
+/// The matching files (of `per_file`, in that order) whose `read` the turn's rules do not
+/// allow without asking (OpenCode's default `*.env: ask`). A search over many files cannot
+/// ask per file, so these are left out of the results (fail closed) rather than showing,
+/// say, `.env`'s lines to the model unasked; the read tool asks for one. The pattern checked
+/// is the one the read tool asks with: the real path relative to the real worktree.
+async fn unreadable_files(
+    ctx: &ToolContext,
+    per_file: &[(PathBuf, usize)],
+) -> Result<Vec<PathBuf>, ToolError> {
+    if per_file.is_empty() {
+        return Ok(Vec::new());
+    }
+    let files: Vec<PathBuf> = per_file.iter().map(|(p, _)| p.clone()).collect();
+    let worktree = ctx.worktree.clone();
+    let cwd_files = files.clone();
+    let patterns = blocking(move || {
+        let root = paths::real_path_blocking(&worktree);
+        cwd_files
+            .iter()
+            .map(|f| {
+                let rel = paths::relative_path(&root, &paths::real_path_blocking(f));
+                if rel.is_empty() { ".".to_string() } else { rel }
+            })
+            .collect::<Vec<String>>()
+    })
+    .await?;
+    let allowed = tokio::select! {
+        a = ctx.permissions.allowed("read", patterns) => a,
+        _ = ctx.abort.cancelled() => return Err(ToolError::Aborted),
+    };
+    Ok(files
+        .into_iter()
+        .enumerate()
+        // A missing answer counts as not allowed (fail closed).
+        .filter(|(i, _)| !allowed.get(*i).copied().unwrap_or(false))
+        .map(|(_, f)| f)
+        .collect())
+}
+
+/// The note telling the model which matching files were left out and how to see them:
+/// `(2 matching files were left out because the read rules do not allow reading them without
+/// asking: /p/.env, /p/sub/.env. Use the read tool on one, which asks.)`; `None` when none.
+fn skipped_note(skipped: &[PathBuf]) -> Option<String> {
+    if skipped.is_empty() {
+        return None;
+    }
+    let mut names: Vec<String> = skipped
+        .iter()
+        .take(SKIPPED_NAMES_SHOWN)
+        .map(|p| p.display().to_string())
+        .collect();
+    if skipped.len() > SKIPPED_NAMES_SHOWN {
+        names.push(format!("and {} more", skipped.len() - SKIPPED_NAMES_SHOWN));
+    }
+    let (count, them) = match skipped.len() {
+        1 => ("1 matching file was".to_string(), "it"),
+        n => (format!("{n} matching files were"), "them"),
+    };
+    Some(format!(
+        "({count} left out because the read rules do not allow reading {them} without asking: \
+         {}. Use the read tool on one, which asks.)",
+        names.join(", ")
+    ))
 }
 
 /// Size limit of a compiled pattern's program, 2 MiB (issue 24.4: `a{1000}{1000}` compiled
@@ -237,21 +328,24 @@ fn cut_line(line: &str) -> String {
     }
 }
 
+/// Search `root` (a file, or a directory walked like ripgrep): the kept matches (at most
+/// [`LIMIT`] per file), each matching file with its number of matching lines (in search
+/// order), and whether some path could not be searched.
 fn search(
     root: &Path,
     matcher: &grep_regex::RegexMatcher,
     include: Option<&PathGlob>,
     abort: &tokio_util::sync::CancellationToken,
-) -> (Vec<Match>, usize, bool) {
+) -> (Vec<Match>, Vec<(PathBuf, usize)>, bool) {
     let mut searcher = SearcherBuilder::new()
         .binary_detection(BinaryDetection::quit(0))
         .line_number(true)
         .build();
     let mut out = Vec::new();
-    let mut total = 0usize;
+    let mut per_file: Vec<(PathBuf, usize)> = Vec::new();
     let mut had_errors = false;
     // Every matching line is counted; at most LIMIT per file are kept (no more can be shown).
-    let mut search_file = |path: &Path, out: &mut Vec<Match>, total: &mut usize| {
+    let mut search_file = |path: &Path, out: &mut Vec<Match>, per_file: &mut Vec<_>| {
         let mt = mtime(path);
         let mut in_file = 0usize;
         // Only regular files: a FIFO or device given as the path would block the search.
@@ -268,7 +362,6 @@ fn search(
             matcher,
             reader,
             Lossy(|lnum, line| {
-                *total += 1;
                 in_file += 1;
                 if in_file > LIMIT {
                     return Ok(!abort.is_cancelled());
@@ -282,11 +375,14 @@ fn search(
                 Ok(!abort.is_cancelled())
             }),
         );
+        if in_file > 0 {
+            per_file.push((path.to_path_buf(), in_file));
+        }
         res.is_err()
     };
     if root.is_file() {
-        had_errors |= search_file(root, &mut out, &mut total);
-        return (out, total, had_errors);
+        had_errors |= search_file(root, &mut out, &mut per_file);
+        return (out, per_file, had_errors);
     }
     for entry in walker(root).build() {
         if abort.is_cancelled() {
@@ -309,9 +405,9 @@ fn search(
                 continue;
             }
         }
-        had_errors |= search_file(path, &mut out, &mut total);
+        had_errors |= search_file(path, &mut out, &mut per_file);
     }
-    (out, total, had_errors)
+    (out, per_file, had_errors)
 }
 
 #[cfg(test)]

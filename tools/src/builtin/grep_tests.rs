@@ -1,5 +1,6 @@
 use super::*;
 use crate::Tool;
+use std::sync::Arc;
 
 #[tokio::test]
 async fn finds_and_formats() {
@@ -107,10 +108,10 @@ async fn abort_stops_a_search() {
     abort.cancel();
     let m = compile("hit").unwrap();
     let f = d.path().join("f.txt");
-    let (found, total, _) = search(&f, &m, None, &abort);
-    assert_eq!((found.len(), total), (0, 0));
-    let (found, total, _) = search(&f, &m, None, &tokio_util::sync::CancellationToken::new());
-    assert_eq!((found.len(), total), (1, 1));
+    let (found, per_file, _) = search(&f, &m, None, &abort);
+    assert_eq!((found.len(), per_file), (0, vec![]));
+    let (found, per_file, _) = search(&f, &m, None, &tokio_util::sync::CancellationToken::new());
+    assert_eq!((found.len(), per_file), (1, vec![(f.clone(), 1)]));
 }
 
 /// A FIFO in the tree (or given as the path) is skipped, never opened for a blocking read.
@@ -163,4 +164,100 @@ async fn limit_and_long_lines() {
         .await
         .unwrap();
     assert!(out.output.ends_with(&format!("{}...", "z".repeat(1996))));
+}
+
+/// Decides with OpenCode's default rules alone (`read`: `*.env` ask); every ask is refused.
+struct DefaultRules(troupe_agents::Ruleset);
+
+impl crate::PermissionAsker for DefaultRules {
+    fn ask(
+        &self,
+        req: crate::PermissionRequest,
+    ) -> futures::future::BoxFuture<'static, crate::PermissionReply> {
+        let v = troupe_agents::permission::decide_request(
+            &req.permission,
+            &req.patterns,
+            &req.sources,
+            &req.opaque,
+            &[&self.0],
+        );
+        Box::pin(async move {
+            match v.action {
+                troupe_agents::Action::Allow => crate::PermissionReply::Allow,
+                _ => crate::PermissionReply::Deny(v.message),
+            }
+        })
+    }
+
+    fn allowed(
+        &self,
+        permission: &str,
+        patterns: Vec<String>,
+    ) -> futures::future::BoxFuture<'static, Vec<bool>> {
+        let out = patterns
+            .iter()
+            .map(|p| self.0.evaluate(permission, p) == troupe_agents::Action::Allow)
+            .collect();
+        Box::pin(async move { out })
+    }
+}
+
+/// Trial on main: `grep {pattern: "SECRETVAL"}` showed `.env`'s line to the model unasked,
+/// while `read .env` asks under the default `*.env` rule. Files whose read is not allowed
+/// without asking are left out and named; other matches are kept and counted alone.
+#[tokio::test]
+async fn leaves_out_files_the_read_rules_guard() {
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path();
+    std::fs::create_dir(r.join("sub")).unwrap();
+    std::fs::write(r.join(".env"), "SECRETVAL=1\n").unwrap();
+    std::fs::write(r.join("sub/.env"), "SECRETVAL=2\n").unwrap();
+    std::fs::write(r.join(".env.example"), "SECRETVAL=\n").unwrap();
+    std::fs::write(r.join("notes.txt"), "mentions SECRETVAL here\n").unwrap();
+    let mut ctx = ToolContext::simple(r);
+    ctx.permissions = Arc::new(DefaultRules(troupe_agents::permission::default_ruleset()));
+    for args in [
+        json!({"pattern": "SECRETVAL"}),
+        json!({"pattern": "SECRETVAL", "include": "*"}),
+    ] {
+        let out = GrepTool.execute(args, ctx.clone()).await.unwrap();
+        let o = &out.output;
+        assert!(
+            !o.contains("SECRETVAL=1") && !o.contains("SECRETVAL=2"),
+            "{o}"
+        );
+        assert!(o.starts_with("Found 2 matches"), "{o}");
+        assert!(o.contains("Line 1: mentions SECRETVAL here"), "{o}");
+        assert!(o.contains("Line 1: SECRETVAL="), "{o}");
+        assert!(
+            o.contains("(2 matching files were left out because the read rules do not allow"),
+            "{o}"
+        );
+        assert!(o.contains(&r.join(".env").display().to_string()), "{o}");
+        assert!(o.contains(&r.join("sub/.env").display().to_string()), "{o}");
+        assert_eq!(out.metadata["matches"], json!(2));
+        assert_eq!(out.metadata["skipped"], json!(2));
+    }
+    // Only guarded files match: nothing is shown, and the note says why.
+    let out = GrepTool
+        .execute(json!({"pattern": "SECRETVAL=[12]"}), ctx.clone())
+        .await
+        .unwrap();
+    assert!(
+        out.output
+            .starts_with("No files found\n\n(2 matching files"),
+        "{}",
+        out.output
+    );
+    // A guarded file given as the path is left out too.
+    let out = GrepTool
+        .execute(json!({"pattern": "SECRETVAL", "path": ".env"}), ctx)
+        .await
+        .unwrap();
+    assert!(!out.output.contains("SECRETVAL=1"), "{}", out.output);
+    assert!(
+        out.output.contains("(1 matching file was left out"),
+        "{}",
+        out.output
+    );
 }
