@@ -312,7 +312,13 @@ impl Resolver {
         {
             return home.join(rest);
         }
-        paths::normalize(&self.ctx.resolve(p))
+        // A `~user/…` mention is not a file troupe resolves: kept literal, so it is not found.
+        paths::normalize(
+            &self
+                .ctx
+                .resolve(p)
+                .unwrap_or_else(|_| self.ctx.directory.join(p)),
+        )
     }
 
     async fn mention(&mut self, m: &Mention) {

@@ -223,14 +223,13 @@ impl ToolContext {
         }
     }
 
-    /// Resolve a path argument against the session directory (absolute paths unchanged).
-    pub fn resolve(&self, p: &str) -> PathBuf {
-        let path = Path::new(p);
-        if path.is_absolute() {
-            path.to_path_buf()
-        } else {
-            self.directory.join(path)
-        }
+    /// Resolve a path argument: a leading `~` or `~/` is the user's home directory
+    /// (`dirs::home_dir`: `$HOME`, else the password database), other relative paths are
+    /// relative to the session directory, absolute paths are unchanged (not normalized; see
+    /// [`paths::resolve_in`]). Errors ([`ToolError::Failed`]): `~user/…` (another user's home
+    /// is not guessed), or `~` when the home directory is unknown.
+    pub fn resolve(&self, p: &str) -> Result<PathBuf, ToolError> {
+        paths::resolve_in(&self.directory, p, dirs::home_dir().as_deref())
     }
 }
 

@@ -50,6 +50,43 @@ pub async fn ask_request(ctx: &ToolContext, req: PermissionRequest) -> Result<()
     }
 }
 
+/// Resolve the path argument `p` of a file tool: `~` and `~/rest` are `home` and
+/// `home/rest` (then outside the project unless home is inside it, so they go through the
+/// `external_directory` ask like any absolute path), other relative paths are relative to
+/// `directory`, absolute paths are unchanged. Not normalized (callers apply [`normalize`]).
+///
+/// Errors ([`ToolError::Failed`], naming `p`): a `~user` form (a shell would look up that
+/// user's home; a tool does not guess, and the file `./~name` is written so), a `~` when
+/// `home` is unknown or not absolute.
+pub fn resolve_in(directory: &Path, p: &str, home: Option<&Path>) -> Result<PathBuf, ToolError> {
+    let Some(after) = p.strip_prefix('~') else {
+        let path = Path::new(p);
+        return Ok(if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            directory.join(path)
+        });
+    };
+    if !(after.is_empty() || after.starts_with('/')) {
+        let user = after.split('/').next().unwrap_or(after);
+        return Err(ToolError::Failed(format!(
+            "Cannot resolve the path {p}: `~{user}` would be the home directory of the user \
+             {user:?}, which the file tools do not look up. Give the absolute path, `~/…` for \
+             your own home directory, or `./{p}` for a file named like that in the working \
+             directory."
+        )));
+    }
+    let home = home.filter(|h| h.is_absolute()).ok_or_else(|| {
+        ToolError::Failed(format!(
+            "Cannot resolve the path {p}: the home directory is unknown (HOME is not set to an \
+             absolute path). Give the absolute path instead."
+        ))
+    })?;
+    // `~//etc` is under home like in a shell, not `/etc` (`join` would replace an absolute
+    // rest).
+    Ok(home.join(after.trim_start_matches('/')))
+}
+
 /// Lexically normalise a path: drop `.`, apply `..` (never above the root). No file access.
 pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
@@ -431,6 +468,101 @@ mod tests {
         assert_eq!(external_glob(Path::new("/")), "/*");
     }
 
+    #[test]
+    fn tilde_is_home_and_other_users_are_refused() {
+        let dir = Path::new("/work/proj");
+        let home = Some(Path::new("/home/u"));
+        let ok = |p: &str| resolve_in(dir, p, home).unwrap();
+        assert_eq!(ok("~"), PathBuf::from("/home/u"));
+        assert_eq!(ok("~/"), PathBuf::from("/home/u/"));
+        assert_eq!(ok("~/x/new.txt"), PathBuf::from("/home/u/x/new.txt"));
+        assert_eq!(ok("~//etc/passwd"), PathBuf::from("/home/u/etc/passwd"));
+        assert_eq!(ok("a/~/b"), PathBuf::from("/work/proj/a/~/b"));
+        assert_eq!(ok("./~x"), PathBuf::from("/work/proj/./~x"));
+        assert_eq!(ok("/abs/~"), PathBuf::from("/abs/~"));
+        for p in ["~root/.ssh/id_rsa", "~bob", "~x.txt"] {
+            let e = resolve_in(dir, p, home).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("Cannot resolve the path {p}: `~")),
+                "{e}"
+            );
+            assert!(e.contains("do not look up"), "{e}");
+        }
+        for h in [None, Some(Path::new("relative/home"))] {
+            let e = resolve_in(dir, "~/x", h).unwrap_err().to_string();
+            assert!(e.contains("the home directory is unknown"), "{e}");
+        }
+    }
+
+    proptest::proptest! {
+        /// A `~`-prefixed path never lands inside the project unless home is inside it: it is
+        /// home itself or under it (no `..` generated), and it is refused rather than joined
+        /// to the working directory when home is unknown or for `~user`.
+        #[test]
+        fn tilde_paths_stay_under_home(
+            segs in proptest::collection::vec("[a-z~._-]{0,6}", 0..5),
+            home_inside in proptest::bool::ANY,
+            user in "[a-z][a-z0-9._-]{0,8}",
+        ) {
+            let dir = Path::new("/work/proj");
+            let home = if home_inside { PathBuf::from("/work/proj/h") } else { PathBuf::from("/home/u") };
+            let segs: Vec<&str> = segs.iter().map(String::as_str).filter(|s| *s != "..").collect();
+            let rest = segs.join("/");
+            for p in [format!("~/{rest}"), format!("~//{rest}"), "~".to_string()] {
+                let got = normalize(&resolve_in(dir, &p, Some(&home)).unwrap());
+                proptest::prop_assert!(got.starts_with(&home), "{p} -> {got:?}");
+                proptest::prop_assert_eq!(got.starts_with(dir), home_inside, "{} -> {:?}", p, got);
+                proptest::prop_assert!(resolve_in(dir, &p, None).is_err());
+            }
+            let other = format!("~{user}/{rest}");
+            proptest::prop_assert!(resolve_in(dir, &other, Some(&home)).is_err());
+        }
+    }
+
+    /// Trial on main: `write {filePath: "~/x/new.txt"}` created a directory named `~` in the
+    /// project unasked. `~` is now home, outside the project: `external_directory` is asked
+    /// (denied here, so nothing is written anywhere) and no `~` appears in the project.
+    #[tokio::test]
+    async fn tilde_write_asks_external_and_creates_no_tilde_dir() {
+        use crate::Tool;
+        let proj = tempfile::tempdir().unwrap();
+        let Some(home) = dirs::home_dir() else {
+            return;
+        };
+        if proj.path().starts_with(&home) {
+            return; // home contains the temporary directory: `~` could be inside it.
+        }
+        let rec = Recorder::denying("external_directory");
+        let mut ctx = ToolContext::simple(proj.path());
+        ctx.permissions = rec.clone();
+        let name = "troupe-tilde-test-never-created";
+        let err = crate::builtin::write::WriteTool
+            .execute(
+                json!({"filePath": format!("~/{name}/new.txt"), "content": "x"}),
+                ctx.clone(),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::PermissionDenied(_)), "{err}");
+        assert!(!proj.path().join("~").exists());
+        assert!(!home.join(name).exists());
+        let req = &rec.requests()[0];
+        assert_eq!(req.permission, "external_directory");
+        let real_home = std::fs::canonicalize(&home).unwrap_or(home.clone());
+        assert_eq!(req.patterns, vec![external_glob(&real_home.join(name))]);
+        // read looks in home too, not in `proj/~`.
+        let err = crate::builtin::read::ReadTool
+            .execute(json!({"filePath": format!("~/{name}/x.txt")}), ctx.clone())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::PermissionDenied(_)), "{err}");
+        let err = crate::builtin::read::ReadTool
+            .execute(json!({"filePath": "~root/.ssh/id_rsa"}), ctx)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("do not look up"), "{err}");
+    }
+
     #[tokio::test]
     async fn dotdot_escape_asks_external() {
         let dir = tempfile::tempdir().unwrap();
@@ -439,7 +571,7 @@ mod tests {
         let rec = Recorder::new();
         let mut ctx = ToolContext::simple(&root);
         ctx.permissions = rec.clone();
-        let target = ctx.resolve("../../etc/passwd");
+        let target = ctx.resolve("../../etc/passwd").unwrap();
         assert!(!is_inside_project(&ctx, &target).await);
         assert_external_directory(&ctx, &target, PathKind::File)
             .await
@@ -460,7 +592,7 @@ mod tests {
         let rec = Recorder::denying("external_directory");
         let mut ctx = ToolContext::simple(proj.path());
         ctx.permissions = rec.clone();
-        let target = ctx.resolve("link/secret.txt");
+        let target = ctx.resolve("link/secret.txt").unwrap();
         let err = assert_external_directory(&ctx, &target, PathKind::File)
             .await
             .unwrap_err();
@@ -472,7 +604,7 @@ mod tests {
         );
         // A file really inside is not external.
         std::fs::write(proj.path().join("in.txt"), "x").unwrap();
-        assert!(is_inside_project(&ctx, &ctx.resolve("in.txt")).await);
-        assert!(is_inside_project(&ctx, &ctx.resolve("new/dir/file.txt")).await);
+        assert!(is_inside_project(&ctx, &ctx.resolve("in.txt").unwrap()).await);
+        assert!(is_inside_project(&ctx, &ctx.resolve("new/dir/file.txt").unwrap()).await);
     }
 }

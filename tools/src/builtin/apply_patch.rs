@@ -71,22 +71,19 @@ fn failed(e: PatchError) -> ToolError {
 
 async fn run(args: ApplyPatchArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     let hunks = patch_format::parse(&args.patch_text).map_err(failed)?;
-    let resolve = |p: &str| paths::normalize(&ctx.resolve(p));
+    let resolve = |p: &str| ctx.resolve(p).map(|p| paths::normalize(&p));
     // Every file involved, locked in path order (the locks `edit` takes) so a concurrent
     // edit of one of them applies before or after the whole patch.
-    let mut involved: Vec<PathBuf> = hunks
-        .iter()
-        .flat_map(|h| {
-            let mut v = vec![resolve(h.path())];
-            if let Hunk::Update {
-                move_to: Some(d), ..
-            } = h
-            {
-                v.push(resolve(d));
-            }
-            v
-        })
-        .collect();
+    let mut involved: Vec<PathBuf> = Vec::with_capacity(hunks.len());
+    for h in &hunks {
+        involved.push(resolve(h.path())?);
+        if let Hunk::Update {
+            move_to: Some(d), ..
+        } = h
+        {
+            involved.push(resolve(d)?);
+        }
+    }
     involved.sort();
     involved.dedup();
     let locks: Vec<_> = involved.iter().map(|p| super::edit::file_lock(p)).collect();
@@ -99,7 +96,7 @@ async fn run(args: ApplyPatchArgs, ctx: ToolContext) -> Result<ToolOutput, ToolE
     let mut summary = Vec::new();
     for h in &hunks {
         let line = h.line();
-        let path = resolve(h.path());
+        let path = resolve(h.path())?;
         let at = |msg: String| failed(PatchError { line, message: msg });
         match h {
             Hunk::Add { contents, .. } => {
@@ -145,8 +142,8 @@ async fn run(args: ApplyPatchArgs, ctx: ToolContext) -> Result<ToolOutput, ToolE
                     format!("{bom}{patched}")
                 };
                 match move_to {
-                    Some(dest) if resolve(dest) != path => {
-                        let dest = resolve(dest);
+                    Some(dest) if resolve(dest).as_ref() != Ok(&path) => {
+                        let dest = resolve(dest)?;
                         f.after = None;
                         let d = load(&mut files, &dest).await?;
                         if d.after.is_some() {

@@ -273,7 +273,7 @@ async fn run(args: BashArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
     };
     let description = args.description.unwrap_or_default();
     let cwd = match &args.workdir {
-        Some(w) if !w.trim().is_empty() => paths::normalize(&ctx.resolve(w)),
+        Some(w) if !w.trim().is_empty() => paths::normalize(&ctx.resolve(w)?),
         _ => paths::normalize(&ctx.directory),
     };
 

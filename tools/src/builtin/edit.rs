@@ -85,7 +85,7 @@ async fn run(args: EditArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
     if args.old_string == args.new_string {
         return Err(ToolError::Failed(IDENTICAL.into()));
     }
-    let path = paths::normalize(&ctx.resolve(&args.file_path));
+    let path = paths::normalize(&ctx.resolve(&args.file_path)?);
     let shown = path.to_string_lossy().into_owned();
     paths::assert_external_directory(&ctx, &path, PathKind::File).await?;
     let lock = file_lock(&path);

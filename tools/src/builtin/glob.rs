@@ -56,7 +56,7 @@ impl TypedTool for GlobTool {
                 Some((base, rest)) => (paths::normalize(&base), rest),
                 None => {
                     let root = match args.path.as_deref() {
-                        Some(p) if !p.trim().is_empty() => paths::normalize(&ctx.resolve(p)),
+                        Some(p) if !p.trim().is_empty() => paths::normalize(&ctx.resolve(p)?),
                         _ => paths::normalize(&ctx.directory),
                     };
                     (root, args.pattern.clone())

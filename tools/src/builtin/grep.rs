@@ -76,7 +76,7 @@ async fn run(args: GrepArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
         return Err(crate::args::invalid("grep", "pattern must not be empty"));
     }
     let root = match args.path.as_deref() {
-        Some(p) if !p.trim().is_empty() => paths::normalize(&ctx.resolve(p)),
+        Some(p) if !p.trim().is_empty() => paths::normalize(&ctx.resolve(p)?),
         _ => paths::normalize(&ctx.directory),
     };
     let kind = paths::kind_of(&root).await;

@@ -80,7 +80,7 @@ impl TypedTool for ListTool {
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             let root = match args.path.as_deref() {
-                Some(p) if !p.trim().is_empty() => paths::normalize(&ctx.resolve(p)),
+                Some(p) if !p.trim().is_empty() => paths::normalize(&ctx.resolve(p)?),
                 _ => paths::normalize(&ctx.directory),
             };
             paths::assert_external_directory(&ctx, &root, PathKind::Directory).await?;

@@ -78,7 +78,7 @@ impl TypedTool for ReadTool {
 }
 
 async fn run(args: ReadArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
-    let path = paths::normalize(&ctx.resolve(&args.file_path));
+    let path = paths::normalize(&ctx.resolve(&args.file_path)?);
     let shown = path.to_string_lossy().into_owned();
     let kind = paths::kind_of(&path).await;
     paths::assert_external_directory(&ctx, &path, kind).await?;

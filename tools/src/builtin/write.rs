@@ -47,7 +47,7 @@ impl TypedTool for WriteTool {
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let path = paths::normalize(&ctx.resolve(&args.file_path));
+            let path = paths::normalize(&ctx.resolve(&args.file_path)?);
             let shown = path.to_string_lossy().into_owned();
             paths::assert_external_directory(&ctx, &path, PathKind::File).await?;
             let exists = writable_target(&path, &shown, "write").await?.is_some();
