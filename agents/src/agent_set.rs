@@ -29,6 +29,40 @@ use crate::permission::{
 };
 use crate::{Agent, Mode};
 
+/// `e` with the line and column of its key when it is a config entry's error (`troupe.json:
+/// agent.build.temperature: …`, found after parsing, so without a position): the config
+/// files are searched last first (the merged value came from the last file that has the key)
+/// and the error then names that file, `troupe.json:3:5: agent.build.temperature: …`. Errors
+/// already placed (markdown frontmatter) or from a source that is not a file are unchanged.
+fn with_position(e: AgentError, config: &troupe_config::LoadedConfig) -> AgentError {
+    let AgentError::Invalid { location, message } = e else {
+        return e;
+    };
+    let mut labels = config
+        .sources
+        .iter()
+        .map(|p| p.display().to_string())
+        .chain(["config".to_string()]);
+    let key_path = labels.find_map(|l| location.strip_prefix(&format!("{l}: ")).map(str::to_owned));
+    let placed = key_path.and_then(|key_path| {
+        config.sources.iter().rev().find_map(|file| {
+            let text = std::fs::read_to_string(file).ok()?;
+            let (line, column) = troupe_config::find_key(&text, |path, key| {
+                let mut rendered = String::new();
+                for seg in path.iter().map(String::as_str).chain([key]) {
+                    rendered = push_key_path(&rendered, seg);
+                }
+                rendered == key_path
+            })?;
+            Some(format!("{}:{line}:{column}: {key_path}", file.display()))
+        })
+    });
+    AgentError::Invalid {
+        location: placed.unwrap_or(location),
+        message,
+    }
+}
+
 /// Errors from building the agent set or looking agents up.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
@@ -127,7 +161,8 @@ impl AgentSet {
             &label("permission"),
             &label("tools"),
             markdown,
-        )?;
+        )
+        .map_err(|e| with_position(e, config))?;
         set.finish();
         Ok(set)
     }

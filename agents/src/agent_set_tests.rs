@@ -451,3 +451,54 @@ fn editing_troupe_s_own_config_asks_whatever_the_global_rules_say() {
         );
     }
 }
+
+/// Trial on main: `permission.bash.ls: unknown action "alow"` and `agent.build.temperature:
+/// expected a number` named the file but no line:column, unlike every other config error.
+/// They now point at the key, in the file that set it (the global file here, not the project
+/// file that set `permission` last).
+#[test]
+fn config_entry_errors_name_line_and_column() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("repo");
+    let global = d.path().join("global");
+    write(&root.join(".git/HEAD"), "");
+    let project = root.join("troupe.json");
+    let global_file = global.join("troupe.json");
+    let load = || {
+        let cfg = troupe_config::load_with_env(
+            &troupe_config::LoadOptions {
+                cwd: root.clone(),
+                global_dir: Some(global.clone()),
+                env_content: None,
+            },
+            &|_| None,
+        )
+        .unwrap();
+        AgentSet::load_with_global(&cfg, &[], None)
+            .unwrap_err()
+            .to_string()
+    };
+    write(
+        &project,
+        "{\n  \"agent\": {\"build\": {\n    \"temperature\": \"hot\"}}\n}\n",
+    );
+    assert_eq!(
+        load(),
+        format!(
+            "{}:3:5: agent.build.temperature: expected a number, got a string",
+            project.display()
+        )
+    );
+    write(&project, "{\"permission\": {\"edit\": \"ask\"}}\n");
+    write(
+        &global_file,
+        "{\n  // global rules\n  \"permission\": {\n    \"bash\": {\"ls\": \"alow\"}\n  }\n}\n",
+    );
+    assert_eq!(
+        load(),
+        format!(
+            "{}:4:14: permission.bash.ls: unknown action \"alow\" (expected allow, ask or deny)",
+            global_file.display()
+        )
+    );
+}

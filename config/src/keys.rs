@@ -315,3 +315,126 @@ fn osa_distance(a: &str, b: &str) -> usize {
     }
     d[a.len()][b.len()]
 }
+
+/// Permission keys troupe itself checks: the built-in tools' permissions (OpenCode's
+/// `permission` schema: `read`, `edit`, `glob`, `grep`, `list`, `bash`, `task`,
+/// `external_directory`, `todowrite`, `todoread`, `question`, `webfetch`, `websearch`,
+/// `codesearch`, `lsp`, `skill`, `doom_loop`), the tool names that share `edit` (`write`,
+/// `patch`, `apply_patch`, `multiedit`), troupe's `StructuredOutput` tool and the wildcard
+/// `*`. Other keys may name MCP or custom tools, so an unknown one is a warning, not an error.
+pub const BUILTIN_PERMISSION_KEYS: &[&str] = &[
+    "*",
+    "read",
+    "edit",
+    "write",
+    "patch",
+    "apply_patch",
+    "multiedit",
+    "glob",
+    "grep",
+    "list",
+    "bash",
+    "task",
+    "external_directory",
+    "todowrite",
+    "todoread",
+    "question",
+    "webfetch",
+    "websearch",
+    "codesearch",
+    "lsp",
+    "skill",
+    "doom_loop",
+    "invalid",
+    "StructuredOutput",
+];
+
+/// A key of a `permission` object (top level or `agent.<name>.permission`) found in a source,
+/// kept until the merged config says which MCP servers exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PermissionKeyAt {
+    /// `file:line:column` of the key.
+    pub at: String,
+    /// Dotted path of the key, e.g. `permission.bsh`.
+    pub path: String,
+    /// The key.
+    pub key: String,
+}
+
+/// Every key of a `permission` object in `json` (a source's JSON text), with its place.
+pub(crate) fn permission_keys(label: &str, json: &str) -> Vec<PermissionKeyAt> {
+    object_keys(json)
+        .into_iter()
+        .filter_map(|k| {
+            let p: Vec<&str> = k.path.iter().map(String::as_str).collect();
+            let prefix = match p.as_slice() {
+                ["permission"] => "permission".to_string(),
+                ["agent", name, "permission"] => format!("agent.{name}.permission"),
+                _ => return None,
+            };
+            let (line, column) = jsonc::line_col(json, k.offset);
+            Some(PermissionKeyAt {
+                at: format!("{label}:{line}:{column}"),
+                path: format!("{prefix}.{}", k.key),
+                key: k.key,
+            })
+        })
+        .collect()
+}
+
+/// MCP tool names are `<server>_<tool>` with every character other than ASCII letters,
+/// digits, `_` and `-` replaced by `_` (troupe-actors `mcp::content::sanitize`).
+fn mcp_prefix(server: &str) -> String {
+    let s: String = server
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{s}_")
+}
+
+/// The warning for a permission key that no built-in permission and no configured MCP
+/// server's tools (`<server>_…`) can be checked under, so its rule never applies:
+/// `troupe.json:2:17: permission.bsh: no built-in permission or configured tool has this
+/// name; did you mean bash?`. Keys with a wildcard (`*`, `?`) are patterns and not warned.
+pub(crate) fn unknown_permission_warning(
+    k: &PermissionKeyAt,
+    mcp_servers: &[&str],
+) -> Option<String> {
+    if BUILTIN_PERMISSION_KEYS.contains(&k.key.as_str())
+        || k.key.contains(['*', '?'])
+        || mcp_servers
+            .iter()
+            .any(|s| k.key == *s || k.key.starts_with(&mcp_prefix(s)))
+    {
+        return None;
+    }
+    let hint = match nearest(&k.key, &BUILTIN_PERMISSION_KEYS[1..]) {
+        Some(s) => format!("; did you mean {s}?"),
+        None => " (a rule for a tool that does not exist never applies)".to_string(),
+    };
+    Some(format!(
+        "{}: {}: no built-in permission or configured tool has this name{hint}",
+        k.at, k.path
+    ))
+}
+
+/// Line and column (1-based, column in bytes) of the first object key of the JSON(C) `text`,
+/// in text order, for which `wanted(path, key)` holds; `path` holds the keys of the objects
+/// around it (`[]` for an array element). `None` when no key does or `text` is not valid
+/// JSON(C). For errors found after parsing (an agent's field, a permission action) to point
+/// at their place like the parser's own.
+pub fn find_key(text: &str, wanted: impl Fn(&[String], &str) -> bool) -> Option<(usize, usize)> {
+    let json = jsonc::to_json(text);
+    // `object_keys` needs valid JSON (its nesting bounded by serde_json's recursion limit).
+    serde_json::from_str::<serde::de::IgnoredAny>(&json).ok()?;
+    object_keys(&json)
+        .into_iter()
+        .find(|k| wanted(&k.path, &k.key))
+        .map(|k| jsonc::line_col(&json, k.offset))
+}

@@ -28,6 +28,7 @@ pub use catalog::{
 };
 pub use error::ConfigError;
 pub use hooks::{DEFAULT_HOOK_TIMEOUT_MS, HookCommand, HooksConfig};
+pub use keys::{BUILTIN_PERMISSION_KEYS, find_key};
 pub use load::{
     AUTH_FILE_NAME, CONFIG_FILE_NAMES, ENV_CONTENT_LABEL, LoadOptions, LoadedConfig, find_worktree,
     load, load_with_env, read_auth,

@@ -88,7 +88,9 @@ pub struct LoadedConfig {
     /// after the config's `apiKey` and the provider's key variables.
     pub auth: BTreeMap<String, String>,
     /// Things worth a warning that are not errors, one sentence each with file:line:column:
-    /// an `{env:NAME}` whose variable is unset or empty (it becomes an empty string).
+    /// an `{env:NAME}` whose variable is unset or empty (it becomes an empty string); a
+    /// `permission` key that is no built-in permission and no configured MCP server's tool
+    /// (a typo such as `bsh` would make its rule do nothing).
     pub warnings: Vec<String>,
 }
 
@@ -155,6 +157,7 @@ pub fn load_with_env(
     let mut origins = BTreeMap::new();
     let mut sources: Vec<PathBuf> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
+    let mut permission_keys = Vec::new();
     for file in files {
         if !file.is_file() || sources.contains(&file) {
             continue;
@@ -166,12 +169,17 @@ pub fn load_with_env(
         let label = file.display().to_string();
         let map = parse_document(&label, &text, file.parent(), env)?;
         unset_env_warnings(&label, &text, env, &mut warnings);
+        permission_keys.extend(crate::keys::permission_keys(&label, &jsonc::to_json(&text)));
         apply(&mut merged, &mut origins, &label, map);
         sources.push(file);
     }
     if let Some(content) = &opts.env_content {
         let map = parse_document(ENV_CONTENT_LABEL, content, Some(&cwd), env)?;
         unset_env_warnings(ENV_CONTENT_LABEL, content, env, &mut warnings);
+        permission_keys.extend(crate::keys::permission_keys(
+            ENV_CONTENT_LABEL,
+            &jsonc::to_json(content),
+        ));
         apply(&mut merged, &mut origins, ENV_CONTENT_LABEL, map);
     }
 
@@ -181,6 +189,13 @@ pub fn load_with_env(
         _ => Map::new(),
     };
     let config = config_from_map("merged config", map)?;
+    // MCP servers of any source count: one file may name a server another configures.
+    let servers: Vec<&str> = config.mcp.keys().map(String::as_str).collect();
+    warnings.extend(
+        permission_keys
+            .iter()
+            .filter_map(|k| crate::keys::unknown_permission_warning(k, &servers)),
+    );
     let auth = match &opts.global_dir {
         Some(dir) => read_auth(&dir.join(AUTH_FILE_NAME))?,
         None => BTreeMap::new(),
@@ -239,12 +254,7 @@ pub fn read_auth(path: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
         }
     };
     let label = path.display().to_string();
-    let v: Value = serde_json::from_str(&text).map_err(|e| ConfigError::Syntax {
-        file: label.clone(),
-        line: e.line(),
-        column: e.column(),
-        message: strip_position(e.to_string(), e.line(), e.column()),
-    })?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| syntax_error(&label, &e))?;
     let Value::Object(map) = v else {
         return Err(ConfigError::Syntax {
             file: label,
@@ -335,6 +345,18 @@ fn strip_position(msg: String, line: usize, column: usize) -> String {
     }
 }
 
+/// A serde_json syntax error as [`ConfigError::Syntax`]. serde_json says column 0 for a
+/// position before a line's first character (the end of a file after its last newline);
+/// columns count from 1 like everywhere else, so that is column 1.
+fn syntax_error(label: &str, e: &serde_json::Error) -> ConfigError {
+    ConfigError::Syntax {
+        file: label.to_owned(),
+        line: e.line(),
+        column: e.column().max(1),
+        message: strip_position(e.to_string(), e.line(), e.column()),
+    }
+}
+
 /// Parses one source: JSONC → JSON, syntax check, type check with key paths, substitution.
 pub(crate) fn parse_document(
     label: &str,
@@ -346,12 +368,7 @@ pub(crate) fn parse_document(
     if json.trim().is_empty() {
         return Ok(Map::new());
     }
-    let value: Value = serde_json::from_str(&json).map_err(|e| ConfigError::Syntax {
-        file: label.to_owned(),
-        line: e.line(),
-        column: e.column(),
-        message: strip_position(e.to_string(), e.line(), e.column()),
-    })?;
+    let value: Value = serde_json::from_str(&json).map_err(|e| syntax_error(label, &e))?;
     let Value::Object(mut map) = value else {
         let start = json.len() - json.trim_start().len();
         let (line, column) = jsonc::line_col(&json, start);

@@ -256,6 +256,47 @@ fn syntax_error_names_file_line_column() {
     assert!(!err.contains("at line"), "{err}");
 }
 
+/// Trial on main: an unterminated file said `troupe.json:4:0:`; columns count from 1.
+#[test]
+fn unterminated_file_reports_column_one() {
+    let err = load_err("troupe.json", "{\n  \"model\": \"a/b\"\n, \"x\": {\n");
+    assert!(
+        err.contains("troupe.json:4:1: invalid JSON: EOF while parsing an object"),
+        "{err}"
+    );
+}
+
+/// Trial on main: `"permission": {"bsh": "deny"}` loaded without a word, so the intended
+/// deny did nothing. Unknown permission keys warn with their place and the nearest built-in;
+/// wildcards, built-ins and configured MCP servers' tools do not.
+#[test]
+fn unknown_permission_key_warns() {
+    let loaded = load_str(
+        r#"{
+  "permission": {"bsh": "deny", "bash": "ask", "edit": {"*": "ask"}, "mytools_*": "deny",
+                 "docs_search": "ask", "zzzzqqqq": "deny"},
+  "agent": {"build": {"permission": {"webfetc": "deny"}}},
+  "mcp": {"docs": {"type": "remote", "url": "http://127.0.0.1:1/mcp"}}
+}"#,
+    );
+    let w: Vec<&str> = loaded
+        .warnings
+        .iter()
+        .map(|w| w.rsplit_once("troupe.json:").map_or(w.as_str(), |(_, r)| r))
+        .collect();
+    assert_eq!(
+        w,
+        vec![
+            "2:18: permission.bsh: no built-in permission or configured tool has this name; \
+             did you mean bash?",
+            "3:40: permission.zzzzqqqq: no built-in permission or configured tool has this name \
+             (a rule for a tool that does not exist never applies)",
+            "4:38: agent.build.permission.webfetc: no built-in permission or configured tool has \
+             this name; did you mean webfetch?",
+        ]
+    );
+}
+
 #[test]
 fn syntax_error_line_after_block_comment() {
     let err = load_err("troupe.jsonc", "{\n/*\n\n\n*/\n  \"model\": x\n}");
