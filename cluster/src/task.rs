@@ -126,12 +126,18 @@ pub fn read_tasks(path: &Path) -> Result<Vec<BatchTask>> {
             let suffix = format!(" at line {} column {}", e.line(), e.column());
             let msg = msg.strip_suffix(&suffix).unwrap_or(&msg);
             let indent = raw.len() - raw.trim_start().len();
-            anyhow!(
-                "{}:{}:{}: {msg}",
-                path.display(),
-                i + 1,
-                e.column() + indent
-            )
+            let at = format!("{}:{}:{}", path.display(), i + 1, e.column() + indent);
+            if e.is_syntax() || e.is_eof() {
+                // serde's own words (`expected ident`) do not say what was expected: one JSON
+                // object per line. Show how the line starts, so the user finds it.
+                anyhow!(
+                    "{at}: the line is not valid JSON ({msg}); each task line must be one JSON \
+                     object like {{\"id\": \"t1\", \"prompt\": \"…\"}}. The line starts: {}",
+                    line_start(line)
+                )
+            } else {
+                anyhow!("{at}: {msg}")
+            }
         })?;
         if task.id.trim().is_empty() {
             bail!(
@@ -176,6 +182,17 @@ pub fn read_tasks(path: &Path) -> Result<Vec<BatchTask>> {
         tasks.push(task);
     }
     Ok(tasks)
+}
+
+/// Characters of a bad line shown in its error.
+const LINE_START_CHARS: usize = 60;
+
+/// The first [`LINE_START_CHARS`] characters of `line`, quoted with control characters
+/// escaped (Rust `{:?}`), and `…` when cut.
+fn line_start(line: &str) -> String {
+    let head: String = line.chars().take(LINE_START_CHARS).collect();
+    let cut = head.len() < line.len();
+    format!("{head:?}{}", if cut { "…" } else { "" })
 }
 
 /// The error of a task that ran past its timeout.
@@ -344,4 +361,41 @@ async fn ensure_session(rt: &Runtime, id: &str, dir: &Path, task_id: &str) -> Re
     });
     rt.store().flush().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Trial on main: a non-JSON task line said only `tasks.jsonl:2:2: expected ident`. It now
+    /// says the line is not valid JSON and shows how it starts; a JSON line of the wrong
+    /// shape keeps serde's message.
+    #[test]
+    fn bad_task_lines_say_what_is_wrong() {
+        let path = std::env::temp_dir().join(format!("troupe-tasks-{}.jsonl", std::process::id()));
+        let err = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            let e = read_tasks(&path).unwrap_err().to_string();
+            let shown = format!("{}:", path.display());
+            e.strip_prefix(&shown).unwrap_or(&e).to_string()
+        };
+        let ok = "{\"id\": \"a\", \"prompt\": \"x\"}\n";
+        let e = err(&format!("{ok}  nope this is text\n"));
+        assert!(
+            e.starts_with("2:4: the line is not valid JSON (expected ident)"),
+            "{e}"
+        );
+        assert!(e.ends_with("The line starts: \"nope this is text\""), "{e}");
+        let long = format!("{ok}id=a\tprompt={}\n", "y".repeat(200));
+        let e = err(&long);
+        assert!(e.contains("The line starts: \"id=a\\tprompt=yyy"), "{e}");
+        assert!(e.ends_with("…"), "{e}");
+        let e = err(&format!("{ok}{{\"id\": \"b\", \"prompt\": \"x\"\n"));
+        assert!(e.contains("not valid JSON (EOF while parsing"), "{e}");
+        let e = err(&format!("{ok}{{\"id\": \"b\", \"prompt\": 5}}\n"));
+        assert!(e.starts_with("2:"), "{e}");
+        assert!(!e.contains("not valid JSON"), "{e}");
+        assert!(e.contains("invalid type: integer `5`"), "{e}");
+        let _ = std::fs::remove_file(&path);
+    }
 }
