@@ -608,7 +608,16 @@ pub fn classify_http_error(
                 )
             }
             _ if !plain.is_empty() && !looks_html => plain.clone(),
-            _ => format!("HTTP {status} from provider {}", model.provider_id),
+            _ if body.trim().is_empty() => {
+                format!("HTTP {status} from provider {}", model.provider_id)
+            }
+            // An HTML page (a proxy's, a gateway's) or JSON without a message: the start of
+            // the body is the only clue to what went wrong.
+            _ => format!(
+                "HTTP {status} from provider {}; the response body starts: {}",
+                model.provider_id,
+                body_start(body)
+            ),
         };
     }
     let lower = |s: &str| s.to_ascii_lowercase();
@@ -651,6 +660,22 @@ pub fn classify_http_error(
         },
         timeout: false,
     }
+}
+
+/// Bytes of an error body quoted in an error message whose body gave no message of its own.
+pub const ERROR_BODY_SHOWN_BYTES: usize = 500;
+
+/// The first [`ERROR_BODY_SHOWN_BYTES`] of `body` (surrounding whitespace trimmed, cut on a
+/// character boundary), quoted with control characters escaped (Rust `{:?}`: `\n`, `\u{1b}`),
+/// `…` after the quote when cut.
+fn body_start(body: &str) -> String {
+    let body = body.trim();
+    let mut end = body.len().min(ERROR_BODY_SHOWN_BYTES);
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = if end < body.len() { "…" } else { "" };
+    format!("{:?}{cut}", &body[..end])
 }
 
 enum Assembler {

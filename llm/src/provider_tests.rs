@@ -118,6 +118,32 @@ fn classify_table() {
     }
 }
 
+/// Trial on main: a 400 with an HTML body said only `HTTP 400 from provider mock`. The start
+/// of a body that gives no message of its own is now quoted (bounded, control characters
+/// escaped).
+#[test]
+fn non_json_error_body_is_quoted() {
+    let html = "<html>\r\n<head><title>400 Bad Request</title></head>\n<body>nginx</body>\n</html>";
+    let (k, m) = kind(400, html);
+    assert_eq!(k, ErrorKind::BadRequest);
+    assert_eq!(
+        m,
+        r#"HTTP 400 from provider mock; the response body starts: "<html>\r\n<head><title>400 Bad Request</title></head>\n<body>nginx</body>\n</html>""#
+    );
+    let (_, m) = kind(400, r#"{"detail": "no such field: toolz"}"#);
+    assert!(
+        m.ends_with(r#"starts: "{\"detail\": \"no such field: toolz\"}""#),
+        "{m}"
+    );
+    let big = format!("<p>{}\u{1b}</p>", "é".repeat(1000));
+    let (_, m) = kind(400, &big);
+    assert!(m.ends_with("…"), "{m}");
+    assert!(m.len() < ERROR_BODY_SHOWN_BYTES + 120, "{}", m.len());
+    let (_, m) = kind(400, "<b>\u{1b}[31m</b>");
+    assert!(m.contains(r"\u{1b}[31m"), "{m}");
+    assert_eq!(kind(422, "  \n").1, "HTTP 422 from provider mock");
+}
+
 #[test]
 fn classify_keeps_headers_status_and_capped_body() {
     let big = "x".repeat(10_000);
