@@ -179,7 +179,8 @@ impl Store {
             .name("troupe-store".into())
             .spawn(move || {
                 let mut writer = writer;
-                writer_loop(rx, wbus, |w| apply(&wpath, &mut writer, w))
+                let mut seqs = SeqCache::default();
+                writer_loop(rx, wbus, |w| apply(&wpath, &mut writer, &mut seqs, w))
             })
             .map_err(|e| StoreError::Sqlite {
                 path: path.display().to_string(),

@@ -678,3 +678,57 @@ async fn an_update_after_the_delete_does_not_resurrect_the_session(db) {
     assert_eq!(got.title, "renamed");
 }
 }
+
+/// The writer's per-session sequence cache (`SeqCache`) never reuses or skips a number when
+/// another store on the same file logs events of the same session between its batches:
+/// `PRAGMA data_version` moves, the cache is dropped and `MAX(seq)` read again. Without
+/// that check store `a`'s third batch would reuse the numbers `b` took (a primary-key
+/// failure at the flush); a deleted session's log starts over at 1 as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sequence_cache_follows_commits_of_another_store_on_the_file() {
+    let db = crate::store_suite::TestDb::sqlite();
+    let (a, b) = (db.open(), db.open());
+    let s = Session::new("/tmp", None);
+    let sid = s.id.clone();
+    let messages = |store: &Store, n: usize| {
+        for i in 0..n {
+            let m = user_message(&sid, crate::id::message(), i as i64);
+            store.write1(Write::Message(m));
+        }
+    };
+    a.write1(Write::Session {
+        info: s.clone(),
+        created: true,
+    });
+    messages(&a, 3);
+    a.flush().await.unwrap();
+    messages(&b, 4);
+    b.flush().await.unwrap();
+    messages(&a, 2);
+    a.flush().await.expect("a's numbers follow b's");
+    messages(&b, 1);
+    messages(&a, 1);
+    b.flush().await.unwrap();
+    a.flush().await.unwrap();
+    let seqs = |id: &str| -> Vec<i64> {
+        let conn = rusqlite::Connection::open(db.target()).unwrap();
+        let mut q = conn
+            .prepare("SELECT seq FROM event WHERE session_id = ?1 ORDER BY seq")
+            .unwrap();
+        q.query_map([id], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert_eq!(seqs(&sid), (1..=12).collect::<Vec<i64>>());
+    // Deleted, then logged again by the store that cached its numbers: from 1.
+    a.write1(Write::DeleteSession(s.clone()));
+    a.flush().await.unwrap();
+    a.write1(Write::Session {
+        info: s.clone(),
+        created: true,
+    });
+    messages(&a, 1);
+    a.flush().await.unwrap();
+    assert_eq!(seqs(&sid), vec![1, 2]);
+}

@@ -150,24 +150,94 @@ pub(super) fn migrate(path: &Path, conn: &mut Connection) -> Result<(), StoreErr
     tx.commit().map_err(|e| sql_err(path, e))
 }
 
+/// Sessions whose last event-log sequence number [`SeqCache`] keeps at most; past it the
+/// cache starts over (a miss costs one index seek, `SELECT MAX(seq)`).
+pub(super) const SEQ_CACHE_MAX: usize = 4096;
+
+/// The writer connection's last event-log sequence number per session (`event.seq`), kept
+/// across batches so a batch does not seek `MAX(seq)` once per session it touches.
+///
+/// Valid only while no other connection committed to the file: another process (or another
+/// [`Store`] on the same file) may log events of the same session. SQLite's `PRAGMA
+/// data_version` changes exactly when another connection committed since this one last
+/// looked (commits of this connection do not change it), so `apply` reads it inside its
+/// write transaction — `BEGIN IMMEDIATE`, the write lock held, so nobody commits between
+/// the read and the inserts — and drops the cache when it moved. A failed transaction drops
+/// it too (its numbers were rolled back), and a deleted session's entry goes (its log is
+/// gone).
+#[derive(Debug, Default)]
+pub(super) struct SeqCache {
+    /// `PRAGMA data_version` when the cache was last known valid.
+    data_version: Option<i64>,
+    /// Session id → the last `seq` committed for it by this connection.
+    last: std::collections::HashMap<String, i64>,
+}
+
+impl SeqCache {
+    fn forget(&mut self) {
+        self.data_version = None;
+        self.last.clear();
+    }
+}
+
 pub(super) fn apply(
     path: &Path,
     conn: &mut Connection,
+    cache: &mut SeqCache,
     writes: &[Write],
 ) -> Result<(), StoreError> {
     if writes.iter().all(|w| matches!(w, Write::Publish(_))) {
         return Ok(());
     }
-    let tx = conn.transaction().map_err(|e| sql_err(path, e))?;
+    let result = apply_in_transaction(path, conn, cache, writes);
+    if result.is_err() {
+        cache.forget();
+    }
+    result
+}
+
+fn apply_in_transaction(
+    path: &Path,
+    conn: &mut Connection,
+    cache: &mut SeqCache,
+    writes: &[Write],
+) -> Result<(), StoreError> {
+    // IMMEDIATE: the write lock first (waiting up to the busy timeout), so the data version
+    // read next stays true until the commit. (A deferred transaction would also fail with
+    // SQLITE_BUSY_SNAPSHOT when another process commits between its first read and write.)
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(|e| sql_err(path, e))?;
+    let data_version: i64 = tx
+        .prepare_cached("PRAGMA data_version")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
+        .map_err(|e| sql_err(path, e))?;
+    if cache.data_version != Some(data_version) {
+        cache.forget();
+    }
+    // Sessions this batch deletes: their numbers come from the log itself, as without the
+    // cache (after the delete, `MAX(seq)` starts over).
+    let deleted: Vec<&str> = writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::DeleteSession(s) => Some(s.id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut seqs: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
     {
-        let mut seqs: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
         let now = now_ms();
         let mut log = |tx: &rusqlite::Transaction<'_>,
                        sid: &str,
                        ty: &str,
                        data: &str|
          -> Result<(), StoreError> {
-            let seq = match seqs.get(sid) {
+            let cached = || {
+                (!deleted.contains(&sid))
+                    .then(|| cache.last.get(sid))
+                    .flatten()
+            };
+            let seq = match seqs.get(sid).or_else(cached) {
                 Some(s) => s + 1,
                 None => {
                     tx.prepare_cached(
@@ -314,7 +384,16 @@ pub(super) fn apply(
             }
         }
     }
-    tx.commit().map_err(|e| sql_err(path, e))
+    tx.commit().map_err(|e| sql_err(path, e))?;
+    if cache.last.len() + seqs.len() > SEQ_CACHE_MAX {
+        cache.last.clear();
+    }
+    cache.last.extend(seqs);
+    for id in &deleted {
+        cache.last.remove(*id);
+    }
+    cache.data_version = Some(data_version);
+    Ok(())
 }
 
 pub(super) fn json<T: serde::Serialize>(v: &T) -> String {
