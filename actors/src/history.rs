@@ -13,7 +13,7 @@
 //! ([`BodyCache`]), so a step costs O(new messages), not O(history).
 
 use troupe_config::ResolvedModel;
-use troupe_llm::body::BodyCache;
+use troupe_llm::body::{BodyCache, RequestBody};
 use troupe_llm::{ChatMessage, ChatRequest, ToolCallRequest};
 use troupe_session::compaction::{CLEARED_TOOL_OUTPUT, CompactedView};
 use troupe_session::{Message, MessageErrorName, MessageWithParts, PartKind, ToolState};
@@ -190,7 +190,7 @@ impl ChatCache {
     /// its system prompt, serialized for `model`'s wire format. Only the messages converted
     /// since the previous call are serialized; the bytes equal
     /// [`troupe_llm::body::full_body`] of the whole request.
-    pub fn body(&mut self, model: &ResolvedModel, req: &ChatRequest) -> Vec<u8> {
+    pub fn body(&mut self, model: &ResolvedModel, req: &ChatRequest) -> RequestBody {
         self.body.body(model, req, &self.messages)
     }
 

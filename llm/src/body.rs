@@ -12,9 +12,16 @@
 //! a revert or a crash reloads the history). On its own the cache also starts over when the
 //! history is shorter than what it covers or the wire settings (protocol, reasoning sent
 //! back) changed.
+//!
+//! Sharing: a body is a [`RequestBody`], a list of shared [`Bytes`] chunks. Once the cached
+//! prefix is [`SHARE_MIN`] bytes or more, a body holds it as shared chunks (no copy) between
+//! a chunk written for this step (the request's head) and one for its tail, so a step late
+//! in a long session no longer copies the whole history into its body; the provider sends
+//! the chunks in order with the exact `Content-Length` (the same bytes on the wire).
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::Value;
 use troupe_config::model::{Protocol, ResolvedModel};
 
@@ -29,6 +36,208 @@ pub fn full_body(model: &ResolvedModel, req: &ChatRequest) -> Vec<u8> {
         Protocol::AnthropicMessages => anthropic::build_request_body(model, req),
     };
     serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// A cached prefix shorter than this is copied into each body (one contiguous chunk, as a
+/// body built whole); from this size on it is shared: 64 KiB, where a copy per step starts
+/// to cost more than handing the chunks to the HTTP client (one write of several buffers).
+pub const SHARE_MIN: usize = 64 * 1024;
+
+/// A request body: shared chunks sent in order, [`RequestBody::len`] bytes in all. Cloning it
+/// (a retried attempt) shares the chunks. Built by [`BodyCache::body`], or from one buffer
+/// (`From<Vec<u8>>`, `From<Bytes>`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestBody {
+    chunks: Vec<Bytes>,
+    len: usize,
+}
+
+impl RequestBody {
+    /// The chunks in the order sent; none is empty.
+    pub fn chunks(&self) -> &[Bytes] {
+        &self.chunks
+    }
+
+    /// Total length, bytes (the request's `Content-Length`).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// No bytes at all.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The body as one contiguous buffer: the one chunk shared, or the chunks copied into one.
+    pub fn to_bytes(&self) -> Bytes {
+        match self.chunks.as_slice() {
+            [] => Bytes::new(),
+            [one] => one.clone(),
+            many => {
+                let mut out = Vec::with_capacity(self.len);
+                for c in many {
+                    out.extend_from_slice(c);
+                }
+                Bytes::from(out)
+            }
+        }
+    }
+
+    /// The HTTP client's body: one chunk as a plain (reusable) body, as before bodies were
+    /// shared; several as a body that yields them in order and states their exact length,
+    /// so the request carries the same `Content-Length` and bytes, never chunked transfer
+    /// encoding. (The client cannot replay such a body itself: a request an HTTP/2 server
+    /// refuses before reading it fails as a transport error that the step's retries handle.)
+    pub fn into_http(self) -> reqwest::Body {
+        if self.chunks.len() <= 1 {
+            return reqwest::Body::from(self.to_bytes());
+        }
+        reqwest::Body::wrap(Chunks {
+            left: self.len as u64,
+            chunks: self.chunks.into(),
+        })
+    }
+
+    fn push(&mut self, chunk: Bytes) {
+        if !chunk.is_empty() {
+            self.len += chunk.len();
+            self.chunks.push(chunk);
+        }
+    }
+}
+
+impl From<Bytes> for RequestBody {
+    fn from(b: Bytes) -> Self {
+        let mut body = RequestBody::default();
+        body.push(b);
+        body
+    }
+}
+
+/// Chunks in the order sent (empty ones are left out).
+impl FromIterator<Bytes> for RequestBody {
+    fn from_iter<I: IntoIterator<Item = Bytes>>(chunks: I) -> Self {
+        let mut body = RequestBody::default();
+        for c in chunks {
+            body.push(c);
+        }
+        body
+    }
+}
+
+impl From<Vec<u8>> for RequestBody {
+    fn from(v: Vec<u8>) -> Self {
+        Bytes::from(v).into()
+    }
+}
+
+/// [`RequestBody::into_http`] of several chunks: yields them in order, exact size.
+struct Chunks {
+    chunks: std::collections::VecDeque<Bytes>,
+    left: u64,
+}
+
+impl http_body::Body for Chunks {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let next = self.chunks.pop_front();
+        if let Some(c) = &next {
+            self.left -= c.len() as u64;
+        }
+        std::task::Poll::Ready(next.map(|c| Ok(http_body::Frame::data(c))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.left)
+    }
+}
+
+/// Writes a body: bytes go to the current chunk; [`ChunkWriter::share`] ends it and adds a
+/// shared chunk after it.
+struct ChunkWriter {
+    body: RequestBody,
+    cur: Vec<u8>,
+}
+
+impl ChunkWriter {
+    fn share(&mut self, chunk: &Bytes) {
+        if !self.cur.is_empty() {
+            self.body.push(Bytes::from(std::mem::take(&mut self.cur)));
+        }
+        self.body.push(chunk.clone());
+    }
+
+    fn finish(mut self) -> RequestBody {
+        self.body.push(Bytes::from(self.cur));
+        self.body
+    }
+}
+
+/// The finished wire messages of the cache, joined with `,`: frozen shared chunks, each at
+/// least twice as long as the next (so at most about log2 of the length of them; a new
+/// chunk merges into the one before while that is not), then the bytes appended since the
+/// last body.
+#[derive(Debug, Default, Clone)]
+struct Prefix {
+    frozen: Vec<Bytes>,
+    open: Vec<u8>,
+    len: usize,
+}
+
+impl Prefix {
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Append `v`'s JSON, after a `,` unless it is the first.
+    fn push_joined(&mut self, v: &Value) {
+        let before = self.open.len();
+        if self.len > 0 {
+            self.open.push(b',');
+        }
+        write_json(&mut self.open, v);
+        self.len += self.open.len() - before;
+    }
+
+    /// Freeze what was appended, merging chunks to keep the halving rule; the chunks.
+    fn freeze(&mut self) -> &[Bytes] {
+        if !self.open.is_empty() {
+            self.frozen
+                .push(Bytes::from(std::mem::take(&mut self.open)));
+            while let [.., a, b] = self.frozen.as_slice() {
+                if a.len() >= 2 * b.len() {
+                    break;
+                }
+                let mut merged = Vec::with_capacity(a.len() + b.len());
+                merged.extend_from_slice(a);
+                merged.extend_from_slice(b);
+                self.frozen.truncate(self.frozen.len() - 2);
+                self.frozen.push(Bytes::from(merged));
+            }
+        }
+        &self.frozen
+    }
+
+    /// Write the prefix to `w`: shared from [`SHARE_MIN`] bytes on, else copied.
+    fn write_to(&mut self, w: &mut ChunkWriter) {
+        let share = self.len >= SHARE_MIN;
+        for c in self.freeze() {
+            if share {
+                w.share(c);
+            } else {
+                w.cur.extend_from_slice(c);
+            }
+        }
+    }
 }
 
 /// `req` with `history` inserted at [`history_index`]: the request [`BodyCache::body`] stands for.
@@ -64,7 +273,7 @@ pub struct BodyCache {
     /// History messages whose wire form is in `done` (or in `open`).
     covered: usize,
     /// Finished wire messages, serialized and joined with `,` (no brackets).
-    done: String,
+    done: Prefix,
     /// Wire messages in `done`.
     done_count: usize,
     /// Anthropic: the last wire message of the covered history, not serialized yet: the next
@@ -104,7 +313,7 @@ impl BodyCache {
         model: &ResolvedModel,
         req: &ChatRequest,
         history: &[ChatMessage],
-    ) -> Vec<u8> {
+    ) -> RequestBody {
         let wire = Wire {
             protocol: model.protocol,
             send_reasoning: openai::sends_reasoning(model),
@@ -127,7 +336,7 @@ impl BodyCache {
                 .iter()
                 .any(|m| matches!(m, ChatMessage::System { .. }))
         {
-            return full_body(model, &with_history(req, history));
+            return full_body(model, &with_history(req, history)).into();
         }
         // The body without history, with our `messages` spliced in at its key: the same
         // keys in the same order as the full build (the history changes only `messages`).
@@ -156,33 +365,39 @@ impl BodyCache {
             Protocol::AnthropicMessages => anthropic::build_request_body(model, skeleton_req),
         };
         let Value::Object(map) = skeleton else {
-            return full_body(model, &with_history(req, history));
+            return full_body(model, &with_history(req, history)).into();
         };
-        let mut out = Vec::with_capacity(self.done.len() + 16 * 1024);
-        out.push(b'{');
+        let shared = self.done.len >= SHARE_MIN;
+        let mut w = ChunkWriter {
+            body: RequestBody::default(),
+            cur: Vec::with_capacity(if shared { 0 } else { self.done.len } + 16 * 1024),
+        };
+        let out = &mut w;
+        out.cur.push(b'{');
         for (i, (k, v)) in map.iter().enumerate() {
             if i > 0 {
-                out.push(b',');
+                out.cur.push(b',');
             }
-            write_json(&mut out, &Value::String(k.clone()));
-            out.push(b':');
+            write_json(&mut out.cur, &Value::String(k.clone()));
+            out.cur.push(b':');
             if k == "messages" {
                 match wire.protocol {
                     Protocol::OpenaiChat => {
-                        self.openai_messages(req, at, wire.send_reasoning, &mut out);
+                        self.openai_messages(req, at, wire.send_reasoning, out);
                     }
-                    Protocol::AnthropicMessages => self.anthropic_messages(req, at, &mut out),
+                    Protocol::AnthropicMessages => self.anthropic_messages(req, at, out),
                 }
                 if own_tools {
-                    out.extend_from_slice(b",\"tools\":");
-                    out.extend_from_slice(self.tools_json(wire.protocol, &req.tools).as_bytes());
+                    out.cur.extend_from_slice(b",\"tools\":");
+                    let tools = self.tools_json(wire.protocol, &req.tools);
+                    out.cur.extend_from_slice(tools.as_bytes());
                 }
             } else {
-                write_json(&mut out, v);
+                write_json(&mut out.cur, v);
             }
         }
-        out.push(b'}');
-        out
+        out.cur.push(b'}');
+        w.finish()
     }
 
     /// The serialized `tools` value for `tools`, reused while they stay the same.
@@ -207,7 +422,7 @@ impl BodyCache {
         match wire.protocol {
             Protocol::OpenaiChat => {
                 let v = openai::message_json(m, wire.send_reasoning);
-                push_joined(&mut self.done, &v);
+                self.done.push_joined(&v);
                 self.done_count += 1;
             }
             Protocol::AnthropicMessages => {
@@ -218,7 +433,7 @@ impl BodyCache {
                     Some((r, b)) if *r == role => b.extend(blocks),
                     _ => {
                         if let Some((r, b)) = self.open.replace((role, blocks)) {
-                            push_joined(&mut self.done, &anthropic::group_json(r, b));
+                            self.done.push_joined(&anthropic::group_json(r, b));
                             self.done_count += 1;
                         }
                     }
@@ -229,13 +444,13 @@ impl BodyCache {
 
     /// `[head…, history…, tail…]`, each message serialized on its own, written to `out`.
     fn openai_messages(
-        &self,
+        &mut self,
         req: &ChatRequest,
         at: usize,
         send_reasoning: bool,
-        out: &mut Vec<u8>,
+        out: &mut ChunkWriter,
     ) {
-        out.push(b'[');
+        out.cur.push(b'[');
         let mut first = true;
         let mut sep = |out: &mut Vec<u8>| {
             if !std::mem::take(&mut first) {
@@ -243,24 +458,24 @@ impl BodyCache {
             }
         };
         for m in &req.messages[..at] {
-            sep(out);
-            write_json(out, &openai::message_json(m, send_reasoning));
+            sep(&mut out.cur);
+            write_json(&mut out.cur, &openai::message_json(m, send_reasoning));
         }
         if self.done_count > 0 {
-            sep(out);
-            out.extend_from_slice(self.done.as_bytes());
+            sep(&mut out.cur);
+            self.done.write_to(out);
         }
         for m in &req.messages[at..] {
-            sep(out);
-            write_json(out, &openai::message_json(m, send_reasoning));
+            sep(&mut out.cur);
+            write_json(&mut out.cur, &openai::message_json(m, send_reasoning));
         }
-        out.push(b']');
+        out.cur.push(b']');
     }
 
     /// The finished wire messages, then the open one merged with the request's messages
     /// after the history, the last block marked, written to `out`. (Before the history a
     /// request holds at most its system prompt, which goes to `system`.)
-    fn anthropic_messages(&self, req: &ChatRequest, at: usize, out: &mut Vec<u8>) {
+    fn anthropic_messages(&mut self, req: &ChatRequest, at: usize, out: &mut ChunkWriter) {
         let mut groups: Vec<(&'static str, Vec<Value>)> = self.open.iter().cloned().collect();
         for m in &req.messages[at..] {
             if let Some((role, blocks)) = anthropic::message_blocks(m) {
@@ -270,16 +485,16 @@ impl BodyCache {
         if let Some((_, blocks)) = groups.last_mut() {
             anthropic::mark_last_block(blocks);
         }
-        out.push(b'[');
-        out.extend_from_slice(self.done.as_bytes());
+        out.cur.push(b'[');
+        self.done.write_to(out);
         let mut first = self.done.is_empty();
         for (r, b) in groups {
             if !std::mem::take(&mut first) {
-                out.push(b',');
+                out.cur.push(b',');
             }
-            write_json(out, &anthropic::group_json(r, b));
+            write_json(&mut out.cur, &anthropic::group_json(r, b));
         }
-        out.push(b']');
+        out.cur.push(b']');
     }
 }
 
@@ -290,13 +505,6 @@ fn to_string(v: &Value) -> String {
 fn write_json(out: &mut Vec<u8>, v: &Value) {
     // Serializing a `Value` into a `Vec` cannot fail.
     let _ = serde_json::to_writer(&mut *out, v);
-}
-
-fn push_joined(s: &mut String, v: &Value) {
-    if !s.is_empty() {
-        s.push(',');
-    }
-    s.push_str(&to_string(v));
 }
 
 #[cfg(test)]

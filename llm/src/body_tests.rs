@@ -177,7 +177,7 @@ fn step_request(step: usize) -> ChatRequest {
 }
 
 fn assert_same(cache: &mut BodyCache, m: &ResolvedModel, req: &ChatRequest, h: &[ChatMessage]) {
-    let incremental = cache.body(m, req, h);
+    let incremental = cache.body(m, req, h).to_bytes();
     let scratch = full_body(m, &with_history(req, h));
     assert_eq!(
         String::from_utf8_lossy(&incremental),
@@ -257,7 +257,7 @@ fn a_rewritten_history_of_the_same_length_needs_the_reset() {
     }
     let stale = cache.body(&m, &step_request(0), &pruned);
     assert_ne!(
-        stale,
+        stale.to_bytes(),
         full_body(&m, &with_history(&step_request(0), &pruned))
     );
     cache.reset();
@@ -314,6 +314,60 @@ fn a_model_switch_and_odd_requests_still_match() {
             &model(protocol),
             &step_request(0),
             &with_system,
+        );
+    }
+}
+
+#[test]
+fn a_long_history_is_shared_not_copied_and_stays_byte_identical() {
+    // Past SHARE_MIN the cached prefix goes into each body as shared chunks: the same
+    // bytes as a full build, the prefix's chunks are the cache's own (no copy: a step's
+    // body points at memory the previous step's body held too, unless a merge of the
+    // prefix's chunks replaced all of them), and their number stays logarithmic.
+    for protocol in BOTH {
+        let m = model(protocol);
+        let mut cache = BodyCache::new();
+        let mut h = Vec::new();
+        let mut previous: Option<RequestBody> = None;
+        let (mut shared_steps, mut reused) = (0, 0);
+        let mut step = 0;
+        while previous.as_ref().is_none_or(|b| b.len() < 4 * SHARE_MIN) {
+            h.extend(message(step));
+            let req = step_request(step);
+            let body = cache.body(&m, &req, &h);
+            if step % 16 == 0 || body.len() >= 4 * SHARE_MIN {
+                assert_eq!(
+                    body.to_bytes(),
+                    Bytes::from(full_body(&m, &with_history(&req, &h))),
+                    "{protocol:?}, step {step}"
+                );
+            }
+            assert_eq!(
+                body.len(),
+                body.chunks().iter().map(Bytes::len).sum::<usize>()
+            );
+            assert!(body.chunks().iter().all(|c| !c.is_empty()));
+            assert!(body.chunks().len() <= 24, "{} chunks", body.chunks().len());
+            if body.len() < SHARE_MIN {
+                assert_eq!(body.chunks().len(), 1, "a short body is one buffer");
+            } else if let Some(p) = previous.as_ref().filter(|p| p.chunks().len() > 1) {
+                shared_steps += 1;
+                let same = body
+                    .chunks()
+                    .iter()
+                    .any(|c| p.chunks().iter().any(|d| d.as_ptr() == c.as_ptr()));
+                reused += usize::from(same);
+            }
+            previous = Some(body);
+            step += 1;
+        }
+        assert!(
+            shared_steps > 50,
+            "{protocol:?}: {shared_steps} steps past SHARE_MIN"
+        );
+        assert!(
+            reused * 10 >= shared_steps * 8,
+            "{protocol:?}: only {reused} of {shared_steps} bodies shared the previous one's prefix"
         );
     }
 }

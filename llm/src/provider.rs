@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use troupe_config::model::{Protocol, ResolvedModel};
 
 use crate::anthropic;
+use crate::body::RequestBody;
 use crate::error::{ErrorKind, LlmError};
 use crate::openai::{self, ChunkAssembler, excerpt, is_overflow_message, value_to_code};
 use crate::sse::{SseStream, sse_events};
@@ -229,7 +230,7 @@ impl Provider {
         let url = self.endpoint();
         let body = match &req.body {
             Some(prebuilt) => prebuilt.clone(),
-            None => Bytes::from(crate::body::full_body(&self.model, &req)),
+            None => crate::body::full_body(&self.model, &req).into(),
         };
         tracing::debug!(url = %url, model = %self.model.full_id(), "opening provider stream");
 
@@ -355,7 +356,7 @@ impl Provider {
         client: &reqwest::Client,
         url: &str,
         req: &ChatRequest,
-        body: Bytes,
+        body: RequestBody,
         cancel: &CancellationToken,
     ) -> Result<reqwest::Response, LlmError> {
         let mut b = client.post(url);
@@ -378,7 +379,7 @@ impl Provider {
         for (k, v) in self.model.headers.iter().chain(req.headers.iter()) {
             b = b.header(k.as_str(), v.as_str());
         }
-        let send = b.body(body).send();
+        let send = b.body(body.into_http()).send();
         let headers_deadline = async {
             match self.deadlines.headers {
                 Some(d) => tokio::time::sleep(d).await,

@@ -188,3 +188,85 @@ fn chunk_timeout_option() {
         Duration::from_millis(1500)
     );
 }
+
+/// Accepts one HTTP/1.1 request on `listener`, answers 400 and returns the request's raw
+/// bytes (head and body, read up to its `Content-Length`).
+async fn capture_one(listener: &tokio::net::TcpListener) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut sock, _) = listener.accept().await.expect("accept");
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 8192];
+    let head_end = loop {
+        let n = sock.read(&mut buf).await.expect("read");
+        assert!(n > 0, "connection closed before the head ended");
+        raw.extend_from_slice(&buf[..n]);
+        if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&raw[..head_end]).to_ascii_lowercase();
+    assert!(!head.contains("transfer-encoding"), "{head}");
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .expect("a content-length header")
+        .trim()
+        .parse()
+        .expect("a number");
+    while raw.len() < head_end + len {
+        let n = sock.read(&mut buf).await.expect("read");
+        assert!(n > 0, "connection closed before the body ended");
+        raw.extend_from_slice(&buf[..n]);
+    }
+    let answer = b"{\"error\":{\"message\":\"captured\"}}";
+    let reply = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        answer.len()
+    );
+    sock.write_all(reply.as_bytes()).await.expect("write");
+    sock.write_all(answer).await.expect("write");
+    raw
+}
+
+#[tokio::test]
+async fn a_body_of_shared_chunks_goes_out_as_the_same_bytes_as_one_buffer() {
+    // The chunked body (a long session's cached prefix shared, not copied) must put the same
+    // bytes on the wire as the body in one buffer: the same head with an exact
+    // Content-Length (no chunked transfer encoding) and the same body.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let provider = Provider::new(
+        reqwest::Client::new(),
+        ResolvedModel {
+            name: "M1".into(),
+            ..ResolvedModel::new("mock", "m1", Protocol::OpenaiChat, &base)
+        },
+    );
+    let whole: Vec<u8> = (0..200_000u32)
+        .map(|i| b"{\"a\":[1,2],\"b\":\"x\"}"[i as usize % 19])
+        .collect();
+    let chunked: crate::body::RequestBody = [0..7, 7..150_000, 150_000..150_001, 150_001..200_000]
+        .into_iter()
+        .map(|r| Bytes::copy_from_slice(&whole[r]))
+        .collect();
+    assert_eq!(chunked.chunks().len(), 4);
+    let mut raws = Vec::new();
+    for body in [crate::body::RequestBody::from(whole.clone()), chunked] {
+        let req = ChatRequest {
+            body: Some(body),
+            ..ChatRequest::default()
+        };
+        let (raw, sent) = tokio::join!(
+            capture_one(&listener),
+            provider.stream(req, CancellationToken::new())
+        );
+        let err = sent.err().expect("the capture answers 400");
+        assert!(err.message.contains("captured"), "{}", err.message);
+        raws.push(raw);
+    }
+    assert!(raws[0].ends_with(&whole));
+    assert_eq!(
+        String::from_utf8_lossy(&raws[0]),
+        String::from_utf8_lossy(&raws[1])
+    );
+}

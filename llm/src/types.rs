@@ -125,9 +125,10 @@ pub struct ChatRequest {
     /// [`crate::body::BodyCache`]): sent as is instead of serializing the fields above, which
     /// then need not hold the history (a step request's `messages` is only its system prompt
     /// and what follows the history). Must equal [`crate::body::full_body`] of the request
-    /// the caller stands for. Not serialized.
+    /// the caller stands for. Not serialized. Shared chunks (a long session's cached history
+    /// is not copied into each step's body), sent with their exact total `Content-Length`.
     #[serde(skip)]
-    pub body: Option<bytes::Bytes>,
+    pub body: Option<crate::body::RequestBody>,
 }
 
 /// Why a step ended, normalized (OpenCode `FinishReason`).

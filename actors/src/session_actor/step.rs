@@ -238,7 +238,8 @@ impl SessionActor {
             Some(h) => troupe_llm::body::full_body(
                 provider.model(),
                 &troupe_llm::body::with_history(&request, h),
-            ),
+            )
+            .into(),
         };
         #[cfg(debug_assertions)]
         crate::history::check_body_from_scratch(
@@ -247,11 +248,11 @@ impl SessionActor {
             &state.history,
             &view,
             delivered,
-            &body,
+            &body.to_bytes(),
         );
         #[cfg(not(debug_assertions))]
         let _ = (&view, delivered);
-        request.body = Some(body.into());
+        request.body = Some(body);
         let assistant = AssistantMessage::begun(
             &state.session.id,
             &turn.user_id,
