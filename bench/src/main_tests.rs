@@ -1,4 +1,10 @@
-use super::*;
+use anyhow::{Result, anyhow};
+use clap::Parser;
+use troupe_testkit::MOCK_MODEL;
+
+use crate::options::{Args, Settings};
+use crate::run::{bench_config, run};
+use crate::script::ToolMix;
 
 fn parse(args: &[&str]) -> Result<Settings> {
     let mut v = vec!["troupe-bench"];
@@ -61,6 +67,7 @@ fn three_sessions_run_clean() {
     assert_eq!(report.json["total_steps"], 18);
     assert_eq!(report.json["mock_requests"], 18);
     assert_eq!(report.json["live_sessions_after"], 0);
+    assert_eq!(report.json["compacted_sessions"], 0);
     assert!(report.json["overhead_ms_per_step"]["p50"].is_number());
     assert!(report.json["wall_s"].as_f64().is_some_and(|w| w > 0.0));
     assert!(report.json["page_probe"].is_null());

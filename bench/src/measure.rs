@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use troupe_session::{MessageWithParts, PartKind, ToolState};
+use troupe_session::{Message, MessageWithParts, PartKind, ToolState};
 use troupe_testkit::RecordedRequest;
 
 /// Process resource usage from `getrusage(RUSAGE_SELF)`.
@@ -101,6 +101,16 @@ pub fn tool_ms(history: &[MessageWithParts]) -> (i64, Option<String>) {
         }
     }
     (total, first_error)
+}
+
+/// Whether `history` holds a compaction (its request part, or a summary message).
+pub fn compacted(history: &[MessageWithParts]) -> bool {
+    history.iter().any(|m| {
+        matches!(&m.info, Message::Assistant(a) if a.summary)
+            || m.parts
+                .iter()
+                .any(|p| matches!(p.kind, PartKind::Compaction { .. }))
+    })
 }
 
 /// Orchestrator overhead per step, ms: `(turn − provider − tools) / steps`, from the turn's
@@ -227,6 +237,18 @@ mod tests {
             parts: vec![tool_part(done), tool_part(failed)],
         }];
         assert_eq!(tool_ms(&history), (10, Some("tool read: boom".into())));
+        assert!(!compacted(&history), "tool parts are no compaction");
+        let mut with_compaction = history.clone();
+        with_compaction[0].parts.push(Part::new(
+            "ses_1",
+            "msg_1",
+            PartKind::Compaction {
+                auto: true,
+                overflow: false,
+                tail_start_id: None,
+            },
+        ));
+        assert!(compacted(&with_compaction));
     }
 
     #[test]
