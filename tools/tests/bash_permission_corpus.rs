@@ -535,8 +535,8 @@ const CORPUS: &[Row] = &[
     ("issue", "[[ $(cat f) -eq 1 ]]", K, "a command's output"),
     ("issue", "echo ${x@P}", K, "as a prompt"),
     ("issue", "x=$(cat f); echo ${!x}", K, "names a variable"),
-    ("issue", "declare 'a[$(rm -rf d)]=1'", K, "holding code"),
-    ("issue", "printf -v 'a[$(rm -rf d)]' x", K, "holding code"),
+    ("issue", "declare 'a[$(rm -rf d)]=1'", D, RM),
+    ("issue", "printf -v 'a[$(rm -rf d)]' x", D, RM),
     ("issue", "(( a[$(rm -rf d)] ))", D, RM),
     ("issue", "(( \"a[\\$(rm -rf d)]\" ))", K, "quoted text"),
     ("issue", "for i in 1 2 3; do echo $((i * 2)); done", A, ""),
@@ -1226,6 +1226,25 @@ fn wrapped_rm() -> impl Strategy<Value = String> {
         "timeout -k 1 5",
         "nice -n5",
         "xargs -0 -n1",
+        "setpriv --reuid=0",
+        "setpriv --reuid 0 --init-groups",
+        "prlimit --nofile=1024",
+        "prlimit -n1024",
+        "numactl --membind=0",
+        "numactl -N 0",
+        "cpulimit -l 50",
+        "trickle -d 10",
+        "eatmydata",
+        "faketime 2020-01-01",
+        "setarch x86_64 -R",
+        "linux64",
+        "sshpass -p pw",
+        "cgexec -g cpu:g",
+        "aa-exec -p u --",
+        "dbus-launch",
+        "ssh-agent",
+        "systemd-inhibit --why=x",
+        "rlwrap",
     ]);
     (prop::collection::vec(wrappers, 1..4), 0usize..3).prop_map(|(ws, form)| {
         let cmd = format!("{} rm -rf d", ws.join(" "));
@@ -1337,5 +1356,431 @@ proptest! {
             a.paths.iter().any(|p| p.path == "../outside/x") || !a.unknown_paths.is_empty(),
             "{:?}: {:?}", cmd, a
         );
+    }
+}
+
+/// The attacker trial on main (config `bash: {"*": "allow", "rm *": "deny"}` over the build
+/// agent's defaults): each command ran without asking. The project holds `.env` and
+/// `sub/.env` (with `SECRETVAL`) and a file `v`.
+const ATTACKER_TRIAL: &[Row] = &[
+    // 1. Subscripts of names and arithmetic that bash evaluates run code.
+    ("attack", "declare -a x; let 'x[$(rm v)]=1'", D, RM),
+    ("attack", "let \"x[\\$(rm v)]=1\"", D, RM),
+    ("attack", "let x[\\$\\(rm\\ v\\)]=1", D, RM),
+    ("attack", "let 'x[`rm v`]=1'", D, RM),
+    ("attack", "command let 'x[$(rm v)]=1'", D, RM),
+    ("attack", "builtin let 'x[$(rm v)]=1'", D, RM),
+    ("attack", "case a in a) let 'x[$(rm v)]=1';; esac", D, RM),
+    ("attack", "declare -a x; unset 'x[$(rm v)]'", D, RM),
+    (
+        "attack",
+        "let 'x[$(echo pwned > /tmp/out)]=1'",
+        K,
+        "as arithmetic",
+    ),
+    ("issue", "let 'x[$(echo pwned > /tmp/out)]=1'", D, EXT),
+    ("attack", "unset 'x[$(cat .env > /tmp/o)]'", K, ".env"),
+    ("issue", "unset 'x[$(cat .env > /tmp/o)]'", D, EXT),
+    (
+        "attack",
+        "unset -v \"x[\\`rm v\\`]\"",
+        K,
+        "only known when it runs",
+    ),
+    (
+        "attack",
+        "declare -a x; declare x[\\$\\(rm\\ v\\)]=1",
+        D,
+        RM,
+    ),
+    ("attack", "export 'x[$(rm v)]=1'", D, RM),
+    ("attack", "f() { local 'x[$(rm v)]'; }; f", D, RM),
+    ("attack", "readonly 'x[$(rm v)]'", D, RM),
+    ("attack", "typeset 'x[$(rm v)]'=1", D, RM),
+    ("attack", "builtin declare 'x[$(rm v)]=1'", D, RM),
+    ("attack", "test -v 'x[$(rm v)]'", D, RM),
+    ("attack", "builtin test -v 'x[$(rm v)]'", D, RM),
+    ("attack", "[ -v 'x[$(rm v)]' ]", K, "holding code"),
+    ("attack", "wait -n -p 'x[$(rm v)]'", D, RM),
+    ("attack", "getopts a 'x[$(rm v)]'", D, RM),
+    ("attack", "mapfile -t 'x[$(rm v)]' < src/a.rs", D, RM),
+    ("attack", "readarray 'x[$(rm v)]' < src/a.rs", D, RM),
+    ("attack", "read -a 'x[$(rm v)]' < src/a.rs", D, RM),
+    ("attack", "read -ra'x[$(rm v)]' < src/a.rs", D, RM),
+    ("attack", "printf -v'x[$(rm v)]' a", D, RM),
+    ("attack", "echo ${!x[$(rm v)]}", D, RM),
+    ("attack", "unset 'x[i+1]'", K, "an expression (`i+1`)"),
+    (
+        "attack",
+        "read i < f; unset \"x[$i]\"",
+        K,
+        "only known when it runs",
+    ),
+    (
+        "attack",
+        "read n < f; unset \"$n\"",
+        K,
+        "only known when it runs",
+    ),
+    (
+        "attack",
+        "read i < f; let 'x[i]=1'",
+        K,
+        "only known when it runs",
+    ),
+    ("attack", "declare -a x='($(rm v))'", K, "parse again"),
+    (
+        "attack",
+        "command declare -a 'x=($(rm v))'",
+        K,
+        "parses again",
+    ),
+    ("attack", "v='($(rm v))'; declare -a x=$v", K, "parse again"),
+    ("attack", "compgen -W '$(rm v)'", K, "word list"),
+    (
+        "attack",
+        "history -s 'rm v'; fc -s rm",
+        K,
+        "from the history",
+    ),
+    // … while plain names, numbers and arithmetic stay allowed.
+    ("attack", "let i=1+2", A, ""),
+    ("attack", "i=0; let \"i=$i+1\"", A, ""),
+    ("attack", "let 'x[1]=2' 'x[-1]+=1'", A, ""),
+    ("attack", "unset 'x[1]' y 'x[@]'", A, ""),
+    ("attack", "i=3; unset 'x[i]'", A, ""),
+    (
+        "attack",
+        "declare -a arr=(1 2); local x=1; export FOO=bar",
+        A,
+        "",
+    ),
+    ("attack", "read -r line < src/a.rs", A, ""),
+    (
+        "attack",
+        "test -v HOME && wait -p pid; printf -v out '%s' x",
+        A,
+        "",
+    ),
+    ("attack", "fc -l", A, ""),
+    // 2. Programs that run a command string.
+    ("attack", "sqlite3 :memory: '.shell rm v'", K, "in sqlite3"),
+    ("attack", "sqlite3 :memory: '.system rm v'", K, "in sqlite3"),
+    ("attack", "echo '.shell rm v' | sqlite3", K, "from stdin"),
+    ("attack", "sqlite3 x.db < script.sql", K, "from stdin"),
+    (
+        "attack",
+        "sqlite3 -bail x.db \"select edit('a', 'vi')\"",
+        K,
+        "in sqlite3",
+    ),
+    ("attack", "duckdb -c '.shell rm v'", K, "from stdin"),
+    ("attack", "echo '\\! rm v' | psql", K, "reads commands"),
+    ("attack", "sqlite3 x.db 'select count(*) from t'", A, ""),
+    ("attack", "sqlite3 x.db .tables", A, ""),
+    ("attack", "sqlite3 --version", A, ""),
+    ("attack", "printf '!rm v\\nq\\n' | ed", K, "editor commands"),
+    ("attack", "ex -s f < cmds", K, "editor commands"),
+    ("attack", "vim +'!rm v' f", K, "editor commands"),
+    ("attack", "vim -es f < cmds", K, "editor commands"),
+    (
+        "attack",
+        "tmux new -d 'rm v'",
+        K,
+        "shell commands given to it",
+    ),
+    (
+        "attack",
+        "tmux new-session -d -s s 'rm v'",
+        K,
+        "shell commands",
+    ),
+    (
+        "attack",
+        "tmux send-keys -t s 'rm v' Enter",
+        K,
+        "shell commands",
+    ),
+    ("attack", "tmux ls -F '#(rm v)'", K, "shell commands"),
+    ("attack", "tmux ls \\; new -d 'rm v'", K, "shell commands"),
+    ("attack", "screen -dm sh -c 'rm v'", K, "shell commands"),
+    (
+        "attack",
+        "screen -S s -X stuff 'rm v\\n'",
+        K,
+        "shell commands",
+    ),
+    ("attack", "tmux ls", A, ""),
+    ("attack", "tmux kill-server", A, ""),
+    ("attack", "screen -ls", A, ""),
+    ("issue", "git grep -O'rm v' x", K, "`-O` in `-Orm v`"),
+    ("issue", "git grep -nO'rm v' x", K, "`-O`"),
+    ("issue", "git grep -e Oops x", A, ""),
+    ("issue", "git clone -u'rm v' a b", K, "`-u`"),
+    ("issue", "git clone -c'core.fsmonitor=rm v' a b", K, "`-c`"),
+    ("issue", "git ls-remote -u'rm v' origin", K, "`-u`"),
+    ("issue", "git difftool -x'rm v'", K, "`-x`"),
+    ("issue", "git difftool -yx'rm v'", K, "`-x`"),
+    ("issue", "git mergetool -t'vimdiff'", K, "`-t`"),
+    ("issue", "git rebase -x'rm v' main", D, RM),
+    ("issue", "git rebase -ix 'rm v' main", D, RM),
+    (
+        "issue",
+        "git send-email --sendmail-cmd='rm v' x",
+        K,
+        "--sendmail-cmd",
+    ),
+    ("issue", "git instaweb --httpd='rm v'", K, "--httpd"),
+    ("attack", "setpriv --reuid=0 rm v", D, RM),
+    (
+        "attack",
+        "setpriv --reuid 0 --regid 0 --init-groups rm v",
+        D,
+        RM,
+    ),
+    ("attack", "prlimit --nofile=1024 rm v", D, RM),
+    ("attack", "prlimit -n1024 --pid 1 rm v", D, RM),
+    ("attack", "numactl --membind=0 rm v", D, RM),
+    ("attack", "numactl -N 0 -m 0 rm v", D, RM),
+    ("attack", "cpulimit -l 50 rm v", D, RM),
+    ("attack", "trickle -d 100 rm v", D, RM),
+    ("attack", "eatmydata rm v", D, RM),
+    ("attack", "faketime '2020-01-01' rm v", D, RM),
+    ("attack", "setarch x86_64 -R rm v", D, RM),
+    ("attack", "linux64 rm v", D, RM),
+    ("attack", "sshpass -p pw rm v", D, RM),
+    ("attack", "systemd-inhibit --why=x rm v", D, RM),
+    ("attack", "cgexec -g cpu:g rm v", D, RM),
+    ("attack", "aa-exec -p unconfined -- rm v", D, RM),
+    ("attack", "dbus-launch rm v", D, RM),
+    ("attack", "ssh-agent rm v", D, RM),
+    ("attack", "rlwrap rm v", D, RM),
+    (
+        "attack",
+        "nsjail -Mo -- rm v",
+        K,
+        "runs commands given to it",
+    ),
+    (
+        "attack",
+        "capsh -- -c 'rm v'",
+        K,
+        "runs commands given to it",
+    ),
+    (
+        "attack",
+        "perf stat -e cycles rm v",
+        K,
+        "runs commands given to it",
+    ),
+    (
+        "attack",
+        "ip netns exec ns rm v",
+        K,
+        "runs commands given to it",
+    ),
+    (
+        "attack",
+        "socat - EXEC:'rm v'",
+        K,
+        "runs commands given to it",
+    ),
+    (
+        "attack",
+        "ncat --sh-exec 'rm v' h 1",
+        K,
+        "runs commands given to it",
+    ),
+    (
+        "attack",
+        "mpirun -np 2 rm v",
+        K,
+        "runs commands given to it",
+    ),
+    // … and programs that delete files count as `rm`, like `find -delete`.
+    ("attack", "unlink v", D, "rule \"rm *\": unlink v"),
+    ("attack", "shred -u v", D, RM),
+    ("attack", "shred -zu v", D, RM),
+    ("attack", "shred --remove=wipe v", D, RM),
+    ("attack", "git clean -f", D, RM),
+    ("attack", "git clean -fdx", D, RM),
+    ("attack", "git clean --force -- sub", D, RM),
+    ("attack", "git rm v", D, RM),
+    ("attack", "rsync -a --delete sub/ src/", D, RM),
+    ("attack", "srm v", D, RM),
+    ("attack", "trash-put v", D, RM),
+    ("attack", "gio trash v", D, RM),
+    ("attack", "shred v", A, ""),
+    ("attack", "git clean -n", A, ""),
+    ("attack", "git clean --dry-run -d", A, ""),
+    ("attack", "git rm --cached v", A, ""),
+    // 3. Recursive reads and `git diff --no-index` go through the `read` rules.
+    (
+        "attack",
+        "grep -r SECRETVAL .",
+        K,
+        "read: needs approval by rule \"*.env\"",
+    ),
+    ("attack", "grep -R SECRETVAL", K, ".env"),
+    ("attack", "grep -rn SECRETVAL sub", K, "sub/.env"),
+    ("attack", "grep --recursive SECRETVAL .", K, ".env"),
+    ("attack", "grep -d recurse SECRETVAL .", K, ".env"),
+    ("attack", "cd sub && grep -r SECRETVAL", K, "sub/.env"),
+    ("attack", "rg --hidden SECRETVAL", K, ".env"),
+    ("attack", "rg -u SECRETVAL .", K, ".env"),
+    ("attack", "rg -uu SECRETVAL sub", K, "sub/.env"),
+    ("attack", "ag -u SECRETVAL", K, ".env"),
+    // `rg` and `ag` skip hidden files (`.env`) unless told otherwise.
+    ("attack", "rg SECRETVAL", A, ""),
+    ("attack", "ag SECRETVAL sub", A, ""),
+    ("attack", "git grep SECRETVAL", K, ".env"),
+    ("attack", "find . -type f -exec cat {} +", K, ".env"),
+    (
+        "attack",
+        "find sub -exec grep SECRETVAL {} \\;",
+        K,
+        "sub/.env",
+    ),
+    ("attack", "tar cf - . | strings", K, ".env"),
+    ("attack", "tar -czf /dev/stdout sub", K, "sub/.env"),
+    ("attack", "cp -r sub copy", K, "sub/.env"),
+    ("attack", "zip -r /dev/stdout sub", K, "sub/.env"),
+    ("attack", "diff -r sub src", K, "sub/.env"),
+    ("attack", "git diff --no-index .env /dev/null", K, ".env"),
+    ("attack", "git diff --no-index sub src", K, "sub/.env"),
+    ("attack", "grep -rn fn src", A, ""),
+    ("attack", "rg fn src", A, ""),
+    ("attack", "git diff --no-index src/a.rs src/a.rs", A, ""),
+    ("attack", "grep SECRETVAL src/a.rs", A, ""),
+    ("attack", "tar cf - src | wc -c", A, ""),
+    ("attack", "cp -r src copy", A, ""),
+    ("attack", "find src -name '*.rs' -exec wc -l {} +", A, ""),
+];
+
+/// The attacker trial's project: the corpus project with secrets in `.env` and `sub/.env`
+/// and a file `v` to delete.
+fn trial_project() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (d, proj) = project();
+    for f in [".env", "sub/.env"] {
+        std::fs::write(proj.join(f), "SECRETVAL=1\n").unwrap();
+    }
+    std::fs::write(proj.join("v"), "v\n").unwrap();
+    (d, proj)
+}
+
+#[tokio::test]
+async fn attacker_trial_bypasses_ask_or_are_denied() {
+    let (_d, proj) = trial_project();
+    check_rows(&proj, ATTACKER_TRIAL).await;
+}
+
+/// A tree too large to look at (more entries than the check walks) read recursively asks
+/// under rules that restrict reading, saying why; allowed wholesale it runs.
+#[tokio::test]
+async fn a_recursive_read_of_a_tree_too_large_to_walk_asks() {
+    let (_d, proj) = trial_project();
+    let big = proj.join("big");
+    std::fs::create_dir_all(&big).unwrap();
+    for i in 0..=troupe_tools::builtin::bash_permission::MAX_WALKED {
+        std::fs::write(big.join(format!("f{i}")), "").unwrap();
+    }
+    let (got, msg) = decide(bash_support::ruleset("attack"), &proj, "grep -r x big").await;
+    assert_eq!(got, K, "{msg}");
+    assert!(msg.contains("reads every file under `big`"), "{msg}");
+    let (got, msg) = decide(bash_support::ruleset("allow"), &proj, "grep -r x big").await;
+    assert_eq!(got, A, "{msg}");
+}
+
+/// A name with a code-holding subscript, in one of bash's quotings.
+fn subscript_name() -> impl Strategy<Value = String> {
+    let code = prop::sample::select(vec![
+        ("$(rm d)", "\\$(rm d)", "\\$\\(rm\\ d\\)"),
+        ("`rm d`", "\\`rm d\\`", "\\`rm\\ d\\`"),
+        (
+            "${y:-$(rm d)}",
+            "\\${y:-\\$(rm d)}",
+            "\\${y:-\\$\\(rm\\ d\\)}",
+        ),
+        ("1+$(rm d)", "1+\\$(rm d)", "1+\\$\\(rm\\ d\\)"),
+    ]);
+    (code, 0usize..5).prop_map(|((single, double, bare), how)| match how {
+        0 => format!("'x[{single}]'"),
+        1 => format!("\"x[{double}]\""),
+        2 => format!("x[{bare}]"),
+        3 => format!("$'x[{single}]'"),
+        _ => format!("'x['\"{double}\"']'"),
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// However a builtin that evaluates a name or arithmetic gets a subscript holding code,
+    /// and wherever it sits, it is never allowed under a restricting rule.
+    #[test]
+    fn code_in_an_evaluated_subscript_is_never_allowed(
+        name in subscript_name(),
+        form in prop::sample::select(vec![
+            "let N=1", "unset N", "unset -v N", "test -v N", "printf -v N x", "read N < f",
+            "read -a N < f", "wait -n -p N", "getopts a N", "declare N", "declare N=1",
+            "typeset N", "export N", "readonly N", "mapfile N < f", "readarray -t N < f",
+            "let N++",
+        ]),
+        prefix in prop::sample::select(vec!["", "command ", "builtin ", "declare -a x; "]),
+        nest in 0usize..5,
+    ) {
+        let c = format!("{prefix}{}", form.replace('N', &name));
+        let cmd = match nest {
+            0 => c,
+            1 => format!("case a in a) {c};; esac"),
+            2 => format!("if true; then {c}; fi"),
+            3 => format!("f() {{ {c}; }}; f"),
+            _ => format!("for i in 1; do {c}; done"),
+        };
+        prop_assert_ne!(bash_decision(&cmd), Action::Allow, "{:?} was allowed", cmd);
+    }
+
+    /// A program that deletes files, behind wrappers, is never allowed under `rm *: deny`.
+    #[test]
+    fn deleting_programs_are_never_allowed(
+        del in prop::sample::select(vec![
+            "unlink d", "shred -u d", "shred -zun3 d", "shred --remove d", "git clean -f",
+            "git clean -xdf sub", "git rm -r d", "rsync -a --delete e/ d/", "find d -delete",
+            "srm d", "gio remove d",
+        ]),
+        wrap in prop::sample::select(vec![
+            "", "sudo ", "setpriv --reuid=0 ", "prlimit --nofile=1024 ", "numactl -N 0 ",
+            "eatmydata ", "nice -n 5 ", "env A=1 ",
+        ]),
+    ) {
+        let cmd = format!("{wrap}{del}");
+        prop_assert_eq!(bash_decision(&cmd), Action::Deny, "{:?}", cmd);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// However a recursive reader and its directory are spelled, reading a tree holding
+    /// `.env` is never allowed unasked under the default `read` rules.
+    #[test]
+    fn recursive_reads_of_a_tree_with_secrets_are_not_allowed(
+        reader in prop::sample::select(vec![
+            "grep -r K", "grep -R K", "grep -rn K", "grep -lr K", "grep --recursive K",
+            "grep -d recurse K", "rg -uu K", "rg --hidden -n K", "ag -u K", "git grep K", "find DIR -exec cat {} +",
+            "tar cf - DIR", "cp -r DIR /dev/null", "zip -r - DIR", "diff -r DIR src",
+            "git diff --no-index DIR src",
+        ]),
+        dir in prop::sample::select(vec![".", "./", "sub/..", "./sub/../", "sub", "'sub'"]),
+    ) {
+        let tokio_rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (_d, proj) = trial_project();
+        let command = if reader.contains("DIR") {
+            reader.replace("DIR", dir)
+        } else {
+            format!("{reader} {dir}")
+        };
+        let (got, why) = tokio_rt.block_on(decide(bash_support::ruleset("attack"), &proj, &command));
+        prop_assert_ne!(got, Action::Allow, "{} was allowed ({})", command, why);
     }
 }

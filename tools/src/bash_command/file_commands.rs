@@ -129,8 +129,56 @@ pub(super) fn runs_given_commands(name: &str, args: &[Word]) -> bool {
                 })
         }
         "nix" => any(&|t| matches!(t, "-c" | "--command" | "--run") || t.starts_with("--command=")),
+        // Sandboxes, containers and job launchers whose command follows options not modelled
+        // here; `capsh -- -c CMD` hands its words to a shell.
+        "nsjail" | "systemd-nspawn" | "runcon" | "capsh" | "schedtool" | "mpirun" | "mpiexec"
+        | "srun" => !args.is_empty(),
+        // `perf stat CMD`, `ip netns exec NS CMD`.
+        "perf" => {
+            args.len() > 1
+                && matches!(
+                    args[0].text(),
+                    "record"
+                        | "stat"
+                        | "trace"
+                        | "ftrace"
+                        | "mem"
+                        | "c2c"
+                        | "lock"
+                        | "sched"
+                        | "kmem"
+                        | "kwork"
+                        | "script"
+                        | "kvm"
+                )
+        }
+        "ip" => any(&|t| t == "exec"),
+        // `socat - EXEC:cmd`, `nc -e cmd`, `ncat --sh-exec cmd`.
+        "socat" => any(&|t| {
+            let up = t.to_ascii_uppercase();
+            up.contains("EXEC:") || up.contains("SYSTEM:")
+        }),
+        "nc" | "ncat" | "netcat" => any(&|t| {
+            matches!(t, "--exec" | "--sh-exec" | "--lua-exec")
+                || t.starts_with("--exec=")
+                || t.starts_with("--sh-exec=")
+                || t.starts_with("--lua-exec=")
+                || (t.starts_with('-') && !t.starts_with("--") && t.contains(['e', 'c']))
+        }),
         _ => false,
     }
+}
+
+/// What [`Walker::recursive_operands`] needs from `paths_of`'s parse of a command.
+pub(super) struct RecursiveOperands<'a, 'w> {
+    /// The non-option words.
+    pub operands: &'a [&'w Word],
+    /// The pattern or program operand (`grep PATTERN`), which is no path.
+    pub program: Option<&'w Word>,
+    /// The operands written (`cp`'s destination).
+    pub written: &'a [&'w Word],
+    /// A `find` that runs a command on what it finds (`-exec`, `-ok`).
+    pub find_runs: bool,
 }
 
 impl Walker {
@@ -302,6 +350,10 @@ impl Walker {
             }
             _ => &[],
         };
+        let find_runs = name == "find"
+            && args
+                .iter()
+                .any(|w| matches!(w.text(), "-exec" | "-execdir" | "-ok" | "-okdir"));
         // `find … -exec CMD ;`: CMD's arguments belong to CMD (see `scripts`).
         let args = match name {
             "find" => {
@@ -567,7 +619,7 @@ impl Walker {
             {
                 operands.first().copied()
             }
-            "grep" | "egrep" | "fgrep" | "rg"
+            "grep" | "egrep" | "fgrep" | "rg" | "ag" | "ack" | "ugrep" | "ug"
                 if !args.iter().any(|w| {
                     let t = w.text();
                     matches!(t, "--regexp" | "--file")
@@ -580,6 +632,13 @@ impl Walker {
             }
             _ => None,
         };
+        let operands_read = RecursiveOperands {
+            operands: &operands,
+            program: program_operand,
+            written: &written,
+            find_runs,
+        };
+        self.recursive_operands(name, args, operands_read, source);
         // After something made links the analysis cannot see, every operand of a file
         // command may go through one.
         let links_made = self.links.is_some() || !self.link_dests.is_empty();
@@ -646,6 +705,132 @@ impl Walker {
         };
         if makes_links && self.links.is_none() {
             self.links = Some(collapse(source));
+        }
+    }
+
+    /// Operands whose every file the command reads: `grep -r PATTERN DIR…` (`.` without
+    /// one), `rg`/`ag`/`ack` (recursive by default), `find ROOT… -exec …`, `tar c DIR`,
+    /// `cp -r`/`scp -r`/`rsync -a` sources, `zip -r`, `diff -r`, `git grep` and
+    /// `git diff --no-index A B`.
+    pub(super) fn recursive_operands(
+        &mut self,
+        name: &str,
+        args: &[Word],
+        ops: RecursiveOperands<'_, '_>,
+        source: &str,
+    ) {
+        let RecursiveOperands {
+            operands,
+            program,
+            written,
+            find_runs,
+        } = ops;
+        let texts: Vec<&str> = args.iter().map(Word::text).collect();
+        // A short-option cluster holding one of `letters` before a letter taking a value.
+        let cluster = |letters: &str, values: &str| {
+            texts.iter().any(|t| {
+                t.strip_prefix('-')
+                    .filter(|c| !c.starts_with('-'))
+                    .is_some_and(|c| {
+                        c.chars()
+                            .take_while(|ch| !values.contains(*ch))
+                            .any(|ch| letters.contains(ch))
+                    })
+            })
+        };
+        let long = |names: &[&str]| {
+            texts.iter().any(|t| {
+                names
+                    .iter()
+                    .any(|n| t == n || t.starts_with(&format!("{n}=")))
+            })
+        };
+        let others = || -> Vec<Word> {
+            operands
+                .iter()
+                .filter(|w| {
+                    !program.is_some_and(|p| std::ptr::eq(p, **w))
+                        && !written.iter().any(|x| std::ptr::eq(*x, **w))
+                })
+                .map(|w| (*w).clone())
+                .collect()
+        };
+        let mut filtered = false;
+        let (recursive, default_dot): (Vec<Word>, bool) = match name {
+            "grep" | "egrep" | "fgrep"
+                if cluster("rR", "efABCmdD")
+                    || long(&["--recursive", "--dereference-recursive"])
+                    || texts.contains(&"--directories=recurse")
+                    || texts.windows(2).any(|p| p == ["-d", "recurse"]) =>
+            {
+                (others(), true)
+            }
+            "rg" | "ag" | "ack" | "ugrep" | "ug" if !texts.contains(&"--files") => {
+                // `rg` and `ag` skip hidden and ignored files unless told otherwise.
+                filtered = matches!(name, "rg" | "ag")
+                    && !texts.iter().any(|t| {
+                        t.starts_with("--hidden")
+                            || t.starts_with("--no-ignore")
+                            || t.starts_with("--unrestricted")
+                            || t.starts_with("--skip-vcs-ignores")
+                            || t.starts_with("--all-")
+                            || (t.starts_with('-')
+                                && !t.starts_with("--")
+                                && t.contains(['u', 'U', '.', 'a']))
+                    });
+                (others(), true)
+            }
+            "find" if find_runs => {
+                let roots: Vec<Word> = args
+                    .iter()
+                    .take_while(|w| {
+                        let t = w.text();
+                        !t.starts_with('-') && !matches!(t, "(" | "!" | ")")
+                    })
+                    .cloned()
+                    .collect();
+                (roots, true)
+            }
+            "tar" | "bsdtar"
+                if long(&["--create", "--append", "--update"])
+                    || cluster("cru", "fCTXgbKNVH")
+                    || texts
+                        .first()
+                        .is_some_and(|t| !t.starts_with('-') && t.contains(['c', 'r', 'u'])) =>
+            {
+                (others(), false)
+            }
+            "cp" | "scp" | "rsync"
+                if cluster("rRa", "tSeTf") || long(&["--recursive", "--archive"]) =>
+            {
+                (others(), false)
+            }
+            "zip" if cluster("rR", "bntPxi") || long(&["--recurse-paths"]) => {
+                (others().into_iter().skip(1).collect(), false)
+            }
+            "diff" if cluster("r", "xXIFSLCU") || long(&["--recursive"]) => (others(), false),
+            "git" => match texts.first().copied() {
+                Some("grep") => (Vec::new(), true),
+                Some("diff") if texts.contains(&"--no-index") => {
+                    let ops: Vec<Word> = args[1..]
+                        .iter()
+                        .filter(|w| !w.text().starts_with('-') || w.text() == "-")
+                        .cloned()
+                        .collect();
+                    (ops, false)
+                }
+                _ => return,
+            },
+            _ => return,
+        };
+        if recursive.is_empty() && default_dot {
+            self.recursive_read(&Word::plain("."), filtered, source);
+        }
+        for w in &recursive {
+            if w.text() == "-" {
+                continue;
+            }
+            self.recursive_read(w, filtered, source);
         }
     }
 

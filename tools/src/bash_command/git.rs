@@ -186,6 +186,35 @@ impl Walker {
     pub(super) fn git_runs(&mut self, args: &[Word], source: &str, depth: usize) {
         let texts: Vec<&str> = args.iter().map(Word::text).collect();
         let sub = texts.first().copied().unwrap_or("");
+        // Short options whose value (attached, `-O'cmd'`, in a cluster, `-nOcmd`, or the next
+        // word) is a command, per subcommand, with the letters that take some other value
+        // (which end a cluster).
+        let (code_letters, value_letters) = match sub {
+            "grep" => ("O", "efABCm"),
+            "clone" => ("uc", "objl"),
+            "ls-remote" => ("u", ""),
+            "difftool" => ("xt", "X"),
+            "mergetool" => ("t", "O"),
+            "instaweb" => ("db", "p"),
+            _ => ("", ""),
+        };
+        for t in texts.iter().skip(1) {
+            let Some(cluster) = t.strip_prefix('-').filter(|c| !c.starts_with('-')) else {
+                continue;
+            };
+            for c in cluster.chars() {
+                if code_letters.contains(c) {
+                    self.opaque(format!(
+                        "{} runs a command given in its options (`-{c}` in `{t}`)",
+                        q(source)
+                    ));
+                    return;
+                }
+                if value_letters.contains(c) || !c.is_ascii_alphanumeric() {
+                    break;
+                }
+            }
+        }
         for t in &texts {
             if t.starts_with("--upload-pack")
                 || t.starts_with("--template")
@@ -197,6 +226,14 @@ impl Walker {
                 || t.starts_with("--extcmd")
                 || t.starts_with("--tool=")
                 || t.starts_with("--config=")
+                || t.starts_with("--httpd")
+                || t.starts_with("--browser")
+                || (sub == "send-email"
+                    && (t.starts_with("--smtp-server")
+                        || t.starts_with("--to-cmd")
+                        || t.starts_with("--cc-cmd")
+                        || t.starts_with("--header-cmd")
+                        || t.starts_with("--sendmail-cmd")))
                 || (sub == "clone" && (*t == "-u" || *t == "--config" || *t == "-c"))
                 || (sub == "difftool" && *t == "-x")
                 || (sub == "mergetool" && *t == "-t")
@@ -213,11 +250,24 @@ impl Walker {
                 let mut i = 1;
                 while i < args.len() {
                     let t = texts[i];
+                    let cluster_x = t
+                        .strip_prefix('-')
+                        .filter(|c| !c.starts_with('-'))
+                        .and_then(|c| c.split_once('x'))
+                        .filter(|(before, _)| !before.contains(['s', 'X', 'C']));
                     let value = if matches!(t, "-x" | "--exec") {
                         i += 1;
                         args.get(i).cloned()
+                    } else if let Some((_, rest)) = cluster_x {
+                        // `-x'cmd'`, `-ix cmd`: the letters before `x` take no value.
+                        if rest.is_empty() {
+                            i += 1;
+                            args.get(i).cloned()
+                        } else {
+                            Some(args[i].part(rest))
+                        }
                     } else {
-                        t.strip_prefix("--exec=").map(Word::plain)
+                        t.strip_prefix("--exec=").map(|v| args[i].part(v))
                     };
                     if let Some(v) = value {
                         self.wrapper_script(Some(&v), source, depth);

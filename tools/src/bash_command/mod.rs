@@ -16,8 +16,9 @@
 //! inline interpreter code (`python -c`), `eval`/`source` of a non-literal, a script written
 //! and run in the same call, `sed`/`awk` programs that write or run, variables that make
 //! programs run other code (`LD_PRELOAD`, `GIT_SSH_COMMAND`, …), git configuration that
-//! defines aliases or commands, code in arithmetic and subscripts, traps, aliases and parse
-//! errors. The permission layer turns each into at least an "ask" when the ruleset restricts
+//! defines aliases or commands, programs that run command strings (`sqlite3`, `ed`, `tmux`),
+//! code in arithmetic and subscripts (also of names builtins evaluate: `let`, `unset`,
+//! `test -v`, `declare`, …; see `names`), traps, aliases and parse errors. The permission layer turns each into at least an "ask" when the ruleset restricts
 //! `bash` or denies any path (fail closed; tables in `bash_rules`).
 //!
 //! Every path a command touches is reported in [`Analysis::paths`]: redirection targets,
@@ -25,6 +26,8 @@
 //! `find -delete`/…, operands of file commands, and path-like arguments of any command
 //! (absolute, `~`, or containing `..`), joined to every directory an earlier `cd` may have
 //! left (a `cd` may fail, so the old directory stays possible unless it is joined by `&&`).
+//! A directory a command reads whole (`grep -r`, `rg`, `tar c`, `cp -r`, `find … -exec`) is
+//! marked [`PathUse::recursive`]: the permission layer lists the files under it.
 //! Paths only known when the command runs (`> $F`, `cat $(…)/x`, after a `cd` to an unknown
 //! directory, or after a command that may have made links: `tar x`, `git clone`, `cp -a`) are
 //! reported in [`Analysis::unknown_paths`].
@@ -155,6 +158,12 @@ pub struct PathUse {
     pub path: String,
     /// The command writes (creates, truncates, deletes, moves onto) it.
     pub write: bool,
+    /// The command reads every file under it (`grep -r x dir`, `tar c dir`, `cp -r dir d`,
+    /// `find dir -exec …`): which files is only known by looking at the disk.
+    pub recursive: bool,
+    /// With `recursive`: the reader skips hidden files and what `.gitignore` and `.ignore`
+    /// files exclude, as `rg` and `ag` do unless told otherwise (`-u`, `--hidden`).
+    pub filtered: bool,
     /// The command that touches it, as written.
     pub source: String,
 }
@@ -230,6 +239,7 @@ pub fn analyze(command: &str) -> Analysis {
         written: Vec::new(),
         xargs_repl: None,
         in_find_exec: false,
+        recursive: None,
         cd_ok_set_by_cd: false,
         level: 0,
     };
@@ -348,6 +358,9 @@ struct Walker {
     xargs_repl: Option<String>,
     /// A `find -exec` command is being analysed (`{}` is a file name it finds).
     in_find_exec: bool,
+    /// The path being recorded is read recursively (see [`PathUse::recursive`]), and
+    /// whether the reader skips hidden and ignored files ([`PathUse::filtered`]).
+    recursive: Option<bool>,
     /// The command just analysed was a `cd` that set `cd_ok`.
     cd_ok_set_by_cd: bool,
     /// Current depth in the syntax tree (all scripts together), bounded by [`MAX_TREE_DEPTH`].
@@ -389,6 +402,7 @@ fn q(s: &str) -> String {
 mod cd;
 mod file_commands;
 mod git;
+mod names;
 mod options;
 mod paths;
 mod runners;

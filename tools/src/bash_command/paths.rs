@@ -220,12 +220,40 @@ impl Walker {
             let use_ = PathUse {
                 path,
                 write,
+                recursive: self.recursive.is_some() && !write,
+                filtered: self.recursive == Some(true) && !write,
                 source: collapse(source),
             };
-            if !self.out.paths.contains(&use_) {
-                self.out.paths.push(use_);
+            // One entry per path, write and command: a recursive read of a path also named
+            // plainly (`cp -r src d`) marks that entry.
+            match self
+                .out
+                .paths
+                .iter_mut()
+                .find(|p| p.path == use_.path && p.write == use_.write && p.source == use_.source)
+            {
+                Some(p) => {
+                    if use_.recursive {
+                        p.filtered = if p.recursive {
+                            p.filtered && use_.filtered
+                        } else {
+                            use_.filtered
+                        };
+                        p.recursive = true;
+                    }
+                }
+                None => self.out.paths.push(use_),
             }
         }
+    }
+
+    /// A directory (or file) whose every file the command reads (see
+    /// [`PathUse::recursive`]; `filtered`: [`PathUse::filtered`]).
+    pub(super) fn recursive_read(&mut self, w: &Word, filtered: bool, source: &str) {
+        let was = self.recursive;
+        self.recursive = Some(filtered);
+        self.path(w, false, source, true);
+        self.recursive = was;
     }
 
     /// The directories a relative literal path may be in (one per `cd` candidate); empty

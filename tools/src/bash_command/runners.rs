@@ -53,6 +53,18 @@ const HYPERFINE_VALUES: &[&str] = &[
     "--reference",
 ];
 
+/// Arguments that only ask a program about itself (`--version`, `--help`), so it reads no
+/// commands.
+fn only_describes(args: &[Word]) -> bool {
+    !args.is_empty()
+        && args.iter().all(|w| {
+            matches!(
+                w.text(),
+                "--version" | "-version" | "-V" | "--help" | "-help" | "-h"
+            )
+        })
+}
+
 impl Walker {
     /// `xargs CMD` without a replace string: CMD gets file names read from xargs' input (a
     /// file, a pipe, a here-string), which are paths only known when it runs.
@@ -142,6 +154,46 @@ impl Walker {
                     i += 1;
                 }
             }
+            "sqlite3" | "sqlite" | "duckdb" => self.sql_shell(name, args, source),
+            // Database clients whose command language has a shell escape (`\\! cmd`,
+            // `system cmd`) and which read it from stdin without `-c`/`-e` (those are opaque
+            // in `CODE_OPTIONS`).
+            "psql" | "mysql" | "mariadb" | "gnuplot" | "dc" | "ftp" | "lftp" | "smbclient"
+            | "ghci" | "octave" | "R" | "mongo" | "mongosh" | "sqlcmd"
+                if !only_describes(args) =>
+            {
+                self.opaque(format!(
+                    "{} reads commands (which can run a shell) from stdin or its arguments",
+                    q(source)
+                ))
+            }
+            // Line editors read their commands from stdin; `!cmd` runs a shell (`red` is the
+            // restricted `ed` without it).
+            "ed" | "ex" | "nex" | "exim" if !only_describes(args) => self.opaque(format!(
+                "{} reads editor commands from stdin, where `!cmd` runs a shell",
+                q(source)
+            )),
+            "vi" | "vim" | "nvim" | "view" | "gvim" | "vimdiff" | "rvim" | "nvi" | "elvis"
+            | "vile" => {
+                if let Some(w) = args.iter().find(|w| {
+                    let t = w.text();
+                    t.starts_with('+')
+                        || matches!(t, "-e" | "-E" | "-s" | "-es" | "-Es" | "-u" | "-U" | "-x")
+                        || (t.starts_with('-')
+                            && !t.starts_with("--")
+                            && t.len() > 1
+                            && t[1..].contains(['e', 'E', 's', 'u', 'U', 'c', 'S']))
+                }) {
+                    self.opaque(format!(
+                        "{} runs editor commands ({}), where `!cmd` runs a shell",
+                        q(source),
+                        q(&w.raw)
+                    ));
+                }
+            }
+            "tmux" | "screen" | "byobu" | "zellij" | "dtach" | "abduco" => {
+                self.multiplexer(name, args, source)
+            }
             // `less +'!CMD'`, `more +…`: commands for the pager, which can run a shell.
             "less" | "more" | "most" => {
                 if let Some(w) = args
@@ -156,6 +208,181 @@ impl Walker {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// `sqlite3 [OPTIONS] [DB [SQL…]]` (and `duckdb`): dot-commands (`.shell`, `.system`,
+    /// `.output`, `.load`, …) and some SQL functions (`edit()`, `writefile()`,
+    /// `load_extension()`) run programs or write files; without SQL operands it reads them
+    /// from stdin. Only SQL and the listed read-only dot-commands given as literal operands
+    /// pass.
+    fn sql_shell(&mut self, name: &str, args: &[Word], source: &str) {
+        const VALUES: &[&str] = &[
+            "-cmd",
+            "-init",
+            "-separator",
+            "-newline",
+            "-nullvalue",
+            "-mmap",
+            "-vfs",
+            "-lookaside",
+            "-pagecache",
+            "-heap",
+            "-maxsize",
+            "-escape",
+            "-c",
+            "-s",
+            "-f",
+        ];
+        const SAFE_DOT: &[&str] = &[
+            ".tables",
+            ".schema",
+            ".fullschema",
+            ".indexes",
+            ".indices",
+            ".databases",
+            ".dump",
+            ".headers",
+            ".header",
+            ".mode",
+            ".help",
+            ".show",
+            ".width",
+            ".nullvalue",
+            ".separator",
+            ".dbinfo",
+            ".stats",
+            ".echo",
+            ".bail",
+            ".changes",
+            ".eqp",
+            ".print",
+            ".version",
+            ".timer",
+            ".quit",
+            ".exit",
+        ];
+        const RISKY_SQL: &[&str] = &[
+            "load_extension",
+            "writefile",
+            "readfile",
+            "edit(",
+            "fts3_tokenizer",
+            "attach",
+            "vacuum",
+            "lsdir",
+            "fsdir",
+        ];
+        if only_describes(args) {
+            return;
+        }
+        let mut i = 0usize;
+        let mut operands: Vec<&Word> = Vec::new();
+        while i < args.len() {
+            let t = args[i].text();
+            if t.starts_with('-') && t.len() > 1 && operands.is_empty() {
+                let opt = format!("-{}", t.trim_start_matches('-'));
+                if opt == "-A" || opt == "-archive" {
+                    self.opaque(format!("{} runs an archive command", q(source)));
+                    return;
+                }
+                i += if VALUES.contains(&opt.as_str()) { 2 } else { 1 };
+                continue;
+            }
+            operands.push(&args[i]);
+            i += 1;
+        }
+        let sql = operands.get(1..).unwrap_or(&[]);
+        if sql.is_empty() {
+            self.opaque(format!(
+                "{} reads its commands from stdin, where `.shell`/`.system` run programs",
+                q(source)
+            ));
+            return;
+        }
+        for w in sql {
+            let Some(text) = w.lit.as_deref() else {
+                self.opaque(format!(
+                    "{} runs {}, only known when it runs",
+                    q(source),
+                    q(&w.raw)
+                ));
+                return;
+            };
+            let lower = text.to_ascii_lowercase();
+            let dot = lower.lines().map(str::trim_start).find(|l| {
+                l.starts_with('.') && !SAFE_DOT.contains(&l.split_whitespace().next().unwrap_or(""))
+            });
+            let risky = RISKY_SQL.iter().find(|r| lower.contains(*r));
+            if dot.is_some() || risky.is_some() {
+                self.opaque(format!(
+                    "{} runs {} in {name}, which can run programs or write files",
+                    q(source),
+                    q(text)
+                ));
+                return;
+            }
+        }
+    }
+
+    /// Terminal multiplexers run shell commands given to them (`tmux new -d CMD`,
+    /// `tmux send-keys`, `screen -dm CMD`, `#(cmd)` in formats) or from configuration: only
+    /// listing and killing sessions pass.
+    fn multiplexer(&mut self, name: &str, args: &[Word], source: &str) {
+        const TMUX_SAFE: &[&str] = &[
+            "ls",
+            "list-sessions",
+            "list-windows",
+            "lsw",
+            "list-panes",
+            "lsp",
+            "list-clients",
+            "lsc",
+            "has-session",
+            "has",
+            "kill-session",
+            "kill-server",
+            "kill-window",
+            "killw",
+            "kill-pane",
+            "killp",
+            "capture-pane",
+            "capturep",
+        ];
+        const SCREEN_SAFE: &[&str] = &["-ls", "-list", "-wipe", "-v", "-version", "--version"];
+        let texts: Vec<&str> = args.iter().map(Word::text).collect();
+        let safe = match name {
+            "tmux" => {
+                let mut i = 0usize;
+                let mut ok = true;
+                while i < texts.len() && texts[i].starts_with('-') {
+                    let t = texts[i];
+                    if t == "-V" {
+                        break;
+                    }
+                    if t.contains(['f', 'c']) {
+                        ok = false;
+                    }
+                    i += if matches!(t, "-L" | "-S" | "-T") {
+                        2
+                    } else {
+                        1
+                    };
+                }
+                let sub = texts.get(i).copied();
+                ok && (texts.first() == Some(&"-V") || sub.is_some_and(|s| TMUX_SAFE.contains(&s)))
+                    && args.iter().all(|w| {
+                        w.lit.is_some() && !w.text().contains("#(") && !w.text().ends_with(';')
+                    })
+            }
+            "screen" => !texts.is_empty() && texts.iter().all(|t| SCREEN_SAFE.contains(t)),
+            _ => false,
+        };
+        if !safe {
+            self.opaque(format!(
+                "{} runs shell commands given to it or typed into its sessions",
+                q(source)
+            ));
         }
     }
 

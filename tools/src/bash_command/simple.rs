@@ -2,6 +2,16 @@
 
 use super::*;
 
+/// `rm` with the non-option words of a deleting command (`shred -u f` → `rm f`).
+fn rm_of(texts: &[String]) -> String {
+    let ops: Vec<&str> = texts
+        .iter()
+        .filter(|t| !t.starts_with('-'))
+        .map(String::as_str)
+        .collect();
+    format!("rm {}", ops.join(" ")).trim_end().to_string()
+}
+
 impl Walker {
     /// A `command` node: words, prefix assignments and redirections.
     pub(super) fn command(&mut self, node: Node<'_>, src: &str, depth: usize) {
@@ -280,6 +290,7 @@ impl Walker {
             p.patterns.push(extra);
         }
         self.scripts(&name, &args, source, depth);
+        self.evaluated_args(&name, &args, source, depth);
         self.runners(&name, &args, source, depth);
         // Before `paths_of`, which notes the links a checkout or extraction may make.
         self.tree_writes(&name, &args, source);
@@ -423,6 +434,53 @@ impl Walker {
                     .to_string(),
             ),
             ("rimraf" | "del-cli", _) => Some(format!("rm -rf {}", texts.join(" "))),
+            // Other programs that delete the files they are given (README: they match `rm *`
+            // like `find -delete`): `unlink f`, `shred -u f`, `srm`, `trash-put`,
+            // `gio remove`, `git rm f`, `git clean -f`, `rsync --delete SRC DEST`.
+            ("unlink" | "srm" | "wipe" | "trash" | "trash-put" | "rmtrash", _) => {
+                Some(rm_of(&texts))
+            }
+            ("gio", Some("remove" | "trash" | "rm")) => Some(rm_of(&texts[1..])),
+            ("shred", _)
+                if texts.iter().any(|t| {
+                    t == "--remove"
+                        || t.starts_with("--remove=")
+                        || t == "--unlink"
+                        || (t.starts_with('-') && !t.starts_with("--") && t.contains('u'))
+                }) =>
+            {
+                Some(rm_of(&texts))
+            }
+            ("git", Some("rm")) if !texts.iter().any(|t| t == "--cached") => {
+                Some(rm_of(&texts[1..]))
+            }
+            ("git", Some("clean"))
+                if !texts.iter().any(|t| {
+                    t == "--dry-run"
+                        || (t.starts_with('-') && !t.starts_with("--") && t.contains('n'))
+                }) =>
+            {
+                let paths: Vec<String> = texts[1..]
+                    .iter()
+                    .filter(|t| !t.starts_with('-'))
+                    .cloned()
+                    .collect();
+                Some(format!(
+                    "rm -r {}",
+                    if paths.is_empty() {
+                        ".".to_string()
+                    } else {
+                        paths.join(" ")
+                    }
+                ))
+            }
+            ("rsync", _)
+                if texts
+                    .iter()
+                    .any(|t| t.starts_with("--delete") || t == "--remove-source-files") =>
+            {
+                Some(format!("rm -r {}", texts.join(" ")))
+            }
             ("find", _) if texts.iter().any(|t| t == "-delete") => {
                 let roots: Vec<&str> = texts
                     .iter()

@@ -156,23 +156,74 @@ impl Walker {
                 self.test_command(node, src);
                 self.children(node, src, depth);
             }
-            "declaration_command" => {
+            "declaration_command" | "unset_command" => {
                 let text = collapse(&src[node.byte_range()]);
                 let mut cur = node.walk();
                 let kids: Vec<Node<'_>> = node.children(&mut cur).collect();
-                for k in &kids {
-                    let w = word(*k, src);
-                    if k.kind() != "variable_assignment" && holds_subscript_code(&w) {
-                        self.opaque(format!(
-                            "{} evaluates a subscript holding code: {}",
-                            q(&text),
-                            q(&w.raw)
-                        ));
-                    }
-                    if k.kind() == "word" && w.lit.as_deref() == Some("-n") {
-                        // `declare -n r=…`: a name reference, whose target is only known
-                        // when it runs.
-                        self.opaque(format!("{} declares a name reference", q(&text)));
+                let words: Vec<(Node<'_>, Word)> = kids
+                    .iter()
+                    .skip(1)
+                    .filter(|k| k.is_named() && k.kind() != "comment")
+                    .map(|k| {
+                        let w = if k.kind() == "variable_name" {
+                            Word::plain(&src[k.byte_range()])
+                        } else {
+                            word(*k, src)
+                        };
+                        (*k, w)
+                    })
+                    .collect();
+                let arrays = words.iter().any(|(k, w)| {
+                    k.kind() != "variable_assignment"
+                        && w.lit
+                            .as_deref()
+                            .is_some_and(|t| t.starts_with(['-', '+']) && t.contains(['a', 'A']))
+                });
+                if node.kind() == "unset_command" {
+                    let args: Vec<Word> = words.into_iter().map(|(_, w)| w).collect();
+                    self.evaluated_args("unset", &args, &text, depth);
+                } else {
+                    let mut opts_done = false;
+                    for (k, w) in &words {
+                        if k.kind() == "variable_assignment" {
+                            opts_done = true;
+                            // `declare x[\$\(cmd\)]=1`: the builtin gets the subscript after
+                            // quote removal and evaluates it (a plain assignment does not).
+                            if let Some(n) = k.child_by_field_name("name") {
+                                let name =
+                                    unescape_word(&src[n.byte_range()].replace(['\'', '"'], ""));
+                                if names::holds_code(&name) {
+                                    self.declaration_operand(
+                                        &Word::plain(&name),
+                                        arrays,
+                                        &text,
+                                        depth,
+                                    );
+                                }
+                            }
+                            if let Some(v) = k
+                                .child_by_field_name("value")
+                                .filter(|v| v.kind() != "array")
+                            {
+                                // (`x=(…)` as written is an array assignment the tree shows
+                                // and walks; a string value is parsed again.)
+                                let v = word(v, src);
+                                self.declaration_value(&v, arrays, &text);
+                            }
+                            continue;
+                        }
+                        if w.lit.as_deref() == Some("-n") {
+                            // `declare -n r=…`: a name reference, whose target is only known
+                            // when it runs.
+                            self.opaque(format!("{} declares a name reference", q(&text)));
+                        }
+                        let t = w.text();
+                        if !opts_done && w.lit.is_some() && t.starts_with(['-', '+']) {
+                            opts_done = t == "--";
+                            continue;
+                        }
+                        opts_done = true;
+                        self.declaration_operand(w, arrays, &text, depth);
                     }
                 }
                 self.children(node, src, depth);
@@ -280,9 +331,15 @@ impl Walker {
                         q(&text)
                     ));
                 }
-                if w.lit.is_some() {
+                if let Some(l) = &w.lit {
                     self.path(&w, false, &text, false);
-                    Var::Literal
+                    // A literal holding code runs it wherever bash expands it again (an
+                    // array declaration, arithmetic).
+                    if names::holds_code(l) {
+                        Var::Unknown
+                    } else {
+                        Var::Literal
+                    }
                 } else if v.kind() == "arithmetic_expansion" {
                     // `$(( … ))` is always a number.
                     Var::Literal

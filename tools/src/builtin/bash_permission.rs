@@ -4,8 +4,9 @@
 //! The command is analysed on its syntax tree ([`crate::bash_command::analyze`]), then up to
 //! five requests are made: `external_directory` for the working directory, `external_directory`
 //! for every path outside the project the command touches, `read` for every path it reads (so
-//! `cat .env` asks as the read tool would), `edit` for every file it writes, and `bash` for its
-//! commands (with the opaque constructs that force at least an ask). All
+//! `cat .env` asks as the read tool would; every file under a directory read recursively,
+//! listed on the disk up to [`MAX_WALKED`] entries), `edit` for every file it writes, and
+//! `bash` for its commands (with the opaque constructs that force at least an ask). All
 //! requests are checked against the rules first ([`crate::PermissionAsker::precheck`]), so a
 //! deny anywhere wins before anybody is asked about a looser part.
 
@@ -360,6 +361,7 @@ async fn path_requests(
     let mut edit_sources: Vec<String> = Vec::new();
     let mut reads: Vec<String> = Vec::new();
     let mut read_sources: Vec<String> = Vec::new();
+    let mut read_opaque: Vec<String> = Vec::new();
     for u in &analysis.paths {
         let p = expand_home(&u.path);
         // Not normalized lexically: `link/..` is the parent of where `link` points, which
@@ -375,6 +377,26 @@ async fn path_requests(
             if !globs.contains(&g) {
                 globs.push(g);
                 glob_sources.push(format!("{} (in {})", u.path, u.source));
+            }
+        }
+        if u.recursive {
+            // Every file under it is read: each goes through the `read` rules, as if named
+            // (`grep -r KEY .` reads `.env`); too many to list is opaque below.
+            match files_under(&abs, &ctx.worktree, u.filtered).await {
+                Some(files) => {
+                    for f in files {
+                        if !reads.contains(&f) {
+                            read_sources
+                                .push(format!("{f} (under {}, read by {})", u.path, u.source));
+                            reads.push(f);
+                        }
+                    }
+                }
+                None => read_opaque.push(format!(
+                    "`{}` reads every file under `{}`, more than {MAX_WALKED} entries, so which \
+                     ones is not checked",
+                    u.source, u.path
+                )),
             }
         }
         let rel = paths::worktree_relative(ctx, &abs).await;
@@ -409,11 +431,71 @@ async fn path_requests(
             ..Default::default()
         })
     };
+    let mut reads = request("read", reads, read_sources);
+    if !read_opaque.is_empty() {
+        reads
+            .get_or_insert_with(|| PermissionRequest {
+                permission: "read".into(),
+                always: vec!["*".into()],
+                metadata: json!({"command": command}),
+                ..Default::default()
+            })
+            .opaque = read_opaque;
+    }
     PathRequests {
         external,
-        reads: request("read", reads, read_sources),
+        reads,
         edits: request("edit", edits, edit_sources),
     }
+}
+
+/// How many entries [`files_under`] looks at before giving up (the read is then opaque: it
+/// asks whenever a `read` rule restricts anything). Bounds the check's time on a large tree
+/// to a few milliseconds.
+pub const MAX_WALKED: usize = 20_000;
+
+/// The files under `path` (itself when it is a file), as the `read` rules see them: relative
+/// to `worktree` when inside it (symbolic links resolved, followed into directories, hidden
+/// and ignored files included, as `grep -r`/`-R` and `tar` read them, unless `filtered`:
+/// then skipped as `rg` skips them, with the same `ignore` rules), absolute otherwise.
+/// `None` when there are more than [`MAX_WALKED`] entries; empty when `path` does not exist.
+async fn files_under(path: &Path, worktree: &Path, filtered: bool) -> Option<Vec<String>> {
+    let path = path.to_path_buf();
+    let worktree = worktree.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let root = std::fs::canonicalize(&worktree).unwrap_or(worktree);
+        let Ok(start) = std::fs::canonicalize(&path) else {
+            return Some(Vec::new());
+        };
+        let mut out = Vec::new();
+        let walk = ignore::WalkBuilder::new(&start)
+            .standard_filters(filtered)
+            .hidden(filtered)
+            .follow_links(true)
+            .build();
+        for (n, entry) in walk.enumerate() {
+            if n >= MAX_WALKED {
+                return None;
+            }
+            let Ok(entry) = entry else { continue };
+            if entry.file_type().is_some_and(|t| t.is_dir()) {
+                continue;
+            }
+            let p = entry.path();
+            let real = if entry.path_is_symlink() {
+                std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+            } else {
+                p.to_path_buf()
+            };
+            out.push(match real.strip_prefix(&root) {
+                Ok(rel) => rel.to_string_lossy().into_owned(),
+                Err(_) => real.to_string_lossy().into_owned(),
+            });
+        }
+        Some(out)
+    })
+    .await
+    .unwrap_or(None)
 }
 
 /// Check every request for `command` (see the module docs): a rule's deny on any of them

@@ -68,6 +68,19 @@ pub fn ruleset(name: &str) -> Ruleset {
         "extdeny" => {
             permission::from_config(&json!({"*": "allow", "external_directory": "deny"})).unwrap()
         }
+        // The attacker trial's configuration over the build agent's defaults (`read`
+        // asks for `*.env`, `external_directory` asks).
+        "attack" => AgentSet::from_config_value(
+            None,
+            Some(&json!({"bash": {"*": "allow", "rm *": "deny"}})),
+            None,
+            "t",
+        )
+        .unwrap()
+        .get("build")
+        .unwrap()
+        .permission
+        .clone(),
         // The plan agent under the common global `"permission": {"edit": "allow"}`.
         "plan" => AgentSet::from_config_value(None, Some(&json!({"edit": "allow"})), None, "t")
             .unwrap()
