@@ -1630,9 +1630,9 @@ const ATTACKER_TRIAL: &[Row] = &[
     ("attack", "rg -u SECRETVAL .", K, ".env"),
     ("attack", "rg -uu SECRETVAL sub", K, "sub/.env"),
     ("attack", "ag -u SECRETVAL", K, ".env"),
-    // `rg` and `ag` skip hidden files (`.env`) unless told otherwise.
-    ("attack", "rg SECRETVAL", A, ""),
-    ("attack", "ag SECRETVAL sub", A, ""),
+    // `rg` and `ag` skip hidden files (`.env`) unless told otherwise, not `sub/prod.env`.
+    ("attack", "rg SECRETVAL", K, "sub/prod.env"),
+    ("attack", "ag SECRETVAL sub", K, "sub/prod.env"),
     ("attack", "git grep SECRETVAL", K, ".env"),
     ("attack", "find . -type f -exec cat {} +", K, ".env"),
     (
@@ -1648,6 +1648,16 @@ const ATTACKER_TRIAL: &[Row] = &[
     ("attack", "diff -r sub src", K, "sub/.env"),
     ("attack", "git diff --no-index .env /dev/null", K, ".env"),
     ("attack", "git diff --no-index sub src", K, "sub/.env"),
+    // Globs are matched on the disk: `*` may name `prod.env`.
+    ("attack", "cat sub/*", K, "sub/prod.env"),
+    ("attack", "head -n 5 */*.env", K, "sub/prod.env"),
+    ("attack", "grep -r SECRETVAL *", K, "matches are only known"),
+    ("attack", "cat *.env", K, "*.env"),
+    ("attack", "cat sub/*.env", K, "sub/prod.env"),
+    ("attack", "shopt -s dotglob; cat *", K, "`dotglob`"),
+    ("attack", "cat *", A, ""),
+    ("attack", "cat src/*", A, ""),
+    ("attack", "wc -l src/*.rs", A, ""),
     ("attack", "grep -rn fn src", A, ""),
     ("attack", "rg fn src", A, ""),
     ("attack", "git diff --no-index src/a.rs src/a.rs", A, ""),
@@ -1661,7 +1671,7 @@ const ATTACKER_TRIAL: &[Row] = &[
 /// and a file `v` to delete.
 fn trial_project() -> (tempfile::TempDir, std::path::PathBuf) {
     let (d, proj) = project();
-    for f in [".env", "sub/.env"] {
+    for f in [".env", "sub/.env", "sub/prod.env"] {
         std::fs::write(proj.join(f), "SECRETVAL=1\n").unwrap();
     }
     std::fs::write(proj.join("v"), "v\n").unwrap();

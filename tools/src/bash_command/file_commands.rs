@@ -662,6 +662,20 @@ impl Walker {
             }
             let required = required || (links_made && FILE_COMMANDS.contains(&name));
             match w.lit.as_deref() {
+                // A file command's glob operand (`cat sub/*`, `head *.env`) is a read the
+                // permission layer matches on the disk; a glob that may match `.`/`..` and
+                // brace expansions go through `path` (unknown, or several words).
+                Some(l)
+                    if w.glob
+                        && FILE_COMMANDS.contains(&name)
+                        && !l.contains('{')
+                        && !l
+                            .split('/')
+                            .any(|c| c.starts_with('.') && c.contains(['*', '?', '['])) =>
+                {
+                    let l = l.to_string();
+                    self.path_literal(&l, false, source, true)
+                }
                 // A file command's operand is a file even without a `/` (`cat outlink`).
                 Some(l) if !w.glob && FILE_COMMANDS.contains(&name) => {
                     let l = l.to_string();

@@ -154,7 +154,6 @@ impl Walker {
                     "nocasematch",
                     "lastpipe",
                     "inherit_errexit",
-                    "dotglob",
                     "checkwinsize",
                     "histappend",
                     "-s",

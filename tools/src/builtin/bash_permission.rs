@@ -379,10 +379,17 @@ async fn path_requests(
                 glob_sources.push(format!("{} (in {})", u.path, u.source));
             }
         }
-        if u.recursive {
-            // Every file under it is read: each goes through the `read` rules, as if named
-            // (`grep -r KEY .` reads `.env`); too many to list is opaque below.
-            match files_under(&abs, &ctx.worktree, u.filtered).await {
+        let globbed = !u.write && u.path.contains(['*', '?', '[']);
+        if u.recursive || globbed {
+            // Every file under it (or matching the glob, `cat sub/*` reads `sub/prod.env`) is
+            // read: each goes through the `read` rules, as if named (`grep -r KEY .` reads
+            // `.env`); too many to list is opaque below.
+            let found = if globbed {
+                files_matching(&abs, &ctx.worktree, u.recursive, u.filtered).await
+            } else {
+                files_under(&abs, &ctx.worktree, u.filtered).await
+            };
+            match found {
                 Some(files) => {
                     for f in files {
                         if !reads.contains(&f) {
@@ -453,6 +460,86 @@ async fn path_requests(
 /// asks whenever a `read` rule restricts anything). Bounds the check's time on a large tree
 /// to a few milliseconds.
 pub const MAX_WALKED: usize = 20_000;
+
+/// The files a glob `pattern` (absolute) matches, as [`files_under`] gives them: the
+/// directory before its first component with a glob character is walked as deep as the
+/// pattern has components (`**` or `recursive`: without limit, and with `recursive` every
+/// file under that directory counts, a superset of what the matches hold). A name starting
+/// with `.` matches only a pattern component starting with `.`, as in bash without
+/// `dotglob` (except under `**`, where it always may). `None` when there are more than
+/// [`MAX_WALKED`] entries or the pattern is not a glob `globset` understands.
+async fn files_matching(
+    pattern: &Path,
+    worktree: &Path,
+    recursive: bool,
+    filtered: bool,
+) -> Option<Vec<String>> {
+    let pattern = pattern.to_string_lossy().into_owned();
+    let worktree = worktree.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let comps: Vec<&str> = pattern.split('/').collect();
+        let first = comps.iter().position(|c| c.contains(['*', '?', '[']))?;
+        let prefix = match comps[..first].join("/") {
+            p if p.is_empty() => "/".to_string(),
+            p => p,
+        };
+        let rest = &comps[first..];
+        let matcher = globset::GlobBuilder::new(&pattern)
+            .literal_separator(true)
+            .build()
+            .ok()?
+            .compile_matcher();
+        let depth = (!recursive && !rest.iter().any(|c| c.contains("**"))).then_some(rest.len());
+        let root = std::fs::canonicalize(&worktree).unwrap_or(worktree);
+        let mut out = Vec::new();
+        let walk = ignore::WalkBuilder::new(&prefix)
+            .standard_filters(filtered)
+            .hidden(filtered)
+            .follow_links(true)
+            .max_depth(depth)
+            .build();
+        for (n, entry) in walk.enumerate() {
+            if n >= MAX_WALKED {
+                return None;
+            }
+            let Ok(entry) = entry else { continue };
+            if entry.file_type().is_some_and(|t| t.is_dir())
+                || (!recursive && !matcher.is_match(entry.path()))
+            {
+                continue;
+            }
+            // Without `dotglob` (which the analysis treats as opaque) a glob character does
+            // not match a leading `.`: `cat *` does not read `.env`.
+            if depth.is_some() {
+                let names = entry
+                    .path()
+                    .strip_prefix(&prefix)
+                    .map(|r| {
+                        r.components()
+                            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default();
+                if names
+                    .iter()
+                    .zip(rest)
+                    .any(|(n, p)| n.starts_with('.') && !p.starts_with('.'))
+                {
+                    continue;
+                }
+            }
+            let real =
+                std::fs::canonicalize(entry.path()).unwrap_or_else(|_| entry.path().to_path_buf());
+            out.push(match real.strip_prefix(&root) {
+                Ok(rel) => rel.to_string_lossy().into_owned(),
+                Err(_) => real.to_string_lossy().into_owned(),
+            });
+        }
+        Some(out)
+    })
+    .await
+    .unwrap_or(None)
+}
 
 /// The files under `path` (itself when it is a file), as the `read` rules see them: relative
 /// to `worktree` when inside it (symbolic links resolved, followed into directories, hidden
