@@ -105,7 +105,7 @@ pub async fn run(a: AttachRun) -> Result<ExitCode> {
         .post(&format!("/session/{sid}/prompt_async"), &body)
         .await?;
 
-    let mut printer = Printer::new(a.json, sid.clone(), a.print.clone());
+    let mut printer = Printer::new(a.json, sid.as_str().into(), a.print.clone());
     printer.start();
     let mut busy_seen = false;
     let mut interrupts = 0u32;

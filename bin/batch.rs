@@ -25,7 +25,7 @@ use std::time::Instant;
 use anyhow::{Result, anyhow, bail};
 use rust_decimal::Decimal;
 use troupe_actors::Runtime;
-use troupe_session::Tokens;
+use troupe_session::{SessionId, Tokens};
 
 pub use troupe_cluster::task::{BatchResult, BatchTask, check_timeout, read_tasks};
 
@@ -228,7 +228,7 @@ pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
     let stats = Arc::new(Stats::default());
     // Retries are reported as they happen, so a task waiting on a failing provider does not
     // look hung.
-    let names: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>> =
+    let names: Arc<std::sync::Mutex<std::collections::HashMap<SessionId, String>>> =
         Default::default();
     let watcher = match &exec {
         Exec::Remote(_) | Exec::Cluster(_) => None,
@@ -488,10 +488,10 @@ async fn run_one_remote(
 ) -> BatchResult {
     let t0 = Instant::now();
     let fail =
-        |session_id: String, error: String| BatchResult::failed(&task.id, session_id, error, t0);
+        |session_id: SessionId, error: String| BatchResult::failed(&task.id, session_id, error, t0);
     if task.schema.is_some() {
         return fail(
-            String::new(),
+            SessionId::default(),
             "a task \"schema\" cannot run with --attach yet; run the batch without --attach".into(),
         );
     }
@@ -508,15 +508,15 @@ async fn run_one_remote(
         .await;
     let sid = match created {
         Ok(s) => match s["id"].as_str() {
-            Some(id) => id.to_string(),
+            Some(id) => SessionId::from(id),
             None => {
                 return fail(
-                    String::new(),
+                    SessionId::default(),
                     "the server returned a session without an id".into(),
                 );
             }
         },
-        Err(e) => return fail(String::new(), e.to_string()),
+        Err(e) => return fail(SessionId::default(), e.to_string()),
     };
     let mut body = serde_json::json!({"text": task.prompt});
     if let Some(a) = task.agent.clone().or(agent) {

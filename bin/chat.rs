@@ -17,7 +17,7 @@ use std::sync::Arc;
 use anyhow::{Result, anyhow};
 use rustyline::error::ReadlineError;
 use troupe_actors::{PromptInput, Runtime};
-use troupe_session::{Message, MessageWithParts, PartKind, Session, Store};
+use troupe_session::{Message, MessageId, MessageWithParts, PartKind, Session, Store};
 
 use crate::activity::Activity;
 use crate::output::{PrintOptions, Printer};
@@ -343,7 +343,7 @@ impl Chat {
             .read(move |r| Ok((r.session(&sid)?, r.messages(&sid)?)))
             .await?;
         let session = session.ok_or_else(|| anyhow!("session {} is gone", current.id))?;
-        let boundary = session.revert.as_ref().map(|r| r.message_id.as_str());
+        let boundary = session.revert.as_ref().map(|r| &r.message_id);
         let (target, text) = undo_target(&history, boundary)
             .ok_or_else(|| anyhow!("nothing to undo in session {}", session.id))?;
         let reverted = self.runtime.revert(&session.id, &target, None).await?;
@@ -526,7 +526,10 @@ impl Chat {
 /// The message `/undo` reverts to: the last user message before `boundary` (the pending
 /// revert's message, if any) that has text the user typed (synthetic user messages such as
 /// compaction requests are skipped), with that text. `None`: nothing left to undo.
-fn undo_target(history: &[MessageWithParts], boundary: Option<&str>) -> Option<(String, String)> {
+fn undo_target(
+    history: &[MessageWithParts],
+    boundary: Option<&MessageId>,
+) -> Option<(MessageId, String)> {
     let end = boundary
         .and_then(|b| history.iter().position(|m| m.info.id() == b))
         .unwrap_or(history.len());
@@ -535,6 +538,6 @@ fn undo_target(history: &[MessageWithParts], boundary: Option<&str>) -> Option<(
             return None;
         }
         let typed: Vec<&str> = m.typed_texts().collect();
-        (!typed.is_empty()).then(|| (m.info.id().to_string(), typed.join(" ")))
+        (!typed.is_empty()).then(|| (m.info.id().clone(), typed.join(" ")))
     })
 }

@@ -7,7 +7,7 @@
 
 use anyhow::{Result, anyhow};
 use troupe_session::timeline::{RowKind, RowStatus, Timeline, TimelineRow};
-use troupe_session::{Store, now_ms};
+use troupe_session::{SessionId, Store, now_ms};
 
 /// Width used when stdout is not a terminal and `COLUMNS` is unset or not a number.
 const DEFAULT_WIDTH: usize = 120;
@@ -17,8 +17,8 @@ const MIN_BAR: usize = 20;
 const MAX_LABEL: usize = 48;
 
 /// Prints the timeline of `session_id` (an exact id): JSON (the API's document) or the chart.
-pub async fn print(store: &Store, session_id: &str, json: bool) -> Result<()> {
-    let sid = session_id.to_string();
+pub async fn print(store: &Store, session_id: &SessionId, json: bool) -> Result<()> {
+    let sid = session_id.clone();
     let now = now_ms();
     let timeline = store
         .read(move |r| troupe_session::timeline::load(r, &sid, now))

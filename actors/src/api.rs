@@ -90,9 +90,9 @@ impl SessionPatch {
 #[derive(Debug, Clone, Serialize)]
 pub struct TurnResult {
     /// Session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The user message the prompt stored.
-    pub user_message_id: Option<String>,
+    pub user_message_id: Option<MessageId>,
     /// The turn's last assistant message.
     pub message: Option<AssistantMessage>,
     /// Its text.
@@ -123,7 +123,7 @@ impl TurnResult {
 pub enum RuntimeError {
     /// No such session.
     #[error("session not found: {0}")]
-    SessionNotFound(String),
+    SessionNotFound(SessionId),
     /// Store failure.
     #[error(transparent)]
     Store(#[from] troupe_session::StoreError),
@@ -143,7 +143,7 @@ pub enum RuntimeError {
     #[error("session {session_id} is driven by {owner} since {since}; {outcome}")]
     SessionBusy {
         /// The session.
-        session_id: String,
+        session_id: SessionId,
         /// Who drives it: `troupe serve (pid 123 on box)`.
         owner: String,
         /// When the owner took it, ISO-8601 UTC (store clock).

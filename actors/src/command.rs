@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use troupe_session::SessionId;
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -64,15 +65,15 @@ impl Runtime {
     /// fails to start is an error naming it, before anything is stored.
     pub async fn command(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         input: CommandInput,
     ) -> Result<TurnResult, RuntimeError> {
-        let sid = session_id.to_string();
+        let sid = session_id.clone();
         let session = self
             .store()
             .read(move |r| r.session(&sid))
             .await?
-            .ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
+            .ok_or_else(|| RuntimeError::SessionNotFound(session_id.clone()))?;
         let set = load_commands(self, PathBuf::from(&session.directory)).await?;
         let cmd = set
             .require(&input.name)
@@ -146,7 +147,7 @@ impl Runtime {
         if let Some(message_id) = &result.user_message_id {
             self.store().write1(Write::Publish(Event::CommandExecuted {
                 name: cmd.name.clone(),
-                session_id: session_id.to_string(),
+                session_id: session_id.clone(),
                 arguments: input.arguments.clone(),
                 message_id: message_id.clone(),
             }));
@@ -171,7 +172,7 @@ impl Runtime {
     /// ends the command with an error. Returns the follow-up turn.
     async fn subtask(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         cmd: &Command,
         prompt: String,
         input: CommandInput,
@@ -311,7 +312,7 @@ impl Runtime {
         )
         .await
         .map_err(RuntimeError::Turn)?;
-        ctx.message_id = assistant.id.clone();
+        ctx.message_id = assistant.id.to_string();
         ctx.call_id = call_id.clone();
         ctx.progress = Arc::new(crate::progress::PartProgress::new(
             self.store().clone(),
@@ -380,7 +381,7 @@ impl Runtime {
         drop(pending);
         self.store().write1(Write::Publish(Event::CommandExecuted {
             name: cmd.name.clone(),
-            session_id: session_id.to_string(),
+            session_id: session_id.clone(),
             arguments: input.arguments.clone(),
             message_id: user.id.clone(),
         }));
@@ -410,7 +411,7 @@ impl Runtime {
             && !self.shared().sessions.contains_key(session_id)
         {
             self.store().write1(Write::Publish(Event::SessionStatus {
-                session_id: session_id.to_string(),
+                session_id: session_id.clone(),
                 status: SessionStatus::Idle,
             }));
         }

@@ -171,8 +171,8 @@ impl Actor for CompactionWorker {
         );
         let assistant = AssistantMessage {
             id: troupe_session::id::message(),
-            session_id: args.session_id.clone(),
-            parent_id: args.request_id.clone(),
+            session_id: args.session_id.clone().into(),
+            parent_id: args.request_id.clone().into(),
             time: AssistantTime {
                 created: now_ms(),
                 completed: None,
@@ -264,7 +264,7 @@ pub struct CompactionPlan {
     pub previous_summary: Option<String>,
     /// After an overflow: the user message to send again once summarized (everything
     /// before it is summarized, it and what followed are not).
-    pub replay: Option<String>,
+    pub replay: Option<troupe_session::MessageId>,
     /// The request's compaction part with `tail_start_id` set, when a tail is kept.
     pub request_part: Option<Part>,
 }
@@ -299,7 +299,7 @@ pub fn plan(
     };
     if overflow {
         if let Some(r) = replay_index(&head) {
-            plan.replay = Some(head[r].info.id().to_string());
+            plan.replay = Some(head[r].info.id().clone());
             head.truncate(r);
         }
     } else if let Some(t) = select_tail(
@@ -307,7 +307,7 @@ pub fn plan(
         tail_turns(cfg),
         tail_budget(cfg, usable_context(model, cfg)),
     ) {
-        let id = head[t].info.id().to_string();
+        let id = head[t].info.id().clone();
         head.truncate(t);
         plan.request_part = compaction_part.map(|p| {
             let mut p = p.clone();

@@ -281,7 +281,7 @@ mod tests {
             info: Message::Assistant(a),
             parts: parts
                 .into_iter()
-                .map(|k| Part::new("ses", "msg_2", k))
+                .map(|k| Part::new(&"ses".into(), &"msg_2".into(), k))
                 .collect(),
         }
     }

@@ -18,6 +18,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use troupe_session::SessionId;
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -230,11 +231,11 @@ struct Resolver {
 /// calls do; `abort` stops it.
 pub async fn user_tool_context(
     shared: &Arc<RuntimeShared>,
-    session_id: &str,
+    session_id: &SessionId,
     agent: Option<&str>,
     abort: &CancellationToken,
 ) -> Result<ToolContext, String> {
-    let sid = session_id.to_string();
+    let sid = session_id.clone();
     let session = shared
         .store
         .read(move |r| r.session(&sid))
@@ -256,7 +257,7 @@ pub async fn user_tool_context(
     let directory = PathBuf::from(&session.directory);
     let worktree = crate::session_actor::worktree_of(&directory);
     Ok(ToolContext {
-        session_id: session.id.clone(),
+        session_id: session.id.to_string(),
         message_id: String::new(),
         call_id: String::new(),
         agent: agent.name.clone(),
@@ -280,7 +281,7 @@ pub async fn user_tool_context(
 /// that cannot be read is not an error but a synthetic text saying so.
 pub async fn resolve(
     shared: &Arc<RuntimeShared>,
-    session_id: &str,
+    session_id: &SessionId,
     input: &mut crate::PromptInput,
     abort: &CancellationToken,
 ) -> Result<(), String> {

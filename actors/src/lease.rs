@@ -17,6 +17,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use troupe_session::SessionId;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -82,13 +83,13 @@ pub struct LeaseBook {
     /// Leases held now.
     pub(crate) held: std::sync::atomic::AtomicI64,
     /// Per session: the token its waiters watch, and how many wait.
-    waits: dashmap::DashMap<String, (CancellationToken, usize)>,
+    waits: dashmap::DashMap<SessionId, (CancellationToken, usize)>,
 }
 
 /// One prompt on its way to a session actor; unregisters itself when dropped.
 pub(crate) struct WaitGuard<'a> {
     book: &'a LeaseBook,
-    session_id: String,
+    session_id: SessionId,
     /// Cancelled by [`LeaseBook::abort_waits`].
     pub(crate) token: CancellationToken,
 }
@@ -111,25 +112,25 @@ impl Drop for WaitGuard<'_> {
 
 impl LeaseBook {
     /// Register a prompt on its way to `session_id`'s actor.
-    pub(crate) fn wait_guard(&self, session_id: &str) -> WaitGuard<'_> {
+    pub(crate) fn wait_guard(&self, session_id: &SessionId) -> WaitGuard<'_> {
         let token = {
             let mut e = self
                 .waits
-                .entry(session_id.to_string())
+                .entry(session_id.clone())
                 .or_insert_with(|| (CancellationToken::new(), 0));
             e.1 += 1;
             e.0.clone()
         };
         WaitGuard {
             book: self,
-            session_id: session_id.to_string(),
+            session_id: session_id.clone(),
             token,
         }
     }
 
     /// Cancel the tokens of the prompts on their way to `session_id` (every session's with
     /// `None`).
-    pub(crate) fn abort_waits(&self, session_id: Option<&str>) {
+    pub(crate) fn abort_waits(&self, session_id: Option<&SessionId>) {
         match session_id {
             Some(id) => {
                 if let Some((_, (t, _))) = self.waits.remove(id) {
@@ -164,7 +165,7 @@ impl LeaseBook {
 /// A held lease of one session. Dropping it releases it (after a store flush).
 pub struct SessionLease {
     store: Store,
-    session_id: String,
+    session_id: SessionId,
     owner: String,
     book: Arc<LeaseBook>,
     lost: CancellationToken,
@@ -302,23 +303,23 @@ mod tests {
     fn abort_ends_the_waits_of_its_session_only() {
         let book = LeaseBook::default();
         let (a1, a2, b) = (
-            book.wait_guard("ses_a"),
-            book.wait_guard("ses_a"),
-            book.wait_guard("ses_b"),
+            book.wait_guard(&"ses_a".into()),
+            book.wait_guard(&"ses_a".into()),
+            book.wait_guard(&"ses_b".into()),
         );
-        book.abort_waits(Some("ses_a"));
+        book.abort_waits(Some(&"ses_a".into()));
         assert!(a1.token.is_cancelled() && a2.token.is_cancelled());
         assert!(!b.token.is_cancelled());
         drop(a1);
         // A new waiter after the abort waits afresh, and an old one leaving does not
         // unregister it.
-        let a3 = book.wait_guard("ses_a");
+        let a3 = book.wait_guard(&"ses_a".into());
         assert!(!a3.token.is_cancelled());
         drop(a2);
-        book.abort_waits(Some("ses_a"));
+        book.abort_waits(Some(&"ses_a".into()));
         assert!(a3.token.is_cancelled());
         drop(a3);
-        let a4 = book.wait_guard("ses_a");
+        let a4 = book.wait_guard(&"ses_a".into());
         drop(a4);
         assert!(book.waits.get("ses_a").is_none(), "no entry left behind");
         book.abort_waits(None);
@@ -337,7 +338,7 @@ mod tests {
         let (stalled, other) = (me.claim(), me.claim());
         // The stalled holder's last renewal gave it 1 ms; its heartbeat comes every 100 ms.
         let TakeOutcome::Taken { lease, .. } = store
-            .lease_take("ses_x", &stalled, Duration::from_millis(1))
+            .lease_take(&"ses_x".into(), &stalled, Duration::from_millis(1))
             .await
             .unwrap()
         else {
@@ -353,7 +354,7 @@ mod tests {
         let lost = held.lost();
         loop {
             match store
-                .lease_take("ses_x", &other, Duration::from_secs(60))
+                .lease_take(&"ses_x".into(), &other, Duration::from_secs(60))
                 .await
                 .unwrap()
             {
@@ -368,7 +369,11 @@ mod tests {
         // Dropping the lost lease does not release the new holder's.
         drop(held);
         book.settle(Duration::from_secs(3600)).await;
-        let now = store.lease_of("ses_x").await.unwrap().map(|h| h.owner);
+        let now = store
+            .lease_of(&"ses_x".into())
+            .await
+            .unwrap()
+            .map(|h| h.owner);
         assert_eq!(now, Some(other.owner));
     }
 
@@ -381,7 +386,8 @@ mod tests {
         let (a, b) = (me.claim(), me.claim());
         assert_ne!(a.owner, b.owner, "one owner id per lease");
         let ttl = Duration::from_secs(60);
-        let TakeOutcome::Taken { lease, .. } = store.lease_take("ses_x", &a, ttl).await.unwrap()
+        let TakeOutcome::Taken { lease, .. } =
+            store.lease_take(&"ses_x".into(), &a, ttl).await.unwrap()
         else {
             panic!("free lease not taken");
         };
@@ -390,15 +396,15 @@ mod tests {
         assert_eq!(book.held(), 1);
         // Another holder (same process, another actor incarnation) is refused meanwhile.
         assert!(matches!(
-            store.lease_take("ses_x", &b, ttl).await.unwrap(),
+            store.lease_take(&"ses_x".into(), &b, ttl).await.unwrap(),
             TakeOutcome::Held(h) if h.owner == a.owner && h.label == "troupe test"
         ));
         drop(held);
         book.settle(Duration::from_secs(3600)).await;
         assert_eq!(book.held(), 0);
-        assert_eq!(store.lease_of("ses_x").await.unwrap(), None);
+        assert_eq!(store.lease_of(&"ses_x".into()).await.unwrap(), None);
         assert!(matches!(
-            store.lease_take("ses_x", &b, ttl).await.unwrap(),
+            store.lease_take(&"ses_x".into(), &b, ttl).await.unwrap(),
             TakeOutcome::Taken { previous: None, .. }
         ));
     }

@@ -92,7 +92,8 @@ use tokio::sync::oneshot;
 use troupe_config::{LoadedConfig, ResolvedModel};
 use troupe_llm::provider::Provider;
 use troupe_session::{
-    AssistantMessage, Bus, MessageError, MessageErrorName, Session, Store, Tokens, Write,
+    AssistantMessage, Bus, MessageError, MessageErrorName, MessageId, Session, SessionId, Store,
+    Tokens, Write,
 };
 use troupe_tools::{PermissionAsker, Registry};
 pub use turn_error::TurnError;

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use troupe_session::SessionId;
 
 use dashmap::DashMap;
 use futures::future::BoxFuture;
@@ -47,7 +48,7 @@ impl Reply {
 
 struct Pending {
     info: Value,
-    session_id: String,
+    session_id: SessionId,
     project: String,
     permission: String,
     patterns: Vec<String>,
@@ -162,7 +163,7 @@ impl PermissionBroker {
     /// `permission.asked` payload (`reason`).
     pub async fn ask(
         self: &Arc<Self>,
-        session_id: &str,
+        session_id: &SessionId,
         project: &str,
         rules: Arc<Ruleset>,
         mut req: PermissionRequest,
@@ -223,7 +224,7 @@ impl PermissionBroker {
             id.clone(),
             Pending {
                 info: info.clone(),
-                session_id: session_id.to_string(),
+                session_id: session_id.clone(),
                 project: project.to_string(),
                 permission: req.permission.clone(),
                 patterns: req.patterns.clone(),
@@ -395,7 +396,7 @@ pub struct TurnPermissions {
     /// The broker that holds the asks the user has not answered yet.
     pub broker: Arc<PermissionBroker>,
     /// Id of the session (`ses_…`) whose tools ask.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Project key for approvals (worktree path).
     pub project: String,
     /// Agent ruleset merged with the session's rules.
@@ -504,12 +505,19 @@ mod tests {
         rules.0.push(Rule::new("bash", "rm *", Action::Deny));
         let rules = Arc::new(rules);
         assert_eq!(
-            b.ask("s", "/p", rules.clone(), req("bash", "ls -la"), None)
-                .await,
+            b.ask(
+                &"s".into(),
+                "/p",
+                rules.clone(),
+                req("bash", "ls -la"),
+                None
+            )
+            .await,
             PermissionReply::Allow
         );
         assert!(matches!(
-            b.ask("s", "/p", rules, req("bash", "rm -rf x"), None).await,
+            b.ask(&"s".into(), "/p", rules, req("bash", "rm -rf x"), None)
+                .await,
             PermissionReply::Deny(_)
         ));
     }
@@ -520,8 +528,10 @@ mod tests {
         let rules = Arc::new(Ruleset::new()); // default: ask
         let b2 = b.clone();
         let r2 = rules.clone();
-        let h =
-            tokio::spawn(async move { b2.ask("s", "/p", r2, req("edit", "a.txt"), None).await });
+        let h = tokio::spawn(async move {
+            b2.ask(&"s".into(), "/p", r2, req("edit", "a.txt"), None)
+                .await
+        });
         let id = loop {
             if let Some(p) = b.pending().first() {
                 break p["id"].as_str().unwrap().to_string();
@@ -532,7 +542,8 @@ mod tests {
         assert_eq!(h.await.unwrap(), PermissionReply::AllowAlways);
         // Now covered by the approval: no ask.
         assert_eq!(
-            b.ask("s2", "/p", rules, req("edit", "b.txt"), None).await,
+            b.ask(&"s2".into(), "/p", rules, req("edit", "b.txt"), None)
+                .await,
             PermissionReply::Allow
         );
     }
@@ -543,7 +554,10 @@ mod tests {
         let rules = Arc::new(Ruleset::new());
         let b2 = b.clone();
         let r2 = rules.clone();
-        let h = tokio::spawn(async move { b2.ask("s", "/p", r2, req("bash", "make"), None).await });
+        let h = tokio::spawn(async move {
+            b2.ask(&"s".into(), "/p", r2, req("bash", "make"), None)
+                .await
+        });
         let id = loop {
             if let Some(p) = b.pending().first() {
                 break p["id"].as_str().unwrap().to_string();
@@ -557,7 +571,7 @@ mod tests {
         }
         let (_d2, b) = broker(Arc::new(Policy::Deny));
         assert!(
-            matches!(b.ask("s", "/p", rules, req("bash", "make"), None).await, PermissionReply::Deny(m) if m.contains("non-interactive"))
+            matches!(b.ask(&"s".into(), "/p", rules, req("bash", "make"), None).await, PermissionReply::Deny(m) if m.contains("non-interactive"))
         );
     }
 
@@ -571,7 +585,7 @@ mod tests {
         let spawn_ask = |pat: &'static str| {
             let b2 = b.clone();
             let r2 = rules.clone();
-            tokio::spawn(async move { b2.ask("s", "/p", r2, req("bash", pat), None).await })
+            tokio::spawn(async move { b2.ask(&"s".into(), "/p", r2, req("bash", pat), None).await })
         };
         let h1 = spawn_ask("make");
         let h2 = spawn_ask("make test");
@@ -607,7 +621,7 @@ mod tests {
             opaque: vec!["the command word `$(echo rm)` is not a literal".into()],
             ..Default::default()
         };
-        match b.ask("s", "/p", rules.clone(), opaque, None).await {
+        match b.ask(&"s".into(), "/p", rules.clone(), opaque, None).await {
             PermissionReply::Deny(m) => {
                 assert!(m.contains("only known when it runs"), "{m}");
                 assert!(m.contains("`$(echo rm)` is not a literal"), "{m}");
@@ -621,7 +635,7 @@ mod tests {
             sources: vec!["ls".into(), "/bin/rm -rf d".into()],
             ..Default::default()
         };
-        match b.ask("s", "/p", rules, denied, None).await {
+        match b.ask(&"s".into(), "/p", rules, denied, None).await {
             PermissionReply::Deny(m) => assert!(
                 m.contains("bash: denied by rule \"rm *\": /bin/rm -rf d"),
                 "{m}"

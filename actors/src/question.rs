@@ -12,6 +12,7 @@
 //! a crash) drops the question, so a late reply gets 404.
 
 use std::sync::Arc;
+use troupe_session::SessionId;
 
 use dashmap::DashMap;
 use futures::future::BoxFuture;
@@ -70,7 +71,7 @@ pub trait QuestionAsker: Send + Sync {
 
 struct Pending {
     info: Value,
-    session_id: String,
+    session_id: SessionId,
     questions: Vec<Question>,
     tx: oneshot::Sender<Answers>,
 }
@@ -217,7 +218,7 @@ impl QuestionBroker {
             id.clone(),
             Pending {
                 info: info.clone(),
-                session_id: ctx.session_id.clone(),
+                session_id: ctx.session_id.clone().into(),
                 questions: questions.clone(),
                 tx,
             },
@@ -229,7 +230,7 @@ impl QuestionBroker {
         let mut pending = Unanswered {
             broker: self.clone(),
             id: id.clone(),
-            session_id: ctx.session_id.clone(),
+            session_id: ctx.session_id.clone().into(),
             terminal: None,
         };
         pending.terminal = self.asker.get().map(|a| {
@@ -259,7 +260,7 @@ impl QuestionBroker {
 struct Unanswered {
     broker: Arc<QuestionBroker>,
     id: String,
-    session_id: String,
+    session_id: SessionId,
     terminal: Option<tokio::task::JoinHandle<()>>,
 }
 

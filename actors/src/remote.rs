@@ -14,12 +14,13 @@
 use futures::future::BoxFuture;
 use rust_decimal::Decimal;
 use tokio_util::sync::CancellationToken;
+use troupe_session::SessionId;
 
 /// One child turn handed to the cluster.
 #[derive(Debug, Clone)]
 pub struct RemoteTurn {
     /// The child session, already in the shared store (new: no messages yet).
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The subagent's name.
     pub agent: String,
     /// `provider/model` for the turn, if the call chose one.
@@ -33,7 +34,7 @@ pub struct RemoteTurn {
     pub call_id: String,
     /// The parent session, whose turn waits for this one (a cluster worker lends the slot
     /// of a task that waits on remote children, so that one worker alone cannot deadlock).
-    pub parent_session_id: String,
+    pub parent_session_id: SessionId,
     /// Cancelled when the parent's call ends before the result came (abort, timeout,
     /// crash): the implementation must then cancel the remote turn.
     pub cancel: CancellationToken,

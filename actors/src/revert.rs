@@ -11,6 +11,7 @@
 //! - **Fork** copies the history before a message into a new session with fresh ids.
 
 use std::path::PathBuf;
+use troupe_session::{MessageId, PartId, SessionId};
 
 use troupe_session::{
     Message, MessageWithParts, Part, PartKind, Session, SessionRevert, Write, now_ms,
@@ -37,9 +38,9 @@ fn session_status(node: &crate::tree::ActorNode, id: &str) -> Option<crate::tree
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevertPoint {
     /// Message reverted to.
-    pub message_id: String,
+    pub message_id: MessageId,
     /// Part reverted to (the revert keeps the parts before it).
-    pub part_id: Option<String>,
+    pub part_id: Option<PartId>,
     /// The `patch` parts after the point, oldest first.
     pub patches: Vec<Patch>,
 }
@@ -50,30 +51,30 @@ pub struct RevertPoint {
 /// `None` when the message (or the part in it) is not in the history.
 pub fn revert_point(
     history: &[MessageWithParts],
-    message_id: &str,
-    part_id: Option<&str>,
+    message_id: &MessageId,
+    part_id: Option<&PartId>,
 ) -> Option<RevertPoint> {
     let ti = history.iter().position(|m| m.info.id() == message_id)?;
     let mut start: (usize, usize) = (ti, 0);
     let mut point_part = None;
     if let Some(pid) = part_id {
-        let pi = history[ti].parts.iter().position(|p| p.id == pid)?;
+        let pi = history[ti].parts.iter().position(|p| p.id == *pid)?;
         let content_before = history[ti].parts[..pi]
             .iter()
             .any(|p| matches!(p.kind, PartKind::Text { .. } | PartKind::Tool { .. }));
         if content_before {
             start = (ti, pi);
-            point_part = Some(pid.to_string());
+            point_part = Some(pid.clone());
         }
     }
-    let mut point_message = history[ti].info.id().to_string();
+    let mut point_message = history[ti].info.id().clone();
     if point_part.is_none() {
         let ui = history[..=ti]
             .iter()
             .rposition(|m| matches!(m.info, Message::User(_)))
             .unwrap_or(0);
         start = (ui, 0);
-        point_message = history[ui].info.id().to_string();
+        point_message = history[ui].info.id().clone();
     }
     let mut patches = Vec::new();
     for (mi, m) in history.iter().enumerate().skip(start.0) {
@@ -101,9 +102,9 @@ pub fn visible(session: &Session, history: &[MessageWithParts]) -> Vec<MessageWi
     };
     let mut out = Vec::new();
     for m in history {
-        if m.info.id() < rev.message_id.as_str() {
+        if *m.info.id() < rev.message_id {
             out.push(m.clone());
-        } else if m.info.id() == rev.message_id {
+        } else if *m.info.id() == rev.message_id {
             if let Some(pid) = &rev.part_id {
                 let mut m = m.clone();
                 m.parts.retain(|p| p.id.as_str() < pid.as_str());
@@ -139,7 +140,7 @@ pub(crate) fn cleanup(
         match kept.iter().find(|k| k.info.id() == m.info.id()) {
             None => writes.push(Write::RemoveMessage {
                 session_id: session.id.clone(),
-                message_id: m.info.id().to_string(),
+                message_id: m.info.id().clone(),
             }),
             Some(k) => {
                 for p in &m.parts {
@@ -175,9 +176,9 @@ pub fn fork_title(title: &str) -> String {
 impl Runtime {
     async fn load(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
     ) -> Result<(Session, Vec<MessageWithParts>), RuntimeError> {
-        let sid = session_id.to_string();
+        let sid = session_id.clone();
         let (session, history) = self
             .shared
             .store
@@ -190,8 +191,7 @@ impl Runtime {
                 Ok((s, h))
             })
             .await?;
-        let session =
-            session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
+        let session = session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.clone()))?;
         Ok((session, history))
     }
 
@@ -262,9 +262,9 @@ impl Runtime {
     /// snapshots off while there are file changes to undo, a git failure.
     pub async fn revert(
         &self,
-        session_id: &str,
-        message_id: &str,
-        part_id: Option<&str>,
+        session_id: &SessionId,
+        message_id: &MessageId,
+        part_id: Option<&PartId>,
     ) -> Result<Session, RuntimeError> {
         let (session, _) = self.load(session_id).await?;
         let _lease = self.exclusive(&session, "reverted").await?;
@@ -317,7 +317,7 @@ impl Runtime {
 
     /// Undoes a pending revert: the files it changed go back to how they were just before
     /// it, and the hidden messages show again. No pending revert: nothing to do.
-    pub async fn unrevert(&self, session_id: &str) -> Result<Session, RuntimeError> {
+    pub async fn unrevert(&self, session_id: &SessionId) -> Result<Session, RuntimeError> {
         let (session, _) = self.load(session_id).await?;
         let _lease = self.exclusive(&session, "unreverted").await?;
         let (mut session, _) = self.load(&session.id).await?;
@@ -357,8 +357,8 @@ impl Runtime {
     /// Messages a pending revert hides are not copied.
     pub async fn fork(
         &self,
-        session_id: &str,
-        message_id: Option<&str>,
+        session_id: &SessionId,
+        message_id: Option<&MessageId>,
     ) -> Result<Session, RuntimeError> {
         let (session, history) = self.load(session_id).await?;
         if let Some(mid) = message_id
@@ -379,13 +379,13 @@ impl Runtime {
             info: fork.clone(),
             created: true,
         }];
-        let mut ids: std::collections::HashMap<String, String> = Default::default();
+        let mut ids: std::collections::HashMap<MessageId, MessageId> = Default::default();
         for m in &history {
             if message_id.is_some_and(|mid| m.info.id() == mid) {
                 break;
             }
             let new_id = troupe_session::id::message();
-            ids.insert(m.info.id().to_string(), new_id.clone());
+            ids.insert(m.info.id().clone(), new_id.clone());
             let info = match &m.info {
                 Message::User(u) => {
                     let mut u = u.clone();
@@ -444,8 +444,8 @@ impl Runtime {
     /// snapshots; an error when snapshots are off for its directory.
     pub async fn session_diff(
         &self,
-        session_id: &str,
-        message_id: Option<&str>,
+        session_id: &SessionId,
+        message_id: Option<&MessageId>,
     ) -> Result<(Session, Vec<FileChange>), RuntimeError> {
         let (session, history) = self.load(session_id).await?;
         let mut history = visible(&session, &history);
@@ -533,7 +533,7 @@ mod tests {
                 summary: None,
             }),
             parts: vec![Part {
-                id: format!("prt_{id}_0"),
+                id: format!("prt_{id}_0").into(),
                 session_id: "ses".into(),
                 message_id: id.into(),
                 kind: PartKind::Text {
@@ -547,7 +547,7 @@ mod tests {
 
     fn with_patch(mut m: MessageWithParts, n: usize, hash: &str, file: &str) -> MessageWithParts {
         m.parts.push(Part {
-            id: format!("prt_{}_{n}", m.info.id()),
+            id: format!("prt_{}_{n}", m.info.id()).into(),
             session_id: "ses".into(),
             message_id: m.info.id().into(),
             kind: PartKind::Patch {
@@ -565,22 +565,22 @@ mod tests {
             with_patch(user("msg_2"), 1, "h2", "/p/b"),
             with_patch(user("msg_3"), 1, "h3", "/p/c"),
         ];
-        let p = revert_point(&h, "msg_2", None).unwrap();
+        let p = revert_point(&h, &"msg_2".into(), None).unwrap();
         assert_eq!(p.message_id, "msg_2");
         assert_eq!(p.part_id, None);
         let hashes: Vec<&str> = p.patches.iter().map(|x| x.hash.as_str()).collect();
         assert_eq!(hashes, ["h2", "h3"]);
-        assert!(revert_point(&h, "msg_9", None).is_none());
+        assert!(revert_point(&h, &"msg_9".into(), None).is_none());
     }
 
     #[test]
     fn revert_to_a_part_after_content_keeps_the_parts_before_it() {
         let h = vec![with_patch(user("msg_1"), 1, "h1", "/p/a")];
-        let p = revert_point(&h, "msg_1", Some("prt_msg_1_1")).unwrap();
+        let p = revert_point(&h, &"msg_1".into(), Some(&"prt_msg_1_1".into())).unwrap();
         assert_eq!(p.part_id.as_deref(), Some("prt_msg_1_1"));
         assert_eq!(p.patches.len(), 1);
         // The first part has nothing before it: the whole message is reverted.
-        let p = revert_point(&h, "msg_1", Some("prt_msg_1_0")).unwrap();
+        let p = revert_point(&h, &"msg_1".into(), Some(&"prt_msg_1_0".into())).unwrap();
         assert_eq!(p.part_id, None);
     }
 

@@ -21,18 +21,18 @@ pub struct RuntimeShared {
     /// Options.
     pub opts: RuntimeOptions,
     /// Live session actors by session id.
-    pub sessions: DashMap<String, ActorRef<SessionMsg>>,
+    pub sessions: DashMap<SessionId, ActorRef<SessionMsg>>,
     /// Counters.
     pub counters: Counters,
     /// Child sessions a `task` call is driving right now: one call per child at a time, so
     /// two calls with the same `task_id` never run two actors on one session (issue 24.7).
-    pub task_children: DashMap<String, ()>,
+    pub task_children: DashMap<SessionId, ()>,
     /// Slots for concurrently running subagents.
     pub subagent_slots: Arc<tokio::sync::Semaphore>,
     /// Background subagents (`task` with `background: true`) by child session id, running
     /// or finished (a finished one keeps its result for `task_status`); an entry goes when
     /// its parent or child session is deleted.
-    pub(crate) background: DashMap<String, crate::task::Background>,
+    pub(crate) background: DashMap<SessionId, crate::task::Background>,
     /// The root actor, for work that outlives the call that started it (a background
     /// subagent's result is prompted into its parent through a [`Runtime`]).
     pub(crate) root_ref: std::sync::OnceLock<ActorRef<()>>,
@@ -49,12 +49,12 @@ pub struct RuntimeShared {
     /// Session leases held by this runtime.
     pub leases: Arc<lease::LeaseBook>,
     /// The runtime root's children: session actor id → session id.
-    pub(crate) root_children: DashMap<ractor::ActorId, String>,
+    pub(crate) root_children: DashMap<ractor::ActorId, SessionId>,
     /// Session actors that crashed, by session id: (actor, cause), until the prompt whose
     /// turn they ran takes the entry and restarts the session.
-    pub(crate) crashed: DashMap<String, (ractor::ActorId, String)>,
+    pub(crate) crashed: DashMap<SessionId, (ractor::ActorId, String)>,
     /// Restart-intensity state of each session (crashes within the period).
-    pub(crate) session_intensity: DashMap<String, crate::supervision::Intensity>,
+    pub(crate) session_intensity: DashMap<SessionId, crate::supervision::Intensity>,
     /// Notified after the root handled a supervision event.
     pub(crate) root_events: tokio::sync::Notify,
     /// Fault injection for tests ([`faults`]; empty without the `fault-injection` feature).
@@ -227,10 +227,10 @@ impl Runtime {
     /// its assistant message id, which grows with time), or `None` when no result was
     /// delivered since the last call: `troupe run` reports that turn (exit code,
     /// `--output-last-message`) rather than the first one, which ended before the results.
-    pub async fn wait_background(&self, session_id: &str) -> Option<TurnResult> {
+    pub async fn wait_background(&self, session_id: &SessionId) -> Option<TurnResult> {
         loop {
             // The session's background subagents and theirs, transitively.
-            let mut parents = vec![session_id.to_string()];
+            let mut parents = vec![session_id.clone()];
             let mut pending = Vec::new();
             while let Some(p) = parents.pop() {
                 for b in self.shared.background.iter().filter(|b| b.parent == p) {
@@ -252,7 +252,7 @@ impl Runtime {
             .shared
             .background
             .iter()
-            .filter(|b| b.parent == session_id)
+            .filter(|b| b.parent == *session_id)
         {
             let taken = b.delivered.lock().unwrap_or_else(|p| p.into_inner()).take();
             if let Some(turn) = taken
@@ -296,7 +296,7 @@ impl Runtime {
     pub async fn create_session(
         &self,
         directory: &Path,
-        parent: Option<String>,
+        parent: Option<SessionId>,
     ) -> Result<Session, RuntimeError> {
         let dir = directory
             .canonicalize()
@@ -319,7 +319,7 @@ impl Runtime {
     /// `abort` is the prompt's abort token ([`Runtime::abort`] cancels it): it ends a wait.
     async fn session_actor(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         abort: &tokio_util::sync::CancellationToken,
     ) -> Result<ActorRef<SessionMsg>, RuntimeError> {
         if let Some(a) = self.shared.sessions.get(session_id) {
@@ -356,7 +356,7 @@ impl Runtime {
                     let end_wait = |announced: bool| {
                         if announced {
                             store.write1(Write::Publish(troupe_session::Event::SessionStatus {
-                                session_id: session_id.to_string(),
+                                session_id: session_id.clone(),
                                 status: troupe_session::SessionStatus::Idle,
                             }));
                         }
@@ -364,7 +364,7 @@ impl Runtime {
                     if waited >= opts.lease_wait {
                         end_wait(announced);
                         return Err(RuntimeError::SessionBusy {
-                            session_id: session_id.to_string(),
+                            session_id: session_id.clone(),
                             owner: holder.describe(),
                             since: troupe_session::iso_time(holder.acquired),
                             outcome: format!(
@@ -385,7 +385,7 @@ impl Runtime {
                         let until = troupe_session::now_ms()
                             + (opts.lease_wait - waited).as_millis().min(i64::MAX as u128) as i64;
                         store.write1(Write::Publish(troupe_session::Event::SessionStatus {
-                            session_id: session_id.to_string(),
+                            session_id: session_id.clone(),
                             status: troupe_session::SessionStatus::Waiting {
                                 owner: holder.describe(),
                                 until,
@@ -413,14 +413,13 @@ impl Runtime {
             drop(lease);
             return Ok(a.clone());
         }
-        let sid = session_id.to_string();
+        let sid = session_id.clone();
         let (session, history) = self
             .shared
             .store
             .read(move |r| Ok((r.session(&sid)?, r.messages(&sid)?)))
             .await?;
-        let session =
-            session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
+        let session = session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.clone()))?;
         // A prompt after a revert deletes the messages the revert hid (issue 15).
         let (session, mut history) = revert::cleanup(&self.shared, session, history);
         stop_survivors(&mut history).await;
@@ -438,10 +437,10 @@ impl Runtime {
             .map_err(|e| RuntimeError::Spawn(e.to_string()))?;
         self.shared
             .root_children
-            .insert(actor.get_id(), session_id.to_string());
+            .insert(actor.get_id(), session_id.clone());
         self.shared
             .sessions
-            .insert(session_id.to_string(), actor.clone());
+            .insert(session_id.clone(), actor.clone());
         Ok(actor)
     }
 
@@ -449,7 +448,7 @@ impl Runtime {
     /// run in order.
     pub async fn prompt(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         input: PromptInput,
     ) -> Result<TurnResult, RuntimeError> {
         // An abort that comes before the prompt reaches the session's actor (while the lease
@@ -512,7 +511,7 @@ impl Runtime {
                     let verdict = self
                         .shared
                         .session_intensity
-                        .entry(session_id.to_string())
+                        .entry(session_id.clone())
                         .or_insert_with(|| {
                             crate::supervision::Intensity::for_role(
                                 crate::supervision::Role::Session,
@@ -546,7 +545,7 @@ impl Runtime {
                             };
                             self.shared.store.write1(Write::Publish(
                                 troupe_session::Event::SessionError {
-                                    session_id: session_id.to_string(),
+                                    session_id: session_id.clone(),
                                     error: MessageError::new(
                                         MessageErrorName::Unknown,
                                         err.to_string(),
@@ -565,7 +564,7 @@ impl Runtime {
     /// next write keeps it); otherwise the stored session is updated. Returns the session.
     pub async fn update_session(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         patch: SessionPatch,
     ) -> Result<troupe_session::Session, RuntimeError> {
         let live = self.shared.sessions.get(session_id).map(|a| a.clone());
@@ -580,13 +579,13 @@ impl Runtime {
             }
             // The actor stopped before it took the change: update the store instead.
         }
-        let key = session_id.to_string();
+        let key = session_id.clone();
         let mut s = self
             .shared
             .store
             .read(move |r| r.session(&key))
             .await?
-            .ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
+            .ok_or_else(|| RuntimeError::SessionNotFound(session_id.clone()))?;
         patch.apply(&mut s).map_err(RuntimeError::Turn)?;
         self.shared.store.write1(Write::Session {
             info: s.clone(),
@@ -598,7 +597,11 @@ impl Runtime {
 
     /// Why `actor` (the actor of `session_id`) ended, when it crashed: waits until the root
     /// handled its supervision event (the reply channel closes a moment before), at most 5 s.
-    async fn crash_of(&self, session_id: &str, actor: &ActorRef<SessionMsg>) -> Option<String> {
+    async fn crash_of(
+        &self,
+        session_id: &SessionId,
+        actor: &ActorRef<SessionMsg>,
+    ) -> Option<String> {
         let wait = async {
             loop {
                 let notified = self.shared.root_events.notified();
@@ -616,7 +619,7 @@ impl Runtime {
     }
 
     /// Compact a session's history now (a manual compaction; waits for the summary).
-    pub async fn compact(&self, session_id: &str) -> Result<TurnResult, RuntimeError> {
+    pub async fn compact(&self, session_id: &SessionId) -> Result<TurnResult, RuntimeError> {
         self.prompt(
             session_id,
             PromptInput {
@@ -628,7 +631,7 @@ impl Runtime {
     }
 
     /// Abort a session's running turn (and its queued prompts). No-op when idle.
-    pub fn abort(&self, session_id: &str) {
+    pub fn abort(&self, session_id: &SessionId) {
         if let Some(a) = self.shared.sessions.get(session_id) {
             let _ = a.cast(SessionMsg::Abort);
         }
@@ -637,7 +640,7 @@ impl Runtime {
 
     /// [`Runtime::abort`] because the caller's deadline for the turn passed (a batch task's
     /// `timeout`): the same, and the turn's span records `outcome = timeout`.
-    pub fn abort_timed_out(&self, session_id: &str) {
+    pub fn abort_timed_out(&self, session_id: &SessionId) {
         if let Some(a) = self.shared.sessions.get(session_id) {
             let _ = a.cast(SessionMsg::AbortTimedOut);
         }
@@ -704,9 +707,9 @@ impl Runtime {
     }
 
     /// Start a prompt without waiting for it (the result goes to the bus).
-    pub fn prompt_async(&self, session_id: &str, input: PromptInput) {
+    pub fn prompt_async(&self, session_id: &SessionId, input: PromptInput) {
         let rt = self.clone();
-        let sid = session_id.to_string();
+        let sid = session_id.clone();
         tokio::spawn(async move {
             if let Err(e) = rt.prompt(&sid, input).await {
                 rt.shared
@@ -723,7 +726,7 @@ impl Runtime {
     /// its background processes (bash `background: true`) are stopped.
     /// Fails with [`RuntimeError::SessionBusy`] (nothing deleted) while another process
     /// drives the session or one of its children.
-    pub async fn delete_session(&self, session_id: &str) -> Result<bool, RuntimeError> {
+    pub async fn delete_session(&self, session_id: &SessionId) -> Result<bool, RuntimeError> {
         self.refuse_if_driven_elsewhere(session_id).await?;
         self.abort(session_id);
         // The aborted turn still closes its parts; delete after those writes, or they would
@@ -740,14 +743,14 @@ impl Runtime {
             }
         }
         // Its background processes stop with it.
-        let owner = session_id.to_string();
+        let owner = session_id.clone();
         let _ =
             tokio::task::spawn_blocking(move || troupe_tools::procs::stop_session(&owner)).await;
-        let sid = session_id.to_string();
+        let sid = session_id.clone();
         let Some(s) = self.shared.store.read(move |r| r.session(&sid)).await? else {
             return Ok(false);
         };
-        let sid = session_id.to_string();
+        let sid = session_id.clone();
         let children = self.shared.store.read(move |r| r.children(&sid)).await?;
         for c in children {
             Box::pin(self.delete_session(&c.id)).await?;
@@ -755,7 +758,7 @@ impl Runtime {
         // Its background subagent records (as parent and as child) go with it.
         self.shared
             .background
-            .retain(|child, b| child != session_id && b.parent != session_id);
+            .retain(|child, b| child != session_id && b.parent != *session_id);
         self.shared.store.write1(Write::DeleteSession(s));
         self.shared.store.flush().await?;
         Ok(true)
@@ -763,8 +766,8 @@ impl Runtime {
 
     /// [`RuntimeError::SessionBusy`] when another process holds the lease of `session_id`
     /// or of a session below it.
-    async fn refuse_if_driven_elsewhere(&self, session_id: &str) -> Result<(), RuntimeError> {
-        let mut stack = vec![session_id.to_string()];
+    async fn refuse_if_driven_elsewhere(&self, session_id: &SessionId) -> Result<(), RuntimeError> {
+        let mut stack = vec![session_id.clone()];
         while let Some(id) = stack.pop() {
             if let Some(h) = self.shared.store.lease_of(&id).await?
                 && (h.pid != self.shared.identity.pid || h.host != self.shared.identity.host)

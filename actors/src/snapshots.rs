@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use troupe_session::SessionId;
 
 use dashmap::DashMap;
 use troupe_session::{Event, FileDiff, PartKind, SessionSummary, Write};
@@ -35,9 +36,9 @@ pub struct Snapshots {
     /// Opened (or refused) per session directory.
     by_dir: DashMap<String, Result<Snapshot, Unavailable>>,
     /// Per session: its first snapshot (where the session diff starts).
-    first: DashMap<String, String>,
+    first: DashMap<SessionId, String>,
     /// Per session: the summary computed after its last step, with the trees it spans.
-    summaries: DashMap<String, (String, String, SessionSummary)>,
+    summaries: DashMap<SessionId, (String, String, SessionSummary)>,
 }
 
 impl Snapshots {
@@ -58,7 +59,7 @@ impl Snapshots {
         &self,
         rt: &RuntimeShared,
         directory: &str,
-        session_id: &str,
+        session_id: &SessionId,
     ) -> Result<Snapshot, Unavailable> {
         let Some(data) = &self.data_dir else {
             return Err(Unavailable::Disabled);
@@ -94,7 +95,7 @@ impl Snapshots {
                     tracing::warn!(marker = %marker.display(), "snapshot notice marker not written");
                 }
                 rt.store.write1(Write::Publish(Event::SessionNotice {
-                    session_id: session_id.to_string(),
+                    session_id: session_id.clone(),
                     message: why.to_string(),
                 }));
             }
@@ -103,13 +104,13 @@ impl Snapshots {
     }
 
     /// Forget what is cached about a session (its history was cut by a revert).
-    pub fn forget(&self, session_id: &str) {
+    pub fn forget(&self, session_id: &SessionId) {
         self.first.remove(session_id);
         self.summaries.remove(session_id);
     }
 
     /// The summary computed after the session's last step, if snapshots are on for it.
-    pub fn summary(&self, session_id: &str) -> Option<SessionSummary> {
+    pub fn summary(&self, session_id: &SessionId) -> Option<SessionSummary> {
         self.summaries.get(session_id).map(|s| s.2.clone())
     }
 }
@@ -144,7 +145,7 @@ pub struct Finished {
 pub fn begin(
     rt: &Arc<RuntimeShared>,
     directory: &Path,
-    session_id: &str,
+    session_id: &SessionId,
     done: impl FnOnce(Option<String>) + Send + 'static,
 ) -> StepSnap {
     if rt.snapshots.data_dir.is_none() || rt.snapshots.disabled {
@@ -153,7 +154,7 @@ pub fn begin(
     let (rt, dir, sid) = (
         rt.clone(),
         directory.display().to_string(),
-        session_id.to_string(),
+        session_id.clone(),
     );
     tokio::spawn(async move {
         let tree = match rt.snapshots.for_dir(&rt, &dir, &sid).await {
@@ -180,14 +181,14 @@ pub fn begin(
 pub fn finish(
     rt: &Arc<RuntimeShared>,
     directory: &Path,
-    session_id: &str,
+    session_id: &SessionId,
     start: String,
     done: impl FnOnce(Finished) + Send + 'static,
 ) {
     let (rt, dir, sid) = (
         rt.clone(),
         directory.display().to_string(),
-        session_id.to_string(),
+        session_id.clone(),
     );
     tokio::spawn(async move {
         let result = match rt.snapshots.for_dir(&rt, &dir, &sid).await {
@@ -209,7 +210,7 @@ pub fn finish(
     });
 }
 
-async fn after_step(rt: &RuntimeShared, s: &Snapshot, sid: &str, start: &str) -> Finished {
+async fn after_step(rt: &RuntimeShared, s: &Snapshot, sid: &SessionId, start: &str) -> Finished {
     let tree = match s.track().await {
         Ok(t) => t,
         Err(e) => {
@@ -240,13 +241,19 @@ async fn after_step(rt: &RuntimeShared, s: &Snapshot, sid: &str, start: &str) ->
 
 /// Recomputes the session's summary from its first snapshot to `last` (skipped when neither
 /// end moved: the trees are content hashes, so the diff would be the same).
-async fn refresh_summary(rt: &RuntimeShared, s: &Snapshot, sid: &str, start: &str, last: &str) {
+async fn refresh_summary(
+    rt: &RuntimeShared,
+    s: &Snapshot,
+    sid: &SessionId,
+    start: &str,
+    last: &str,
+) {
     let first = match rt.snapshots.first.get(sid).map(|f| f.clone()) {
         Some(f) => f,
         None => {
             // Once per session and process: the earliest step-start snapshot in the store
             // (this step's own start when the session has no earlier one).
-            let id = sid.to_string();
+            let id = sid.clone();
             let stored = rt
                 .store
                 .read(move |r| r.messages(&id))
@@ -254,7 +261,7 @@ async fn refresh_summary(rt: &RuntimeShared, s: &Snapshot, sid: &str, start: &st
                 .ok()
                 .and_then(|h| first_snapshot(&h));
             let f = stored.unwrap_or_else(|| start.to_string());
-            rt.snapshots.first.insert(sid.to_string(), f.clone());
+            rt.snapshots.first.insert(sid.clone(), f.clone());
             f
         }
     };
@@ -273,11 +280,11 @@ async fn refresh_summary(rt: &RuntimeShared, s: &Snapshot, sid: &str, start: &st
     };
     let summary = summary_of(&changes);
     rt.snapshots.summaries.insert(
-        sid.to_string(),
+        sid.clone(),
         (first.clone(), last.to_string(), summary.clone()),
     );
     rt.store.write1(Write::Publish(Event::SessionDiff {
-        session_id: sid.to_string(),
+        session_id: sid.clone(),
         diff: serde_json::to_value(&changes).unwrap_or_default(),
     }));
 }

@@ -68,7 +68,7 @@ pub struct Steering {
     pub just_delivered: usize,
     /// Callers of delivered prompts: each gets the turn's result (with its own user
     /// message id) when the turn ends.
-    pub joined: Vec<(String, crate::turn_error::TurnReply)>,
+    pub joined: Vec<(troupe_session::MessageId, crate::turn_error::TurnReply)>,
 }
 
 impl Steering {
@@ -149,8 +149,12 @@ mod tests {
         let m = MessageWithParts {
             info: Message::User(u),
             parts: vec![
-                troupe_session::Part::new("ses", "msg_1", text("stop and use tabs", false)),
-                troupe_session::Part::new("ses", "msg_1", text("a reminder", true)),
+                troupe_session::Part::new(
+                    &"ses".into(),
+                    &"msg_1".into(),
+                    text("stop and use tabs", false),
+                ),
+                troupe_session::Part::new(&"ses".into(), &"msg_1".into(), text("a reminder", true)),
             ],
         };
         let mut out = Vec::new();

@@ -36,7 +36,7 @@ pub struct StructuredTurn {
     /// The newest validation error text.
     pub last_error: Option<String>,
     /// Id of the newest assistant message already looked at (a step is counted once).
-    seen: Option<String>,
+    seen: Option<troupe_session::MessageId>,
 }
 
 /// What a finished step means for a structured turn.

@@ -23,8 +23,8 @@ fn step(id: &str, finish: Option<&str>, tools: Vec<ToolState>) -> MessageWithPar
         .enumerate()
         .map(|(i, state)| {
             Part::new(
-                "ses_1",
-                id,
+                &"ses_1".into(),
+                &id.into(),
                 PartKind::Tool {
                     call_id: format!("call_{i}"),
                     tool: STRUCTURED_OUTPUT_TOOL.into(),
@@ -122,8 +122,8 @@ fn a_plain_text_answer_fails_and_other_tools_continue() {
     assert_eq!(e.message(), "Model did not produce structured output");
     let mut other = step("msg_o", Some("tool-calls"), vec![]);
     other.parts.push(Part::new(
-        "ses_1",
-        "msg_o",
+        &"ses_1".into(),
+        &"msg_o".into(),
         PartKind::Tool {
             call_id: "c".into(),
             tool: "bash".into(),

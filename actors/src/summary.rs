@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use troupe_session::{MessageId, SessionId};
 
 use futures::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -29,9 +30,9 @@ pub struct SummaryArgs {
     /// Shared runtime parts.
     pub rt: Arc<RuntimeShared>,
     /// Session id.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The turn's user message id (where the summary goes).
-    pub user_id: String,
+    pub user_id: MessageId,
     /// The turn converted to model messages (its user message and the answers).
     pub turn: Vec<ChatMessage>,
     /// Model to ask.
@@ -45,7 +46,7 @@ pub struct SummaryState {
     _gauge: crate::ActorGauge,
     _node: crate::tree::NodeGuard,
     /// The turn's user message id.
-    pub user_id: String,
+    pub user_id: MessageId,
     /// The summary.
     pub summary: Option<UserSummary>,
     args: Option<SummaryArgs>,

@@ -26,6 +26,7 @@
 //! crashes during its turn is started again from the store, as a foreground child's is.
 
 use std::sync::{Arc, Weak};
+use troupe_session::SessionId;
 
 use futures::future::BoxFuture;
 use ractor::{Actor, ActorCell};
@@ -84,7 +85,7 @@ fn live_runtime(rt: &Weak<RuntimeShared>) -> Result<Arc<RuntimeShared>, ToolErro
 /// parts become errors), since a killed actor runs no cleanup of its own.
 struct AbortChild {
     rt: Arc<RuntimeShared>,
-    session_id: String,
+    session_id: SessionId,
     actor: Option<ractor::ActorRef<SessionMsg>>,
     armed: bool,
 }
@@ -124,12 +125,12 @@ impl Drop for AbortChild {
 /// released when the call ends, however it ends.
 struct ChildClaim {
     rt: Arc<RuntimeShared>,
-    session_id: String,
+    session_id: SessionId,
 }
 
 impl ChildClaim {
-    fn take(rt: &Arc<RuntimeShared>, session_id: &str) -> Result<Self, ToolError> {
-        match rt.task_children.entry(session_id.to_string()) {
+    fn take(rt: &Arc<RuntimeShared>, session_id: &SessionId) -> Result<Self, ToolError> {
+        match rt.task_children.entry(session_id.clone()) {
             dashmap::mapref::entry::Entry::Occupied(_) => Err(ToolError::Failed(format!(
                 "task_id {session_id} is already running in another task call of this session; \
                  wait for its result before continuing it, or start a new subagent without task_id"
@@ -138,7 +139,7 @@ impl ChildClaim {
                 v.insert(());
                 Ok(ChildClaim {
                     rt: rt.clone(),
-                    session_id: session_id.to_string(),
+                    session_id: session_id.clone(),
                 })
             }
         }
@@ -276,7 +277,7 @@ async fn run_checked(
         }
     };
     // Parent rules for the child's derived ruleset.
-    let parent_id = ctx.session_id.clone();
+    let parent_id = SessionId::from(ctx.session_id.as_str());
     let parent = rt
         .store
         .read(move |r| r.session(&parent_id))
@@ -309,7 +310,7 @@ async fn run_checked(
     // Resume or create the child session.
     let child: Session = match &args.task_id {
         Some(id) => {
-            let key = id.clone();
+            let key = SessionId::from(id.as_str());
             let s = rt
                 .store
                 .read(move |r| r.session(&key))
@@ -328,7 +329,7 @@ async fn run_checked(
         None => {
             let mut s = Session::new(
                 &ctx.directory.display().to_string(),
-                Some(ctx.session_id.clone()),
+                Some(ctx.session_id.clone().into()),
             );
             s.title = format!("{} (@{} subagent)", args.description, sub.name);
             s.permission = Some(derived.into());
@@ -620,7 +621,7 @@ pub(super) fn prompt_child(
 
 /// The `task` output of a child that answered `text` (OpenCode's `<task>` block, with the
 /// task_id to continue it).
-fn completed_output(child_id: &str, text: &str) -> String {
+fn completed_output(child_id: &SessionId, text: &str) -> String {
     format!(
         "task_id: {child_id} (pass it as task_id to continue this subagent)\n\n<task id=\"{child_id}\" state=\"completed\">\n<task_result>\n{}\n</task_result>\n</task>",
         text.trim()

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use troupe_session::SessionId;
 
 use futures::StreamExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -26,7 +27,7 @@ pub struct TitleArgs {
     /// Shared runtime parts.
     pub rt: Arc<RuntimeShared>,
     /// Session id.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The first user message's text.
     pub text: String,
     /// Model to ask.

@@ -97,7 +97,7 @@ impl TypedTool for TodoWriteTool {
         Box::pin(async move {
             ask(&ctx, "todowrite").await?;
             store.write1(Write::Todos {
-                session_id: ctx.session_id.clone(),
+                session_id: ctx.session_id.clone().into(),
                 todos: args.todos.clone(),
             });
             store
@@ -125,7 +125,7 @@ impl TypedTool for TodoReadTool {
         let store = self.store.clone();
         Box::pin(async move {
             ask(&ctx, "todoread").await?;
-            let sid = ctx.session_id.clone();
+            let sid = troupe_session::SessionId::from(ctx.session_id.as_str());
             let todos = store
                 .read(move |r| r.todos(&sid))
                 .await
@@ -176,7 +176,7 @@ mod tests {
             list,
             json!([{"content": "z", "status": "cancelled", "priority": "medium"}])
         );
-        let other = store.read(|r| r.todos("ses_other")).await.unwrap();
+        let other = store.read(|r| r.todos(&"ses_other".into())).await.unwrap();
         assert!(other.is_empty());
     }
 

@@ -11,6 +11,7 @@
 //! with what the command printed and a note that the user aborted it.
 
 use std::sync::Arc;
+use troupe_session::SessionId;
 
 use serde_json::json;
 use troupe_session::{
@@ -46,14 +47,14 @@ impl Runtime {
     /// [`RuntimeError::SessionBusy`] whose outcome is `outcome`.
     pub(crate) async fn hold_session(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         wait: Option<&tokio_util::sync::CancellationToken>,
         outcome: &str,
     ) -> Result<(crate::lease::SessionLease, troupe_session::Session), RuntimeError> {
         let shared = self.shared().clone();
-        let sid = session_id.to_string();
+        let sid = session_id.clone();
         if self.store().read(move |r| r.session(&sid)).await?.is_none() {
-            return Err(RuntimeError::SessionNotFound(session_id.to_string()));
+            return Err(RuntimeError::SessionNotFound(session_id.clone()));
         }
         let started = std::time::Instant::now();
         let lease = loop {
@@ -72,7 +73,7 @@ impl Runtime {
                 }
                 troupe_session::TakeOutcome::Held(h) => {
                     let busy = |outcome: String| RuntimeError::SessionBusy {
-                        session_id: session_id.to_string(),
+                        session_id: session_id.clone(),
                         owner: h.describe(),
                         since: troupe_session::iso_time(h.acquired),
                         outcome,
@@ -98,13 +99,12 @@ impl Runtime {
                 }
             }
         };
-        let sid = session_id.to_string();
+        let sid = session_id.clone();
         let (session, history) = self
             .store()
             .read(move |r| Ok((r.session(&sid)?, r.messages(&sid)?)))
             .await?;
-        let session =
-            session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.to_string()))?;
+        let session = session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.clone()))?;
         let (session, mut history) = crate::revert::cleanup(&shared, session, history);
         crate::stop_survivors(&mut history).await;
         troupe_session::store::sweep_interrupted(self.store(), &mut history);
@@ -117,7 +117,7 @@ impl Runtime {
     /// [`RuntimeError::SessionNotFound`], or a bad agent/model.
     pub async fn shell(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         command: &str,
         agent: Option<String>,
         model: Option<String>,
@@ -222,8 +222,8 @@ impl Runtime {
             part.clone(),
         ));
         let ctx = ToolContext {
-            session_id: session.id.clone(),
-            message_id: assistant.id.clone(),
+            session_id: session.id.to_string(),
+            message_id: assistant.id.to_string(),
             call_id: String::new(),
             agent: agent.name.clone(),
             directory,

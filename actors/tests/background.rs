@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::*;
-use troupe_session::{Message, MessageWithParts, PartKind, ToolState};
+use troupe_session::{Message, MessageWithParts, PartKind, SessionId, ToolState};
 use troupe_testkit::{Conversation, MockServer, RecordedRequest, Script, Step};
 
 fn background_task(token: &str) -> Value {
@@ -36,7 +36,7 @@ fn last_error(history: &[MessageWithParts]) -> Option<String> {
 /// returned with `MessageAbortedError`.
 async fn abort_and_wait(
     rt: &troupe_actors::Runtime,
-    sid: &str,
+    sid: &SessionId,
     turn: tokio::task::JoinHandle<Result<troupe_actors::TurnResult, troupe_actors::RuntimeError>>,
 ) {
     rt.abort(sid);

@@ -345,7 +345,7 @@ async fn chaos_turns_end_in_defined_states() {
                         if tool == "chaos_read" && input["crash_once"] == true =>
                     {
                         let runs =
-                            read_runs.lock().unwrap()[&(p.message_id.clone(), call_id.clone())];
+                            read_runs.lock().unwrap()[&(p.message_id.to_string(), call_id.clone())];
                         assert!(runs >= 2, "a crash_once read completed after {runs} run(s)");
                         completed_after_crash += 1;
                     }

@@ -8,6 +8,7 @@ mod support;
 use serde_json::{Value, json};
 use support::*;
 use troupe_actors::{RuntimeOptions, TurnResult};
+use troupe_session::SessionId;
 use troupe_session::{Message, PartKind};
 use troupe_testkit::{Conversation, MockServer, RecordedRequest, Script, Step};
 
@@ -46,7 +47,7 @@ fn script() -> Script {
     ])
 }
 
-async fn run(rt: &troupe_actors::Runtime, sid: &str, text: &str) -> TurnResult {
+async fn run(rt: &troupe_actors::Runtime, sid: &SessionId, text: &str) -> TurnResult {
     let r = run_prompt(rt, sid, text).await;
     assert!(r.error.is_none(), "turn failed: {:?}", r.error);
     r
@@ -153,7 +154,7 @@ async fn forty_turns_compact_several_times_and_keep_the_last_two_turns() {
         let tail_start = tail_start.unwrap_or_else(|| panic!("compaction {k} kept no tail"));
         let tail_pos = history
             .iter()
-            .position(|m| m.info.id() == tail_start)
+            .position(|m| *m.info.id() == tail_start)
             .expect("tail start is stored");
         // The tail holds the last 2 turns' prompts.
         let tail_prompts: Vec<String> = history[tail_pos..]

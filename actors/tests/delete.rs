@@ -36,7 +36,7 @@ async fn deleting_a_busy_session_waits_for_its_aborted_turn() {
         let rt2 = rt.clone();
         wait_until("the tool call to run", move || {
             let tree = serde_json::to_string(&rt2.actors()).unwrap_or_default();
-            tree.contains(&sid) && tree.contains("test_sleep")
+            tree.contains(sid.as_str()) && tree.contains("test_sleep")
         })
         .await;
     }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use support::*;
 use tempfile::TempDir;
 use troupe_actors::{Runtime, RuntimeOptions};
-use troupe_session::ToolState;
+use troupe_session::{SessionId, ToolState};
 use troupe_testkit::{MockServer, Script, Step};
 
 fn ask_db() -> Step {
@@ -31,7 +31,7 @@ struct Asking {
     _dir: TempDir,
     server: MockServer,
     rt: Runtime,
-    sid: String,
+    sid: SessionId,
     turn: tokio::task::JoinHandle<troupe_actors::TurnResult>,
     /// The bus, subscribed before the turn started.
     events: tokio::sync::broadcast::Receiver<std::sync::Arc<troupe_session::Event>>,

@@ -115,7 +115,7 @@ async fn scenario(anthropic: bool) {
                     matches!(&p.kind, PartKind::Text { text, .. } if text.starts_with("turn 3:"))
                 })
         })
-        .map(|m| m.info.id().to_string())
+        .map(|m| m.info.id().clone())
         .expect("turn 3 prompt");
     rt.revert(&sid, &turn3, None).await.expect("revert");
     for t in 5..7 {

@@ -216,7 +216,9 @@ async fn spans_mirror_the_actor_tree() {
     let root_id = loop {
         let all = collected.all();
         let found = all.iter().find(|(_, r)| {
-            r.name == "session" && r.parent.is_none() && r.fields.get("session_id") == Some(&sid)
+            r.name == "session"
+                && r.parent.is_none()
+                && r.fields.get("session_id").map(String::as_str) == Some(sid.as_str())
         });
         if let Some((id, r)) = found
             && r.closed.is_some()
@@ -249,7 +251,7 @@ async fn spans_mirror_the_actor_tree() {
     let assistant_ids: Vec<&str> = history
         .iter()
         .filter(|m| matches!(m.info, troupe_session::Message::Assistant(_)))
-        .map(|m| m.info.id())
+        .map(|m| m.info.id().as_str())
         .collect();
     for ((_, s), mid) in steps.iter().zip(&assistant_ids) {
         assert_eq!(field(s, "message_id"), *mid);

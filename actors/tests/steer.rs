@@ -8,7 +8,7 @@ use serde_json::json;
 use support::*;
 use tempfile::TempDir;
 use troupe_actors::{PromptInput, Runtime, TurnResult};
-use troupe_session::Message;
+use troupe_session::{Message, SessionId};
 use troupe_testkit::{MockServer, Script, Step};
 
 const STEER: &str = "also count the blank lines";
@@ -16,10 +16,10 @@ const STEER: &str = "also count the blank lines";
 /// Send [`STEER`] to the session in a task, steering (or queued with `steer: false`).
 fn spawn_second(
     rt: &Runtime,
-    sid: &str,
+    sid: &SessionId,
     steer: bool,
 ) -> tokio::task::JoinHandle<Result<TurnResult, troupe_actors::RuntimeError>> {
-    let (rt, sid) = (rt.clone(), sid.to_string());
+    let (rt, sid) = (rt.clone(), sid.clone());
     tokio::spawn(async move {
         rt.prompt(
             &sid,
@@ -61,7 +61,7 @@ async fn run_with_second_prompt(
     dir: &TempDir,
     server: &MockServer,
     steer: bool,
-) -> (Runtime, String, TurnResult, TurnResult) {
+) -> (Runtime, SessionId, TurnResult, TurnResult) {
     let gate = dir.path().join("gate");
     let rt = start_runtime(dir, &server.base_url()).await;
     let sid = rt

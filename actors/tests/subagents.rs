@@ -20,7 +20,7 @@ use support::{
 };
 use tempfile::TempDir;
 use troupe_actors::{Runtime, RuntimeOptions};
-use troupe_session::{LeaseClaim, Message, MessageWithParts, TakeOutcome, ToolState};
+use troupe_session::{LeaseClaim, Message, MessageWithParts, SessionId, TakeOutcome, ToolState};
 use troupe_testkit::{Conversation, Exhausted, MockServer, RecordedRequest, Script, Step};
 
 /// The first user message's text of a stored session.
@@ -49,7 +49,7 @@ fn task_results(history: &[MessageWithParts]) -> Vec<(Value, Result<String, Stri
         .collect()
 }
 
-fn live_session_ids(rt: &Runtime) -> Vec<String> {
+fn live_session_ids(rt: &Runtime) -> Vec<SessionId> {
     rt.shared()
         .sessions
         .iter()
@@ -95,17 +95,17 @@ fn task_args(token: &str, subagent: &str) -> Value {
 }
 
 /// The `task_id: <id>` a successful task result starts with.
-fn task_id_of(output: &str) -> String {
+fn task_id_of(output: &str) -> SessionId {
     let line = output.lines().next().unwrap_or("");
     let id = line
         .strip_prefix("task_id: ")
         .and_then(|r| r.split_whitespace().next())
         .unwrap_or_else(|| panic!("task output does not start with `task_id: `: {output}"));
-    id.to_string()
+    id.into()
 }
 
 /// Matches each child session to the token of its task prompt.
-async fn child_by_token(rt: &Runtime, parent: &str, tokens: &[&str]) -> Vec<String> {
+async fn child_by_token(rt: &Runtime, parent: &SessionId, tokens: &[&str]) -> Vec<SessionId> {
     let kids = children(rt, parent).await;
     let mut out = Vec::new();
     for token in tokens {
@@ -129,7 +129,7 @@ async fn first_child_turn(
     root: &Path,
     tag: &str,
     child_answer: &str,
-) -> (String, String) {
+) -> (SessionId, String) {
     let server = MockServer::start(Script::new(vec![
         Conversation::new(vec![
             Step::tool("task", task_args(&format!("CHILD-{tag}"), "explore")),

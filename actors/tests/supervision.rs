@@ -9,6 +9,7 @@ mod support;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use troupe_session::SessionId;
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -90,7 +91,7 @@ struct FlakyTurn {
     _dir: TempDir,
     _server: MockServer,
     rt: Runtime,
-    sid: String,
+    sid: SessionId,
     r: TurnResult,
     /// How many times the tool ran.
     runs: Arc<AtomicUsize>,

@@ -185,8 +185,8 @@ mod tests {
 
     fn tool_part(state: ToolState) -> Part {
         Part::new(
-            "ses_1",
-            "msg_1",
+            &"ses_1".into(),
+            &"msg_1".into(),
             PartKind::Tool {
                 call_id: "c".into(),
                 tool: "read".into(),

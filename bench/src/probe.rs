@@ -24,7 +24,7 @@ pub(crate) async fn page_probe(store: &Store, sid: String, n: usize) -> Result<P
     let ids: Vec<String> = {
         let sid = sid.clone();
         store
-            .read(move |r| r.messages(&sid))
+            .read(move |r| r.messages(&sid.as_str().into()))
             .await
             .map_err(|e| anyhow!("store read: {e}"))?
             .iter()
@@ -37,7 +37,7 @@ pub(crate) async fn page_probe(store: &Store, sid: String, n: usize) -> Result<P
         let key = sid.clone();
         let start = Instant::now();
         store
-            .read(move |r| r.session(&key))
+            .read(move |r| r.session(&key.as_str().into()))
             .await
             .map_err(|e| anyhow!("session read: {e}"))?;
         baseline_us.push(start.elapsed().as_secs_f64() * 1e6);
@@ -46,7 +46,7 @@ pub(crate) async fn page_probe(store: &Store, sid: String, n: usize) -> Result<P
         let start = Instant::now();
         let bytes = store
             .read(move |r| {
-                r.messages_page(&sid, LIMIT, before.as_deref())
+                r.messages_page(&sid.as_str().into(), LIMIT, before.map(Into::into).as_ref())
                     .map(|page| serde_json::to_vec(&page).map_or(0, |b| b.len()))
             })
             .await

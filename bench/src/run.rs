@@ -189,7 +189,7 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
                 let sid = match existing {
                     Some(id) => id,
                     None => match runtime.create_session(&dir, None).await {
-                        Ok(session) => session.id,
+                        Ok(session) => session.id.into_string(),
                         Err(e) => return (index, None, 0.0, Err(format!("create session: {e}"))),
                     },
                 };
@@ -199,7 +199,7 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
                 let start = Instant::now();
                 let result = runtime
                     .prompt(
-                        &sid,
+                        &sid.as_str().into(),
                         PromptInput {
                             text,
                             ..Default::default()
@@ -301,7 +301,7 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
         .read(move |r| {
             ids.iter()
                 .map(|id| {
-                    r.messages(id)
+                    r.messages(&id.as_str().into())
                         .map(|h| (measure::tool_ms(&h).1, measure::compacted(&h)))
                 })
                 .collect()

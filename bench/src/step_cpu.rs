@@ -47,7 +47,7 @@ pub fn start(bus: Bus, mock: CpuClock) -> Sampler {
                         info: Message::Assistant(a),
                     } = ev.as_ref()
                         && a.time.completed.is_none()
-                        && seen.insert(a.id.clone())
+                        && seen.insert(a.id.to_string())
                     {
                         samples.push(Sample {
                             process_s: measure::usage().map_or(0.0, |u| u.cpu_s),

@@ -5,7 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
 use troupe_config::LoadedConfig;
-use troupe_session::{Event, Message, MessageWithParts, PartKind, Session, Store, ToolState};
+use troupe_session::{
+    Event, Message, MessageId, MessageWithParts, PartId, PartKind, Session, SessionId, Store,
+    ToolState,
+};
 
 use crate::SessionCommand;
 

@@ -20,7 +20,7 @@ pub struct PrintOptions {
 /// that fails and is retried never reaches the file (the retry streams it again).
 pub struct Printer {
     json: bool,
-    session_id: String,
+    session_id: SessionId,
     out: std::io::BufWriter<std::io::Stdout>,
     /// Stdout is a terminal (then a half-written line must end before stderr draws on it).
     stdout_tty: bool,
@@ -31,18 +31,18 @@ pub struct Printer {
     written_mid_line: bool,
     /// The text part the last delta belonged to: text of another part (the next step, the
     /// next turn) starts on a new line.
-    text_part: Option<String>,
+    text_part: Option<PartId>,
     /// Step-finish parts already warned about (a part is updated again, e.g. with its
     /// snapshot, and must not warn twice).
-    length_warned: std::collections::HashSet<String>,
+    length_warned: std::collections::HashSet<PartId>,
     /// Reasoning parts (their deltas are not printed in the default view).
-    reasoning: std::collections::HashSet<String>,
+    reasoning: std::collections::HashSet<PartId>,
     opts: PrintOptions,
 }
 
 impl Printer {
     /// A printer for `session_id`; `json` prints every event as one JSON line.
-    pub fn new(json: bool, session_id: String, opts: PrintOptions) -> Self {
+    pub fn new(json: bool, session_id: SessionId, opts: PrintOptions) -> Self {
         let stdout_tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
         Self {
             json,
@@ -163,7 +163,7 @@ impl Printer {
                 ..
             } if field == "text" => {
                 self.opts.activity.clear();
-                if self.text_part.as_deref() != Some(part_id.as_str()) {
+                if self.text_part.as_ref() != Some(part_id) {
                     // Another part's text (a later step or turn) is a new paragraph.
                     self.end_line();
                     self.text_part = Some(part_id.clone());

@@ -6,7 +6,7 @@ use super::*;
 /// `troupe session diff|revert|unrevert|fork` on a started runtime.
 pub async fn snapshot_command(
     runtime: &troupe_actors::Runtime,
-    session_id: &str,
+    session_id: &SessionId,
     command: SessionCommand,
 ) -> Result<ExitCode> {
     match command {
@@ -17,7 +17,7 @@ pub async fn snapshot_command(
             ..
         } => {
             let (_, changes) = runtime
-                .session_diff(session_id, message.as_deref())
+                .session_diff(session_id, message.map(MessageId::from).as_ref())
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
             if format == crate::Format::Json {
@@ -36,7 +36,11 @@ pub async fn snapshot_command(
         }
         SessionCommand::Revert { message, part, .. } => {
             let s = runtime
-                .revert(session_id, &message, part.as_deref())
+                .revert(
+                    session_id,
+                    &MessageId::from(message.as_str()),
+                    part.map(PartId::from).as_ref(),
+                )
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
             let files = s.revert.as_ref().map(|r| r.files.len()).unwrap_or(0);
@@ -56,7 +60,7 @@ pub async fn snapshot_command(
         }
         SessionCommand::Fork { message, .. } => {
             let s = runtime
-                .fork(session_id, message.as_deref())
+                .fork(session_id, message.map(MessageId::from).as_ref())
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
             println!("{}", s.id);

@@ -28,7 +28,7 @@ pub async fn stats(store: &Store, json: bool, dir: Option<&std::path::Path>) -> 
         .await
         .map_err(|e| anyhow!("{e}"))?;
     // Session id → directory, for the directory column and the --dir filter.
-    let dirs: std::collections::HashMap<String, String> = store
+    let dirs: std::collections::HashMap<troupe_session::SessionId, String> = store
         .read(|r| r.sessions(usize::MAX, false))
         .await
         .map_err(|e| anyhow!("{e}"))?
@@ -50,7 +50,7 @@ pub async fn stats(store: &Store, json: bool, dir: Option<&std::path::Path>) -> 
             .unwrap_or("")
             .to_string();
         let keys = [
-            a.session_id.clone(),
+            a.session_id.to_string(),
             format!("{}/{}", a.provider_id, a.model_id),
             day,
         ];

@@ -34,6 +34,7 @@ pub mod worker;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow, bail};
+use troupe_session::SessionId;
 
 /// Default prefix of the cluster's stream, consumer and subject names.
 pub const DEFAULT_PREFIX: &str = "troupe";
@@ -266,7 +267,7 @@ fn fnv1a(seed: u64, bytes: &[u8]) -> u64 {
 /// `ses_` + the run's 12 hex digits of time (so the run's sessions sort where the run
 /// started) + 14 base62 characters hashed from the run and the task id. The same run and
 /// task always give the same id, so a task published again (`--resume`) finds its session.
-pub fn session_id_for(run: &str, task_id: &str) -> String {
+pub fn session_id_for(run: &str, task_id: &str) -> SessionId {
     const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let hex: String = run
         .trim_start_matches("run_")
@@ -285,7 +286,7 @@ pub fn session_id_for(run: &str, task_id: &str) -> String {
         tail.push(BASE62[(*src % 62) as usize] as char);
         *src /= 62;
     }
-    format!("ses_{hex}{tail}")
+    format!("ses_{hex}{tail}").into()
 }
 
 /// A new run id: `run_` + an ascending id's time and random tail (letters and digits, a

@@ -25,6 +25,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use troupe_actors::remote::{RemoteOutcome, RemoteSubagents, RemoteTurn};
+use troupe_session::SessionId;
 
 use crate::Names;
 use crate::task::BatchTask;
@@ -35,7 +36,7 @@ use crate::worker::{ResultMessage, TaskMessage};
 #[serde(rename_all = "camelCase")]
 pub struct CancelMessage {
     /// The child session whose turn is cancelled.
-    pub session_id: String,
+    pub session_id: SessionId,
 }
 
 /// How many cancelled session ids a worker remembers, to refuse their tasks if it pulls them
@@ -51,14 +52,14 @@ pub struct Cancelled(Mutex<CancelledIds>);
 /// a lookup is one hash probe instead of a scan of the queue.
 #[derive(Default)]
 struct CancelledIds {
-    order: VecDeque<String>,
-    count: HashMap<String, usize>,
+    order: VecDeque<SessionId>,
+    count: HashMap<SessionId, usize>,
 }
 
 impl Cancelled {
     /// Remember `session_id` as cancelled, forgetting the oldest cancellation when
     /// [`CANCELLED_MEMORY`] are remembered.
-    pub fn add(&self, session_id: String) {
+    pub fn add(&self, session_id: SessionId) {
         let mut ids = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if ids.order.len() >= CANCELLED_MEMORY
             && let Some(old) = ids.order.pop_front()
@@ -74,7 +75,7 @@ impl Cancelled {
     }
 
     /// Whether `session_id` was cancelled (and is still remembered).
-    pub fn contains(&self, session_id: &str) -> bool {
+    pub fn contains(&self, session_id: &SessionId) -> bool {
         let ids = self.0.lock().unwrap_or_else(|e| e.into_inner());
         ids.count.contains_key(session_id)
     }
@@ -118,7 +119,7 @@ impl ClusterSubagents {
 pub struct Loans {
     lend: tokio::sync::mpsc::UnboundedSender<CancellationToken>,
     /// Per parent session: remote child calls waiting, and the loan's token.
-    waiting: Arc<std::sync::Mutex<HashMap<String, (usize, CancellationToken)>>>,
+    waiting: Arc<std::sync::Mutex<HashMap<SessionId, (usize, CancellationToken)>>>,
 }
 
 impl Loans {
@@ -132,10 +133,10 @@ impl Loans {
 
     /// A remote child call of `parent` starts waiting: the first one lends a slot. The loan
     /// ends when the last [`Loan`] of `parent` is dropped.
-    pub fn take(&self, parent: &str) -> Loan {
+    pub fn take(&self, parent: &SessionId) -> Loan {
         let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
         let entry = waiting
-            .entry(parent.to_string())
+            .entry(parent.clone())
             .or_insert_with(|| (0, CancellationToken::new()));
         entry.0 += 1;
         if entry.0 == 1 {
@@ -144,7 +145,7 @@ impl Loans {
         }
         Loan {
             loans: self.clone(),
-            parent: parent.to_string(),
+            parent: parent.clone(),
         }
     }
 
@@ -157,7 +158,7 @@ impl Loans {
 /// One waiting remote child call's share of its parent's loan (see [`Loans::take`]).
 pub struct Loan {
     loans: Loans,
-    parent: String,
+    parent: SessionId,
 }
 
 impl Drop for Loan {
@@ -279,9 +280,9 @@ async fn run_child(
 }
 
 /// Tell every worker that the turn of `session_id` is cancelled.
-pub async fn publish_cancel(client: &async_nats::Client, names: &Names, session_id: &str) {
+pub async fn publish_cancel(client: &async_nats::Client, names: &Names, session_id: &SessionId) {
     let body = serde_json::to_vec(&CancelMessage {
-        session_id: session_id.to_string(),
+        session_id: session_id.clone(),
     })
     .unwrap_or_default();
     if let Err(e) = client.publish(names.cancel_subject(), body.into()).await {
@@ -316,8 +317,8 @@ mod tests {
     fn a_parent_lends_one_slot_until_its_last_remote_child_returns() {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let loans = Loans::new(tx);
-        let a1 = loans.take("ses_a");
-        let a2 = loans.take("ses_a");
+        let a1 = loans.take(&"ses_a".into());
+        let a2 = loans.take(&"ses_a".into());
         let token = rx.try_recv().expect("the first child lends a slot");
         assert!(
             rx.try_recv().is_err(),
@@ -326,7 +327,7 @@ mod tests {
         assert_eq!(loans.lent(), 1);
         drop(a1);
         assert!(!token.is_cancelled(), "a child still waits");
-        let b = loans.take("ses_b");
+        let b = loans.take(&"ses_b".into());
         let other = rx.try_recv().expect("another parent lends its own slot");
         assert_eq!(loans.lent(), 2);
         drop(a2);
@@ -336,7 +337,7 @@ mod tests {
         assert!(other.is_cancelled());
         assert_eq!(loans.lent(), 0);
         // A parent that waits again later lends a fresh slot.
-        let _again = loans.take("ses_a");
+        let _again = loans.take(&"ses_a".into());
         assert!(!rx.try_recv().expect("a new loan").is_cancelled());
     }
 
@@ -344,15 +345,15 @@ mod tests {
     fn cancelled_ids_are_remembered_up_to_the_bound() {
         let c = Cancelled::default();
         c.add("ses_a".into());
-        assert!(c.contains("ses_a"));
-        assert!(!c.contains("ses_b"));
+        assert!(c.contains(&"ses_a".into()));
+        assert!(!c.contains(&"ses_b".into()));
         for i in 0..CANCELLED_MEMORY {
-            c.add(format!("ses_{i}"));
+            c.add(format!("ses_{i}").into());
         }
-        assert!(!c.contains("ses_a"), "the oldest is forgotten");
-        assert!(c.contains(&format!("ses_{}", CANCELLED_MEMORY - 1)));
+        assert!(!c.contains(&"ses_a".into()), "the oldest is forgotten");
+        assert!(c.contains(&format!("ses_{}", CANCELLED_MEMORY - 1).into()));
         assert!(
-            c.contains("ses_0"),
+            c.contains(&"ses_0".into()),
             "the bound holds exactly CANCELLED_MEMORY ids"
         );
     }
@@ -363,7 +364,7 @@ mod tests {
         for i in 0..3 * CANCELLED_MEMORY {
             // Every third id repeats an earlier one, so some ids stand twice.
             let id = if i % 3 == 0 { i / 2 } else { i };
-            c.add(format!("ses_{id}"));
+            c.add(format!("ses_{id}").into());
             let ids = c.0.lock().unwrap();
             assert!(ids.order.len() <= CANCELLED_MEMORY);
             assert_eq!(ids.count.values().sum::<usize>(), ids.order.len());
@@ -380,18 +381,18 @@ mod tests {
         let c = Cancelled::default();
         c.add("ses_twice".into());
         for i in 0..CANCELLED_MEMORY / 2 {
-            c.add(format!("ses_{i}"));
+            c.add(format!("ses_{i}").into());
         }
         c.add("ses_twice".into());
         // The first cancellation is forgotten, the second still stands.
         for i in 0..CANCELLED_MEMORY / 2 {
-            c.add(format!("ses_more_{i}"));
+            c.add(format!("ses_more_{i}").into());
         }
-        assert!(c.contains("ses_twice"));
+        assert!(c.contains(&"ses_twice".into()));
         for i in 0..CANCELLED_MEMORY {
-            c.add(format!("ses_last_{i}"));
+            c.add(format!("ses_last_{i}").into());
         }
-        assert!(!c.contains("ses_twice"));
+        assert!(!c.contains(&"ses_twice".into()));
     }
 
     #[test]

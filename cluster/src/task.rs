@@ -12,7 +12,7 @@ use anyhow::{Result, anyhow, bail};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use troupe_actors::{PromptInput, Runtime};
-use troupe_session::{Tokens, Write};
+use troupe_session::{SessionId, Tokens, Write};
 
 /// One input line: `{"id", "prompt", "agent"?, "model"?, "dir"?, "schema"?, "timeout"?,
 /// "maxSteps"?}`.
@@ -67,7 +67,7 @@ pub struct BatchResult {
     /// Task id.
     pub id: String,
     /// Session id (empty when the session could not be created).
-    pub session_id: String,
+    pub session_id: SessionId,
     /// `completed` or `failed`.
     pub status: String,
     /// Final text of the turn.
@@ -89,7 +89,7 @@ pub struct BatchResult {
 
 impl BatchResult {
     /// A failed result of `id` with `error`, nothing spent.
-    pub fn failed(id: &str, session_id: String, error: String, t0: Instant) -> BatchResult {
+    pub fn failed(id: &str, session_id: SessionId, error: String, t0: Instant) -> BatchResult {
         BatchResult {
             id: id.to_string(),
             session_id,
@@ -215,7 +215,7 @@ pub enum TaskSession {
     /// holds instead of starting a second one.
     Cluster {
         /// The session id (`ses_…`).
-        id: String,
+        id: SessionId,
     },
 }
 
@@ -233,7 +233,7 @@ pub struct TaskDefaults {
 }
 
 /// Session id → task id of the tasks running, so retries on the bus are reported by task.
-pub type TaskNames = Mutex<HashMap<String, String>>;
+pub type TaskNames = Mutex<HashMap<SessionId, String>>;
 
 /// Run one task to its end in `rt` and describe it as a result line: the turn's final text,
 /// the session's tokens, the cost (the turn's; for a cluster session, the session's, which
@@ -250,7 +250,7 @@ pub async fn run_task(
 ) -> BatchResult {
     let t0 = Instant::now();
     let fail =
-        |session_id: String, error: String| BatchResult::failed(&task.id, session_id, error, t0);
+        |session_id: SessionId, error: String| BatchResult::failed(&task.id, session_id, error, t0);
     let dir = match &task.dir {
         Some(d) if d.is_absolute() => d.clone(),
         Some(d) => defaults.cwd.join(d),
@@ -258,14 +258,14 @@ pub async fn run_task(
     };
     if !dir.is_dir() {
         return fail(
-            String::new(),
+            SessionId::default(),
             format!("directory {} does not exist", dir.display()),
         );
     }
     let (session_id, once) = match which {
         TaskSession::New => match rt.create_session(&dir, None).await {
             Ok(s) => (s.id, false),
-            Err(e) => return fail(String::new(), e.to_string()),
+            Err(e) => return fail(SessionId::default(), e.to_string()),
         },
         TaskSession::Cluster { id } => match ensure_session(rt, id, &dir, &task.id).await {
             Ok(()) => (id.clone(), true),
@@ -346,14 +346,14 @@ pub async fn run_task(
 
 /// Create the cluster session `id` in `dir` unless the store already has it (an earlier
 /// delivery of the task created it).
-async fn ensure_session(rt: &Runtime, id: &str, dir: &Path, task_id: &str) -> Result<()> {
-    let key = id.to_string();
+async fn ensure_session(rt: &Runtime, id: &SessionId, dir: &Path, task_id: &str) -> Result<()> {
+    let key = id.clone();
     if rt.store().read(move |r| r.session(&key)).await?.is_some() {
         return Ok(());
     }
     let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     let mut s = troupe_session::Session::new(&dir.display().to_string(), None);
-    s.id = id.to_string();
+    s.id = id.clone();
     s.title = format!("batch {task_id}");
     rt.store().write1(Write::Session {
         info: s,

@@ -21,6 +21,7 @@ use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use troupe_actors::Runtime;
+use troupe_session::SessionId;
 
 use crate::Names;
 use crate::task::{BatchResult, BatchTask, TaskDefaults, TaskSession};
@@ -31,7 +32,7 @@ pub struct TaskMessage {
     /// The batch run it belongs to ([`crate::new_run_id`]).
     pub run: String,
     /// The session the task runs in ([`crate::session_id_for`]); every delivery uses it.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The task line.
     pub task: BatchTask,
     /// The batch's default model.
@@ -124,7 +125,7 @@ impl WorkerCounters {
 /// A task running here.
 struct Running {
     task_id: String,
-    session_id: String,
+    session_id: SessionId,
     acker: Arc<async_nats::jetstream::message::Acker>,
     /// Set when the task was handed back: its result is not published.
     handed_back: Arc<AtomicBool>,
@@ -251,7 +252,11 @@ pub async fn run(rt: Runtime, opts: WorkerOptions, stop: CancellationToken) -> R
     }
     // Past the deadline: abort what still runs (its session keeps what it did and its
     // lease is released when the turn ends), then hand the task back.
-    let left: Vec<(String, String, Arc<async_nats::jetstream::message::Acker>)> = {
+    let left: Vec<(
+        String,
+        SessionId,
+        Arc<async_nats::jetstream::message::Acker>,
+    )> = {
         let running = worker.running.lock().unwrap_or_else(|e| e.into_inner());
         running
             .values()

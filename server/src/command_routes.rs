@@ -13,6 +13,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::Value;
+use troupe_session::SessionId;
 use utoipa::ToSchema;
 
 use crate::AppState;
@@ -69,7 +70,7 @@ pub async fn list(
               (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn run(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     ApiJson(body): ApiJson<CommandBody>,
 ) -> ApiResult<Json<Value>> {
     let mut files = Vec::new();
@@ -112,7 +113,7 @@ pub struct ShellBody {
               (status = 409, description = "The session is busy", body = ErrorBody)))]
 pub async fn shell(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     ApiJson(body): ApiJson<ShellBody>,
 ) -> ApiResult<Json<Value>> {
     if body.command.trim().is_empty() {

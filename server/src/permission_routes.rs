@@ -6,6 +6,7 @@ use axum::extract::{Path, State};
 use serde::Deserialize;
 use serde_json::Value;
 use troupe_actors::permission::Reply;
+use troupe_session::SessionId;
 use utoipa::ToSchema;
 
 use crate::AppState;
@@ -73,7 +74,7 @@ pub async fn reply_permission(
     responses((status = 200, body = bool), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn reply_permission_legacy(
     State(st): State<AppState>,
-    Path((id, request_id)): Path<(String, String)>,
+    Path((id, request_id)): Path<(SessionId, String)>,
     ApiJson(body): ApiJson<LegacyPermissionBody>,
 ) -> ApiResult<Json<bool>> {
     find_session(&st, &id).await?;

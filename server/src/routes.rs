@@ -11,7 +11,7 @@ use axum::response::{Html, IntoResponse, Response, Sse};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use troupe_actors::PromptInput;
-use troupe_session::{LeaseHolder, MessageWithParts, Session, Write};
+use troupe_session::{LeaseHolder, MessageWithParts, Session, SessionId, Write};
 use utoipa::ToSchema;
 
 use crate::AppState;
@@ -63,7 +63,8 @@ pub struct CreateSession {
     pub directory: Option<String>,
     /// Parent session id (makes a child session). Must exist.
     #[serde(rename = "parentID")]
-    pub parent_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub parent_id: Option<SessionId>,
     /// OpenCode's `agent`: must be a primary agent; stored as the session's agent, which a
     /// prompt without `agent` uses (default: the config's default agent).
     pub agent: Option<String>,
@@ -153,8 +154,8 @@ pub(crate) fn bool_param(q: &HashMap<String, String>, key: &str) -> ApiResult<bo
     }
 }
 
-pub(crate) async fn find_session(st: &AppState, id: &str) -> ApiResult<Session> {
-    let key = id.to_string();
+pub(crate) async fn find_session(st: &AppState, id: &SessionId) -> ApiResult<Session> {
+    let key = id.clone();
     st.runtime
         .store()
         .read(move |r| r.session(&key))
@@ -242,7 +243,7 @@ pub async fn list_sessions(
                 .collect::<Result<Vec<_>, _>>()
         })
         .await?;
-    let leases: HashMap<String, LeaseHolder> = st
+    let leases: HashMap<SessionId, LeaseHolder> = st
         .runtime
         .store()
         .leases()
@@ -366,7 +367,7 @@ pub async fn create_session(
     responses((status = 200, description = "The session with `owner`: `{sessionID, owner, pid, host, label, acquired, heartbeat, expires}` or null", body = Value), (status = 404, body = ErrorBody)))]
 pub async fn get_session(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     let s = find_session(&st, &id).await?;
     let lease = st.runtime.store().lease_of(&id).await?;
@@ -382,7 +383,7 @@ pub async fn get_session(
               (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn patch_session(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     ApiJson(body): ApiJson<PatchSession>,
 ) -> ApiResult<Json<Value>> {
     find_session(&st, &id).await?;
@@ -426,7 +427,7 @@ pub async fn patch_session(
     responses((status = 200, body = bool), (status = 404, body = ErrorBody)))]
 pub async fn delete_session(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> ApiResult<Json<bool>> {
     if st.runtime.delete_session(&id).await? {
         Ok(Json(true))
@@ -441,7 +442,7 @@ pub async fn delete_session(
     responses((status = 200, body = [Value]), (status = 404, body = ErrorBody)))]
 pub async fn children(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Vec<Value>>> {
     find_session(&st, &id).await?;
     let v = st.runtime.store().read(move |r| r.children(&id)).await?;
@@ -465,7 +466,7 @@ pub async fn children(
     responses((status = 200, description = "`[{info, parts}]`", body = [Value]), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn messages(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Vec<Value>>> {
     let limit = match q.get("limit").map(String::as_str) {
@@ -479,7 +480,7 @@ pub async fn messages(
             }
         },
     };
-    let before = q.get("before").cloned();
+    let before = q.get("before").map(troupe_session::MessageId::from);
     if let Some(b) = &before
         && !b.starts_with("msg_")
     {
@@ -493,7 +494,7 @@ pub async fn messages(
         (limit, before) => {
             st.runtime
                 .store()
-                .read(move |r| r.messages_page(&id, limit.unwrap_or(usize::MAX), before.as_deref()))
+                .read(move |r| r.messages_page(&id, limit.unwrap_or(usize::MAX), before.as_ref()))
                 .await?
         }
     };
@@ -515,7 +516,7 @@ pub async fn session_statuses(State(st): State<AppState>) -> Json<Value> {
         .bus()
         .statuses()
         .into_iter()
-        .filter_map(|(k, v)| serde_json::to_value(v).ok().map(|v| (k, v)))
+        .filter_map(|(k, v)| serde_json::to_value(v).ok().map(|v| (k.into_string(), v)))
         .collect();
     Json(Value::Object(map))
 }
@@ -532,7 +533,7 @@ pub(crate) fn file_input(i: usize, p: PromptPart) -> ApiResult<troupe_actors::in
 }
 
 /// Validate a prompt body against the session, agents and models.
-async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<PromptInput> {
+async fn prompt_input(st: &AppState, id: &SessionId, body: PromptBody) -> ApiResult<PromptInput> {
     let session = find_session(st, id).await?;
     let mut pieces: Vec<String> = Vec::new();
     let mut synthetic: Vec<String> = Vec::new();
@@ -613,7 +614,7 @@ async fn prompt_input(st: &AppState, id: &str, body: PromptBody) -> ApiResult<Pr
               (status = 503, description = "The runtime is shutting down", body = ErrorBody)))]
 pub async fn prompt(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     ApiJson(body): ApiJson<PromptBody>,
 ) -> ApiResult<Json<Value>> {
     let input = prompt_input(&st, &id, body).await?;
@@ -625,7 +626,7 @@ pub async fn prompt(
         let all = st.runtime.store().read(move |r| r.messages(&sid)).await?;
         let user = all
             .into_iter()
-            .find(|m| Some(m.info.id()) == result.user_message_id.as_deref())
+            .find(|m| Some(m.info.id()) == result.user_message_id.as_ref())
             .ok_or_else(|| ApiError::internal("the stored user message was not found"))?;
         return message_value(&user).map(Json);
     }
@@ -636,15 +637,15 @@ pub async fn prompt(
 /// when it made none).
 pub(crate) async fn turn_response(
     st: &AppState,
-    id: &str,
+    id: &SessionId,
     result: troupe_actors::TurnResult,
 ) -> ApiResult<Json<Value>> {
     let Some(msg) = result.message else {
         return Ok(Json(json!({"info": null, "parts": []})));
     };
-    let sid = id.to_string();
+    let sid = id.clone();
     let all = st.runtime.store().read(move |r| r.messages(&sid)).await?;
-    let found = all.into_iter().find(|m| m.info.id() == msg.id);
+    let found = all.into_iter().find(|m| *m.info.id() == msg.id);
     Ok(Json(match found {
         Some(m) => message_value(&m)?,
         None => json!({"info": msg, "parts": []}),
@@ -657,7 +658,7 @@ pub(crate) async fn turn_response(
     responses((status = 204, description = "Accepted"), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn prompt_async(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     ApiJson(body): ApiJson<PromptBody>,
 ) -> ApiResult<StatusCode> {
     let input = prompt_input(&st, &id, body).await?;
@@ -669,7 +670,7 @@ pub async fn prompt_async(
 #[utoipa::path(post, path = "/session/{id}/abort", tag = "session",
     params(("id" = String, Path, description = "Session id")),
     responses((status = 200, body = bool), (status = 404, body = ErrorBody)))]
-pub async fn abort(State(st): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<bool>> {
+pub async fn abort(State(st): State<AppState>, Path(id): Path<SessionId>) -> ApiResult<Json<bool>> {
     find_session(&st, &id).await?;
     st.runtime.abort(&id);
     Ok(Json(true))
@@ -681,7 +682,7 @@ pub async fn abort(State(st): State<AppState>, Path(id): Path<String>) -> ApiRes
     responses((status = 200, body = bool), (status = 404, body = ErrorBody), (status = 500, body = ErrorBody)))]
 pub async fn summarize(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> ApiResult<Json<bool>> {
     find_session(&st, &id).await?;
     let r = st.runtime.compact(&id).await?;

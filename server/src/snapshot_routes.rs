@@ -9,6 +9,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::Value;
+use troupe_session::{MessageId, PartId, SessionId};
 use utoipa::ToSchema;
 
 use crate::AppState;
@@ -23,10 +24,12 @@ type ApiResult<T> = Result<T, ApiError>;
 pub struct RevertBody {
     /// Message to revert to.
     #[serde(rename = "messageID")]
-    pub message_id: String,
+    #[schema(value_type = String)]
+    pub message_id: MessageId,
     /// Part of that message to revert to (the parts before it stay).
     #[serde(rename = "partID", default)]
-    pub part_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub part_id: Option<PartId>,
 }
 
 /// `POST /session/{id}/fork` body.
@@ -35,7 +38,8 @@ pub struct RevertBody {
 pub struct ForkBody {
     /// Copy only the messages before this one (all when absent).
     #[serde(rename = "messageID", default)]
-    pub message_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub message_id: Option<MessageId>,
 }
 
 /// The session's file changes from its first snapshot to its last (with `messageID`: that
@@ -47,12 +51,12 @@ pub struct ForkBody {
         (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn diff(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
     let (_, changes) = st
         .runtime
-        .session_diff(&id, q.get("messageID").map(String::as_str))
+        .session_diff(&id, q.get("messageID").map(MessageId::from).as_ref())
         .await?;
     Ok(Json(
         serde_json::to_value(changes).map_err(|e| ApiError::internal(e.to_string()))?,
@@ -67,12 +71,12 @@ pub async fn diff(
         (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn revert(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     ApiJson(body): ApiJson<RevertBody>,
 ) -> ApiResult<Json<Value>> {
     let s = st
         .runtime
-        .revert(&id, &body.message_id, body.part_id.as_deref())
+        .revert(&id, &body.message_id, body.part_id.as_ref())
         .await?;
     session_value(&s).map(Json)
 }
@@ -84,7 +88,7 @@ pub async fn revert(
         (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn unrevert(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     let s = st.runtime.unrevert(&id).await?;
     session_value(&s).map(Json)
@@ -98,9 +102,9 @@ pub async fn unrevert(
         (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn fork(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
     ApiJson(body): ApiJson<ForkBody>,
 ) -> ApiResult<Json<Value>> {
-    let s = st.runtime.fork(&id, body.message_id.as_deref()).await?;
+    let s = st.runtime.fork(&id, body.message_id.as_ref()).await?;
     session_value(&s).map(Json)
 }

@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::Value;
-use troupe_session::now_ms;
+use troupe_session::{SessionId, now_ms};
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
@@ -19,7 +19,7 @@ use crate::error::{ApiError, ErrorBody};
         (status = 404, body = ErrorBody)))]
 pub async fn timeline(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> Result<Json<Value>, ApiError> {
     let session = crate::routes::find_session(&st, &id).await?;
     let sid = session.id.clone();

@@ -5,6 +5,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::Value;
+use troupe_session::SessionId;
 
 use crate::AppState;
 use crate::error::{ApiError, ErrorBody};
@@ -16,7 +17,7 @@ use crate::error::{ApiError, ErrorBody};
         (status = 404, body = ErrorBody)))]
 pub async fn todos(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<SessionId>,
 ) -> Result<Json<Value>, ApiError> {
     let session = crate::routes::find_session(&st, &id).await?;
     let todos = st

@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use crate::types::{Message, MessageError, Part, Session, SessionStatus};
+use crate::types::{
+    Message, MessageError, MessageId, Part, PartId, Session, SessionId, SessionStatus,
+};
 
 /// A bus event. JSON: `{"type": "<name>", "properties": {…}}` (OpenCode's `/event` shape).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,7 +43,7 @@ pub enum Event {
     SessionStatus {
         /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
         /// New status.
         status: SessionStatus,
     },
@@ -50,14 +52,14 @@ pub enum Event {
     SessionIdle {
         /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
     },
     /// A turn failed.
     #[serde(rename = "session.error")]
     SessionError {
         /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
         /// What went wrong.
         error: MessageError,
     },
@@ -66,7 +68,7 @@ pub enum Event {
     SessionCompacted {
         /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
     },
     /// A message was created or changed.
     #[serde(rename = "message.updated")]
@@ -80,7 +82,7 @@ pub enum Event {
     SessionDiff {
         /// Id of the session (`ses_…`) whose changes these are.
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
         /// The changed files.
         diff: Value,
     },
@@ -90,7 +92,7 @@ pub enum Event {
     SessionNotice {
         /// Id of the session (`ses_…`) the notice is about.
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
         /// One line.
         message: String,
     },
@@ -99,10 +101,10 @@ pub enum Event {
     MessageRemoved {
         /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
         /// Id of the message (`msg_…`).
         #[serde(rename = "messageID")]
-        message_id: String,
+        message_id: MessageId,
     },
     /// A part was created or changed.
     #[serde(rename = "message.part.updated")]
@@ -115,26 +117,26 @@ pub enum Event {
     PartRemoved {
         /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
         /// Id of the message (`msg_…`).
         #[serde(rename = "messageID")]
-        message_id: String,
+        message_id: MessageId,
         /// Id of the part (`prt_…`).
         #[serde(rename = "partID")]
-        part_id: String,
+        part_id: PartId,
     },
     /// Text appended to a streaming part (bus only; not stored).
     #[serde(rename = "message.part.delta")]
     PartDelta {
         /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
         /// Id of the message (`msg_…`).
         #[serde(rename = "messageID")]
-        message_id: String,
+        message_id: MessageId,
         /// Id of the part (`prt_…`).
         #[serde(rename = "partID")]
-        part_id: String,
+        part_id: PartId,
         /// Field appended to (`text`).
         field: String,
         /// Appended text.
@@ -148,12 +150,12 @@ pub enum Event {
         name: String,
         /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
         /// The arguments as typed.
         arguments: String,
         /// The user message the command made (`msg_…`).
         #[serde(rename = "messageID")]
-        message_id: String,
+        message_id: MessageId,
     },
     /// A permission request waits for an answer.
     #[serde(rename = "permission.asked")]
@@ -163,7 +165,7 @@ pub enum Event {
     PermissionReplied {
         /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
         /// Id of the permission request (`per_…`).
         #[serde(rename = "requestID")]
         request_id: String,
@@ -179,7 +181,7 @@ pub enum Event {
     QuestionReplied {
         /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
         /// Id of the question (`que_…`).
         #[serde(rename = "requestID")]
         request_id: String,
@@ -191,7 +193,7 @@ pub enum Event {
     QuestionRejected {
         /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
         /// Id of the question (`que_…`).
         #[serde(rename = "requestID")]
         request_id: String,
@@ -201,7 +203,7 @@ pub enum Event {
     TodoUpdated {
         /// Id of the session (`ses_…`).
         #[serde(rename = "sessionID")]
-        session_id: String,
+        session_id: SessionId,
         /// The whole list, in order.
         todos: Vec<crate::todo::Todo>,
     },
@@ -227,7 +229,7 @@ impl Event {
         match self {
             Event::SessionCreated { info }
             | Event::SessionUpdated { info }
-            | Event::SessionDeleted { info } => Some(&info.id),
+            | Event::SessionDeleted { info } => Some(info.id.as_str()),
             Event::SessionStatus { session_id, .. }
             | Event::SessionIdle { session_id }
             | Event::SessionError { session_id, .. }
@@ -241,9 +243,9 @@ impl Event {
             | Event::QuestionReplied { session_id, .. }
             | Event::QuestionRejected { session_id, .. }
             | Event::TodoUpdated { session_id, .. }
-            | Event::CommandExecuted { session_id, .. } => Some(session_id),
-            Event::MessageUpdated { info } => Some(info.session_id()),
-            Event::PartUpdated { part } => Some(&part.session_id),
+            | Event::CommandExecuted { session_id, .. } => Some(session_id.as_str()),
+            Event::MessageUpdated { info } => Some(info.session_id().as_str()),
+            Event::PartUpdated { part } => Some(part.session_id.as_str()),
             Event::PermissionAsked(v) | Event::QuestionAsked(v) => {
                 v.get("sessionID").and_then(Value::as_str)
             }
@@ -295,7 +297,7 @@ pub const BUS_CAPACITY: usize = 8_192;
 #[derive(Debug, Clone)]
 pub struct Bus {
     tx: broadcast::Sender<Arc<Event>>,
-    statuses: Arc<Mutex<HashMap<String, SessionStatus>>>,
+    statuses: Arc<Mutex<HashMap<SessionId, SessionStatus>>>,
 }
 
 impl Default for Bus {
@@ -349,7 +351,7 @@ impl Bus {
 
     /// The last published status of every session that is not idle (busy, retry, waiting),
     /// by session id (`ses_…`). Idle sessions are absent, as in OpenCode's `/session/status`.
-    pub fn statuses(&self) -> HashMap<String, SessionStatus> {
+    pub fn statuses(&self) -> HashMap<SessionId, SessionStatus> {
         self.statuses
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -11,6 +11,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand::Rng;
 
+use crate::types::{MessageId, PartId, SessionId};
+
 const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /// What an id names; its prefix (`ses`, `msg`, `prt`, `per`, `evt`) starts the id.
@@ -79,19 +81,19 @@ pub fn ascending(prefix: Prefix) -> String {
     out
 }
 
-/// New session id.
-pub fn session() -> String {
-    ascending(Prefix::Session)
+/// New session id (`ses_…`, see [`SessionId`]).
+pub fn session() -> SessionId {
+    ascending(Prefix::Session).into()
 }
 
-/// New message id.
-pub fn message() -> String {
-    ascending(Prefix::Message)
+/// New message id (`msg_…`, see [`MessageId`]).
+pub fn message() -> MessageId {
+    ascending(Prefix::Message).into()
 }
 
-/// New part id.
-pub fn part() -> String {
-    ascending(Prefix::Part)
+/// New part id (`prt_…`, see [`PartId`]).
+pub fn part() -> PartId {
+    ascending(Prefix::Part).into()
 }
 
 #[cfg(test)]
@@ -100,7 +102,7 @@ mod tests {
 
     #[test]
     fn ids_sort_by_creation() {
-        let ids: Vec<String> = (0..5000).map(|_| message()).collect();
+        let ids: Vec<MessageId> = (0..5000).map(|_| message()).collect();
         let mut sorted = ids.clone();
         sorted.sort();
         assert_eq!(ids, sorted);
@@ -110,7 +112,7 @@ mod tests {
 
     #[test]
     fn ids_are_unique() {
-        let mut ids: Vec<String> = (0..10000).map(|_| part()).collect();
+        let mut ids: Vec<PartId> = (0..10000).map(|_| part()).collect();
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), 10000);

@@ -29,6 +29,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::store::{Store, StoreError};
+use crate::types::SessionId;
 
 /// Who asks for a lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +49,7 @@ pub struct LeaseClaim {
 pub struct LeaseHolder {
     /// Id of the leased session (`ses_…`).
     #[serde(rename = "sessionID")]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Unique id of the holder.
     pub owner: String,
     /// Process id of the holder.
@@ -184,7 +185,7 @@ pub(crate) fn decide(
         None => (None, now),
     };
     let lease = LeaseHolder {
-        session_id: session_id.to_string(),
+        session_id: session_id.into(),
         owner: claim.owner.clone(),
         pid: claim.pid,
         host: claim.host.clone(),
@@ -277,7 +278,7 @@ impl Store {
     /// to the store's busy timeout for another process's write lock.
     pub async fn lease_take(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         claim: &LeaseClaim,
         ttl: Duration,
     ) -> Result<TakeOutcome, StoreError> {
@@ -295,7 +296,7 @@ impl Store {
     /// it, or it was released) — the caller must stop driving the session.
     pub async fn lease_renew(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         owner: &str,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
@@ -309,7 +310,11 @@ impl Store {
     }
 
     /// Release `owner`'s lease of `session_id` (no-op if it is not `owner`'s).
-    pub async fn lease_release(&self, session_id: &str, owner: &str) -> Result<(), StoreError> {
+    pub async fn lease_release(
+        &self,
+        session_id: &SessionId,
+        owner: &str,
+    ) -> Result<(), StoreError> {
         let (sid, owner) = (session_id.to_string(), owner.to_string());
         let (sid2, owner2) = (sid.clone(), owner.clone());
         self.with_lease_conn(
@@ -320,7 +325,10 @@ impl Store {
     }
 
     /// The unexpired lease of `session_id`, if any (who drives the session right now).
-    pub async fn lease_of(&self, session_id: &str) -> Result<Option<LeaseHolder>, StoreError> {
+    pub async fn lease_of(
+        &self,
+        session_id: &SessionId,
+    ) -> Result<Option<LeaseHolder>, StoreError> {
         let sid = session_id.to_string();
         let sid2 = sid.clone();
         self.with_lease_conn(
@@ -365,7 +373,7 @@ mod tests {
             label: "troupe run".into(),
         };
         assert!(matches!(
-            a.lease_take("ses_1", &holder, long).await.unwrap(),
+            a.lease_take(&"ses_1".into(), &holder, long).await.unwrap(),
             TakeOutcome::Taken { .. }
         ));
         // Another host's claim cannot know: it waits for the TTL.
@@ -376,7 +384,7 @@ mod tests {
             label: "troupe serve".into(),
         };
         assert!(matches!(
-            a.lease_take("ses_1", &elsewhere, long).await.unwrap(),
+            a.lease_take(&"ses_1".into(), &elsewhere, long).await.unwrap(),
             TakeOutcome::Held(_)
         ));
         // This process on the same host sees the holder is gone.
@@ -384,7 +392,7 @@ mod tests {
             host: "thishost".into(),
             ..elsewhere
         };
-        match a.lease_take("ses_1", &here, long).await.unwrap() {
+        match a.lease_take(&"ses_1".into(), &here, long).await.unwrap() {
             TakeOutcome::Taken { previous, .. } => {
                 assert_eq!(previous.map(|p| p.owner), Some("own_dead".into()));
             }
@@ -398,11 +406,11 @@ mod tests {
             label: "troupe run".into(),
         };
         assert!(matches!(
-            a.lease_take("ses_2", &live, long).await.unwrap(),
+            a.lease_take(&"ses_2".into(), &live, long).await.unwrap(),
             TakeOutcome::Taken { .. }
         ));
         assert!(matches!(
-            a.lease_take("ses_2", &here, long).await.unwrap(),
+            a.lease_take(&"ses_2".into(), &here, long).await.unwrap(),
             TakeOutcome::Held(_)
         ));
     }
@@ -415,7 +423,7 @@ mod tests {
         let b = db.open();
         let long = Duration::from_secs(60);
         let TakeOutcome::Taken { lease, previous } = a
-            .lease_take("ses_1", &claim("own_a", "troupe run"), long)
+            .lease_take(&"ses_1".into(), &claim("own_a", "troupe run"), long)
             .await
             .unwrap()
         else {
@@ -425,7 +433,7 @@ mod tests {
         assert!(lease.expires >= lease.heartbeat + 60_000);
         // Taking it again is idempotent for the holder and keeps `acquired`.
         let again = a
-            .lease_take("ses_1", &claim("own_a", "troupe run"), long)
+            .lease_take(&"ses_1".into(), &claim("own_a", "troupe run"), long)
             .await
             .unwrap();
         assert!(
@@ -433,7 +441,7 @@ mod tests {
         );
         // Another holder is told who has it.
         match b
-            .lease_take("ses_1", &claim("own_b", "troupe serve"), long)
+            .lease_take(&"ses_1".into(), &claim("own_b", "troupe serve"), long)
             .await
             .unwrap()
         {
@@ -444,22 +452,22 @@ mod tests {
             other => panic!("expected Held, got {other:?}"),
         }
         assert_eq!(
-            b.lease_of("ses_1").await.unwrap().map(|h| h.owner),
+            b.lease_of(&"ses_1".into()).await.unwrap().map(|h| h.owner),
             Some("own_a".into())
         );
         assert_eq!(b.leases().await.unwrap().len(), 1);
         // Only the holder renews or releases.
-        assert!(a.lease_renew("ses_1", "own_a", long).await.unwrap());
-        assert!(!b.lease_renew("ses_1", "own_b", long).await.unwrap());
-        b.lease_release("ses_1", "own_b").await.unwrap();
-        assert!(b.lease_of("ses_1").await.unwrap().is_some());
-        a.lease_release("ses_1", "own_a").await.unwrap();
-        assert_eq!(b.lease_of("ses_1").await.unwrap(), None);
+        assert!(a.lease_renew(&"ses_1".into(), "own_a", long).await.unwrap());
+        assert!(!b.lease_renew(&"ses_1".into(), "own_b", long).await.unwrap());
+        b.lease_release(&"ses_1".into(), "own_b").await.unwrap();
+        assert!(b.lease_of(&"ses_1".into()).await.unwrap().is_some());
+        a.lease_release(&"ses_1".into(), "own_a").await.unwrap();
+        assert_eq!(b.lease_of(&"ses_1".into()).await.unwrap(), None);
 
         // A holder that stops renewing loses the lease once it expires (store clock).
         let short = Duration::from_millis(1);
         assert!(matches!(
-            a.lease_take("ses_2", &claim("own_a", "troupe run"), short)
+            a.lease_take(&"ses_2".into(), &claim("own_a", "troupe run"), short)
                 .await
                 .unwrap(),
             TakeOutcome::Taken { .. }
@@ -467,7 +475,7 @@ mod tests {
         let mut taken = None;
         for _ in 0..1000 {
             match b
-                .lease_take("ses_2", &claim("own_b", "troupe serve"), long)
+                .lease_take(&"ses_2".into(), &claim("own_b", "troupe serve"), long)
                 .await
                 .unwrap()
             {
@@ -483,10 +491,10 @@ mod tests {
             .expect("previous");
         assert_eq!(previous.owner, "own_a");
         // The old holder learns it lost the lease, and cannot release the new one.
-        assert!(!a.lease_renew("ses_2", "own_a", long).await.unwrap());
-        a.lease_release("ses_2", "own_a").await.unwrap();
+        assert!(!a.lease_renew(&"ses_2".into(), "own_a", long).await.unwrap());
+        a.lease_release(&"ses_2".into(), "own_a").await.unwrap();
         assert_eq!(
-            b.lease_of("ses_2").await.unwrap().map(|h| h.owner),
+            b.lease_of(&"ses_2".into()).await.unwrap().map(|h| h.owner),
             Some("own_b".into())
         );
     }
@@ -507,7 +515,7 @@ mod tests {
                     let s = s.clone();
                     tokio::spawn(async move {
                         let c = claim(&format!("own_{round}_{i}"), "troupe worker");
-                        (i, s.lease_take("ses_race", &c, long).await.unwrap())
+                        (i, s.lease_take(&"ses_race".into(), &c, long).await.unwrap())
                     })
                 })
                 .collect();
@@ -536,7 +544,7 @@ mod tests {
             }
         }
         stores[w]
-            .lease_release("ses_race", &format!("own_0_{w}"))
+            .lease_release(&"ses_race".into(), &format!("own_0_{w}"))
             .await
             .unwrap();
         let rest: Vec<Store> = stores

@@ -29,7 +29,8 @@ use tokio::sync::oneshot;
 
 use crate::event::{Bus, Event};
 use crate::types::{
-    Message, MessageWithParts, Part, PartKind, Session, ToolState, ToolTime, now_ms,
+    Message, MessageId, MessageWithParts, Part, PartKind, Session, SessionId, ToolState, ToolTime,
+    now_ms,
 };
 
 /// Store failure. The message says what and where (`database path: …`).
@@ -90,9 +91,9 @@ pub enum Write {
     /// messages at the next prompt).
     RemoveMessage {
         /// Id of the session (`ses_…`) the message belongs to.
-        session_id: String,
+        session_id: SessionId,
         /// Id of the message (`msg_…`) to remove, with its parts.
-        message_id: String,
+        message_id: MessageId,
     },
     /// Delete a session and everything under it; publishes `session.deleted`.
     DeleteSession(Session),
@@ -106,7 +107,7 @@ pub enum Write {
     /// Replace a session's todo list; publishes `todo.updated`.
     Todos {
         /// Id of the session (`ses_…`) whose list it is.
-        session_id: String,
+        session_id: SessionId,
         /// The new list, in order.
         todos: Vec<crate::todo::Todo>,
     },

@@ -178,7 +178,7 @@ async fn every_row_kind_round_trips(db) {
     // Removals: the part, then the message, then the whole child session.
     store.write(vec![
         Write::RemovePart(p.clone()),
-        Write::RemoveMessage { session_id: root.id.clone(), message_id: m.id().to_string() },
+        Write::RemoveMessage { session_id: root.id.clone(), message_id: m.id().clone() },
         Write::DeleteSession(child.clone()),
     ]);
     let (rid, cid) = (root.id.clone(), child.id.clone());
@@ -307,29 +307,29 @@ async fn messages_page_walks_back_without_gaps(db) {
     }
     store.write(writes);
     store.flush().await.unwrap();
-    let page = |before: Option<String>| {
+    let page = |before: Option<MessageId>| {
         let sid = s.id.clone();
         let store = &store;
         async move {
             store
-                .read(move |r| r.messages_page(&sid, 3, before.as_deref()))
+                .read(move |r| r.messages_page(&sid, 3, before.as_ref()))
                 .await
                 .unwrap()
         }
     };
     let newest = page(None).await;
-    let got: Vec<&str> = newest.iter().map(|m| m.info.id()).collect();
+    let got: Vec<&str> = newest.iter().map(|m| m.info.id().as_str()).collect();
     assert_eq!(got, ["msg_004", "msg_005", "msg_006"]);
     for m in &newest {
         assert_eq!(m.parts.len(), 1);
-        assert_eq!(m.parts[0].message_id, m.info.id());
+        assert_eq!(m.parts[0].message_id, *m.info.id());
     }
     let mut seen: Vec<String> = got.iter().map(|s| s.to_string()).collect();
-    let mut before = Some(newest[0].info.id().to_string());
+    let mut before = Some(newest[0].info.id().clone());
     while let Some(b) = before.take() {
         let older = page(Some(b)).await;
         if let Some(first) = older.first() {
-            before = Some(first.info.id().to_string());
+            before = Some(first.info.id().clone());
         }
         let mut ids: Vec<String> = older.iter().map(|m| m.info.id().to_string()).collect();
         ids.extend(seen);
@@ -338,7 +338,7 @@ async fn messages_page_walks_back_without_gaps(db) {
     assert_eq!(seen, ids);
     // An unknown session has no messages; a cursor before everything gives an empty page.
     let empty = store
-        .read(|r| r.messages_page("ses_none", 3, None))
+        .read(|r| r.messages_page(&"ses_none".into(), 3, None))
         .await
         .unwrap();
     assert!(empty.is_empty());
@@ -635,7 +635,7 @@ async fn a_good_write_in_the_batch_of_a_bad_one_lands(db) {
         .read(move |r| Ok((r.messages(&sid)?, r.event_count(&sid)?)))
         .await
         .unwrap();
-    let ids: Vec<&str> = msgs.iter().map(|m| m.info.id()).collect();
+    let ids: Vec<&str> = msgs.iter().map(|m| m.info.id().as_str()).collect();
     assert_eq!(ids, [good.id(), later.id()]);
     assert_eq!(events, 3);
     let mut published = Vec::new();

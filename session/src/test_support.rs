@@ -5,8 +5,9 @@ use serde_json::json;
 use troupe_config::{CompactionConfig, ModelLimits, Protocol, ResolvedModel};
 
 use crate::types::{
-    AssistantMessage, AssistantTime, Message, MessageError, MessagePath, MessageWithParts, Millis,
-    ModelRef, Part, PartKind, Tokens, ToolState, ToolTime, UserMessage, UserTime,
+    AssistantMessage, AssistantTime, Message, MessageError, MessageId, MessagePath,
+    MessageWithParts, Millis, ModelRef, Part, PartKind, Tokens, ToolState, ToolTime, UserMessage,
+    UserTime,
 };
 
 pub(crate) fn model(context: u64, input: Option<u64>, output: u64) -> ResolvedModel {
@@ -23,7 +24,7 @@ pub(crate) fn model(context: u64, input: Option<u64>, output: u64) -> ResolvedMo
 
 pub(crate) fn part(msg: &str, kind: PartKind) -> Part {
     Part {
-        id: format!("prt_{msg}_{}", crate::id::part()),
+        id: format!("prt_{msg}_{}", crate::id::part()).into(),
         session_id: "ses_1".into(),
         message_id: msg.into(),
         kind,
@@ -43,9 +44,9 @@ pub(crate) fn text(msg: &str, t: &str) -> Part {
 
 /// A user message `id` of `session_id` created at `created` (agent `build`, model
 /// `mock/m`).
-pub(crate) fn user_message(session_id: &str, id: String, created: Millis) -> Message {
+pub(crate) fn user_message(session_id: &str, id: impl Into<MessageId>, created: Millis) -> Message {
     Message::User(UserMessage {
-        id,
+        id: id.into(),
         session_id: session_id.into(),
         time: UserTime { created },
         agent: "build".into(),
@@ -60,7 +61,7 @@ pub(crate) fn user_message(session_id: &str, id: String, created: Millis) -> Mes
 
 pub(crate) fn user(id: &str) -> MessageWithParts {
     MessageWithParts {
-        info: user_message("ses_1", id.into(), 1),
+        info: user_message("ses_1", id, 1),
         parts: vec![text(id, "do it")],
     }
 }
@@ -167,7 +168,7 @@ pub(crate) fn compacted_at(p: &Part) -> Option<Millis> {
 }
 
 pub(crate) fn ids(h: &[MessageWithParts]) -> Vec<&str> {
-    h.iter().map(|m| m.info.id()).collect()
+    h.iter().map(|m| m.info.id().as_str()).collect()
 }
 
 /// `[U0, A0(a), U1, A1(b), U2, A2(100k), U3, A3(100k)]`: the last two turns hold huge

@@ -33,7 +33,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::store::{Reader, StoreError};
-use crate::types::{Message, MessageWithParts, Millis, Part, PartKind, Session, ToolState};
+use crate::types::{
+    Message, MessageId, MessageWithParts, Millis, Part, PartId, PartKind, Session, SessionId,
+    ToolState,
+};
 
 /// Deepest subagent nesting [`load`] follows (a guard against a malformed store; real
 /// nesting is bounded much lower by the task tool).
@@ -96,22 +99,22 @@ pub struct TimelineRow {
     /// Session the row's message and part belong to (for a `subagent` row: the calling
     /// session, whose `task` part it is).
     #[serde(rename = "sessionID")]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The assistant message (step) of the row.
     #[serde(rename = "messageID")]
-    pub message_id: String,
+    pub message_id: MessageId,
     /// The part a click opens: the step-start part (`step`, `request`), the tool part
     /// (`tool`), the `task` tool part (`subagent`). `None` for a step without a step-start
     /// part.
     #[serde(rename = "partID", default, skip_serializing_if = "Option::is_none")]
-    pub part_id: Option<String>,
+    pub part_id: Option<PartId>,
     /// For `subagent` rows: the child session.
     #[serde(
         rename = "childSessionID",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub child_session_id: Option<String>,
+    pub child_session_id: Option<SessionId>,
     /// Start, ms since the epoch.
     pub start: Millis,
     /// End, ms since the epoch (`now` while running); never before `start`.
@@ -136,7 +139,7 @@ impl TimelineRow {
 pub struct Timeline {
     /// The session.
     #[serde(rename = "sessionID")]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Earliest row start (the session's creation when there are no rows), ms.
     pub start: Millis,
     /// Latest row end (= `start` when there are no rows), ms.
@@ -186,7 +189,7 @@ pub fn task_child(part: &Part) -> Option<&str> {
 pub fn build(
     session: &Session,
     messages: &[MessageWithParts],
-    children: &HashMap<String, ChildHistory>,
+    children: &HashMap<SessionId, ChildHistory>,
     now: Millis,
 ) -> Timeline {
     let mut rows = Vec::new();
@@ -220,7 +223,7 @@ pub fn build(
 }
 
 struct Ctx<'a> {
-    children: &'a HashMap<String, ChildHistory>,
+    children: &'a HashMap<SessionId, ChildHistory>,
     now: Millis,
     /// The session whose rows are being built.
     parent_id: &'a str,
@@ -276,7 +279,7 @@ fn session_rows<'a>(
         if let Some(f) = &a.finish {
             label.push_str(&format!(" · {f}"));
         }
-        let row = |kind, label: String, part_id: Option<String>, start, end, running, status| {
+        let row = |kind, label: String, part_id: Option<PartId>, start, end, running, status| {
             TimelineRow {
                 kind,
                 label: clip(&label),
@@ -564,15 +567,15 @@ pub fn key_values(input: &Value) -> String {
 /// Errors: the store's (a query failed, a stored record does not decode).
 pub fn load(
     reader: &Reader<'_>,
-    session_id: &str,
+    session_id: &SessionId,
     now: Millis,
 ) -> Result<Option<Timeline>, StoreError> {
     let Some(session) = reader.session(session_id)? else {
         return Ok(None);
     };
     let messages = reader.messages(session_id)?;
-    let mut children: HashMap<String, ChildHistory> = HashMap::new();
-    let mut frontier: Vec<String> = child_ids(&messages);
+    let mut children: HashMap<SessionId, ChildHistory> = HashMap::new();
+    let mut frontier: Vec<SessionId> = child_ids(&messages);
     let mut depth = 1;
     while !frontier.is_empty() && depth <= MAX_DEPTH {
         let mut next = Vec::new();
@@ -602,12 +605,12 @@ pub fn load(
     Ok(Some(build(&session, &messages, &children, now)))
 }
 
-fn child_ids(messages: &[MessageWithParts]) -> Vec<String> {
+fn child_ids(messages: &[MessageWithParts]) -> Vec<SessionId> {
     messages
         .iter()
         .flat_map(|m| &m.parts)
         .filter_map(task_child)
-        .map(str::to_string)
+        .map(SessionId::from)
         .collect()
 }
 

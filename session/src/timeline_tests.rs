@@ -15,7 +15,7 @@ use crate::types::{
 const NOW: Millis = 10_000;
 
 fn session(id: &str, parent: Option<&str>, title: &str) -> Session {
-    let mut s = Session::new("/p", parent.map(str::to_string));
+    let mut s = Session::new("/p", parent.map(SessionId::from));
     s.id = id.into();
     s.title = title.into();
     s.time = SessionTime {
@@ -28,7 +28,7 @@ fn session(id: &str, parent: Option<&str>, title: &str) -> Session {
 
 fn part(sid: &str, mid: &str, n: usize, kind: PartKind) -> Part {
     Part {
-        id: format!("prt_{mid}_{n:03}"),
+        id: format!("prt_{mid}_{n:03}").into(),
         session_id: sid.into(),
         message_id: mid.into(),
         kind,
@@ -37,7 +37,7 @@ fn part(sid: &str, mid: &str, n: usize, kind: PartKind) -> Part {
 
 fn user(sid: &str, id: &str, created: Millis) -> MessageWithParts {
     MessageWithParts {
-        info: crate::test_support::user_message(sid, id.into(), created),
+        info: crate::test_support::user_message(sid, id, created),
         parts: vec![],
     }
 }
@@ -152,7 +152,7 @@ fn shape(t: &Timeline) -> Vec<(RowKind, String, Millis, Millis, u32, u32, RowSta
         .map(|r| {
             (
                 r.kind,
-                r.part_id.clone().unwrap_or_default(),
+                r.part_id.clone().map(String::from).unwrap_or_default(),
                 r.start,
                 r.end,
                 r.depth,
@@ -302,9 +302,9 @@ fn failed_steps_and_requests_are_errors_and_old_steps_have_no_request_bar() {
     assert_eq!(t.rows[2].label, "step 2 · build · stop");
 }
 
-fn child(sid: &str, parent: &str, msgs: Vec<MessageWithParts>) -> (String, ChildHistory) {
+fn child(sid: &str, parent: &str, msgs: Vec<MessageWithParts>) -> (SessionId, ChildHistory) {
     (
-        sid.to_string(),
+        sid.into(),
         ChildHistory {
             session: session(sid, Some(parent), &format!("job {sid} (@explore subagent)")),
             messages: msgs,
@@ -355,7 +355,7 @@ fn parallel_subagents_get_their_own_lanes_and_nest_under_their_task_calls() {
             vec![("task", task("ses_c3", 3200, Some(3900)))],
         ),
     ];
-    let children: HashMap<String, ChildHistory> = [
+    let children: HashMap<SessionId, ChildHistory> = [
         child("ses_c1", "ses_p", child_turn("ses_c1", 1, 1210, 1990)),
         child("ses_c2", "ses_p", child_turn("ses_c2", 2, 1220, 2490)),
         child("ses_c3", "ses_p", child_turn("ses_c3", 3, 3210, 3890)),
@@ -434,7 +434,7 @@ fn a_resumed_subagent_shows_only_each_calls_own_work_and_running_calls_run_to_no
         a.time.completed = None;
     }
     turns.append(&mut second);
-    let children: HashMap<String, ChildHistory> =
+    let children: HashMap<SessionId, ChildHistory> =
         [child("ses_c", "ses_p", turns)].into_iter().collect();
     let t = build(&s, &msgs, &children, NOW);
     let child_steps: Vec<(&str, &str)> = t
@@ -497,7 +497,7 @@ fn foreign_or_cyclic_child_links_are_not_followed() {
         true,
         vec![("task", task("ses_p", 1500, Some(1700)))],
     )];
-    let children: HashMap<String, ChildHistory> = [
+    let children: HashMap<SessionId, ChildHistory> = [
         child(
             "ses_other",
             "ses_somewhere_else",
@@ -621,7 +621,7 @@ async fn load_follows_task_parts_through_the_store() {
     store.write(writes);
     store.flush().await.expect("flush");
     let t = store
-        .read(|r| load(r, "ses_p", NOW))
+        .read(|r| load(r, &"ses_p".into(), NOW))
         .await
         .expect("load")
         .expect("the session exists");
@@ -648,7 +648,7 @@ async fn load_follows_task_parts_through_the_store() {
         ]
     );
     let none = store
-        .read(|r| load(r, "ses_nope", NOW))
+        .read(|r| load(r, &"ses_nope".into(), NOW))
         .await
         .expect("load");
     assert!(none.is_none());

@@ -80,7 +80,7 @@ mod tests {
     use crate::types::*;
     use crate::{LeaseClaim, Write};
 
-    fn text_part(session: &str, message: &str, text: String) -> Part {
+    fn text_part(session: &SessionId, message: &MessageId, text: String) -> Part {
         Part::new(
             session,
             message,
@@ -130,7 +130,7 @@ mod tests {
             .unwrap();
         let (d1, d2) = (done.id.clone(), driven.id.clone());
         let before = store.read(move |r| r.messages(&d1)).await.unwrap();
-        let count = |id: String| {
+        let count = |id: SessionId| {
             let store = store.clone();
             async move { store.read(move |r| r.event_count(&id)).await.unwrap() }
         };

@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use troupe_session::{MessageId, PartId, SessionId};
 
 use futures::StreamExt;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
@@ -163,7 +164,7 @@ pub struct ProcessorState {
     store: Store,
     assistant: AssistantMessage,
     parts: Vec<Part>,
-    index: HashMap<String, usize>,
+    index: HashMap<PartId, usize>,
     /// Open text and reasoning blocks and the tool parts, by stream id
     /// ([`crate::stream_parts`]).
     blocks: crate::stream_parts::OpenBlocks,

@@ -15,8 +15,8 @@ pub(super) enum Attempt {
 /// The step's span and the ids its provider-request spans carry.
 pub(super) struct StreamSpan {
     pub(super) step: tracing::Span,
-    pub(super) session_id: String,
-    pub(super) message_id: String,
+    pub(super) session_id: SessionId,
+    pub(super) message_id: MessageId,
 }
 
 pub(super) fn spawn_stream_task(

@@ -173,7 +173,7 @@ impl ProcessorActor {
         let token = state.cancel.child_token();
         let mut ctx = state.tool_ctx.clone();
         ctx.call_id = call_id.to_string();
-        ctx.message_id = state.assistant.id.clone();
+        ctx.message_id = state.assistant.id.to_string();
         ctx.abort = token.clone();
         // The timeout counts the call's own running time, not a wait for a person's answer.
         let clock = super::clock::CallClock::new();

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use troupe_session::MessageId;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
@@ -122,7 +123,7 @@ pub struct SessionArgs {
 
 struct Turn {
     reply: crate::turn_error::TurnReply,
-    user_id: String,
+    user_id: MessageId,
     step: u32,
     cancel: CancellationToken,
     agent: Agent,
@@ -166,7 +167,7 @@ struct Turn {
     params_wait: Option<(u64, Box<PreparedStep>)>,
     /// The user message that started the turn (its summary goes there; `user_id` moves on
     /// to a compaction's messages).
-    origin_user_id: String,
+    origin_user_id: MessageId,
     /// The turn's span ([`crate::spans::turn`]); closed when the turn ends.
     span: tracing::Span,
     /// The turn was aborted because its caller's deadline passed
@@ -178,7 +179,7 @@ struct Turn {
     steering: crate::steer::Steering,
     /// The user message the running compaction replays after its summary (the provider
     /// rejected the request as too large): it is sent again instead of "continue".
-    replay: Option<String>,
+    replay: Option<MessageId>,
 }
 
 /// A child the session actor spawned, by role; supervision events are matched against
@@ -562,7 +563,7 @@ impl Actor for SessionActor {
                     summary: Some(summary),
                     ..
                 }) = done
-                    && let Some(m) = state.history.iter_mut().find(|m| m.info.id() == user_id)
+                    && let Some(m) = state.history.iter_mut().find(|m| m.info.id() == &user_id)
                     && let Message::User(u) = &mut m.info
                 {
                     u.summary = Some(summary);

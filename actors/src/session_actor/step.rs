@@ -268,8 +268,8 @@ impl SessionActor {
             .store
             .write1(Write::Message(Message::Assistant(assistant.clone())));
         let tool_ctx = ToolContext {
-            session_id: state.session.id.clone(),
-            message_id: assistant.id.clone(),
+            session_id: state.session.id.to_string(),
+            message_id: assistant.id.to_string(),
             call_id: String::new(),
             agent: turn.agent.name.clone(),
             directory: state.directory.clone(),
@@ -290,7 +290,7 @@ impl SessionActor {
         // turn's steps come after its prompt (ids sort by creation time).
         let mut prior_calls: Vec<(String, serde_json::Value)> = Vec::new();
         for m in state.history.iter().rev() {
-            if prior_calls.len() >= crate::doom::WINDOW || m.info.id() <= turn.user_id.as_str() {
+            if prior_calls.len() >= crate::doom::WINDOW || *m.info.id() <= turn.user_id {
                 break;
             }
             if !matches!(&m.info, Message::Assistant(a) if a.parent_id == turn.user_id) {

@@ -17,7 +17,7 @@ impl SessionActor {
         (
             troupe_agents::Agent,
             Arc<troupe_config::model::ResolvedModel>,
-            String,
+            MessageId,
         ),
         String,
     > {
@@ -226,7 +226,7 @@ impl SessionActor {
         state: &mut SessionState,
         agent: Agent,
         model: Arc<ResolvedModel>,
-        user_id: String,
+        user_id: MessageId,
         user_system: Option<String>,
         compact_only: bool,
     ) -> Result<Turn, TurnError> {

@@ -77,7 +77,7 @@ impl SessionActor {
         let end = state
             .history
             .iter()
-            .rposition(|m| m.info.id() == turn.user_id)
+            .rposition(|m| *m.info.id() == turn.user_id)
             .unwrap_or_else(|| state.history.len().saturating_sub(1));
         let plan = crate::compaction::plan(
             &state.history[..end],
@@ -102,7 +102,7 @@ impl SessionActor {
         };
         turn.replay = replay;
         let tool_ctx = ToolContext {
-            session_id: state.session.id.clone(),
+            session_id: state.session.id.to_string(),
             message_id: String::new(),
             call_id: String::new(),
             agent: "compaction".into(),
@@ -118,8 +118,8 @@ impl SessionActor {
         // history the session's model worked with.
         let args = crate::compaction::CompactionArgs {
             rt: state.rt.clone(),
-            session_id: state.session.id.clone(),
-            request_id: turn.user_id.clone(),
+            session_id: state.session.id.to_string(),
+            request_id: turn.user_id.to_string(),
             history,
             previous_summary,
             model: turn.model.clone(),
@@ -273,7 +273,7 @@ impl SessionActor {
         let replayed = turn
             .replay
             .take()
-            .and_then(|id| state.history.iter().rev().find(|m| m.info.id() == id));
+            .and_then(|id| state.history.iter().rev().find(|m| *m.info.id() == id));
         let (user, parts) = match replayed {
             Some(m) => crate::compaction::replay_message(m, user),
             None => {
@@ -314,7 +314,7 @@ impl SessionActor {
         let Some(start) = state
             .history
             .iter()
-            .position(|m| m.info.id() == turn.origin_user_id)
+            .position(|m| *m.info.id() == turn.origin_user_id)
         else {
             return;
         };

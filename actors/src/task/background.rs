@@ -7,7 +7,7 @@ use super::*;
 /// A background subagent (in [`crate::RuntimeShared::background`]).
 pub(crate) struct Background {
     /// The session that started it.
-    pub parent: String,
+    pub parent: SessionId,
     /// Its actor while it runs.
     pub(super) actor: ractor::ActorRef<SessionMsg>,
     /// The `<task …>` result block once it ended.
@@ -24,8 +24,8 @@ pub(crate) struct Background {
 
 /// Abort the running background subagents of `session_id` and, through their own aborts,
 /// theirs. Their results are not delivered.
-pub(crate) fn abort_background(rt: &RuntimeShared, session_id: &str) {
-    for b in rt.background.iter().filter(|b| b.parent == session_id) {
+pub(crate) fn abort_background(rt: &RuntimeShared, session_id: &SessionId) {
+    for b in rt.background.iter().filter(|b| b.parent == *session_id) {
         if b.result.borrow().is_none() {
             b.aborted.store(true, std::sync::atomic::Ordering::SeqCst);
             let _ = b.actor.cast(SessionMsg::Abort);
@@ -66,7 +66,7 @@ pub(super) async fn start_background(
     rt.background.insert(
         child_id.clone(),
         Background {
-            parent: ctx.session_id.clone(),
+            parent: ctx.session_id.clone().into(),
             actor: actor.clone(),
             result: result_rx,
             settled: settled_rx,
@@ -74,7 +74,10 @@ pub(super) async fn start_background(
             delivered: delivered.clone(),
         },
     );
-    let (parent, description) = (ctx.session_id.clone(), args.description.clone());
+    let (parent, description) = (
+        SessionId::from(ctx.session_id.as_str()),
+        args.description.clone(),
+    );
     let watcher_rt = rt.clone();
     tokio::spawn(async move {
         let rt = watcher_rt;
@@ -222,7 +225,7 @@ impl Run<'_> {
 /// The `<task>` block a background subagent's end delivers to its parent (OpenCode's
 /// shape: a summary line, then `<task_result>` or `<task_error>`).
 pub(super) fn background_result(
-    child_id: &str,
+    child_id: &SessionId,
     description: &str,
     outcome: Result<Result<crate::TurnResult, crate::TurnError>, String>,
 ) -> String {
@@ -299,7 +302,7 @@ impl Tool for TaskStatusTool {
         Box::pin(async move {
             let rt = live_runtime(&rt)?;
             let args: StatusArgs = troupe_tools::parse_args("task_status", args)?;
-            let mut result = match rt.background.get(&args.task_id) {
+            let mut result = match rt.background.get(args.task_id.as_str()) {
                 Some(b) if b.parent == ctx.session_id => b.result.clone(),
                 _ => {
                     return Err(ToolError::Failed(format!(

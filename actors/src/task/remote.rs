@@ -12,7 +12,7 @@ pub(super) async fn run_remote(
     args: Args,
     ctx: &ToolContext,
     agent: &str,
-    child_id: &str,
+    child_id: &SessionId,
     model: Option<String>,
 ) -> Result<ToolOutput, ToolError> {
     // The node that takes the turn reads the child (and its ruleset) from the shared store.
@@ -31,13 +31,13 @@ pub(super) async fn run_remote(
     ctx.progress
         .update(Some(args.description.clone()), progress.clone());
     let turn = crate::remote::RemoteTurn {
-        session_id: child_id.to_string(),
+        session_id: child_id.clone(),
         agent: agent.to_string(),
         model,
         prompt: args.prompt.clone(),
         directory: ctx.directory.clone(),
         call_id: ctx.call_id.clone(),
-        parent_session_id: ctx.session_id.clone(),
+        parent_session_id: ctx.session_id.clone().into(),
         cancel: cancel.clone(),
     };
     let outcome = tokio::select! {
@@ -72,7 +72,7 @@ pub(super) async fn run_remote(
 /// runs on a task, so it may still be held for a moment): polls for a short while.
 pub(super) async fn retake_lease(
     rt: &Arc<RuntimeShared>,
-    child_id: &str,
+    child_id: &SessionId,
     abort: &tokio_util::sync::CancellationToken,
 ) -> Result<crate::lease::SessionLease, ToolError> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

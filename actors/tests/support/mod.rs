@@ -12,7 +12,8 @@ use tempfile::TempDir;
 use troupe_actors::{PromptInput, Runtime, RuntimeOptions, TurnResult};
 use troupe_config::{Config, LoadedConfig};
 use troupe_session::{
-    AssistantMessage, Bus, Message, MessageWithParts, PartKind, Session, Store, ToolState,
+    AssistantMessage, Bus, Message, MessageWithParts, PartKind, Session, SessionId, Store,
+    ToolState,
 };
 use troupe_testkit::{Conversation, Fault, Step};
 use troupe_tools::{AllowAll, PermissionAsker, Registry};
@@ -124,8 +125,8 @@ pub async fn start_runtime_with(dir: &TempDir, base_url: &str, opts: RuntimeOpti
 }
 
 /// The stored child sessions (subagents) of `parent` (after a flush).
-pub async fn children(rt: &Runtime, parent: &str) -> Vec<Session> {
-    let parent = parent.to_string();
+pub async fn children(rt: &Runtime, parent: &SessionId) -> Vec<Session> {
+    let parent = parent.clone();
     rt.store().flush().await.expect("flush");
     rt.store()
         .read(move |r| r.children(&parent))
@@ -150,7 +151,7 @@ pub fn prompt(text: &str) -> PromptInput {
 }
 
 /// Run one prompt to its end (bounded by [`DEADLINE`]).
-pub async fn run_prompt(rt: &Runtime, sid: &str, text: &str) -> TurnResult {
+pub async fn run_prompt(rt: &Runtime, sid: &SessionId, text: &str) -> TurnResult {
     tokio::time::timeout(DEADLINE, rt.prompt(sid, prompt(text)))
         .await
         .expect("turn finished in time")
@@ -158,14 +159,18 @@ pub async fn run_prompt(rt: &Runtime, sid: &str, text: &str) -> TurnResult {
 }
 
 /// Start [`run_prompt`] on a task of its own, for a test that acts while the turn runs.
-pub fn spawn_prompt(rt: &Runtime, sid: &str, text: &str) -> tokio::task::JoinHandle<TurnResult> {
-    let (rt, sid, text) = (rt.clone(), sid.to_string(), text.to_string());
+pub fn spawn_prompt(
+    rt: &Runtime,
+    sid: &SessionId,
+    text: &str,
+) -> tokio::task::JoinHandle<TurnResult> {
+    let (rt, sid, text) = (rt.clone(), sid.clone(), text.to_string());
     tokio::spawn(async move { run_prompt(&rt, &sid, &text).await })
 }
 
 /// The stored messages of a session (after a flush).
-pub async fn messages(rt: &Runtime, sid: &str) -> Vec<MessageWithParts> {
-    let sid = sid.to_string();
+pub async fn messages(rt: &Runtime, sid: &SessionId) -> Vec<MessageWithParts> {
+    let sid = sid.clone();
     rt.store().flush().await.expect("flush");
     rt.store()
         .read(move |r| r.messages(&sid))

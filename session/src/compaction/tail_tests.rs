@@ -66,12 +66,15 @@ fn view_sends_request_summary_tail_then_the_rest() {
     h.push(summary("s1", "c1", Some("stop"), false));
     h.push(user("u3"));
     let v = compacted_view(&h);
-    let order: Vec<&str> = v.indices(h.len()).map(|i| h[i].info.id()).collect();
+    let order: Vec<&str> = v
+        .indices(h.len())
+        .map(|i| h[i].info.id().as_str())
+        .collect();
     assert_eq!(order, ["c1", "s1", "u2", "a2", "u3"]);
     // What a next compaction summarizes: the tail and what followed, not the pair.
     let next: Vec<&str> = to_summarize(&h)
         .into_iter()
-        .map(|i| h[i].info.id())
+        .map(|i| h[i].info.id().as_str())
         .collect();
     assert_eq!(next, ["u2", "a2", "u3"]);
     assert_eq!(previous_summary(&h).as_deref(), Some("## Goal\n- x"));

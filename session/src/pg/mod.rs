@@ -30,7 +30,9 @@ use postgres::{Client, NoTls, Statement};
 
 use crate::lease::{LeaseClaim, LeaseHolder, TakeOutcome};
 use crate::store::{StoreError, Write};
-use crate::types::{Message, MessageWithParts, Part, PartKind, Session, now_ms};
+use crate::types::{
+    Message, MessageId, MessageWithParts, Part, PartKind, Session, SessionId, now_ms,
+};
 use crate::vacuum::VacuumReport;
 
 /// Whether a store target is a PostgreSQL URL (`postgres://…` or `postgresql://…`).

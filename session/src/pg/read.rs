@@ -102,9 +102,9 @@ pub(crate) fn messages(
 pub(crate) fn messages_page(
     c: &ReadConn<'_>,
     t: &str,
-    session_id: &str,
+    session_id: &SessionId,
     limit: usize,
-    before: Option<&str>,
+    before: Option<&MessageId>,
 ) -> Result<Vec<MessageWithParts>, StoreError> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let msgs = match before {
@@ -131,7 +131,7 @@ pub(crate) fn messages_page(
     if out.is_empty() {
         return Ok(out);
     }
-    let ids: Vec<&str> = out.iter().map(|m| m.info.id()).collect();
+    let ids: Vec<&str> = out.iter().map(|m| m.info.id().as_str()).collect();
     let parts = rows(
         c,
         t,

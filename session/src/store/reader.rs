@@ -79,7 +79,7 @@ impl Reader<'_> {
     }
 
     /// One session.
-    pub fn session(&self, id: &str) -> Result<Option<Session>, StoreError> {
+    pub fn session(&self, id: &SessionId) -> Result<Option<Session>, StoreError> {
         let conn = sqlite_or!(self, |c, t| crate::pg::session(c, t, id));
         let row: Option<String> = conn
             .query_row("SELECT data FROM session WHERE id = ?1", [id], |r| r.get(0))
@@ -101,7 +101,7 @@ impl Reader<'_> {
     }
 
     /// Child sessions of `parent`, oldest first.
-    pub fn children(&self, parent: &str) -> Result<Vec<Session>, StoreError> {
+    pub fn children(&self, parent: &SessionId) -> Result<Vec<Session>, StoreError> {
         let conn = sqlite_or!(self, |c, t| crate::pg::children(c, t, parent));
         let rows = self.decoded(
             conn,
@@ -112,7 +112,7 @@ impl Reader<'_> {
     }
 
     /// All messages of a session with their parts, ordered by id.
-    pub fn messages(&self, session_id: &str) -> Result<Vec<MessageWithParts>, StoreError> {
+    pub fn messages(&self, session_id: &SessionId) -> Result<Vec<MessageWithParts>, StoreError> {
         let conn = sqlite_or!(self, |c, t| crate::pg::messages(c, t, session_id));
         let rows: Vec<(String, Message)> = self.decoded(
             conn,
@@ -159,9 +159,9 @@ impl Reader<'_> {
     /// indexes (`message_session`, `part_message`) are walked for the page only.
     pub fn messages_page(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         limit: usize,
-        before: Option<&str>,
+        before: Option<&MessageId>,
     ) -> Result<Vec<MessageWithParts>, StoreError> {
         let conn = sqlite_or!(self, |c, t| crate::pg::messages_page(
             c, t, session_id, limit, before
@@ -222,7 +222,7 @@ impl Reader<'_> {
     /// Find a session by id or unique id prefix (case-sensitive, byte order; an empty
     /// prefix finds nothing).
     pub fn find_session(&self, id_or_prefix: &str) -> Result<Option<Session>, StoreError> {
-        if let Some(s) = self.session(id_or_prefix)? {
+        if let Some(s) = self.session(&SessionId::from(id_or_prefix))? {
             return Ok(Some(s));
         }
         if id_or_prefix.is_empty() {
@@ -259,7 +259,7 @@ impl Reader<'_> {
     }
 
     /// Number of events logged for a session.
-    pub fn event_count(&self, session_id: &str) -> Result<u64, StoreError> {
+    pub fn event_count(&self, session_id: &SessionId) -> Result<u64, StoreError> {
         let conn = sqlite_or!(self, |c, t| crate::pg::event_count(c, t, session_id));
         conn.query_row(
             "SELECT COUNT(*) FROM event WHERE session_id = ?1",
@@ -274,7 +274,7 @@ impl Reader<'_> {
     /// last turn ended without one or it has no assistant message. One indexed lookup.
     pub fn last_error(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
     ) -> Result<Option<crate::types::MessageError>, StoreError> {
         let conn =
             sqlite_or!(self, |c, t| Ok(crate::pg::last_error(c, t, session_id)?
@@ -310,7 +310,7 @@ impl Reader<'_> {
 
     /// A session's todo list, in order (empty when it has none). Errors: SQLite, or a row
     /// that does not decode.
-    pub fn todos(&self, session_id: &str) -> Result<Vec<crate::todo::Todo>, StoreError> {
+    pub fn todos(&self, session_id: &SessionId) -> Result<Vec<crate::todo::Todo>, StoreError> {
         let conn = sqlite_or!(self, |c, t| crate::pg::todos(c, t, session_id));
         let mut stmt = conn
             .prepare_cached("SELECT data FROM todo WHERE session_id = ?1 ORDER BY position")

@@ -142,10 +142,10 @@ pub struct UserTime {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserMessage {
     /// `msg_…`.
-    pub id: String,
+    pub id: MessageId,
     /// Id of the session (`ses_…`) the item belongs to.
     #[serde(rename = "sessionID")]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// When the message was created.
     pub time: UserTime,
     /// Agent that answers this message.
@@ -193,13 +193,13 @@ pub struct MessagePath {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AssistantMessage {
     /// `msg_…`.
-    pub id: String,
+    pub id: MessageId,
     /// Id of the session (`ses_…`) the item belongs to.
     #[serde(rename = "sessionID")]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The user message this answers.
     #[serde(rename = "parentID")]
-    pub parent_id: String,
+    pub parent_id: MessageId,
     /// When the step started and finished.
     pub time: AssistantTime,
     /// Name of the agent that ran the step.
@@ -236,16 +236,16 @@ impl AssistantMessage {
     /// A step begun now (`msg_…` id fresh) by `agent` with `model`, answering user message
     /// `parent_id` of `session_id`, run in `path`: no cost, tokens, finish or error yet.
     pub fn begun(
-        session_id: &str,
-        parent_id: &str,
+        session_id: &SessionId,
+        parent_id: &MessageId,
         agent: &str,
         model: &ModelRef,
         path: MessagePath,
     ) -> Self {
         AssistantMessage {
             id: crate::id::message(),
-            session_id: session_id.to_string(),
-            parent_id: parent_id.to_string(),
+            session_id: session_id.clone(),
+            parent_id: parent_id.clone(),
             time: AssistantTime {
                 created: now_ms(),
                 completed: None,
@@ -279,15 +279,15 @@ pub enum Message {
 
 impl Message {
     /// The message's id (`msg_…`).
-    pub fn id(&self) -> &str {
+    pub fn id(&self) -> &MessageId {
         match self {
             Message::User(m) => &m.id,
             Message::Assistant(m) => &m.id,
         }
     }
 
-    /// Session id.
-    pub fn session_id(&self) -> &str {
+    /// Id of the session (`ses_…`) the message belongs to.
+    pub fn session_id(&self) -> &SessionId {
         match self {
             Message::User(m) => &m.session_id,
             Message::Assistant(m) => &m.session_id,

@@ -94,10 +94,12 @@ impl ModelRef {
     }
 }
 
+mod ids;
 mod message;
 mod part;
 mod session;
 
+pub use ids::*;
 pub use message::*;
 pub use part::*;
 pub use session::*;

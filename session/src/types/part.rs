@@ -256,7 +256,7 @@ pub enum PartKind {
         /// after this compaction send the request, its summary, then the messages from
         /// here up to the request (`compaction::compacted_view`). Unset: no tail.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        tail_start_id: Option<String>,
+        tail_start_id: Option<MessageId>,
     },
 }
 
@@ -275,13 +275,13 @@ pub struct AgentSource {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Part {
     /// `prt_…`.
-    pub id: String,
+    pub id: PartId,
     /// Id of the session (`ses_…`) the item belongs to.
     #[serde(rename = "sessionID")]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Id of the message (`msg_…`) the part belongs to.
     #[serde(rename = "messageID")]
-    pub message_id: String,
+    pub message_id: MessageId,
     /// What the part holds (its `type` and fields, flattened into the JSON).
     #[serde(flatten)]
     pub kind: PartKind,
@@ -289,11 +289,11 @@ pub struct Part {
 
 impl Part {
     /// A new part with a fresh id.
-    pub fn new(session_id: &str, message_id: &str, kind: PartKind) -> Self {
+    pub fn new(session_id: &SessionId, message_id: &MessageId, kind: PartKind) -> Self {
         Self {
             id: crate::id::part(),
-            session_id: session_id.to_string(),
-            message_id: message_id.to_string(),
+            session_id: session_id.clone(),
+            message_id: message_id.clone(),
             kind,
         }
     }

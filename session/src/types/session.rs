@@ -43,10 +43,10 @@ pub struct FileDiff {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
     /// `ses_…`.
-    pub id: String,
+    pub id: SessionId,
     /// Parent session for subagent sessions.
     #[serde(rename = "parentID", default, skip_serializing_if = "Option::is_none")]
-    pub parent_id: Option<String>,
+    pub parent_id: Option<SessionId>,
     /// Title (default `New session - <ISO time>`).
     pub title: String,
     /// Working directory tools resolve paths against.
@@ -84,10 +84,10 @@ pub struct SessionRevert {
     /// The message reverted to: it and everything after it are hidden (with `partID`: the
     /// parts from `partID` on, and the later messages).
     #[serde(rename = "messageID")]
-    pub message_id: String,
+    pub message_id: MessageId,
     /// The part reverted to, if the revert was to a part.
     #[serde(rename = "partID", default, skip_serializing_if = "Option::is_none")]
-    pub part_id: Option<String>,
+    pub part_id: Option<PartId>,
     /// Tree hash of the project just before the revert (what unrevert restores).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<String>,
@@ -98,7 +98,7 @@ pub struct SessionRevert {
 
 impl Session {
     /// A new session in `directory`.
-    pub fn new(directory: &str, parent_id: Option<String>) -> Self {
+    pub fn new(directory: &str, parent_id: Option<SessionId>) -> Self {
         let now = now_ms();
         let iso = crate::iso_time(now);
         let title = if parent_id.is_some() {
@@ -208,7 +208,7 @@ impl<'de> Deserialize<'de> for SessionPermission {
 )]
 pub struct UndecodableRuleset {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Why the stored value does not decode.
     pub error: String,
 }

@@ -4,8 +4,8 @@ use crate::test_support::user_message;
 #[test]
 fn part_json_shape_matches_opencode() {
     let p = Part::new(
-        "ses_a",
-        "msg_b",
+        &"ses_a".into(),
+        &"msg_b".into(),
         PartKind::Tool {
             call_id: "call_1".into(),
             tool: "bash".into(),
