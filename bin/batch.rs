@@ -293,7 +293,7 @@ pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
         update_bar(&bar, &stats);
         handles.push(tokio::spawn(async move {
             let result = match &exec {
-                Exec::Local(rt) => {
+                Exec::Local(runtime) => {
                     let defaults = troupe_cluster::task::TaskDefaults {
                         model,
                         agent,
@@ -301,7 +301,7 @@ pub async fn run(exec: Exec, opts: BatchOptions) -> Result<ExitCode> {
                         timeout,
                     };
                     troupe_cluster::task::run_task(
-                        rt,
+                        runtime,
                         &task,
                         &defaults,
                         &troupe_cluster::task::TaskSession::New,

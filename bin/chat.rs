@@ -398,13 +398,13 @@ impl Chat {
         }
         let session = self.session().await?;
         let mut rx = self.runtime.bus().subscribe();
-        let (rt, sid, cmd) = (
+        let (runtime, sid, cmd) = (
             self.runtime.clone(),
             session.id.clone(),
             command.to_string(),
         );
         let (agent, model) = (self.agent.clone(), self.model.clone());
-        let mut run = tokio::spawn(async move { rt.shell(&sid, &cmd, agent, model).await });
+        let mut run = tokio::spawn(async move { runtime.shell(&sid, &cmd, agent, model).await });
         let mut shown = 0usize;
         let mut out = std::io::stdout();
         let mut show = |output: &str, shown: &mut usize| {
@@ -470,7 +470,7 @@ impl Chat {
             model: self.model.clone(),
             ..Default::default()
         };
-        let (rt, sid) = (self.runtime.clone(), session.id.clone());
+        let (runtime, sid) = (self.runtime.clone(), session.id.clone());
         let command = command.map(|name| troupe_actors::command::CommandInput {
             name: name.to_string(),
             arguments: text.to_string(),
@@ -480,8 +480,8 @@ impl Chat {
         });
         let mut turn = tokio::spawn(async move {
             match command {
-                Some(c) => rt.command(&sid, c).await,
-                None => rt.prompt(&sid, input).await,
+                Some(c) => runtime.command(&sid, c).await,
+                None => runtime.prompt(&sid, input).await,
             }
         });
         printer.start();

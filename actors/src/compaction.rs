@@ -47,7 +47,7 @@ pub fn instructions(previous_summary: Option<&str>) -> String {
 /// Arguments of a compaction.
 pub struct CompactionArgs {
     /// Shared runtime parts.
-    pub rt: Arc<RuntimeShared>,
+    pub shared: Arc<RuntimeShared>,
     /// Session id.
     pub session_id: String,
     /// The compaction request (user message) the summary answers.
@@ -81,7 +81,7 @@ pub struct CompactionState {
     node: crate::tree::NodeGuard,
     /// The summary step's processor (the only child; matched by identity).
     step: Option<ractor::ActorId>,
-    rt: Arc<RuntimeShared>,
+    shared: Arc<RuntimeShared>,
     /// The summary message, when the step ran.
     pub outcome: Option<StepOutcome>,
     /// Why it could not run.
@@ -110,17 +110,17 @@ impl Actor for CompactionWorker {
         args: CompactionArgs,
     ) -> Result<CompactionState, ActorProcessingErr> {
         myself.cast(CompactionMsg::Start)?;
-        let node = args.rt.tree.register_busy(
+        let node = args.shared.tree.register_busy(
             crate::tree::Kind::Compaction,
             &args.request_id,
             &args.session_id,
             &args.tree_parent,
         );
         Ok(CompactionState {
-            _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
+            _gauge: crate::ActorGauge::new(&args.shared.counters.live_actors),
             node,
             step: None,
-            rt: args.rt.clone(),
+            shared: args.shared.clone(),
             outcome: None,
             error: None,
             args: Some(args),
@@ -136,15 +136,16 @@ impl Actor for CompactionWorker {
         let Some(args) = state.args.take() else {
             return Ok(());
         };
-        let rt = args.rt.clone();
-        rt.faults
+        let shared = args.shared.clone();
+        shared
+            .faults
             .check(crate::faults::FaultPoint::CompactionStart, &args.session_id);
-        let agent = rt.agents.get("compaction").cloned();
+        let agent = shared.agents.get("compaction").cloned();
         let system = agent
             .as_ref()
             .and_then(|a| a.prompt.clone())
             .unwrap_or_else(|| "Summarize the conversation for a handover.".to_string());
-        let cfg = &rt.config.config.compaction;
+        let cfg = &shared.config.config.compaction;
         let usable = usable_context(&args.model, cfg);
         // Room for the instructions plus a safety margin of 10% of the usable context (at
         // least 200 tokens) for the token estimate's error.
@@ -188,12 +189,13 @@ impl Actor for CompactionWorker {
             error: None,
             structured: None,
         };
-        rt.store
+        shared
+            .store
             .write1(Write::Message(Message::Assistant(assistant.clone())));
         let span = crate::spans::step(&args.span, &args.session_id, &assistant.id, 0);
         let pargs = ProcessorArgs {
             span,
-            rt: rt.clone(),
+            shared: shared.clone(),
             assistant,
             request,
             model: args.model.clone(),
@@ -202,7 +204,7 @@ impl Actor for CompactionWorker {
             prior_calls: Vec::new(),
             restarts: 0,
             tree_parent: Some(state.node.key().to_string()),
-            registry: rt.registry.clone(),
+            registry: shared.registry.clone(),
         };
         match Actor::spawn_linked(None, ProcessorActor, pargs, myself.get_cell()).await {
             Ok((a, _)) => state.step = Some(a.get_id()),
@@ -242,7 +244,7 @@ impl Actor for CompactionWorker {
             }
             SupervisionEvent::ActorFailed(_, err) => {
                 state
-                    .rt
+                    .shared
                     .counters
                     .failure(crate::supervision::Role::Processor);
                 state.node.add_failure();

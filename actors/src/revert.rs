@@ -121,7 +121,7 @@ pub fn visible(session: &Session, history: &[MessageWithParts]) -> Vec<MessageWi
 /// At the next prompt: deletes the messages (and parts) a pending revert hid and clears
 /// `session.revert`; returns the history that remains. Store writes are queued; no read.
 pub(crate) fn cleanup(
-    rt: &RuntimeShared,
+    shared: &RuntimeShared,
     mut session: Session,
     history: Vec<MessageWithParts>,
 ) -> (Session, Vec<MessageWithParts>) {
@@ -156,8 +156,8 @@ pub(crate) fn cleanup(
         info: session.clone(),
         created: false,
     });
-    rt.store.write(writes);
-    rt.snapshots.forget(&session.id);
+    shared.store.write(writes);
+    shared.snapshots.forget(&session.id);
     (session, kept)
 }
 

@@ -14,9 +14,9 @@ impl Actor for RootActor {
     async fn pre_start(
         &self,
         _m: ActorRef<()>,
-        rt: Arc<RuntimeShared>,
+        shared: Arc<RuntimeShared>,
     ) -> Result<Arc<RuntimeShared>, ActorProcessingErr> {
-        Ok(rt)
+        Ok(shared)
     }
 
     async fn post_start(

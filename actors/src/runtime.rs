@@ -425,7 +425,7 @@ impl Runtime {
         stop_survivors(&mut history).await;
         troupe_session::store::sweep_interrupted(&self.shared.store, &mut history);
         let args = SessionArgs {
-            rt: self.shared.clone(),
+            shared: self.shared.clone(),
             session,
             history,
             tree_parent: None,
@@ -708,11 +708,12 @@ impl Runtime {
 
     /// Start a prompt without waiting for it (the result goes to the bus).
     pub fn prompt_async(&self, session_id: &SessionId, input: PromptInput) {
-        let rt = self.clone();
+        let runtime = self.clone();
         let sid = session_id.clone();
         tokio::spawn(async move {
-            if let Err(e) = rt.prompt(&sid, input).await {
-                rt.shared
+            if let Err(e) = runtime.prompt(&sid, input).await {
+                runtime
+                    .shared
                     .store
                     .write1(Write::Publish(troupe_session::Event::SessionError {
                         session_id: sid.clone(),

@@ -57,7 +57,7 @@ impl Snapshots {
     /// `<data>/snapshot/notices/`).
     pub async fn for_dir(
         &self,
-        rt: &RuntimeShared,
+        shared: &RuntimeShared,
         directory: &str,
         session_id: &SessionId,
     ) -> Result<Snapshot, Unavailable> {
@@ -94,7 +94,7 @@ impl Snapshots {
                 if !written {
                     tracing::warn!(marker = %marker.display(), "snapshot notice marker not written");
                 }
-                rt.store.write1(Write::Publish(Event::SessionNotice {
+                shared.store.write1(Write::Publish(Event::SessionNotice {
                     session_id: session_id.clone(),
                     message: why.to_string(),
                 }));
@@ -143,21 +143,21 @@ pub struct Finished {
 /// Starts taking the tree before a step; `done` gets it (or `None` when snapshots are off
 /// or it failed) from a spawned task. Returns the initial [`StepSnap`] state.
 pub fn begin(
-    rt: &Arc<RuntimeShared>,
+    shared: &Arc<RuntimeShared>,
     directory: &Path,
     session_id: &SessionId,
     done: impl FnOnce(Option<String>) + Send + 'static,
 ) -> StepSnap {
-    if rt.snapshots.data_dir.is_none() || rt.snapshots.disabled {
+    if shared.snapshots.data_dir.is_none() || shared.snapshots.disabled {
         return StepSnap::Off;
     }
-    let (rt, dir, sid) = (
-        rt.clone(),
+    let (shared, dir, sid) = (
+        shared.clone(),
         directory.display().to_string(),
         session_id.clone(),
     );
     tokio::spawn(async move {
-        let tree = match rt.snapshots.for_dir(&rt, &dir, &sid).await {
+        let tree = match shared.snapshots.for_dir(&shared, &dir, &sid).await {
             Ok(s) => match tokio::time::timeout(SNAPSHOT_TIMEOUT, s.track()).await {
                 Ok(Ok(t)) => Some(t),
                 Ok(Err(e)) => {
@@ -179,20 +179,20 @@ pub fn begin(
 /// Takes the tree after a step that started at `start`, the changed files, and refreshes the
 /// session's summary (publishing `session.diff` when it changed); `done` gets the result.
 pub fn finish(
-    rt: &Arc<RuntimeShared>,
+    shared: &Arc<RuntimeShared>,
     directory: &Path,
     session_id: &SessionId,
     start: String,
     done: impl FnOnce(Finished) + Send + 'static,
 ) {
-    let (rt, dir, sid) = (
-        rt.clone(),
+    let (shared, dir, sid) = (
+        shared.clone(),
         directory.display().to_string(),
         session_id.clone(),
     );
     tokio::spawn(async move {
-        let result = match rt.snapshots.for_dir(&rt, &dir, &sid).await {
-            Ok(s) => tokio::time::timeout(SNAPSHOT_TIMEOUT, after_step(&rt, &s, &sid, &start))
+        let result = match shared.snapshots.for_dir(&shared, &dir, &sid).await {
+            Ok(s) => tokio::time::timeout(SNAPSHOT_TIMEOUT, after_step(&shared, &s, &sid, &start))
                 .await
                 .unwrap_or_else(|_| {
                     tracing::warn!(session = %sid, "snapshot after the step timed out");
@@ -210,7 +210,12 @@ pub fn finish(
     });
 }
 
-async fn after_step(rt: &RuntimeShared, s: &Snapshot, sid: &SessionId, start: &str) -> Finished {
+async fn after_step(
+    shared: &RuntimeShared,
+    s: &Snapshot,
+    sid: &SessionId,
+    start: &str,
+) -> Finished {
     let tree = match s.track().await {
         Ok(t) => t,
         Err(e) => {
@@ -232,7 +237,7 @@ async fn after_step(rt: &RuntimeShared, s: &Snapshot, sid: &SessionId, start: &s
         hash: start.to_string(),
         files: files.iter().map(|f| f.display().to_string()).collect(),
     });
-    refresh_summary(rt, s, sid, start, &tree).await;
+    refresh_summary(shared, s, sid, start, &tree).await;
     Finished {
         tree: Some(tree),
         patch,
@@ -242,30 +247,30 @@ async fn after_step(rt: &RuntimeShared, s: &Snapshot, sid: &SessionId, start: &s
 /// Recomputes the session's summary from its first snapshot to `last` (skipped when neither
 /// end moved: the trees are content hashes, so the diff would be the same).
 async fn refresh_summary(
-    rt: &RuntimeShared,
+    shared: &RuntimeShared,
     s: &Snapshot,
     sid: &SessionId,
     start: &str,
     last: &str,
 ) {
-    let first = match rt.snapshots.first.get(sid).map(|f| f.clone()) {
+    let first = match shared.snapshots.first.get(sid).map(|f| f.clone()) {
         Some(f) => f,
         None => {
             // Once per session and process: the earliest step-start snapshot in the store
             // (this step's own start when the session has no earlier one).
             let id = sid.clone();
-            let stored = rt
+            let stored = shared
                 .store
                 .read(move |r| r.messages(&id))
                 .await
                 .ok()
                 .and_then(|h| first_snapshot(&h));
             let f = stored.unwrap_or_else(|| start.to_string());
-            rt.snapshots.first.insert(sid.clone(), f.clone());
+            shared.snapshots.first.insert(sid.clone(), f.clone());
             f
         }
     };
-    if let Some(prev) = rt.snapshots.summaries.get(sid)
+    if let Some(prev) = shared.snapshots.summaries.get(sid)
         && prev.0 == first
         && prev.1 == last
     {
@@ -279,11 +284,11 @@ async fn refresh_summary(
         }
     };
     let summary = summary_of(&changes);
-    rt.snapshots.summaries.insert(
+    shared.snapshots.summaries.insert(
         sid.clone(),
         (first.clone(), last.to_string(), summary.clone()),
     );
-    rt.store.write1(Write::Publish(Event::SessionDiff {
+    shared.store.write1(Write::Publish(Event::SessionDiff {
         session_id: sid.clone(),
         diff: serde_json::to_value(&changes).unwrap_or_default(),
     }));

@@ -28,7 +28,7 @@ pub const SUMMARY_MAX_TOKENS: u64 = 400;
 /// Arguments of a summary worker.
 pub struct SummaryArgs {
     /// Shared runtime parts.
-    pub rt: Arc<RuntimeShared>,
+    pub shared: Arc<RuntimeShared>,
     /// Session id.
     pub session_id: SessionId,
     /// The turn's user message id (where the summary goes).
@@ -73,14 +73,14 @@ impl Actor for SummaryWorker {
         args: SummaryArgs,
     ) -> Result<SummaryState, ActorProcessingErr> {
         myself.cast(SummaryMsg::Start)?;
-        let node = args.rt.tree.register_busy(
+        let node = args.shared.tree.register_busy(
             crate::tree::Kind::Summary,
             &args.user_id,
             &args.session_id,
             &args.tree_parent,
         );
         Ok(SummaryState {
-            _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
+            _gauge: crate::ActorGauge::new(&args.shared.counters.live_actors),
             _node: node,
             user_id: args.user_id.clone(),
             summary: None,
@@ -107,7 +107,7 @@ impl Actor for SummaryWorker {
 
 async fn ask(args: SummaryArgs) -> Option<UserSummary> {
     let system = args
-        .rt
+        .shared
         .agents
         .get("summary")
         .and_then(|a| a.prompt.clone())
@@ -126,7 +126,7 @@ async fn ask(args: SummaryArgs) -> Option<UserSummary> {
         &args.session_id,
         Some("summary"),
     );
-    let provider = args.rt.provider(&args.model);
+    let provider = args.shared.provider(&args.model);
     let mut stream = provider
         .stream(request, CancellationToken::new())
         .await

@@ -48,13 +48,13 @@ use remote::{retake_lease, run_remote};
 
 /// The task tool.
 pub struct TaskTool {
-    rt: Weak<RuntimeShared>,
+    shared: Weak<RuntimeShared>,
 }
 
 impl TaskTool {
     /// A task tool bound to a runtime.
-    pub fn new(rt: Weak<RuntimeShared>) -> Self {
-        Self { rt }
+    pub fn new(shared: Weak<RuntimeShared>) -> Self {
+        Self { shared }
     }
 }
 
@@ -74,8 +74,9 @@ struct Args {
 }
 
 /// The runtime a tool is bound to, or an error once it is shutting down.
-fn live_runtime(rt: &Weak<RuntimeShared>) -> Result<Arc<RuntimeShared>, ToolError> {
-    rt.upgrade()
+fn live_runtime(shared: &Weak<RuntimeShared>) -> Result<Arc<RuntimeShared>, ToolError> {
+    shared
+        .upgrade()
         .ok_or_else(|| ToolError::Failed("the runtime is shutting down".into()))
 }
 
@@ -84,7 +85,7 @@ fn live_runtime(rt: &Weak<RuntimeShared>) -> Result<Arc<RuntimeShared>, ToolErro
 /// still lives, forgets it in the runtime, and repairs its stored history (unfinished tool
 /// parts become errors), since a killed actor runs no cleanup of its own.
 struct AbortChild {
-    rt: Arc<RuntimeShared>,
+    shared: Arc<RuntimeShared>,
     session_id: SessionId,
     actor: Option<ractor::ActorRef<SessionMsg>>,
     armed: bool,
@@ -99,7 +100,7 @@ impl Drop for AbortChild {
             return;
         };
         let _ = actor.cast(SessionMsg::Abort);
-        let (rt, sid) = (self.rt.clone(), self.session_id.clone());
+        let (shared, sid) = (self.shared.clone(), self.session_id.clone());
         tokio::spawn(async move {
             // Give a live child a moment to end its turn gracefully.
             for _ in 0..100 {
@@ -110,12 +111,13 @@ impl Drop for AbortChild {
             }
             if matches!(actor.get_status(), ractor::ActorStatus::Stopped) {
                 let key = sid.clone();
-                if let Ok(mut history) = rt.store.read(move |r| r.messages(&key)).await {
-                    troupe_session::store::sweep_interrupted(&rt.store, &mut history);
-                    let _ = rt.store.flush().await;
+                if let Ok(mut history) = shared.store.read(move |r| r.messages(&key)).await {
+                    troupe_session::store::sweep_interrupted(&shared.store, &mut history);
+                    let _ = shared.store.flush().await;
                 }
             }
-            rt.sessions
+            shared
+                .sessions
                 .remove_if(&sid, |_, a| a.get_id() == actor.get_id());
         });
     }
@@ -124,13 +126,13 @@ impl Drop for AbortChild {
 /// A `task` call's hold on its child session ([`crate::RuntimeShared::task_children`]),
 /// released when the call ends, however it ends.
 struct ChildClaim {
-    rt: Arc<RuntimeShared>,
+    shared: Arc<RuntimeShared>,
     session_id: SessionId,
 }
 
 impl ChildClaim {
-    fn take(rt: &Arc<RuntimeShared>, session_id: &SessionId) -> Result<Self, ToolError> {
-        match rt.task_children.entry(session_id.clone()) {
+    fn take(shared: &Arc<RuntimeShared>, session_id: &SessionId) -> Result<Self, ToolError> {
+        match shared.task_children.entry(session_id.clone()) {
             dashmap::mapref::entry::Entry::Occupied(_) => Err(ToolError::Failed(format!(
                 "task_id {session_id} is already running in another task call of this session; \
                  wait for its result before continuing it, or start a new subagent without task_id"
@@ -138,7 +140,7 @@ impl ChildClaim {
             dashmap::mapref::entry::Entry::Vacant(v) => {
                 v.insert(());
                 Ok(ChildClaim {
-                    rt: rt.clone(),
+                    shared: shared.clone(),
                     session_id: session_id.clone(),
                 })
             }
@@ -148,7 +150,7 @@ impl ChildClaim {
 
 impl Drop for ChildClaim {
     fn drop(&mut self) {
-        self.rt.task_children.remove(&self.session_id);
+        self.shared.task_children.remove(&self.session_id);
     }
 }
 
@@ -161,8 +163,8 @@ impl Tool for TaskTool {
         let mut d = String::from(
             "Launch a subagent to handle a multi-step task on its own, in a separate session. Several task calls in one response run in parallel. The subagent does not see this conversation: give it a complete, self-contained prompt and say exactly what it should return. Its final message comes back to you as the result. Pass task_id to continue an earlier subagent session.\n\nAvailable agent types:",
         );
-        if let Some(rt) = self.rt.upgrade() {
-            for a in rt.agents.subagents() {
+        if let Some(shared) = self.shared.upgrade() {
+            for a in shared.agents.subagents() {
                 d.push_str(&format!("\n- {}: {}", a.name, a.description));
             }
         }
@@ -188,11 +190,11 @@ impl Tool for TaskTool {
         args: Value,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        let rt = self.rt.clone();
+        let shared = self.shared.clone();
         Box::pin(async move {
-            let rt = live_runtime(&rt)?;
+            let shared = live_runtime(&shared)?;
             let args: Args = troupe_tools::parse_args("task", args)?;
-            run_task(rt, args, ctx, None).await
+            run_task(shared, args, ctx, None).await
         })
     }
 }
@@ -204,7 +206,7 @@ impl Tool for TaskTool {
 /// with any visible agent (a primary one too), not only subagents.
 /// The subagent's own tool calls still go through its derived ruleset.
 pub async fn run_for_user(
-    rt: Arc<RuntimeShared>,
+    shared: Arc<RuntimeShared>,
     input: Value,
     model: Option<String>,
     ctx: ToolContext,
@@ -213,7 +215,7 @@ pub async fn run_for_user(
         tool: "task".into(),
         detail: e.to_string(),
     })?;
-    run_task(rt, args, ctx, Some(UserAsked { model })).await
+    run_task(shared, args, ctx, Some(UserAsked { model })).await
 }
 
 /// What differs in a task the user asked for (see [`run_for_user`]).
@@ -222,7 +224,7 @@ struct UserAsked {
 }
 
 async fn run_task(
-    rt: Arc<RuntimeShared>,
+    shared: Arc<RuntimeShared>,
     args: Args,
     ctx: ToolContext,
     user: Option<UserAsked>,
@@ -231,7 +233,7 @@ async fn run_task(
         check_task_permission(&args, &ctx).await?;
     }
     let user_asked = user.is_some();
-    run_checked(rt, args, ctx, user.and_then(|u| u.model), user_asked).await
+    run_checked(shared, args, ctx, user.and_then(|u| u.model), user_asked).await
 }
 
 /// The `task` permission for the subagent (asked for the model's calls only).
@@ -251,19 +253,19 @@ async fn check_task_permission(args: &Args, ctx: &ToolContext) -> Result<(), Too
 }
 
 async fn run_checked(
-    rt: Arc<RuntimeShared>,
+    shared: Arc<RuntimeShared>,
     args: Args,
     ctx: ToolContext,
     model: Option<String>,
     user_asked: bool,
 ) -> Result<ToolOutput, ToolError> {
-    let sub = match rt.agents.get(&args.subagent_type) {
+    let sub = match shared.agents.get(&args.subagent_type) {
         Some(a) if a.is_subagent() => a.clone(),
         // The user may hand a subtask to a primary agent too (a `subtask: true` command
         // naming one), as OpenCode allows; hidden agents stay internal.
         Some(a) if user_asked && !a.hidden => a.clone(),
         _ => {
-            let names: Vec<String> = rt
+            let names: Vec<String> = shared
                 .agents
                 .subagents()
                 .iter()
@@ -278,17 +280,17 @@ async fn run_checked(
     };
     // Parent rules for the child's derived ruleset.
     let parent_id = SessionId::from(ctx.session_id.as_str());
-    let parent = rt
+    let parent = shared
         .store
         .read(move |r| r.session(&parent_id))
         .await
         .map_err(|e| ToolError::Failed(e.to_string()))?;
     let parent = parent
         .ok_or_else(|| ToolError::Failed(format!("parent session {} not found", ctx.session_id)))?;
-    if child_depth(&rt, &parent).await? > rt.opts.max_depth {
+    if child_depth(&shared, &parent).await? > shared.opts.max_depth {
         return Err(ToolError::Failed(format!(
             "Subagent depth limit reached ({}): a subagent at this depth cannot start another one.",
-            rt.opts.max_depth
+            shared.opts.max_depth
         )));
     }
     // A parent ruleset that does not decode fails the call: deriving from an empty one would
@@ -296,7 +298,7 @@ async fn run_checked(
     let parent_session_rules = parent
         .ruleset()
         .map_err(|e| ToolError::Failed(e.to_string()))?;
-    let parent_agent_rules = rt
+    let parent_agent_rules = shared
         .agents
         .get(&ctx.agent)
         .map(|a| a.permission.clone())
@@ -311,7 +313,7 @@ async fn run_checked(
     let child: Session = match &args.task_id {
         Some(id) => {
             let key = SessionId::from(id.as_str());
-            let s = rt
+            let s = shared
                 .store
                 .read(move |r| r.session(&key))
                 .await
@@ -333,7 +335,7 @@ async fn run_checked(
             );
             s.title = format!("{} (@{} subagent)", args.description, sub.name);
             s.permission = Some(derived.into());
-            rt.store.write1(Write::Session {
+            shared.store.write1(Write::Session {
                 info: s.clone(),
                 created: true,
             });
@@ -342,41 +344,44 @@ async fn run_checked(
     };
     // One task call per child session at a time: a second call continuing the same task_id
     // while the first still runs is refused (its result would interleave the transcript).
-    let _claim = ChildClaim::take(&rt, &child.id)?;
+    let _claim = ChildClaim::take(&shared, &child.id)?;
     let model_spec = model
         .or_else(|| sub.model.clone())
         .or_else(|| parent.model.as_ref().map(|m| m.full()));
     // A new, foreground child of a subagent the config hands to the cluster: any worker
     // runs its turn (see `remote`).
-    if let Some(remote) = rt.remote.get()
+    if let Some(remote) = shared.remote.get()
         && args.task_id.is_none()
         && !args.background
-        && crate::remote::is_remote(&rt.config.config.cluster.subagents, &sub.name)
+        && crate::remote::is_remote(&shared.config.config.cluster.subagents, &sub.name)
     {
         let remote = remote.clone();
-        return run_remote(&rt, remote, args, &ctx, &sub.name, &child.id, model_spec).await;
+        return run_remote(
+            &shared, remote, args, &ctx, &sub.name, &child.id, model_spec,
+        )
+        .await;
     }
 
     // Per-runtime cap on concurrent subagents: calls over it wait here.
     let _permit = tokio::select! {
-        p = rt.subagent_slots.clone().acquire_owned() => p.map_err(|_| ToolError::Failed("the runtime is shutting down".into()))?,
+        p = shared.subagent_slots.clone().acquire_owned() => p.map_err(|_| ToolError::Failed("the runtime is shutting down".into()))?,
         _ = ctx.abort.cancelled() => return Err(ToolError::Aborted),
     };
 
     // The child is driven under its own lease like any session, so no other process (or
     // parallel task call resuming the same child) drives it meanwhile. No waiting here:
     // the parent's turn would stall behind someone else's.
-    let lease = match rt
+    let lease = match shared
         .store
-        .lease_take(&child.id, &rt.identity.claim(), rt.opts.lease_ttl)
+        .lease_take(&child.id, &shared.identity.claim(), shared.opts.lease_ttl)
         .await
         .map_err(|e| ToolError::Failed(e.to_string()))?
     {
         troupe_session::TakeOutcome::Taken { lease, .. } => crate::lease::SessionLease::start(
-            rt.store.clone(),
+            shared.store.clone(),
             &lease,
-            rt.opts.lease_ttl,
-            rt.leases.clone(),
+            shared.opts.lease_ttl,
+            shared.leases.clone(),
         ),
         troupe_session::TakeOutcome::Held(h) => {
             return Err(ToolError::Failed(format!(
@@ -389,7 +394,7 @@ async fn run_checked(
 
     if args.background {
         return start_background(
-            rt, args, ctx, sub, child, model_spec, lease, _claim, _permit,
+            shared, args, ctx, sub, child, model_spec, lease, _claim, _permit,
         )
         .await;
     }
@@ -417,7 +422,7 @@ async fn run_checked(
     let mut resume = false;
     let mut crashes = crate::supervision::Intensity::for_role(
         crate::supervision::Role::Session,
-        &rt.config.config.supervision,
+        &shared.config.config.supervision,
     );
     let mut steps = 0u64;
     let mut current_tool: Option<String> = None;
@@ -434,10 +439,10 @@ async fn run_checked(
     let (result, aborted) = loop {
         let lease = match lease.take() {
             Some(l) => l,
-            None => retake_lease(&rt, &child_id, &ctx.abort).await?,
+            None => retake_lease(&shared, &child_id, &ctx.abort).await?,
         };
         let actor = spawn_child(
-            &rt,
+            &shared,
             &child,
             crate::tree::node_key(crate::tree::Kind::ToolCall, &ctx.call_id),
             lease,
@@ -445,13 +450,13 @@ async fn run_checked(
         )
         .await?;
         let mut guard = AbortChild {
-            rt: rt.clone(),
+            shared: shared.clone(),
             session_id: child_id.clone(),
             actor: Some(actor.clone()),
             armed: true,
         };
 
-        let mut bus = rt.store.bus().subscribe();
+        let mut bus = shared.store.bus().subscribe();
         let (mut rx, started) = prompt_child(&actor, input.clone(), resume)?;
 
         let mut aborted = false;
@@ -483,7 +488,8 @@ async fn run_checked(
         };
         guard.armed = false;
         drop(guard);
-        rt.sessions
+        shared
+            .sessions
             .remove_if(&child_id, |_, a| a.get_id() == actor.get_id());
         let crashed_in_turn = result.is_err()
             && started.load(std::sync::atomic::Ordering::SeqCst)
@@ -492,17 +498,17 @@ async fn run_checked(
         if !crashed_in_turn {
             break (result, aborted);
         }
-        rt.counters.failure(crate::supervision::Role::Session);
+        shared.counters.failure(crate::supervision::Role::Session);
         match crashes.crash(std::time::Instant::now()) {
             crate::supervision::Verdict::Restart { backoff, attempt } => {
                 tracing::warn!(
                     "subagent session {child_id}: restarting its actor from the store (restart {attempt})"
                 );
-                rt.counters.restart(crate::supervision::Role::Session);
+                shared.counters.restart(crate::supervision::Role::Session);
                 // Its running parts are swept before it goes on (as after any crash).
                 let cid = child_id.clone();
-                if let Ok(mut h) = rt.store.read(move |r| r.messages(&cid)).await {
-                    troupe_session::store::sweep_interrupted(&rt.store, &mut h);
+                if let Ok(mut h) = shared.store.read(move |r| r.messages(&cid)).await {
+                    troupe_session::store::sweep_interrupted(&shared.store, &mut h);
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
@@ -513,8 +519,8 @@ async fn run_checked(
             crate::supervision::Verdict::Escalate { crashes } => {
                 return Err(ToolError::Failed(format!(
                     "The subagent {child_id} failed: its session actor crashed {crashes} times within {} s (supervision.session_restarts = {}).",
-                    rt.config.config.supervision.period().as_secs(),
-                    rt.config.config.supervision.session_restarts()
+                    shared.config.config.supervision.period().as_secs(),
+                    shared.config.config.supervision.session_restarts()
                 )));
             }
         }
@@ -561,20 +567,20 @@ async fn run_checked(
 /// spawned unlinked). The actor is registered in [`RuntimeShared::sessions`].
 /// Errors: a store read failure or an actor that cannot start.
 pub(super) async fn spawn_child(
-    rt: &Arc<RuntimeShared>,
+    shared: &Arc<RuntimeShared>,
     child: &Session,
     tree_parent: String,
     lease: crate::lease::SessionLease,
     supervisor: Option<ActorCell>,
 ) -> Result<ractor::ActorRef<SessionMsg>, ToolError> {
     let cid = child.id.clone();
-    let (session, history) = rt
+    let (session, history) = shared
         .store
         .read(move |r| Ok((r.session(&cid)?, r.messages(&cid)?)))
         .await
         .map_err(|e| ToolError::Failed(e.to_string()))?;
     let actor_args = SessionArgs {
-        rt: rt.clone(),
+        shared: shared.clone(),
         session: session.unwrap_or_else(|| child.clone()),
         history,
         tree_parent: Some(tree_parent),
@@ -588,7 +594,7 @@ pub(super) async fn spawn_child(
     };
     let (actor, _) =
         spawned.map_err(|e| ToolError::Failed(format!("could not start the subagent: {e}")))?;
-    rt.sessions.insert(child.id.clone(), actor.clone());
+    shared.sessions.insert(child.id.clone(), actor.clone());
     Ok(actor)
 }
 
@@ -633,15 +639,15 @@ fn completed_output(child_id: &SessionId, text: &str) -> String {
 /// with `task_id`, prompted directly, resumed after a restart, or running on another cluster
 /// worker. The walk stops once past [`crate::RuntimeOptions::max_depth`]; an ancestor that is
 /// gone (deleted) still counts as one level, and a store error fails the call (closed).
-async fn child_depth(rt: &RuntimeShared, parent: &Session) -> Result<u32, ToolError> {
+async fn child_depth(shared: &RuntimeShared, parent: &Session) -> Result<u32, ToolError> {
     let mut depth = 1;
     let mut next = parent.parent_id.clone();
     while let Some(id) = next {
         depth += 1;
-        if depth > rt.opts.max_depth {
+        if depth > shared.opts.max_depth {
             break;
         }
-        next = rt
+        next = shared
             .store
             .read(move |r| r.session(&id))
             .await

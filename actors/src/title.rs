@@ -25,7 +25,7 @@ pub const TITLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// Arguments of a title worker.
 pub struct TitleArgs {
     /// Shared runtime parts.
-    pub rt: Arc<RuntimeShared>,
+    pub shared: Arc<RuntimeShared>,
     /// Session id.
     pub session_id: SessionId,
     /// The first user message's text.
@@ -66,14 +66,14 @@ impl Actor for TitleWorker {
         args: TitleArgs,
     ) -> Result<TitleState, ActorProcessingErr> {
         myself.cast(TitleMsg::Start)?;
-        let node = args.rt.tree.register_busy(
+        let node = args.shared.tree.register_busy(
             crate::tree::Kind::Title,
             &args.session_id,
             &args.session_id,
             &args.tree_parent,
         );
         Ok(TitleState {
-            _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
+            _gauge: crate::ActorGauge::new(&args.shared.counters.live_actors),
             _node: node,
             title: None,
             args: Some(args),
@@ -98,7 +98,7 @@ impl Actor for TitleWorker {
 }
 
 async fn ask(args: TitleArgs) -> Option<String> {
-    let agent = args.rt.agents.get("title").cloned();
+    let agent = args.shared.agents.get("title").cloned();
     let system = agent
         .as_ref()
         .and_then(|a| a.prompt.clone())
@@ -110,7 +110,7 @@ async fn ask(args: TitleArgs) -> Option<String> {
         &args.text,
         &args.session_id,
     );
-    let provider = args.rt.provider(&args.model);
+    let provider = args.shared.provider(&args.model);
     let mut stream = provider
         .stream(request, CancellationToken::new())
         .await

@@ -367,7 +367,7 @@ fn attach_background(
 
 fn key_prefix(kind: Kind) -> &'static str {
     match kind {
-        Kind::Runtime => "rt",
+        Kind::Runtime => "shared",
         Kind::Session => "ses",
         Kind::Processor => "step",
         Kind::ToolCall => "call",

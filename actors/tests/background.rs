@@ -35,11 +35,11 @@ fn last_error(history: &[MessageWithParts]) -> Option<String> {
 /// Abort session `sid`'s turn and wait (bounded) until its prompt, running as `turn`, has
 /// returned with `MessageAbortedError`.
 async fn abort_and_wait(
-    rt: &troupe_actors::Runtime,
+    runtime: &troupe_actors::Runtime,
     sid: &SessionId,
     turn: tokio::task::JoinHandle<Result<troupe_actors::TurnResult, troupe_actors::RuntimeError>>,
 ) {
-    rt.abort(sid);
+    runtime.abort(sid);
     let result = tokio::time::timeout(DEADLINE, turn)
         .await
         .expect("the parent's prompt returned")
@@ -81,14 +81,18 @@ async fn background_children_report_into_the_parents_next_step() {
         .matching("BG-B"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "PARENT-BG: fan out in the background").await;
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "PARENT-BG: fan out in the background").await;
     assert_eq!(turn.error, None, "{turn:?}");
     assert_eq!(turn.text.trim(), "both children reported");
 
     // Step 1's task calls returned at once, running; the status of a foreign id is refused.
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     let parts = tool_parts(&history);
     let tasks: Vec<&ToolState> = parts
         .iter()
@@ -151,13 +155,18 @@ async fn background_children_report_into_the_parents_next_step() {
         }
     }
     // The children are sessions of the parent and ended well.
-    let kids = children(&rt, &sid).await;
+    let kids = children(&runtime, &sid).await;
     assert_eq!(kids.len(), 2);
     for k in &kids {
-        assert_eq!(last_error(&messages(&rt, &k.id).await), None, "{}", k.id);
+        assert_eq!(
+            last_error(&messages(&runtime, &k.id).await),
+            None,
+            "{}",
+            k.id
+        );
     }
-    rt.wait_background(&sid).await;
-    rt.shutdown().await;
+    runtime.wait_background(&sid).await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -175,9 +184,13 @@ async fn aborting_the_parent_stops_its_background_children() {
         hanging("HANG-B"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let (rt1, sid1) = (runtime.clone(), sid.clone());
     let turn = tokio::spawn(async move {
         rt1.prompt(&sid1, prompt("PARENT-ABORT-BG: start two and wait"))
             .await
@@ -188,18 +201,18 @@ async fn aborting_the_parent_stops_its_background_children() {
     })
     .await;
     // The children hang under the parent session in the tree.
-    let tree = serde_json::to_value(rt.actors()).expect("tree");
+    let tree = serde_json::to_value(runtime.actors()).expect("tree");
     let text = tree.to_string();
     assert!(text.matches("\"kind\":\"session\"").count() >= 3, "{text}");
-    abort_and_wait(&rt, &sid, turn).await;
-    tokio::time::timeout(DEADLINE, rt.wait_background(&sid))
+    abort_and_wait(&runtime, &sid, turn).await;
+    tokio::time::timeout(DEADLINE, runtime.wait_background(&sid))
         .await
         .expect("the background children ended");
-    let kids = children(&rt, &sid).await;
+    let kids = children(&runtime, &sid).await;
     assert_eq!(kids.len(), 2);
     for k in &kids {
         assert_eq!(
-            last_error(&messages(&rt, &k.id).await).as_deref(),
+            last_error(&messages(&runtime, &k.id).await).as_deref(),
             Some("MessageAbortedError"),
             "{}",
             k.id
@@ -208,7 +221,7 @@ async fn aborting_the_parent_stops_its_background_children() {
     // Their results were not delivered: no new turn of the parent.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(requests_of(&server, &sid).len(), 2);
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -229,14 +242,18 @@ async fn with_abort_background_off_children_outlive_the_parents_abort() {
     ]);
     let server = MockServer::start(script).await.expect("mock");
     let url = server.base_url();
-    let rt = Fixture {
+    let runtime = Fixture {
         config: config_with(&url, json!({"supervision": {"abort_background": false}})),
         ..Fixture::new(&url)
     }
     .start(&dir)
     .await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let (rt1, sid1) = (runtime.clone(), sid.clone());
     let turn = tokio::spawn(async move {
         rt1.prompt(&sid1, prompt("PARENT-KEEP-BG: start one and wait"))
             .await
@@ -245,24 +262,24 @@ async fn with_abort_background_off_children_outlive_the_parents_abort() {
         requests_of(&server, &sid).len() >= 2
     })
     .await;
-    abort_and_wait(&rt, &sid, turn).await;
+    abort_and_wait(&runtime, &sid, turn).await;
     // The child was not aborted: it finishes and its result starts a new turn of the parent.
-    tokio::time::timeout(DEADLINE, rt.wait_background(&sid))
+    tokio::time::timeout(DEADLINE, runtime.wait_background(&sid))
         .await
         .expect("the background child ended");
-    let kids = children(&rt, &sid).await;
+    let kids = children(&runtime, &sid).await;
     assert_eq!(kids.len(), 1);
-    assert_eq!(last_error(&messages(&rt, &kids[0].id).await), None);
+    assert_eq!(last_error(&messages(&runtime, &kids[0].id).await), None);
     let reqs = requests_of(&server, &sid);
     assert_eq!(reqs.len(), 3, "the child's result started one more turn");
     let third = request_text(&reqs[2]);
     assert!(third.contains("result from the kept child"), "{third}");
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     assert_eq!(
         last_assistant(&history).map(|a| a.error.is_none()),
         Some(true)
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -287,24 +304,28 @@ async fn a_crashed_background_child_is_restarted_and_its_result_delivered() {
     ]);
     let server = MockServer::start(script).await.expect("mock");
     let url = server.base_url();
-    let rt = Fixture {
+    let runtime = Fixture {
         config: config_with(&url, json!({"supervision": {"backoff_ms": 1}})),
         ..Fixture::new(&url)
     }
     .start(&dir)
     .await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
     // Only the child's actor crashes, once, as it takes its first finished step.
     let parent = sid.clone();
     let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    rt.inject_faults(std::sync::Arc::new(move |p, key| {
+    runtime.inject_faults(std::sync::Arc::new(move |p, key| {
         p == troupe_actors::faults::FaultPoint::SessionStep
             && key != parent
             && !fired.swap(true, std::sync::atomic::Ordering::SeqCst)
     }));
-    let turn = run_prompt(&rt, &sid, "PARENT-CRASH-BG: start one").await;
+    let turn = run_prompt(&runtime, &sid, "PARENT-CRASH-BG: start one").await;
     assert_eq!(turn.error, None, "{turn:?}");
-    tokio::time::timeout(DEADLINE, rt.wait_background(&sid))
+    tokio::time::timeout(DEADLINE, runtime.wait_background(&sid))
         .await
         .expect("the background child ended");
     let reqs = requests_of(&server, &sid);
@@ -315,10 +336,10 @@ async fn a_crashed_background_child_is_restarted_and_its_result_delivered() {
         "{third}"
     );
     assert!(third.contains("state=\"completed\""), "{third}");
-    let kids = children(&rt, &sid).await;
+    let kids = children(&runtime, &sid).await;
     assert_eq!(kids.len(), 1);
-    assert_eq!(last_error(&messages(&rt, &kids[0].id).await), None);
-    let restarts = rt
+    assert_eq!(last_error(&messages(&runtime, &kids[0].id).await), None);
+    let restarts = runtime
         .shared()
         .counters
         .snapshot()
@@ -326,6 +347,6 @@ async fn a_crashed_background_child_is_restarted_and_its_result_delivered() {
         .find(|(n, l, _)| *n == "actor_restarts_total" && l == "role=\"session\"")
         .map(|(_, _, v)| v);
     assert_eq!(restarts, Some(1));
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }

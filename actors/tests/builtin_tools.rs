@@ -25,14 +25,22 @@ async fn todowrite_stores_publishes_and_todoread_reads_back() {
         Step::text("planned"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let mut rx = rt.bus().subscribe();
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "plan the work").await;
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let mut rx = runtime.bus().subscribe();
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "plan the work").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
 
     let s = sid.clone();
-    let stored = rt.store().read(move |r| r.todos(&s)).await.expect("todos");
+    let stored = runtime
+        .store()
+        .read(move |r| r.todos(&s))
+        .await
+        .expect("todos");
     assert_eq!(serde_json::to_value(&stored).unwrap(), todos);
     let mut published = None;
     while let Ok(ev) = rx.try_recv() {
@@ -44,7 +52,7 @@ async fn todowrite_stores_publishes_and_todoread_reads_back() {
     assert_eq!(published["properties"]["sessionID"], sid.as_str());
     assert_eq!(published["properties"]["todos"], todos);
 
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     let ToolState::Completed { title, output, .. } = &parts[1].1 else {
         panic!("todoread failed: {parts:?}")
     };
@@ -69,14 +77,18 @@ async fn subagents_are_denied_todowrite_by_default() {
         Step::text("done"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
     let input = PromptInput {
         text: "explore".into(),
         agent: Some("explore".into()),
         ..Default::default()
     };
-    let turn = tokio::time::timeout(DEADLINE, rt.prompt(&sid, input))
+    let turn = tokio::time::timeout(DEADLINE, runtime.prompt(&sid, input))
         .await
         .expect("in time")
         .expect("ran");
@@ -85,14 +97,15 @@ async fn subagents_are_denied_todowrite_by_default() {
     let offered = first.offered_tools();
     assert!(!offered.is_empty());
     assert!(!offered.iter().any(|t| t == "todowrite"), "{offered:?}");
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     let ToolState::Error { error, .. } = &parts[0].1 else {
         panic!("todowrite ran for a subagent: {parts:?}")
     };
     assert!(error.contains("not available to this agent"), "{error}");
     let s = sid.clone();
     assert!(
-        rt.store()
+        runtime
+            .store()
             .read(move |r| r.todos(&s))
             .await
             .unwrap()
@@ -138,11 +151,15 @@ async fn webfetch_returns_the_page_as_markdown_to_the_model() {
         Step::text("read it"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "what is new?").await;
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "what is new?").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     let ToolState::Completed { title, output, .. } = &parts[0].1 else {
         panic!("webfetch failed: {parts:?}")
     };
@@ -210,9 +227,13 @@ async fn skills_are_listed_loaded_on_demand_and_permission_checked() {
         .register(std::sync::Arc::new(troupe_actors::skill::SkillTool::new(
             global.path().to_path_buf(),
         )));
-    let rt = fx.start(&dir).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "cut a release").await;
+    let runtime = fx.start(&dir).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "cut a release").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
 
     let reqs = completions(&server);
@@ -228,7 +249,7 @@ async fn skills_are_listed_loaded_on_demand_and_permission_checked() {
         desc.contains("<available_skills>\n- notes: Keep release notes\n- release: Cut a release of this project\n</available_skills>"),
         "{desc}"
     );
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     let ToolState::Completed { title, output, .. } = &parts[0].1 else {
         panic!("skill failed: {parts:?}")
     };
@@ -289,9 +310,13 @@ async fn gpt_models_get_apply_patch_instead_of_edit_and_write() {
             }}
         }),
     );
-    let rt = fx.start(&dir).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "fix the answer").await;
+    let runtime = fx.start(&dir).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "fix the answer").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let reqs = completions(&server);
     let tools = reqs[0].offered_tools();
@@ -308,7 +333,7 @@ async fn gpt_models_get_apply_patch_instead_of_edit_and_write() {
         std::fs::read_to_string(root.join("README.md")).unwrap(),
         "# App\n"
     );
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     let ToolState::Completed { title, output, .. } = &parts[0].1 else {
         panic!("apply_patch failed: {parts:?}")
     };
@@ -335,7 +360,7 @@ async fn gpt_models_get_apply_patch_instead_of_edit_and_write() {
         model: Some("mock/mock-model".into()),
         ..Default::default()
     };
-    let turn = tokio::time::timeout(DEADLINE, rt.prompt(&sid, input))
+    let turn = tokio::time::timeout(DEADLINE, runtime.prompt(&sid, input))
         .await
         .expect("in time")
         .expect("ran");
@@ -363,15 +388,19 @@ async fn an_unknown_tool_is_answered_with_the_tools_the_step_offered() {
         Step::text("sorry"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "read x").await;
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "read x").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let offered = completions(&server)[0].offered_tools();
     for hidden in ["invalid", "apply_patch", "question"] {
         assert!(!offered.iter().any(|t| t == hidden), "{offered:?}");
     }
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     match &parts[0].1 {
         ToolState::Error { error, .. } => assert_eq!(
             error,
@@ -382,7 +411,7 @@ async fn an_unknown_tool_is_answered_with_the_tools_the_step_offered() {
         ),
         other => panic!("{other:?}"),
     }
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 

@@ -150,9 +150,10 @@ impl Tool for ChaosWrite {
     }
 }
 
-fn counter(rt: &troupe_actors::Runtime, name: &str, role: &str) -> u64 {
+fn counter(runtime: &troupe_actors::Runtime, name: &str, role: &str) -> u64 {
     let labels = format!("role=\"{role}\"");
-    rt.shared()
+    runtime
+        .shared()
         .counters
         .snapshot()
         .into_iter()
@@ -242,12 +243,12 @@ async fn chaos_turns_end_in_defined_states() {
         }),
     );
     f.registry = registry;
-    let rt = f.start(&dir).await;
+    let runtime = f.start(&dir).await;
     let injected: Arc<Mutex<HashMap<&'static str, usize>>> = Default::default();
     {
         let rng = rng.clone();
         let injected = injected.clone();
-        rt.inject_faults(Arc::new(move |point, _key| {
+        runtime.inject_faults(Arc::new(move |point, _key| {
             let (name, per_mille) = match point {
                 FaultPoint::ProcessorEvent => ("processor", 8),
                 FaultPoint::SessionStep => ("session", 40),
@@ -267,8 +268,8 @@ async fn chaos_turns_end_in_defined_states() {
     for chunk in (0..TURNS).collect::<Vec<_>>().chunks(16) {
         let mut set = tokio::task::JoinSet::new();
         for &i in chunk {
-            let rt = rt.clone();
-            let sid = rt.create_session(&root, None).await.unwrap().id;
+            let runtime = runtime.clone();
+            let sid = runtime.create_session(&root, None).await.unwrap().id;
             sessions.push(sid.clone());
             let text = if i % COMPACT_EVERY == 0 {
                 format!("OVERFLOW turn {i}")
@@ -278,7 +279,7 @@ async fn chaos_turns_end_in_defined_states() {
                 format!("turn {i}")
             };
             set.spawn(async move {
-                let r = tokio::time::timeout(DEADLINE, rt.prompt(&sid, prompt(&text))).await;
+                let r = tokio::time::timeout(DEADLINE, runtime.prompt(&sid, prompt(&text))).await;
                 (sid, r)
             });
         }
@@ -317,7 +318,7 @@ async fn chaos_turns_end_in_defined_states() {
     let mut all_sessions = sessions.clone();
     let mut subagents = 0;
     for sid in &sessions {
-        for child in children(&rt, sid).await {
+        for child in children(&runtime, sid).await {
             all_sessions.push(child.id);
             subagents += 1;
         }
@@ -328,7 +329,7 @@ async fn chaos_turns_end_in_defined_states() {
         "{subagents} subagent sessions"
     );
     for sid in &all_sessions {
-        let history = messages(&rt, sid).await;
+        let history = messages(&runtime, sid).await;
         for m in &history {
             for p in &m.parts {
                 let troupe_session::PartKind::Tool {
@@ -373,7 +374,7 @@ async fn chaos_turns_end_in_defined_states() {
     // The store and the counters agree.
     let write_panics = write_panics.load(Ordering::SeqCst) as u64;
     assert_eq!(
-        counter(&rt, "actor_failures_total", "side_effect_tool"),
+        counter(&runtime, "actor_failures_total", "side_effect_tool"),
         write_panics
     );
     assert_eq!(
@@ -381,7 +382,7 @@ async fn chaos_turns_end_in_defined_states() {
         "every crashed write is one stored error part with an unknown outcome"
     );
     assert_eq!(
-        counter(&rt, "actor_failures_total", "read_only_tool"),
+        counter(&runtime, "actor_failures_total", "read_only_tool"),
         read_panics.load(Ordering::SeqCst) as u64
     );
     let injected = injected.lock().unwrap().clone();
@@ -391,7 +392,7 @@ async fn chaos_turns_end_in_defined_states() {
         ("compaction", "compaction"),
     ] {
         assert_eq!(
-            counter(&rt, "actor_failures_total", role),
+            counter(&runtime, "actor_failures_total", role),
             injected.get(name).copied().unwrap_or(0) as u64,
             "{role} failures"
         );
@@ -403,10 +404,10 @@ async fn chaos_turns_end_in_defined_states() {
             "no {name} fault was injected"
         );
     }
-    assert!(counter(&rt, "actor_restarts_total", "processor") > 0);
-    assert!(counter(&rt, "actor_restarts_total", "session") > 0);
+    assert!(counter(&runtime, "actor_restarts_total", "processor") > 0);
+    assert!(counter(&runtime, "actor_restarts_total", "session") > 0);
 
-    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+    wait_until("every actor to stop", || runtime.live_actors() == 0).await;
     eprintln!(
         "chaos: {TURNS} turns ({finished} finished, {failed} failed clearly, {subagents} subagents) in {:?}; injected {injected:?}, read panics {}, write panics {write_panics}, recovered reads {completed_after_crash}",
         started.elapsed(),

@@ -47,8 +47,8 @@ fn script() -> Script {
     ])
 }
 
-async fn run(rt: &troupe_actors::Runtime, sid: &SessionId, text: &str) -> TurnResult {
-    let r = run_prompt(rt, sid, text).await;
+async fn run(runtime: &troupe_actors::Runtime, sid: &SessionId, text: &str) -> TurnResult {
+    let r = run_prompt(runtime, sid, text).await;
     assert!(r.error.is_none(), "turn failed: {:?}", r.error);
     r
 }
@@ -90,14 +90,14 @@ async fn forty_turns_compact_several_times_and_keep_the_last_two_turns() {
             "compaction": {"tail_turns": 2}
         }),
     );
-    let rt = fx.start(&dir).await;
-    let sid = rt
+    let runtime = fx.start(&dir).await;
+    let sid = runtime
         .create_session(dir.path(), None)
         .await
         .expect("session")
         .id;
     for n in 0..40 {
-        run(&rt, &sid, &turn_prompt(n)).await;
+        run(&runtime, &sid, &turn_prompt(n)).await;
     }
 
     let reqs: Vec<RecordedRequest> = completions(&server).split_off(probed);
@@ -114,7 +114,7 @@ async fn forty_turns_compact_several_times_and_keep_the_last_two_turns() {
     );
 
     // The stored summaries, in order (their text is what the next summary request anchors on).
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     let summaries: Vec<String> = history
         .iter()
         .filter(|m| matches!(&m.info, Message::Assistant(a) if a.summary))
@@ -198,6 +198,6 @@ async fn forty_turns_compact_several_times_and_keep_the_last_two_turns() {
         let turns_sent = users.iter().filter(|u| u.starts_with("turn ")).count();
         assert_eq!(turns_sent, 2, "request after compaction {k}: {users:?}");
     }
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }

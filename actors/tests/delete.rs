@@ -20,20 +20,26 @@ async fn deleting_a_busy_session_waits_for_its_aborted_turn() {
         .matching("BUSY"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url()).await;
+    let runtime = start_runtime(&dir, &server.base_url()).await;
     // Several sessions, so other sessions' writes share the writer's batches.
     let mut sids = Vec::new();
     for _ in 0..4 {
-        sids.push(rt.create_session(&root, None).await.expect("session").id);
+        sids.push(
+            runtime
+                .create_session(&root, None)
+                .await
+                .expect("session")
+                .id,
+        );
     }
     let turns: Vec<_> = sids
         .iter()
-        .map(|s| spawn_prompt(&rt, s, "BUSY: sleep"))
+        .map(|s| spawn_prompt(&runtime, s, "BUSY: sleep"))
         .collect();
     // Each turn is inside its tool call.
     for sid in &sids {
         let sid = sid.clone();
-        let rt2 = rt.clone();
+        let rt2 = runtime.clone();
         wait_until("the tool call to run", move || {
             let tree = serde_json::to_string(&rt2.actors()).unwrap_or_default();
             tree.contains(sid.as_str()) && tree.contains("test_sleep")
@@ -41,21 +47,23 @@ async fn deleting_a_busy_session_waits_for_its_aborted_turn() {
         .await;
     }
     for sid in &sids {
-        assert!(rt.delete_session(sid).await.expect("delete"), "{sid}");
+        assert!(runtime.delete_session(sid).await.expect("delete"), "{sid}");
     }
     for t in turns {
         let turn = t.await.expect("turn task");
         assert!(turn.error.is_some(), "{turn:?}");
     }
     // Nothing the aborted turns wrote failed in the store.
-    rt.store()
+    runtime
+        .store()
         .flush()
         .await
         .expect("the store writer saw no failed write");
     for sid in &sids {
         let key = sid.clone();
         assert!(
-            rt.store()
+            runtime
+                .store()
                 .read(move |r| r.session(&key))
                 .await
                 .expect("read")
@@ -63,6 +71,6 @@ async fn deleting_a_busy_session_waits_for_its_aborted_turn() {
             "{sid} still stored"
         );
     }
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }

@@ -53,7 +53,7 @@ async fn tool_hooks_block_rewrite_output_and_add_shell_environment() {
         r#"p=$(cat); case "$p" in *'"output":"SECRET='*) echo '{"output":"[redacted by hook]"}';; *) echo '{}';; esac"#,
     );
     let env = sh(r#"cat >/dev/null; echo '{"env":{"HOOK_VAR":"from-hook"}}'"#);
-    let rt = start(
+    let runtime = start(
         &dir,
         &server,
         json!({"hooks": {
@@ -63,12 +63,16 @@ async fn tool_hooks_block_rewrite_output_and_add_shell_environment() {
         }}),
     )
     .await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "clean up").await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "clean up").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "done");
 
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     let ToolState::Error { error, .. } = &parts[0].1 else {
         panic!("the blocked call ran: {parts:?}")
     };
@@ -98,7 +102,7 @@ async fn tool_hooks_block_rewrite_output_and_add_shell_environment() {
     let last = tool_results(&reqs[3]);
     assert!(last.iter().any(|t| t.contains("[redacted by hook]")));
     assert!(!last.iter().any(|t| t.contains("hunter2")), "{last:?}");
-    rt.shutdown().await;
+    runtime.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,17 +121,21 @@ async fn a_hook_that_times_out_blocks_and_a_failing_after_hook_withholds_the_out
     slow["timeout"] = json!(200);
     let mut failing = sh("cat >/dev/null; echo 'redactor crashed' >&2; exit 4");
     failing["tools"] = json!(["bash"]);
-    let rt = start(
+    let runtime = start(
         &dir,
         &server,
         json!({"hooks": {"tool.execute.before": [slow], "tool.execute.after": [failing]}}),
     )
     .await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "look").await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "look").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
 
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     let ToolState::Error { error, .. } = &parts[0].1 else {
         panic!("the read ran past its slow hook: {parts:?}")
     };
@@ -149,7 +157,7 @@ async fn a_hook_that_times_out_blocks_and_a_failing_after_hook_withholds_the_out
             .iter()
             .any(|t| t.contains("visible-output"))
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,9 +174,13 @@ async fn chat_params_hook_sets_temperature_and_options_in_the_request_body() {
     let hook = sh(
         r#"p=$(cat); case "$p" in *'"agent":"build"'*'"modelID":"mock-model"'*) echo '{"temperature":0.25,"options":{"seed":42}}';; *) echo "unexpected payload: $p" >&2; exit 1;; esac"#,
     );
-    let rt = start(&dir, &server, json!({"hooks": {"chat.params": [hook]}})).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "hello").await;
+    let runtime = start(&dir, &server, json!({"hooks": {"chat.params": [hook]}})).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "hello").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let reqs = requests_of(&server, &sid);
     assert_eq!(reqs.len(), 2);
@@ -180,7 +192,7 @@ async fn chat_params_hook_sets_temperature_and_options_in_the_request_body() {
         tool_results(&reqs[1]).iter().any(|t| t.contains("one")),
         "the second body carries the first step's history"
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,16 +203,20 @@ async fn a_failing_chat_params_hook_fails_the_turn_without_a_request() {
         .await
         .expect("mock");
     let hook = sh("cat >/dev/null; echo 'params service down' >&2; exit 2");
-    let rt = start(&dir, &server, json!({"hooks": {"chat.params": [hook]}})).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "hello").await;
+    let runtime = start(&dir, &server, json!({"hooks": {"chat.params": [hook]}})).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "hello").await;
     let error = turn.error.expect("the turn failed").message();
     assert!(
         error.contains("chat.params hook") && error.contains("params service down"),
         "{error}"
     );
     assert!(requests_of(&server, &sid).is_empty());
-    rt.shutdown().await;
+    runtime.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -221,7 +237,7 @@ async fn permission_hook_denies_and_a_broken_one_leaves_the_question_to_the_user
     let hook = sh(
         r#"p=$(cat); case "$p" in *'"permission":"bash"'*) echo '{"status":"deny"}';; *) echo 'not json';; esac"#,
     );
-    let rt = start(
+    let runtime = start(
         &dir,
         &server,
         json!({
@@ -230,10 +246,14 @@ async fn permission_hook_denies_and_a_broken_one_leaves_the_question_to_the_user
         }),
     )
     .await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "go").await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "go").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     let ToolState::Error { error, .. } = &parts[0].1 else {
         panic!("bash ran although the hook denied it: {parts:?}")
     };
@@ -246,7 +266,7 @@ async fn permission_hook_denies_and_a_broken_one_leaves_the_question_to_the_user
         "{parts:?}"
     );
     assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "x");
-    rt.shutdown().await;
+    runtime.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -258,11 +278,15 @@ async fn session_idle_hook_runs_after_the_turn_and_shutdown_waits_for_it() {
         .expect("mock");
     // Slow enough that only a shutdown that waits sees the file.
     let hook = sh("p=$(cat); sleep 0.3; printf '%s' \"$p\" > idle.json");
-    let rt = start(&dir, &server, json!({"hooks": {"session.idle": [hook]}})).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "hello").await;
+    let runtime = start(&dir, &server, json!({"hooks": {"session.idle": [hook]}})).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "hello").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
-    rt.shutdown().await;
+    runtime.shutdown().await;
     let payload: Value =
         serde_json::from_str(&std::fs::read_to_string(root.join("idle.json")).expect("idle.json"))
             .expect("JSON payload");
@@ -279,15 +303,19 @@ async fn an_abort_while_chat_params_hooks_run_ends_the_turn_at_once() {
         .await
         .expect("mock");
     let hook = sh("cat >/dev/null; sleep 3; echo '{}'");
-    let rt = start(&dir, &server, json!({"hooks": {"chat.params": [hook]}})).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let runtime = start(&dir, &server, json!({"hooks": {"chat.params": [hook]}})).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
     let turn = tokio::spawn({
-        let (rt, sid) = (rt.clone(), sid.clone());
-        async move { rt.prompt(&sid, prompt("hello")).await }
+        let (runtime, sid) = (runtime.clone(), sid.clone());
+        async move { runtime.prompt(&sid, prompt("hello")).await }
     });
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let t0 = std::time::Instant::now();
-    rt.abort(&sid);
+    runtime.abort(&sid);
     let r = tokio::time::timeout(std::time::Duration::from_secs(2), turn)
         .await
         .expect("the abort ends the turn before the hook answers")
@@ -301,6 +329,6 @@ async fn an_abort_while_chat_params_hooks_run_ends_the_turn_at_once() {
     assert!(t0.elapsed() < std::time::Duration::from_secs(2));
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     assert!(requests_of(&server, &sid).is_empty(), "no request was sent");
-    wait_until("every actor to stop", || rt.live_actors() == 0).await;
-    rt.shutdown().await;
+    wait_until("every actor to stop", || runtime.live_actors() == 0).await;
+    runtime.shutdown().await;
 }

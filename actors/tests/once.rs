@@ -35,34 +35,37 @@ async fn a_prompt_delivered_again_resumes_the_stored_turn_or_returns_its_result(
     .await
     .unwrap();
     let dir = TempDir::new().unwrap();
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt.create_session(dir.path(), None).await.unwrap().id;
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime.create_session(dir.path(), None).await.unwrap().id;
 
     // The first delivery stores the prompt; its turn stops after one step (a worker that
     // went away after its first step leaves the same history).
-    let first = rt.prompt(&sid, once("the task", Some(1))).await.unwrap();
+    let first = runtime
+        .prompt(&sid, once("the task", Some(1)))
+        .await
+        .unwrap();
     assert!(first.error.is_some(), "stopped at its step limit");
-    assert_eq!(users(&messages(&rt, &sid).await), 1);
+    assert_eq!(users(&messages(&runtime, &sid).await), 1);
     assert_eq!(completions(&server).len(), 1);
 
     // The second delivery stores nothing and goes on from the store: one more step.
-    let second = rt.prompt(&sid, once("the task", None)).await.unwrap();
+    let second = runtime.prompt(&sid, once("the task", None)).await.unwrap();
     assert_eq!(second.error, None);
     assert_eq!(second.text, "the answer");
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     assert_eq!(users(&history), 1, "the prompt is stored once");
     assert_eq!(completions(&server).len(), 2);
 
     // A third delivery of a finished task returns its result without a step.
-    let third = rt.prompt(&sid, once("the task", None)).await.unwrap();
+    let third = runtime.prompt(&sid, once("the task", None)).await.unwrap();
     assert_eq!(third.text, "the answer");
     assert_eq!(third.error, None);
     assert_eq!(completions(&server).len(), 2, "no new request");
-    assert_eq!(messages(&rt, &sid).await.len(), history.len());
+    assert_eq!(messages(&runtime, &sid).await.len(), history.len());
 
     // Without `once`, the same text is a new prompt.
-    let fourth = rt.prompt(&sid, prompt("the task")).await.unwrap();
-    assert_eq!(users(&messages(&rt, &sid).await), 2);
+    let fourth = runtime.prompt(&sid, prompt("the task")).await.unwrap();
+    assert_eq!(users(&messages(&runtime, &sid).await), 2);
     assert_eq!(fourth.session_id, sid);
-    rt.shutdown().await;
+    runtime.shutdown().await;
 }

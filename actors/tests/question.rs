@@ -30,7 +30,7 @@ fn ask_db() -> Step {
 struct Asking {
     _dir: TempDir,
     server: MockServer,
-    rt: Runtime,
+    runtime: Runtime,
     sid: SessionId,
     turn: tokio::task::JoinHandle<troupe_actors::TurnResult>,
     /// The bus, subscribed before the turn started.
@@ -55,14 +55,18 @@ async fn asking(then: &str) -> Asking {
     let root = dir.path().canonicalize().expect("canonicalize");
     let script = Script::single(vec![ask_db(), Step::text(then)]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = interactive(&dir, &server).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let events = rt.bus().subscribe();
-    let turn = spawn_prompt(&rt, &sid, "set it up");
+    let runtime = interactive(&dir, &server).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let events = runtime.bus().subscribe();
+    let turn = spawn_prompt(&runtime, &sid, "set it up");
     Asking {
         _dir: dir,
         server,
-        rt,
+        runtime,
         sid,
         turn,
         events,
@@ -70,10 +74,10 @@ async fn asking(then: &str) -> Asking {
 }
 
 /// Wait for the one pending question and return its payload.
-async fn pending_question(rt: &Runtime) -> Value {
+async fn pending_question(runtime: &Runtime) -> Value {
     let mut found = None;
     wait_until("a pending question", || {
-        found = rt.pending_questions().into_iter().next();
+        found = runtime.pending_questions().into_iter().next();
         found.is_some()
     })
     .await;
@@ -83,34 +87,36 @@ async fn pending_question(rt: &Runtime) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_is_published_answered_and_the_answers_reach_the_model() {
     let mut a = asking("going with it").await;
-    let q = pending_question(&a.rt).await;
+    let q = pending_question(&a.runtime).await;
     assert_eq!(q["sessionID"], a.sid.as_str());
     assert!(q["id"].as_str().unwrap().starts_with("que_"), "{q}");
     assert_eq!(q["questions"][1]["multiple"], true);
     assert_eq!(q["questions"][0]["options"][1]["label"], "PostgreSQL");
     let id = q["id"].as_str().unwrap().to_string();
     // One list per question: a wrong count is refused and the question stays pending.
-    let e =
-        a.rt.reply_question(&id, vec![vec!["SQLite".into()]])
-            .unwrap_err();
+    let e = a
+        .runtime
+        .reply_question(&id, vec![vec!["SQLite".into()]])
+        .unwrap_err();
     assert_eq!(
         e.to_string(),
         "answers: expected 2 lists (one per question), got 1"
     );
-    a.rt.reply_question(
-        &id,
-        vec![
-            vec!["PostgreSQL".into()],
-            vec!["auth".into(), "search".into()],
-        ],
-    )
-    .expect("answered");
-    assert!(a.rt.reply_question(&id, vec![vec![], vec![]]).is_err());
+    a.runtime
+        .reply_question(
+            &id,
+            vec![
+                vec!["PostgreSQL".into()],
+                vec!["auth".into(), "search".into()],
+            ],
+        )
+        .expect("answered");
+    assert!(a.runtime.reply_question(&id, vec![vec![], vec![]]).is_err());
     let turn = a.turn.await.expect("turn task");
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "going with it");
 
-    let parts = tool_parts(&messages(&a.rt, &a.sid).await);
+    let parts = tool_parts(&messages(&a.runtime, &a.sid).await);
     let ToolState::Completed { output, title, .. } = &parts[0].1 else {
         panic!("{parts:?}")
     };
@@ -132,38 +138,39 @@ async fn a_question_is_published_answered_and_the_answers_reach_the_model() {
         }
     }
     assert_eq!(names, ["question.asked", "question.replied"]);
-    a.rt.shutdown().await;
+    a.runtime.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dismissed_question_stops_the_turn() {
     let a = asking("never sent").await;
-    let q = pending_question(&a.rt).await;
-    assert!(a.rt.reject_question(q["id"].as_str().unwrap()));
+    let q = pending_question(&a.runtime).await;
+    assert!(a.runtime.reject_question(q["id"].as_str().unwrap()));
     let turn = a.turn.await.expect("turn task");
     assert_ne!(turn.text, "never sent");
     assert_eq!(requests_of(&a.server, &a.sid).len(), 1);
-    let parts = tool_parts(&messages(&a.rt, &a.sid).await);
+    let parts = tool_parts(&messages(&a.runtime, &a.sid).await);
     let ToolState::Error { error, .. } = &parts[0].1 else {
         panic!("{parts:?}")
     };
     assert!(error.contains("dismissed"), "{error}");
-    assert!(a.rt.pending_questions().is_empty());
-    a.rt.shutdown().await;
+    assert!(a.runtime.pending_questions().is_empty());
+    a.runtime.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborting_the_turn_drops_its_question() {
     let a = asking("x").await;
-    let q = pending_question(&a.rt).await;
-    a.rt.abort(&a.sid);
+    let q = pending_question(&a.runtime).await;
+    a.runtime.abort(&a.sid);
     a.turn.await.expect("turn task");
-    assert!(a.rt.pending_questions().is_empty());
+    assert!(a.runtime.pending_questions().is_empty());
     assert!(
-        a.rt.reply_question(q["id"].as_str().unwrap(), vec![vec![], vec![]])
+        a.runtime
+            .reply_question(q["id"].as_str().unwrap(), vec![vec![], vec![]])
             .is_err()
     );
-    a.rt.shutdown().await;
+    a.runtime.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,20 +181,24 @@ async fn without_anyone_to_answer_the_question_tool_is_neither_offered_nor_run()
         .await
         .expect("mock");
     // The library default: not interactive (non-interactive `run`, `batch`).
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "set it up").await;
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "set it up").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let reqs = requests_of(&server, &sid);
     let offered = reqs[0].offered_tools();
     assert!(!offered.is_empty());
     assert!(!offered.contains(&"question".to_string()), "{offered:?}");
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     assert!(
         matches!(&parts[0].1, ToolState::Error { .. }),
         "the question ran: {parts:?}"
     );
-    assert!(rt.pending_questions().is_empty());
+    assert!(runtime.pending_questions().is_empty());
 
     // With someone to answer, it is offered.
     let dir2 = TempDir::new().expect("tempdir");
@@ -200,7 +211,7 @@ async fn without_anyone_to_answer_the_question_tool_is_neither_offered_nor_run()
     run_prompt(&rt2, &sid2, "hello").await;
     let body = requests_of(&server2, &sid2)[0].body.to_string();
     assert!(body.contains("\"name\":\"question\""), "not offered");
-    rt.shutdown().await;
+    runtime.shutdown().await;
     rt2.shutdown().await;
 }
 
@@ -222,16 +233,20 @@ async fn answers_are_capped_and_the_output_is_truncated_like_any_tool_s() {
     let root = dir.path().canonicalize().expect("canonicalize");
     let script = Script::single(vec![ask_db(), ask_many(), Step::text("ok")]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = interactive(&dir, &server).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let runtime = interactive(&dir, &server).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
     let turn = {
-        let (rt, sid) = (rt.clone(), sid.clone());
-        tokio::spawn(async move { run_prompt(&rt, &sid, "set it up").await })
+        let (runtime, sid) = (runtime.clone(), sid.clone());
+        tokio::spawn(async move { run_prompt(&runtime, &sid, "set it up").await })
     };
-    let q = pending_question(&rt).await;
+    let q = pending_question(&runtime).await;
     let id = q["id"].as_str().unwrap().to_string();
     // Two picks for a question that is not `multiple`.
-    let e = rt
+    let e = runtime
         .reply_question(
             &id,
             vec![vec!["SQLite".into(), "PostgreSQL".into()], vec![]],
@@ -240,11 +255,11 @@ async fn answers_are_capped_and_the_output_is_truncated_like_any_tool_s() {
     assert!(e.to_string().contains("not `multiple`"), "{e}");
     // More picks than options plus one typed answer.
     let five = vec!["auth".to_string(); 5];
-    let e = rt.reply_question(&id, vec![vec![], five]).unwrap_err();
+    let e = runtime.reply_question(&id, vec![vec![], five]).unwrap_err();
     assert!(e.to_string().contains("at most 4"), "{e}");
     // One answer too large (the tester's 7 MB answer).
     let huge = "x".repeat(7 * 1024 * 1024);
-    let e = rt
+    let e = runtime
         .reply_question(&id, vec![vec![huge], vec![]])
         .unwrap_err();
     assert!(
@@ -252,19 +267,20 @@ async fn answers_are_capped_and_the_output_is_truncated_like_any_tool_s() {
             .contains(&format!("at most {MAX_ANSWER_BYTES}")),
         "{e}"
     );
-    rt.reply_question(&id, vec![vec!["SQLite".into()], vec![]])
+    runtime
+        .reply_question(&id, vec![vec!["SQLite".into()], vec![]])
         .expect("a fitting answer");
 
     // The second question: the answers together may not pass the reply cap; within it, the
     // output is still cut to the tool-output limits.
-    let mut q2 = pending_question(&rt).await;
+    let mut q2 = pending_question(&runtime).await;
     while q2["id"] == id.as_str() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        q2 = pending_question(&rt).await;
+        q2 = pending_question(&runtime).await;
     }
     let id2 = q2["id"].as_str().unwrap().to_string();
     let big = "y".repeat(MAX_ANSWER_BYTES);
-    let e = rt
+    let e = runtime
         .reply_question(&id2, vec![vec![big.clone(); 9]])
         .unwrap_err();
     assert!(
@@ -272,11 +288,12 @@ async fn answers_are_capped_and_the_output_is_truncated_like_any_tool_s() {
             .contains(&format!("at most {MAX_REPLY_BYTES}")),
         "{e}"
     );
-    rt.reply_question(&id2, vec![vec![big; 7]])
+    runtime
+        .reply_question(&id2, vec![vec![big; 7]])
         .expect("56 KiB of answers");
     let turn = turn.await.expect("turn task");
     assert!(turn.error.is_none(), "{:?}", turn.error);
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     let ToolState::Completed { output, .. } = &parts[1].1 else {
         panic!("{parts:?}")
     };
@@ -285,7 +302,7 @@ async fn answers_are_capped_and_the_output_is_truncated_like_any_tool_s() {
         "{} bytes",
         output.len()
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
 }
 
 /// A question waits for its person past the tool timeout (a safety net for hung tools, not
@@ -298,7 +315,7 @@ async fn a_question_outwaits_the_tool_timeout() {
     let server = MockServer::start(Script::single(vec![ask_db(), Step::text("answered late")]))
         .await
         .expect("mock");
-    let rt = start_runtime_with(
+    let runtime = start_runtime_with(
         &dir,
         &server.base_url(),
         RuntimeOptions {
@@ -308,26 +325,31 @@ async fn a_question_outwaits_the_tool_timeout() {
         },
     )
     .await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = spawn_prompt(&rt, &sid, "set it up");
-    let q = pending_question(&rt).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = spawn_prompt(&runtime, &sid, "set it up");
+    let q = pending_question(&runtime).await;
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     assert!(
         !turn.is_finished(),
         "the turn ended while its question waited"
     );
-    rt.reply_question(
-        q["id"].as_str().unwrap(),
-        vec![vec!["SQLite".into()], vec!["auth".into()]],
-    )
-    .expect("still answerable after four tool timeouts");
+    runtime
+        .reply_question(
+            q["id"].as_str().unwrap(),
+            vec![vec!["SQLite".into()], vec!["auth".into()]],
+        )
+        .expect("still answerable after four tool timeouts");
     let turn = turn.await.expect("turn task");
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "answered late");
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     assert!(
         matches!(&parts[0].1, ToolState::Completed { output, .. } if output.contains("SQLite")),
         "{parts:?}"
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
 }

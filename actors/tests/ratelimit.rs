@@ -22,11 +22,19 @@ async fn a_429_to_one_session_holds_back_the_others() {
         Conversation::new(vec![Step::text("B done")]).matching("SESSION-B"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let a = rt.create_session(dir.path(), None).await.expect("a").id;
-    let b = rt.create_session(dir.path(), None).await.expect("b").id;
-    let mut bus = rt.bus().subscribe();
-    let rt_a = rt.clone();
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let a = runtime
+        .create_session(dir.path(), None)
+        .await
+        .expect("a")
+        .id;
+    let b = runtime
+        .create_session(dir.path(), None)
+        .await
+        .expect("b")
+        .id;
+    let mut bus = runtime.bus().subscribe();
+    let rt_a = runtime.clone();
     let ta = tokio::spawn(async move {
         rt_a.prompt(
             &a,
@@ -52,7 +60,7 @@ async fn a_429_to_one_session_holds_back_the_others() {
     })
     .await
     .expect("A's retry status");
-    let rt_b = rt.clone();
+    let rt_b = runtime.clone();
     let tb = tokio::spawn(async move {
         rt_b.prompt(
             &b,

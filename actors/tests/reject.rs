@@ -40,11 +40,15 @@ async fn turn_with(reply: PermissionReply) -> (usize, String) {
     f.config = config_with(&server.base_url(), json!({"permission": {"bash": "ask"}}));
     f.registry = Registry::builtin();
     f.responder = Arc::new(Answer(reply));
-    let rt = f.start(&dir).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let runtime = f.start(&dir).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
     tokio::time::timeout(
         DEADLINE,
-        rt.prompt(
+        runtime.prompt(
             &sid,
             PromptInput {
                 text: "list".into(),
@@ -55,9 +59,9 @@ async fn turn_with(reply: PermissionReply) -> (usize, String) {
     .await
     .expect("turn finished")
     .expect("turn ran");
-    rt.store().flush().await.expect("flush");
+    runtime.store().flush().await.expect("flush");
     let s = sid.clone();
-    let history: Vec<MessageWithParts> = rt
+    let history: Vec<MessageWithParts> = runtime
         .store()
         .read(move |r| r.messages(&s))
         .await
@@ -126,12 +130,16 @@ async fn a_permission_ask_outwaits_the_tool_timeout() {
     f.config = config_with(&server.base_url(), json!({"permission": {"edit": "ask"}}));
     f.responder = Arc::new(Nobody);
     f.opts.tool_timeout = std::time::Duration::from_millis(400);
-    let rt = f.start(&dir).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = spawn_prompt(&rt, &sid, "write it");
+    let runtime = f.start(&dir).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = spawn_prompt(&runtime, &sid, "write it");
     let mut pending = None;
     wait_until("a pending permission ask", || {
-        pending = rt.pending_permissions().into_iter().next();
+        pending = runtime.pending_permissions().into_iter().next();
         pending.is_some()
     })
     .await;
@@ -143,7 +151,7 @@ async fn a_permission_ask_outwaits_the_tool_timeout() {
         "the turn ended while its permission ask waited"
     );
     assert!(
-        rt.reply_permission(
+        runtime.reply_permission(
             ask["id"].as_str().expect("id"),
             troupe_actors::permission::Reply::Once
         ),
@@ -152,7 +160,7 @@ async fn a_permission_ask_outwaits_the_tool_timeout() {
     let turn = turn.await.expect("turn task");
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "done");
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     assert!(
         matches!(&parts[0].1, ToolState::Completed { .. }),
         "{parts:?}"
@@ -161,6 +169,6 @@ async fn a_permission_ask_outwaits_the_tool_timeout() {
         std::fs::read_to_string(root.join("approved.txt")).expect("file"),
         "written after approval"
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }

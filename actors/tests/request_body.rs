@@ -86,8 +86,8 @@ async fn scenario(anthropic: bool) {
         summaries: false,
         ..Default::default()
     };
-    let rt = fx.start(&dir).await;
-    let sid = rt
+    let runtime = fx.start(&dir).await;
+    let sid = runtime
         .create_session(ws.path(), None)
         .await
         .expect("session")
@@ -95,18 +95,18 @@ async fn scenario(anthropic: bool) {
     let checks_before = BODY_CHECKS.load(Ordering::SeqCst);
 
     for t in 0..3 {
-        let r = run_prompt(&rt, &sid, &format!("turn {t}: read the notes")).await;
+        let r = run_prompt(&runtime, &sid, &format!("turn {t}: read the notes")).await;
         assert!(r.error.is_none(), "turn {t}: {:?}", r.error);
     }
     // Compaction: later requests start from the summary.
-    let r = rt.compact(&sid).await.expect("compact");
+    let r = runtime.compact(&sid).await.expect("compact");
     assert!(r.error.is_none(), "compaction: {:?}", r.error);
     for t in 3..5 {
-        let r = run_prompt(&rt, &sid, &format!("turn {t}: read the notes again")).await;
+        let r = run_prompt(&runtime, &sid, &format!("turn {t}: read the notes again")).await;
         assert!(r.error.is_none(), "turn {t}: {:?}", r.error);
     }
     // Revert to the prompt of turn 3: it and everything after are dropped from requests.
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     let turn3 = history
         .iter()
         .find(|m| {
@@ -117,9 +117,9 @@ async fn scenario(anthropic: bool) {
         })
         .map(|m| m.info.id().clone())
         .expect("turn 3 prompt");
-    rt.revert(&sid, &turn3, None).await.expect("revert");
+    runtime.revert(&sid, &turn3, None).await.expect("revert");
     for t in 5..7 {
-        let r = run_prompt(&rt, &sid, &format!("turn {t}: after the revert")).await;
+        let r = run_prompt(&runtime, &sid, &format!("turn {t}: after the revert")).await;
         assert!(r.error.is_none(), "turn {t}: {:?}", r.error);
     }
 
@@ -155,7 +155,7 @@ async fn scenario(anthropic: bool) {
             .to_string()
             .contains("turn 0: read the notes")
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 

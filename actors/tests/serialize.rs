@@ -38,14 +38,14 @@ async fn concurrent_prompts_to_one_session_run_one_after_the_other() {
     ]);
     let server = MockServer::start(script).await.expect("mock");
     let dir = tempfile::tempdir().expect("tempdir");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let session = rt
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let session = runtime
         .create_session(session_dir(&dir), None)
         .await
         .expect("session");
     let sid = session.id.clone();
 
-    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let (rt1, sid1) = (runtime.clone(), sid.clone());
     let t1 = tokio::spawn(async move { run_prompt(&rt1, &sid1, "first prompt").await });
     // Send the second prompt while turn 1's request is still streaming.
     wait_until("turn 1's request", || !completions(&server).is_empty()).await;
@@ -53,7 +53,7 @@ async fn concurrent_prompts_to_one_session_run_one_after_the_other() {
         completions(&server)[0].end_ms.is_none(),
         "turn 1 finished before the second prompt was sent; slow it down"
     );
-    let (rt2, sid2) = (rt.clone(), sid.clone());
+    let (rt2, sid2) = (runtime.clone(), sid.clone());
     let t2 = tokio::spawn(async move { run_prompt(&rt2, &sid2, "second prompt").await });
 
     let r1 = t1.await.expect("turn 1 task");
@@ -63,7 +63,7 @@ async fn concurrent_prompts_to_one_session_run_one_after_the_other() {
     assert_eq!(r1.text, slow);
     assert_eq!(r2.text, "turn two answer");
 
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     let roles: Vec<bool> = history.iter().map(is_user).collect();
     assert_eq!(
         roles,
@@ -120,7 +120,7 @@ async fn concurrent_prompts_to_one_session_run_one_after_the_other() {
         "{users:?}"
     );
 
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -132,33 +132,37 @@ async fn idle_session_actor_is_released_and_reloaded() {
     ]);
     let server = MockServer::start(script).await.expect("mock");
     let dir = tempfile::tempdir().expect("tempdir");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let session = rt
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let session = runtime
         .create_session(session_dir(&dir), None)
         .await
         .expect("session");
     let sid = session.id.clone();
-    assert_eq!(rt.live_sessions(), 0, "no actor before the first prompt");
+    assert_eq!(
+        runtime.live_sessions(),
+        0,
+        "no actor before the first prompt"
+    );
 
-    let r1 = run_prompt(&rt, &sid, "hello there").await;
+    let r1 = run_prompt(&runtime, &sid, "hello there").await;
     assert!(r1.error.is_none(), "{:?}", r1.error);
     assert_eq!(r1.text, "first answer");
     // The actor stops itself once idle; the supervisor forgets it right after.
     wait_until("the idle session actor to be released", || {
-        rt.live_sessions() == 0
+        runtime.live_sessions() == 0
     })
     .await;
 
     // A later prompt loads the session again and sees the whole history.
-    let r2 = run_prompt(&rt, &sid, "and again").await;
+    let r2 = run_prompt(&runtime, &sid, "and again").await;
     assert!(r2.error.is_none(), "{:?}", r2.error);
     assert_eq!(r2.text, "second answer");
     wait_until("the session actor to be released again", || {
-        rt.live_sessions() == 0
+        runtime.live_sessions() == 0
     })
     .await;
 
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     assert_eq!(
         history.iter().map(is_user).collect::<Vec<_>>(),
         [true, false, true, false]
@@ -173,7 +177,7 @@ async fn idle_session_actor_is_released_and_reloaded() {
     let users = request_texts(&reqs[1], "user");
     assert_eq!(users.len(), 2, "{users:?}");
 
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -190,16 +194,16 @@ async fn queued_prompts_run_in_arrival_order() {
     ]);
     let server = MockServer::start(script).await.expect("mock");
     let dir = tempfile::tempdir().expect("tempdir");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
         .create_session(session_dir(&dir), None)
         .await
         .expect("session")
         .id;
 
     let spawn = |text: &'static str| {
-        let (rt, sid) = (rt.clone(), sid.clone());
-        tokio::spawn(async move { run_prompt(&rt, &sid, text).await })
+        let (runtime, sid) = (runtime.clone(), sid.clone());
+        tokio::spawn(async move { run_prompt(&runtime, &sid, text).await })
     };
     let t1 = spawn("prompt A");
     wait_until("turn A's request", || !completions(&server).is_empty()).await;
@@ -217,7 +221,7 @@ async fn queued_prompts_run_in_arrival_order() {
         ("answer zero", "answer one", "answer two")
     );
 
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     let users: Vec<Vec<String>> = history.iter().filter(|m| is_user(m)).map(texts).collect();
     assert_eq!(users, [["prompt A"], ["prompt B"], ["prompt C"]]);
     let reqs = completions(&server);
@@ -228,7 +232,7 @@ async fn queued_prompts_run_in_arrival_order() {
             "requests overlap: {w:#?}"
         );
     }
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -242,21 +246,21 @@ async fn abort_ends_the_turn_drops_the_queue_and_the_session_stays_usable() {
     ]);
     let server = MockServer::start(script).await.expect("mock");
     let dir = tempfile::tempdir().expect("tempdir");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
         .create_session(session_dir(&dir), None)
         .await
         .expect("session")
         .id;
 
-    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let (rt1, sid1) = (runtime.clone(), sid.clone());
     let t1 = tokio::spawn(async move { rt1.prompt(&sid1, prompt("hang please")).await });
     wait_until("the hanging request", || !completions(&server).is_empty()).await;
-    let (rt2, sid2) = (rt.clone(), sid.clone());
+    let (rt2, sid2) = (runtime.clone(), sid.clone());
     let t2 = tokio::spawn(async move { rt2.prompt(&sid2, prompt("queued behind the hang")).await });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
-    rt.abort(&sid);
+    runtime.abort(&sid);
 
     let r1 = tokio::time::timeout(DEADLINE, t1)
         .await
@@ -278,15 +282,15 @@ async fn abort_ends_the_turn_drops_the_queue_and_the_session_stays_usable() {
         "the queued prompt should be dropped by the abort: {r2:?}"
     );
     wait_until("the aborted session actor to be released", || {
-        rt.live_sessions() == 0
+        runtime.live_sessions() == 0
     })
     .await;
 
     // The session still works and the next turn sees the aborted step's history.
-    let r3 = run_prompt(&rt, &sid, "try again").await;
+    let r3 = run_prompt(&runtime, &sid, "try again").await;
     assert!(r3.error.is_none(), "{:?}", r3.error);
     assert_eq!(r3.text, "after the abort");
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     let users: Vec<Vec<String>> = history.iter().filter(|m| is_user(m)).map(texts).collect();
     assert_eq!(
         users,
@@ -296,6 +300,6 @@ async fn abort_ends_the_turn_drops_the_queue_and_the_session_stays_usable() {
         ],
         "dropped prompt must not be stored"
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }

@@ -183,14 +183,18 @@ async fn spans_mirror_the_actor_tree() {
     let mut fx = Fixture::new(&server.base_url());
     fx.opts.max_retry_delay = Duration::from_millis(20);
     fx.opts.titles = false;
-    let rt = fx.start(&dir).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "SPAN-PARENT: ask a helper").await;
+    let runtime = fx.start(&dir).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "SPAN-PARENT: ask a helper").await;
     assert!(turn.error.is_none(), "turn failed: {:?}", turn.error);
     assert_eq!(turn.text, "parent done");
 
     // The stored ids the spans must carry.
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     let task_part = tool_parts(&history)
         .into_iter()
         .find(|(t, _)| t == "task")

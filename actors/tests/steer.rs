@@ -15,31 +15,32 @@ const STEER: &str = "also count the blank lines";
 
 /// Send [`STEER`] to the session in a task, steering (or queued with `steer: false`).
 fn spawn_second(
-    rt: &Runtime,
+    runtime: &Runtime,
     sid: &SessionId,
     steer: bool,
 ) -> tokio::task::JoinHandle<Result<TurnResult, troupe_actors::RuntimeError>> {
-    let (rt, sid) = (rt.clone(), sid.clone());
+    let (runtime, sid) = (runtime.clone(), sid.clone());
     tokio::spawn(async move {
-        rt.prompt(
-            &sid,
-            PromptInput {
-                text: STEER.into(),
-                steer,
-                ..Default::default()
-            },
-        )
-        .await
+        runtime
+            .prompt(
+                &sid,
+                PromptInput {
+                    text: STEER.into(),
+                    steer,
+                    ..Default::default()
+                },
+            )
+            .await
     })
 }
 
 /// Whether the session's tree node shows one prompt waiting.
-fn one_waiting(rt: &Runtime, sid: &str) -> bool {
+fn one_waiting(runtime: &Runtime, sid: &str) -> bool {
     fn find(n: &troupe_actors::tree::ActorNode, sid: &str) -> bool {
         (n.session_id.as_deref() == Some(sid) && n.queued == 1)
             || n.children.iter().any(|c| find(c, sid))
     }
-    find(&rt.shared().tree.tree(), sid)
+    find(&runtime.shared().tree.tree(), sid)
 }
 
 /// A 5-step turn whose step 2 waits at a gate (a file the test creates), then a sixth step
@@ -63,18 +64,18 @@ async fn run_with_second_prompt(
     steer: bool,
 ) -> (Runtime, SessionId, TurnResult, TurnResult) {
     let gate = dir.path().join("gate");
-    let rt = start_runtime(dir, &server.base_url()).await;
-    let sid = rt
+    let runtime = start_runtime(dir, &server.base_url()).await;
+    let sid = runtime
         .create_session(dir.path(), None)
         .await
         .expect("session")
         .id;
-    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let (rt1, sid1) = (runtime.clone(), sid.clone());
     let first = tokio::spawn(async move { run_prompt(&rt1, &sid1, "list the files").await });
     wait_until("step 2's gated tool", || completions(server).len() == 2).await;
-    let second = spawn_second(&rt, &sid, steer);
+    let second = spawn_second(&runtime, &sid, steer);
     wait_until("the second prompt to wait on the session", || {
-        one_waiting(&rt, &sid)
+        one_waiting(&runtime, &sid)
     })
     .await;
     assert_eq!(
@@ -92,7 +93,7 @@ async fn run_with_second_prompt(
         .expect("second prompt in time")
         .expect("task")
         .expect("second prompt ran");
-    (rt, sid, first, second)
+    (runtime, sid, first, second)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,7 +102,7 @@ async fn a_prompt_sent_at_step_2_reaches_step_3_of_the_same_turn() {
     let server = MockServer::start(script(&dir.path().join("gate")))
         .await
         .expect("mock");
-    let (rt, sid, first, second) = run_with_second_prompt(&dir, &server, true).await;
+    let (runtime, sid, first, second) = run_with_second_prompt(&dir, &server, true).await;
     assert!(first.error.is_none(), "{:?}", first.error);
     assert_eq!(first.text, "five steps done");
     assert_eq!(first.steps, 5, "one turn of five steps");
@@ -141,7 +142,7 @@ async fn a_prompt_sent_at_step_2_reaches_step_3_of_the_same_turn() {
     );
 
     // Stored as the user typed it, between step 2 and step 3.
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     let shape: Vec<String> = history
         .iter()
         .map(|m| match &m.info {
@@ -161,7 +162,7 @@ async fn a_prompt_sent_at_step_2_reaches_step_3_of_the_same_turn() {
             "assistant"
         ]
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -171,7 +172,7 @@ async fn a_queued_prompt_waits_for_a_turn_of_its_own() {
     let server = MockServer::start(script(&dir.path().join("gate")))
         .await
         .expect("mock");
-    let (rt, sid, first, second) = run_with_second_prompt(&dir, &server, false).await;
+    let (runtime, sid, first, second) = run_with_second_prompt(&dir, &server, false).await;
     assert!(first.error.is_none(), "{:?}", first.error);
     assert_eq!(first.text, "five steps done");
     assert_eq!(second.text, "second turn answer");
@@ -183,7 +184,7 @@ async fn a_queued_prompt_waits_for_a_turn_of_its_own() {
         assert!(!request_texts(r, "user").iter().any(|t| t.contains(STEER)));
     }
     assert_eq!(request_texts(&reqs[5], "user"), ["list the files", STEER]);
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     let users: Vec<usize> = history
         .iter()
         .enumerate()
@@ -195,7 +196,7 @@ async fn a_queued_prompt_waits_for_a_turn_of_its_own() {
         [0, 6],
         "the second prompt comes after the whole turn"
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -214,18 +215,18 @@ async fn a_prompt_that_arrives_while_the_model_answers_keeps_the_turn_going() {
     ]))
     .await
     .expect("mock");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
         .create_session(dir.path(), None)
         .await
         .expect("session")
         .id;
-    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let (rt1, sid1) = (runtime.clone(), sid.clone());
     let first = tokio::spawn(async move { run_prompt(&rt1, &sid1, "go").await });
     wait_until("step 2's request", || completions(&server).len() == 2).await;
-    let second = spawn_second(&rt, &sid, true);
+    let second = spawn_second(&runtime, &sid, true);
     wait_until("the prompt to wait on the session", || {
-        one_waiting(&rt, &sid)
+        one_waiting(&runtime, &sid)
     })
     .await;
     assert!(
@@ -251,7 +252,7 @@ async fn a_prompt_that_arrives_while_the_model_answers_keeps_the_turn_going() {
         request_texts(&reqs[2], "user"),
         ["go".to_string(), troupe_actors::steer::wrap(STEER)]
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -260,21 +261,21 @@ async fn an_abort_drops_a_prompt_waiting_to_steer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gate = dir.path().join("gate");
     let server = MockServer::start(script(&gate)).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
         .create_session(dir.path(), None)
         .await
         .expect("session")
         .id;
-    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let (rt1, sid1) = (runtime.clone(), sid.clone());
     let first = tokio::spawn(async move { rt1.prompt(&sid1, prompt("list the files")).await });
     wait_until("step 2's gated tool", || completions(&server).len() == 2).await;
-    let second = spawn_second(&rt, &sid, true);
+    let second = spawn_second(&runtime, &sid, true);
     wait_until("the prompt to wait on the session", || {
-        one_waiting(&rt, &sid)
+        one_waiting(&runtime, &sid)
     })
     .await;
-    rt.abort(&sid);
+    runtime.abort(&sid);
     let r1 = tokio::time::timeout(DEADLINE, first)
         .await
         .expect("in time")
@@ -289,11 +290,11 @@ async fn an_abort_drops_a_prompt_waiting_to_steer() {
         .expect("in time")
         .expect("task");
     assert!(r2.is_err(), "the waiting prompt is dropped: {r2:?}");
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     assert!(
         !history.iter().any(|m| texts(m).iter().any(|t| t == STEER)),
         "nothing stored for the dropped prompt"
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }

@@ -49,8 +49,9 @@ fn task_results(history: &[MessageWithParts]) -> Vec<(Value, Result<String, Stri
         .collect()
 }
 
-fn live_session_ids(rt: &Runtime) -> Vec<SessionId> {
-    rt.shared()
+fn live_session_ids(runtime: &Runtime) -> Vec<SessionId> {
+    runtime
+        .shared()
         .sessions
         .iter()
         .map(|e| e.key().clone())
@@ -58,13 +59,13 @@ fn live_session_ids(rt: &Runtime) -> Vec<SessionId> {
 }
 
 /// Waits until the runtime holds no live actor (sessions, processors, tool calls).
-async fn wait_no_actors(rt: &Runtime, limit: Duration) {
+async fn wait_no_actors(runtime: &Runtime, limit: Duration) {
     let start = Instant::now();
-    while rt.live_actors() != 0 {
+    while runtime.live_actors() != 0 {
         assert!(
             start.elapsed() < limit,
             "actors still alive after {limit:?}: live_actors={}",
-            rt.live_actors()
+            runtime.live_actors()
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -72,15 +73,15 @@ async fn wait_no_actors(rt: &Runtime, limit: Duration) {
 
 /// Waits until the runtime holds no live actor and no live session (panics with the counts
 /// after `limit`).
-async fn wait_idle(rt: &Runtime, limit: Duration) {
+async fn wait_idle(runtime: &Runtime, limit: Duration) {
     let start = Instant::now();
-    while rt.live_actors() != 0 || rt.live_sessions() != 0 {
+    while runtime.live_actors() != 0 || runtime.live_sessions() != 0 {
         assert!(
             start.elapsed() < limit,
             "runtime not idle after {limit:?}: live_actors={} live_sessions={} {:?}",
-            rt.live_actors(),
-            rt.live_sessions(),
-            live_session_ids(rt)
+            runtime.live_actors(),
+            runtime.live_sessions(),
+            live_session_ids(runtime)
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -105,13 +106,13 @@ fn task_id_of(output: &str) -> SessionId {
 }
 
 /// Matches each child session to the token of its task prompt.
-async fn child_by_token(rt: &Runtime, parent: &SessionId, tokens: &[&str]) -> Vec<SessionId> {
-    let kids = children(rt, parent).await;
+async fn child_by_token(runtime: &Runtime, parent: &SessionId, tokens: &[&str]) -> Vec<SessionId> {
+    let kids = children(runtime, parent).await;
     let mut out = Vec::new();
     for token in tokens {
         let mut found = None;
         for k in &kids {
-            if first_user_text(&messages(rt, &k.id).await).contains(token) {
+            if first_user_text(&messages(runtime, &k.id).await).contains(token) {
                 found = Some(k.id.clone());
             }
         }
@@ -140,15 +141,19 @@ async fn first_child_turn(
     ]))
     .await
     .expect("mock 1");
-    let rt = start_runtime(dir, &server.base_url()).await;
-    let sid = rt.create_session(root, None).await.expect("session").id;
-    let t1 = run_prompt(&rt, &sid, &format!("PARENT-{tag}: start a helper")).await;
+    let runtime = start_runtime(dir, &server.base_url()).await;
+    let sid = runtime
+        .create_session(root, None)
+        .await
+        .expect("session")
+        .id;
+    let t1 = run_prompt(&runtime, &sid, &format!("PARENT-{tag}: start a helper")).await;
     assert!(t1.error.is_none(), "{:?}", t1.error);
-    let results = task_results(&messages(&rt, &sid).await);
+    let results = task_results(&messages(&runtime, &sid).await);
     assert_eq!(results.len(), 1);
     let out = results[0].1.clone().expect("first task call succeeds");
-    wait_idle(&rt, Duration::from_secs(5)).await;
-    rt.shutdown().await;
+    wait_idle(&runtime, Duration::from_secs(5)).await;
+    runtime.shutdown().await;
     server.shutdown().await;
     (sid, out)
 }
@@ -192,11 +197,15 @@ async fn three_parallel_children() {
         task_timeout: Duration::from_millis(1500),
         ..Default::default()
     };
-    let rt = start_runtime_with(&dir, &server.base_url(), opts).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let runtime = start_runtime_with(&dir, &server.base_url(), opts).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
 
     let started = Instant::now();
-    let turn = run_prompt(&rt, &sid, "PARENT-FANOUT: fan out to three helpers").await;
+    let turn = run_prompt(&runtime, &sid, "PARENT-FANOUT: fan out to three helpers").await;
     eprintln!(
         "three_parallel_children: parent turn took {:?}",
         started.elapsed()
@@ -205,7 +214,7 @@ async fn three_parallel_children() {
     assert_eq!(turn.text, "parent summarised the three children");
 
     // The parent's three task parts: A succeeded, B and C failed.
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     let results = task_results(&history);
     assert_eq!(results.len(), 3, "task parts: {results:#?}");
     let by_token = |t: &str| {
@@ -240,13 +249,13 @@ async fn three_parallel_children() {
     );
 
     // Three child sessions, each with the parent as parent.
-    let kids = children(&rt, &sid).await;
+    let kids = children(&runtime, &sid).await;
     assert_eq!(kids.len(), 3, "children: {kids:#?}");
     for k in &kids {
         assert_eq!(k.parent_id.as_deref(), Some(sid.as_str()));
     }
     let ids = child_by_token(
-        &rt,
+        &runtime,
         &sid,
         &["CHILD-A-READ", "CHILD-B-PANIC", "CHILD-C-SLEEP"],
     )
@@ -288,7 +297,7 @@ async fn three_parallel_children() {
     let b_reqs = requests_of(&server, &ids[1]);
     assert_eq!(b_reqs.len(), 2, "B's requests");
     assert_eq!(b_reqs[1].status, 400);
-    let b_hist = messages(&rt, &ids[1]).await;
+    let b_hist = messages(&runtime, &ids[1]).await;
     assert!(
         last_assistant(&b_hist)
             .and_then(|m| m.error.as_ref())
@@ -298,17 +307,17 @@ async fn three_parallel_children() {
 
     // Every actor of the fan-out ends. (live_sessions() does not return to 0 after a task
     // timeout: see `timed_out_child_is_released`, ignored as a bug.)
-    wait_no_actors(&rt, Duration::from_secs(5)).await;
-    let c_hist = messages(&rt, &ids[2]).await;
+    wait_no_actors(&runtime, Duration::from_secs(5)).await;
+    let c_hist = messages(&runtime, &ids[2]).await;
     eprintln!(
         "three_parallel_children: C's tool parts after the timeout: {:?}; live sessions {:?}",
         tool_parts(&c_hist)
             .iter()
             .map(|(t, s)| (t.clone(), s.status()))
             .collect::<Vec<_>>(),
-        live_session_ids(&rt)
+        live_session_ids(&runtime)
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -332,10 +341,14 @@ async fn abort_during_fan_out() {
         .matching("SLEEP-C"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
 
-    let (rt1, sid1) = (rt.clone(), sid.clone());
+    let (rt1, sid1) = (runtime.clone(), sid.clone());
     let turn = tokio::spawn(async move {
         rt1.prompt(&sid1, prompt("PARENT-ABORT: start three and hang"))
             .await
@@ -346,13 +359,13 @@ async fn abort_during_fan_out() {
     })
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let live_before = rt.live_actors();
+    let live_before = runtime.live_actors();
     assert!(
         live_before >= 7,
         "expected parent + processor + 3 tool calls + children alive, got {live_before}"
     );
     let aborted_at = Instant::now();
-    rt.abort(&sid);
+    runtime.abort(&sid);
     let result = tokio::time::timeout(Duration::from_secs(1), turn)
         .await
         .expect("the parent's prompt did not return within 1 s of the abort")
@@ -367,14 +380,14 @@ async fn abort_during_fan_out() {
         Some("MessageAbortedError"),
         "{result:?}"
     );
-    wait_idle(&rt, Duration::from_secs(1)).await;
+    wait_idle(&runtime, Duration::from_secs(1)).await;
     eprintln!(
         "abort_during_fan_out: idle {:?} after the abort",
         aborted_at.elapsed()
     );
 
     // Every task part of the parent is an aborted error.
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     let results = task_results(&history);
     assert_eq!(results.len(), 3, "{results:#?}");
     for (input, r) in &results {
@@ -386,10 +399,10 @@ async fn abort_during_fan_out() {
     }
     // Every child's turn ended aborted: its last assistant message is aborted, or its tool
     // part is an aborted error.
-    let kids = children(&rt, &sid).await;
+    let kids = children(&runtime, &sid).await;
     assert_eq!(kids.len(), 3, "{kids:#?}");
     for k in &kids {
-        let h = messages(&rt, &k.id).await;
+        let h = messages(&runtime, &k.id).await;
         let aborted_msg = last_assistant(&h)
             .and_then(|a| a.error.as_ref())
             .is_some_and(|e| e.name == troupe_session::MessageErrorName::MessageAborted);
@@ -408,7 +421,7 @@ async fn abort_during_fan_out() {
         completions(&server).iter().all(|r| r.end_ms.is_some())
     })
     .await;
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -454,12 +467,12 @@ async fn resume_with_task_id() {
     ]))
     .await
     .expect("mock 2");
-    let rt = start_runtime(&dir, &server2.base_url()).await;
-    let t2 = run_prompt(&rt, &sid, "continue the helper").await;
+    let runtime = start_runtime(&dir, &server2.base_url()).await;
+    let t2 = run_prompt(&runtime, &sid, "continue the helper").await;
     assert!(t2.error.is_none(), "{:?}", t2.error);
     assert_eq!(t2.text, "parent turn two done");
 
-    let r2 = task_results(&messages(&rt, &sid).await);
+    let r2 = task_results(&messages(&runtime, &sid).await);
     assert_eq!(r2.len(), 3, "{r2:#?}");
     let resumed = r2[1].1.clone().expect("resumed task call succeeds");
     assert_eq!(task_id_of(&resumed), child, "same child session: {resumed}");
@@ -471,10 +484,10 @@ async fn resume_with_task_id() {
     assert!(err.contains("ses_doesnotexist0000000000"), "{err}");
 
     // Still one child, now holding both turns.
-    let kids = children(&rt, &sid).await;
+    let kids = children(&runtime, &sid).await;
     assert_eq!(kids.len(), 1, "{kids:#?}");
     assert_eq!(kids[0].id, child);
-    let h = messages(&rt, &child).await;
+    let h = messages(&runtime, &child).await;
     let roles: Vec<bool> = h
         .iter()
         .map(|m| matches!(m.info, Message::User(_)))
@@ -498,7 +511,7 @@ async fn resume_with_task_id() {
             .any(|t| t.contains("child first answer: 17 files")),
         "{assistants:#?}"
     );
-    wait_idle(&rt, Duration::from_secs(5)).await;
+    wait_idle(&runtime, Duration::from_secs(5)).await;
 
     // Turn 3: another process drives the child meanwhile (holds its lease): resuming it is
     // refused, naming that process, and the child's history is left alone.
@@ -524,9 +537,9 @@ async fn resume_with_task_id() {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let t3 = run_prompt(&rt, &sid, "continue the helper once more").await;
+    let t3 = run_prompt(&runtime, &sid, "continue the helper once more").await;
     assert_eq!(t3.text, "parent turn three done");
-    let r3 = task_results(&messages(&rt, &sid).await);
+    let r3 = task_results(&messages(&runtime, &sid).await);
     assert_eq!(r3.len(), 4, "{r3:#?}");
     let err = r3[3]
         .1
@@ -538,13 +551,13 @@ async fn resume_with_task_id() {
         )),
         "{err}"
     );
-    assert_eq!(messages(&rt, &child).await.len(), 4);
+    assert_eq!(messages(&runtime, &child).await.len(), 4);
     other
         .lease_release(&child, "own_other")
         .await
         .expect("release");
-    wait_idle(&rt, Duration::from_secs(5)).await;
-    rt.shutdown().await;
+    wait_idle(&runtime, Duration::from_secs(5)).await;
+    runtime.shutdown().await;
     server2.shutdown().await;
 }
 
@@ -574,13 +587,17 @@ async fn subagent_cap_queues() {
         max_subagents: 1,
         ..Default::default()
     };
-    let rt = start_runtime_with(&dir, &server.base_url(), opts).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "PARENT-CAP: three helpers, one at a time").await;
+    let runtime = start_runtime_with(&dir, &server.base_url(), opts).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "PARENT-CAP: three helpers, one at a time").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "all three answered");
 
-    let results = task_results(&messages(&rt, &sid).await);
+    let results = task_results(&messages(&runtime, &sid).await);
     assert_eq!(results.len(), 3);
     for (input, r) in &results {
         let token = input["prompt"]
@@ -592,7 +609,7 @@ async fn subagent_cap_queues() {
         let out = r.clone().unwrap_or_else(|e| panic!("{token} failed: {e}"));
         assert!(out.contains(&format!("{token} answered")), "{out}");
     }
-    let ids = child_by_token(&rt, &sid, &["CAP-ONE", "CAP-TWO", "CAP-THREE"]).await;
+    let ids = child_by_token(&runtime, &sid, &["CAP-ONE", "CAP-TWO", "CAP-THREE"]).await;
     let mut reqs: Vec<RecordedRequest> =
         ids.iter().flat_map(|id| requests_of(&server, id)).collect();
     assert_eq!(reqs.len(), 3);
@@ -607,8 +624,8 @@ async fn subagent_cap_queues() {
                 .collect::<Vec<_>>()
         );
     }
-    wait_idle(&rt, Duration::from_secs(5)).await;
-    rt.shutdown().await;
+    wait_idle(&runtime, Duration::from_secs(5)).await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -635,13 +652,17 @@ async fn unknown_subagent_and_nested_task_are_refused() {
         Conversation::new(vec![Step::text("a grandchild ran")]).matching("GRANDCHILD"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "PARENT-REFUSED: try bad task calls").await;
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "PARENT-REFUSED: try bad task calls").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "parent done");
 
-    let results = task_results(&messages(&rt, &sid).await);
+    let results = task_results(&messages(&runtime, &sid).await);
     assert_eq!(results.len(), 3, "{results:#?}");
     let unknown = results[0].1.clone().expect_err("unknown agent fails");
     assert!(unknown.contains("nosuch"), "{unknown}");
@@ -655,10 +676,10 @@ async fn unknown_subagent_and_nested_task_are_refused() {
     );
     // Only the two valid calls created children; both ran, and their own task calls were
     // refused without creating grandchildren.
-    let ids = child_by_token(&rt, &sid, &["NEST-GENERAL", "NEST-EXPLORE"]).await;
-    assert_eq!(children(&rt, &sid).await.len(), 2);
+    let ids = child_by_token(&runtime, &sid, &["NEST-GENERAL", "NEST-EXPLORE"]).await;
+    assert_eq!(children(&runtime, &sid).await.len(), 2);
     for (id, token) in ids.iter().zip(["NEST-GENERAL", "NEST-EXPLORE"]) {
-        let h = messages(&rt, id).await;
+        let h = messages(&runtime, id).await;
         let nested = task_results(&h);
         assert_eq!(nested.len(), 1, "{token}: {h:#?}");
         let e = nested[0]
@@ -673,7 +694,7 @@ async fn unknown_subagent_and_nested_task_are_refused() {
             "{token}: nested task error should say it was denied: {e}"
         );
         assert!(
-            children(&rt, id).await.is_empty(),
+            children(&runtime, id).await.is_empty(),
             "{token} has a grandchild"
         );
         assert!(results.iter().any(|(_, r)| {
@@ -689,8 +710,8 @@ async fn unknown_subagent_and_nested_task_are_refused() {
                 .any(|t| t.contains("GRANDCHILD:"))),
         "a grandchild request was sent"
     );
-    wait_idle(&rt, Duration::from_secs(5)).await;
-    rt.shutdown().await;
+    wait_idle(&runtime, Duration::from_secs(5)).await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -714,19 +735,23 @@ async fn timed_out_child_is_released() {
         task_timeout: Duration::from_millis(500),
         ..Default::default()
     };
-    let rt = start_runtime_with(&dir, &server.base_url(), opts).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "PARENT-TIMEOUT: one slow helper").await;
+    let runtime = start_runtime_with(&dir, &server.base_url(), opts).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "PARENT-TIMEOUT: one slow helper").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "parent went on");
-    let results = task_results(&messages(&rt, &sid).await);
+    let results = task_results(&messages(&runtime, &sid).await);
     assert!(results[0].1.is_err(), "{results:#?}");
     // Idle = no actor and no session left: the runtime has forgotten the child, which it
     // does only after repairing the child's stored history.
-    wait_idle(&rt, Duration::from_secs(5)).await;
+    wait_idle(&runtime, Duration::from_secs(5)).await;
     // The killed child's stored step is finished: its tool part is not left `running`.
-    let ids = child_by_token(&rt, &sid, &["SLOW-CHILD"]).await;
-    let parts = tool_parts(&messages(&rt, &ids[0]).await);
+    let ids = child_by_token(&runtime, &sid, &["SLOW-CHILD"]).await;
+    let parts = tool_parts(&messages(&runtime, &ids[0]).await);
     assert!(
         parts.iter().all(|(_, s)| s.status() == "error"),
         "the timed-out child's tool parts: {:?}",
@@ -736,8 +761,8 @@ async fn timed_out_child_is_released() {
             .collect::<Vec<_>>()
     );
     // The session map must not keep the killed child.
-    wait_idle(&rt, Duration::from_secs(2)).await;
-    rt.shutdown().await;
+    wait_idle(&runtime, Duration::from_secs(2)).await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -758,11 +783,20 @@ async fn disabled_tool_is_not_executed_by_a_subagent() {
         .matching("EXPLORE-SLEEP"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "PARENT-DISABLED: explore calls a disabled tool").await;
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(
+        &runtime,
+        &sid,
+        "PARENT-DISABLED: explore calls a disabled tool",
+    )
+    .await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
-    let ids = child_by_token(&rt, &sid, &["EXPLORE-SLEEP"]).await;
+    let ids = child_by_token(&runtime, &sid, &["EXPLORE-SLEEP"]).await;
     // The tool was not advertised to explore...
     let reqs = requests_of(&server, &ids[0]);
     let advertised = reqs[0].offered_tools();
@@ -771,13 +805,13 @@ async fn disabled_tool_is_not_executed_by_a_subagent() {
         "test_sleep advertised to explore: {advertised:?}"
     );
     // ...so calling it must not run it.
-    let parts = tool_parts(&messages(&rt, &ids[0]).await);
+    let parts = tool_parts(&messages(&runtime, &ids[0]).await);
     assert_eq!(parts.len(), 1, "{parts:#?}");
     assert!(
         outcome(&parts[0].1).is_err(),
         "explore ran a tool its permissions disable: {parts:#?}"
     );
-    rt.shutdown().await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }
 
@@ -817,10 +851,10 @@ async fn parallel_calls_with_one_task_id_do_not_share_the_child() {
     ]))
     .await
     .expect("mock 2");
-    let rt = start_runtime(&dir, &server2.base_url()).await;
-    let t2 = run_prompt(&rt, &sid, "continue the helper twice").await;
+    let runtime = start_runtime(&dir, &server2.base_url()).await;
+    let t2 = run_prompt(&runtime, &sid, "continue the helper twice").await;
     assert!(t2.error.is_none(), "{:?}", t2.error);
-    let r2 = task_results(&messages(&rt, &sid).await);
+    let r2 = task_results(&messages(&runtime, &sid).await);
     assert_eq!(r2.len(), 3, "{r2:#?}");
     let outcomes = [r2[1].1.clone(), r2[2].1.clone()];
     let ok: Vec<&String> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
@@ -832,14 +866,14 @@ async fn parallel_calls_with_one_task_id_do_not_share_the_child() {
         "{}",
         refused[0]
     );
-    let h = messages(&rt, &child).await;
+    let h = messages(&runtime, &child).await;
     let roles: Vec<bool> = h
         .iter()
         .map(|m| matches!(m.info, Message::User(_)))
         .collect();
     assert_eq!(roles, [true, false, true, false], "{h:#?}");
-    wait_idle(&rt, Duration::from_secs(5)).await;
-    rt.shutdown().await;
+    wait_idle(&runtime, Duration::from_secs(5)).await;
+    runtime.shutdown().await;
     server2.shutdown().await;
 }
 
@@ -872,7 +906,7 @@ async fn the_depth_limit_holds_along_the_chain_and_for_a_child_prompted_directly
         Conversation::new(vec![Step::text("too deep")]).matching("LEVEL-THREE"),
     ]);
     let server = MockServer::start(script).await.expect("mock");
-    let rt = support::Fixture {
+    let runtime = support::Fixture {
         config: support::config_with(
             &server.base_url(),
             json!({"agent": {"general": {"permission": {"task": "allow"}}}}),
@@ -885,32 +919,46 @@ async fn the_depth_limit_holds_along_the_chain_and_for_a_child_prompted_directly
     }
     .start(&dir)
     .await;
-    let sid = rt.create_session(&root, None).await.expect("session").id;
-    let turn = run_prompt(&rt, &sid, "PARENT-DEPTH: delegate as deep as you can").await;
+    let sid = runtime
+        .create_session(&root, None)
+        .await
+        .expect("session")
+        .id;
+    let turn = run_prompt(&runtime, &sid, "PARENT-DEPTH: delegate as deep as you can").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "parent done");
 
-    let one = child_by_token(&rt, &sid, &["LEVEL-ONE"]).await.remove(0);
-    let two = child_by_token(&rt, &one, &["LEVEL-TWO"]).await.remove(0);
+    let one = child_by_token(&runtime, &sid, &["LEVEL-ONE"])
+        .await
+        .remove(0);
+    let two = child_by_token(&runtime, &one, &["LEVEL-TWO"])
+        .await
+        .remove(0);
     let refused = |history: &[MessageWithParts]| -> Vec<String> {
         task_results(history)
             .into_iter()
             .filter_map(|(_, r)| r.err())
             .collect()
     };
-    let errors = refused(&messages(&rt, &two).await);
+    let errors = refused(&messages(&runtime, &two).await);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].contains("depth limit reached (2)"), "{errors:?}");
-    assert!(children(&rt, &two).await.is_empty(), "depth 3 was created");
+    assert!(
+        children(&runtime, &two).await.is_empty(),
+        "depth 3 was created"
+    );
 
     // A new turn sent straight to the depth-2 child: it is still at depth 2.
-    let turn = run_prompt(&rt, &two, "go on").await;
+    let turn = run_prompt(&runtime, &two, "go on").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "level two was refused again");
-    let errors = refused(&messages(&rt, &two).await);
+    let errors = refused(&messages(&runtime, &two).await);
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(errors[1].contains("depth limit reached (2)"), "{errors:?}");
-    assert!(children(&rt, &two).await.is_empty(), "depth 3 was created");
+    assert!(
+        children(&runtime, &two).await.is_empty(),
+        "depth 3 was created"
+    );
     assert!(
         completions(&server)
             .iter()
@@ -919,7 +967,7 @@ async fn the_depth_limit_holds_along_the_chain_and_for_a_child_prompted_directly
                 .any(|t| t.contains("LEVEL-THREE"))),
         "a depth-3 request was sent"
     );
-    wait_idle(&rt, Duration::from_secs(5)).await;
-    rt.shutdown().await;
+    wait_idle(&runtime, Duration::from_secs(5)).await;
+    runtime.shutdown().await;
     server.shutdown().await;
 }

@@ -90,7 +90,7 @@ struct FlakyTurn {
     /// Keep the store's directory and the mock alive for the test.
     _dir: TempDir,
     _server: MockServer,
-    rt: Runtime,
+    runtime: Runtime,
     sid: SessionId,
     r: TurnResult,
     /// How many times the tool ran.
@@ -107,21 +107,22 @@ async fn flaky_turn(name: &'static str, crashes: usize) -> FlakyTurn {
     .await
     .unwrap();
     let (tool, runs) = flaky(name, crashes);
-    let rt = runtime_with(&dir, &server, tool).await;
-    let sid = rt.create_session(&root, None).await.unwrap().id;
-    let r = run_prompt(&rt, &sid, "go").await;
+    let runtime = runtime_with(&dir, &server, tool).await;
+    let sid = runtime.create_session(&root, None).await.unwrap().id;
+    let r = run_prompt(&runtime, &sid, "go").await;
     FlakyTurn {
         _dir: dir,
         _server: server,
-        rt,
+        runtime,
         sid,
         r,
         runs,
     }
 }
 
-fn labeled(rt: &Runtime, name: &str, labels: &str) -> u64 {
-    rt.shared()
+fn labeled(runtime: &Runtime, name: &str, labels: &str) -> u64 {
+    runtime
+        .shared()
         .counters
         .snapshot()
         .into_iter()
@@ -134,29 +135,33 @@ fn labeled(rt: &Runtime, name: &str, labels: &str) -> u64 {
 async fn read_only_tool_that_crashed_once_is_rerun_and_completes() {
     let turn = flaky_turn("flaky_read", 1).await;
     let FlakyTurn {
-        rt, sid, r, runs, ..
+        runtime,
+        sid,
+        r,
+        runs,
+        ..
     } = turn;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(r.text, "done");
     assert_eq!(runs.load(Ordering::SeqCst), 2, "one crash, one good run");
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     assert_eq!(parts.len(), 1);
     match &parts[0].1 {
         ToolState::Completed { output, .. } => assert_eq!(output, "ran after 1 crashes"),
         other => panic!("expected a completed part, got {other:?}"),
     }
     assert_eq!(
-        labeled(&rt, "actor_restarts_total", "role=\"read_only_tool\""),
+        labeled(&runtime, "actor_restarts_total", "role=\"read_only_tool\""),
         1
     );
     assert_eq!(
-        labeled(&rt, "actor_failures_total", "role=\"read_only_tool\""),
+        labeled(&runtime, "actor_failures_total", "role=\"read_only_tool\""),
         1
     );
-    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+    wait_until("every actor to stop", || runtime.live_actors() == 0).await;
     // The runtime node counts the steps of the sessions it ran though they stopped (it
     // once summed its live children only and said 0 while /metrics said 2).
-    let tree = rt.actors();
+    let tree = runtime.actors();
     assert!(tree.children.is_empty(), "{tree:?}");
     assert_eq!(tree.steps, 2);
 }
@@ -165,7 +170,11 @@ async fn read_only_tool_that_crashed_once_is_rerun_and_completes() {
 async fn read_only_tool_that_keeps_crashing_gives_up_at_the_limit() {
     let turn = flaky_turn("flaky_read", usize::MAX).await;
     let FlakyTurn {
-        rt, sid, r, runs, ..
+        runtime,
+        sid,
+        r,
+        runs,
+        ..
     } = turn;
     assert!(
         r.error.is_none(),
@@ -173,7 +182,7 @@ async fn read_only_tool_that_keeps_crashing_gives_up_at_the_limit() {
     );
     // Default limit: 2 restarts, so 3 runs.
     assert_eq!(runs.load(Ordering::SeqCst), 3);
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     match &parts[0].1 {
         ToolState::Error { error, .. } => {
             assert!(error.contains("crashed 3 times"), "{error}");
@@ -182,11 +191,11 @@ async fn read_only_tool_that_keeps_crashing_gives_up_at_the_limit() {
         other => panic!("expected an error part, got {other:?}"),
     }
     assert_eq!(
-        labeled(&rt, "actor_restarts_total", "role=\"read_only_tool\""),
+        labeled(&runtime, "actor_restarts_total", "role=\"read_only_tool\""),
         2
     );
     assert_eq!(
-        labeled(&rt, "actor_failures_total", "role=\"read_only_tool\""),
+        labeled(&runtime, "actor_failures_total", "role=\"read_only_tool\""),
         3
     );
 }
@@ -195,11 +204,15 @@ async fn read_only_tool_that_keeps_crashing_gives_up_at_the_limit() {
 async fn side_effecting_tool_that_crashed_is_never_rerun() {
     let turn = flaky_turn("flaky_write", 1).await;
     let FlakyTurn {
-        rt, sid, r, runs, ..
+        runtime,
+        sid,
+        r,
+        runs,
+        ..
     } = turn;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(runs.load(Ordering::SeqCst), 1, "ran exactly once");
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     match &parts[0].1 {
         ToolState::Error {
             error, metadata, ..
@@ -210,11 +223,19 @@ async fn side_effecting_tool_that_crashed_is_never_rerun() {
         other => panic!("expected an error part, got {other:?}"),
     }
     assert_eq!(
-        labeled(&rt, "actor_failures_total", "role=\"side_effect_tool\""),
+        labeled(
+            &runtime,
+            "actor_failures_total",
+            "role=\"side_effect_tool\""
+        ),
         1
     );
     assert_eq!(
-        labeled(&rt, "actor_restarts_total", "role=\"side_effect_tool\""),
+        labeled(
+            &runtime,
+            "actor_restarts_total",
+            "role=\"side_effect_tool\""
+        ),
         0
     );
 }
@@ -253,17 +274,17 @@ async fn title_and_compaction_workers_appear_in_the_tree_while_they_run() {
     let mut f = Fixture::new(&server.base_url());
     f.config = config_limited(&server.base_url(), 4096, 512, json!({}));
     f.opts.titles = true;
-    let rt = f.start(&dir).await;
-    let sid = rt.create_session(&root, None).await.unwrap().id;
+    let runtime = f.start(&dir).await;
+    let sid = runtime.create_session(&root, None).await.unwrap().id;
     let turn = {
-        let rt = rt.clone();
+        let runtime = runtime.clone();
         let sid = sid.clone();
-        tokio::spawn(async move { rt.prompt(&sid, prompt("make it big")).await })
+        tokio::spawn(async move { runtime.prompt(&sid, prompt("make it big")).await })
     };
     let mut seen_title = None;
     let mut seen_compaction = None;
     wait_until("the title and compaction workers in the tree", || {
-        let tree = rt.actors();
+        let tree = runtime.actors();
         if seen_title.is_none() {
             seen_title = find(&tree, Kind::Title).cloned();
         }
@@ -291,9 +312,9 @@ async fn title_and_compaction_workers_appear_in_the_tree_while_they_run() {
         .unwrap()
         .unwrap();
     assert!(r.error.is_none(), "{:?}", r.error);
-    wait_until("the workers to end", || rt.live_actors() == 0).await;
-    assert!(find(&rt.actors(), Kind::Title).is_none());
-    assert!(find(&rt.actors(), Kind::Compaction).is_none());
+    wait_until("the workers to end", || runtime.live_actors() == 0).await;
+    assert!(find(&runtime.actors(), Kind::Title).is_none());
+    assert!(find(&runtime.actors(), Kind::Compaction).is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,20 +334,20 @@ async fn an_undecodable_ruleset_fails_the_turn(subagent: bool) {
     let server = MockServer::start(Script::single(vec![Step::text("should not run")]))
         .await
         .unwrap();
-    let rt = start_runtime(&dir, &server.base_url()).await;
+    let runtime = start_runtime(&dir, &server.base_url()).await;
     let parent = if subagent {
-        Some(rt.create_session(&root, None).await.unwrap().id)
+        Some(runtime.create_session(&root, None).await.unwrap().id)
     } else {
         None
     };
-    let mut s = rt.create_session(&root, parent).await.unwrap();
+    let mut s = runtime.create_session(&root, parent).await.unwrap();
     s.permission = Some(SessionPermission::from_value(json!("not a ruleset")));
-    rt.store().write1(Write::Session {
+    runtime.store().write1(Write::Session {
         info: s.clone(),
         created: false,
     });
-    rt.store().flush().await.unwrap();
-    let err = tokio::time::timeout(DEADLINE, rt.prompt(&s.id, prompt("hi")))
+    runtime.store().flush().await.unwrap();
+    let err = tokio::time::timeout(DEADLINE, runtime.prompt(&s.id, prompt("hi")))
         .await
         .unwrap()
         .expect_err("the turn must not run without the session's restrictions");
@@ -350,18 +371,18 @@ async fn patching_rules_onto_a_ruleset_that_does_not_decode_fails_and_keeps_it()
     let server = MockServer::start(Script::single(vec![Step::text("unused")]))
         .await
         .unwrap();
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    let mut s = rt.create_session(&root, None).await.unwrap();
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let mut s = runtime.create_session(&root, None).await.unwrap();
     s.permission = Some(SessionPermission::from_value(json!({"bash": "deny"})));
-    rt.store().write1(Write::Session {
+    runtime.store().write1(Write::Session {
         info: s.clone(),
         created: false,
     });
-    rt.store().flush().await.unwrap();
+    runtime.store().flush().await.unwrap();
     let extra: troupe_agents::Ruleset =
         serde_json::from_value(json!([{"permission": "read", "pattern": "*", "action": "allow"}]))
             .unwrap();
-    let err = rt
+    let err = runtime
         .update_session(
             &s.id,
             troupe_actors::SessionPatch {
@@ -373,7 +394,7 @@ async fn patching_rules_onto_a_ruleset_that_does_not_decode_fails_and_keeps_it()
         .expect_err("merging onto an unreadable ruleset would drop its restrictions");
     assert!(err.to_string().contains("does not decode"), "{err}");
     let id = s.id.clone();
-    let stored = rt
+    let stored = runtime
         .store()
         .read(move |r| r.session(&id))
         .await
@@ -402,13 +423,13 @@ async fn a_crashed_step_is_retried_once_from_the_committed_history() {
     let server = MockServer::start(Script::single(vec![Step::text("the answer")]))
         .await
         .unwrap();
-    let rt = start_runtime(&dir, &server.base_url()).await;
-    rt.inject_faults(once_at(troupe_actors::faults::FaultPoint::ProcessorEvent));
-    let sid = rt.create_session(&root, None).await.unwrap().id;
-    let r = run_prompt(&rt, &sid, "go").await;
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    runtime.inject_faults(once_at(troupe_actors::faults::FaultPoint::ProcessorEvent));
+    let sid = runtime.create_session(&root, None).await.unwrap().id;
+    let r = run_prompt(&runtime, &sid, "go").await;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(r.text, "the answer");
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     // The crashed step stays stored with its error; the retry answered.
     let errors: Vec<String> = history
         .iter()
@@ -420,14 +441,14 @@ async fn a_crashed_step_is_retried_once_from_the_committed_history() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].contains("the step crashed"), "{errors:?}");
     assert_eq!(
-        labeled(&rt, "actor_failures_total", "role=\"processor\""),
+        labeled(&runtime, "actor_failures_total", "role=\"processor\""),
         1
     );
     assert_eq!(
-        labeled(&rt, "actor_restarts_total", "role=\"processor\""),
+        labeled(&runtime, "actor_restarts_total", "role=\"processor\""),
         1
     );
-    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+    wait_until("every actor to stop", || runtime.live_actors() == 0).await;
 }
 
 /// A crashed step's backoff is a timer, not a wait in the session actor's handler: the actor
@@ -443,19 +464,19 @@ async fn the_session_actor_answers_during_a_step_retry_backoff_and_an_abort_ends
         &server.base_url(),
         json!({"supervision": {"backoff_ms": 4000}}),
     );
-    let rt = f.start(&dir).await;
-    rt.inject_faults(once_at(troupe_actors::faults::FaultPoint::ProcessorEvent));
-    let sid = rt.create_session(&root, None).await.unwrap().id;
+    let runtime = f.start(&dir).await;
+    runtime.inject_faults(once_at(troupe_actors::faults::FaultPoint::ProcessorEvent));
+    let sid = runtime.create_session(&root, None).await.unwrap().id;
     let turn = tokio::spawn({
-        let (rt, sid) = (rt.clone(), sid.clone());
-        async move { rt.prompt(&sid, prompt("go")).await }
+        let (runtime, sid) = (runtime.clone(), sid.clone());
+        async move { runtime.prompt(&sid, prompt("go")).await }
     });
     wait_until("the step to crash", || {
-        labeled(&rt, "actor_restarts_total", "role=\"processor\"") == 1
+        labeled(&runtime, "actor_restarts_total", "role=\"processor\"") == 1
     })
     .await;
     let t0 = std::time::Instant::now();
-    let s = rt
+    let s = runtime
         .update_session(
             &sid,
             troupe_actors::SessionPatch {
@@ -471,7 +492,7 @@ async fn the_session_actor_answers_during_a_step_retry_backoff_and_an_abort_ends
         "the actor answered within the 4 s backoff ({:?})",
         t0.elapsed()
     );
-    rt.abort(&sid);
+    runtime.abort(&sid);
     let r = tokio::time::timeout(Duration::from_secs(2), turn)
         .await
         .expect("the abort ends the turn before the backoff is over")
@@ -485,7 +506,7 @@ async fn the_session_actor_answers_during_a_step_retry_backoff_and_an_abort_ends
     // The timer fires later and finds no turn: nothing starts.
     tokio::time::sleep(Duration::from_millis(4_500)).await;
     assert_eq!(completions(&server).len(), 1, "the retried step never ran");
-    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+    wait_until("every actor to stop", || runtime.live_actors() == 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -498,25 +519,31 @@ async fn a_crashed_session_actor_is_restarted_and_its_turn_goes_on() {
     .await
     .unwrap();
     let (tool, runs) = flaky("flaky_write", 0);
-    let rt = runtime_with(&dir, &server, tool).await;
+    let runtime = runtime_with(&dir, &server, tool).await;
     // The session actor crashes as it takes the first finished step (the tool already ran).
-    rt.inject_faults(once_at(troupe_actors::faults::FaultPoint::SessionStep));
-    let sid = rt.create_session(&root, None).await.unwrap().id;
-    let r = run_prompt(&rt, &sid, "go").await;
+    runtime.inject_faults(once_at(troupe_actors::faults::FaultPoint::SessionStep));
+    let sid = runtime.create_session(&root, None).await.unwrap().id;
+    let r = run_prompt(&runtime, &sid, "go").await;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(r.text, "finished after the restart");
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the tool did not run again");
-    let history = messages(&rt, &sid).await;
+    let history = messages(&runtime, &sid).await;
     let users = history
         .iter()
         .filter(|m| matches!(m.info, troupe_session::Message::User(_)))
         .count();
     assert_eq!(users, 1, "the resumed turn added no user message");
-    assert_eq!(labeled(&rt, "actor_failures_total", "role=\"session\""), 1);
-    assert_eq!(labeled(&rt, "actor_restarts_total", "role=\"session\""), 1);
-    let tree = rt.actors();
+    assert_eq!(
+        labeled(&runtime, "actor_failures_total", "role=\"session\""),
+        1
+    );
+    assert_eq!(
+        labeled(&runtime, "actor_restarts_total", "role=\"session\""),
+        1
+    );
+    let tree = runtime.actors();
     assert_eq!((tree.failures, tree.restarts), (1, 1));
-    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+    wait_until("every actor to stop", || runtime.live_actors() == 0).await;
 }
 
 /// A subagent session is supervised like a root one: its actor crashing during its turn is
@@ -541,20 +568,20 @@ async fn a_crashed_subagent_session_is_restarted_and_the_task_completes() {
     .await
     .unwrap();
     let (tool, runs) = flaky("flaky_write", 0);
-    let rt = runtime_with(&dir, &server, tool).await;
-    let sid = rt.create_session(&root, None).await.unwrap().id;
+    let runtime = runtime_with(&dir, &server, tool).await;
+    let sid = runtime.create_session(&root, None).await.unwrap().id;
     // Only the child's actor crashes, once, as it takes its first finished step.
     let parent = sid.clone();
     let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    rt.inject_faults(Arc::new(move |p, key| {
+    runtime.inject_faults(Arc::new(move |p, key| {
         p == troupe_actors::faults::FaultPoint::SessionStep
             && key != parent
             && !fired.swap(true, Ordering::SeqCst)
     }));
-    let r = run_prompt(&rt, &sid, "delegate").await;
+    let r = run_prompt(&runtime, &sid, "delegate").await;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(r.text, "parent done");
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     let task = parts
         .iter()
         .find(|(t, _)| t == "task")
@@ -573,9 +600,15 @@ async fn a_crashed_subagent_session_is_restarted_and_the_task_completes() {
         1,
         "the child's tool did not run again"
     );
-    assert_eq!(labeled(&rt, "actor_failures_total", "role=\"session\""), 1);
-    assert_eq!(labeled(&rt, "actor_restarts_total", "role=\"session\""), 1);
-    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+    assert_eq!(
+        labeled(&runtime, "actor_failures_total", "role=\"session\""),
+        1
+    );
+    assert_eq!(
+        labeled(&runtime, "actor_restarts_total", "role=\"session\""),
+        1
+    );
+    wait_until("every actor to stop", || runtime.live_actors() == 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -589,25 +622,28 @@ async fn a_session_that_keeps_crashing_fails_with_the_cause() {
     let server = MockServer::start(Script::single(steps)).await.unwrap();
     let (tool, runs) = flaky("flaky_write", 0);
     // Default limit: 3 restarts within the period.
-    let rt = runtime_with(&dir, &server, tool).await;
-    rt.inject_faults(Arc::new(|p, _| {
+    let runtime = runtime_with(&dir, &server, tool).await;
+    runtime.inject_faults(Arc::new(|p, _| {
         p == troupe_actors::faults::FaultPoint::SessionStep
     }));
-    let sid = rt.create_session(&root, None).await.unwrap().id;
-    let err = tokio::time::timeout(DEADLINE, rt.prompt(&sid, prompt("go")))
+    let sid = runtime.create_session(&root, None).await.unwrap().id;
+    let err = tokio::time::timeout(DEADLINE, runtime.prompt(&sid, prompt("go")))
         .await
         .unwrap()
         .expect_err("the session fails past its restart limit");
     let msg = err.to_string();
     assert!(msg.contains("crashed 4 times"), "{msg}");
     assert!(msg.contains("injected fault"), "{msg}");
-    assert_eq!(labeled(&rt, "actor_restarts_total", "role=\"session\""), 3);
+    assert_eq!(
+        labeled(&runtime, "actor_restarts_total", "role=\"session\""),
+        3
+    );
     assert_eq!(
         runs.load(Ordering::SeqCst),
         4,
         "one tool run per step, none repeated"
     );
-    wait_until("every actor to stop", || rt.live_actors() == 0).await;
+    wait_until("every actor to stop", || runtime.live_actors() == 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -635,20 +671,20 @@ async fn a_turn_that_changed_files_gets_a_summary_from_the_summary_worker() {
     .unwrap();
     let mut f = Fixture::new(&server.base_url());
     f.opts.summaries = true;
-    let rt = f.start(&dir).await;
-    let sid = rt.create_session(&root, None).await.unwrap().id;
-    let r = run_prompt(&rt, &sid, "write the notes").await;
+    let runtime = f.start(&dir).await;
+    let sid = runtime.create_session(&root, None).await.unwrap().id;
+    let r = run_prompt(&runtime, &sid, "write the notes").await;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "notes");
     let mut seen = None;
     wait_until("the summary worker in the tree", || {
-        seen = find(&rt.actors(), Kind::Summary).cloned();
+        seen = find(&runtime.actors(), Kind::Summary).cloned();
         seen.is_some()
     })
     .await;
     assert_eq!(seen.unwrap().session_id.as_deref(), Some(sid.as_str()));
-    wait_until("the summary worker to end", || rt.live_actors() == 0).await;
-    let history = messages(&rt, &sid).await;
+    wait_until("the summary worker to end", || runtime.live_actors() == 0).await;
+    let history = messages(&runtime, &sid).await;
     let summary = match &history[0].info {
         troupe_session::Message::User(u) => u.summary.clone(),
         other => panic!("{other:?}"),
@@ -660,10 +696,10 @@ async fn a_turn_that_changed_files_gets_a_summary_from_the_summary_worker() {
     );
     assert_eq!(summary.body, "I wrote notes.txt.\nIt holds the notes.");
     // A turn that changed nothing gets none.
-    let r = run_prompt(&rt, &sid, "thanks").await;
+    let r = run_prompt(&runtime, &sid, "thanks").await;
     assert!(r.error.is_none());
-    wait_until("every actor to stop", || rt.live_actors() == 0).await;
-    let history = messages(&rt, &sid).await;
+    wait_until("every actor to stop", || runtime.live_actors() == 0).await;
+    let history = messages(&runtime, &sid).await;
     let last_user = history
         .iter()
         .rev()

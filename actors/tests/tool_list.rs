@@ -110,9 +110,9 @@ async fn a_tool_a_source_adds_mid_turn_is_offered_from_the_next_step() {
     let mut registry = Registry::builtin();
     registry.add_source(source.clone());
     f.registry = registry;
-    let rt = f.start(&dir).await;
-    let sid = rt.create_session(&root, None).await.unwrap().id;
-    let r = run_prompt(&rt, &sid, "go").await;
+    let runtime = f.start(&dir).await;
+    let sid = runtime.create_session(&root, None).await.unwrap().id;
+    let r = run_prompt(&runtime, &sid, "go").await;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(r.text, "done");
     let reqs = requests_of(&server, &sid);
@@ -126,7 +126,7 @@ async fn a_tool_a_source_adds_mid_turn_is_offered_from_the_next_step() {
     assert!(has(2, "src_new"), "{:?}", reqs[2].offered_tools());
     assert!(!has(2, "src_grow"), "{:?}", reqs[2].offered_tools());
     assert!(has(3, "src_new"));
-    let parts = tool_parts(&messages(&rt, &sid).await);
+    let parts = tool_parts(&messages(&runtime, &sid).await);
     assert_eq!(parts.len(), 3);
     assert!(
         parts
@@ -136,7 +136,7 @@ async fn a_tool_a_source_adds_mid_turn_is_offered_from_the_next_step() {
     );
     // Withdrawn between turns: the next turn's first step no longer offers it.
     source.remove("src_new");
-    let r = run_prompt(&rt, &sid, "again").await;
+    let r = run_prompt(&runtime, &sid, "again").await;
     assert!(r.error.is_none(), "{:?}", r.error);
     let reqs = requests_of(&server, &sid);
     assert!(

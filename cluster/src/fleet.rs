@@ -93,15 +93,15 @@ pub struct FleetNode<Tree = serde_json::Value> {
 
 /// A runtime's counters for a heartbeat: `{steps, toolCrashes, processorCrashes, actors,
 /// costUsd, counters: [[name, labels, value], …]}` (labels in Prometheus syntax).
-pub fn runtime_metrics(rt: &Runtime) -> serde_json::Value {
+pub fn runtime_metrics(runtime: &Runtime) -> serde_json::Value {
     use std::sync::atomic::Ordering;
-    let c = &rt.shared().counters;
+    let c = &runtime.shared().counters;
     let cost = *c.cost.lock().unwrap_or_else(|e| e.into_inner());
     serde_json::json!({
         "steps": c.steps.load(Ordering::Relaxed),
         "toolCrashes": c.tool_crashes.load(Ordering::Relaxed),
         "processorCrashes": c.processor_crashes.load(Ordering::Relaxed),
-        "actors": rt.live_actors(),
+        "actors": runtime.live_actors(),
         "costUsd": cost.normalize().to_string(),
         "counters": c.snapshot().into_iter().map(|(n, l, v)| serde_json::json!([n, l, v])).collect::<Vec<_>>(),
     })

@@ -292,10 +292,10 @@ pub async fn publish_cancel(client: &async_nats::Client, names: &Names, session_
 }
 
 /// A worker's listener on `<prefix>.cancel`: remembers each cancelled session and aborts
-/// its turn if it runs in `rt`. Runs until the subscription ends.
+/// its turn if it runs in `runtime`. Runs until the subscription ends.
 pub async fn listen_for_cancels(
     mut sub: async_nats::Subscriber,
-    rt: troupe_actors::Runtime,
+    runtime: troupe_actors::Runtime,
     cancelled: Arc<Cancelled>,
 ) {
     while let Some(m) = sub.next().await {
@@ -303,7 +303,7 @@ pub async fn listen_for_cancels(
             continue;
         };
         cancelled.add(c.session_id.clone());
-        rt.abort(&c.session_id);
+        runtime.abort(&c.session_id);
     }
 }
 

@@ -235,14 +235,14 @@ pub struct TaskDefaults {
 /// Session id → task id of the tasks running, so retries on the bus are reported by task.
 pub type TaskNames = Mutex<HashMap<SessionId, String>>;
 
-/// Run one task to its end in `rt` and describe it as a result line: the turn's final text,
+/// Run one task to its end in `runtime` and describe it as a result line: the turn's final text,
 /// the session's tokens, the cost (the turn's; for a cluster session, the session's, which
 /// counts the steps an earlier worker ran before it died), the wall time of this run, the
 /// error of a failed turn (`Name: message`), the structured `output`. A task past its
 /// timeout has its turn aborted and fails with [`timeout_error`]. Never panics; any error
 /// is a failed result.
 pub async fn run_task(
-    rt: &Runtime,
+    runtime: &Runtime,
     task: &BatchTask,
     defaults: &TaskDefaults,
     which: &TaskSession,
@@ -263,11 +263,11 @@ pub async fn run_task(
         );
     }
     let (session_id, once) = match which {
-        TaskSession::New => match rt.create_session(&dir, None).await {
+        TaskSession::New => match runtime.create_session(&dir, None).await {
             Ok(s) => (s.id, false),
             Err(e) => return fail(SessionId::default(), e.to_string()),
         },
-        TaskSession::Cluster { id } => match ensure_session(rt, id, &dir, &task.id).await {
+        TaskSession::Cluster { id } => match ensure_session(runtime, id, &dir, &task.id).await {
             Ok(()) => (id.clone(), true),
             Err(e) => return fail(id.clone(), e.to_string()),
         },
@@ -291,7 +291,7 @@ pub async fn run_task(
         .timeout
         .map(Duration::from_secs_f64)
         .or(defaults.timeout);
-    let prompt = rt.prompt(&session_id, input);
+    let prompt = runtime.prompt(&session_id, input);
     tokio::pin!(prompt);
     let mut timed_out = None;
     let outcome = match timeout {
@@ -302,7 +302,7 @@ pub async fn run_task(
                 // Abort the turn and wait for it to wind down, so the result carries what
                 // the task cost until then and nothing of it runs on.
                 timed_out = Some(limit);
-                rt.abort_timed_out(&session_id);
+                runtime.abort_timed_out(&session_id);
                 match tokio::time::timeout(ABORT_GRACE, &mut prompt).await {
                     Ok(r) => r,
                     Err(_) => Err(troupe_actors::TurnError::AbortDidNotEnd.into()),
@@ -336,7 +336,7 @@ pub async fn run_task(
         // The whole task's cost: a resumed turn's own cost leaves out the steps the
         // worker that died had run.
         let sid = session_id.clone();
-        if let Ok(Some(s)) = rt.store().read(move |r| r.session(&sid)).await {
+        if let Ok(Some(s)) = runtime.store().read(move |r| r.session(&sid)).await {
             result.cost = s.cost;
             result.tokens = s.tokens;
         }
@@ -346,20 +346,30 @@ pub async fn run_task(
 
 /// Create the cluster session `id` in `dir` unless the store already has it (an earlier
 /// delivery of the task created it).
-async fn ensure_session(rt: &Runtime, id: &SessionId, dir: &Path, task_id: &str) -> Result<()> {
+async fn ensure_session(
+    runtime: &Runtime,
+    id: &SessionId,
+    dir: &Path,
+    task_id: &str,
+) -> Result<()> {
     let key = id.clone();
-    if rt.store().read(move |r| r.session(&key)).await?.is_some() {
+    if runtime
+        .store()
+        .read(move |r| r.session(&key))
+        .await?
+        .is_some()
+    {
         return Ok(());
     }
     let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     let mut s = troupe_session::Session::new(&dir.display().to_string(), None);
     s.id = id.clone();
     s.title = format!("batch {task_id}");
-    rt.store().write1(Write::Session {
+    runtime.store().write1(Write::Session {
         info: s,
         created: true,
     });
-    rt.store().flush().await?;
+    runtime.store().flush().await?;
     Ok(())
 }
 

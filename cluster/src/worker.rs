@@ -134,7 +134,7 @@ struct Running {
 /// The state a worker shares between its slots and its heartbeat.
 pub struct Worker {
     opts: WorkerOptions,
-    rt: Runtime,
+    runtime: Runtime,
     js: async_nats::jetstream::Context,
     counters: WorkerCounters,
     running: std::sync::Mutex<HashMap<u64, Running>>,
@@ -163,7 +163,7 @@ impl Worker {
 /// Run a worker until `stop` is cancelled, then drain (see the module docs). Lines on
 /// stderr say what it does (`worker w1: task t3 started …`). Errors: NATS unreachable or
 /// JetStream off.
-pub async fn run(rt: Runtime, opts: WorkerOptions, stop: CancellationToken) -> Result<()> {
+pub async fn run(runtime: Runtime, opts: WorkerOptions, stop: CancellationToken) -> Result<()> {
     let client = crate::connect(&opts.nats).await?;
     let js = crate::jetstream(&client);
     let (consumer, ack_wait) =
@@ -171,7 +171,7 @@ pub async fn run(rt: Runtime, opts: WorkerOptions, stop: CancellationToken) -> R
     crate::ensure_results(&js, &opts.names).await?;
     let worker = Arc::new(Worker {
         opts: opts.clone(),
-        rt: rt.clone(),
+        runtime: runtime.clone(),
         js: js.clone(),
         counters: WorkerCounters::default(),
         running: Default::default(),
@@ -183,7 +183,7 @@ pub async fn run(rt: Runtime, opts: WorkerOptions, stop: CancellationToken) -> R
     let _ = worker.ack_wait.set(ack_wait);
     // Subagents the config hands to the cluster, and the cancellations of such children.
     let (lend, mut loans) = tokio::sync::mpsc::unbounded_channel();
-    rt.set_remote_subagents(crate::subagents::ClusterSubagents::new(
+    runtime.set_remote_subagents(crate::subagents::ClusterSubagents::new(
         client.clone(),
         opts.names.clone(),
         lend,
@@ -194,7 +194,7 @@ pub async fn run(rt: Runtime, opts: WorkerOptions, stop: CancellationToken) -> R
         .map_err(|e| anyhow!("subscribe {}: {e}", opts.names.cancel_subject()))?;
     let cancel_listener = tokio::spawn(crate::subagents::listen_for_cancels(
         cancels,
-        rt.clone(),
+        runtime.clone(),
         worker.cancelled.clone(),
     ));
     eprintln!(
@@ -267,7 +267,7 @@ pub async fn run(rt: Runtime, opts: WorkerOptions, stop: CancellationToken) -> R
             .collect()
     };
     for (_, sid, _) in &left {
-        rt.abort(sid);
+        runtime.abort(sid);
     }
     lender.abort();
     slots.extend(std::mem::take(
@@ -369,7 +369,7 @@ async fn handle(worker: &Arc<Worker>, msg: async_nats::jetstream::Message) {
     } else {
         let key = sid.clone();
         matches!(
-            worker.rt.store().read(move |r| r.session(&key)).await,
+            worker.runtime.store().read(move |r| r.session(&key)).await,
             Ok(Some(_))
         )
     };
@@ -444,7 +444,7 @@ async fn handle(worker: &Arc<Worker>, msg: async_nats::jetstream::Message) {
             timeout: tm.timeout_ms.map(Duration::from_millis),
         };
         crate::task::run_task(
-            &worker.rt,
+            &worker.runtime,
             &tm.task,
             &defaults,
             &TaskSession::Cluster { id: sid.clone() },
@@ -545,7 +545,7 @@ pub(crate) fn heartbeat_of(worker: &Worker, state: &str) -> crate::fleet::Heartb
     crate::fleet::Heartbeat {
         node: worker.opts.name.clone(),
         pid: std::process::id(),
-        host: worker.rt.shared().identity.host.clone(),
+        host: worker.runtime.shared().identity.host.clone(),
         state: if worker.draining.load(Ordering::SeqCst) && state == "running" {
             "draining".into()
         } else {
@@ -558,8 +558,8 @@ pub(crate) fn heartbeat_of(worker: &Worker, state: &str) -> crate::fleet::Heartb
         concurrency: worker.opts.concurrency as u64,
         running: worker.running_tasks(),
         counters: worker.counters.json(),
-        metrics: crate::fleet::runtime_metrics(&worker.rt),
-        tree: serde_json::to_value(worker.rt.actors()).unwrap_or_default(),
+        metrics: crate::fleet::runtime_metrics(&worker.runtime),
+        tree: serde_json::to_value(worker.runtime.actors()).unwrap_or_default(),
     }
 }
 

@@ -40,9 +40,9 @@ fn visit<'a>(n: &'a ActorNode, out: &mut Vec<&'a ActorNode>) {
     }
 }
 
-/// Render the metrics of `rt`.
-pub fn render(rt: &Runtime) -> String {
-    let tree = rt.actors();
+/// Render the metrics of `runtime`.
+pub fn render(runtime: &Runtime) -> String {
+    let tree = runtime.actors();
     let mut nodes = Vec::new();
     visit(&tree, &mut nodes);
     let mut by_status: BTreeMap<String, u64> = ["idle", "busy", "retry"]
@@ -69,7 +69,7 @@ pub fn render(rt: &Runtime) -> String {
             queued += n.queued;
         }
     }
-    let shared = rt.shared();
+    let shared = runtime.shared();
     let c = &shared.counters;
     let mut o = String::new();
     let _ = writeln!(
@@ -119,7 +119,7 @@ pub fn render(rt: &Runtime) -> String {
     let _ = writeln!(
         o,
         "# HELP troupe_actors Live actors below the root (sessions, steps, tool calls).\n# TYPE troupe_actors gauge\ntroupe_actors {}",
-        rt.live_actors()
+        runtime.live_actors()
     );
     let _ = writeln!(
         o,

@@ -107,7 +107,7 @@ pub enum ProcMsg {
 /// Arguments to start a processor.
 pub struct ProcessorArgs {
     /// Shared runtime parts.
-    pub rt: Arc<RuntimeShared>,
+    pub shared: Arc<RuntimeShared>,
     /// The (already stored) assistant message for this step.
     pub assistant: AssistantMessage,
     /// The request to send.
@@ -160,7 +160,7 @@ struct CallSpec {
 pub struct ProcessorState {
     _gauge: crate::ActorGauge,
     node: crate::tree::NodeGuard,
-    rt: Arc<RuntimeShared>,
+    shared: Arc<RuntimeShared>,
     store: Store,
     assistant: AssistantMessage,
     parts: Vec<Part>,
@@ -390,7 +390,7 @@ impl ProcessorActor {
                     let (start, me) = (start.clone(), myself.clone());
                     state.snap = crate::snapshots::StepSnap::Finishing;
                     crate::snapshots::finish(
-                        &state.rt,
+                        &state.shared,
                         &state.tool_ctx.directory,
                         &state.assistant.session_id,
                         start,
@@ -432,9 +432,9 @@ impl Actor for ProcessorActor {
         offered.sort();
         Ok(ProcessorState {
             span: args.span,
-            _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
+            _gauge: crate::ActorGauge::new(&args.shared.counters.live_actors),
             node: {
-                let n = args.rt.tree.register(
+                let n = args.shared.tree.register(
                     crate::tree::Kind::Processor,
                     &args.assistant.id,
                     Some(&args.assistant.session_id),
@@ -452,8 +452,8 @@ impl Actor for ProcessorActor {
                 });
                 n
             },
-            store: args.rt.store.clone(),
-            rt: args.rt,
+            store: args.shared.store.clone(),
+            shared: args.shared,
             assistant: args.assistant,
             parts: Vec::new(),
             index: HashMap::new(),
@@ -492,7 +492,7 @@ impl Actor for ProcessorActor {
         });
         let me = myself.clone();
         state.snap = crate::snapshots::begin(
-            &state.rt,
+            &state.shared,
             &state.tool_ctx.directory,
             &state.assistant.session_id,
             move |tree| {
@@ -503,7 +503,7 @@ impl Actor for ProcessorActor {
         let request = state.request.take().unwrap_or_default();
         spawn_stream_task(
             myself.clone(),
-            state.rt.clone(),
+            state.shared.clone(),
             state.model.clone(),
             request,
             state.cancel.clone(),
@@ -537,7 +537,7 @@ impl Actor for ProcessorActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             ProcMsg::Stream(ev) => {
-                state.rt.faults.check(
+                state.shared.faults.check(
                     crate::faults::FaultPoint::ProcessorEvent,
                     &state.assistant.id,
                 );
@@ -692,10 +692,12 @@ impl Actor for ProcessorActor {
                             _ => (Value::Null, now_ms()),
                         };
                         let ms = match &state.parts[i].kind {
-                            PartKind::Tool { tool, state: s, .. } => {
-                                state.rt.opts.tool_timeout_for(tool, s.input()).as_millis()
-                            }
-                            _ => state.rt.opts.tool_timeout.as_millis(),
+                            PartKind::Tool { tool, state: s, .. } => state
+                                .shared
+                                .opts
+                                .tool_timeout_for(tool, s.input())
+                                .as_millis(),
+                            _ => state.shared.opts.tool_timeout.as_millis(),
                         };
                         state.set_tool_state(
                             i,

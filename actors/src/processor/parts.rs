@@ -67,7 +67,7 @@ impl ProcessorState {
                 PartKind::Tool { tool, .. } => Some(tool.clone()),
                 _ => None,
             });
-            self.rt.counters.incr(
+            self.shared.counters.incr(
                 "tool_calls_total",
                 format!(
                     "tool=\"{}\",outcome=\"{}\"",

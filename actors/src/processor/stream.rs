@@ -21,7 +21,7 @@ pub(super) struct StreamSpan {
 
 pub(super) fn spawn_stream_task(
     myself: ActorRef<ProcMsg>,
-    rt: Arc<RuntimeShared>,
+    shared: Arc<RuntimeShared>,
     model: Arc<ResolvedModel>,
     mut request: ChatRequest,
     cancel: CancellationToken,
@@ -30,8 +30,8 @@ pub(super) fn spawn_stream_task(
     let watcher = myself.clone();
     let task = tokio::spawn(async move {
         let model_name = model.full_id();
-        let provider = rt.provider(&model);
-        let max_attempts = rt.opts.max_retries.saturating_add(1).max(1);
+        let provider = shared.provider(&model);
+        let max_attempts = shared.opts.max_retries.saturating_add(1).max(1);
         let mut attempt: u32 = 0;
         // Sum of this step's retry waits so far, for `max_retry_time`.
         let mut waited = Duration::ZERO;
@@ -39,7 +39,11 @@ pub(super) fn spawn_stream_task(
         loop {
             attempt += 1;
             // Shared back-off: another session's 429 holds every request to this provider.
-            let until = rt.rate_limits.get(&limiter_key).map(|v| *v).unwrap_or(0);
+            let until = shared
+                .rate_limits
+                .get(&limiter_key)
+                .map(|v| *v)
+                .unwrap_or(0);
             let wait = until - now_ms();
             if wait > 0 {
                 tokio::select! {
@@ -50,7 +54,7 @@ pub(super) fn spawn_stream_task(
                     _ = tokio::time::sleep(Duration::from_millis(wait as u64)) => {}
                 }
             }
-            rt.counters.incr(
+            shared.counters.incr(
                 "provider_requests_started_total",
                 format!("provider=\"{}\"", model.provider_id),
                 1,
@@ -99,7 +103,7 @@ pub(super) fn spawn_stream_task(
                     match next {
                         Some(Ok(StreamEvent::Warning { message })) => {
                             tracing::warn!(provider = %model.provider_id, "{message}");
-                            rt.counters.incr(
+                            shared.counters.incr(
                                 "stream_data_skipped_total",
                                 format!("provider=\"{}\"", model.provider_id),
                                 1,
@@ -121,7 +125,7 @@ pub(super) fn spawn_stream_task(
                         Some(Err(e)) => return Attempt::Failed(e),
                         None => {
                             crate::spans::provider_request_end(&req_span, "ok");
-                            rt.counters.incr(
+                            shared.counters.incr(
                                 "provider_requests_total",
                                 format!("provider=\"{}\",status=\"ok\"", model.provider_id),
                                 1,
@@ -145,7 +149,7 @@ pub(super) fn spawn_stream_task(
             };
             crate::spans::provider_request_end(&req_span, &status);
             drop(req_span);
-            rt.counters.incr(
+            shared.counters.incr(
                 "provider_requests_total",
                 format!(
                     "provider=\"{}\",status=\"{:?}\"",
@@ -169,8 +173,8 @@ pub(super) fn spawn_stream_task(
             }
             let delay =
                 troupe_llm::retry::retry_delay(attempt, &failure.retry_headers, SystemTime::now());
-            let delay = delay.min(rt.opts.max_retry_delay);
-            if let Some(cap) = rt.opts.max_retry_time
+            let delay = delay.min(shared.opts.max_retry_delay);
+            if let Some(cap) = shared.opts.max_retry_time
                 && waited + delay > cap
             {
                 let mut failure = failure;
@@ -185,13 +189,14 @@ pub(super) fn spawn_stream_task(
             }
             waited += delay;
             let next = now_ms() + delay.as_millis() as i64;
-            rt.counters.incr(
+            shared.counters.incr(
                 "retries_total",
                 format!("provider=\"{}\"", model.provider_id),
                 1,
             );
             if failure.kind == ErrorKind::RateLimit {
-                rt.rate_limits
+                shared
+                    .rate_limits
                     .entry(limiter_key.clone())
                     .and_modify(|v| *v = (*v).max(next))
                     .or_insert(next);

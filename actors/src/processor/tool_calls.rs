@@ -131,7 +131,7 @@ impl ProcessorActor {
             let role = if tool.read_only() {
                 crate::supervision::Role::ReadOnlyTool
             } else {
-                crate::supervision::Role::of_tool(&name, &state.rt.config.config.supervision)
+                crate::supervision::Role::of_tool(&name, &state.shared.config.config.supervision)
             };
             state.call_specs.insert(
                 call.call_id.clone(),
@@ -142,7 +142,7 @@ impl ProcessorActor {
                     role,
                     crashes: crate::supervision::Intensity::for_role(
                         role,
-                        &state.rt.config.config.supervision,
+                        &state.shared.config.config.supervision,
                     ),
                     restarts: 0,
                 },
@@ -185,7 +185,7 @@ impl ProcessorActor {
             state.store.clone(),
             state.parts[i].clone(),
         ));
-        let timeout = state.rt.opts.tool_timeout_for(&name, &input);
+        let timeout = state.shared.opts.tool_timeout_for(&name, &input);
         let span = crate::spans::tool_call(
             &state.span,
             &state.assistant.session_id,
@@ -200,9 +200,9 @@ impl ProcessorActor {
             tool,
             args: input,
             ctx,
-            gauge: crate::ActorGauge::new(&state.rt.counters.live_actors),
+            gauge: crate::ActorGauge::new(&state.shared.counters.live_actors),
             node: {
-                let n = state.rt.tree.register(
+                let n = state.shared.tree.register(
                     crate::tree::Kind::ToolCall,
                     call_id,
                     Some(&state.assistant.session_id),
@@ -262,7 +262,7 @@ impl ProcessorActor {
         err: String,
     ) {
         state
-            .rt
+            .shared
             .counters
             .tool_crashes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -270,7 +270,7 @@ impl ProcessorActor {
         let Some(spec) = state.call_specs.get_mut(&call_id) else {
             return;
         };
-        state.rt.counters.failure(spec.role);
+        state.shared.counters.failure(spec.role);
         let role = spec.role;
         crate::spans::supervision(
             &state.span,
@@ -287,7 +287,7 @@ impl ProcessorActor {
         {
             spec.restarts += 1;
             tracing::warn!(call = %call_id, tool = %spec.name, "read-only tool crashed ({err}); running it again (restart {attempt})");
-            state.rt.counters.restart(role);
+            state.shared.counters.restart(role);
             crate::spans::supervision(
                 &state.span,
                 crate::spans::Supervision::Restart,
@@ -309,7 +309,7 @@ impl ProcessorActor {
             ) => format!(
                 "Tool crashed {crashes} time{} in a row (supervision.tool_restarts = {}), so it was given up: {err}",
                 if crashes == 1 { "" } else { "s" },
-                state.rt.config.config.supervision.tool_restarts()
+                state.shared.config.config.supervision.tool_restarts()
             ),
             (crate::supervision::Role::ReadOnlyTool, _) => format!("Tool crashed: {err}"),
             _ => format!(

@@ -107,7 +107,7 @@ pub struct SessionActor;
 /// Arguments: the shared runtime and the loaded session with its history.
 pub struct SessionArgs {
     /// Shared runtime parts.
-    pub rt: Arc<RuntimeShared>,
+    pub shared: Arc<RuntimeShared>,
     /// The session.
     pub session: Session,
     /// Its messages, oldest first.
@@ -211,7 +211,7 @@ impl Child {
 pub struct SessionState {
     _gauge: crate::ActorGauge,
     node: crate::tree::NodeGuard,
-    rt: Arc<RuntimeShared>,
+    shared: Arc<RuntimeShared>,
     session: Session,
     history: Vec<MessageWithParts>,
     cache: ChatCache,
@@ -265,7 +265,7 @@ impl SessionActor {
                 let _ = p.reply.send(Err(TurnError::LeaseLost));
             }
             state
-                .rt
+                .shared
                 .sessions
                 .remove_if(&state.session.id, |_, a| a.get_id() == myself.get_id());
             myself.stop(Some("lease lost".into()));
@@ -278,7 +278,7 @@ impl SessionActor {
                     return;
                 }
                 // Idle: release the actor (and its memory).
-                state.rt.sessions.remove(&state.session.id);
+                state.shared.sessions.remove(&state.session.id);
                 myself.stop(Some("idle".into()));
                 return;
             };
@@ -301,10 +301,13 @@ impl SessionActor {
                         reply: p.reply,
                         ..turn
                     });
-                    state.rt.store.write1(Write::Publish(Event::SessionStatus {
-                        session_id: state.session.id.clone(),
-                        status: SessionStatus::Busy,
-                    }));
+                    state
+                        .shared
+                        .store
+                        .write1(Write::Publish(Event::SessionStatus {
+                            session_id: state.session.id.clone(),
+                            status: SessionStatus::Busy,
+                        }));
                     self.maybe_start_title(myself, state).await;
                     let agent = state.turn.as_ref().map(|t| t.agent.name.clone());
                     let queued = state.queue.len() as u64;
@@ -365,9 +368,9 @@ impl Actor for SessionActor {
             span,
             worker_spans: std::collections::HashMap::new(),
             timers: 0,
-            _gauge: crate::ActorGauge::new(&args.rt.counters.live_actors),
+            _gauge: crate::ActorGauge::new(&args.shared.counters.live_actors),
             node: {
-                let n = args.rt.tree.register(
+                let n = args.shared.tree.register(
                     crate::tree::Kind::Session,
                     &args.session.id,
                     Some(&args.session.id),
@@ -376,7 +379,7 @@ impl Actor for SessionActor {
                 n.update(|x| x.agent = args.session.agent.clone());
                 n
             },
-            rt: args.rt,
+            shared: args.shared,
             session: args.session,
             history: args.history,
             cache: ChatCache::default(),
@@ -418,8 +421,8 @@ impl Actor for SessionActor {
                 // Background subagents of this session stop with it (OpenCode's cancel
                 // cancels a session's background jobs first) unless the config keeps them
                 // (`supervision.abort_background: false`).
-                if state.rt.config.config.supervision.abort_background() {
-                    crate::task::abort_background(&state.rt, &state.session.id);
+                if state.shared.config.config.supervision.abort_background() {
+                    crate::task::abort_background(&state.shared, &state.session.id);
                 }
                 for p in state.queue.drain(..) {
                     let _ = p.reply.send(Err(TurnError::AbortedBeforeStart));
@@ -461,7 +464,7 @@ impl Actor for SessionActor {
             SessionMsg::Update(patch, reply) => {
                 let applied = patch.apply(&mut state.session);
                 if applied.is_ok() {
-                    state.rt.store.write1(Write::Session {
+                    state.shared.store.write1(Write::Session {
                         info: state.session.clone(),
                         created: false,
                     });
@@ -472,13 +475,16 @@ impl Actor for SessionActor {
                 let sid = state.session.id.clone();
                 tracing::error!("session {sid}: {}", TurnError::LeaseLost);
                 state.lease_lost = true;
-                state.rt.store.write1(Write::Publish(Event::SessionError {
-                    session_id: sid,
-                    error: MessageError::new(
-                        MessageErrorName::SessionBusy,
-                        TurnError::LeaseLost.to_string(),
-                    ),
-                }));
+                state
+                    .shared
+                    .store
+                    .write1(Write::Publish(Event::SessionError {
+                        session_id: sid,
+                        error: MessageError::new(
+                            MessageErrorName::SessionBusy,
+                            TurnError::LeaseLost.to_string(),
+                        ),
+                    }));
                 for p in state.queue.drain(..) {
                     let _ = p.reply.send(Err(TurnError::LeaseLost));
                 }
@@ -531,7 +537,7 @@ impl Actor for SessionActor {
                 child.role().as_str(),
                 cause,
             );
-            state.rt.counters.failure(child.role());
+            state.shared.counters.failure(child.role());
             state.node.add_failure();
         }
         match (child, ended) {
@@ -544,7 +550,7 @@ impl Actor for SessionActor {
                 if let Some(t) = title {
                     state.session.title = t;
                     state.session.time.updated = now_ms();
-                    state.rt.store.write1(Write::Session {
+                    state.shared.store.write1(Write::Session {
                         info: state.session.clone(),
                         created: false,
                     });
@@ -568,7 +574,7 @@ impl Actor for SessionActor {
                 {
                     u.summary = Some(summary);
                     state
-                        .rt
+                        .shared
                         .store
                         .write1(Write::Message(Message::User(u.clone())));
                 }
@@ -594,7 +600,7 @@ impl Actor for SessionActor {
                     .and_then(|mut b| b.take::<ProcessorState>().ok())
                     .map(ProcessorState::into_outcome);
                 state
-                    .rt
+                    .shared
                     .faults
                     .check(crate::faults::FaultPoint::SessionStep, &state.session.id);
                 match outcome {

@@ -77,7 +77,7 @@ impl SessionActor {
         };
         let model = turn.model.clone();
         let registry_list = if model.tool_call {
-            cached_registry_tools(&state.rt.registry, turn)
+            cached_registry_tools(&state.shared.registry, turn)
         } else {
             Arc::default()
         };
@@ -113,7 +113,7 @@ impl SessionActor {
                 crate::structured::StructuredTurn::require_tool_call(model.protocol, &mut request);
                 st.registry.clone()
             }
-            None => state.rt.registry.clone(),
+            None => state.shared.registry.clone(),
         };
         let prepared = PreparedStep {
             request,
@@ -126,7 +126,7 @@ impl SessionActor {
         // its body is built. They run commands: off the handler, answering with
         // `SessionMsg::StepParams`.
         let hooks = state
-            .rt
+            .shared
             .hooks
             .clone()
             .filter(|h| !h.config().chat_params.is_empty());
@@ -232,7 +232,7 @@ impl SessionActor {
         let model = turn.model.clone();
         // Serialized for the provider client the processor will use (its model is the one
         // the wire format and option rules come from).
-        let provider = state.rt.provider(&model);
+        let provider = state.shared.provider(&model);
         let body = match &wrapped {
             None => state.cache.body(provider.model(), &request),
             Some(h) => troupe_llm::body::full_body(
@@ -264,7 +264,7 @@ impl SessionActor {
             },
         );
         state
-            .rt
+            .shared
             .store
             .write1(Write::Message(Message::Assistant(assistant.clone())));
         let tool_ctx = ToolContext {
@@ -276,14 +276,14 @@ impl SessionActor {
             worktree: state.worktree.clone(),
             abort: turn.cancel.clone(),
             permissions: Arc::new(crate::permission::TurnPermissions {
-                broker: state.rt.broker.clone(),
+                broker: state.shared.broker.clone(),
                 session_id: state.session.id.clone(),
                 project: state.worktree.display().to_string(),
                 rules: turn.rules.clone(),
             }),
             progress: Arc::new(troupe_tools::NoProgress),
             extra: None,
-            hooks: state.rt.hooks.clone(),
+            hooks: state.shared.hooks.clone(),
         };
         // The turn's newest tool calls, oldest first: the doom-loop detector only looks at
         // the last `doom::WINDOW`, so a long turn is not copied whole at every step. The
@@ -305,7 +305,7 @@ impl SessionActor {
         prior_calls.truncate(crate::doom::WINDOW);
         prior_calls.reverse();
         let args = ProcessorArgs {
-            rt: state.rt.clone(),
+            shared: state.shared.clone(),
             assistant: assistant.clone(),
             request,
             model,
@@ -317,7 +317,7 @@ impl SessionActor {
             span: crate::spans::step(&turn.span, &state.session.id, &assistant.id, turn.step),
             registry,
         };
-        state.rt.counters.steps.fetch_add(1, Ordering::Relaxed);
+        state.shared.counters.steps.fetch_add(1, Ordering::Relaxed);
         match Actor::spawn_linked(None, ProcessorActor, args, myself.get_cell()).await {
             Ok((a, _)) => {
                 state.children.insert(a.get_id(), Child::Processor);
@@ -330,7 +330,7 @@ impl SessionActor {
                 ));
                 a.time.completed = Some(now_ms());
                 state
-                    .rt
+                    .shared
                     .store
                     .write1(Write::Message(Message::Assistant(a.clone())));
                 state.history.push(MessageWithParts {
@@ -351,7 +351,7 @@ impl SessionActor {
         o: crate::processor::StepOutcome,
     ) {
         self.account(state, &o.message);
-        let cfg = &state.rt.config.config.compaction;
+        let cfg = &state.shared.config.config.compaction;
         let overflowed = match (&o.message.info, state.turn.as_ref()) {
             (Message::Assistant(a), Some(t)) => {
                 troupe_session::compaction::is_overflow(&a.tokens, &t.model, cfg)
@@ -408,7 +408,7 @@ impl SessionActor {
             crate::structured::Outcome::Captured(v) => {
                 let m = state.history.last_mut()?;
                 if let Some(info) = crate::structured::attach(m, v) {
-                    state.rt.store.write1(Write::Message(info));
+                    state.shared.store.write1(Write::Message(info));
                 }
                 Some(None)
             }
@@ -420,7 +420,7 @@ impl SessionActor {
         match state.turn.as_ref() {
             Some(t) => crate::turn::LoopFacts {
                 aborted: t.cancel.is_cancelled(),
-                auto_compact: state.rt.config.config.compaction.auto,
+                auto_compact: state.shared.config.config.compaction.auto,
                 compactions: t.compactions,
                 steps: t.step,
                 max_steps: t.max_steps,
@@ -445,7 +445,7 @@ impl SessionActor {
         cause: String,
     ) {
         let sid = state.session.id.clone();
-        let mut history = match state.rt.store.read(move |r| r.messages(&sid)).await {
+        let mut history = match state.shared.store.read(move |r| r.messages(&sid)).await {
             Ok(h) => h,
             Err(e) => {
                 let e = MessageError::new(
@@ -470,13 +470,13 @@ impl SessionActor {
                 && matches!(&history[i].info, Message::Assistant(a) if a.time.completed.is_none() || a.error.is_none())
             {
                 let mut fixed = vec![history[i].clone()];
-                troupe_session::store::sweep_interrupted(&state.rt.store, &mut fixed);
+                troupe_session::store::sweep_interrupted(&state.shared.store, &mut fixed);
                 if let Message::Assistant(a) = &mut fixed[0].info {
                     let mut e = crashed.clone();
                     e.data["crashed"] = serde_json::Value::Bool(true);
                     a.error = Some(e);
                     state
-                        .rt
+                        .shared
                         .store
                         .write1(Write::Message(Message::Assistant(a.clone())));
                 }
@@ -502,7 +502,7 @@ impl SessionActor {
                     &format!("step retry {attempt}"),
                 );
                 state
-                    .rt
+                    .shared
                     .counters
                     .restart(crate::supervision::Role::Processor);
                 turn.step_restarts += 1;
@@ -525,7 +525,7 @@ impl SessionActor {
                     format!(
                         "the step crashed {crashes} time{} (supervision.step_retries = {}); last crash: {cause}",
                         if crashes == 1 { "" } else { "s" },
-                        state.rt.config.config.supervision.step_retries()
+                        state.shared.config.config.supervision.step_retries()
                     ),
                 );
                 self.finish_turn(myself, state, Some(e)).await;

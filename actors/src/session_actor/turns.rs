@@ -21,12 +21,16 @@ impl SessionActor {
         ),
         String,
     > {
-        let rt = state.rt.clone();
+        let shared = state.shared.clone();
         let agent = match &input.agent {
-            Some(name) => rt.agents.require(name).map_err(|e| e.to_string())?.clone(),
-            None => rt
+            Some(name) => shared
                 .agents
-                .default_agent(rt.config.config.default_agent.as_deref())
+                .require(name)
+                .map_err(|e| e.to_string())?
+                .clone(),
+            None => shared
+                .agents
+                .default_agent(shared.config.config.default_agent.as_deref())
                 .map_err(|e| e.to_string())?
                 .clone(),
         };
@@ -35,13 +39,14 @@ impl SessionActor {
             .clone()
             .or_else(|| agent.model.clone())
             .or_else(|| state.session.model.as_ref().map(ModelRef::full))
-            .or_else(|| rt.config.default_model())
+            .or_else(|| shared.config.default_model())
             .ok_or_else(|| {
                 "no model configured: set \"model\" in troupe.json or pass --model provider/model"
                     .to_string()
             })?;
         let model = Arc::new(
-            rt.config
+            shared
+                .config
                 .resolve_model(&model_spec)
                 .map_err(|e| e.to_string())?,
         );
@@ -120,7 +125,7 @@ impl SessionActor {
             Write::Message(Message::User(user.clone())),
         ];
         writes.extend(parts.iter().cloned().map(Write::Part));
-        rt.store.write(writes);
+        shared.store.write(writes);
         let user_id = user.id.clone();
         state.history.push(MessageWithParts {
             info: Message::User(user),
@@ -162,7 +167,7 @@ impl SessionActor {
         let structured = input
             .schema
             .as_ref()
-            .map(|s| crate::structured::StructuredTurn::new(s, &state.rt.registry))
+            .map(|s| crate::structured::StructuredTurn::new(s, &state.shared.registry))
             .transpose()
             .map_err(TurnError::Refused)?;
         let max_steps = input.max_steps;
@@ -193,7 +198,7 @@ impl SessionActor {
         state: &mut SessionState,
         input: PromptInput,
     ) -> Result<Turn, TurnError> {
-        let rt = state.rt.clone();
+        let shared = state.shared.clone();
         let Some(user) = state.history.iter().rev().find_map(|m| match &m.info {
             Message::User(u) => Some(u.clone()),
             Message::Assistant(_) => None,
@@ -202,13 +207,14 @@ impl SessionActor {
                 "nothing to resume: the session has no user message".into(),
             ));
         };
-        let agent = rt
+        let agent = shared
             .agents
             .require(input.agent.as_deref().unwrap_or(&user.agent))
             .map_err(|e| TurnError::Refused(e.to_string()))?
             .clone();
         let model = Arc::new(
-            rt.config
+            shared
+                .config
                 .resolve_model(&input.model.clone().unwrap_or_else(|| user.model.full()))
                 .map_err(|e| TurnError::Refused(e.to_string()))?,
         );
@@ -230,12 +236,12 @@ impl SessionActor {
         user_system: Option<String>,
         compact_only: bool,
     ) -> Result<Turn, TurnError> {
-        let rt = state.rt.clone();
+        let shared = state.shared.clone();
         // Session rules (e.g. a subagent's derived ruleset) come after the agent's. A value
         // that does not decode fails the turn: dropping it would run a subagent with its
         // parent's wider permissions.
         let mut session_rules = state.session.ruleset()?;
-        if !rt.opts.interactive {
+        if !shared.opts.interactive {
             // Nobody can answer a question here (OpenCode's non-interactive rules, last so
             // they win).
             session_rules = troupe_agents::Ruleset::merge(&[
@@ -250,12 +256,12 @@ impl SessionActor {
         // The first step offers the tools of MCP servers still starting (bounded by their
         // own timeouts); later steps never wait.
         if model.tool_call {
-            rt.mcp.first_connects().await;
+            shared.mcp.first_connects().await;
         }
         // Descriptions may list what the session's directory holds (skills): blocking pool.
         let descriptions = if model.tool_call {
             let (registry, dir, wt, turn_rules) = (
-                rt.registry.clone(),
+                shared.registry.clone(),
                 state.directory.clone(),
                 state.worktree.clone(),
                 rules.clone(),
@@ -285,7 +291,7 @@ impl SessionActor {
             model.full_id(),
             agent.clone(),
         );
-        let instructions = rt.config.config.instructions.clone();
+        let instructions = shared.config.config.instructions.clone();
         let system = tokio::task::spawn_blocking(move || {
             let files = troupe_agents::find_instruction_files(
                 &dir,
@@ -305,7 +311,7 @@ impl SessionActor {
         })
         .await
         .map_err(|e| TurnError::Refused(format!("could not build the system prompt: {e}")))?;
-        let max_steps = agent.steps.unwrap_or(rt.opts.max_steps).max(1);
+        let max_steps = agent.steps.unwrap_or(shared.opts.max_steps).max(1);
         let (tx, _rx) = oneshot::channel();
         let origin = user_id.clone();
         let span = crate::spans::turn(
@@ -345,7 +351,7 @@ impl SessionActor {
             params_wait: None,
             step_crashes: crate::supervision::Intensity::for_role(
                 crate::supervision::Role::Processor,
-                &rt.config.config.supervision,
+                &shared.config.config.supervision,
             ),
         })
     }
@@ -391,7 +397,7 @@ impl SessionActor {
             let cost = a.cost;
             {
                 let mut c = state
-                    .rt
+                    .shared
                     .counters
                     .cost
                     .lock()
@@ -406,7 +412,7 @@ impl SessionActor {
                 ("cache_write", step_tokens.cache.write),
             ] {
                 state
-                    .rt
+                    .shared
                     .counters
                     .incr("tokens_total", format!("type=\"{kind}\""), v);
             }
@@ -431,7 +437,7 @@ impl SessionActor {
         // After the turn: prune old tool outputs (they are then sent as a short marker) and
         // refresh the session's file-change summary. Both are pure passes over the history.
         let now = now_ms();
-        let cfg = &state.rt.config.config.compaction;
+        let cfg = &state.shared.config.config.compaction;
         let marks = troupe_session::compaction::prune(
             &state.history,
             cfg,
@@ -441,14 +447,14 @@ impl SessionActor {
         if !marks.is_empty() {
             let changed = troupe_session::compaction::apply_prune(&mut state.history, &marks, now);
             state
-                .rt
+                .shared
                 .store
                 .write(changed.into_iter().map(Write::Part).collect());
             state.cache.reset();
         }
         // With snapshots, the diff from the first to the last snapshot (it sees `bash` too).
         let summary = state
-            .rt
+            .shared
             .snapshots
             .summary(&state.session.id)
             .unwrap_or_else(|| troupe_session::file_changes::file_changes(&state.history));
@@ -460,7 +466,7 @@ impl SessionActor {
         state
             .node
             .update(|n| n.status = crate::tree::ActorStatus::Idle);
-        state.rt.store.write(vec![
+        state.shared.store.write(vec![
             Write::Session {
                 info: state.session.clone(),
                 created: false,
@@ -474,26 +480,29 @@ impl SessionActor {
             }),
         ]);
         if let Some(hooks) = state
-            .rt
+            .shared
             .hooks
             .clone()
             .filter(|h| !h.config().session_idle.is_empty())
         {
             // A notification: off the turn's path, reported when it fails.
             let (dir, id) = (state.directory.clone(), sid.clone());
-            state.rt.hook_tasks.spawn(async move {
+            state.shared.hook_tasks.spawn(async move {
                 for e in hooks.session_idle(&dir, &id).await {
                     tracing::warn!(session = %id, "{e}");
                 }
             });
         }
         if let Some(e) = &error {
-            state.rt.store.write1(Write::Publish(Event::SessionError {
-                session_id: sid.clone(),
-                error: e.clone(),
-            }));
+            state
+                .shared
+                .store
+                .write1(Write::Publish(Event::SessionError {
+                    session_id: sid.clone(),
+                    error: e.clone(),
+                }));
         }
-        let flushed = state.rt.store.flush().await;
+        let flushed = state.shared.store.flush().await;
         // The turn's newest assistant message.
         let (message, text) = state
             .history

@@ -49,7 +49,7 @@ impl SessionActor {
                     tail_start_id: None,
                 },
             );
-            state.rt.store.write(vec![
+            state.shared.store.write(vec![
                 Write::Message(Message::User(user.clone())),
                 Write::Part(part.clone()),
             ]);
@@ -83,7 +83,7 @@ impl SessionActor {
             &state.history[..end],
             state.history.get(end),
             &model,
-            &state.rt.config.config.compaction,
+            &state.shared.config.config.compaction,
         );
         let history = plan.head;
         let previous_summary = plan.previous_summary;
@@ -95,7 +95,7 @@ impl SessionActor {
             {
                 *p = part.clone();
             }
-            state.rt.store.write1(Write::Part(part));
+            state.shared.store.write1(Write::Part(part));
         }
         let Some(turn) = state.turn.as_mut() else {
             return;
@@ -117,7 +117,7 @@ impl SessionActor {
         // The summary uses the session's model (not small_model): it must read the whole
         // history the session's model worked with.
         let args = crate::compaction::CompactionArgs {
-            rt: state.rt.clone(),
+            shared: state.shared.clone(),
             session_id: state.session.id.to_string(),
             request_id: turn.user_id.to_string(),
             history,
@@ -229,7 +229,7 @@ impl SessionActor {
             return;
         }
         state
-            .rt
+            .shared
             .store
             .write1(Write::Publish(Event::SessionCompacted {
                 session_id: state.session.id.clone(),
@@ -291,7 +291,7 @@ impl SessionActor {
         };
         let mut writes = vec![Write::Message(Message::User(user.clone()))];
         writes.extend(parts.iter().cloned().map(Write::Part));
-        state.rt.store.write(writes);
+        state.shared.store.write(writes);
         turn.user_id = user.id.clone();
         state.history.push(MessageWithParts {
             info: Message::User(user),
@@ -308,7 +308,7 @@ impl SessionActor {
         state: &mut SessionState,
         turn: &Turn,
     ) {
-        if !state.rt.opts.summaries || turn.compact_only || turn.cancel.is_cancelled() {
+        if !state.shared.opts.summaries || turn.compact_only || turn.cancel.is_cancelled() {
             return;
         }
         let Some(start) = state
@@ -328,7 +328,7 @@ impl SessionActor {
         }
         let model = small_model_or(state, &turn.model);
         let args = crate::summary::SummaryArgs {
-            rt: state.rt.clone(),
+            shared: state.shared.clone(),
             session_id: state.session.id.clone(),
             user_id: turn.origin_user_id.clone(),
             turn: messages,
@@ -359,7 +359,7 @@ impl SessionActor {
         myself: &ActorRef<SessionMsg>,
         state: &mut SessionState,
     ) {
-        if !state.rt.opts.titles
+        if !state.shared.opts.titles
             || state.has_child(Child::Title)
             || state.session.parent_id.is_some()
             || !state.session.has_default_title()
@@ -381,7 +381,7 @@ impl SessionActor {
         let model = small_model_or(state, &turn.model);
         let args = crate::title::TitleArgs {
             tree_parent: state.node.key().to_string(),
-            rt: state.rt.clone(),
+            shared: state.shared.clone(),
             session_id: state.session.id.clone(),
             text: first.to_string(),
             model,
@@ -401,12 +401,12 @@ impl SessionActor {
 /// else `fallback` (the turn's model), as OpenCode picks it.
 fn small_model_or(state: &SessionState, fallback: &Arc<ResolvedModel>) -> Arc<ResolvedModel> {
     match state
-        .rt
+        .shared
         .config
         .config
         .small_model
         .as_deref()
-        .map(|m| state.rt.config.resolve_model(m))
+        .map(|m| state.shared.config.resolve_model(m))
     {
         Some(Ok(m)) => Arc::new(m),
         _ => fallback.clone(),

@@ -24,8 +24,8 @@ pub(crate) struct Background {
 
 /// Abort the running background subagents of `session_id` and, through their own aborts,
 /// theirs. Their results are not delivered.
-pub(crate) fn abort_background(rt: &RuntimeShared, session_id: &SessionId) {
-    for b in rt.background.iter().filter(|b| b.parent == *session_id) {
+pub(crate) fn abort_background(shared: &RuntimeShared, session_id: &SessionId) {
+    for b in shared.background.iter().filter(|b| b.parent == *session_id) {
         if b.result.borrow().is_none() {
             b.aborted.store(true, std::sync::atomic::Ordering::SeqCst);
             let _ = b.actor.cast(SessionMsg::Abort);
@@ -39,7 +39,7 @@ pub(crate) fn abort_background(rt: &RuntimeShared, session_id: &SessionId) {
 /// result to the parent.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn start_background(
-    rt: Arc<RuntimeShared>,
+    shared: Arc<RuntimeShared>,
     args: Args,
     ctx: ToolContext,
     sub: troupe_agents::Agent,
@@ -51,7 +51,7 @@ pub(super) async fn start_background(
 ) -> Result<ToolOutput, ToolError> {
     let child_id = child.id.clone();
     let tree_parent = crate::tree::node_key(crate::tree::Kind::Session, &ctx.session_id);
-    let actor = spawn_child(&rt, &child, tree_parent.clone(), lease, None).await?;
+    let actor = spawn_child(&shared, &child, tree_parent.clone(), lease, None).await?;
     let input = PromptInput {
         text: args.prompt.clone(),
         agent: Some(sub.name.clone()),
@@ -63,7 +63,7 @@ pub(super) async fn start_background(
     let (settled_tx, settled_rx) = tokio::sync::watch::channel(false);
     let aborted = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let delivered = Arc::new(std::sync::Mutex::new(None));
-    rt.background.insert(
+    shared.background.insert(
         child_id.clone(),
         Background {
             parent: ctx.session_id.clone().into(),
@@ -78,11 +78,11 @@ pub(super) async fn start_background(
         SessionId::from(ctx.session_id.as_str()),
         args.description.clone(),
     );
-    let watcher_rt = rt.clone();
+    let watcher_shared = shared.clone();
     tokio::spawn(async move {
-        let rt = watcher_rt;
+        let shared = watcher_shared;
         let run = Run {
-            rt: &rt,
+            shared: &shared,
             child: &child,
             tree_parent,
             input,
@@ -95,7 +95,7 @@ pub(super) async fn start_background(
         let block = background_result(cid, &description, outcome);
         let _ = result_tx.send(Some(block.clone()));
         if !aborted.load(std::sync::atomic::Ordering::SeqCst)
-            && let Some(runtime) = crate::Runtime::from_shared(&rt)
+            && let Some(runtime) = crate::Runtime::from_shared(&shared)
         {
             // Into the parent's running turn, or a new turn of an idle parent, as a
             // synthetic text (OpenCode injects a synthetic user prompt): the model must not
@@ -139,7 +139,7 @@ pub(super) async fn start_background(
 /// during the turn is started again from the store and the turn goes on, as a foreground
 /// child's is (within `supervision.session_restarts`).
 struct Run<'a> {
-    rt: &'a Arc<RuntimeShared>,
+    shared: &'a Arc<RuntimeShared>,
     child: &'a Session,
     tree_parent: String,
     input: PromptInput,
@@ -160,49 +160,54 @@ impl Run<'_> {
         mut started: Arc<std::sync::atomic::AtomicBool>,
     ) -> Result<Result<crate::TurnResult, crate::TurnError>, String> {
         use std::sync::atomic::Ordering::SeqCst;
-        let rt = self.rt;
+        let shared = self.shared;
         let child_id = &self.child.id;
         let mut crashes = crate::supervision::Intensity::for_role(
             crate::supervision::Role::Session,
-            &rt.config.config.supervision,
+            &shared.config.config.supervision,
         );
         loop {
             let outcome = (&mut rx).await;
-            rt.sessions
+            shared
+                .sessions
                 .remove_if(child_id, |_, a| a.get_id() == actor.get_id());
             let crashed_in_turn = outcome.is_err() && started.load(SeqCst);
             if !crashed_in_turn || self.aborted.load(SeqCst) {
                 return outcome.map_err(|_| STOPPED.to_string());
             }
-            rt.counters.failure(crate::supervision::Role::Session);
+            shared.counters.failure(crate::supervision::Role::Session);
             let (backoff, attempt) = match crashes.crash(std::time::Instant::now()) {
                 crate::supervision::Verdict::Restart { backoff, attempt } => (backoff, attempt),
                 crate::supervision::Verdict::Escalate { crashes } => {
                     return Err(format!(
                         "the subagent failed: its session actor crashed {crashes} times within {} s (supervision.session_restarts = {})",
-                        rt.config.config.supervision.period().as_secs(),
-                        rt.config.config.supervision.session_restarts()
+                        shared.config.config.supervision.period().as_secs(),
+                        shared.config.config.supervision.session_restarts()
                     ));
                 }
             };
             tracing::warn!(
                 "background subagent session {child_id}: restarting its actor from the store (restart {attempt})"
             );
-            rt.counters.restart(crate::supervision::Role::Session);
+            shared.counters.restart(crate::supervision::Role::Session);
             // Its running parts are swept before it goes on (as after any crash).
             let cid = child_id.clone();
-            if let Ok(mut h) = rt.store.read(move |r| r.messages(&cid)).await {
-                troupe_session::store::sweep_interrupted(&rt.store, &mut h);
+            if let Ok(mut h) = shared.store.read(move |r| r.messages(&cid)).await {
+                troupe_session::store::sweep_interrupted(&shared.store, &mut h);
             }
             tokio::time::sleep(backoff).await;
             if self.aborted.load(SeqCst) {
                 return Err(STOPPED.to_string());
             }
             let restarted = async {
-                let lease =
-                    retake_lease(rt, child_id, &tokio_util::sync::CancellationToken::new()).await?;
+                let lease = retake_lease(
+                    shared,
+                    child_id,
+                    &tokio_util::sync::CancellationToken::new(),
+                )
+                .await?;
                 let next =
-                    spawn_child(rt, self.child, self.tree_parent.clone(), lease, None).await?;
+                    spawn_child(shared, self.child, self.tree_parent.clone(), lease, None).await?;
                 let (next_rx, next_started) = prompt_child(&next, self.input.clone(), true)?;
                 Ok::<_, ToolError>((next, next_rx, next_started))
             }
@@ -212,7 +217,7 @@ impl Run<'_> {
             // Published after the prompt, so an abort of the parent that reads the new actor
             // reaches it after the turn began; one that read the old actor set `aborted`
             // first, which is checked here.
-            if let Some(mut b) = rt.background.get_mut(child_id) {
+            if let Some(mut b) = shared.background.get_mut(child_id) {
                 b.actor = actor.clone();
             }
             if self.aborted.load(SeqCst) {
@@ -252,7 +257,7 @@ pub(super) fn background_result(
 /// started: its result once it ended, else `running`; with `wait_ms` (at most
 /// [`MAX_STATUS_WAIT_MS`]) it waits that long for the end first. Read-only; asks nothing.
 pub struct TaskStatusTool {
-    rt: Weak<RuntimeShared>,
+    shared: Weak<RuntimeShared>,
 }
 
 /// Longest `task_status` wait: 10 minutes, ms.
@@ -260,8 +265,8 @@ pub const MAX_STATUS_WAIT_MS: u64 = 600_000;
 
 impl TaskStatusTool {
     /// A task_status tool bound to a runtime.
-    pub fn new(rt: Weak<RuntimeShared>) -> Self {
-        Self { rt }
+    pub fn new(shared: Weak<RuntimeShared>) -> Self {
+        Self { shared }
     }
 }
 
@@ -298,11 +303,11 @@ impl Tool for TaskStatusTool {
         args: Value,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        let rt = self.rt.clone();
+        let shared = self.shared.clone();
         Box::pin(async move {
-            let rt = live_runtime(&rt)?;
+            let shared = live_runtime(&shared)?;
             let args: StatusArgs = troupe_tools::parse_args("task_status", args)?;
-            let mut result = match rt.background.get(args.task_id.as_str()) {
+            let mut result = match shared.background.get(args.task_id.as_str()) {
                 Some(b) if b.parent == ctx.session_id => b.result.clone(),
                 _ => {
                     return Err(ToolError::Failed(format!(

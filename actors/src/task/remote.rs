@@ -7,7 +7,7 @@ use super::*;
 /// outcome (see [`crate::remote`]): the result reads like a local child's; an abort of the
 /// parent cancels the remote turn.
 pub(super) async fn run_remote(
-    rt: &Arc<RuntimeShared>,
+    shared: &Arc<RuntimeShared>,
     remote: Arc<dyn crate::remote::RemoteSubagents>,
     args: Args,
     ctx: &ToolContext,
@@ -16,7 +16,8 @@ pub(super) async fn run_remote(
     model: Option<String>,
 ) -> Result<ToolOutput, ToolError> {
     // The node that takes the turn reads the child (and its ruleset) from the shared store.
-    rt.store
+    shared
+        .store
         .flush()
         .await
         .map_err(|e| ToolError::Failed(format!("the subagent session was not stored: {e}")))?;
@@ -71,24 +72,24 @@ pub(super) async fn run_remote(
 /// Take the lease of a subagent session whose crashed actor just released it (the release
 /// runs on a task, so it may still be held for a moment): polls for a short while.
 pub(super) async fn retake_lease(
-    rt: &Arc<RuntimeShared>,
+    shared: &Arc<RuntimeShared>,
     child_id: &SessionId,
     abort: &tokio_util::sync::CancellationToken,
 ) -> Result<crate::lease::SessionLease, ToolError> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
-        match rt
+        match shared
             .store
-            .lease_take(child_id, &rt.identity.claim(), rt.opts.lease_ttl)
+            .lease_take(child_id, &shared.identity.claim(), shared.opts.lease_ttl)
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?
         {
             troupe_session::TakeOutcome::Taken { lease, .. } => {
                 return Ok(crate::lease::SessionLease::start(
-                    rt.store.clone(),
+                    shared.store.clone(),
                     &lease,
-                    rt.opts.lease_ttl,
-                    rt.leases.clone(),
+                    shared.opts.lease_ttl,
+                    shared.leases.clone(),
                 ));
             }
             troupe_session::TakeOutcome::Held(h) if std::time::Instant::now() >= deadline => {

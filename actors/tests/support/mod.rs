@@ -125,10 +125,11 @@ pub async fn start_runtime_with(dir: &TempDir, base_url: &str, opts: RuntimeOpti
 }
 
 /// The stored child sessions (subagents) of `parent` (after a flush).
-pub async fn children(rt: &Runtime, parent: &SessionId) -> Vec<Session> {
+pub async fn children(runtime: &Runtime, parent: &SessionId) -> Vec<Session> {
     let parent = parent.clone();
-    rt.store().flush().await.expect("flush");
-    rt.store()
+    runtime.store().flush().await.expect("flush");
+    runtime
+        .store()
         .read(move |r| r.children(&parent))
         .await
         .expect("children")
@@ -151,8 +152,8 @@ pub fn prompt(text: &str) -> PromptInput {
 }
 
 /// Run one prompt to its end (bounded by [`DEADLINE`]).
-pub async fn run_prompt(rt: &Runtime, sid: &SessionId, text: &str) -> TurnResult {
-    tokio::time::timeout(DEADLINE, rt.prompt(sid, prompt(text)))
+pub async fn run_prompt(runtime: &Runtime, sid: &SessionId, text: &str) -> TurnResult {
+    tokio::time::timeout(DEADLINE, runtime.prompt(sid, prompt(text)))
         .await
         .expect("turn finished in time")
         .expect("turn ran")
@@ -160,19 +161,20 @@ pub async fn run_prompt(rt: &Runtime, sid: &SessionId, text: &str) -> TurnResult
 
 /// Start [`run_prompt`] on a task of its own, for a test that acts while the turn runs.
 pub fn spawn_prompt(
-    rt: &Runtime,
+    runtime: &Runtime,
     sid: &SessionId,
     text: &str,
 ) -> tokio::task::JoinHandle<TurnResult> {
-    let (rt, sid, text) = (rt.clone(), sid.clone(), text.to_string());
-    tokio::spawn(async move { run_prompt(&rt, &sid, &text).await })
+    let (runtime, sid, text) = (runtime.clone(), sid.clone(), text.to_string());
+    tokio::spawn(async move { run_prompt(&runtime, &sid, &text).await })
 }
 
 /// The stored messages of a session (after a flush).
-pub async fn messages(rt: &Runtime, sid: &SessionId) -> Vec<MessageWithParts> {
+pub async fn messages(runtime: &Runtime, sid: &SessionId) -> Vec<MessageWithParts> {
     let sid = sid.clone();
-    rt.store().flush().await.expect("flush");
-    rt.store()
+    runtime.store().flush().await.expect("flush");
+    runtime
+        .store()
         .read(move |r| r.messages(&sid))
         .await
         .expect("messages")
