@@ -80,6 +80,19 @@ fn live_runtime(shared: &Weak<RuntimeShared>) -> Result<Arc<RuntimeShared>, Tool
         .ok_or_else(|| ToolError::Failed("the runtime is shutting down".into()))
 }
 
+/// What a call of a runtime-bound tool (`task`, `task_status`) starts from: the runtime the
+/// tool is bound to ([`live_runtime`]: an error once it is shutting down) and the call's
+/// arguments parsed for tool `name` ([`troupe_tools::parse_args`]: an error naming the field
+/// that does not fit).
+fn bound_call<A: serde::de::DeserializeOwned>(
+    shared: &Weak<RuntimeShared>,
+    name: &str,
+    args: Value,
+) -> Result<(Arc<RuntimeShared>, A), ToolError> {
+    let shared = live_runtime(shared)?;
+    Ok((shared, troupe_tools::parse_args(name, args)?))
+}
+
 /// Cleans up after a task call that ended early (its future dropped, e.g. the call timed
 /// out and its actor was killed, which also kills the linked child): aborts the child if it
 /// still lives, forgets it in the runtime, and repairs its stored history (unfinished tool
@@ -190,10 +203,9 @@ impl Tool for TaskTool {
         args: Value,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        let shared = self.shared.clone();
+        let call = bound_call::<Args>(&self.shared, "task", args);
         Box::pin(async move {
-            let shared = live_runtime(&shared)?;
-            let args: Args = troupe_tools::parse_args("task", args)?;
+            let (shared, args) = call?;
             run_task(shared, args, ctx, None).await
         })
     }

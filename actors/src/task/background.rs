@@ -303,10 +303,9 @@ impl Tool for TaskStatusTool {
         args: Value,
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        let shared = self.shared.clone();
+        let call = bound_call::<StatusArgs>(&self.shared, "task_status", args);
         Box::pin(async move {
-            let shared = live_runtime(&shared)?;
-            let args: StatusArgs = troupe_tools::parse_args("task_status", args)?;
+            let (shared, args) = call?;
             let mut result = match shared.background.get(args.task_id.as_str()) {
                 Some(b) if b.parent == ctx.session_id => b.result.clone(),
                 _ => {
