@@ -21,7 +21,20 @@
 //!     ├── TitleWorker       first prompt → session title       ignored (default title stays)
 //!     └── SummaryWorker     `summary` agent after a turn that  ignored (no summary stored)
 //!                           changed files
+//!
+//! Outside that tree (spawned unlinked, each the root of its own):
+//!
+//! McpSupervisor (one per runtime with MCP servers)
+//! └── McpServerActor <name>  one per enabled server: its        restarted after a backoff (≤
+//!                            process or HTTP session, tools     mcp_restarts per period), then
+//!                                                               `failed`, its tools withdrawn
+//! SessionActor ses_… of a background subagent (`task` with      restarted from the store, turn
+//!   `background: true`; it outlives the call that started it)   continues (≤ session_restarts),
+//!                                                               then its result is the failure
 //! ```
+//!
+//! A subagent handed to the cluster ([`remote`]) is a turn on another node's runtime, under
+//! that node's root; the `task` call here only waits for its result.
 //!
 //! Every parent keeps the `ActorId` and [`supervision::Role`] of each child it spawned and
 //! overrides `handle_supervisor_evt` (ractor's default would stop the parent), matching each
