@@ -3,6 +3,26 @@
 
 use super::*;
 
+impl Turn {
+    /// A new user message of session `session_id` by this turn's agent and model, created now,
+    /// without a system prompt or summary: what the turn adds itself (a compaction request, the
+    /// "continue" after a summary).
+    fn user_message(&self, session_id: &troupe_session::SessionId) -> UserMessage {
+        UserMessage {
+            id: troupe_session::id::message(),
+            session_id: session_id.clone(),
+            time: UserTime { created: now_ms() },
+            agent: self.agent.name.clone(),
+            model: ModelRef {
+                provider_id: self.model.provider_id.clone(),
+                model_id: self.model.model_id.clone(),
+            },
+            system: None,
+            summary: None,
+        }
+    }
+}
+
 impl SessionActor {
     /// Start a compaction: store the request (a user message with a compaction part) unless
     /// the turn's own message is the request, then run the CompactionWorker.
@@ -28,18 +48,7 @@ impl SessionActor {
         }
         turn.summary_attempts = 0;
         if create_request {
-            let user = UserMessage {
-                id: troupe_session::id::message(),
-                session_id: state.session.id.clone(),
-                time: UserTime { created: now_ms() },
-                agent: turn.agent.name.clone(),
-                model: ModelRef {
-                    provider_id: turn.model.provider_id.clone(),
-                    model_id: turn.model.model_id.clone(),
-                },
-                system: None,
-                summary: None,
-            };
+            let user = turn.user_message(&state.session.id);
             let part = Part::new(
                 &state.session.id,
                 &user.id,
@@ -256,18 +265,7 @@ impl SessionActor {
         let Some(turn) = state.turn.as_mut() else {
             return;
         };
-        let user = UserMessage {
-            id: troupe_session::id::message(),
-            session_id: state.session.id.clone(),
-            time: UserTime { created: now_ms() },
-            agent: turn.agent.name.clone(),
-            model: ModelRef {
-                provider_id: turn.model.provider_id.clone(),
-                model_id: turn.model.model_id.clone(),
-            },
-            system: None,
-            summary: None,
-        };
+        let user = turn.user_message(&state.session.id);
         // After an overflow, the request that was too large is sent again from the summary;
         // otherwise the model is asked to go on.
         let replayed = turn
