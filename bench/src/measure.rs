@@ -240,8 +240,8 @@ mod tests {
         assert!(!compacted(&history), "tool parts are no compaction");
         let mut with_compaction = history.clone();
         with_compaction[0].parts.push(Part::new(
-            "ses_1",
-            "msg_1",
+            &"ses_1".into(),
+            &"msg_1".into(),
             PartKind::Compaction {
                 auto: true,
                 overflow: false,
