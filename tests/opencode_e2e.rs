@@ -311,9 +311,12 @@ async fn pending_of(http: &reqwest::Client, base: &str, sid: &str) -> Value {
 async fn finished_turn(http: &reqwest::Client, base: &str, sid: &str) -> Value {
     for _ in 0..400 {
         let list = get(http, format!("{base}/session/{sid}/message")).await;
+        // A completed step that called tools is not the turn's end: the next step's message
+        // follows it (reading between the two once returned the tool step).
         if let Some(last) = list.as_array().and_then(|l| l.last())
             && last["info"]["role"] == "assistant"
             && is_num(&last["info"]["time"], "completed")
+            && last["info"]["finish"] != "tool-calls"
         {
             return last.clone();
         }
