@@ -64,6 +64,7 @@ pub mod history;
 pub mod inputs;
 pub mod lease;
 pub mod mcp;
+pub mod memory;
 mod options;
 pub mod permission;
 pub mod processor;

@@ -48,6 +48,8 @@ pub struct RuntimeShared {
     pub identity: lease::Identity,
     /// Session leases held by this runtime.
     pub leases: Arc<lease::LeaseBook>,
+    /// Returns freed heap memory to the kernel when no session is live ([`crate::memory`]).
+    pub idle_trim: crate::memory::IdleTrim,
     /// The runtime root's children: session actor id → session id.
     pub(crate) root_children: DashMap<ractor::ActorId, SessionId>,
     /// Session actors that crashed, by session id: (actor, cause), until the prompt whose
@@ -181,6 +183,7 @@ impl Runtime {
                 spawn_lock: tokio::sync::Mutex::new(()),
                 identity: lease::Identity::current(&lease_label),
                 leases: Arc::new(lease::LeaseBook::default()),
+                idle_trim: Default::default(),
                 root_children: DashMap::new(),
                 crashed: DashMap::new(),
                 session_intensity: DashMap::new(),

@@ -164,6 +164,12 @@ async fn read_only_tool_that_crashed_once_is_rerun_and_completes() {
     let tree = runtime.actors();
     assert!(tree.children.is_empty(), "{tree:?}");
     assert_eq!(tree.steps, 2);
+    // No session is live: the runtime returns the freed heap to the kernel, once (not again
+    // every interval while it stays idle).
+    let trims = || runtime.shared().idle_trim.trims.load(Ordering::Relaxed);
+    wait_until("the idle trim", || trims() == 1).await;
+    tokio::time::sleep(troupe_actors::memory::TRIM_INTERVAL * 2).await;
+    assert_eq!(trims(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

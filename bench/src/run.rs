@@ -250,12 +250,21 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
     };
     runs.sort_by_key(|r| r.index);
 
+    let trims = || runtime.shared().idle_trim.trims.load(Ordering::Relaxed);
+    let trims_at_end = trims();
     settle(&runtime).await;
     let live_after = runtime.live_sessions();
     store
         .flush()
         .await
         .map_err(|e| anyhow!("store flush: {e}"))?;
+    // Once no session is live the runtime returns freed heap to the kernel
+    // (`troupe_actors::memory`, 200 ms after the last one stopped, at most once a second):
+    // the RSS at rest is read after that trim, as a user's idle runtime would show it.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while trims() == trims_at_end && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let rss_after = measure::current_rss_mib().await;
     // The same after handing freed heap memory back to the kernel: what is left is live
     // data (plus caches such as SQLite's pages), the rest was the allocator's free lists.

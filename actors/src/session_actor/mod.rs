@@ -277,8 +277,10 @@ impl SessionActor {
                     // Stay until the title arrives; the worker's end brings us back here.
                     return;
                 }
-                // Idle: release the actor (and its memory).
+                // Idle: release the actor (and its memory; the heap is trimmed once no
+                // session is live, `memory`).
                 state.shared.sessions.remove(&state.session.id);
+                crate::memory::IdleTrim::session_stopped(&state.shared);
                 myself.stop(Some("idle".into()));
                 return;
             };
