@@ -353,7 +353,7 @@ pub fn router(
         .with_state(state)
         .layer(DefaultBodyLimit::max(opts.body_limit))
         .layer(axum::middleware::from_fn_with_state(
-            password.is_some(),
+            (password.is_some(), addr),
             peer::guard,
         ))
         .layer(axum::middleware::from_fn_with_state(

@@ -111,7 +111,11 @@ impl Refusal {
 /// Axum middleware: refuse a request per [`verdict`] (see the module docs); `password_set`:
 /// whether the server has a password. Needs the server to be served with connect info;
 /// without it (in-process tests) the request passes.
-pub async fn guard(State(password_set): State<bool>, request: Request, next: Next) -> Response {
+pub async fn guard(
+    State((password_set, server)): State<(bool, SocketAddr)>,
+    request: Request,
+    next: Next,
+) -> Response {
     let state_changing = !matches!(
         *request.method(),
         Method::GET | Method::HEAD | Method::OPTIONS
@@ -126,10 +130,11 @@ pub async fn guard(State(password_set): State<bool>, request: Request, next: Nex
     else {
         return next.run(request).await;
     };
-    let found =
-        tokio::task::spawn_blocking(move || verdict(peer, state_changing, password_set, &Procfs))
-            .await
-            .unwrap_or(Some(Refusal::Unknown));
+    let found = tokio::task::spawn_blocking(move || {
+        verdict_to(peer, Some(server), state_changing, password_set, &Procfs)
+    })
+    .await
+    .unwrap_or(Some(Refusal::Unknown));
     match found {
         Some(r) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", r.message()).into_response(),
         None => next.run(request).await,
@@ -146,6 +151,19 @@ pub fn verdict(
     password_set: bool,
     t: &dyn ProcessTable,
 ) -> Option<Refusal> {
+    verdict_to(peer, None, state_changing, password_set, t)
+}
+
+/// [`verdict`] for a connection from `peer` to the server's listening address `server`: the
+/// client socket is the row whose local end is `peer` **and** whose remote end is `server`
+/// ([`find_socket_to`]).
+pub fn verdict_to(
+    peer: SocketAddr,
+    server: Option<SocketAddr>,
+    state_changing: bool,
+    password_set: bool,
+    t: &dyn ProcessTable,
+) -> Option<Refusal> {
     if password_set && !state_changing {
         return None;
     }
@@ -155,7 +173,7 @@ pub fn verdict(
     // longer than the socket: up to OWNER_ATTEMPTS in all, 2 ms then 5 ms apart.
     let mut found = None;
     for attempt in 0..OWNER_ATTEMPTS {
-        if let Some(row) = find_socket(peer, t) {
+        if let Some(row) = find_socket_to(peer, server, t) {
             let owner = if state_changing {
                 t.socket_owner(row.inode)
             } else {
@@ -233,7 +251,20 @@ const OWNER_ATTEMPTS: usize = 20;
 /// first: a listener on `::` sees an IPv4 client as `::ffff:a.b.c.d`, while the client's
 /// socket is an IPv4 one, in `/proc/net/tcp`.
 pub fn find_socket(peer: SocketAddr, t: &dyn ProcessTable) -> Option<SocketRow> {
+    find_socket_to(peer, None, t)
+}
+
+/// [`find_socket`], also requiring the row's remote end to be `server` (the address the
+/// server listens on; with an unspecified IP only its port is compared). Linux gives the same
+/// ephemeral local port to connections to different destinations, so the local end alone can
+/// name another process's socket (a serve load test was refused as uid 106's client once).
+pub fn find_socket_to(
+    peer: SocketAddr,
+    server: Option<SocketAddr>,
+    t: &dyn ProcessTable,
+) -> Option<SocketRow> {
     let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
+    let server = server.map(|a| SocketAddr::new(a.ip().to_canonical(), a.port()));
     let tables: &[bool] = match peer {
         SocketAddr::V4(_) => &[false, true],
         SocketAddr::V6(_) => &[true],
@@ -242,7 +273,7 @@ pub fn find_socket(peer: SocketAddr, t: &dyn ProcessTable) -> Option<SocketRow> 
         t.net_table(*v6)?
             .lines()
             .skip(1)
-            .find_map(|line| row_of_line(line, peer))
+            .find_map(|line| row_of_line(line, peer, server))
     })
 }
 
@@ -391,18 +422,21 @@ fn own_exe() -> Option<PathBuf> {
 /// Parse one `/proc/net/tcp{,6}` row (`sl local rem st tx:rx tr:when retrnsmt uid timeout
 /// inode …`, addresses as hex words in host byte order) and return its inode and uid when its
 /// local address is `want`. An IPv4 peer also matches its IPv4-mapped IPv6 form.
-fn row_of_line(line: &str, want: SocketAddr) -> Option<SocketRow> {
+fn row_of_line(line: &str, want: SocketAddr, remote: Option<SocketAddr>) -> Option<SocketRow> {
     let cols: Vec<&str> = line.split_whitespace().collect();
-    let (addr, port) = cols.get(1)?.split_once(':')?;
-    if u16::from_str_radix(port, 16).ok()? != want.port() {
+    if !end_is(cols.get(1)?, want.ip(), want.port())? {
         return None;
     }
-    let ip = parse_hex_ip(addr)?;
-    let same = match (ip, want.ip()) {
-        (std::net::IpAddr::V6(a), std::net::IpAddr::V4(b)) => a.to_ipv4_mapped() == Some(b),
-        (a, b) => a == b,
-    };
-    if !same {
+    if let Some(r) = remote
+        && !(if r.ip().is_unspecified() {
+            cols.get(2)?
+                .split_once(':')
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+                == Some(r.port())
+        } else {
+            end_is(cols.get(2)?, r.ip(), r.port())?
+        })
+    {
         return None;
     }
     let inode = cols.get(9)?.parse().ok().filter(|i| *i != 0)?;
@@ -412,6 +446,20 @@ fn row_of_line(line: &str, want: SocketAddr) -> Option<SocketRow> {
 
 /// An address column: the kernel prints each 32-bit word of the network-order address as
 /// the hex of the word read in host byte order, so the word's native bytes are the address.
+/// Whether a row's `HEXIP:HEXPORT` column is `ip:port` (an IPv4 `ip` also matches its
+/// IPv4-mapped IPv6 form). `None` when the column does not parse.
+fn end_is(col: &str, ip: std::net::IpAddr, port: u16) -> Option<bool> {
+    let (addr, p) = col.split_once(':')?;
+    if u16::from_str_radix(p, 16).ok()? != port {
+        return Some(false);
+    }
+    let found = parse_hex_ip(addr)?;
+    Some(match (found, ip) {
+        (std::net::IpAddr::V6(a), std::net::IpAddr::V4(b)) => a.to_ipv4_mapped() == Some(b),
+        (a, b) => a == b,
+    })
+}
+
 fn parse_hex_ip(hex: &str) -> Option<std::net::IpAddr> {
     let word = |s: &str| u32::from_str_radix(s, 16).ok().map(u32::to_ne_bytes);
     match hex.len() {

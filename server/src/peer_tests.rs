@@ -144,19 +144,40 @@ fn proc_net_rows_parse_to_the_local_address() {
         inode: 998877,
         uid: 1000,
     };
-    assert_eq!(row_of_line(v4, peer), Some(found));
-    assert_eq!(row_of_line(v4, "127.0.0.1:41669".parse().unwrap()), None);
-    assert_eq!(row_of_line(v4, "127.0.0.2:41668".parse().unwrap()), None);
+    assert_eq!(row_of_line(v4, peer, None), Some(found));
+    assert_eq!(
+        row_of_line(v4, "127.0.0.1:41669".parse().unwrap(), None),
+        None
+    );
+    assert_eq!(
+        row_of_line(v4, "127.0.0.2:41668".parse().unwrap(), None),
+        None
+    );
     // ::1 and ::ffff:127.0.0.1 in /proc/net/tcp6.
     let v6 = "   0: 00000000000000000000000001000000:A2C4 00000000000000000000000001000000:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 4455 1 0 20 4 30 10 -1";
     assert_eq!(
-        row_of_line(v6, "[::1]:41668".parse().unwrap()).map(|r| r.inode),
+        row_of_line(v6, "[::1]:41668".parse().unwrap(), None).map(|r| r.inode),
         Some(4455)
     );
     let mapped = "   0: 0000000000000000FFFF00000100007F:A2C4 0000000000000000FFFF00000100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 77 1 0 20 4 30 10 -1";
-    assert_eq!(row_of_line(mapped, peer).map(|r| r.inode), Some(77));
-    assert_eq!(row_of_line("garbage", peer), None);
-    assert_eq!(row_of_line("", peer), None);
+    assert_eq!(row_of_line(mapped, peer, None).map(|r| r.inode), Some(77));
+    assert_eq!(row_of_line("garbage", peer, None), None);
+    assert_eq!(row_of_line("", peer, None), None);
+    // With the server's end (1F90 = 8080): the same local end to another destination is not
+    // the client's socket (Linux reuses an ephemeral port across destinations).
+    let server: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+    assert_eq!(row_of_line(v4, peer, Some(server)), Some(found));
+    let elsewhere = "   4: 0100007F:A2C4 0100007F:1538 01 00000000:00000000 00:00000000 00000000   106        0 5566 1 0000000000000000 20 4 30 10 -1";
+    assert_eq!(row_of_line(elsewhere, peer, None).map(|r| r.uid), Some(106));
+    assert_eq!(row_of_line(elsewhere, peer, Some(server)), None);
+    // A server on 0.0.0.0 compares the port only; ::ffff: forms match their IPv4 server.
+    let any: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+    assert_eq!(row_of_line(v4, peer, Some(any)), Some(found));
+    assert_eq!(row_of_line(elsewhere, peer, Some(any)), None);
+    assert_eq!(
+        row_of_line(mapped, peer, Some(server)).map(|r| r.inode),
+        Some(77)
+    );
 }
 
 #[test]
