@@ -149,7 +149,21 @@ pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
             token.cancel();
         }
     });
+    // Turns that a killed process left unfinished (its tools still `running`) are repaired
+    // now and whenever another holder dies, not only when someone prompts the session.
+    let rt3 = runtime.clone();
+    let recovery = tokio::spawn(async move {
+        let mut every = tokio::time::interval(troupe_actors::recover::RECOVER_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            if let Err(e) = rt3.recover_abandoned().await {
+                tracing::warn!(error = %e, "looking for abandoned sessions failed");
+            }
+        }
+    });
     let result = server.run().await;
+    recovery.abort();
     runtime.shutdown().await;
     result.map_err(|e| anyhow!("{e}"))?;
     Ok(ExitCode::SUCCESS)

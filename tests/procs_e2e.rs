@@ -318,3 +318,67 @@ async fn escapes_in_a_provider_error_are_stripped() {
     );
     server.shutdown().await;
 }
+
+/// A session whose `troupe run` was killed mid-tool lists as `interrupted` (not `ok` with a
+/// tool still `running`), and a `troupe serve` on the same store repairs it without being
+/// prompted: the tool part becomes the "outcome unknown" error and the step's message is
+/// closed, after which the list no longer says `interrupted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_run_lists_as_interrupted_and_serve_repairs_it_unprompted() {
+    let needle = "sleep 41.31";
+    let (server, project, child) = run_sleeping(needle, needle).await;
+    let pid = child.id().expect("pid");
+    wait_for("the sleep", || !pgrep(needle).is_empty()).await;
+    signal(pid, "-KILL");
+    let _ = tokio::time::timeout(CLI_RUN_DEADLINE, child.wait_with_output()).await;
+    let _ = wait_gone(needle, Duration::from_secs(10)).await;
+
+    let listed = project.only_session().await;
+    assert_eq!(listed["interrupted"], true, "{listed:#}");
+    assert_eq!(
+        listed["owner"],
+        serde_json::Value::Null,
+        "the dead run drives nothing: {listed:#}"
+    );
+    let sid = listed["id"].as_str().expect("id").to_string();
+    let table = project.troupe(&["session", "list"], &[]).await;
+    assert_success(&table, "session list");
+    assert!(
+        text(&table.stdout).contains("interrupted"),
+        "{}",
+        text(&table.stdout)
+    );
+    let tools = tool_parts(&project.session_messages(&sid).await);
+    assert_eq!(
+        tools[0]["state"]["status"], "running",
+        "not repaired yet: {tools:#?}"
+    );
+
+    let (_serve, _base) = project.serve().await;
+    let mut repaired = serde_json::Value::Null;
+    for _ in 0..100 {
+        let tools = tool_parts(&project.session_messages(&sid).await);
+        if tools[0]["state"]["status"] == "error" {
+            repaired = tools[0]["state"].clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        repaired["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("outcome is unknown")),
+        "serve did not repair the session: {repaired:#}"
+    );
+    let messages = project.session_messages(&sid).await;
+    let last = messages.last().expect("messages");
+    assert!(
+        last["info"]["time"]["completed"].is_number(),
+        "the step's message is closed: {last:#}"
+    );
+    let listed = project.only_session().await;
+    assert_eq!(listed["interrupted"], false, "{listed:#}");
+    // Nothing was prompted: the model was asked once (the request before the crash).
+    assert_eq!(completions(&server).len(), 1);
+    server.shutdown().await;
+}

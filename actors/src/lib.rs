@@ -70,6 +70,7 @@ pub mod permission;
 pub mod processor;
 pub mod progress;
 pub mod question;
+pub mod recover;
 pub mod remote;
 pub mod request;
 pub mod revert;

@@ -100,6 +100,36 @@ pub fn in_dir(directory: &str, dir: Option<&std::path::Path>) -> bool {
     dir.is_none_or(|d| std::path::Path::new(directory).starts_with(d))
 }
 
+/// Who drives the stored sessions, as this process sees the lease table.
+struct Drivers {
+    /// Unexpired leases whose holder may still run, by session.
+    live: std::collections::HashMap<troupe_session::SessionId, troupe_session::LeaseHolder>,
+    /// Sessions whose holder is gone (expired, or dead on this host): interrupted turns.
+    abandoned: std::collections::HashSet<troupe_session::SessionId>,
+}
+
+impl Drivers {
+    async fn read(store: &Store) -> Result<Drivers> {
+        let claim = troupe_actors::lease::Identity::current("troupe session list").claim();
+        let abandoned: std::collections::HashSet<_> = store
+            .abandoned_leases(&claim)
+            .await
+            .map_err(|e| anyhow!("{e}"))?
+            .into_iter()
+            .map(|h| h.session_id)
+            .collect();
+        let live = store
+            .leases()
+            .await
+            .map_err(|e| anyhow!("{e}"))?
+            .into_iter()
+            .filter(|h| !abandoned.contains(&h.session_id))
+            .map(|h| (h.session_id.clone(), h))
+            .collect();
+        Ok(Drivers { live, abandoned })
+    }
+}
+
 /// `troupe session list`: newest first, with the directory of each session; `dir` keeps the
 /// sessions in that directory or below it.
 pub async fn session_list(
@@ -127,14 +157,24 @@ pub async fn session_list(
         })
         .await
         .map_err(|e| anyhow!("{e}"))?;
+    let drivers = Drivers::read(store).await?;
     if json {
-        // Sessions as stored plus `lastError` (`{name, data}` or null), as `GET /session`.
+        // Sessions as stored plus `lastError` (`{name, data}` or null), as `GET /session`,
+        // `owner` (the live lease or null) and `interrupted`.
         let values = rows
             .iter()
             .map(|(s, e)| {
                 let mut v = serde_json::to_value(s)?;
                 if let serde_json::Value::Object(m) = &mut v {
                     m.insert("lastError".into(), serde_json::to_value(e)?);
+                    m.insert(
+                        "owner".into(),
+                        serde_json::to_value(drivers.live.get(&s.id))?,
+                    );
+                    m.insert(
+                        "interrupted".into(),
+                        drivers.abandoned.contains(&s.id).into(),
+                    );
                 }
                 Ok(v)
             })
@@ -158,14 +198,24 @@ pub async fn session_list(
         .max()
         .unwrap_or(9)
         .clamp(9, 40);
-    // `failed: ErrorName` when the session's last turn ended with an error.
-    let status = |e: &Option<troupe_session::MessageError>| match e {
-        Some(e) => one_line(&format!("failed: {}", e.name), 28),
-        None => "ok".to_string(),
+    // `running (pid N)` while a live process drives it, `interrupted` when its driver died
+    // (its last turn is repaired by the next prompt or a `troupe serve` on this store),
+    // `failed: ErrorName` when its last turn ended with an error.
+    let status = |s: &Session, e: &Option<troupe_session::MessageError>| {
+        if drivers.abandoned.contains(&s.id) {
+            return "interrupted".to_string();
+        }
+        if let Some(h) = drivers.live.get(&s.id) {
+            return format!("running (pid {})", h.pid);
+        }
+        match e {
+            Some(e) => one_line(&format!("failed: {}", e.name), 28),
+            None => "ok".to_string(),
+        }
     };
     let w_status = rows
         .iter()
-        .map(|(_, e)| status(e).chars().count())
+        .map(|(s, e)| status(s, e).chars().count())
         .max()
         .unwrap_or(6)
         .max(6);
@@ -180,7 +230,7 @@ pub async fn session_list(
             troupe_session::iso_time(s.time.updated)
                 .get(..19)
                 .unwrap_or(""),
-            status(e),
+            status(s, e),
             s.tokens.total(),
             s.cost.round_dp(6),
             one_line(&short(&s.directory), 40),

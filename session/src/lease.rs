@@ -271,6 +271,29 @@ pub(crate) fn live(
     Ok(out)
 }
 
+/// Every lease row with whether it has expired in the store's clock (for
+/// [`Store::abandoned_leases`]).
+pub(crate) fn all_rows(conn: &Connection) -> rusqlite::Result<Vec<(LeaseHolder, bool)>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS}, expires <= {NOW_MS} FROM session_lease ORDER BY session_id"
+    ))?;
+    let rows = stmt.query_map([], |r| Ok((row_to_holder(r)?, r.get::<_, bool>(8)?)))?;
+    rows.collect()
+}
+
+/// The rows of [`all_rows`] whose holder is gone as `claim` sees it: expired, or held by a
+/// process of `claim`'s host that no longer runs ([`holder_dead`]). The claimant's own
+/// process's leases never count (a stalled heartbeat of a live actor is not abandonment).
+pub(crate) fn abandoned(rows: Vec<(LeaseHolder, bool)>, claim: &LeaseClaim) -> Vec<LeaseHolder> {
+    rows.into_iter()
+        .filter(|(h, expired)| {
+            let own_process = h.pid == claim.pid && h.host == claim.host;
+            h.owner != claim.owner && !own_process && (*expired || holder_dead(h, claim))
+        })
+        .map(|(h, _)| h)
+        .collect()
+}
+
 impl Store {
     /// Take the lease of `session_id` for `ttl` (see the [module docs](self)): `Taken` when
     /// nobody held it, the caller already did, or the holder's lease had expired in the
@@ -334,6 +357,23 @@ impl Store {
         self.with_lease_conn(
             move |c| live(c, Some(&sid)).map(|v| v.into_iter().next()),
             move |pg| pg.leases(Some(&sid2)).map(|v| v.into_iter().next()),
+        )
+        .await
+    }
+
+    /// The leases left behind by holders that are gone, as the process of `claim` sees them:
+    /// expired in the store's clock, or held by a process on `claim`'s host that no longer
+    /// runs (kill -9, a crash). Their sessions may hold a turn that never finished (tool parts
+    /// still `running`); [`Store::lease_take`] with `claim` takes each over. Leases of
+    /// `claim`'s own process never count. One read of the (small) lease table.
+    pub async fn abandoned_leases(
+        &self,
+        claim: &LeaseClaim,
+    ) -> Result<Vec<LeaseHolder>, StoreError> {
+        let (c1, c2) = (claim.clone(), claim.clone());
+        self.with_lease_conn(
+            move |c| all_rows(c).map(|rows| abandoned(rows, &c1)),
+            move |pg| pg.lease_rows().map(|rows| abandoned(rows, &c2)),
         )
         .await
     }
@@ -413,6 +453,55 @@ mod tests {
             a.lease_take(&"ses_2".into(), &here, long).await.unwrap(),
             TakeOutcome::Held(_)
         ));
+    }
+    }
+
+    both_backends! {
+    async fn abandoned_leases_are_the_expired_and_the_dead_holders_but_never_our_own(db) {
+        let a = db.open();
+        let long = Duration::from_secs(600);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let holder = |owner: &str, pid: u32, host: &str| LeaseClaim {
+            owner: owner.into(),
+            pid,
+            host: host.into(),
+            label: "troupe run".into(),
+        };
+        let me = holder("own_me", std::process::id(), "thishost");
+        // Expired (another host, 1 ms TTL), dead on this host, alive on this host, alive
+        // elsewhere, and two of this very process (one expired: a stalled heartbeat).
+        let rows = [
+            ("ses_expired", holder("own_x", 7, "otherhost"), Duration::from_millis(1)),
+            ("ses_dead", holder("own_d", dead, "thishost"), long),
+            ("ses_live", holder("own_l", std::os::unix::process::parent_id(), "thishost"), long),
+            ("ses_remote", holder("own_r", 7, "otherhost"), long),
+            ("ses_mine", holder("own_m", std::process::id(), "thishost"), long),
+            ("ses_mine_stalled", holder("own_s", std::process::id(), "thishost"), Duration::from_millis(1)),
+        ];
+        for (sid, claim, ttl) in &rows {
+            let taken = a.lease_take(&(*sid).into(), claim, *ttl).await.unwrap();
+            assert!(matches!(taken, TakeOutcome::Taken { .. }), "{sid}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let found: Vec<String> = a
+            .abandoned_leases(&me)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|h| h.session_id.to_string())
+            .collect();
+        assert_eq!(found, ["ses_dead", "ses_expired"]);
+        // Each can be taken over by the claimant, and is no longer abandoned once released.
+        for sid in ["ses_dead", "ses_expired"] {
+            assert!(matches!(
+                a.lease_take(&sid.into(), &me, long).await.unwrap(),
+                TakeOutcome::Taken { previous: Some(_), .. }
+            ));
+            a.lease_release(&sid.into(), "own_me").await.unwrap();
+        }
+        assert!(a.abandoned_leases(&me).await.unwrap().is_empty());
     }
     }
 

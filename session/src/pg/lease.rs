@@ -120,6 +120,25 @@ impl Pool {
 }
 
 impl Pool {
+    /// Every lease row with whether it has expired in the database's clock
+    /// ([`crate::Store::abandoned_leases`]).
+    pub(crate) fn lease_rows(&self) -> Result<Vec<(LeaseHolder, bool)>, StoreError> {
+        self.with_pg(|c| {
+            let rows = c.client.query(
+                &format!(
+                    "SELECT {LEASE_COLUMNS}, expires <= {NOW_MS} FROM session_lease ORDER BY session_id"
+                ),
+                &[],
+            )?;
+            Ok(rows
+                .iter()
+                .map(|r| (row_to_holder(r), r.get::<_, bool>(8)))
+                .collect())
+        })
+    }
+}
+
+impl Pool {
     /// [`crate::Store::vacuum`]: cut the logs of sessions nobody drives, then a plain
     /// `VACUUM` of the event table (its space is reused by later rows; `VACUUM FULL`, which
     /// would give it back to the operating system, locks the table against every other
