@@ -231,10 +231,12 @@ pub fn is_local(ip: std::net::IpAddr, t: &dyn ProcessTable) -> bool {
     }
 }
 
-/// The client process of a connection from `peer`, if a troupe tool started it.
-/// Blocking: reads `/proc`. `None` when the owner cannot be found or is not a tool process.
-pub fn tool_peer(peer: SocketAddr) -> Option<ToolPeer> {
-    match verdict(peer, true, true, &Procfs) {
+/// The client process of a connection from `peer` to the server listening on `server`, if a
+/// troupe tool started it (the client socket is matched by both ends, as in
+/// [`verdict_to`]). Blocking: reads `/proc`. `None` when the owner cannot be found or is not
+/// a tool process.
+pub fn tool_peer(peer: SocketAddr, server: SocketAddr) -> Option<ToolPeer> {
+    match verdict_to(peer, Some(server), true, true, &Procfs) {
         Some(Refusal::Tool(t)) => Some(t),
         _ => None,
     }

@@ -188,7 +188,19 @@ fn the_owner_of_a_real_client_socket_is_found() {
     assert_eq!(peer, client.local_addr().unwrap());
     let row = find_socket(peer, &Procfs).expect("the client socket is in /proc/net/tcp");
     assert_eq!(socket_owner(row.inode), Some(std::process::id()));
-    assert_eq!(tool_peer(peer), None, "this test process is not a tool's");
+    let server = listener.local_addr().unwrap();
+    assert_eq!(
+        find_socket_to(peer, Some(server), &Procfs),
+        Some(row),
+        "matched by both ends"
+    );
+    let elsewhere = std::net::SocketAddr::new(server.ip(), server.port() ^ 1);
+    assert_eq!(find_socket_to(peer, Some(elsewhere), &Procfs), None);
+    assert_eq!(
+        tool_peer(peer, server),
+        None,
+        "this test process is not a tool's"
+    );
 }
 
 #[test]
