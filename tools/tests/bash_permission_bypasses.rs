@@ -89,6 +89,10 @@ const ROWS: &[Row] = &[
     ("extdeny", "head outlink/secret", D, EXT),
     ("extdeny", "base64 outlink/secret", D, EXT),
     ("extdeny", "grep -r s outlink", D, EXT),
+    // … also when the link is met inside a walked directory or matched by a glob.
+    ("extdeny", "grep -R s .", D, EXT),
+    ("extdeny", "grep -R s src", A, ""),
+    ("extdeny", "cat */secret", D, EXT),
     ("extdeny", "ls outlink", D, EXT),
     ("extdeny", "zip -r x.zip outlink", D, EXT),
     ("extdeny", "tar -chf x.tar outlink", D, EXT),

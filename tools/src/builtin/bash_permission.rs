@@ -391,6 +391,23 @@ async fn path_requests(
             };
             match found {
                 Some(files) => {
+                    // A symbolic link under the walked directory can lead out of the project
+                    // (`grep -r KEY .` with `./etc -> /etc`): such a file is read there, so
+                    // its directory needs `external_directory` as if it were named. Files
+                    // outside the worktree come back absolute; each directory is checked once.
+                    let mut seen_dirs = std::collections::HashSet::new();
+                    for f in files.iter().filter(|f| Path::new(f).is_absolute()) {
+                        let dir = Path::new(f).parent().unwrap_or(Path::new("/"));
+                        if !seen_dirs.insert(dir) {
+                            continue;
+                        }
+                        let g = paths::external_glob(dir);
+                        if !globs.contains(&g) && !paths::is_inside_project(ctx, dir).await {
+                            globs.push(g);
+                            glob_sources
+                                .push(format!("{f} (under {}, read by {})", u.path, u.source));
+                        }
+                    }
                     for f in files {
                         if !reads.contains(&f) {
                             read_sources
