@@ -12,6 +12,7 @@
 // The report is one `json!` literal with many keys.
 #![recursion_limit = "256"]
 
+mod callgrind;
 mod measure;
 mod mockthread;
 mod options;

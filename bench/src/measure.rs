@@ -65,6 +65,26 @@ pub fn trim_heap() {
     }
 }
 
+/// Σ run-queue wait of the process's threads so far, ns: the second field of every
+/// `/proc/self/task/<tid>/schedstat` (time runnable but not running). `None` when it cannot
+/// be read (not Linux, or schedstats off). Threads that ended meanwhile drop out of the sum,
+/// so a difference of two readings is a lower bound.
+pub fn runqueue_wait_ns() -> Option<u64> {
+    let mut total = 0u64;
+    for entry in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+            continue;
+        };
+        total += parse_schedstat_wait_ns(&text)?;
+    }
+    Some(total)
+}
+
+/// The run-queue wait (second field, ns) of one `schedstat` line: `run_ns wait_ns slices`.
+pub fn parse_schedstat_wait_ns(line: &str) -> Option<u64> {
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Sum of provider time per session, µs: `end_us − start_us` of every finished recorded
 /// request (the mock's microsecond clock), keyed by its `x-session-affinity` header.
 /// Requests without the header or still open are skipped.
@@ -153,6 +173,13 @@ mod tests {
         assert_eq!(percentile(&[3.0], 99.0), Some(3.0));
         assert_eq!(percentile(&[], 50.0), None);
         assert_eq!(percentile(&[5.0, 1.0, 3.0], 50.0), Some(3.0));
+    }
+
+    #[test]
+    fn schedstat_wait_parses_and_rejects() {
+        assert_eq!(parse_schedstat_wait_ns("123 4567 8\n"), Some(4567));
+        assert_eq!(parse_schedstat_wait_ns("123"), None);
+        assert_eq!(parse_schedstat_wait_ns("1 x 2"), None);
     }
 
     #[test]

@@ -77,6 +77,20 @@ pub(crate) struct Args {
     /// `--sessions 1`).
     #[arg(long)]
     step_cpu: bool,
+    /// Read the run-queue wait of every thread of the process (`/proc/self/task/*/schedstat`,
+    /// ns) at each turn's start and end and report it per step beside the overhead: the
+    /// time the process's threads were runnable but had no CPU during the turn.
+    #[arg(long)]
+    runqueue: bool,
+    /// With `--step-cpu`, under `valgrind --tool=callgrind --instr-atstart=no`: instrument
+    /// only the first or the last 100 steps (one run per window).
+    #[arg(long, value_enum)]
+    callgrind_window: Option<crate::callgrind::Window>,
+    /// Exit right after the at-rest RSS readings, without dropping anything: under a heap
+    /// profiler (`heaptrack`, `valgrind --tool=massif`) what the run left live shows as
+    /// memory not freed at exit.
+    #[arg(long)]
+    exit_at_rest: bool,
 }
 
 /// Validated settings.
@@ -96,6 +110,9 @@ pub(crate) struct Settings {
     pub(crate) page_probe: usize,
     pub(crate) turns: usize,
     pub(crate) step_cpu: bool,
+    pub(crate) runqueue: bool,
+    pub(crate) callgrind_window: Option<crate::callgrind::Window>,
+    pub(crate) exit_at_rest: bool,
 }
 
 impl Args {
@@ -115,6 +132,9 @@ impl Args {
         }
         if self.chunk_size == 0 {
             bail!("--chunk-size must be at least 1");
+        }
+        if self.callgrind_window.is_some() && !self.step_cpu {
+            bail!("--callgrind-window needs --step-cpu");
         }
         if self.turns == 0 {
             bail!("--turns must be at least 1");
@@ -141,6 +161,9 @@ impl Args {
             page_probe: self.page_probe,
             turns: self.turns,
             step_cpu: self.step_cpu,
+            runqueue: self.runqueue,
+            callgrind_window: self.callgrind_window,
+            exit_at_rest: self.exit_at_rest,
         })
     }
 }

@@ -40,6 +40,8 @@ pub(crate) struct Measured {
     /// first 10 % of sessions, after the run, after `malloc_trim`, after the page probe.
     pub(crate) rss_base: Option<f64>,
     pub(crate) rss_idle: Option<f64>,
+    /// The idle reading before the runtime's idle trim.
+    pub(crate) rss_idle_untrimmed: Option<f64>,
     pub(crate) rss_tenth: Option<f64>,
     pub(crate) rss_after: Option<f64>,
     pub(crate) rss_after_trim: Option<f64>,
@@ -60,14 +62,33 @@ pub(crate) struct Measured {
     pub(crate) prov_step: Vec<f64>,
     pub(crate) tool_step: Vec<f64>,
     pub(crate) turn_ms: Vec<f64>,
+    /// `--runqueue`: per successful session, the process's run-queue wait during its turns
+    /// per step, ms.
+    pub(crate) runqueue_step: Option<Vec<f64>>,
+    /// The sessions of the highest overhead per step (at most 5, highest first).
+    pub(crate) worst: Vec<SessionTimes>,
     /// Session actors alive after the run.
     pub(crate) live_after: usize,
     /// Requests the mock served.
     pub(crate) mock_requests: usize,
+    /// Of them, records taken from the mock before their response finished.
+    pub(crate) mock_unfinished: usize,
     /// The runtime's counters: steps started, tool crashes, processor crashes.
     pub(crate) counters: (u64, u64, u64),
     /// `--page-probe`.
     pub(crate) pages: Option<PageProbe>,
+}
+
+/// Where one session's turn time went (the tail of the overhead distribution).
+#[derive(Debug, Clone)]
+pub(crate) struct SessionTimes {
+    pub(crate) index: usize,
+    pub(crate) overhead_ms_per_step: f64,
+    /// Σ wall time of its turns, provider time, tool time, run-queue wait (`--runqueue`), ms.
+    pub(crate) turn_ms: f64,
+    pub(crate) provider_ms: f64,
+    pub(crate) tool_ms: f64,
+    pub(crate) runqueue_ms: f64,
 }
 
 /// The JSON object and the text report of `m`, run with settings `s`.
@@ -83,6 +104,7 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         child_cpu_s,
         rss_base,
         rss_idle,
+        rss_idle_untrimmed,
         rss_tenth,
         rss_after,
         rss_after_trim,
@@ -97,8 +119,11 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         prov_step,
         tool_step,
         turn_ms,
+        runqueue_step,
+        worst,
         live_after,
         mock_requests,
+        mock_unfinished,
         counters: (steps_started, tool_crashes, processor_crashes),
         pages,
     } = m;
@@ -176,6 +201,7 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         "rss_base_mib": rss_base.map(round3),
         "rss_idle_between_turns_mib": rss_idle.map(round3),
         "idle_kib_per_session": per_session_kib(rss_idle).map(round3),
+        "idle_untrimmed_kib_per_session": per_session_kib(rss_idle_untrimmed).map(round3),
         "at_rest_kib_per_session": per_session_kib(rss_after).map(round3),
         "rss_after_run_trimmed_mib": rss_after_trim.map(round3),
         "at_rest_trimmed_kib_per_session": per_session_kib(rss_after_trim).map(round3),
@@ -201,8 +227,18 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         "provider_ms_per_step": dist(&prov_step),
         "tool_ms_per_step": dist(&tool_step),
         "turn_ms": dist(&turn_ms),
+        "runqueue_ms_per_step": runqueue_step.as_deref().map(dist),
+        "worst_overhead_sessions": worst.iter().map(|w| json!({
+            "session": w.index,
+            "overhead_ms_per_step": round3(w.overhead_ms_per_step),
+            "turn_ms": round3(w.turn_ms),
+            "provider_ms": round3(w.provider_ms),
+            "tool_ms": round3(w.tool_ms),
+            "runqueue_ms": s.runqueue.then(|| round3(w.runqueue_ms)),
+        })).collect::<Vec<_>>(),
         "live_sessions_after": live_after,
         "mock_requests": mock_requests,
+        "mock_requests_unfinished_when_read": mock_unfinished,
         "counters": {"steps": steps_started, "tool_crashes": tool_crashes, "processor_crashes": processor_crashes},
         "page_probe": pages.as_ref().map(|p| json!({
             "reads": p.us.len(),
@@ -249,9 +285,7 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         opt(growth_per_session_kib)
     ));
     h.push_str(&format!(
-        "  mock records   ~{} MiB of RSS (snapshot copy); growth without them ~{} MiB\n",
-        opt(mock_rss_estimate),
-        opt(growth_troupe)
+        "  mock records   taken out of the mock (freed) before the idle and at-rest readings; {mock_unfinished} read before their response ended\n"
     ));
     h.push_str(&format!(
         "  at rest        {} MiB before the sessions; after the run {} KiB per session ({} after malloc_trim){}\n",
@@ -260,9 +294,10 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         opt(per_session_kib(rss_after_trim)),
         match rss_idle {
             Some(_) => format!(
-                "; idle between turns {} MiB, {} KiB per session",
+                "; idle between turns {} MiB, {} KiB per session ({} before the runtime's idle trim)",
                 opt(rss_idle),
-                opt(per_session_kib(rss_idle))
+                opt(per_session_kib(rss_idle)),
+                opt(per_session_kib(rss_idle_untrimmed))
             ),
             None => String::new(),
         }
@@ -289,8 +324,30 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         ("provider/step", "provider_ms_per_step", ""),
         ("tools/step", "tool_ms_per_step", ""),
         ("turn", "turn_ms", ""),
+        (
+            "run queue/step",
+            "runqueue_ms_per_step",
+            "   (the process's threads runnable without a CPU during the turn)",
+        ),
     ] {
-        h.push_str(&format!("  {label:<15}{} ms{note}\n", fmt_dist(&j[key])));
+        if !j[key].is_null() {
+            h.push_str(&format!("  {label:<15}{} ms{note}\n", fmt_dist(&j[key])));
+        }
+    }
+    for w in worst.iter().take(3) {
+        h.push_str(&format!(
+            "  worst overhead session {}: {:.3} ms/step; turn {:.3} ms = provider {:.3} + tools {:.3} + the rest{}\n",
+            w.index,
+            w.overhead_ms_per_step,
+            w.turn_ms,
+            w.provider_ms,
+            w.tool_ms,
+            if s.runqueue {
+                format!("; run-queue wait {:.3} ms", w.runqueue_ms)
+            } else {
+                String::new()
+            }
+        ));
     }
     h.push_str(&format!(
         "  live sessions  {live_after} after the run; counters: {steps_started} steps, {tool_crashes} tool crashes, {processor_crashes} processor crashes\n"

@@ -21,9 +21,9 @@ use crate::probe::page_probe;
 use crate::report::{self, Measured, Report};
 use crate::{measure, mockthread, script, step_cpu, timed};
 
-/// One turn of one session: its index, its id (once created), the turn's wall time in ms
-/// and its result.
-type TurnDone = (usize, Option<String>, f64, Result<TurnResult, String>);
+/// One turn of one session: its index, its id (once created), the turn's wall time in ms,
+/// the process's run-queue wait during it in ms (`--runqueue`) and its result.
+type TurnDone = (usize, Option<String>, f64, f64, Result<TurnResult, String>);
 
 /// One finished session (all its turns).
 struct SessionRun {
@@ -31,6 +31,8 @@ struct SessionRun {
     session_id: Option<String>,
     /// Wall time of its `prompt` calls (the turns), ms.
     turn_ms: f64,
+    /// `--runqueue`: run-queue wait of the process's threads during its turns, ms.
+    runqueue_ms: f64,
     /// Steps run, over all turns.
     steps: u32,
     /// Why the session failed (the first failed turn), if it did.
@@ -148,20 +150,26 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
     let sem = Arc::new(Semaphore::new(s.parallel));
     // Memory baseline: the runtime and the mock started, no session yet.
     let rss_base = measure::current_rss_mib().await;
-    let step_cpu = s
-        .step_cpu
-        .then(|| step_cpu::start(bus.clone(), mock.cpu_clock()));
+    let step_cpu = s.step_cpu.then(|| {
+        let window = s
+            .callgrind_window
+            .map(|w| (s.sessions * s.steps * s.turns, w));
+        step_cpu::start(bus.clone(), mock.cpu_clock(), window)
+    });
     let usage0 = measure::usage().unwrap_or_default();
     let mock_cpu0 = mock.cpu_s();
     let children0 = measure::children_usage().unwrap_or_default();
     let t0 = Instant::now();
     let mut probe_time = Duration::ZERO;
     let mut rss_idle: Option<f64> = None;
+    let mut rss_idle_untrimmed: Option<f64> = None;
+    let mut mock_log = MockLog::default();
     let mut runs: Vec<SessionRun> = (0..s.sessions)
         .map(|index| SessionRun {
             index,
             session_id: None,
             turn_ms: 0.0,
+            runqueue_ms: 0.0,
             steps: 0,
             error: None,
         })
@@ -184,18 +192,22 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
             let finished = finished.clone();
             let rss_at_tenth = rss_at_tenth.clone();
             let existing = runs[index].session_id.clone();
+            let runqueue = s.runqueue;
             set.spawn(async move {
                 let _permit = permit;
                 let sid = match existing {
                     Some(id) => id,
                     None => match runtime.create_session(&dir, None).await {
                         Ok(session) => session.id.into_string(),
-                        Err(e) => return (index, None, 0.0, Err(format!("create session: {e}"))),
+                        Err(e) => {
+                            return (index, None, 0.0, 0.0, Err(format!("create session: {e}")));
+                        }
                     },
                 };
                 let text = format!(
                     "bench session {index}, turn {turn}: list, read, write, glob and grep this workspace"
                 );
+                let wait0 = runqueue.then(measure::runqueue_wait_ns).flatten();
                 let start = Instant::now();
                 let result = runtime
                     .prompt(
@@ -207,19 +219,24 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
                     )
                     .await;
                 let ms = start.elapsed().as_secs_f64() * 1000.0;
+                let wait_ms = match (wait0, runqueue.then(measure::runqueue_wait_ns).flatten()) {
+                    (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e6,
+                    _ => 0.0,
+                };
                 if turn == 0 && finished.fetch_add(1, Ordering::SeqCst) + 1 == tenth {
                     let rss = measure::current_rss_mib().await;
                     if let Ok(mut slot) = rss_at_tenth.lock() {
                         *slot = rss;
                     }
                 }
-                (index, Some(sid), ms, result.map_err(|e| e.to_string()))
+                (index, Some(sid), ms, wait_ms, result.map_err(|e| e.to_string()))
             });
         }
         while let Some(r) = set.join_next().await {
             match r {
-                Ok((index, sid, ms, result)) => {
+                Ok((index, sid, ms, wait_ms, result)) => {
                     let run = &mut runs[index];
+                    run.runqueue_ms += wait_ms;
                     if sid.is_some() {
                         run.session_id = sid;
                     }
@@ -230,12 +247,19 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
         }
         if turn == 0 && s.turns > 1 {
             // Every session is between its turns: actors stopped, store flushed.
+            let idle_trims = runtime.shared().idle_trim.trims.load(Ordering::Relaxed);
             let p0 = Instant::now();
             settle(&runtime).await;
             store
                 .flush()
                 .await
                 .map_err(|e| anyhow!("store flush: {e}"))?;
+            // The mock's request log is the bench's, not the runtime's: read and freed first.
+            mock_log.drain(server);
+            rss_idle_untrimmed = measure::current_rss_mib().await;
+            // As at rest below: the runtime returns freed heap to the kernel once no session
+            // is live (an idle served runtime shows the RSS after that trim).
+            wait_for_idle_trim(&runtime, idle_trims).await;
             rss_idle = measure::current_rss_mib().await;
             probe_time += p0.elapsed();
         }
@@ -258,19 +282,23 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
         .flush()
         .await
         .map_err(|e| anyhow!("store flush: {e}"))?;
+    mock_log.drain(server);
     // Once no session is live the runtime returns freed heap to the kernel
     // (`troupe_actors::memory`, 200 ms after the last one stopped, at most once a second):
     // the RSS at rest is read after that trim, as a user's idle runtime would show it.
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while trims() == trims_at_end && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_idle_trim(&runtime, trims_at_end).await;
     let rss_after = measure::current_rss_mib().await;
     // The same after handing freed heap memory back to the kernel: what is left is live
     // data (plus caches such as SQLite's pages), the rest was the allocator's free lists.
     measure::trim_heap();
     let rss_after_trim = measure::current_rss_mib().await;
-    // Peak RSS before the request snapshot below (which clones every recorded body).
+    if s.exit_at_rest {
+        // For heap profilers: everything the run left is still allocated at exit.
+        eprintln!(
+            "troupe-bench: exit at rest: RSS base {rss_base:?} MiB, after the run {rss_after:?} MiB, trimmed {rss_after_trim:?} MiB"
+        );
+        std::process::exit(0);
+    }
     let peak_rss_mib = measure::usage().map_or(usage1.max_rss_mib, |u| u.max_rss_mib);
     let rss_tenth = rss_at_tenth.lock().ok().and_then(|g| *g);
     let counters = &runtime.shared().counters;
@@ -280,26 +308,15 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
         counters.processor_crashes.load(Ordering::Relaxed),
     );
 
-    // Provider time per session from the mock's request log (after the RSS readings: the
-    // snapshot clones every recorded request body).
-    let requests = server.requests();
-    // The snapshot is a deep copy of the mock's records, so the RSS it adds estimates what the
-    // mock holds (an underestimate when the allocator reuses freed memory).
-    let rss_after_snapshot = measure::current_rss_mib().await;
-    let mock_rss_estimate = match (rss_after, rss_after_snapshot) {
-        (Some(a), Some(b)) => Some((b - a).max(0.0)),
-        _ => None,
-    };
-    let provider = measure::provider_us_by_session(&requests);
-    let mock_requests = requests.len();
-    // What the mock keeps in memory (it records every request body): serialized size, a lower
-    // bound of its share of the RSS.
-    let mock_body_mib = requests
-        .iter()
-        .map(|r| serde_json::to_string(&r.body).map_or(0, |b| b.len()))
-        .sum::<usize>() as f64
-        / (1024.0 * 1024.0);
-    drop(requests);
+    let MockLog {
+        provider,
+        requests: mock_requests,
+        body_bytes,
+        unfinished: mock_unfinished,
+    } = mock_log;
+    let mock_body_mib = body_bytes as f64 / (1024.0 * 1024.0);
+    // The records were taken out of the mock before the RSS readings.
+    let mock_rss_estimate = None;
 
     // Tool errors from the stored tool parts (tool time comes from the timed tools, in µs),
     // and compactions: the bench's context never fills, so a compaction means the session
@@ -326,6 +343,7 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
     let mut total_steps: u64 = 0;
     let (mut overhead, mut prov_step, mut tool_step, mut turn_ms) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut runqueue_step, mut worst) = (Vec::new(), Vec::new());
     for r in &runs {
         let stored_error = if r.session_id.is_some() {
             stored_iter.next().and_then(|(tool_error, compacted)| {
@@ -358,7 +376,16 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
         let steps = f64::from(r.steps.max(1));
         if let Some(o) = measure::overhead_per_step_ms(r.turn_ms, prov_ms, tools_ms, r.steps) {
             overhead.push(o);
+            worst.push(report::SessionTimes {
+                index: r.index,
+                overhead_ms_per_step: o,
+                turn_ms: r.turn_ms,
+                provider_ms: prov_ms,
+                tool_ms: tools_ms,
+                runqueue_ms: r.runqueue_ms,
+            });
         }
+        runqueue_step.push(r.runqueue_ms / steps);
         prov_step.push(prov_ms / steps);
         tool_step.push(tools_ms / steps);
         turn_ms.push(r.turn_ms / s.turns as f64);
@@ -387,6 +414,7 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
             child_cpu_s: children1.cpu_s - children0.cpu_s,
             rss_base,
             rss_idle,
+            rss_idle_untrimmed,
             rss_tenth,
             rss_after,
             rss_after_trim,
@@ -401,8 +429,15 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
             prov_step,
             tool_step,
             turn_ms,
+            runqueue_step: s.runqueue.then_some(runqueue_step),
+            worst: {
+                worst.sort_by(|a, b| b.overhead_ms_per_step.total_cmp(&a.overhead_ms_per_step));
+                worst.truncate(5);
+                worst
+            },
             live_after,
             mock_requests,
+            mock_unfinished,
             counters: (steps_started, tool_crashes, processor_crashes),
             pages,
         },
@@ -412,6 +447,45 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
     drop(store);
     drop(root);
     Ok(report)
+}
+
+/// What the bench keeps of the mock's request log, which it takes out of the mock (freeing
+/// it) before each RSS reading: the mock is the bench's, not the runtime's.
+#[derive(Default)]
+struct MockLog {
+    /// Σ provider µs per session ([`measure::provider_us_by_session`]).
+    provider: std::collections::HashMap<String, u64>,
+    /// Requests served.
+    requests: usize,
+    /// Serialized size of the recorded bodies (`--record-bodies`), bytes.
+    body_bytes: usize,
+    /// Records taken before their response had finished (their provider time is missing).
+    unfinished: usize,
+}
+
+impl MockLog {
+    fn drain(&mut self, server: &troupe_testkit::MockServer) {
+        let records = server.take_requests();
+        for (sid, us) in measure::provider_us_by_session(&records) {
+            *self.provider.entry(sid).or_default() += us;
+        }
+        self.requests += records.len();
+        self.unfinished += records.iter().filter(|r| r.end_us.is_none()).count();
+        self.body_bytes += records
+            .iter()
+            .filter(|r| !r.body.is_null())
+            .map(|r| serde_json::to_string(&r.body).map_or(0, |b| b.len()))
+            .sum::<usize>();
+    }
+}
+
+/// Wait (at most 3 s) until the runtime's idle trim counter moves past `before`.
+async fn wait_for_idle_trim(runtime: &Runtime, before: u64) {
+    let trims = || runtime.shared().idle_trim.trims.load(Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while trims() == before && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Wait (at most 2 s) until the session actors have stopped: they stop themselves right

@@ -28,8 +28,14 @@ pub struct Sampler {
     task: JoinHandle<(Vec<Sample>, u64)>,
 }
 
-/// Start sampling at every new assistant message on `bus`.
-pub fn start(bus: Bus, mock: CpuClock) -> Sampler {
+/// Start sampling at every new assistant message on `bus`. With `callgrind` (the run's total
+/// steps and `--callgrind-window`), also toggle callgrind's instrumentation at that window's
+/// edges ([`crate::callgrind::action`]).
+pub fn start(
+    bus: Bus,
+    mock: CpuClock,
+    callgrind: Option<(usize, crate::callgrind::Window)>,
+) -> Sampler {
     let mut rx = bus.subscribe();
     let (stop, mut stopped) = oneshot::channel();
     let task = tokio::spawn(async move {
@@ -49,10 +55,16 @@ pub fn start(bus: Bus, mock: CpuClock) -> Sampler {
                         && a.time.completed.is_none()
                         && seen.insert(a.id.to_string())
                     {
+                        let index = samples.len();
                         samples.push(Sample {
                             process_s: measure::usage().map_or(0.0, |u| u.cpu_s),
                             mock_s: mock.seconds(),
                         });
+                        if let Some(a) = callgrind
+                            .and_then(|(total, w)| crate::callgrind::action(index, total, w))
+                        {
+                            crate::callgrind::apply(a);
+                        }
                     }
                 }
                 Err(RecvError::Lagged(n)) => lagged += n,

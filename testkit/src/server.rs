@@ -539,6 +539,13 @@ impl MockServer {
         lock(&self.shared.records).clone()
     }
 
+    /// Takes every recorded request out of the log, in arrival order, leaving it empty (a
+    /// benchmark reads its records and frees them before it measures memory). A response
+    /// still streaming when its record is taken does not get its end time.
+    pub fn take_requests(&self) -> Vec<RecordedRequest> {
+        std::mem::take(&mut *lock(&self.shared.records))
+    }
+
     /// Stops accepting, ends hanging responses, waits up to [`SHUTDOWN_GRACE`] for in-flight
     /// responses, and flushes the log file.
     pub async fn shutdown(mut self) {
