@@ -58,6 +58,10 @@ struct Pending {
     tx: oneshot::Sender<PermissionReply>,
 }
 
+/// Projects whose approvals [`PermissionBroker`] keeps before it forgets the ones without
+/// any (their store row is read again on the next check): 1,024.
+const APPROVALS_CACHED_MAX: usize = 1024;
+
 /// Holds pending permission requests and the projects' "always" approvals.
 pub struct PermissionBroker {
     store: Store,
@@ -106,12 +110,13 @@ impl PermissionBroker {
         let rules: Ruleset = stored
             .and_then(|s| serde_json::from_str(&s).ok())
             .unwrap_or_default();
-        self.approvals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(project.to_string())
-            .or_insert(rules)
-            .clone()
+        let mut map = self.approvals.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= APPROVALS_CACHED_MAX {
+            // A runtime that served many projects (one per session in a benchmark) keeps
+            // only the ones with approvals; an empty one is read again when next needed.
+            map.retain(|_, r| !r.0.is_empty());
+        }
+        map.entry(project.to_string()).or_insert(rules).clone()
     }
 
     /// What the rules (`rules` + the project's approvals) decide for `req`, without asking
