@@ -2,6 +2,8 @@
 //! (wire-formats.md §1 and §3; OpenAI-compatible servers: llama.cpp, vLLM, Ollama, OpenRouter,
 //! DeepSeek, Groq, Mistral, xAI).
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value, json};
 use troupe_config::model::ResolvedModel;
 
@@ -367,6 +369,11 @@ struct ToolState {
 /// emitted, at `[DONE]` or EOF.
 #[derive(Debug)]
 pub struct ChunkAssembler {
+    /// Parse chunks into the typed [`chunk`] structs first (off only in tests, to compare
+    /// with the `Value` path).
+    typed: bool,
+    /// Chunks that went the typed way.
+    typed_chunks: u64,
     output_excludes_reasoning: bool,
     max_tool_argument_bytes: usize,
     block_seq: u64,
@@ -383,6 +390,8 @@ impl ChunkAssembler {
     /// New assembler for `provider_id` (`xai` switches on "completion_tokens excludes reasoning").
     pub fn new(provider_id: &str) -> Self {
         Self {
+            typed: true,
+            typed_chunks: 0,
             output_excludes_reasoning: provider_id == "xai",
             max_tool_argument_bytes: crate::types::DEFAULT_MAX_TOOL_ARGUMENT_BYTES,
             block_seq: 0,
@@ -436,6 +445,17 @@ impl ChunkAssembler {
         if trimmed.is_empty() {
             return Ok(out);
         }
+        // The usual chunk, typed and borrowing its strings; anything it does not model
+        // (an `error`, a field of another type, a repeated key) goes the `Value` way below.
+        if self.typed
+            && trimmed.starts_with('{')
+            && let Ok(c) = serde_json::from_str::<chunk::Chunk<'_>>(trimmed)
+            && c.error.is_none()
+        {
+            self.typed_chunks += 1;
+            self.apply_typed(c, &mut out);
+            return Ok(out);
+        }
         let v: Value = match serde_json::from_str(trimmed) {
             Ok(v) => v,
             Err(_) if !looks_like_json(trimmed) => {
@@ -464,7 +484,23 @@ impl ChunkAssembler {
         };
         if self.finish_reason.is_none() {
             if let Some(delta) = choice.get("delta").filter(|d| d.is_object()) {
-                self.apply_delta(delta, &mut out);
+                let text = |key: &str| {
+                    delta
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .filter(|s| !s.is_empty())
+                };
+                let calls = delta.get("tool_calls").and_then(Value::as_array);
+                self.apply_delta(
+                    text("reasoning_content").or_else(|| text("reasoning")),
+                    [text("content"), text("refusal")],
+                    calls
+                        .into_iter()
+                        .flatten()
+                        .filter(|c| c.is_object())
+                        .map(ToolDelta::of_value),
+                    &mut out,
+                );
             }
             if let Some(fr) = choice.get("finish_reason").and_then(Value::as_str) {
                 self.finish_reason = Some(fr.to_string());
@@ -505,17 +541,59 @@ impl ChunkAssembler {
         }
     }
 
-    fn apply_delta(&mut self, delta: &Value, out: &mut Vec<StreamEvent>) {
-        let reasoning = delta
-            .get("reasoning_content")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .or_else(|| {
-                delta
-                    .get("reasoning")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-            });
+    /// A typed chunk (see [`ChunkAssembler::push`]): the same steps as the `Value` path.
+    fn apply_typed(&mut self, c: chunk::Chunk<'_>, out: &mut Vec<StreamEvent>) {
+        if let Some(u) = c.usage.as_ref().filter(|u| u.is_object()) {
+            self.usage = Some(normalize_usage(u, self.output_excludes_reasoning));
+        }
+        let Some(choices) = c.choices else {
+            return;
+        };
+        let Some(choice) = choices.into_iter().find(|c| c.0.index.unwrap_or(0) == 0) else {
+            return;
+        };
+        let choice = choice.0;
+        if self.finish_reason.is_none() {
+            if let Some(chunk::Obj(delta)) = choice.delta {
+                fn text<'s>(s: &'s Option<chunk::Str<'_>>) -> Option<&'s str> {
+                    s.as_ref().map(|s| s.0.as_ref()).filter(|s| !s.is_empty())
+                }
+                let reasoning = text(&delta.reasoning_content).or_else(|| text(&delta.reasoning));
+                self.apply_delta(
+                    reasoning,
+                    [text(&delta.content), text(&delta.refusal)],
+                    delta.tool_calls.iter().flatten().map(|chunk::Obj(call)| {
+                        let func = call.function.as_ref().map(|f| &f.0);
+                        ToolDelta {
+                            id: text(&call.id),
+                            index: call.index,
+                            name: func
+                                .and_then(|f| f.name.as_ref())
+                                .map_or("", |s| s.0.as_ref()),
+                            args: func
+                                .and_then(|f| f.arguments.as_ref())
+                                .map_or(Cow::Borrowed(""), |s| Cow::Borrowed(s.0.as_ref())),
+                        }
+                    }),
+                    out,
+                );
+            }
+            if let Some(fr) = choice.finish_reason {
+                self.finish_reason = Some(fr.0.into_owned());
+                self.close_all(out);
+            }
+        }
+    }
+
+    /// A delta of choice 0: reasoning text, then text (`content`, `refusal`), then tool-call
+    /// fragments, each already found non-empty / an object.
+    fn apply_delta<'a>(
+        &mut self,
+        reasoning: Option<&str>,
+        texts: [Option<&str>; 2],
+        calls: impl Iterator<Item = ToolDelta<'a>>,
+        out: &mut Vec<StreamEvent>,
+    ) {
         if let Some(r) = reasoning {
             self.close_text(out);
             let id = match &self.reasoning {
@@ -532,56 +610,36 @@ impl ChunkAssembler {
                 text: r.to_string(),
             });
         }
-        for key in ["content", "refusal"] {
-            if let Some(t) = delta
-                .get(key)
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-            {
-                self.close_reasoning(out);
-                let id = match &self.text {
-                    Some(id) => id.clone(),
-                    None => {
-                        let id = self.next_block_id("text");
-                        out.push(StreamEvent::TextStart { id: id.clone() });
-                        self.text = Some(id.clone());
-                        id
-                    }
-                };
-                out.push(StreamEvent::TextDelta {
-                    id,
-                    text: t.to_string(),
-                });
-            }
+        for t in texts.into_iter().flatten() {
+            self.close_reasoning(out);
+            let id = match &self.text {
+                Some(id) => id.clone(),
+                None => {
+                    let id = self.next_block_id("text");
+                    out.push(StreamEvent::TextStart { id: id.clone() });
+                    self.text = Some(id.clone());
+                    id
+                }
+            };
+            out.push(StreamEvent::TextDelta {
+                id,
+                text: t.to_string(),
+            });
         }
-        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-            for call in calls {
-                self.apply_tool_delta(call, out);
-            }
+        for call in calls {
+            self.apply_tool_delta(call, out);
         }
     }
 
-    fn apply_tool_delta(&mut self, call: &Value, out: &mut Vec<StreamEvent>) {
-        if !call.is_object() {
-            return;
-        }
+    fn apply_tool_delta(&mut self, call: ToolDelta<'_>, out: &mut Vec<StreamEvent>) {
         self.close_reasoning(out);
         self.close_text(out);
-        let id = call
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty());
-        let index = call.get("index").and_then(Value::as_u64);
-        let func = call.get("function");
-        let name = func
-            .and_then(|f| f.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let args = match func.and_then(|f| f.get("arguments")) {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Null) | None => String::new(),
-            Some(other) => other.to_string(),
-        };
+        let ToolDelta {
+            id,
+            index,
+            name,
+            args,
+        } = call;
         let pos = match (id, index) {
             (Some(id), Some(ix)) => self
                 .tools
@@ -660,7 +718,7 @@ impl ChunkAssembler {
             if tool.started {
                 out.push(StreamEvent::ToolInputDelta {
                     id: tool.id.clone(),
-                    delta: args,
+                    delta: args.into_owned(),
                 });
             }
         }
@@ -727,6 +785,152 @@ impl ChunkAssembler {
             usage: self.usage.unwrap_or_default(),
             raw_reason: raw,
         });
+    }
+}
+
+/// One tool-call fragment of a delta, from either parse.
+struct ToolDelta<'a> {
+    /// Non-empty `id`.
+    id: Option<&'a str>,
+    index: Option<u64>,
+    /// `function.name`, `""` when absent.
+    name: &'a str,
+    /// `function.arguments`: a string as is, `null`/absent `""`, any other value its JSON.
+    args: Cow<'a, str>,
+}
+
+impl<'a> ToolDelta<'a> {
+    /// From a fragment that is a JSON object.
+    fn of_value(call: &'a Value) -> Self {
+        let func = call.get("function");
+        ToolDelta {
+            id: call
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty()),
+            index: call.get("index").and_then(Value::as_u64),
+            name: func
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+            args: match func.and_then(|f| f.get("arguments")) {
+                Some(Value::String(s)) => Cow::Borrowed(s.as_str()),
+                Some(Value::Null) | None => Cow::Borrowed(""),
+                Some(other) => Cow::Owned(other.to_string()),
+            },
+        }
+    }
+}
+
+/// The streamed chunk as typed structs that borrow their strings from the payload (a
+/// `serde_json::Value` costs an allocation per key and string). Strict on purpose: a field
+/// of another type than modelled, a repeated key or an array where an object belongs fails
+/// the parse, and the chunk goes the `Value` way, so both give the same events.
+mod chunk {
+    use std::borrow::Cow;
+    use std::fmt;
+    use std::marker::PhantomData;
+
+    use serde::Deserialize;
+    use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+    use serde_json::Value;
+
+    /// A `chat.completion.chunk` (the fields read).
+    #[derive(Deserialize)]
+    pub(super) struct Chunk<'a> {
+        /// Present and not `null`: the chunk goes the `Value` way.
+        #[serde(default)]
+        pub error: Option<IgnoredAny>,
+        #[serde(default)]
+        pub usage: Option<Value>,
+        #[serde(default, borrow)]
+        pub choices: Option<Vec<Obj<Choice<'a>>>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Choice<'a> {
+        #[serde(default)]
+        pub index: Option<u64>,
+        #[serde(default, borrow)]
+        pub delta: Option<Obj<Delta<'a>>>,
+        #[serde(default, borrow)]
+        pub finish_reason: Option<Str<'a>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Delta<'a> {
+        #[serde(default, borrow)]
+        pub reasoning_content: Option<Str<'a>>,
+        #[serde(default, borrow)]
+        pub reasoning: Option<Str<'a>>,
+        #[serde(default, borrow)]
+        pub content: Option<Str<'a>>,
+        #[serde(default, borrow)]
+        pub refusal: Option<Str<'a>>,
+        #[serde(default, borrow)]
+        pub tool_calls: Option<Vec<Obj<ToolCall<'a>>>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct ToolCall<'a> {
+        #[serde(default, borrow)]
+        pub id: Option<Str<'a>>,
+        #[serde(default)]
+        pub index: Option<u64>,
+        #[serde(default, borrow)]
+        pub function: Option<Obj<Function<'a>>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Function<'a> {
+        #[serde(default, borrow)]
+        pub name: Option<Str<'a>>,
+        #[serde(default, borrow)]
+        pub arguments: Option<Str<'a>>,
+    }
+
+    /// A JSON string, borrowed from the payload unless it has escapes.
+    pub(super) struct Str<'a>(pub Cow<'a, str>);
+
+    impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V<'a>(PhantomData<&'a ()>);
+            impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+                type Value = Str<'a>;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a string")
+                }
+                fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Str<'a>, E> {
+                    Ok(Str(Cow::Borrowed(v)))
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<Str<'a>, E> {
+                    Ok(Str(Cow::Owned(v.to_owned())))
+                }
+                fn visit_string<E: de::Error>(self, v: String) -> Result<Str<'a>, E> {
+                    Ok(Str(Cow::Owned(v)))
+                }
+            }
+            d.deserialize_str(V(PhantomData))
+        }
+    }
+
+    /// `T` from a JSON object only (a derived struct would also take an array, by position).
+    pub(super) struct Obj<T>(pub T);
+
+    impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V<T>(PhantomData<T>);
+            impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+                type Value = Obj<T>;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Obj<T>, A::Error> {
+                    T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Obj)
+                }
+            }
+            d.deserialize_map(V(PhantomData))
+        }
     }
 }
 

@@ -364,3 +364,81 @@ fn tool_arguments_past_the_cap_end_the_call_with_an_error() {
     assert!(err.contains("limit of 10 bytes"), "{err}");
     assert!(err.contains("at least 18 bytes"), "{err}");
 }
+
+/// Every chunk sequence gives the same events (or the same error) whether chunks are parsed
+/// into the typed structs first or only as `serde_json::Value`s: well-formed streams and
+/// chunks the typed parse does not model (other field types, repeated keys, arrays where an
+/// object belongs, errors, escapes, several choices).
+#[test]
+fn typed_chunk_parse_gives_the_same_events_as_the_value_parse() {
+    let streams: &[&[&str]] = &[
+        &[
+            r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"reasoning_content":"think \"hard\"\n"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"héllo \u00e9\n"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"filePath\":"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"notes.md\"}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":null}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}}}"#,
+            "[DONE]",
+        ],
+        // Reasoning under `reasoning`, refusal text, a second choice, choice 0 later.
+        &[
+            r#"{"choices":[{"index":1,"delta":{"content":"other"}},{"index":0,"delta":{"reasoning":"r","content":"a","refusal":"no"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"b"},"finish_reason":"stop"}]}"#,
+        ],
+        // Fields of other types than modelled: the `Value` way decides.
+        &[
+            r#"{"choices":[{"index":"0","delta":{"content":"x"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":5,"reasoning_content":7,"reasoning":"r2"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[3,{"id":"","index":1,"function":{"name":"glob","arguments":{"pattern":"*"}}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"c2","function":"x"}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":["array","delta"]}]}"#,
+            r#"{"choices":[5,{"index":0,"delta":{"content":"skipped: 5 is choice 0"}}]}"#,
+            r#"{"choices":{"index":0},"usage":7}"#,
+            r#"{"choices":[{"index":0.0,"delta":{"content":"float index"}}]}"#,
+            r#"{"choices":[{"index":-1,"delta":{"content":"negative index"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"a","content":"dup"}}]}"#,
+            r#"{"error":null,"choices":[{"index":0,"delta":{"content":"null error"}}]}"#,
+            r#"{"error":"","choices":[{"index":0,"delta":{"content":"empty error"}}]}"#,
+            r#"{"choices":[{"index":0,"finish_reason":"length","delta":{"tool_calls":[{"index":0,"id":"t","function":{"name":"write","arguments":"{\"a\":"}}]}}]}"#,
+        ],
+        &[r#"{"error":{"message":"boom","code":"server_error"}}"#],
+        &[r#"{"choices":[{"index":0,"delta":{"content":"a"}}]"#],
+        &[r#"["not","an","object"]"#],
+        &[
+            ": keepalive",
+            r#"{"choices":[{"index":0,"delta":{"content":"k"},"finish_reason":"stop"}]} "#,
+        ],
+    ];
+    let run_with = |typed: bool, chunks: &[&str]| {
+        let mut a = ChunkAssembler::new("openai");
+        a.typed = typed;
+        let mut out = Vec::new();
+        for c in chunks {
+            match a.push(c) {
+                Ok(ev) => out.extend(ev),
+                Err(e) => return (out, Some(format!("{:?}: {}", e.kind, e.message))),
+            }
+        }
+        match a.finish() {
+            Ok(ev) => out.extend(ev),
+            Err(e) => return (out, Some(format!("{:?}: {}", e.kind, e.message))),
+        }
+        (out, None)
+    };
+    for (i, chunks) in streams.iter().enumerate() {
+        let typed = run_with(true, chunks);
+        let value = run_with(false, chunks);
+        assert_eq!(typed, value, "stream {i}");
+    }
+    // The well-formed stream went the typed way (all 8 JSON chunks) and said something.
+    let mut a = ChunkAssembler::new("openai");
+    let mut events = Vec::new();
+    for c in streams[0] {
+        events.extend(a.push(c).expect("chunk"));
+    }
+    assert_eq!(a.typed_chunks, 8);
+    assert!(events.len() > 8, "{events:?}");
+}
