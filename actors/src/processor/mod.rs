@@ -9,6 +9,13 @@
 //!
 //! Tool calls run after the stream finished, so a retried attempt never re-runs a tool that
 //! already ran, and a call cut off by the output limit is never executed.
+//!
+//! This file holds the actor, its messages and state, and the step's life (start, what each
+//! message does, the finish). The rest is in sibling modules by purpose: `stream` (the
+//! provider request in its task, with retries), `events` (what a stream event does to the
+//! parts), `parts` (building, updating and saving the parts), `tool_calls` (running the
+//! calls and turning their ends into final tool states) and `clock` (the tool timeout's
+//! clock).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,6 +41,7 @@ use crate::RuntimeShared;
 use crate::tool_call::{ToolCallActor, ToolCallArgs, ToolCallState};
 
 mod clock;
+mod events;
 mod parts;
 mod stream;
 mod tool_calls;
@@ -257,124 +265,6 @@ fn parse_input(raw: &str) -> Result<Value, String> {
 }
 
 impl ProcessorActor {
-    /// Carry out what a stream event does to the step's parts (decided by
-    /// [`crate::stream_parts::step`]).
-    fn handle_event(&self, state: &mut ProcessorState, ev: StreamEvent) {
-        use crate::stream_parts::{NewPart, PartAction};
-        for action in crate::stream_parts::step(&mut state.blocks, state.parts.len(), ev) {
-            match action {
-                PartAction::Open(NewPart::Text) => {
-                    state.push_part(PartKind::Text {
-                        text: String::new(),
-                        synthetic: false,
-                        time: Some(PartTime {
-                            start: now_ms(),
-                            end: None,
-                        }),
-                    });
-                }
-                PartAction::Open(NewPart::Reasoning) => {
-                    state.push_part(PartKind::Reasoning {
-                        text: String::new(),
-                        metadata: None,
-                        time: PartTime {
-                            start: now_ms(),
-                            end: None,
-                        },
-                    });
-                }
-                PartAction::Open(NewPart::Tool { call_id, name }) => {
-                    state.push_part(PartKind::Tool {
-                        call_id,
-                        tool: name,
-                        state: ToolState::Pending {
-                            input: Value::Object(Default::default()),
-                            raw: String::new(),
-                        },
-                    });
-                }
-                PartAction::Append { part, delta } => {
-                    match &mut state.parts[part].kind {
-                        PartKind::Text { text, .. } | PartKind::Reasoning { text, .. } => {
-                            text.push_str(&delta)
-                        }
-                        _ => continue,
-                    }
-                    let p = &state.parts[part];
-                    state.store.write1(Write::Publish(Event::PartDelta {
-                        session_id: p.session_id.clone(),
-                        message_id: p.message_id.clone(),
-                        part_id: p.id.clone(),
-                        field: "text".into(),
-                        delta,
-                    }));
-                }
-                PartAction::CloseText(i) => {
-                    if let PartKind::Text { time: Some(t), .. } = &mut state.parts[i].kind {
-                        t.end = Some(now_ms());
-                    }
-                    state.save_part(i);
-                }
-                PartAction::CloseReasoning { part, signature } => {
-                    if let PartKind::Reasoning { time, metadata, .. } = &mut state.parts[part].kind
-                    {
-                        time.end = Some(now_ms());
-                        if let Some(sig) = signature {
-                            *metadata = Some(serde_json::json!({"signature": sig}));
-                        }
-                    }
-                    state.save_part(part);
-                }
-                PartAction::Call {
-                    part,
-                    call_id,
-                    name,
-                    input,
-                    truncated,
-                    error,
-                } => {
-                    if let PartKind::Tool {
-                        state: ToolState::Pending { raw, .. },
-                        ..
-                    } = &mut state.parts[part].kind
-                    {
-                        raw.clone_from(&input);
-                    }
-                    state.calls.push(PendingCall {
-                        call_id,
-                        name,
-                        input,
-                        truncated,
-                        error,
-                    });
-                }
-                PartAction::Finish { reason, usage } => {
-                    let step = StepUsage {
-                        input: usage.input,
-                        output: usage.output,
-                        reasoning: usage.reasoning,
-                        cache_read: usage.cache_read,
-                        cache_write: usage.cache_write,
-                    };
-                    let (tokens, cost) = usage_cost(step, state.model.cost.as_ref());
-                    state.assistant.tokens = tokens;
-                    state.assistant.cost += cost;
-                    state.assistant.finish = Some(reason.as_str().to_string());
-                    state.push_part(PartKind::StepFinish {
-                        reason: reason.as_str().to_string(),
-                        snapshot: None,
-                        cost,
-                        tokens,
-                    });
-                    state.save_message();
-                    if reason == FinishReason::Length && state.calls.is_empty() {
-                        tracing::debug!(session = %state.assistant.session_id, "step hit the output limit");
-                    }
-                }
-            }
-        }
-    }
-
     fn maybe_finish(&self, myself: &ActorRef<ProcMsg>, state: &mut ProcessorState) {
         if state.stream_done
             && state.tools_started
@@ -668,57 +558,7 @@ impl Actor for ProcessorActor {
                     status: SessionStatus::Busy,
                 }));
             }
-            ProcMsg::ToolTimeout(call_id) => {
-                let found = state
-                    .running
-                    .iter()
-                    .find(|(_, (c, _, _, _))| *c == call_id)
-                    .map(|(id, _)| *id);
-                if let Some(id) = found
-                    && let Some((call_id, cell, token, span)) = state.running.remove(&id)
-                {
-                    crate::spans::tool_call_end(&span, "timeout");
-                    // Kill before cancelling: the kill signal is then seen before the tool's
-                    // aborted return (ractor polls signals first), so the span keeps `timeout`.
-                    cell.kill();
-                    token.cancel();
-                    if let Some(&i) = state.blocks.tool.get(&call_id) {
-                        let (input, start) = match &state.parts[i].kind {
-                            PartKind::Tool {
-                                state: ToolState::Running { input, time, .. },
-                                ..
-                            } => (input.clone(), time.start),
-                            PartKind::Tool { state: s, .. } => (s.input().clone(), now_ms()),
-                            _ => (Value::Null, now_ms()),
-                        };
-                        let ms = match &state.parts[i].kind {
-                            PartKind::Tool { tool, state: s, .. } => state
-                                .shared
-                                .opts
-                                .tool_timeout_for(tool, s.input())
-                                .as_millis(),
-                            _ => state.shared.opts.tool_timeout.as_millis(),
-                        };
-                        state.set_tool_state(
-                            i,
-                            ToolState::Error {
-                                input,
-                                error: format!(
-                                    "Tool execution timed out after {ms} ms and was stopped"
-                                ),
-                                metadata: Some(serde_json::json!({"timeout": true})),
-                                time: ToolTime {
-                                    start,
-                                    end: Some(now_ms()),
-                                    compacted: None,
-                                },
-                            },
-                            None,
-                        );
-                    }
-                    self.maybe_finish(&myself, state);
-                }
-            }
+            ProcMsg::ToolTimeout(call_id) => self.tool_timed_out(&myself, state, call_id),
             ProcMsg::RestartTool(call_id) => {
                 if state.restarting.remove(&call_id) {
                     if state.cancel.is_cancelled() {
@@ -758,83 +598,7 @@ impl Actor for ProcessorActor {
         // Never stop because a child ended: turn it into the tool part's final state.
         match evt {
             SupervisionEvent::ActorTerminated(cell, boxed, _reason) => {
-                let Some((call_id, _, done_token, _)) = state.running.remove(&cell.get_id()) else {
-                    tracing::warn!(actor = %cell.get_id(), "supervision event from an unknown child of a step; ignored");
-                    return Ok(());
-                };
-                // The call is over: end its timeout timer (and anything still holding its token).
-                done_token.cancel();
-                let result = boxed
-                    .and_then(|mut b| b.take::<ToolCallState>().ok())
-                    .and_then(|s| s.result);
-                let Some(&i) = state.blocks.tool.get(&call_id) else {
-                    return Ok(());
-                };
-                let (input, start, metadata) = match &state.parts[i].kind {
-                    PartKind::Tool {
-                        state:
-                            ToolState::Running {
-                                input,
-                                time,
-                                metadata,
-                                ..
-                            },
-                        ..
-                    } => (input.clone(), time.start, metadata.clone()),
-                    PartKind::Tool { state: s, .. } => (s.input().clone(), now_ms(), None),
-                    _ => (Value::Null, now_ms(), None),
-                };
-                let time = ToolTime {
-                    start,
-                    end: Some(now_ms()),
-                    compacted: None,
-                };
-                let new_state = match result {
-                    Some(Ok(ToolOutput {
-                        title,
-                        output,
-                        metadata,
-                    })) => ToolState::Completed {
-                        input,
-                        output,
-                        title,
-                        metadata: Value::Object(metadata),
-                        time,
-                    },
-                    Some(Err(ToolError::Aborted)) => {
-                        let mut m = metadata.unwrap_or_else(|| serde_json::json!({}));
-                        if let Some(o) = m.as_object_mut() {
-                            o.insert("interrupted".into(), Value::Bool(true));
-                        }
-                        ToolState::Error {
-                            input,
-                            error: "Tool execution aborted".into(),
-                            metadata: Some(m),
-                            time,
-                        }
-                    }
-                    Some(Err(e)) => {
-                        if matches!(e, ToolError::PermissionRejected(_)) {
-                            // A plain user reject stops the turn after this step (OpenCode
-                            // `RejectedError`); feedback and rule denials do not.
-                            state.result = StepResult::Stop;
-                        }
-                        ToolState::Error {
-                            input,
-                            error: e.to_string(),
-                            metadata,
-                            time,
-                        }
-                    }
-                    None => ToolState::Error {
-                        input,
-                        error: "Tool execution aborted".into(),
-                        metadata,
-                        time,
-                    },
-                };
-                state.set_tool_state(i, new_state, None);
-                self.maybe_finish(&myself, state);
+                self.tool_ended(&myself, state, cell, boxed);
             }
             SupervisionEvent::ActorFailed(cell, err) => {
                 let Some((call_id, _, done_token, span)) = state.running.remove(&cell.get_id())

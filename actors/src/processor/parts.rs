@@ -86,6 +86,32 @@ impl ProcessorState {
         self.save_part(i);
     }
 
+    /// What the final state of tool part `i` is built from, as the call ends now: the input
+    /// it ran with, its time (its start, ms since the epoch, and now as its end) and the
+    /// running call's metadata. A part that never ran: its input, now to now, no metadata.
+    pub(super) fn tool_ending(&self, i: usize) -> (Value, ToolTime, Option<Value>) {
+        let (input, start, metadata) = match &self.parts[i].kind {
+            PartKind::Tool {
+                state:
+                    ToolState::Running {
+                        input,
+                        time,
+                        metadata,
+                        ..
+                    },
+                ..
+            } => (input.clone(), time.start, metadata.clone()),
+            PartKind::Tool { state: s, .. } => (s.input().clone(), now_ms(), None),
+            _ => (Value::Null, now_ms(), None),
+        };
+        let time = ToolTime {
+            start,
+            end: Some(now_ms()),
+            compacted: None,
+        };
+        (input, time, metadata)
+    }
+
     pub(super) fn close_open_blocks(&mut self) {
         let now = now_ms();
         let open: Vec<usize> = self

@@ -1,6 +1,7 @@
 //! A step's tool calls: starting them once the model's calls are complete, one linked
 //! `ToolCall` actor per call with its timeout (its clock stops while the call waits for a
-//! permission answer, `clock.rs`), and a crashed call becoming an error part.
+//! permission answer, `clock.rs`), and how a call's end becomes its part's final state: its
+//! result, its timeout, or a crash (run again when it only reads, else an error part).
 
 use super::*;
 
@@ -325,14 +326,7 @@ impl ProcessorActor {
         let Some(&i) = state.blocks.tool.get(&call_id) else {
             return;
         };
-        let (input, start) = match &state.parts[i].kind {
-            PartKind::Tool {
-                state: ToolState::Running { input, time, .. },
-                ..
-            } => (input.clone(), time.start),
-            PartKind::Tool { state: s, .. } => (s.input().clone(), now_ms()),
-            _ => (Value::Null, now_ms()),
-        };
+        let (input, time, _) = state.tool_ending(i);
         let mut metadata = serde_json::json!({"crashed": true});
         if role != crate::supervision::Role::ReadOnlyTool {
             metadata["outcome"] = "unknown".into();
@@ -343,13 +337,124 @@ impl ProcessorActor {
                 input,
                 error,
                 metadata: Some(metadata),
-                time: ToolTime {
-                    start,
-                    end: Some(now_ms()),
-                    compacted: None,
-                },
+                time,
             },
             None,
         );
+    }
+
+    /// A tool call ran past its timeout: stop it and make its part an error saying so.
+    pub(super) fn tool_timed_out(
+        &self,
+        myself: &ActorRef<ProcMsg>,
+        state: &mut ProcessorState,
+        call_id: String,
+    ) {
+        let found = state
+            .running
+            .iter()
+            .find(|(_, (c, _, _, _))| *c == call_id)
+            .map(|(id, _)| *id);
+        let Some((call_id, cell, token, span)) = found.and_then(|id| state.running.remove(&id))
+        else {
+            return;
+        };
+        crate::spans::tool_call_end(&span, "timeout");
+        // Kill before cancelling: the kill signal is then seen before the tool's aborted
+        // return (ractor polls signals first), so the span keeps `timeout`.
+        cell.kill();
+        token.cancel();
+        if let Some(&i) = state.blocks.tool.get(&call_id) {
+            let (input, time, _) = state.tool_ending(i);
+            let ms = match &state.parts[i].kind {
+                PartKind::Tool { tool, state: s, .. } => state
+                    .shared
+                    .opts
+                    .tool_timeout_for(tool, s.input())
+                    .as_millis(),
+                _ => state.shared.opts.tool_timeout.as_millis(),
+            };
+            state.set_tool_state(
+                i,
+                ToolState::Error {
+                    input,
+                    error: format!("Tool execution timed out after {ms} ms and was stopped"),
+                    metadata: Some(serde_json::json!({"timeout": true})),
+                    time,
+                },
+                None,
+            );
+        }
+        self.maybe_finish(myself, state);
+    }
+
+    /// A tool-call child stopped: its result (or its abort) becomes the part's final state.
+    /// A plain user reject of a permission stops the turn after this step.
+    pub(super) fn tool_ended(
+        &self,
+        myself: &ActorRef<ProcMsg>,
+        state: &mut ProcessorState,
+        cell: ActorCell,
+        boxed: Option<ractor::actor::messages::BoxedState>,
+    ) {
+        let Some((call_id, _, done_token, _)) = state.running.remove(&cell.get_id()) else {
+            tracing::warn!(actor = %cell.get_id(), "supervision event from an unknown child of a step; ignored");
+            return;
+        };
+        // The call is over: end its timeout timer (and anything still holding its token).
+        done_token.cancel();
+        let result = boxed
+            .and_then(|mut b| b.take::<ToolCallState>().ok())
+            .and_then(|s| s.result);
+        let Some(&i) = state.blocks.tool.get(&call_id) else {
+            return;
+        };
+        let (input, time, metadata) = state.tool_ending(i);
+        let new_state = match result {
+            Some(Ok(ToolOutput {
+                title,
+                output,
+                metadata,
+            })) => ToolState::Completed {
+                input,
+                output,
+                title,
+                metadata: Value::Object(metadata),
+                time,
+            },
+            Some(Err(ToolError::Aborted)) => {
+                let mut m = metadata.unwrap_or_else(|| serde_json::json!({}));
+                if let Some(o) = m.as_object_mut() {
+                    o.insert("interrupted".into(), Value::Bool(true));
+                }
+                ToolState::Error {
+                    input,
+                    error: "Tool execution aborted".into(),
+                    metadata: Some(m),
+                    time,
+                }
+            }
+            Some(Err(e)) => {
+                if matches!(e, ToolError::PermissionRejected(_)) {
+                    // A plain user reject stops the turn after this step (OpenCode
+                    // `RejectedError`); feedback and rule denials do not.
+                    state.result = StepResult::Stop;
+                }
+                ToolState::Error {
+                    input,
+                    error: e.to_string(),
+                    metadata,
+                    time,
+                }
+            }
+            None => ToolState::Error {
+                input,
+                error: "Tool execution aborted".into(),
+                metadata,
+                time,
+            },
+        };
+        state.set_tool_state(i, new_state, None);
+        self.maybe_finish(myself, state);
     }
 }
