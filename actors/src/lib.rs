@@ -77,6 +77,7 @@ pub mod revert;
 mod root;
 mod runtime;
 pub mod session_actor;
+pub mod side_worker;
 pub mod skill;
 pub mod snapshots;
 pub mod spans;

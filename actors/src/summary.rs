@@ -11,21 +11,19 @@ use std::sync::Arc;
 use std::time::Duration;
 use troupe_session::{MessageId, SessionId};
 
-use futures::StreamExt;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio_util::sync::CancellationToken;
 use troupe_config::ResolvedModel;
-use troupe_llm::{ChatMessage, StreamEvent};
+use troupe_llm::ChatMessage;
 use troupe_session::UserSummary;
 
 use crate::RuntimeShared;
+use crate::side_worker::{SideJob, SideState, SideWorker};
 
 /// How long a summary may take before it is given up.
 pub const SUMMARY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most output tokens of a summary.
 pub const SUMMARY_MAX_TOKENS: u64 = 400;
 
-/// Arguments of a summary worker.
+/// Arguments of a summary worker: its job.
 pub struct SummaryArgs {
     /// Shared runtime parts.
     pub shared: Arc<RuntimeShared>,
@@ -41,106 +39,50 @@ pub struct SummaryArgs {
     pub tree_parent: String,
 }
 
-/// Final state: the summary, if one was made.
-pub struct SummaryState {
-    _gauge: crate::ActorGauge,
-    _node: crate::tree::NodeGuard,
-    /// The turn's user message id.
-    pub user_id: MessageId,
-    /// The summary.
-    pub summary: Option<UserSummary>,
-    args: Option<SummaryArgs>,
-}
-
 /// The summary worker actor.
-pub struct SummaryWorker;
+pub type SummaryWorker = SideWorker<SummaryArgs>;
 
-/// Its only message: start.
-#[derive(Debug)]
-pub enum SummaryMsg {
-    /// Ask the model.
-    Start,
-}
+/// Final state: the turn's user message id and its summary (`output`), if one was made.
+pub type SummaryState = SideState<SummaryArgs>;
 
-impl Actor for SummaryWorker {
-    type Msg = SummaryMsg;
-    type State = SummaryState;
-    type Arguments = SummaryArgs;
+impl SideJob for SummaryArgs {
+    /// The turn's user message id and the summary to store on it.
+    type Output = (MessageId, UserSummary);
+    const KIND: crate::tree::Kind = crate::tree::Kind::Summary;
+    const TIMEOUT: Duration = SUMMARY_TIMEOUT;
 
-    async fn pre_start(
-        &self,
-        myself: ActorRef<SummaryMsg>,
-        args: SummaryArgs,
-    ) -> Result<SummaryState, ActorProcessingErr> {
-        myself.cast(SummaryMsg::Start)?;
-        let node = args.shared.tree.register_busy(
-            crate::tree::Kind::Summary,
-            &args.user_id,
-            &args.session_id,
-            &args.tree_parent,
+    fn shared(&self) -> &Arc<RuntimeShared> {
+        &self.shared
+    }
+
+    fn node(&self) -> (&str, &str, &str) {
+        (&self.user_id, &self.session_id, &self.tree_parent)
+    }
+
+    async fn run(self) -> Option<(MessageId, UserSummary)> {
+        let system = self
+            .shared
+            .agents
+            .get("summary")
+            .and_then(|a| a.prompt.clone())
+            .unwrap_or_else(|| "Summarise the changes made in this conversation.".into());
+        let mut messages = vec![ChatMessage::System { content: system }];
+        messages.extend(self.turn);
+        messages.push(ChatMessage::User {
+            content: "Summarise what you did in this conversation.".into(),
+            images: Vec::new(),
+        });
+        let request = crate::request::side_request(
+            &self.model,
+            messages,
+            self.model.max_output_tokens().min(SUMMARY_MAX_TOKENS),
+            None,
+            &self.session_id,
+            Some("summary"),
         );
-        Ok(SummaryState {
-            _gauge: crate::ActorGauge::new(&args.shared.counters.live_actors),
-            _node: node,
-            user_id: args.user_id.clone(),
-            summary: None,
-            args: Some(args),
-        })
+        let out = crate::side_worker::answer_text(&self.shared, &self.model, request).await?;
+        Some((self.user_id, summary_from_response(&out)?))
     }
-
-    async fn handle(
-        &self,
-        myself: ActorRef<SummaryMsg>,
-        _msg: SummaryMsg,
-        state: &mut SummaryState,
-    ) -> Result<(), ActorProcessingErr> {
-        if let Some(args) = state.args.take() {
-            state.summary = tokio::time::timeout(SUMMARY_TIMEOUT, ask(args))
-                .await
-                .ok()
-                .flatten();
-        }
-        myself.stop(None);
-        Ok(())
-    }
-}
-
-async fn ask(args: SummaryArgs) -> Option<UserSummary> {
-    let system = args
-        .shared
-        .agents
-        .get("summary")
-        .and_then(|a| a.prompt.clone())
-        .unwrap_or_else(|| "Summarise the changes made in this conversation.".into());
-    let mut messages = vec![ChatMessage::System { content: system }];
-    messages.extend(args.turn);
-    messages.push(ChatMessage::User {
-        content: "Summarise what you did in this conversation.".into(),
-        images: Vec::new(),
-    });
-    let request = crate::request::side_request(
-        &args.model,
-        messages,
-        args.model.max_output_tokens().min(SUMMARY_MAX_TOKENS),
-        None,
-        &args.session_id,
-        Some("summary"),
-    );
-    let provider = args.shared.provider(&args.model);
-    let mut stream = provider
-        .stream(request, CancellationToken::new())
-        .await
-        .ok()?;
-    let mut out = String::new();
-    while let Some(ev) = stream.next().await {
-        match ev {
-            Ok(StreamEvent::TextDelta { text, .. }) => out.push_str(&text),
-            Ok(StreamEvent::FinishStep { .. }) => break,
-            Ok(_) => {}
-            Err(_) => return None,
-        }
-    }
-    summary_from_response(&out)
 }
 
 /// The summary from the model's answer: the body is the answer trimmed; the title its first

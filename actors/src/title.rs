@@ -11,18 +11,15 @@ use std::sync::Arc;
 use std::time::Duration;
 use troupe_session::SessionId;
 
-use futures::StreamExt;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio_util::sync::CancellationToken;
 use troupe_config::ResolvedModel;
-use troupe_llm::StreamEvent;
 
 use crate::RuntimeShared;
+use crate::side_worker::{SideJob, SideState, SideWorker};
 
 /// How long a title may take before it is given up.
 pub const TITLE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Arguments of a title worker.
+/// Arguments of a title worker: its job.
 pub struct TitleArgs {
     /// Shared runtime parts.
     pub shared: Arc<RuntimeShared>,
@@ -36,93 +33,39 @@ pub struct TitleArgs {
     pub tree_parent: String,
 }
 
-/// Final state: the title, if one was made.
-pub struct TitleState {
-    _gauge: crate::ActorGauge,
-    _node: crate::tree::NodeGuard,
-    /// The cleaned title.
-    pub title: Option<String>,
-    args: Option<TitleArgs>,
-}
-
 /// The title worker actor.
-pub struct TitleWorker;
+pub type TitleWorker = SideWorker<TitleArgs>;
 
-/// Its only message: start.
-#[derive(Debug)]
-pub enum TitleMsg {
-    /// Ask the model.
-    Start,
-}
+/// Final state: the cleaned title (`output`), if one was made.
+pub type TitleState = SideState<TitleArgs>;
 
-impl Actor for TitleWorker {
-    type Msg = TitleMsg;
-    type State = TitleState;
-    type Arguments = TitleArgs;
+impl SideJob for TitleArgs {
+    type Output = String;
+    const KIND: crate::tree::Kind = crate::tree::Kind::Title;
+    const TIMEOUT: Duration = TITLE_TIMEOUT;
 
-    async fn pre_start(
-        &self,
-        myself: ActorRef<TitleMsg>,
-        args: TitleArgs,
-    ) -> Result<TitleState, ActorProcessingErr> {
-        myself.cast(TitleMsg::Start)?;
-        let node = args.shared.tree.register_busy(
-            crate::tree::Kind::Title,
-            &args.session_id,
-            &args.session_id,
-            &args.tree_parent,
+    fn shared(&self) -> &Arc<RuntimeShared> {
+        &self.shared
+    }
+
+    fn node(&self) -> (&str, &str, &str) {
+        (&self.session_id, &self.session_id, &self.tree_parent)
+    }
+
+    async fn run(self) -> Option<String> {
+        let agent = self.shared.agents.get("title").cloned();
+        let system = agent
+            .as_ref()
+            .and_then(|a| a.prompt.clone())
+            .unwrap_or_else(|| "Write a short title.".into());
+        let request = crate::request::title_request(
+            &self.model,
+            &system,
+            agent.as_ref().and_then(|a| a.temperature),
+            &self.text,
+            &self.session_id,
         );
-        Ok(TitleState {
-            _gauge: crate::ActorGauge::new(&args.shared.counters.live_actors),
-            _node: node,
-            title: None,
-            args: Some(args),
-        })
+        let out = crate::side_worker::answer_text(&self.shared, &self.model, request).await?;
+        troupe_session::title::title_from_response(&out)
     }
-
-    async fn handle(
-        &self,
-        myself: ActorRef<TitleMsg>,
-        _msg: TitleMsg,
-        state: &mut TitleState,
-    ) -> Result<(), ActorProcessingErr> {
-        if let Some(args) = state.args.take() {
-            state.title = tokio::time::timeout(TITLE_TIMEOUT, ask(args))
-                .await
-                .ok()
-                .flatten();
-        }
-        myself.stop(None);
-        Ok(())
-    }
-}
-
-async fn ask(args: TitleArgs) -> Option<String> {
-    let agent = args.shared.agents.get("title").cloned();
-    let system = agent
-        .as_ref()
-        .and_then(|a| a.prompt.clone())
-        .unwrap_or_else(|| "Write a short title.".into());
-    let request = crate::request::title_request(
-        &args.model,
-        &system,
-        agent.as_ref().and_then(|a| a.temperature),
-        &args.text,
-        &args.session_id,
-    );
-    let provider = args.shared.provider(&args.model);
-    let mut stream = provider
-        .stream(request, CancellationToken::new())
-        .await
-        .ok()?;
-    let mut out = String::new();
-    while let Some(ev) = stream.next().await {
-        match ev {
-            Ok(StreamEvent::TextDelta { text, .. }) => out.push_str(&text),
-            Ok(StreamEvent::FinishStep { .. }) => break,
-            Ok(_) => {}
-            Err(_) => return None,
-        }
-    }
-    troupe_session::title::title_from_response(&out)
 }

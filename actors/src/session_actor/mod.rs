@@ -548,7 +548,7 @@ impl Actor for SessionActor {
                     .ok()
                     .flatten()
                     .and_then(|mut b| b.take::<crate::title::TitleState>().ok())
-                    .and_then(|t| t.title);
+                    .and_then(|t| t.output);
                 if let Some(t) = title {
                     state.session.title = t;
                     state.session.time.updated = now_ms();
@@ -567,8 +567,7 @@ impl Actor for SessionActor {
                     .flatten()
                     .and_then(|mut b| b.take::<crate::summary::SummaryState>().ok());
                 if let Some(crate::summary::SummaryState {
-                    user_id,
-                    summary: Some(summary),
+                    output: Some((user_id, summary)),
                     ..
                 }) = done
                     && let Some(m) = state.history.iter_mut().find(|m| m.info.id() == &user_id)

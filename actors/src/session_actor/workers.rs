@@ -333,8 +333,13 @@ impl SessionActor {
             model,
             tree_parent: state.node.key().to_string(),
         };
-        match Actor::spawn_linked(None, crate::summary::SummaryWorker, args, myself.get_cell())
-            .await
+        match Actor::spawn_linked(
+            None,
+            crate::summary::SummaryWorker::new(),
+            args,
+            myself.get_cell(),
+        )
+        .await
         {
             Ok((a, _)) => {
                 state.children.insert(a.get_id(), Child::Summary);
@@ -384,8 +389,13 @@ impl SessionActor {
             text: first.to_string(),
             model,
         };
-        if let Ok((a, _)) =
-            Actor::spawn_linked(None, crate::title::TitleWorker, args, myself.get_cell()).await
+        if let Ok((a, _)) = Actor::spawn_linked(
+            None,
+            crate::title::TitleWorker::new(),
+            args,
+            myself.get_cell(),
+        )
+        .await
         {
             state.children.insert(a.get_id(), Child::Title);
             let span =
