@@ -265,10 +265,14 @@ impl McpHub {
         let ev = self.with_slots(|slots| {
             let s = slots.get_mut(name)?;
             f(s);
-            if s.state == McpState::Failed || s.state == McpState::Disabled {
-                s.tools.clear();
+            // Only a connected server has a connection; a failed or disabled one offers no
+            // tools either (a restarting one keeps its list until it reconnects).
+            if s.state != McpState::Connected {
                 s.peer = None;
                 s.pid = None;
+            }
+            if s.state == McpState::Failed || s.state == McpState::Disabled {
+                s.tools.clear();
             }
             Some(Event::McpToolsChanged {
                 server: name.to_string(),
@@ -344,8 +348,6 @@ impl McpHub {
         self.set(name, |s| {
             s.state = McpState::Restarting;
             s.error = Some(error);
-            s.peer = None;
-            s.pid = None;
             s.restarts += 1;
         });
     }
