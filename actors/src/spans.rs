@@ -34,6 +34,24 @@
 use tracing::Span;
 use tracing::field::Empty;
 
+/// A `troupe` span at `info` under `parent`: `name`, the fields known at its start (each
+/// from the variable of its name), the fields recorded later (empty until then), any extra
+/// `key = value` fields, and an empty `otel.status_code` (set to `error` by the `*_end`
+/// helpers).
+macro_rules! troupe_span {
+    ($parent:expr, $name:literal, [$($known:ident),*], [$($later:ident),*] $(, $($extra:tt)+)?) => {
+        tracing::info_span!(
+            target: "troupe",
+            parent: $parent,
+            $name,
+            $($known = $known,)*
+            $($later = Empty,)*
+            $($($extra)+,)?
+            "otel.status_code" = Empty,
+        )
+    };
+}
+
 /// The span of a session actor's life: `session` with `session_id`, `parent_session_id`
 /// (empty for a top-level session) and `title`. `parent` is the task call that started a
 /// subagent; `None` makes the span a root (one trace per top-level session).
@@ -55,18 +73,11 @@ pub fn session(parent: Option<&Span>, session_id: &str, parent_session_id: Optio
 /// A turn: `session_id`, `message_id` (the user message), `agent`, `model`
 /// (`provider/model`); `steps`, `outcome` and `error` are recorded when it ends ([`turn_end`]).
 pub fn turn(parent: &Span, session_id: &str, message_id: &str, agent: &str, model: &str) -> Span {
-    tracing::info_span!(
-        target: "troupe",
-        parent: parent,
+    troupe_span!(
+        parent,
         "turn",
-        session_id = session_id,
-        message_id = message_id,
-        agent = agent,
-        model = model,
-        steps = Empty,
-        outcome = Empty,
-        error = Empty,
-        "otel.status_code" = Empty,
+        [session_id, message_id, agent, model],
+        [steps, outcome, error]
     )
 }
 
@@ -119,18 +130,11 @@ pub fn turn_end(span: &Span, steps: u32, outcome: TurnOutcome, error: Option<&st
 /// (1-based within the turn; 0 for a compaction's summary step); `finish`, `tokens_input`,
 /// `tokens_output` are recorded at its end ([`step_end`]).
 pub fn step(parent: &Span, session_id: &str, message_id: &str, step: u32) -> Span {
-    tracing::info_span!(
-        target: "troupe",
-        parent: parent,
+    troupe_span!(
+        parent,
         "step",
-        session_id = session_id,
-        message_id = message_id,
-        step = step,
-        finish = Empty,
-        tokens_input = Empty,
-        tokens_output = Empty,
-        error = Empty,
-        "otel.status_code" = Empty,
+        [session_id, message_id, step],
+        [finish, tokens_input, tokens_output, error]
     )
 }
 
@@ -159,20 +163,12 @@ pub fn provider_request(
     model: &str,
     attempt: u32,
 ) -> Span {
-    tracing::info_span!(
-        target: "troupe",
-        parent: parent,
+    troupe_span!(
+        parent,
         "provider.request",
-        session_id = session_id,
-        message_id = message_id,
-        model = model,
-        attempt = attempt,
-        status = Empty,
-        ttft_ms = Empty,
-        tokens_input = Empty,
-        tokens_output = Empty,
-        "otel.kind" = "client",
-        "otel.status_code" = Empty,
+        [session_id, message_id, model, attempt],
+        [status, ttft_ms, tokens_input, tokens_output],
+        "otel.kind" = "client"
     )
 }
 
@@ -221,11 +217,11 @@ pub fn retry_wait(
         target: "troupe",
         parent: parent,
         "retry.wait",
-        session_id = session_id,
-        message_id = message_id,
-        attempt = attempt,
-        delay_ms = delay_ms,
-        reason = reason,
+        session_id,
+        message_id,
+        attempt,
+        delay_ms,
+        reason
     )
 }
 
@@ -240,17 +236,11 @@ pub fn tool_call(
     tool: &str,
     restart: u64,
 ) -> Span {
-    tracing::info_span!(
-        target: "troupe",
-        parent: parent,
+    troupe_span!(
+        parent,
         "tool.call",
-        session_id = session_id,
-        message_id = message_id,
-        call_id = call_id,
-        tool = tool,
-        restart = restart,
-        outcome = Empty,
-        "otel.status_code" = Empty,
+        [session_id, message_id, call_id, tool, restart],
+        [outcome]
     )
 }
 
