@@ -9,19 +9,11 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::*;
 use troupe_session::{Message, MessageWithParts, PartKind, SessionId, ToolState};
-use troupe_testkit::{Conversation, MockServer, RecordedRequest, Script, Step};
-
-fn background_task(token: &str) -> Value {
-    json!({
-        "description": format!("job {token}"),
-        "prompt": format!("{token}: do the job and report back"),
-        "subagent_type": "explore",
-        "background": true,
-    })
-}
+use troupe_testkit::task::background_task_args;
+use troupe_testkit::{Conversation, RecordedRequest, Script, Step};
 
 /// The name of the last assistant message's error, if any.
 fn last_error(history: &[MessageWithParts]) -> Option<String> {
@@ -31,26 +23,14 @@ fn last_error(history: &[MessageWithParts]) -> Option<String> {
         .map(|e| e.name.to_string())
 }
 
-/// All message text of a request, joined.
-/// Abort session `sid`'s turn and wait (bounded) until its prompt, running as `turn`, has
-/// returned with `MessageAbortedError`.
-async fn abort_and_wait(
-    runtime: &troupe_actors::Runtime,
-    sid: &SessionId,
-    turn: tokio::task::JoinHandle<Result<troupe_actors::TurnResult, troupe_actors::RuntimeError>>,
-) {
-    runtime.abort(sid);
-    let result = tokio::time::timeout(DEADLINE, turn)
+/// Wait (bounded by [`DEADLINE`]) until every background child of `sid` has ended.
+async fn wait_background(runtime: &troupe_actors::Runtime, sid: &SessionId) {
+    tokio::time::timeout(DEADLINE, runtime.wait_background(sid))
         .await
-        .expect("the parent's prompt returned")
-        .expect("join")
-        .expect("turn");
-    assert_eq!(
-        result.error.as_ref().map(|e| e.name.as_str()),
-        Some("MessageAbortedError")
-    );
+        .expect("the background children ended");
 }
 
+/// All message text of a request, joined.
 fn request_text(r: &RecordedRequest) -> String {
     r.body["messages"]
         .as_array()
@@ -63,8 +43,8 @@ async fn background_children_report_into_the_parents_next_step() {
     let (dir, root) = scratch();
     let script = Script::new(vec![
         Conversation::new(vec![
-            Step::tool("task", background_task("BG-A"))
-                .with_tool("task", background_task("BG-B"))
+            Step::tool("task", background_task_args("BG-A"))
+                .with_tool("task", background_task_args("BG-B"))
                 .with_tool("task_status", json!({"task_id": "ses_not_mine"})),
             // The parent's own work outlasts both children.
             Step::text("my own part is done").with_first_byte_delay_ms(3000),
@@ -80,13 +60,9 @@ async fn background_children_report_into_the_parents_next_step() {
         ])
         .matching("BG-B"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = run_prompt(&runtime, &sid, "PARENT-BG: fan out in the background").await;
     assert_eq!(turn.error, None, "{turn:?}");
     assert_eq!(turn.text.trim(), "both children reported");
@@ -165,7 +141,7 @@ async fn background_children_report_into_the_parents_next_step() {
             k.id
         );
     }
-    runtime.wait_background(&sid).await;
+    wait_background(&runtime, &sid).await;
     runtime.shutdown().await;
     server.shutdown().await;
 }
@@ -175,26 +151,22 @@ async fn aborting_the_parent_stops_its_background_children() {
     let (dir, root) = scratch();
     let script = Script::new(vec![
         Conversation::new(vec![
-            Step::tool("task", background_task("HANG-A"))
-                .with_tool("task", background_task("HANG-B")),
+            Step::tool("task", background_task_args("HANG-A"))
+                .with_tool("task", background_task_args("HANG-B")),
             hanging_text("waiting for them"),
         ])
         .matching("PARENT-ABORT-BG"),
         hanging("HANG-A"),
         hanging("HANG-B"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
-    let (rt1, sid1) = (runtime.clone(), sid.clone());
-    let turn = tokio::spawn(async move {
-        rt1.prompt(&sid1, prompt("PARENT-ABORT-BG: start two and wait"))
-            .await
-    });
+    let sid = new_session(&runtime, &root).await;
+    let turn = spawn_turn(
+        &runtime,
+        &sid,
+        prompt("PARENT-ABORT-BG: start two and wait"),
+    );
     // Two parent requests and one per child.
     wait_until("the children's requests", || {
         completions(&server).len() >= 4
@@ -204,10 +176,8 @@ async fn aborting_the_parent_stops_its_background_children() {
     let tree = serde_json::to_value(runtime.actors()).expect("tree");
     let text = tree.to_string();
     assert!(text.matches("\"kind\":\"session\"").count() >= 3, "{text}");
-    abort_and_wait(&runtime, &sid, turn).await;
-    tokio::time::timeout(DEADLINE, runtime.wait_background(&sid))
-        .await
-        .expect("the background children ended");
+    abort_and_wait(&runtime, &sid, turn, DEADLINE).await;
+    wait_background(&runtime, &sid).await;
     let kids = children(&runtime, &sid).await;
     assert_eq!(kids.len(), 2);
     for k in &kids {
@@ -230,7 +200,7 @@ async fn with_abort_background_off_children_outlive_the_parents_abort() {
     let (dir, root) = scratch();
     let script = Script::new(vec![
         Conversation::new(vec![
-            Step::tool("task", background_task("KEEP-A")),
+            Step::tool("task", background_task_args("KEEP-A")),
             hanging_text("waiting for it"),
             Step::text("thanks for the report"),
         ])
@@ -240,33 +210,22 @@ async fn with_abort_background_off_children_outlive_the_parents_abort() {
         ])
         .matching("KEEP-A"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
-    let url = server.base_url();
-    let runtime = Fixture {
-        config: config_with(&url, json!({"supervision": {"abort_background": false}})),
-        ..Fixture::new(&url)
-    }
-    .start(&dir)
+    let server = start_mock(script).await;
+    let runtime = start_runtime_config(
+        &dir,
+        &server.base_url(),
+        json!({"supervision": {"abort_background": false}}),
+    )
     .await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
-    let (rt1, sid1) = (runtime.clone(), sid.clone());
-    let turn = tokio::spawn(async move {
-        rt1.prompt(&sid1, prompt("PARENT-KEEP-BG: start one and wait"))
-            .await
-    });
+    let sid = new_session(&runtime, &root).await;
+    let turn = spawn_turn(&runtime, &sid, prompt("PARENT-KEEP-BG: start one and wait"));
     wait_until("the parent's second request", || {
         requests_of(&server, &sid).len() >= 2
     })
     .await;
-    abort_and_wait(&runtime, &sid, turn).await;
+    abort_and_wait(&runtime, &sid, turn, DEADLINE).await;
     // The child was not aborted: it finishes and its result starts a new turn of the parent.
-    tokio::time::timeout(DEADLINE, runtime.wait_background(&sid))
-        .await
-        .expect("the background child ended");
+    wait_background(&runtime, &sid).await;
     let kids = children(&runtime, &sid).await;
     assert_eq!(kids.len(), 1);
     assert_eq!(last_error(&messages(&runtime, &kids[0].id).await), None);
@@ -291,7 +250,7 @@ async fn a_crashed_background_child_is_restarted_and_its_result_delivered() {
     let (dir, root) = scratch();
     let script = Script::new(vec![
         Conversation::new(vec![
-            Step::tool("task", background_task("BG-CRASH")),
+            Step::tool("task", background_task_args("BG-CRASH")),
             Step::text("started it"),
             Step::text("the child reported"),
         ])
@@ -302,32 +261,19 @@ async fn a_crashed_background_child_is_restarted_and_its_result_delivered() {
         ])
         .matching("BG-CRASH"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
-    let url = server.base_url();
-    let runtime = Fixture {
-        config: config_with(&url, json!({"supervision": {"backoff_ms": 1}})),
-        ..Fixture::new(&url)
-    }
-    .start(&dir)
+    let server = start_mock(script).await;
+    let runtime = start_runtime_config(
+        &dir,
+        &server.base_url(),
+        json!({"supervision": {"backoff_ms": 1}}),
+    )
     .await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     // Only the child's actor crashes, once, as it takes its first finished step.
-    let parent = sid.clone();
-    let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    runtime.inject_faults(std::sync::Arc::new(move |p, key| {
-        p == troupe_actors::faults::FaultPoint::SessionStep
-            && key != parent
-            && !fired.swap(true, std::sync::atomic::Ordering::SeqCst)
-    }));
+    runtime.inject_faults(child_step_crash_once(&sid));
     let turn = run_prompt(&runtime, &sid, "PARENT-CRASH-BG: start one").await;
     assert_eq!(turn.error, None, "{turn:?}");
-    tokio::time::timeout(DEADLINE, runtime.wait_background(&sid))
-        .await
-        .expect("the background child ended");
+    wait_background(&runtime, &sid).await;
     let reqs = requests_of(&server, &sid);
     assert_eq!(reqs.len(), 3, "the child's result started one more turn");
     let third = request_text(&reqs[2]);
@@ -339,14 +285,10 @@ async fn a_crashed_background_child_is_restarted_and_its_result_delivered() {
     let kids = children(&runtime, &sid).await;
     assert_eq!(kids.len(), 1);
     assert_eq!(last_error(&messages(&runtime, &kids[0].id).await), None);
-    let restarts = runtime
-        .shared()
-        .counters
-        .snapshot()
-        .into_iter()
-        .find(|(n, l, _)| *n == "actor_restarts_total" && l == "role=\"session\"")
-        .map(|(_, _, v)| v);
-    assert_eq!(restarts, Some(1));
+    assert_eq!(
+        labeled(&runtime, "actor_restarts_total", "role=\"session\""),
+        1
+    );
     runtime.shutdown().await;
     server.shutdown().await;
 }

@@ -9,12 +9,11 @@ use support::*;
 use tempfile::TempDir;
 use troupe_actors::PromptInput;
 use troupe_session::ToolState;
-use troupe_testkit::{MockServer, Script, Step};
+use troupe_testkit::{Script, Step};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn todowrite_stores_publishes_and_todoread_reads_back() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let todos = json!([
         {"content": "write the parser", "status": "in_progress", "priority": "high"},
         {"content": "test it", "status": "pending", "priority": "medium"}
@@ -24,14 +23,10 @@ async fn todowrite_stores_publishes_and_todoread_reads_back() {
         Step::tool("todoread", json!({})),
         Step::text("planned"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
     let mut rx = runtime.bus().subscribe();
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = run_prompt(&runtime, &sid, "plan the work").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
 
@@ -67,8 +62,7 @@ async fn todowrite_stores_publishes_and_todoread_reads_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subagents_are_denied_todowrite_by_default() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::single(vec![
         Step::tool(
             "todowrite",
@@ -76,22 +70,15 @@ async fn subagents_are_denied_todowrite_by_default() {
         ),
         Step::text("done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let input = PromptInput {
         text: "explore".into(),
         agent: Some("explore".into()),
         ..Default::default()
     };
-    let turn = tokio::time::timeout(DEADLINE, runtime.prompt(&sid, input))
-        .await
-        .expect("in time")
-        .expect("ran");
+    let turn = run_input(&runtime, &sid, input).await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let first = &server.requests()[0];
     let offered = first.offered_tools();
@@ -139,8 +126,7 @@ async fn page_server(body: &'static str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webfetch_returns_the_page_as_markdown_to_the_model() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let base = page_server(
         "<html><head><script>track()</script></head><body><h1>Release notes</h1><p>Version <b>2.0</b> is out.</p></body></html>",
     )
@@ -150,13 +136,9 @@ async fn webfetch_returns_the_page_as_markdown_to_the_model() {
         Step::tool("webfetch", json!({"url": "ftp://example.com/x"})),
         Step::text("read it"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = run_prompt(&runtime, &sid, "what is new?").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let parts = tool_parts(&messages(&runtime, &sid).await);
@@ -180,8 +162,7 @@ async fn webfetch_returns_the_page_as_markdown_to_the_model() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skills_are_listed_loaded_on_demand_and_permission_checked() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let write = |rel: &str, text: &str| {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -217,7 +198,7 @@ async fn skills_are_listed_loaded_on_demand_and_permission_checked() {
         Step::tool("skill", json!({"name": "nope"})),
         Step::text("released"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let mut fx = Fixture::new(&server.base_url());
     fx.config = config_with(
         &server.base_url(),
@@ -228,11 +209,7 @@ async fn skills_are_listed_loaded_on_demand_and_permission_checked() {
             global.path().to_path_buf(),
         )));
     let runtime = fx.start(&dir).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = run_prompt(&runtime, &sid, "cut a release").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
 
@@ -279,8 +256,7 @@ async fn skills_are_listed_loaded_on_demand_and_permission_checked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gpt_models_get_apply_patch_instead_of_edit_and_write() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     std::fs::write(root.join("app.py"), "def answer():\n    return 41\n").unwrap();
     let patch = "*** Begin Patch\n*** Update File: app.py\n@@ def answer():\n-    return 41\n+    return 42\n*** Add File: README.md\n+# App\n*** End Patch";
     let script = Script::single(vec![
@@ -292,7 +268,7 @@ async fn gpt_models_get_apply_patch_instead_of_edit_and_write() {
         Step::text("patched"),
         Step::text("plain model"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let base = server.base_url();
     let mut fx = Fixture::new(&base);
     fx.config = config_with(
@@ -311,11 +287,7 @@ async fn gpt_models_get_apply_patch_instead_of_edit_and_write() {
         }),
     );
     let runtime = fx.start(&dir).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = run_prompt(&runtime, &sid, "fix the answer").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let reqs = completions(&server);
@@ -360,10 +332,7 @@ async fn gpt_models_get_apply_patch_instead_of_edit_and_write() {
         model: Some("mock/mock-model".into()),
         ..Default::default()
     };
-    let turn = tokio::time::timeout(DEADLINE, runtime.prompt(&sid, input))
-        .await
-        .expect("in time")
-        .expect("ran");
+    let turn = run_input(&runtime, &sid, input).await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let tools = completions(&server)
         .last()
@@ -381,19 +350,14 @@ async fn gpt_models_get_apply_patch_instead_of_edit_and_write() {
 /// `question` in a run that cannot ask).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_tool_is_answered_with_the_tools_the_step_offered() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::single(vec![
         Step::tool("reed", json!({"filePath": "x"})),
         Step::text("sorry"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = run_prompt(&runtime, &sid, "read x").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let offered = completions(&server)[0].offered_tools();
@@ -421,8 +385,7 @@ async fn an_unknown_tool_is_answered_with_the_tools_the_step_offered() {
 /// asked for them, and their lines never reach the provider; `read .env` still asks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grep_leaves_out_files_the_read_rules_guard() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     std::fs::write(root.join(".env"), "SECRETVAL=1\n").unwrap();
     std::fs::create_dir(root.join("sub")).unwrap();
     std::fs::write(root.join("sub/.env"), "SECRETVAL=2\n").unwrap();
@@ -432,10 +395,10 @@ async fn grep_leaves_out_files_the_read_rules_guard() {
         Step::tool("grep", json!({"pattern": "SECRETVAL", "include": "*"})),
         Step::text("done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let rt = start_runtime(&dir, &server.base_url()).await;
     let mut rx = rt.bus().subscribe();
-    let sid = rt.create_session(&root, None).await.expect("session").id;
+    let sid = new_session(&rt, &root).await;
     let turn = run_prompt(&rt, &sid, "find the secret").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let parts = tool_parts(&messages(&rt, &sid).await);

@@ -13,13 +13,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use support::*;
 use troupe_actors::faults::FaultPoint;
 use troupe_session::ToolState;
-use troupe_testkit::{Conversation, Exhausted, MockServer, Script, Step, UsageSpec};
-use troupe_tools::{Registry, Tool, ToolContext, ToolError, ToolOutput};
+use troupe_testkit::{Conversation, Exhausted, Script, Step, UsageSpec};
+use troupe_tools::{Registry, ToolContext};
 
 /// Turns in the test (one per session, run 16 at a time).
 const TURNS: usize = 520;
@@ -55,111 +54,66 @@ impl Rng {
 /// Runs of a tool, by (assistant message id, call id).
 type Runs = Arc<Mutex<HashMap<(String, String), usize>>>;
 
-/// `chaos_read`: read-only; panics on the first run of a call whose input says
-/// `crash_once`, and at random otherwise.
-struct ChaosRead {
-    runs: Runs,
-    rng: Arc<Rng>,
-    panics: Arc<AtomicUsize>,
-}
-
-/// `chaos_write`: side-effecting; panics at random; every run is recorded.
-struct ChaosWrite {
-    runs: Runs,
-    rng: Arc<Rng>,
-    panics: Arc<AtomicUsize>,
-}
-
 fn schema() -> Value {
     json!({"type": "object", "properties": {"crash_once": {"type": "boolean"}}})
 }
 
-impl Tool for ChaosRead {
-    fn name(&self) -> &'static str {
-        "chaos_read"
-    }
-    fn description(&self) -> String {
-        "Chaos test tool (read-only).".into()
-    }
-    fn parameters(&self) -> Value {
-        schema()
-    }
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        let run = {
-            let mut runs = self.runs.lock().unwrap();
-            let n = runs.entry((ctx.message_id, ctx.call_id)).or_insert(0);
-            *n += 1;
-            *n
-        };
-        let crash = (run == 1 && args["crash_once"] == true) || self.rng.chance(50);
-        if crash {
-            self.panics.fetch_add(1, Ordering::SeqCst);
-        }
-        Box::pin(async move {
+/// `chaos_read`: read-only; panics on the first run of a call whose input says
+/// `crash_once`, and at random otherwise.
+fn chaos_read(runs: Runs, rng: Arc<Rng>, panics: Arc<AtomicUsize>) -> FnTool {
+    FnTool::new(
+        "chaos_read",
+        "Chaos test tool (read-only).",
+        move |args, ctx: ToolContext| {
+            let run = {
+                let mut runs = runs.lock().unwrap();
+                let n = runs.entry((ctx.message_id, ctx.call_id)).or_insert(0);
+                *n += 1;
+                *n
+            };
+            let crash = (run == 1 && args["crash_once"] == true) || rng.chance(50);
             if crash {
-                panic!("chaos: read crashed on run {run}");
+                panics.fetch_add(1, Ordering::SeqCst);
             }
-            Ok(ToolOutput {
-                title: "read".into(),
-                output: format!("read on run {run}"),
-                metadata: Default::default(),
+            Box::pin(async move {
+                if crash {
+                    panic!("chaos: read crashed on run {run}");
+                }
+                Ok(output("read", format!("read on run {run}")))
             })
-        })
-    }
+        },
+    )
+    .with_parameters(schema())
 }
 
-impl Tool for ChaosWrite {
-    fn name(&self) -> &'static str {
-        "chaos_write"
-    }
-    fn description(&self) -> String {
-        "Chaos test tool (side-effecting).".into()
-    }
-    fn parameters(&self) -> Value {
-        schema()
-    }
-    fn execute(
-        &self,
-        _args: Value,
-        ctx: ToolContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        *self
-            .runs
-            .lock()
-            .unwrap()
-            .entry((ctx.message_id, ctx.call_id))
-            .or_insert(0) += 1;
-        let crash = self.rng.chance(150);
-        if crash {
-            self.panics.fetch_add(1, Ordering::SeqCst);
-        }
-        Box::pin(async move {
+/// `chaos_write`: side-effecting; panics at random; every run is recorded.
+fn chaos_write(runs: Runs, rng: Arc<Rng>, panics: Arc<AtomicUsize>) -> FnTool {
+    FnTool::new(
+        "chaos_write",
+        "Chaos test tool (side-effecting).",
+        move |_, ctx: ToolContext| {
+            *runs
+                .lock()
+                .unwrap()
+                .entry((ctx.message_id, ctx.call_id))
+                .or_insert(0) += 1;
+            let crash = rng.chance(150);
             if crash {
-                panic!("chaos: write crashed");
+                panics.fetch_add(1, Ordering::SeqCst);
             }
-            Ok(ToolOutput {
-                title: "write".into(),
-                output: "written".into(),
-                metadata: Default::default(),
+            Box::pin(async move {
+                if crash {
+                    panic!("chaos: write crashed");
+                }
+                Ok(output("write", "written"))
             })
-        })
-    }
+        },
+    )
+    .with_parameters(schema())
 }
 
 fn counter(runtime: &troupe_actors::Runtime, name: &str, role: &str) -> u64 {
-    let labels = format!("role=\"{role}\"");
-    runtime
-        .shared()
-        .counters
-        .snapshot()
-        .into_iter()
-        .find(|(n, l, _)| *n == name && *l == labels)
-        .map(|(_, _, v)| v)
-        .unwrap_or(0)
+    labeled(runtime, name, &format!("role=\"{role}\""))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -216,23 +170,23 @@ async fn chaos_turns_end_in_defined_states() {
         // assistant messages; past the end the mock answers with a plain text.
         Conversation::new(vec![tools_step(), Step::text("done")]),
     ]);
-    let server = MockServer::start(script).await.unwrap();
+    let server = start_mock(script).await;
     let rng = Arc::new(Rng(AtomicU64::new(0x9E37_79B9_7F4A_7C15)));
     let read_runs: Runs = Default::default();
     let write_runs: Runs = Default::default();
     let read_panics = Arc::new(AtomicUsize::new(0));
     let write_panics = Arc::new(AtomicUsize::new(0));
     let mut registry = Registry::builtin();
-    registry.register(Arc::new(ChaosRead {
-        runs: read_runs.clone(),
-        rng: rng.clone(),
-        panics: read_panics.clone(),
-    }));
-    registry.register(Arc::new(ChaosWrite {
-        runs: write_runs.clone(),
-        rng: rng.clone(),
-        panics: write_panics.clone(),
-    }));
+    registry.register(Arc::new(chaos_read(
+        read_runs.clone(),
+        rng.clone(),
+        read_panics.clone(),
+    )));
+    registry.register(Arc::new(chaos_write(
+        write_runs.clone(),
+        rng.clone(),
+        write_panics.clone(),
+    )));
     let mut f = Fixture::new(&server.base_url());
     f.config = config_limited(
         &server.base_url(),
@@ -269,7 +223,7 @@ async fn chaos_turns_end_in_defined_states() {
         let mut set = tokio::task::JoinSet::new();
         for &i in chunk {
             let runtime = runtime.clone();
-            let sid = runtime.create_session(&root, None).await.unwrap().id;
+            let sid = new_session(&runtime, &root).await;
             sessions.push(sid.clone());
             let text = if i % COMPACT_EVERY == 0 {
                 format!("OVERFLOW turn {i}")

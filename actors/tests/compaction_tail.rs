@@ -10,7 +10,7 @@ use support::*;
 use troupe_actors::{RuntimeOptions, TurnResult};
 use troupe_session::SessionId;
 use troupe_session::{Message, PartKind};
-use troupe_testkit::{Conversation, MockServer, RecordedRequest, Script, Step};
+use troupe_testkit::{Conversation, RecordedRequest, Script, Step};
 
 /// Start of the compaction agent's system prompt (selects the summary conversation).
 const COMPACTION_SYSTEM: &str = "You are summarising a coding conversation";
@@ -55,7 +55,7 @@ async fn run(runtime: &troupe_actors::Runtime, sid: &SessionId, text: &str) -> T
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forty_turns_compact_several_times_and_keep_the_last_two_turns() {
-    let server = MockServer::start(script()).await.expect("mock");
+    let server = start_mock(script()).await;
     let opts = RuntimeOptions {
         titles: false,
         summaries: false,
@@ -67,11 +67,7 @@ async fn forty_turns_compact_several_times_and_keep_the_last_two_turns() {
     let mut probe = Fixture::new(&server.base_url());
     probe.opts = opts.clone();
     let probe = probe.start(&probe_dir).await;
-    let psid = probe
-        .create_session(probe_dir.path(), None)
-        .await
-        .expect("session")
-        .id;
+    let psid = new_session(&probe, probe_dir.path()).await;
     run(&probe, &psid, &turn_prompt(0)).await;
     let base = completions(&server)[0].body.to_string().len() as u64 / 4;
     probe.shutdown().await;
@@ -91,11 +87,7 @@ async fn forty_turns_compact_several_times_and_keep_the_last_two_turns() {
         }),
     );
     let runtime = fx.start(&dir).await;
-    let sid = runtime
-        .create_session(dir.path(), None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, dir.path()).await;
     for n in 0..40 {
         run(&runtime, &sid, &turn_prompt(n)).await;
     }

@@ -5,32 +5,19 @@
 
 mod support;
 
-use serde_json::json;
 use support::*;
-use troupe_testkit::{Conversation, MockServer, Script, Step};
+use troupe_testkit::Script;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_busy_session_waits_for_its_aborted_turn() {
     let (dir, root) = scratch();
-    let script = Script::new(vec![
-        Conversation::new(vec![
-            Step::tool("test_sleep", json!({"ms": 60000})),
-            Step::text("never reached"),
-        ])
-        .matching("BUSY"),
-    ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let script = Script::new(vec![sleeping("BUSY")]);
+    let server = start_mock(script).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
     // Several sessions, so other sessions' writes share the writer's batches.
     let mut sids = Vec::new();
     for _ in 0..4 {
-        sids.push(
-            runtime
-                .create_session(&root, None)
-                .await
-                .expect("session")
-                .id,
-        );
+        sids.push(new_session(&runtime, &root).await);
     }
     let turns: Vec<_> = sids
         .iter()

@@ -5,10 +5,13 @@
 
 mod support;
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 use support::*;
 use tempfile::TempDir;
-use troupe_session::ToolState;
+use troupe_actors::Runtime;
+use troupe_session::{SessionId, ToolState};
 use troupe_testkit::{MockServer, Script, Step};
 
 /// A hook entry running `script` with `sh -c` (the payload arrives on its stdin).
@@ -20,13 +23,18 @@ fn bash(command: &str) -> Step {
     Step::tool("bash", json!({"command": command, "description": "run it"}))
 }
 
-async fn start(dir: &TempDir, server: &MockServer, extra: Value) -> troupe_actors::Runtime {
-    Fixture {
-        config: config_with(&server.base_url(), extra),
-        ..Fixture::new(&server.base_url())
-    }
-    .start(dir)
-    .await
+/// The mock serving `script`, a runtime over the store in `dir` whose config has the keys of
+/// `config` (the `hooks` block and what a test needs besides), and a session in `root`.
+async fn hooked(
+    dir: &TempDir,
+    root: &Path,
+    script: Script,
+    config: Value,
+) -> (MockServer, Runtime, SessionId) {
+    let server = start_mock(script).await;
+    let runtime = start_runtime_config(dir, &server.base_url(), config).await;
+    let sid = new_session(&runtime, root).await;
+    (server, runtime, sid)
 }
 
 /// The text of every tool-result message in a request.
@@ -36,15 +44,13 @@ fn tool_results(r: &troupe_testkit::RecordedRequest) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_hooks_block_rewrite_output_and_add_shell_environment() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::single(vec![
         bash("rm -rf build"),
         bash("echo SECRET=hunter2"),
         bash("echo var=$HOOK_VAR"),
         Step::text("done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
     let mut before = sh(
         r#"p=$(cat); case "$p" in *'rm -rf'*) echo '{"block":"destructive commands need a review"}';; *) echo '{}';; esac"#,
     );
@@ -53,9 +59,10 @@ async fn tool_hooks_block_rewrite_output_and_add_shell_environment() {
         r#"p=$(cat); case "$p" in *'"output":"SECRET='*) echo '{"output":"[redacted by hook]"}';; *) echo '{}';; esac"#,
     );
     let env = sh(r#"cat >/dev/null; echo '{"env":{"HOOK_VAR":"from-hook"}}'"#);
-    let runtime = start(
+    let (server, runtime, sid) = hooked(
         &dir,
-        &server,
+        &root,
+        script,
         json!({"hooks": {
             "tool.execute.before": [before],
             "tool.execute.after": [after],
@@ -63,11 +70,6 @@ async fn tool_hooks_block_rewrite_output_and_add_shell_environment() {
         }}),
     )
     .await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
     let turn = run_prompt(&runtime, &sid, "clean up").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "done");
@@ -107,31 +109,25 @@ async fn tool_hooks_block_rewrite_output_and_add_shell_environment() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hook_that_times_out_blocks_and_a_failing_after_hook_withholds_the_output() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::single(vec![
         Step::tool("read", json!({"filePath": "notes.txt"})),
         bash("echo visible-output"),
         Step::text("done"),
     ]);
     std::fs::write(root.join("notes.txt"), "notes\n").expect("write");
-    let server = MockServer::start(script).await.expect("mock");
     let mut slow = sh("sleep 5");
     slow["tools"] = json!(["read"]);
     slow["timeout"] = json!(200);
     let mut failing = sh("cat >/dev/null; echo 'redactor crashed' >&2; exit 4");
     failing["tools"] = json!(["bash"]);
-    let runtime = start(
+    let (server, runtime, sid) = hooked(
         &dir,
-        &server,
+        &root,
+        script,
         json!({"hooks": {"tool.execute.before": [slow], "tool.execute.after": [failing]}}),
     )
     .await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
     let turn = run_prompt(&runtime, &sid, "look").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
 
@@ -162,24 +158,21 @@ async fn a_hook_that_times_out_blocks_and_a_failing_after_hook_withholds_the_out
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_params_hook_sets_temperature_and_options_in_the_request_body() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     // Two steps (a tool call, then the answer): the hooks run before each step's body is
     // built, and the second body is built incrementally like any other (debug builds check
     // it against a build from scratch).
-    let server = MockServer::start(Script::single(vec![bash("echo one"), Step::text("hi")]))
-        .await
-        .expect("mock");
     // Answers only for the build agent on the mock model: anything else fails the step.
     let hook = sh(
         r#"p=$(cat); case "$p" in *'"agent":"build"'*'"modelID":"mock-model"'*) echo '{"temperature":0.25,"options":{"seed":42}}';; *) echo "unexpected payload: $p" >&2; exit 1;; esac"#,
     );
-    let runtime = start(&dir, &server, json!({"hooks": {"chat.params": [hook]}})).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let (server, runtime, sid) = hooked(
+        &dir,
+        &root,
+        Script::single(vec![bash("echo one"), Step::text("hi")]),
+        json!({"hooks": {"chat.params": [hook]}}),
+    )
+    .await;
     let turn = run_prompt(&runtime, &sid, "hello").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let reqs = requests_of(&server, &sid);
@@ -197,18 +190,15 @@ async fn chat_params_hook_sets_temperature_and_options_in_the_request_body() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_chat_params_hook_fails_the_turn_without_a_request() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
-    let server = MockServer::start(Script::single(vec![Step::text("hi")]))
-        .await
-        .expect("mock");
+    let (dir, root) = scratch();
     let hook = sh("cat >/dev/null; echo 'params service down' >&2; exit 2");
-    let runtime = start(&dir, &server, json!({"hooks": {"chat.params": [hook]}})).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let (server, runtime, sid) = hooked(
+        &dir,
+        &root,
+        Script::single(vec![Step::text("hi")]),
+        json!({"hooks": {"chat.params": [hook]}}),
+    )
+    .await;
     let turn = run_prompt(&runtime, &sid, "hello").await;
     let error = turn.error.expect("the turn failed").message();
     assert!(
@@ -221,8 +211,7 @@ async fn a_failing_chat_params_hook_fails_the_turn_without_a_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permission_hook_denies_and_a_broken_one_leaves_the_question_to_the_user() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::single(vec![
         bash("echo one"),
         Step::tool(
@@ -231,26 +220,21 @@ async fn permission_hook_denies_and_a_broken_one_leaves_the_question_to_the_user
         ),
         Step::text("done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
     // Denies bash; replies garbage for anything else (a broken hook must not allow: the
     // question goes to the user, here the test's allow-all responder).
     let hook = sh(
         r#"p=$(cat); case "$p" in *'"permission":"bash"'*) echo '{"status":"deny"}';; *) echo 'not json';; esac"#,
     );
-    let runtime = start(
+    let (_server, runtime, sid) = hooked(
         &dir,
-        &server,
+        &root,
+        script,
         json!({
             "permission": {"bash": "ask", "edit": "ask"},
             "hooks": {"permission.asked": [hook]},
         }),
     )
     .await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
     let turn = run_prompt(&runtime, &sid, "go").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let parts = tool_parts(&messages(&runtime, &sid).await);
@@ -271,19 +255,16 @@ async fn permission_hook_denies_and_a_broken_one_leaves_the_question_to_the_user
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_idle_hook_runs_after_the_turn_and_shutdown_waits_for_it() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
-    let server = MockServer::start(Script::single(vec![Step::text("hi")]))
-        .await
-        .expect("mock");
+    let (dir, root) = scratch();
     // Slow enough that only a shutdown that waits sees the file.
     let hook = sh("p=$(cat); sleep 0.3; printf '%s' \"$p\" > idle.json");
-    let runtime = start(&dir, &server, json!({"hooks": {"session.idle": [hook]}})).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let (_server, runtime, sid) = hooked(
+        &dir,
+        &root,
+        Script::single(vec![Step::text("hi")]),
+        json!({"hooks": {"session.idle": [hook]}}),
+    )
+    .await;
     let turn = run_prompt(&runtime, &sid, "hello").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     runtime.shutdown().await;
@@ -297,35 +278,20 @@ async fn session_idle_hook_runs_after_the_turn_and_shutdown_waits_for_it() {
 /// ends the turn at once, and the hook's late answer starts nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_abort_while_chat_params_hooks_run_ends_the_turn_at_once() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
-    let server = MockServer::start(Script::single(vec![Step::text("never sent")]))
-        .await
-        .expect("mock");
+    let (dir, root) = scratch();
     let hook = sh("cat >/dev/null; sleep 3; echo '{}'");
-    let runtime = start(&dir, &server, json!({"hooks": {"chat.params": [hook]}})).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
-    let turn = tokio::spawn({
-        let (runtime, sid) = (runtime.clone(), sid.clone());
-        async move { runtime.prompt(&sid, prompt("hello")).await }
-    });
+    let (server, runtime, sid) = hooked(
+        &dir,
+        &root,
+        Script::single(vec![Step::text("never sent")]),
+        json!({"hooks": {"chat.params": [hook]}}),
+    )
+    .await;
+    let turn = spawn_turn(&runtime, &sid, prompt("hello"));
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let t0 = std::time::Instant::now();
-    runtime.abort(&sid);
-    let r = tokio::time::timeout(std::time::Duration::from_secs(2), turn)
-        .await
-        .expect("the abort ends the turn before the hook answers")
-        .expect("join")
-        .expect("a turn result");
-    assert_eq!(
-        r.error.map(|e| e.name),
-        Some(troupe_session::MessageErrorName::MessageAborted),
-        "an aborted turn says so"
-    );
+    // The abort ends the turn before the hook answers.
+    abort_and_wait(&runtime, &sid, turn, std::time::Duration::from_secs(2)).await;
     assert!(t0.elapsed() < std::time::Duration::from_secs(2));
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     assert!(requests_of(&server, &sid).is_empty(), "no request was sent");

@@ -8,7 +8,7 @@ use support::*;
 use tempfile::TempDir;
 use troupe_actors::PromptInput;
 use troupe_session::Message;
-use troupe_testkit::{Conversation, MockServer, Script, Step};
+use troupe_testkit::{Conversation, Script, Step};
 
 fn users(history: &[troupe_session::MessageWithParts]) -> usize {
     history
@@ -28,15 +28,14 @@ fn once(text: &str, max_steps: Option<u32>) -> PromptInput {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_delivered_again_resumes_the_stored_turn_or_returns_its_result() {
-    let server = MockServer::start(Script::new(vec![Conversation::new(vec![
+    let server = start_mock(Script::new(vec![Conversation::new(vec![
         Step::tool("test_sleep", json!({"ms": 1})),
         Step::text("the answer"),
     ])]))
-    .await
-    .unwrap();
+    .await;
     let dir = TempDir::new().unwrap();
     let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime.create_session(dir.path(), None).await.unwrap().id;
+    let sid = new_session(&runtime, dir.path()).await;
 
     // The first delivery stores the prompt; its turn stops after one step (a worker that
     // went away after its first step leaves the same history).

@@ -51,16 +51,11 @@ async fn interactive(dir: &TempDir, server: &MockServer) -> Runtime {
 }
 
 async fn asking(then: &str) -> Asking {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::single(vec![ask_db(), Step::text(then)]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let runtime = interactive(&dir, &server).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let events = runtime.bus().subscribe();
     let turn = spawn_prompt(&runtime, &sid, "set it up");
     Asking {
@@ -175,18 +170,11 @@ async fn aborting_the_turn_drops_its_question() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_anyone_to_answer_the_question_tool_is_neither_offered_nor_run() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
-    let server = MockServer::start(Script::single(vec![ask_db(), Step::text("fine")]))
-        .await
-        .expect("mock");
+    let (dir, root) = scratch();
+    let server = start_mock(Script::single(vec![ask_db(), Step::text("fine")])).await;
     // The library default: not interactive (non-interactive `run`, `batch`).
     let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = run_prompt(&runtime, &sid, "set it up").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     let reqs = requests_of(&server, &sid);
@@ -202,12 +190,10 @@ async fn without_anyone_to_answer_the_question_tool_is_neither_offered_nor_run()
 
     // With someone to answer, it is offered.
     let dir2 = TempDir::new().expect("tempdir");
-    let server2 = MockServer::start(Script::single(vec![Step::text("hi")]))
-        .await
-        .expect("mock");
+    let server2 = start_mock(Script::single(vec![Step::text("hi")])).await;
     let rt2 = interactive(&dir2, &server2).await;
     let root2 = dir2.path().canonicalize().expect("canonicalize");
-    let sid2 = rt2.create_session(&root2, None).await.expect("session").id;
+    let sid2 = new_session(&rt2, &root2).await;
     run_prompt(&rt2, &sid2, "hello").await;
     let body = requests_of(&server2, &sid2)[0].body.to_string();
     assert!(body.contains("\"name\":\"question\""), "not offered");
@@ -229,20 +215,12 @@ fn ask_many() -> Step {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_are_capped_and_the_output_is_truncated_like_any_tool_s() {
     use troupe_actors::question::{MAX_ANSWER_BYTES, MAX_REPLY_BYTES};
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::single(vec![ask_db(), ask_many(), Step::text("ok")]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let runtime = interactive(&dir, &server).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
-    let turn = {
-        let (runtime, sid) = (runtime.clone(), sid.clone());
-        tokio::spawn(async move { run_prompt(&runtime, &sid, "set it up").await })
-    };
+    let sid = new_session(&runtime, &root).await;
+    let turn = spawn_prompt(&runtime, &sid, "set it up");
     let q = pending_question(&runtime).await;
     let id = q["id"].as_str().unwrap().to_string();
     // Two picks for a question that is not `multiple`.
@@ -310,11 +288,8 @@ async fn answers_are_capped_and_the_output_is_truncated_like_any_tool_s() {
 /// the model. (A question whose call ended otherwise is removed: `aborting_the_turn_drops_its_question`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_outwaits_the_tool_timeout() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
-    let server = MockServer::start(Script::single(vec![ask_db(), Step::text("answered late")]))
-        .await
-        .expect("mock");
+    let (dir, root) = scratch();
+    let server = start_mock(Script::single(vec![ask_db(), Step::text("answered late")])).await;
     let runtime = start_runtime_with(
         &dir,
         &server.base_url(),
@@ -325,11 +300,7 @@ async fn a_question_outwaits_the_tool_timeout() {
         },
     )
     .await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = spawn_prompt(&runtime, &sid, "set it up");
     let q = pending_question(&runtime).await;
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;

@@ -6,8 +6,7 @@ mod support;
 use std::time::Duration;
 
 use support::*;
-use troupe_actors::PromptInput;
-use troupe_testkit::{Conversation, Fault, MockServer, Script, Step};
+use troupe_testkit::{Conversation, Fault, Script, Step};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_to_one_session_holds_back_the_others() {
@@ -21,30 +20,12 @@ async fn a_429_to_one_session_holds_back_the_others() {
         .matching("SESSION-A"),
         Conversation::new(vec![Step::text("B done")]).matching("SESSION-B"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
-    let a = runtime
-        .create_session(dir.path(), None)
-        .await
-        .expect("a")
-        .id;
-    let b = runtime
-        .create_session(dir.path(), None)
-        .await
-        .expect("b")
-        .id;
+    let a = new_session(&runtime, dir.path()).await;
+    let b = new_session(&runtime, dir.path()).await;
     let mut bus = runtime.bus().subscribe();
-    let rt_a = runtime.clone();
-    let ta = tokio::spawn(async move {
-        rt_a.prompt(
-            &a,
-            PromptInput {
-                text: "SESSION-A".into(),
-                ..Default::default()
-            },
-        )
-        .await
-    });
+    let ta = spawn_turn(&runtime, &a, prompt("SESSION-A"));
     // Wait until A has seen its 429 (its status turns to `retry`), then start B.
     tokio::time::timeout(Duration::from_secs(10), async {
         loop {
@@ -60,17 +41,7 @@ async fn a_429_to_one_session_holds_back_the_others() {
     })
     .await
     .expect("A's retry status");
-    let rt_b = runtime.clone();
-    let tb = tokio::spawn(async move {
-        rt_b.prompt(
-            &b,
-            PromptInput {
-                text: "SESSION-B".into(),
-                ..Default::default()
-            },
-        )
-        .await
-    });
+    let tb = spawn_turn(&runtime, &b, prompt("SESSION-B"));
     let ra = ta.await.expect("join a").expect("turn a");
     let rb = tb.await.expect("join b").expect("turn b");
     assert_eq!(ra.text, "A done");

@@ -10,10 +10,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::json;
 use support::*;
-use tempfile::TempDir;
-use troupe_actors::PromptInput;
-use troupe_session::{MessageWithParts, PartKind, ToolState};
-use troupe_testkit::{MockServer, Script, Step};
+use troupe_session::ToolState;
+use troupe_testkit::{Script, Step};
 use troupe_tools::{PermissionAsker, PermissionReply, PermissionRequest, Registry};
 
 /// Answers every ask with a fixed reply.
@@ -29,51 +27,23 @@ impl PermissionAsker for Answer {
 /// Runs one turn whose model calls `bash ls` and would then answer "after"; returns the
 /// number of model requests and the bash part's error.
 async fn turn_with(reply: PermissionReply) -> (usize, String) {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::single(vec![
         Step::tool("bash", json!({"command": "ls", "description": "list"})),
         Step::text("after"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let mut f = Fixture::new(&server.base_url());
     f.config = config_with(&server.base_url(), json!({"permission": {"bash": "ask"}}));
     f.registry = Registry::builtin();
     f.responder = Arc::new(Answer(reply));
     let runtime = f.start(&dir).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
-    tokio::time::timeout(
-        DEADLINE,
-        runtime.prompt(
-            &sid,
-            PromptInput {
-                text: "list".into(),
-                ..Default::default()
-            },
-        ),
-    )
-    .await
-    .expect("turn finished")
-    .expect("turn ran");
-    runtime.store().flush().await.expect("flush");
-    let s = sid.clone();
-    let history: Vec<MessageWithParts> = runtime
-        .store()
-        .read(move |r| r.messages(&s))
-        .await
-        .expect("messages");
-    let error = history
-        .iter()
-        .flat_map(|m| m.parts.iter())
-        .find_map(|p| match &p.kind {
-            PartKind::Tool {
-                state: ToolState::Error { error, .. },
-                ..
-            } => Some(error.clone()),
+    let sid = new_session(&runtime, &root).await;
+    run_prompt(&runtime, &sid, "list").await;
+    let error = tool_parts(&messages(&runtime, &sid).await)
+        .into_iter()
+        .find_map(|(_, state)| match state {
+            ToolState::Error { error, .. } => Some(error),
             _ => None,
         })
         .expect("the bash part failed");
@@ -116,8 +86,7 @@ impl PermissionAsker for Nobody {
 /// then runs and completes. (Before, the call timed out while the person was reading.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permission_ask_outwaits_the_tool_timeout() {
-    let dir = TempDir::new().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::single(vec![
         Step::tool(
             "write",
@@ -125,17 +94,13 @@ async fn a_permission_ask_outwaits_the_tool_timeout() {
         ),
         Step::text("done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let mut f = Fixture::new(&server.base_url());
     f.config = config_with(&server.base_url(), json!({"permission": {"edit": "ask"}}));
     f.responder = Arc::new(Nobody);
     f.opts.tool_timeout = std::time::Duration::from_millis(400);
     let runtime = f.start(&dir).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = spawn_prompt(&runtime, &sid, "write it");
     let mut pending = None;
     wait_until("a pending permission ask", || {

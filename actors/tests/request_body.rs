@@ -16,7 +16,7 @@ use support::*;
 use troupe_actors::RuntimeOptions;
 use troupe_actors::history::{BODY_CHECKS, BODY_MISMATCHES};
 use troupe_session::{Message, PartKind};
-use troupe_testkit::{Conversation, MockServer, RecordedRequest, Script, Step};
+use troupe_testkit::{Conversation, RecordedRequest, Script, Step};
 
 /// Start of the compaction agent's system prompt (selects the summary conversation).
 const COMPACTION_SYSTEM: &str = "You are summarising a coding conversation";
@@ -71,7 +71,7 @@ fn is_summary_request(r: &RecordedRequest) -> bool {
 }
 
 async fn scenario(anthropic: bool) {
-    let server = MockServer::start(script()).await.expect("mock");
+    let server = start_mock(script()).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let ws = tempfile::tempdir().expect("workspace");
     std::fs::write(
@@ -87,11 +87,7 @@ async fn scenario(anthropic: bool) {
         ..Default::default()
     };
     let runtime = fx.start(&dir).await;
-    let sid = runtime
-        .create_session(ws.path(), None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, ws.path()).await;
     let checks_before = BODY_CHECKS.load(Ordering::SeqCst);
 
     for t in 0..3 {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use support::*;
 use tempfile::TempDir;
 use troupe_session::{Message, MessageWithParts};
-use troupe_testkit::{MockServer, Script, Step};
+use troupe_testkit::{Script, Step};
 
 fn msg_id(m: &MessageWithParts) -> &str {
     match &m.info {
@@ -36,7 +36,7 @@ async fn concurrent_prompts_to_one_session_run_one_after_the_other() {
         Step::text(slow).with_chunk_size(2).with_delay_ms(15),
         Step::text("turn two answer"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let runtime = start_runtime(&dir, &server.base_url()).await;
     let session = runtime
@@ -45,16 +45,14 @@ async fn concurrent_prompts_to_one_session_run_one_after_the_other() {
         .expect("session");
     let sid = session.id.clone();
 
-    let (rt1, sid1) = (runtime.clone(), sid.clone());
-    let t1 = tokio::spawn(async move { run_prompt(&rt1, &sid1, "first prompt").await });
+    let t1 = spawn_prompt(&runtime, &sid, "first prompt");
     // Send the second prompt while turn 1's request is still streaming.
     wait_until("turn 1's request", || !completions(&server).is_empty()).await;
     assert!(
         completions(&server)[0].end_ms.is_none(),
         "turn 1 finished before the second prompt was sent; slow it down"
     );
-    let (rt2, sid2) = (runtime.clone(), sid.clone());
-    let t2 = tokio::spawn(async move { run_prompt(&rt2, &sid2, "second prompt").await });
+    let t2 = spawn_prompt(&runtime, &sid, "second prompt");
 
     let r1 = t1.await.expect("turn 1 task");
     let r2 = t2.await.expect("turn 2 task");
@@ -130,7 +128,7 @@ async fn idle_session_actor_is_released_and_reloaded() {
         Step::text("first answer"),
         Step::text("second answer"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let runtime = start_runtime(&dir, &server.base_url()).await;
     let session = runtime
@@ -192,7 +190,7 @@ async fn queued_prompts_run_in_arrival_order() {
         Step::text("answer one"),
         Step::text("answer two"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let runtime = start_runtime(&dir, &server.base_url()).await;
     let sid = runtime
@@ -201,10 +199,7 @@ async fn queued_prompts_run_in_arrival_order() {
         .expect("session")
         .id;
 
-    let spawn = |text: &'static str| {
-        let (runtime, sid) = (runtime.clone(), sid.clone());
-        tokio::spawn(async move { run_prompt(&runtime, &sid, text).await })
-    };
+    let spawn = |text: &'static str| spawn_prompt(&runtime, &sid, text);
     let t1 = spawn("prompt A");
     wait_until("turn A's request", || !completions(&server).is_empty()).await;
     let t2 = spawn("prompt B");
@@ -244,7 +239,7 @@ async fn abort_ends_the_turn_drops_the_queue_and_the_session_stays_usable() {
             .with_fault(troupe_testkit::Fault::hang_after(2)),
         Step::text("after the abort"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let runtime = start_runtime(&dir, &server.base_url()).await;
     let sid = runtime
@@ -253,26 +248,13 @@ async fn abort_ends_the_turn_drops_the_queue_and_the_session_stays_usable() {
         .expect("session")
         .id;
 
-    let (rt1, sid1) = (runtime.clone(), sid.clone());
-    let t1 = tokio::spawn(async move { rt1.prompt(&sid1, prompt("hang please")).await });
+    let t1 = spawn_turn(&runtime, &sid, prompt("hang please"));
     wait_until("the hanging request", || !completions(&server).is_empty()).await;
-    let (rt2, sid2) = (runtime.clone(), sid.clone());
-    let t2 = tokio::spawn(async move { rt2.prompt(&sid2, prompt("queued behind the hang")).await });
+    let t2 = spawn_turn(&runtime, &sid, prompt("queued behind the hang"));
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
-    runtime.abort(&sid);
-
-    let r1 = tokio::time::timeout(DEADLINE, t1)
-        .await
-        .expect("turn 1 ended")
-        .expect("task")
-        .expect("turn 1 result");
+    abort_and_wait(&runtime, &sid, t1, DEADLINE).await;
     eprintln!("abort took {:?}", started.elapsed());
-    assert_eq!(
-        r1.error.as_ref().map(|e| e.name.as_str()),
-        Some("MessageAbortedError"),
-        "{r1:?}"
-    );
     let r2 = tokio::time::timeout(DEADLINE, t2)
         .await
         .expect("queued prompt answered")

@@ -15,13 +15,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{DEADLINE, Fixture, messages, run_prompt, scratch, tool_parts};
+use support::{
+    DEADLINE, Fixture, messages, new_session, run_prompt, scratch, start_mock, tool_parts,
+};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use troupe_session::ToolState;
-use troupe_testkit::{Conversation, Fault, MockServer, Script, Step};
+use troupe_testkit::{Conversation, Fault, Script, Step};
 
 /// One collected span.
 #[derive(Debug, Clone)]
@@ -179,16 +181,12 @@ async fn spans_mirror_the_actor_tree() {
         ])
         .matching("SPAN-CHILD"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let mut fx = Fixture::new(&server.base_url());
     fx.opts.max_retry_delay = Duration::from_millis(20);
     fx.opts.titles = false;
     let runtime = fx.start(&dir).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = run_prompt(&runtime, &sid, "SPAN-PARENT: ask a helper").await;
     assert!(turn.error.is_none(), "turn failed: {:?}", turn.error);
     assert_eq!(turn.text, "parent done");

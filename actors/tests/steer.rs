@@ -19,19 +19,15 @@ fn spawn_second(
     sid: &SessionId,
     steer: bool,
 ) -> tokio::task::JoinHandle<Result<TurnResult, troupe_actors::RuntimeError>> {
-    let (runtime, sid) = (runtime.clone(), sid.clone());
-    tokio::spawn(async move {
-        runtime
-            .prompt(
-                &sid,
-                PromptInput {
-                    text: STEER.into(),
-                    steer,
-                    ..Default::default()
-                },
-            )
-            .await
-    })
+    spawn_turn(
+        runtime,
+        sid,
+        PromptInput {
+            text: STEER.into(),
+            steer,
+            ..Default::default()
+        },
+    )
 }
 
 /// Whether the session's tree node shows one prompt waiting.
@@ -65,13 +61,8 @@ async fn run_with_second_prompt(
 ) -> (Runtime, SessionId, TurnResult, TurnResult) {
     let gate = dir.path().join("gate");
     let runtime = start_runtime(dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(dir.path(), None)
-        .await
-        .expect("session")
-        .id;
-    let (rt1, sid1) = (runtime.clone(), sid.clone());
-    let first = tokio::spawn(async move { run_prompt(&rt1, &sid1, "list the files").await });
+    let sid = new_session(&runtime, dir.path()).await;
+    let first = spawn_prompt(&runtime, &sid, "list the files");
     wait_until("step 2's gated tool", || completions(server).len() == 2).await;
     let second = spawn_second(&runtime, &sid, steer);
     wait_until("the second prompt to wait on the session", || {
@@ -88,20 +79,14 @@ async fn run_with_second_prompt(
         .await
         .expect("first prompt in time")
         .expect("task");
-    let second = tokio::time::timeout(DEADLINE, second)
-        .await
-        .expect("second prompt in time")
-        .expect("task")
-        .expect("second prompt ran");
+    let second = join_turn(second, DEADLINE, "the second prompt").await;
     (runtime, sid, first, second)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_sent_at_step_2_reaches_step_3_of_the_same_turn() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = MockServer::start(script(&dir.path().join("gate")))
-        .await
-        .expect("mock");
+    let server = start_mock(script(&dir.path().join("gate"))).await;
     let (runtime, sid, first, second) = run_with_second_prompt(&dir, &server, true).await;
     assert!(first.error.is_none(), "{:?}", first.error);
     assert_eq!(first.text, "five steps done");
@@ -169,9 +154,7 @@ async fn a_prompt_sent_at_step_2_reaches_step_3_of_the_same_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_prompt_waits_for_a_turn_of_its_own() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = MockServer::start(script(&dir.path().join("gate")))
-        .await
-        .expect("mock");
+    let server = start_mock(script(&dir.path().join("gate"))).await;
     let (runtime, sid, first, second) = run_with_second_prompt(&dir, &server, false).await;
     assert!(first.error.is_none(), "{:?}", first.error);
     assert_eq!(first.text, "five steps done");
@@ -206,23 +189,17 @@ async fn a_prompt_that_arrives_while_the_model_answers_keeps_the_turn_going() {
     // turn goes on and step 3 answers the prompt.
     let dir = tempfile::tempdir().expect("tempdir");
     let answer = "done with the listing, nothing else to do here.".repeat(2);
-    let server = MockServer::start(Script::single(vec![
+    let server = start_mock(Script::single(vec![
         Step::tool("glob", json!({"pattern": "*"})),
         Step::text(answer.clone())
             .with_chunk_size(1)
             .with_delay_ms(15),
         Step::text("answered the follow-up"),
     ]))
-    .await
-    .expect("mock");
+    .await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(dir.path(), None)
-        .await
-        .expect("session")
-        .id;
-    let (rt1, sid1) = (runtime.clone(), sid.clone());
-    let first = tokio::spawn(async move { run_prompt(&rt1, &sid1, "go").await });
+    let sid = new_session(&runtime, dir.path()).await;
+    let first = spawn_prompt(&runtime, &sid, "go");
     wait_until("step 2's request", || completions(&server).len() == 2).await;
     let second = spawn_second(&runtime, &sid, true);
     wait_until("the prompt to wait on the session", || {
@@ -237,11 +214,7 @@ async fn a_prompt_that_arrives_while_the_model_answers_keeps_the_turn_going() {
         .await
         .expect("in time")
         .expect("task");
-    let r2 = tokio::time::timeout(DEADLINE, second)
-        .await
-        .expect("in time")
-        .expect("task")
-        .expect("ran");
+    let r2 = join_turn(second, DEADLINE, "the second prompt").await;
     assert!(r1.error.is_none(), "{:?}", r1.error);
     assert_eq!(r1.steps, 3);
     assert_eq!(r1.text, "answered the follow-up");
@@ -260,31 +233,17 @@ async fn a_prompt_that_arrives_while_the_model_answers_keeps_the_turn_going() {
 async fn an_abort_drops_a_prompt_waiting_to_steer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gate = dir.path().join("gate");
-    let server = MockServer::start(script(&gate)).await.expect("mock");
+    let server = start_mock(script(&gate)).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(dir.path(), None)
-        .await
-        .expect("session")
-        .id;
-    let (rt1, sid1) = (runtime.clone(), sid.clone());
-    let first = tokio::spawn(async move { rt1.prompt(&sid1, prompt("list the files")).await });
+    let sid = new_session(&runtime, dir.path()).await;
+    let first = spawn_turn(&runtime, &sid, prompt("list the files"));
     wait_until("step 2's gated tool", || completions(&server).len() == 2).await;
     let second = spawn_second(&runtime, &sid, true);
     wait_until("the prompt to wait on the session", || {
         one_waiting(&runtime, &sid)
     })
     .await;
-    runtime.abort(&sid);
-    let r1 = tokio::time::timeout(DEADLINE, first)
-        .await
-        .expect("in time")
-        .expect("task")
-        .expect("turn result");
-    assert_eq!(
-        r1.error.as_ref().map(|e| e.name.as_str()),
-        Some("MessageAbortedError")
-    );
+    abort_and_wait(&runtime, &sid, first, DEADLINE).await;
     let r2 = tokio::time::timeout(DEADLINE, second)
         .await
         .expect("in time")

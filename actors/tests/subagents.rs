@@ -13,15 +13,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{
-    DEADLINE, children, completions, hanging, last_assistant, messages, open_store, prompt,
-    request_texts, requests_of, run_prompt, scratch, start_runtime, start_runtime_with, texts,
-    tool_parts, wait_until, wait_until_within,
-};
+use support::*;
 use tempfile::TempDir;
 use troupe_actors::{Runtime, RuntimeOptions};
 use troupe_session::{LeaseClaim, Message, MessageWithParts, SessionId, TakeOutcome, ToolState};
-use troupe_testkit::{Conversation, Exhausted, MockServer, RecordedRequest, Script, Step};
+use troupe_testkit::task::{fan_out_three, task_args};
+use troupe_testkit::{Conversation, MockServer, RecordedRequest, Script, Step};
 
 /// The first user message's text of a stored session.
 fn first_user_text(history: &[MessageWithParts]) -> String {
@@ -87,14 +84,6 @@ async fn wait_idle(runtime: &Runtime, limit: Duration) {
     }
 }
 
-fn task_args(token: &str, subagent: &str) -> Value {
-    json!({
-        "description": format!("job {token}"),
-        "prompt": format!("{token}: do the job and report back"),
-        "subagent_type": subagent,
-    })
-}
-
 /// The `task_id: <id>` a successful task result starts with.
 fn task_id_of(output: &str) -> SessionId {
     let line = output.lines().next().unwrap_or("");
@@ -142,11 +131,7 @@ async fn first_child_turn(
     .await
     .expect("mock 1");
     let runtime = start_runtime(dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, root).await;
     let t1 = run_prompt(&runtime, &sid, &format!("PARENT-{tag}: start a helper")).await;
     assert!(t1.error.is_none(), "{:?}", t1.error);
     let results = task_results(&messages(&runtime, &sid).await);
@@ -164,45 +149,14 @@ async fn three_parallel_children() {
     std::fs::write(root.join("notes.md"), "TODO: the secret is 42\n").expect("notes");
     let notes = root.join("notes.md").display().to_string();
 
-    let script = Script::new(vec![
-        Conversation::new(vec![
-            Step::tool("task", task_args("CHILD-A-READ", "explore"))
-                .with_tool("task", task_args("CHILD-B-PANIC", "explore"))
-                .with_tool("task", task_args("CHILD-C-SLEEP", "general")),
-            Step::text("parent summarised the three children"),
-        ])
-        .matching("PARENT-FANOUT"),
-        // A: ~300 ms over two steps.
-        Conversation::new(vec![
-            Step::tool("read", json!({"filePath": notes})).with_first_byte_delay_ms(200),
-            Step::text("A found: the secret is 42").with_first_byte_delay_ms(100),
-        ])
-        .matching("CHILD-A-READ"),
-        // B: one step, then the script is exhausted → HTTP 400 → B's turn fails.
-        Conversation::new(vec![
-            Step::tool("test_panic", json!({"message": "child B blew up"}))
-                .with_first_byte_delay_ms(200),
-        ])
-        .matching("CHILD-B-PANIC")
-        .on_exhausted(Exhausted::Error),
-        // C: sleeps far past the task timeout.
-        Conversation::new(vec![
-            Step::tool("test_sleep", json!({"ms": 60000})).with_first_byte_delay_ms(200),
-            Step::text("C never gets here"),
-        ])
-        .matching("CHILD-C-SLEEP"),
-    ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let script = fan_out_three(&notes);
+    let server = start_mock(script).await;
     let opts = RuntimeOptions {
         task_timeout: Duration::from_millis(1500),
         ..Default::default()
     };
     let runtime = start_runtime_with(&dir, &server.base_url(), opts).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
 
     let started = Instant::now();
     let turn = run_prompt(&runtime, &sid, "PARENT-FANOUT: fan out to three helpers").await;
@@ -334,25 +288,13 @@ async fn abort_during_fan_out() {
         .matching("PARENT-ABORT"),
         hanging("HANG-A"),
         hanging("HANG-B"),
-        Conversation::new(vec![
-            Step::tool("test_sleep", json!({"ms": 60000})),
-            Step::text("never reached"),
-        ])
-        .matching("SLEEP-C"),
+        sleeping("SLEEP-C"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
 
-    let (rt1, sid1) = (runtime.clone(), sid.clone());
-    let turn = tokio::spawn(async move {
-        rt1.prompt(&sid1, prompt("PARENT-ABORT: start three and hang"))
-            .await
-    });
+    let turn = spawn_turn(&runtime, &sid, prompt("PARENT-ABORT: start three and hang"));
     // The parent's request plus one per child.
     wait_until("the three children's requests", || {
         completions(&server).len() >= 4
@@ -365,20 +307,10 @@ async fn abort_during_fan_out() {
         "expected parent + processor + 3 tool calls + children alive, got {live_before}"
     );
     let aborted_at = Instant::now();
-    runtime.abort(&sid);
-    let result = tokio::time::timeout(Duration::from_secs(1), turn)
-        .await
-        .expect("the parent's prompt did not return within 1 s of the abort")
-        .expect("task")
-        .expect("turn result");
+    abort_and_wait(&runtime, &sid, turn, Duration::from_secs(1)).await;
     eprintln!(
         "abort_during_fan_out: parent returned {:?} after the abort",
         aborted_at.elapsed()
-    );
-    assert_eq!(
-        result.error.as_ref().map(|e| e.name.as_str()),
-        Some("MessageAbortedError"),
-        "{result:?}"
     );
     wait_idle(&runtime, Duration::from_secs(1)).await;
     eprintln!(
@@ -582,17 +514,13 @@ async fn subagent_cap_queues() {
         child("CAP-TWO"),
         child("CAP-THREE"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let opts = RuntimeOptions {
         max_subagents: 1,
         ..Default::default()
     };
     let runtime = start_runtime_with(&dir, &server.base_url(), opts).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = run_prompt(&runtime, &sid, "PARENT-CAP: three helpers, one at a time").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "all three answered");
@@ -651,13 +579,9 @@ async fn unknown_subagent_and_nested_task_are_refused() {
         nesting("NEST-EXPLORE"),
         Conversation::new(vec![Step::text("a grandchild ran")]).matching("GRANDCHILD"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = run_prompt(&runtime, &sid, "PARENT-REFUSED: try bad task calls").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "parent done");
@@ -724,23 +648,15 @@ async fn timed_out_child_is_released() {
             Step::text("parent went on"),
         ])
         .matching("PARENT-TIMEOUT"),
-        Conversation::new(vec![
-            Step::tool("test_sleep", json!({"ms": 60000})),
-            Step::text("never reached"),
-        ])
-        .matching("SLOW-CHILD"),
+        sleeping("SLOW-CHILD"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let opts = RuntimeOptions {
         task_timeout: Duration::from_millis(500),
         ..Default::default()
     };
     let runtime = start_runtime_with(&dir, &server.base_url(), opts).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = run_prompt(&runtime, &sid, "PARENT-TIMEOUT: one slow helper").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "parent went on");
@@ -782,13 +698,9 @@ async fn disabled_tool_is_not_executed_by_a_subagent() {
         ])
         .matching("EXPLORE-SLEEP"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = run_prompt(
         &runtime,
         &sid,
@@ -883,8 +795,7 @@ async fn parallel_calls_with_one_task_id_do_not_share_the_child() {
 /// in-memory count, set only while the parent's task call ran, let it start a chain anew.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_depth_limit_holds_along_the_chain_and_for_a_child_prompted_directly() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonicalize");
+    let (dir, root) = scratch();
     let script = Script::new(vec![
         Conversation::new(vec![
             Step::tool("task", task_args("LEVEL-ONE", "general")),
@@ -905,7 +816,7 @@ async fn the_depth_limit_holds_along_the_chain_and_for_a_child_prompted_directly
         .matching("LEVEL-TWO"),
         Conversation::new(vec![Step::text("too deep")]).matching("LEVEL-THREE"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let runtime = support::Fixture {
         config: support::config_with(
             &server.base_url(),
@@ -919,11 +830,7 @@ async fn the_depth_limit_holds_along_the_chain_and_for_a_child_prompted_directly
     }
     .start(&dir)
     .await;
-    let sid = runtime
-        .create_session(&root, None)
-        .await
-        .expect("session")
-        .id;
+    let sid = new_session(&runtime, &root).await;
     let turn = run_prompt(&runtime, &sid, "PARENT-DEPTH: delegate as deep as you can").await;
     assert!(turn.error.is_none(), "{:?}", turn.error);
     assert_eq!(turn.text, "parent done");

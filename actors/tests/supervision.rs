@@ -11,63 +11,31 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use troupe_session::SessionId;
 
-use futures::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::json;
 use support::*;
 use tempfile::TempDir;
 use troupe_actors::tree::{ActorNode, Kind};
 use troupe_actors::{Runtime, TurnResult};
 use troupe_session::{SessionPermission, ToolState, Write};
 use troupe_testkit::{Conversation, MockServer, Script, Step};
-use troupe_tools::{Registry, Tool, ToolContext, ToolError, ToolOutput};
+use troupe_tools::{Registry, Tool};
 
-/// A tool that panics on its first `crashes` runs, then succeeds; counts its runs.
-struct Flaky {
-    name: &'static str,
-    crashes: usize,
-    runs: Arc<AtomicUsize>,
-}
-
-impl Tool for Flaky {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-    fn description(&self) -> String {
-        "Test tool: panics on its first runs.".into()
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {}})
-    }
-    fn execute(
-        &self,
-        _args: Value,
-        _ctx: ToolContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        let run = self.runs.fetch_add(1, Ordering::SeqCst);
-        let crash = run < self.crashes;
+/// A tool `name` that panics on its first `crashes` runs, then succeeds; and the count of its
+/// runs.
+fn flaky(name: &'static str, crashes: usize) -> (Arc<dyn Tool>, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let tool = FnTool::new(name, "Test tool: panics on its first runs.", move |_, _| {
+        let run = counted.fetch_add(1, Ordering::SeqCst);
+        let crash = run < crashes;
         Box::pin(async move {
             if crash {
                 panic!("injected crash {run}");
             }
-            Ok(ToolOutput {
-                title: "ok".into(),
-                output: format!("ran after {run} crashes"),
-                metadata: Default::default(),
-            })
+            Ok(output("ok", format!("ran after {run} crashes")))
         })
-    }
-}
-
-fn flaky(name: &'static str, crashes: usize) -> (Arc<dyn Tool>, Arc<AtomicUsize>) {
-    let runs = Arc::new(AtomicUsize::new(0));
-    (
-        Arc::new(Flaky {
-            name,
-            crashes,
-            runs: runs.clone(),
-        }),
-        runs,
-    )
+    });
+    (Arc::new(tool), runs)
 }
 
 /// A runtime whose registry has `tool` and whose `supervision` block lists `flaky_read` as
@@ -100,15 +68,14 @@ struct FlakyTurn {
 /// Runs the turn of [`FlakyTurn`] with a tool that crashes its first `crashes` runs.
 async fn flaky_turn(name: &'static str, crashes: usize) -> FlakyTurn {
     let (dir, root) = scratch();
-    let server = MockServer::start(Script::single(vec![
+    let server = start_mock(Script::single(vec![
         Step::tool(name, json!({})),
         Step::text("done"),
     ]))
-    .await
-    .unwrap();
+    .await;
     let (tool, runs) = flaky(name, crashes);
     let runtime = runtime_with(&dir, &server, tool).await;
-    let sid = runtime.create_session(&root, None).await.unwrap().id;
+    let sid = new_session(&runtime, &root).await;
     let r = run_prompt(&runtime, &sid, "go").await;
     FlakyTurn {
         _dir: dir,
@@ -118,17 +85,6 @@ async fn flaky_turn(name: &'static str, crashes: usize) -> FlakyTurn {
         r,
         runs,
     }
-}
-
-fn labeled(runtime: &Runtime, name: &str, labels: &str) -> u64 {
-    runtime
-        .shared()
-        .counters
-        .snapshot()
-        .into_iter()
-        .find(|(n, l, _)| *n == name && l == labels)
-        .map(|(_, _, v)| v)
-        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,14 +106,7 @@ async fn read_only_tool_that_crashed_once_is_rerun_and_completes() {
         ToolState::Completed { output, .. } => assert_eq!(output, "ran after 1 crashes"),
         other => panic!("expected a completed part, got {other:?}"),
     }
-    assert_eq!(
-        labeled(&runtime, "actor_restarts_total", "role=\"read_only_tool\""),
-        1
-    );
-    assert_eq!(
-        labeled(&runtime, "actor_failures_total", "role=\"read_only_tool\""),
-        1
-    );
+    assert_eq!(role_counts(&runtime, "read_only_tool"), (1, 1));
     wait_until("every actor to stop", || runtime.live_actors() == 0).await;
     // The runtime node counts the steps of the sessions it ran though they stopped (it
     // once summed its live children only and said 0 while /metrics said 2).
@@ -196,14 +145,7 @@ async fn read_only_tool_that_keeps_crashing_gives_up_at_the_limit() {
         }
         other => panic!("expected an error part, got {other:?}"),
     }
-    assert_eq!(
-        labeled(&runtime, "actor_restarts_total", "role=\"read_only_tool\""),
-        2
-    );
-    assert_eq!(
-        labeled(&runtime, "actor_failures_total", "role=\"read_only_tool\""),
-        3
-    );
+    assert_eq!(role_counts(&runtime, "read_only_tool"), (3, 2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -228,22 +170,16 @@ async fn side_effecting_tool_that_crashed_is_never_rerun() {
         }
         other => panic!("expected an error part, got {other:?}"),
     }
-    assert_eq!(
-        labeled(
-            &runtime,
-            "actor_failures_total",
-            "role=\"side_effect_tool\""
-        ),
-        1
-    );
-    assert_eq!(
-        labeled(
-            &runtime,
-            "actor_restarts_total",
-            "role=\"side_effect_tool\""
-        ),
-        0
-    );
+    assert_eq!(role_counts(&runtime, "side_effect_tool"), (1, 0));
+}
+
+/// The (failures, restarts) the runtime counted for actors of `role`.
+fn role_counts(runtime: &Runtime, role: &str) -> (u64, u64) {
+    let labels = format!("role=\"{role}\"");
+    (
+        labeled(runtime, "actor_failures_total", &labels),
+        labeled(runtime, "actor_restarts_total", &labels),
+    )
 }
 
 fn find(n: &ActorNode, kind: Kind) -> Option<&ActorNode> {
@@ -263,7 +199,7 @@ async fn title_and_compaction_workers_appear_in_the_tree_while_they_run() {
         completion_tokens: Some(10),
         ..Default::default()
     };
-    let server = MockServer::start(Script::new(vec![
+    let server = start_mock(Script::new(vec![
         Conversation::new(vec![Step::text("A title").with_first_byte_delay_ms(1_500)])
             .matching_system("You write a title"),
         // Step i answers a request with i assistant messages: the summary request carries
@@ -275,18 +211,13 @@ async fn title_and_compaction_workers_appear_in_the_tree_while_they_run() {
         .matching_system("You are summarising a coding conversation"),
         Conversation::new(vec![Step::text("big answer").with_usage(over)]),
     ]))
-    .await
-    .unwrap();
+    .await;
     let mut f = Fixture::new(&server.base_url());
     f.config = config_limited(&server.base_url(), 4096, 512, json!({}));
     f.opts.titles = true;
     let runtime = f.start(&dir).await;
-    let sid = runtime.create_session(&root, None).await.unwrap().id;
-    let turn = {
-        let runtime = runtime.clone();
-        let sid = sid.clone();
-        tokio::spawn(async move { runtime.prompt(&sid, prompt("make it big")).await })
-    };
+    let sid = new_session(&runtime, &root).await;
+    let turn = spawn_turn(&runtime, &sid, prompt("make it big"));
     let mut seen_title = None;
     let mut seen_compaction = None;
     wait_until("the title and compaction workers in the tree", || {
@@ -312,11 +243,7 @@ async fn title_and_compaction_workers_appear_in_the_tree_while_they_run() {
     assert_eq!(title.status.to_string(), "busy");
     let compaction = seen_compaction.unwrap();
     assert_eq!(compaction.session_id.as_deref(), Some(sid.as_str()));
-    let r = tokio::time::timeout(DEADLINE, turn)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let r = join_turn(turn, DEADLINE, "the turn").await;
     assert!(r.error.is_none(), "{:?}", r.error);
     wait_until("the workers to end", || runtime.live_actors() == 0).await;
     assert!(find(&runtime.actors(), Kind::Title).is_none());
@@ -337,12 +264,10 @@ async fn a_subagent_ruleset_that_does_not_decode_fails_the_turn() {
 
 async fn an_undecodable_ruleset_fails_the_turn(subagent: bool) {
     let (dir, root) = scratch();
-    let server = MockServer::start(Script::single(vec![Step::text("should not run")]))
-        .await
-        .unwrap();
+    let server = start_mock(Script::single(vec![Step::text("should not run")])).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
     let parent = if subagent {
-        Some(runtime.create_session(&root, None).await.unwrap().id)
+        Some(new_session(&runtime, &root).await)
     } else {
         None
     };
@@ -374,9 +299,7 @@ async fn an_undecodable_ruleset_fails_the_turn(subagent: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn patching_rules_onto_a_ruleset_that_does_not_decode_fails_and_keeps_it() {
     let (dir, root) = scratch();
-    let server = MockServer::start(Script::single(vec![Step::text("unused")]))
-        .await
-        .unwrap();
+    let server = start_mock(Script::single(vec![Step::text("unused")])).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
     let mut s = runtime.create_session(&root, None).await.unwrap();
     s.permission = Some(SessionPermission::from_value(json!({"bash": "deny"})));
@@ -417,21 +340,13 @@ async fn patching_rules_onto_a_ruleset_that_does_not_decode_fails_and_keeps_it()
     );
 }
 
-/// A hook that injects one panic at `point`, the first time it is asked.
-fn once_at(point: troupe_actors::faults::FaultPoint) -> troupe_actors::faults::FaultHook {
-    let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    Arc::new(move |p, _key| p == point && !fired.swap(true, Ordering::SeqCst))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_step_is_retried_once_from_the_committed_history() {
     let (dir, root) = scratch();
-    let server = MockServer::start(Script::single(vec![Step::text("the answer")]))
-        .await
-        .unwrap();
+    let server = start_mock(Script::single(vec![Step::text("the answer")])).await;
     let runtime = start_runtime(&dir, &server.base_url()).await;
     runtime.inject_faults(once_at(troupe_actors::faults::FaultPoint::ProcessorEvent));
-    let sid = runtime.create_session(&root, None).await.unwrap().id;
+    let sid = new_session(&runtime, &root).await;
     let r = run_prompt(&runtime, &sid, "go").await;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(r.text, "the answer");
@@ -446,14 +361,7 @@ async fn a_crashed_step_is_retried_once_from_the_committed_history() {
         .collect();
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].contains("the step crashed"), "{errors:?}");
-    assert_eq!(
-        labeled(&runtime, "actor_failures_total", "role=\"processor\""),
-        1
-    );
-    assert_eq!(
-        labeled(&runtime, "actor_restarts_total", "role=\"processor\""),
-        1
-    );
+    assert_eq!(role_counts(&runtime, "processor"), (1, 1));
     wait_until("every actor to stop", || runtime.live_actors() == 0).await;
 }
 
@@ -462,9 +370,7 @@ async fn a_crashed_step_is_retried_once_from_the_committed_history() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_session_actor_answers_during_a_step_retry_backoff_and_an_abort_ends_it() {
     let (dir, root) = scratch();
-    let server = MockServer::start(Script::single(vec![Step::text("never sent")]))
-        .await
-        .unwrap();
+    let server = start_mock(Script::single(vec![Step::text("never sent")])).await;
     let mut f = Fixture::new(&server.base_url());
     f.config = config_with(
         &server.base_url(),
@@ -472,11 +378,8 @@ async fn the_session_actor_answers_during_a_step_retry_backoff_and_an_abort_ends
     );
     let runtime = f.start(&dir).await;
     runtime.inject_faults(once_at(troupe_actors::faults::FaultPoint::ProcessorEvent));
-    let sid = runtime.create_session(&root, None).await.unwrap().id;
-    let turn = tokio::spawn({
-        let (runtime, sid) = (runtime.clone(), sid.clone());
-        async move { runtime.prompt(&sid, prompt("go")).await }
-    });
+    let sid = new_session(&runtime, &root).await;
+    let turn = spawn_turn(&runtime, &sid, prompt("go"));
     wait_until("the step to crash", || {
         labeled(&runtime, "actor_restarts_total", "role=\"processor\"") == 1
     })
@@ -498,17 +401,8 @@ async fn the_session_actor_answers_during_a_step_retry_backoff_and_an_abort_ends
         "the actor answered within the 4 s backoff ({:?})",
         t0.elapsed()
     );
-    runtime.abort(&sid);
-    let r = tokio::time::timeout(Duration::from_secs(2), turn)
-        .await
-        .expect("the abort ends the turn before the backoff is over")
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        r.error.map(|e| e.name),
-        Some(troupe_session::MessageErrorName::MessageAborted),
-        "an aborted turn says so"
-    );
+    // The abort ends the turn before the backoff is over.
+    abort_and_wait(&runtime, &sid, turn, Duration::from_secs(2)).await;
     // The timer fires later and finds no turn: nothing starts.
     tokio::time::sleep(Duration::from_millis(4_500)).await;
     assert_eq!(completions(&server).len(), 1, "the retried step never ran");
@@ -518,17 +412,16 @@ async fn the_session_actor_answers_during_a_step_retry_backoff_and_an_abort_ends
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_session_actor_is_restarted_and_its_turn_goes_on() {
     let (dir, root) = scratch();
-    let server = MockServer::start(Script::single(vec![
+    let server = start_mock(Script::single(vec![
         Step::tool("flaky_write", json!({})),
         Step::text("finished after the restart"),
     ]))
-    .await
-    .unwrap();
+    .await;
     let (tool, runs) = flaky("flaky_write", 0);
     let runtime = runtime_with(&dir, &server, tool).await;
     // The session actor crashes as it takes the first finished step (the tool already ran).
     runtime.inject_faults(once_at(troupe_actors::faults::FaultPoint::SessionStep));
-    let sid = runtime.create_session(&root, None).await.unwrap().id;
+    let sid = new_session(&runtime, &root).await;
     let r = run_prompt(&runtime, &sid, "go").await;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(r.text, "finished after the restart");
@@ -539,14 +432,7 @@ async fn a_crashed_session_actor_is_restarted_and_its_turn_goes_on() {
         .filter(|m| matches!(m.info, troupe_session::Message::User(_)))
         .count();
     assert_eq!(users, 1, "the resumed turn added no user message");
-    assert_eq!(
-        labeled(&runtime, "actor_failures_total", "role=\"session\""),
-        1
-    );
-    assert_eq!(
-        labeled(&runtime, "actor_restarts_total", "role=\"session\""),
-        1
-    );
+    assert_eq!(role_counts(&runtime, "session"), (1, 1));
     let tree = runtime.actors();
     assert_eq!((tree.failures, tree.restarts), (1, 1));
     wait_until("every actor to stop", || runtime.live_actors() == 0).await;
@@ -557,7 +443,7 @@ async fn a_crashed_session_actor_is_restarted_and_its_turn_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_subagent_session_is_restarted_and_the_task_completes() {
     let (dir, root) = scratch();
-    let server = MockServer::start(Script::new(vec![
+    let server = start_mock(Script::new(vec![
         Conversation::new(vec![
             Step::tool("flaky_write", json!({})),
             Step::text("child finished after the restart"),
@@ -570,20 +456,12 @@ async fn a_crashed_subagent_session_is_restarted_and_the_task_completes() {
             ),
             Step::text("parent done"),
         ]),
-    ]))
-    .await
-    .unwrap();
+    ])).await;
     let (tool, runs) = flaky("flaky_write", 0);
     let runtime = runtime_with(&dir, &server, tool).await;
-    let sid = runtime.create_session(&root, None).await.unwrap().id;
+    let sid = new_session(&runtime, &root).await;
     // Only the child's actor crashes, once, as it takes its first finished step.
-    let parent = sid.clone();
-    let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    runtime.inject_faults(Arc::new(move |p, key| {
-        p == troupe_actors::faults::FaultPoint::SessionStep
-            && key != parent
-            && !fired.swap(true, Ordering::SeqCst)
-    }));
+    runtime.inject_faults(child_step_crash_once(&sid));
     let r = run_prompt(&runtime, &sid, "delegate").await;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(r.text, "parent done");
@@ -606,14 +484,7 @@ async fn a_crashed_subagent_session_is_restarted_and_the_task_completes() {
         1,
         "the child's tool did not run again"
     );
-    assert_eq!(
-        labeled(&runtime, "actor_failures_total", "role=\"session\""),
-        1
-    );
-    assert_eq!(
-        labeled(&runtime, "actor_restarts_total", "role=\"session\""),
-        1
-    );
+    assert_eq!(role_counts(&runtime, "session"), (1, 1));
     wait_until("every actor to stop", || runtime.live_actors() == 0).await;
 }
 
@@ -625,14 +496,14 @@ async fn a_session_that_keeps_crashing_fails_with_the_cause() {
         .map(|_| Step::tool("flaky_write", json!({})))
         .collect();
     steps.push(Step::text("never reached"));
-    let server = MockServer::start(Script::single(steps)).await.unwrap();
+    let server = start_mock(Script::single(steps)).await;
     let (tool, runs) = flaky("flaky_write", 0);
     // Default limit: 3 restarts within the period.
     let runtime = runtime_with(&dir, &server, tool).await;
     runtime.inject_faults(Arc::new(|p, _| {
         p == troupe_actors::faults::FaultPoint::SessionStep
     }));
-    let sid = runtime.create_session(&root, None).await.unwrap().id;
+    let sid = new_session(&runtime, &root).await;
     let err = tokio::time::timeout(DEADLINE, runtime.prompt(&sid, prompt("go")))
         .await
         .unwrap()
@@ -658,7 +529,7 @@ async fn a_turn_that_changed_files_gets_a_summary_from_the_summary_worker() {
     let file = root.join("notes.txt");
     // The summary request carries the turn (two assistant messages): its step 2 answers,
     // slowly, so the worker is seen in the tree.
-    let server = MockServer::start(Script::new(vec![
+    let server = start_mock(Script::new(vec![
         Conversation::new(vec![
             Step::text("unused"),
             Step::text("unused"),
@@ -673,12 +544,11 @@ async fn a_turn_that_changed_files_gets_a_summary_from_the_summary_worker() {
             Step::text("wrote it"),
         ]),
     ]))
-    .await
-    .unwrap();
+    .await;
     let mut f = Fixture::new(&server.base_url());
     f.opts.summaries = true;
     let runtime = f.start(&dir).await;
-    let sid = runtime.create_session(&root, None).await.unwrap().id;
+    let sid = new_session(&runtime, &root).await;
     let r = run_prompt(&runtime, &sid, "write the notes").await;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "notes");

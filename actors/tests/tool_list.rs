@@ -9,13 +9,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::json;
 use support::*;
-use tempfile::TempDir;
-use troupe_testkit::{MockServer, Script, Step};
+use troupe_testkit::{Script, Step};
 use troupe_tools::registry::ToolSource;
-use troupe_tools::{Registry, Tool, ToolContext, ToolError, ToolOutput};
+use troupe_tools::{Registry, Tool};
 
 /// A source like an MCP hub: tools that come and go, with a generation counter.
 #[derive(Default)]
@@ -48,70 +46,40 @@ impl ToolSource for Source {
     }
 }
 
-/// A source tool; running `src_grow` adds `src_new` to the source and withdraws itself.
-struct SourceTool {
-    name: &'static str,
-    source: std::sync::Weak<Source>,
-}
-
-impl Tool for SourceTool {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-    fn description(&self) -> String {
-        format!("Test tool {}.", self.name)
-    }
-    fn parameters(&self) -> Value {
-        json!({"type": "object", "properties": {}})
-    }
-    fn execute(
-        &self,
-        _args: Value,
-        _ctx: ToolContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        if self.name == "src_grow"
-            && let Some(source) = self.source.upgrade()
+/// A source tool named `name` answering "ok"; running `src_grow` also adds `src_new` to
+/// `source` and withdraws itself.
+fn source_tool(name: &'static str, source: std::sync::Weak<Source>) -> Arc<dyn Tool> {
+    let description = format!("Test tool {name}.");
+    Arc::new(FnTool::new(name, &description, move |_, _| {
+        if name == "src_grow"
+            && let Some(grown) = source.upgrade()
         {
-            source.add(Arc::new(SourceTool {
-                name: "src_new",
-                source: self.source.clone(),
-            }));
-            source.remove("src_grow");
+            grown.add(source_tool("src_new", source.clone()));
+            grown.remove("src_grow");
         }
-        Box::pin(async move {
-            Ok(ToolOutput {
-                title: "ok".into(),
-                output: "ok".into(),
-                metadata: Default::default(),
-            })
-        })
-    }
+        Box::pin(async { Ok(output("ok", "ok")) })
+    }))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_a_source_adds_mid_turn_is_offered_from_the_next_step() {
-    let dir = TempDir::new().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    let server = MockServer::start(Script::single(vec![
+    let (dir, root) = scratch();
+    let server = start_mock(Script::single(vec![
         Step::tool("glob", json!({"pattern": "*"})),
         Step::tool("src_grow", json!({})),
         Step::tool("src_new", json!({})),
         Step::text("done"),
         Step::text("again"),
     ]))
-    .await
-    .unwrap();
+    .await;
     let source = Arc::new(Source::default());
-    source.add(Arc::new(SourceTool {
-        name: "src_grow",
-        source: Arc::downgrade(&source),
-    }));
+    source.add(source_tool("src_grow", Arc::downgrade(&source)));
     let mut f = Fixture::new(&server.base_url());
     let mut registry = Registry::builtin();
     registry.add_source(source.clone());
     f.registry = registry;
     let runtime = f.start(&dir).await;
-    let sid = runtime.create_session(&root, None).await.unwrap().id;
+    let sid = new_session(&runtime, &root).await;
     let r = run_prompt(&runtime, &sid, "go").await;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(r.text, "done");

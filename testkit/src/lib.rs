@@ -34,6 +34,9 @@
 //! [`pg::PgSchema`] gives a test a fresh schema on the local PostgreSQL server (or a printed
 //! skip when there is none and `TROUPE_REQUIRE_SERVICES` is not `1`).
 //!
+//! [`task`] holds the `task`-tool (subagent) scripts the runtime's and the end-to-end tests
+//! share.
+//!
 //! The script format is documented on [`Script`], [`Step`] and [`Fault`] and in the crate
 //! README.
 
@@ -42,6 +45,7 @@ mod otlp;
 pub mod pg;
 mod script;
 mod server;
+pub mod task;
 mod wire;
 
 pub use otlp::{OtlpReceiver, ReceivedExport, ReceivedSpan};
@@ -69,4 +73,11 @@ pub fn mock_troupe_config(base_url: &str, context: u64, output: u64) -> serde_js
             "models": {MOCK_MODEL: {"name": "Mock", "limit": {"context": context, "output": output}}}
         }}
     })
+}
+
+/// The text of one message of a recorded chat-completions request (an element of
+/// `body["messages"]`): its `content` string, or the `text` of its content parts joined with
+/// newlines; empty for anything else.
+pub fn content_text(message: &serde_json::Value) -> String {
+    wire::content_text(&message["content"])
 }

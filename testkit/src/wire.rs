@@ -31,7 +31,7 @@ pub(crate) struct RequestInfo {
 }
 
 /// Text of a message `content`: a string, or the `text` of each part of an array, joined by `\n`.
-fn content_text(v: &Value) -> String {
+pub(crate) fn content_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts

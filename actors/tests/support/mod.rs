@@ -4,19 +4,25 @@
 //! needs.
 #![allow(dead_code)]
 
+use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use troupe_actors::{PromptInput, Runtime, RuntimeOptions, TurnResult};
+use tokio::task::JoinHandle;
+use troupe_actors::faults::{FaultHook, FaultPoint};
+use troupe_actors::{PromptInput, Runtime, RuntimeError, RuntimeOptions, TurnResult};
 use troupe_config::{Config, LoadedConfig};
 use troupe_session::{
-    AssistantMessage, Bus, Message, MessageWithParts, PartKind, Session, SessionId, Store,
-    ToolState,
+    AssistantMessage, Bus, Message, MessageErrorName, MessageWithParts, PartKind, Session,
+    SessionId, Store, ToolState,
 };
-use troupe_testkit::{Conversation, Fault, Step};
-use troupe_tools::{AllowAll, PermissionAsker, Registry};
+pub use troupe_testkit::content_text;
+use troupe_testkit::{Conversation, Fault, MockServer, Script, Step};
+use troupe_tools::{AllowAll, PermissionAsker, Registry, Tool, ToolContext, ToolError, ToolOutput};
 
 /// Bound on any single wait in these tests, so a deadlock fails instead of hanging.
 pub const DEADLINE: Duration = Duration::from_secs(20);
@@ -67,6 +73,17 @@ pub fn hanging(token: &str) -> Conversation {
     Conversation::new(vec![hanging_text("working on it, please hold the line")]).matching(token)
 }
 
+/// A conversation for the request containing `token` whose model calls `test_sleep` for 60 s
+/// (and would then answer "never reached"): a session still in a tool call when the test
+/// acts.
+pub fn sleeping(token: &str) -> Conversation {
+    Conversation::new(vec![
+        Step::tool("test_sleep", json!({"ms": 60000})),
+        Step::text("never reached"),
+    ])
+    .matching(token)
+}
+
 /// The store of a test: `troupe.db` in `dir`.
 pub fn open_store(dir: &TempDir) -> Store {
     Store::open(dir.path().join("troupe.db"), Bus::new()).expect("store")
@@ -114,6 +131,30 @@ pub async fn start_runtime(dir: &TempDir, base_url: &str) -> Runtime {
     Fixture::new(base_url).start(dir).await
 }
 
+/// A runtime whose config is [`config_with`]`(base_url, extra)`, every other default.
+pub async fn start_runtime_config(dir: &TempDir, base_url: &str, extra: Value) -> Runtime {
+    Fixture {
+        config: config_with(base_url, extra),
+        ..Fixture::new(base_url)
+    }
+    .start(dir)
+    .await
+}
+
+/// The scripted provider serving `script` on 127.0.0.1.
+pub async fn start_mock(script: Script) -> MockServer {
+    MockServer::start(script).await.expect("mock")
+}
+
+/// A new root session whose directory is `root`; its id.
+pub async fn new_session(runtime: &Runtime, root: &Path) -> SessionId {
+    runtime
+        .create_session(root, None)
+        .await
+        .expect("session")
+        .id
+}
+
 /// A runtime with `opts` and every other default for the mock at `base_url`.
 pub async fn start_runtime_with(dir: &TempDir, base_url: &str, opts: RuntimeOptions) -> Runtime {
     Fixture {
@@ -157,6 +198,154 @@ pub async fn run_prompt(runtime: &Runtime, sid: &SessionId, text: &str) -> TurnR
         .await
         .expect("turn finished in time")
         .expect("turn ran")
+}
+
+/// Run `input` to its end (bounded by [`DEADLINE`]), for a prompt with more than a text.
+pub async fn run_input(runtime: &Runtime, sid: &SessionId, input: PromptInput) -> TurnResult {
+    tokio::time::timeout(DEADLINE, runtime.prompt(sid, input))
+        .await
+        .expect("turn finished in time")
+        .expect("turn ran")
+}
+
+/// Start `runtime.prompt(sid, input)` on a task of its own and hand back what it returns
+/// (an error included), for a test that aborts or refuses the turn while it runs.
+pub fn spawn_turn(
+    runtime: &Runtime,
+    sid: &SessionId,
+    input: PromptInput,
+) -> JoinHandle<Result<TurnResult, RuntimeError>> {
+    let (runtime, sid) = (runtime.clone(), sid.clone());
+    tokio::spawn(async move { runtime.prompt(&sid, input).await })
+}
+
+/// The result of a turn started with [`spawn_turn`], awaited at most `limit` (`what` names
+/// the wait in the failure); fails the test when the turn did not run.
+pub async fn join_turn(
+    turn: JoinHandle<Result<TurnResult, RuntimeError>>,
+    limit: Duration,
+    what: &str,
+) -> TurnResult {
+    tokio::time::timeout(limit, turn)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within {limit:?}"))
+        .expect("join")
+        .expect("turn ran")
+}
+
+/// Abort session `sid` and wait at most `limit` for its turn, started with [`spawn_turn`],
+/// to return; asserts the turn ended with `MessageAbortedError` and returns it.
+pub async fn abort_and_wait(
+    runtime: &Runtime,
+    sid: &SessionId,
+    turn: JoinHandle<Result<TurnResult, RuntimeError>>,
+    limit: Duration,
+) -> TurnResult {
+    runtime.abort(sid);
+    let result = join_turn(turn, limit, "the aborted turn returned").await;
+    assert_eq!(
+        result.error.as_ref().map(|e| &e.name),
+        Some(&MessageErrorName::MessageAborted),
+        "{result:?}"
+    );
+    result
+}
+
+/// The value of the runtime's counter `name` with the label set `labels` (e.g.
+/// `role="session"`), 0 when it was never counted.
+pub fn labeled(runtime: &Runtime, name: &str, labels: &str) -> u64 {
+    runtime
+        .shared()
+        .counters
+        .snapshot()
+        .into_iter()
+        .find(|(n, l, _)| *n == name && l == labels)
+        .map(|(_, _, v)| v)
+        .unwrap_or(0)
+}
+
+/// A fault hook that injects one panic at `point`, the first time it is asked.
+pub fn once_at(point: FaultPoint) -> FaultHook {
+    let fired = Arc::new(AtomicBool::new(false));
+    Arc::new(move |p, _key| p == point && !fired.swap(true, Ordering::SeqCst))
+}
+
+/// A fault hook that crashes a session actor other than `parent`'s once, as it takes its
+/// first finished step: a subagent's actor crashing during its turn.
+pub fn child_step_crash_once(parent: &SessionId) -> FaultHook {
+    let parent = parent.clone();
+    let fired = Arc::new(AtomicBool::new(false));
+    Arc::new(move |p, key| {
+        p == FaultPoint::SessionStep && key != parent && !fired.swap(true, Ordering::SeqCst)
+    })
+}
+
+/// The body of a test tool's call: gets the arguments and context as
+/// [`Tool::execute`] does and returns its future.
+type Run =
+    dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<ToolOutput, ToolError>> + Send + Sync;
+
+/// A test tool made of a name, a description, an argument schema and a closure that runs a
+/// call (the one way these tests write a tool; see [`Tool`]).
+pub struct FnTool {
+    name: &'static str,
+    description: String,
+    parameters: Value,
+    run: Box<Run>,
+}
+
+impl FnTool {
+    /// The tool `name` described as `description`, taking no arguments, whose calls `run`
+    /// runs.
+    pub fn new(
+        name: &'static str,
+        description: &str,
+        run: impl Fn(Value, ToolContext) -> BoxFuture<'static, Result<ToolOutput, ToolError>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        Self {
+            name,
+            description: description.to_string(),
+            parameters: json!({"type": "object", "properties": {}}),
+            run: Box::new(run),
+        }
+    }
+
+    /// The same tool with the argument schema `parameters`.
+    pub fn with_parameters(mut self, parameters: Value) -> Self {
+        self.parameters = parameters;
+        self
+    }
+}
+
+impl Tool for FnTool {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> String {
+        self.description.clone()
+    }
+    fn parameters(&self) -> Value {
+        self.parameters.clone()
+    }
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        (self.run)(args, ctx)
+    }
+}
+
+/// A tool's output with `title` and `output` and no metadata.
+pub fn output(title: &str, output: impl Into<String>) -> ToolOutput {
+    ToolOutput {
+        title: title.into(),
+        output: output.into(),
+        metadata: Default::default(),
+    }
 }
 
 /// Start [`run_prompt`] on a task of its own, for a test that acts while the turn runs.
@@ -252,18 +441,4 @@ pub fn request_texts(r: &troupe_testkit::RecordedRequest, role: &str) -> Vec<Str
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// The text of a request message's `content`: the string, or its text parts joined with
-/// newlines.
-pub fn content_text(m: &Value) -> String {
-    match &m["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(ps) => ps
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
