@@ -71,7 +71,7 @@ fn assert_denied(part: &Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn denied_tool_is_not_offered() {
     let script = Script::single(vec![Step::text("one"), Step::text("two")]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let url = server.base_url();
     let project = agents_project(mock_config_with(
         &url,
@@ -166,7 +166,7 @@ fn plan_script() -> Script {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_mode_cannot_write() {
-    let server = MockServer::start(plan_script()).await.expect("mock");
+    let server = start_mock(plan_script()).await;
     let project = agents_project(mock_config(&server.base_url()));
     project.git();
     let (denied, plan) = plan_writes(&project, &server).await;
@@ -197,7 +197,7 @@ async fn plan_mode_cannot_write() {
 /// session directory as the worktree, so the plan-file pattern still matches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_mode_plan_file_without_git() {
-    let server = MockServer::start(plan_script()).await.expect("mock");
+    let server = start_mock(plan_script()).await;
     let project = agents_project(mock_config(&server.base_url()));
     let (denied, plan) = plan_writes(&project, &server).await;
     assert_denied(&denied);
@@ -217,7 +217,7 @@ async fn plan_mode_plan_file_without_git() {
 async fn plan_then_build_switch() {
     let plan_text = "Plan: 1. edit main.rs 2. run tests";
     let script = Script::single(vec![Step::text(plan_text), Step::text("done")]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = agents_project(mock_config(&server.base_url()));
     project.git();
 
@@ -303,7 +303,7 @@ async fn bash_subcommand_rules() {
         Step::tool("bash", json!({"command": "ls", "description": "list"})),
         Step::text("done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = agents_project(mock_config_with(
         &server.base_url(),
         json!({"permission": {"bash": {"*": "allow", "rm *": "deny"}}}),
@@ -353,7 +353,7 @@ async fn external_directory_asks() {
         ),
         Step::text("finished"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = agents_project(mock_config(&server.base_url()));
     project.git();
     std::fs::write(project.outside().join("secret.txt"), SECRET).expect("secret");
@@ -411,7 +411,7 @@ async fn external_directory_bash_cd() {
         Step::tool("bash", json!({"command": cmd, "description": "cd out"})),
         Step::text("done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
 
     let out = project.troupe(&["run", "peek"], &[]).await;
@@ -575,9 +575,7 @@ async fn agent_list_show_and_debug_config() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn markdown_agent() {
     let body = "You are Reviewer-7, a meticulous code reviewer. Never edit files.";
-    let server = MockServer::start(Script::single(vec![Step::text("looks fine")]))
-        .await
-        .expect("mock");
+    let server = mock(vec![Step::text("looks fine")]).await;
     let project = agents_project(mock_config(&server.base_url()));
     project.git();
     project.write_file(
@@ -638,9 +636,7 @@ async fn markdown_agent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instructions_from_agents_md() {
     let rule = "Always answer in haiku (rule 4f2a).";
-    let server = MockServer::start(Script::single(vec![Step::text("ok")]))
-        .await
-        .expect("mock");
+    let server = mock(vec![Step::text("ok")]).await;
     let project = agents_project(mock_config(&server.base_url()));
     project.git();
     project.write_file("AGENTS.md", &format!("# Rules\n{rule}\n"));
@@ -672,7 +668,7 @@ fn doom_script() -> Script {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doom_loop_is_refused_without_a_terminal() {
-    let server = MockServer::start(doom_script()).await.expect("mock");
+    let server = start_mock(doom_script()).await;
     let project = agents_project(mock_config(&server.base_url()));
     project.git();
     project.write_file("a.txt", "alpha\n");
@@ -702,7 +698,7 @@ async fn doom_loop_is_refused_without_a_terminal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doom_loop_allowed_by_policy_finishes() {
-    let server = MockServer::start(doom_script()).await.expect("mock");
+    let server = start_mock(doom_script()).await;
     let project = agents_project(mock_config(&server.base_url()));
     project.git();
     project.write_file("a.txt", "alpha\n");
@@ -734,9 +730,7 @@ async fn rm_variants(commands: &[&str]) -> Vec<(String, bool)> {
         .map(|c| Step::tool("bash", json!({"command": c, "description": "variant"})))
         .collect();
     steps.push(Step::text("done"));
-    let server = MockServer::start(Script::single(steps))
-        .await
-        .expect("mock");
+    let server = mock(steps).await;
     let project = agents_project(mock_config_with(
         &server.base_url(),
         json!({"permission": {"bash": {"*": "allow", "rm *": "deny"}}}),
@@ -810,7 +804,7 @@ async fn external_directory_through_a_symlink() {
         Step::tool("grep", json!({"pattern": "s3cr3t", "path": "link"})),
         Step::text("done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = agents_project(mock_config(&server.base_url()));
     project.git();
     std::fs::write(project.outside().join("secret.txt"), SECRET).expect("secret");
@@ -863,9 +857,7 @@ async fn refused_under_issue_rules(table: &[(&str, &str)], outside_files: &[&str
         json!({"command": "ls d", "description": "still there"}),
     ));
     steps.push(Step::text("done"));
-    let server = MockServer::start(Script::single(steps))
-        .await
-        .expect("mock");
+    let server = mock(steps).await;
     let project = agents_project(mock_config_with(
         &server.base_url(),
         json!({"permission": {
@@ -1009,7 +1001,7 @@ fn plan_bash_script() -> Script {
 /// redirect into a project file; the refusal names the guarantee and the overridden rule.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_mode_guarantee_beats_global_edit_allow() {
-    let server = MockServer::start(plan_bash_script()).await.expect("mock");
+    let server = start_mock(plan_bash_script()).await;
     let project = agents_project(mock_config_with(
         &server.base_url(),
         json!({"permission": {"edit": "allow"}}),
@@ -1045,7 +1037,7 @@ async fn plan_mode_guarantee_beats_global_edit_allow() {
 /// `agent.plan.permission.edit: "allow"` is the explicit per-agent choice that can loosen it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_mode_per_agent_edit_allow_writes() {
-    let server = MockServer::start(plan_bash_script()).await.expect("mock");
+    let server = start_mock(plan_bash_script()).await;
     let project = agents_project(mock_config_with(
         &server.base_url(),
         json!({"permission": {"edit": "deny"}, "agent": {"plan": {"permission": {"edit": "allow"}}}}),

@@ -9,12 +9,6 @@ use troupe_testkit::{Fault, MockServer, Script, Step};
 mod common;
 use common::*;
 
-async fn mock(steps: Vec<Step>) -> MockServer {
-    MockServer::start(Script::single(steps))
-        .await
-        .expect("mock server")
-}
-
 // ------------------------------------------------------------------ quiet mistakes (21.8)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -441,8 +435,7 @@ async fn models_lists_configured_and_local_server_models_and_marks_the_default()
 // ------------------------------------------------------------------ batches (21.6)
 
 fn write_tasks(p: &CliProject, lines: &[Value]) {
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(p.root.join("tasks.jsonl"), text).expect("tasks.jsonl");
+    write_jsonl(&p.root.join("tasks.jsonl"), lines);
 }
 
 /// The stderr lines of finished tasks (`✓ …` / `✗ …`), sorted by task id.
@@ -679,24 +672,9 @@ async fn monitor_shows_a_busy_session_by_its_first_prompt() {
     .await;
     let p = CliProject::new(&server.base_url());
     let (_serve, base) = p.serve().await;
-    let http = reqwest::Client::new();
-    let s: Value = http
-        .post(format!("{base}/session"))
-        .json(&json!({}))
-        .send()
-        .await
-        .expect("create")
-        .json()
-        .await
-        .expect("JSON");
-    let sid = s["id"].as_str().expect("id").to_string();
-    let r = http
-        .post(format!("{base}/session/{sid}/prompt_async"))
-        .json(&json!({"text": "fix the login bug"}))
-        .send()
-        .await
-        .expect("prompt_async");
-    assert!(r.status().is_success());
+    let api = Api::new(&base);
+    let sid = api.new_session().await;
+    api.prompt_async(&sid, "fix the login bug").await;
     // The session actor is live while its request hangs; poll until the tree shows it busy
     // (its node appears, with the prompt, a moment before it turns busy).
     let mut view = String::new();
@@ -720,11 +698,7 @@ async fn monitor_shows_a_busy_session_by_its_first_prompt() {
             .contains("sessions 1 (busy 1)"),
         "{view}"
     );
-    let _ = http
-        .post(format!("{base}/session/{sid}/abort"))
-        .json(&json!({}))
-        .send()
-        .await;
+    let _ = api.post(&format!("/session/{sid}/abort"), json!({})).await;
 }
 
 // ------------------------------------------------------------------ what users reach for (21.11)
@@ -817,14 +791,7 @@ async fn title_file_attachments_dir_filter_and_delete() {
         "{table}"
     );
     assert!(table.contains(&sub.display().to_string()), "{table}");
-    let out = p
-        .troupe(
-            &["session", "list", "--dir", "sub", "--format", "json"],
-            &[],
-        )
-        .await;
-    assert_success(&out, "session list --dir");
-    let only: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+    let only = p.sessions_with(&["--dir", "sub"]).await;
     assert_eq!(only.len(), 1);
     assert_eq!(only[0]["directory"], json!(sub.display().to_string()));
 
@@ -839,14 +806,7 @@ async fn title_file_attachments_dir_filter_and_delete() {
 
     // A directory deleted since still lists its sessions (the filter is a path, not a dir).
     std::fs::remove_dir_all(&sub).expect("remove sub");
-    let out = p
-        .troupe(
-            &["session", "list", "--dir", "sub", "--format", "json"],
-            &[],
-        )
-        .await;
-    assert_success(&out, "session list --dir of a deleted directory");
-    let only: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+    let only = p.sessions_with(&["--dir", "sub"]).await;
     assert_eq!(only.len(), 1, "{only:?}");
 
     // delete.
@@ -987,12 +947,6 @@ async fn the_binary_sees_only_the_fixture_environment() {
     }
 }
 
-/// A real (tiny) PNG: the 8-byte signature and an IHDR chunk.
-const PNG: &[u8] = &[
-    0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, b'I', b'H', b'D', b'R', 0, 0, 0,
-    1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4, 0x89,
-];
-
 /// `run -f image.png`: an image part for a model whose entry says it takes images (OpenAI
 /// `image_url` content part, Anthropic base64 `image` block, both with the file's bytes), a
 /// `file` part in the stored message; a one-line error, with nothing sent or stored, for a
@@ -1002,8 +956,7 @@ async fn run_f_images_go_to_models_that_take_them() {
     use base64::Engine as _;
     let server = mock(vec![Step::text("a red dot")]).await;
     let p = Project::empty();
-    let vision = json!({"name": "Vision", "limit": {"context": 128000, "output": 8192},
-                        "modalities": {"input": ["text", "image"], "output": ["text"]}});
+    let vision = vision_model();
     p.write_config(
         &json!({
             "model": "mock/mock-model",
@@ -1025,8 +978,8 @@ async fn run_f_images_go_to_models_that_take_them() {
         })
         .to_string(),
     );
-    std::fs::write(p.root.join("dot.png"), PNG).expect("png");
-    let b64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+    std::fs::write(p.root.join("dot.png"), TINY_PNG).expect("png");
+    let b64 = base64::engine::general_purpose::STANDARD.encode(TINY_PNG);
 
     // A model without image input: refused in one line, before a session or a request.
     let out = p

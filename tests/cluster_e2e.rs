@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
-use troupe_testkit::{Conversation, MockServer, Script, Step};
+use troupe_testkit::{Conversation, Script, Step};
 
 /// The NATS URL to test against, or `None` (after saying why) when no server answers and
 /// services are not required.
@@ -118,17 +118,14 @@ fn script() -> Script {
 
 /// Writes the first `count` of the scripted tasks to `<root>/tasks.jsonl`; returns its path.
 fn write_tasks(p: &Project, count: usize) -> std::path::PathBuf {
-    let lines: String = (0..count)
+    let lines: Vec<Value> = (0..count)
         .map(|i| {
             let id = task_id(i);
-            format!(
-                "{}\n",
-                json!({"id": id, "prompt": format!("do job [{id}]")})
-            )
+            json!({"id": id, "prompt": format!("do job [{id}]")})
         })
         .collect();
     let path = p.root.join("tasks.jsonl");
-    std::fs::write(&path, lines).expect("write tasks");
+    write_jsonl(&path, &lines);
     path
 }
 
@@ -212,14 +209,6 @@ fn result_lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-async fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let start = std::time::Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// The "Done when": 3 workers, a cluster batch of 60 multi-step tasks; one worker
 /// SIGKILLed mid-run, another SIGTERMed. All 60 results arrive exactly once, no session is
 /// duplicated, the killed worker's tasks are finished by other workers in the same session
@@ -235,7 +224,7 @@ async fn sixty_tasks_survive_a_killed_and_a_stopped_worker() {
     let Some(pg) = troupe_testkit::pg::PgSchema::create("sixty_tasks_cluster") else {
         return;
     };
-    let mock = MockServer::start(script()).await.expect("mock");
+    let mock = start_mock(script()).await;
     let p = Project::new(&mock.base_url()).with_env("TROUPE_DB", pg.url());
     let tasks = write_tasks(&p, TASKS);
     let out = p.root.join("results.jsonl");
@@ -265,7 +254,7 @@ async fn sixty_tasks_survive_a_killed_and_a_stopped_worker() {
     // SIGKILL w1 in the middle of its second round of tasks: once it has finished one and
     // taken new ones, half a step in (its tasks end together, so killing as results come
     // in would catch them between their last step and their result).
-    wait_until("w1 in its second round", Duration::from_secs(60), || {
+    wait_for_within("w1 in its second round", Duration::from_secs(60), || {
         let (started, finished) = started_and_finished(&log_of(&p, "w1"));
         !finished.is_empty() && started.difference(&finished).count() >= 2
     })
@@ -279,7 +268,7 @@ async fn sixty_tasks_survive_a_killed_and_a_stopped_worker() {
     eprintln!("w1 killed while running {killed:?}");
 
     // Then SIGTERM w2 while it runs tasks: it finishes or hands them back.
-    wait_until("w2 running tasks", Duration::from_secs(60), || {
+    wait_for_within("w2 running tasks", Duration::from_secs(60), || {
         let (started, finished) = started_and_finished(&log_of(&p, "w2"));
         started.difference(&finished).count() >= 1
     })
@@ -331,17 +320,7 @@ async fn sixty_tasks_survive_a_killed_and_a_stopped_worker() {
     }
 
     // No session duplicated: one session per task, the one its result names.
-    let sessions = {
-        let out = p
-            .troupe(
-                &["session", "list", "--format", "json", "--limit", "1000"],
-                &[],
-            )
-            .await;
-        assert_success(&out, "session list");
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()
-    };
-    let sessions = sessions.as_array().unwrap();
+    let sessions = p.sessions_with(&["--limit", "1000"]).await;
     assert_eq!(sessions.len(), TASKS, "one session per task");
     // They are in PostgreSQL: no process fell back to a SQLite file.
     assert!(!p.home.path().join("troupe.db").exists());
@@ -481,7 +460,7 @@ async fn serve_cluster_shows_the_workers_and_a_dead_one() {
     else {
         return;
     };
-    let mock = MockServer::start(script()).await.expect("mock");
+    let mock = start_mock(script()).await;
     let p = Project::new(&mock.base_url());
     let (_serve, base) = serve_with(p.command(&[
         "serve",
@@ -626,7 +605,7 @@ async fn a_killed_cluster_batch_resumes_its_run() {
     else {
         return;
     };
-    let mock = MockServer::start(script()).await.expect("mock");
+    let mock = start_mock(script()).await;
     let p = Project::new(&mock.base_url());
     // 12 of the 60 scripted tasks.
     let tasks = write_tasks(&p, 12);
@@ -657,7 +636,7 @@ async fn a_killed_cluster_batch_resumes_its_run() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn batch");
-    wait_until("3 results", Duration::from_secs(60), || {
+    wait_for_within("3 results", Duration::from_secs(60), || {
         result_lines(&out).len() >= 3
     })
     .await;
@@ -691,14 +670,7 @@ async fn a_killed_cluster_batch_resumes_its_run() {
         let starts = log.matches(&format!("task {id} started")).count();
         assert_eq!(starts, 1, "task {id} started {starts} times:\n{log}");
     }
-    let sessions = p
-        .troupe(
-            &["session", "list", "--format", "json", "--limit", "100"],
-            &[],
-        )
-        .await;
-    let sessions: Value = serde_json::from_slice(&sessions.stdout).unwrap();
-    assert_eq!(sessions.as_array().unwrap().len(), 12);
+    assert_eq!(p.sessions_with(&["--limit", "100"]).await.len(), 12);
     let _ = w.kill();
     let _ = w.wait();
 }
@@ -736,7 +708,7 @@ async fn a_subagent_runs_on_another_worker_and_the_parents_abort_reaches_it() {
         ])
         .matching("CHILD-SLOW"),
     ]);
-    let mock = MockServer::start(script).await.expect("mock");
+    let mock = start_mock(script).await;
     let p = Project::with_config(&mock_config_with(
         &mock.base_url(),
         json!({"cluster": {"subagents": ["explore"]}}),
@@ -890,7 +862,7 @@ async fn a_single_worker_with_one_slot_runs_the_remote_children_of_its_own_paren
         Conversation::new(vec![Step::text("one says 41")]).matching("CHILD-ONE"),
         Conversation::new(vec![Step::text("two says 43")]).matching("CHILD-TWO"),
     ]);
-    let mock = MockServer::start(script).await.expect("mock");
+    let mock = start_mock(script).await;
     let p = Project::with_config(&mock_config_with(
         &mock.base_url(),
         json!({"cluster": {"subagents": ["explore"]}}),

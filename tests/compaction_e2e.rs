@@ -189,7 +189,7 @@ async fn setup(
 /// The scripted provider serving `script`, and `project` configured for it with the small
 /// context and `compaction`.
 async fn serve(project: &Project, script: Script, compaction: Value) -> MockServer {
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&config_json(
         &server.base_url(),
         SMALL_CONTEXT,
@@ -611,7 +611,7 @@ async fn manual_compact() {
         .matching("look at alpha"),
         Conversation::new(vec![Step::text("continued from the summary"); 4]).matching(WHAT_SO_FAR),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&config_json(&server.base_url(), 128_000, 8192, Value::Null));
     let out = project.troupe(&["run", "look at alpha"], &[]).await;
     assert_success(&out, "first run");
@@ -697,7 +697,7 @@ async fn prune_marks_old_outputs() {
         Step::text("turn three done"),
         Step::text("turn four done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&config_json(
         &server.base_url(),
         1_000_000,
@@ -790,7 +790,7 @@ async fn title_arrives() {
         .matching_system(TITLE_SYSTEM),
         Conversation::new(vec![Step::text("The TODO list is fixed.")]).matching(TITLE_PROMPT),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::empty();
     project.write_config(&config_json(&server.base_url(), 128_000, 8192, Value::Null));
     let out = project
@@ -837,7 +837,7 @@ async fn title_failure_keeps_default_title() {
         .matching_system(TITLE_SYSTEM),
         Conversation::new(vec![Step::text("The TODO list is fixed.")]).matching(TITLE_PROMPT),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::empty();
     project.write_config(&config_json(&server.base_url(), 128_000, 8192, Value::Null));
     let out = project

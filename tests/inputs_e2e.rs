@@ -9,12 +9,6 @@ use troupe_testkit::{Conversation, MockServer, Script, Step};
 mod common;
 use common::*;
 
-async fn mock(steps: Vec<Step>) -> MockServer {
-    MockServer::start(Script::single(steps))
-        .await
-        .expect("mock server")
-}
-
 /// The text the model got as the last user message of request `i`.
 fn user_text(server: &MockServer, i: usize) -> String {
     let req = &completions(server)[i];
@@ -134,7 +128,7 @@ async fn at_file_outside_the_project_is_refused_without_approval() {
 async fn at_directory_is_listed_and_at_agent_hands_work_to_the_subagent() {
     // The mock picks a step by the number of assistant messages in the request, so the
     // subagent's session (whose prompt is CHILD-FIND) gets a conversation of its own.
-    let server = MockServer::start(Script::new(vec![
+    let server = start_mock(Script::new(vec![
         Conversation::new(vec![Step::text("it is in src/config.rs")]).matching("CHILD-FIND"),
         Conversation::new(vec![
             Step::tool(
@@ -143,9 +137,7 @@ async fn at_directory_is_listed_and_at_agent_hands_work_to_the_subagent() {
             ),
             Step::text("the loader is in src/config.rs"),
         ]),
-    ]))
-    .await
-    .expect("mock server");
+    ])).await;
     let p = CliProject::new(&server.base_url());
     p.write_file("src/config.rs", "fn load() {}\n");
     let out = p
@@ -192,23 +184,16 @@ async fn at_directory_is_listed_and_at_agent_hands_work_to_the_subagent() {
     assert_eq!(completions(&server).len(), 3, "parent, child, parent");
 }
 
-/// A real (tiny) PNG: the 8-byte signature and an IHDR chunk.
-const PNG: &[u8] = &[
-    0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, b'I', b'H', b'D', b'R', 0, 0, 0,
-    1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4, 0x89,
-];
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_image_goes_to_a_model_that_takes_images_and_is_refused_otherwise() {
     use base64::Engine as _;
     let server = mock(vec![Step::text("a dot")]).await;
-    let vision = json!({"name": "Vision", "limit": {"context": 128000, "output": 8192},
-                        "modalities": {"input": ["text", "image"], "output": ["text"]}});
+    let vision = vision_model();
     let p = Project::with_config(&mock_config_with(
         &server.base_url(),
         json!({"provider": {"mock": {"models": {"vision": vision}}}}),
     ));
-    std::fs::write(p.root.join("dot.png"), PNG).expect("png");
+    std::fs::write(p.root.join("dot.png"), TINY_PNG).expect("png");
     let out = p.troupe(&["run", "what is @dot.png?"], &[]).await;
     let line = assert_one_line_failure(&out, "@image to a text-only model");
     assert!(line.contains("does not accept images"), "{line}");
@@ -223,7 +208,7 @@ async fn at_image_goes_to_a_model_that_takes_images_and_is_refused_otherwise() {
         .into_iter()
         .rfind(|m| m["role"] == "user")
         .expect("user");
-    let b64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(TINY_PNG);
     assert_eq!(
         user["content"][1],
         json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{b64}")}})
@@ -382,15 +367,8 @@ async fn commands_and_file_parts_over_http() {
     command_file(&p, "review", "Review $1 carefully");
     p.write_file("README.md", "hello from the readme\n");
     let (_child, base) = p.serve().await;
-    let http = reqwest::Client::new();
-    let commands: Value = http
-        .get(format!("{base}/command"))
-        .send()
-        .await
-        .expect("GET /command")
-        .json()
-        .await
-        .expect("JSON");
+    let api = Api::new(&base);
+    let commands = api.get_json("/command").await;
     let names: Vec<&str> = commands
         .as_array()
         .expect("a list")
@@ -400,59 +378,43 @@ async fn commands_and_file_parts_over_http() {
     assert_eq!(names, ["cfg", "review"], "{commands}");
     assert_eq!(commands[0]["description"], "from config");
 
-    let session: Value = http
-        .post(format!("{base}/session"))
-        .json(&json!({}))
-        .send()
-        .await
-        .expect("POST /session")
-        .json()
-        .await
-        .expect("JSON");
-    let sid = session["id"].as_str().expect("id");
-    let r = http
-        .post(format!("{base}/session/{sid}/command"))
-        .json(&json!({"command": "review", "arguments": "src/lib.rs"}))
-        .send()
-        .await
-        .expect("POST command");
-    assert_eq!(r.status().as_u16(), 200);
+    let sid = api.new_session().await;
+    let command = format!("/session/{sid}/command");
+    let (status, body) = api
+        .post(
+            &command,
+            json!({"command": "review", "arguments": "src/lib.rs"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
     assert_eq!(user_text(&server, 0), "Review src/lib.rs carefully");
 
-    let r = http
-        .post(format!("{base}/session/{sid}/command"))
-        .json(&json!({"command": "nope"}))
-        .send()
-        .await
-        .expect("POST command");
-    assert_eq!(r.status().as_u16(), 400);
-    let body: Value = r.json().await.expect("JSON");
+    let (status, body) = api.post(&command, json!({"command": "nope"})).await;
+    assert_eq!(status, 400);
     assert!(body.to_string().contains("cfg, review"), "{body}");
 
     // A file part on the API takes the same path as `@path`.
     let readme = p.root.join("README.md").display().to_string();
-    let r = http
-        .post(format!("{base}/session/{sid}/message"))
-        .json(&json!({"parts": [
-            {"type": "text", "text": "what does it say?"},
-            {"type": "file", "url": format!("file://{readme}"), "mime": "text/plain", "filename": "README.md"}
-        ]}))
-        .send()
-        .await
-        .expect("POST message");
-    assert_eq!(r.status().as_u16(), 200);
+    let message = format!("/session/{sid}/message");
+    let (status, body) = api
+        .post(
+            &message,
+            json!({"parts": [
+                {"type": "text", "text": "what does it say?"},
+                {"type": "file", "url": format!("file://{readme}"), "mime": "text/plain", "filename": "README.md"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
     let sent = user_text(&server, 1);
     assert!(
         sent.contains("Called the Read tool") && sent.contains("hello from the readme"),
         "{sent}"
     );
-    let r = http
-        .post(format!("{base}/session/{sid}/message"))
-        .json(&json!({"parts": [{"type": "video", "text": "x"}]}))
-        .send()
-        .await
-        .expect("POST message");
-    assert_eq!(r.status().as_u16(), 400);
+    let (status, _) = api
+        .post(&message, json!({"parts": [{"type": "video", "text": "x"}]}))
+        .await;
+    assert_eq!(status, 400);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -467,25 +429,13 @@ async fn the_users_shell_command_is_recorded_and_refused_while_busy() {
     .await;
     let p = CliProject::new(&server.base_url());
     let (_child, base) = p.serve().await;
-    let http = reqwest::Client::new();
-    let session: Value = http
-        .post(format!("{base}/session"))
-        .json(&json!({}))
-        .send()
-        .await
-        .expect("POST /session")
-        .json()
-        .await
-        .expect("JSON");
-    let sid = session["id"].as_str().expect("id").to_string();
-    let r = http
-        .post(format!("{base}/session/{sid}/shell"))
-        .json(&json!({"command": "echo hello-$((40+2))"}))
-        .send()
-        .await
-        .expect("POST shell");
-    assert_eq!(r.status().as_u16(), 200);
-    let body: Value = r.json().await.expect("JSON");
+    let api = Api::new(&base);
+    let sid = api.new_session().await;
+    let shell = format!("/session/{sid}/shell");
+    let (status, body) = api
+        .post(&shell, json!({"command": "echo hello-$((40+2))"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
     let part = &body["parts"][0];
     assert_eq!(part["tool"], "bash");
     assert_eq!(part["state"]["status"], "completed");
@@ -502,14 +452,13 @@ async fn the_users_shell_command_is_recorded_and_refused_while_busy() {
     );
 
     // The model sees it on the next turn: the user text, then the bash call and its output.
-    let r = http
-        .post(format!("{base}/session/{sid}/message"))
-        .json(&json!({"text": "what did it print?"}))
-        .send()
-        .await
-        .expect("POST message");
-    assert_eq!(r.status().as_u16(), 200);
-    let answer: Value = r.json().await.expect("JSON");
+    let (status, answer) = api
+        .post(
+            &format!("/session/{sid}/message"),
+            json!({"text": "what did it print?"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
     let reqs = completions(&server);
     assert_eq!(reqs.len(), 1, "one model step: {answer}");
     let sent = reqs[0].body.to_string();
@@ -521,25 +470,12 @@ async fn the_users_shell_command_is_recorded_and_refused_while_busy() {
     );
 
     // While a turn runs, the shell is refused with 409.
-    let r = http
-        .post(format!("{base}/session/{sid}/prompt_async"))
-        .json(&json!({"text": "take your time"}))
-        .send()
-        .await
-        .expect("POST prompt_async");
-    assert_eq!(r.status().as_u16(), 204);
+    api.prompt_async(&sid, "take your time").await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     // The turn has started once its user message is stored (the model's answer is held back
     // for 60 s, and the mock records a request only when it answers).
     loop {
-        let messages: Value = http
-            .get(format!("{base}/session/{sid}/message"))
-            .send()
-            .await
-            .expect("GET messages")
-            .json()
-            .await
-            .expect("JSON");
+        let messages = api.get_json(&format!("/session/{sid}/message")).await;
         let started = messages
             .as_array()
             .is_some_and(|ms| ms.iter().any(|m| m.to_string().contains("take your time")));
@@ -552,15 +488,10 @@ async fn the_users_shell_command_is_recorded_and_refused_while_busy() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    let r = http
-        .post(format!("{base}/session/{sid}/shell"))
-        .json(&json!({"command": "echo nope"}))
-        .send()
-        .await
-        .expect("POST shell");
-    assert_eq!(r.status().as_u16(), 409);
-    let _ = http
-        .post(format!("{base}/session/{sid}/abort"))
+    let (status, _) = api.post(&shell, json!({"command": "echo nope"})).await;
+    assert_eq!(status, 409);
+    let _ = api
+        .req(reqwest::Method::POST, &format!("/session/{sid}/abort"))
         .send()
         .await;
 }

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use troupe_testkit::{Fault, MockServer, Script, Step};
+use troupe_testkit::{Fault, Script, Step};
 
 mod common;
 use common::*;
@@ -24,7 +24,7 @@ async fn json_log_file_parses_and_never_holds_the_api_key() {
         headers: Default::default(),
         body: Some(echo),
     })]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::with_config(&mock_config_with(
         &server.base_url(),
         json!({"provider": {"mock": {"options": {"apiKey": SECRET_KEY}}}}),

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 use troupe_testkit::mcp::{CHILD_ENV, McpHttpServer, PID_FILE_ENV, stdio_child_command};
-use troupe_testkit::{MockServer, Script, Step};
+use troupe_testkit::{Script, Step};
 
 mod common;
 use common::*;
@@ -63,7 +63,7 @@ async fn stdio_tool_result_reaches_the_next_request_and_a_killed_server_restarts
         Step::tool("t_extra", json!({})),
         Step::text("all done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let config = mock_config_with(
         &server.base_url(),
         json!({"mcp": {"t": stdio_server(Some(&pid_file))},
@@ -175,7 +175,7 @@ async fn a_hung_server_is_restarted_and_the_next_call_works() {
         Step::tool("t_pid", json!({})),
         Step::text("done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let mut entry = stdio_server(Some(&pid_file));
     // The default, set explicitly: only an explicit timeout bounds calls.
     entry["timeout"] = json!(5000);
@@ -211,7 +211,7 @@ async fn a_server_crashing_past_its_limit_is_failed_and_its_tools_are_withdrawn(
         Step::tool("t_crash", json!({})),
         Step::text("the server is gone"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let config = mock_config_with(
         &server.base_url(),
         json!({"mcp": {"t": stdio_server(None)},
@@ -364,7 +364,7 @@ async fn a_remote_server_over_streamable_http() {
         Step::tool("web_echo", json!({"text": "over http"})),
         Step::text("done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let config = mock_config_with(
         &server.base_url(),
         json!({"mcp": {"web": {"type": "remote", "url": http.url(), "headers": {"X-Test": "secret-1"}}}}),
@@ -406,7 +406,7 @@ async fn the_rule_key_of_an_mcp_tool_is_its_name() {
         Step::tool("t_big", json!({"lines": 5000})),
         Step::text("done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let config = mock_config_with(
         &server.base_url(),
         json!({"mcp": {"t": stdio_server(None)}, "permission": {"t_echo": "deny"}}),
@@ -440,9 +440,7 @@ async fn the_rule_key_of_an_mcp_tool_is_its_name() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_runtime_lists_its_servers_in_get_mcp_and_actors() {
-    let server = MockServer::start(Script::single(vec![Step::text("unused")]))
-        .await
-        .expect("mock");
+    let server = mock(vec![Step::text("unused")]).await;
     let config = mock_config_with(
         &server.base_url(),
         json!({"mcp": {"t": stdio_server(None),

@@ -6,7 +6,7 @@
 //! project's reference notes).
 
 use serde_json::{Value, json};
-use troupe_testkit::{Conversation, Fault, MockServer, Script, Step};
+use troupe_testkit::{Conversation, Fault, Script, Step};
 
 mod common;
 use common::*;
@@ -108,23 +108,6 @@ fn assert_with_parts(m: &Value) {
     }
 }
 
-async fn post(http: &reqwest::Client, url: String, body: Value) -> (u16, Value) {
-    let r = http.post(url).json(&body).send().await.expect("POST");
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
-async fn get(http: &reqwest::Client, url: String) -> Value {
-    http.get(url)
-        .send()
-        .await
-        .expect("GET")
-        .json()
-        .await
-        .expect("JSON")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opencode_request_and_response_shapes() {
     let script = Script::new(vec![
@@ -142,22 +125,22 @@ async fn opencode_request_and_response_shapes() {
         ])
         .matching("hang please"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let p = CliProject::empty();
     let mut config = mock_config(&server.base_url());
     config["permission"] = json!({"bash": "ask"});
     p.write_config(&config.to_string());
     let (_serve, base) = p.serve().await;
-    let http = reqwest::Client::new();
+    let api = Api::new(&base);
 
     // Session create with OpenCode's body; the directory in OpenCode's query parameter.
-    let (status, s) = post(
-        &http,
-        format!("{base}/session?directory={}", p.root.display()),
-        json!({"title": "from opencode", "agent": "build",
+    let (status, s) = api
+        .post(
+            &format!("/session?directory={}", p.root.display()),
+            json!({"title": "from opencode", "agent": "build",
                "model": {"id": "mock-model", "providerID": "mock"}}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(status, 200, "{s}");
     assert_session(&s);
     assert_eq!(s["title"], "from opencode");
@@ -165,18 +148,18 @@ async fn opencode_request_and_response_shapes() {
     let sid = s["id"].as_str().expect("id").to_string();
 
     // Message with OpenCode's model object, parts with ids, agent and system.
-    let (status, m) = post(
-        &http,
-        format!("{base}/session/{sid}/message"),
-        json!({
-            "messageID": "msg_client_chosen",
-            "model": {"providerID": "mock", "modelID": "mock-model"},
-            "agent": "build",
-            "system": "Answer in one line.",
-            "parts": [{"id": "prt_client_1", "type": "text", "text": "greet me"}]
-        }),
-    )
-    .await;
+    let (status, m) = api
+        .post(
+            &format!("/session/{sid}/message"),
+            json!({
+                "messageID": "msg_client_chosen",
+                "model": {"providerID": "mock", "modelID": "mock-model"},
+                "agent": "build",
+                "system": "Answer in one line.",
+                "parts": [{"id": "prt_client_1", "type": "text", "text": "greet me"}]
+            }),
+        )
+        .await;
     assert_eq!(status, 200, "{m}");
     assert_with_parts(&m);
     assert_eq!(m["info"]["role"], "assistant");
@@ -197,32 +180,28 @@ async fn opencode_request_and_response_shapes() {
     );
 
     // The listing parses too.
-    let list = get(&http, format!("{base}/session/{sid}/message")).await;
+    let list = api.get_json(&format!("/session/{sid}/message")).await;
     for m in list.as_array().expect("messages") {
         assert_with_parts(m);
     }
-    for s in get(&http, format!("{base}/session"))
-        .await
-        .as_array()
-        .expect("sessions")
-    {
+    for s in api.get_json("/session").await.as_array().expect("sessions") {
         assert_session(s);
     }
 
     // prompt_async, a permission ask, OpenCode's reply body.
-    let (_, s2) = post(&http, format!("{base}/session"), json!({})).await;
+    let (_, s2) = api.post("/session", json!({})).await;
     let sid2 = s2["id"].as_str().expect("id").to_string();
-    let (status, _) = post(
-        &http,
-        format!("{base}/session/{sid2}/prompt_async"),
-        json!({"parts": [{"id": "prt_client_2", "type": "text", "text": "run something"}],
+    let (status, _) = api
+        .post(
+            &format!("/session/{sid2}/prompt_async"),
+            json!({"parts": [{"id": "prt_client_2", "type": "text", "text": "run something"}],
                "model": {"providerID": "mock", "modelID": "mock-model"}}),
-    )
-    .await;
+        )
+        .await;
     assert_eq!(status, 204);
     let mut pending = Value::Null;
     for _ in 0..400 {
-        let list = get(&http, format!("{base}/permission")).await;
+        let list = api.get_json("/permission").await;
         if let Some(first) = list.as_array().and_then(|l| l.first()) {
             pending = first.clone();
             break;
@@ -240,16 +219,16 @@ async fn opencode_request_and_response_shapes() {
     assert!(pending["metadata"].is_object(), "{pending}");
     assert_eq!(pending["sessionID"], json!(sid2));
     let rid = pending["id"].as_str().expect("id");
-    let (status, ok) = post(
-        &http,
-        format!("{base}/permission/{rid}/reply"),
-        json!({"reply": "once"}),
-    )
-    .await;
+    let (status, ok) = api
+        .post(
+            &format!("/permission/{rid}/reply"),
+            json!({"reply": "once"}),
+        )
+        .await;
     assert_eq!((status, ok), (200, json!(true)));
     let mut done = false;
     for _ in 0..400 {
-        let list = get(&http, format!("{base}/session/{sid2}/message")).await;
+        let list = api.get_json(&format!("/session/{sid2}/message")).await;
         let last = list
             .as_array()
             .and_then(|l| l.last())
@@ -272,30 +251,23 @@ async fn opencode_request_and_response_shapes() {
     assert!(done, "the turn finished after the permission reply");
 
     // abort.
-    let (_, s3) = post(&http, format!("{base}/session"), json!({})).await;
+    let (_, s3) = api.post("/session", json!({})).await;
     let sid3 = s3["id"].as_str().expect("id").to_string();
-    let (status, _) = post(
-        &http,
-        format!("{base}/session/{sid3}/prompt_async"),
-        json!({"parts": [{"id": "prt_client_3", "type": "text", "text": "hang please"}]}),
-    )
-    .await;
+    let (status, _) = api
+        .post(
+            &format!("/session/{sid3}/prompt_async"),
+            json!({"parts": [{"id": "prt_client_3", "type": "text", "text": "hang please"}]}),
+        )
+        .await;
     assert_eq!(status, 204);
-    let (status, aborted) = post(&http, format!("{base}/session/{sid3}/abort"), json!({})).await;
+    let (status, aborted) = api.post(&format!("/session/{sid3}/abort"), json!({})).await;
     assert_eq!((status, aborted), (200, json!(true)));
 }
 
-async fn patch(http: &reqwest::Client, url: String, body: Value) -> (u16, Value) {
-    let r = http.patch(url).json(&body).send().await.expect("PATCH");
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
 /// The first pending permission request of `sid` (polls until one appears).
-async fn pending_of(http: &reqwest::Client, base: &str, sid: &str) -> Value {
+async fn pending_of(api: &Api, sid: &str) -> Value {
     for _ in 0..400 {
-        let list = get(http, format!("{base}/permission")).await;
+        let list = api.get_json("/permission").await;
         if let Some(p) = list
             .as_array()
             .and_then(|l| l.iter().find(|p| p["sessionID"] == sid))
@@ -308,9 +280,9 @@ async fn pending_of(http: &reqwest::Client, base: &str, sid: &str) -> Value {
 }
 
 /// The session's last message once it is a finished assistant message (polls).
-async fn finished_turn(http: &reqwest::Client, base: &str, sid: &str) -> Value {
+async fn finished_turn(api: &Api, sid: &str) -> Value {
     for _ in 0..400 {
-        let list = get(http, format!("{base}/session/{sid}/message")).await;
+        let list = api.get_json(&format!("/session/{sid}/message")).await;
         // A completed step that called tools is not the turn's end: the next step's message
         // follows it (reading between the two once returned the tool step).
         if let Some(last) = list.as_array().and_then(|l| l.last())
@@ -342,27 +314,27 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
         .matching("run something"),
         Conversation::new(vec![Step::text("Answer after the notes.")]).matching("note one"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let p = CliProject::empty();
     let mut config = mock_config(&server.base_url());
     config["permission"] = json!({"bash": "ask"});
     p.write_config(&config.to_string());
     let (_serve, base) = p.serve().await;
-    let http = reqwest::Client::new();
+    let api = Api::new(&base);
 
     // PATCH the title with OpenCode's body; the response is a Session and the change is kept.
-    let (_, s) = post(&http, format!("{base}/session"), json!({})).await;
+    let (_, s) = api.post("/session", json!({})).await;
     let sid = s["id"].as_str().expect("id").to_string();
-    let (status, s) = patch(
-        &http,
-        format!("{base}/session/{sid}"),
-        json!({"title": "Renamed by OpenCode"}),
-    )
-    .await;
+    let (status, s) = api
+        .patch(
+            &format!("/session/{sid}"),
+            json!({"title": "Renamed by OpenCode"}),
+        )
+        .await;
     assert_eq!(status, 200, "{s}");
     assert_session(&s);
     assert_eq!(s["title"], "Renamed by OpenCode");
-    let again = get(&http, format!("{base}/session/{sid}")).await;
+    let again = api.get_json(&format!("/session/{sid}")).await;
     assert_eq!(again["title"], "Renamed by OpenCode");
     for (body, what) in [
         (json!({"title": "  "}), "blank title"),
@@ -372,34 +344,31 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
             "bad action",
         ),
     ] {
-        let (status, e) = patch(&http, format!("{base}/session/{sid}"), body).await;
+        let (status, e) = api.patch(&format!("/session/{sid}"), body).await;
         assert_eq!(status, 400, "{what}: {e}");
         assert!(e.to_string().len() > 20, "{what}: the error says why: {e}");
     }
-    let (status, _) = patch(
-        &http,
-        format!("{base}/session/ses_nosuch"),
-        json!({"title": "x"}),
-    )
-    .await;
+    let (status, _) = api
+        .patch("/session/ses_nosuch", json!({"title": "x"}))
+        .await;
     assert_eq!(status, 404);
 
     // A bad model is named once ("model not found: …", not "model: model not found").
-    let (status, e) = post(
-        &http,
-        format!("{base}/session"),
-        json!({"model": {"providerID": "mock", "id": "nosuch"}}),
-    )
-    .await;
+    let (status, e) = api
+        .post(
+            "/session",
+            json!({"model": {"providerID": "mock", "id": "nosuch"}}),
+        )
+        .await;
     assert_eq!(status, 400, "{e}");
     let msg = e["error"]["message"].as_str().unwrap_or("").to_string();
     assert!(msg.starts_with("model not found: mock/nosuch"), "{msg}");
-    let (status, e) = post(
-        &http,
-        format!("{base}/session/{sid}/message"),
-        json!({"model": {"providerID": "mock", "modelID": "nosuch"}, "text": "x"}),
-    )
-    .await;
+    let (status, e) = api
+        .post(
+            &format!("/session/{sid}/message"),
+            json!({"model": {"providerID": "mock", "modelID": "nosuch"}, "text": "x"}),
+        )
+        .await;
     assert_eq!(status, 400, "{e}");
     assert!(
         e["error"]["message"]
@@ -410,9 +379,8 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
 
     // noReply: the user message is stored and returned, no model request is made.
     let before = completions(&server).len();
-    let (status, m) = post(
-        &http,
-        format!("{base}/session/{sid}/message"),
+    let (status, m) = api.post(
+        &format!("/session/{sid}/message"),
         json!({"noReply": true, "parts": [{"id": "prt_n1", "type": "text", "text": "note one"}]}),
     )
     .await;
@@ -420,16 +388,15 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
     assert_with_parts(&m);
     assert_eq!(m["info"]["role"], "user");
     assert_eq!(m["parts"][0]["text"], "note one");
-    let (status, _) = post(
-        &http,
-        format!("{base}/session/{sid}/prompt_async"),
+    let (status, _) = api.post(
+        &format!("/session/{sid}/prompt_async"),
         json!({"noReply": true, "parts": [{"id": "prt_n2", "type": "text", "text": "note two"}]}),
     )
     .await;
     assert_eq!(status, 204);
     let mut texts = Vec::new();
     for _ in 0..400 {
-        let list = get(&http, format!("{base}/session/{sid}/message")).await;
+        let list = api.get_json(&format!("/session/{sid}/message")).await;
         texts = list
             .as_array()
             .expect("messages")
@@ -455,12 +422,12 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
     );
     assert_eq!(completions(&server).len(), before, "noReply ran no turn");
     // A later prompt answers with the notes in the history.
-    let (status, m) = post(
-        &http,
-        format!("{base}/session/{sid}/message"),
-        json!({"parts": [{"id": "prt_n3", "type": "text", "text": "and now answer"}]}),
-    )
-    .await;
+    let (status, m) = api
+        .post(
+            &format!("/session/{sid}/message"),
+            json!({"parts": [{"id": "prt_n3", "type": "text", "text": "and now answer"}]}),
+        )
+        .await;
     assert_eq!(status, 200, "{m}");
     assert_eq!(m["parts"].as_array().map(Vec::len), Some(3), "{m}");
     let req = completions(&server).pop().expect("a request");
@@ -475,37 +442,37 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
     );
 
     // The agent given on create is stored and used by a prompt that names none.
-    let (status, s) = post(&http, format!("{base}/session"), json!({"agent": "plan"})).await;
+    let (status, s) = api.post("/session", json!({"agent": "plan"})).await;
     assert_eq!(status, 200, "{s}");
     assert_eq!(s["agent"], "plan");
     let sid_plan = s["id"].as_str().expect("id").to_string();
-    let (status, m) = post(
-        &http,
-        format!("{base}/session/{sid_plan}/message"),
-        json!({"parts": [{"id": "prt_p", "type": "text", "text": "which agent"}]}),
-    )
-    .await;
+    let (status, m) = api
+        .post(
+            &format!("/session/{sid_plan}/message"),
+            json!({"parts": [{"id": "prt_p", "type": "text", "text": "which agent"}]}),
+        )
+        .await;
     assert_eq!(status, 200, "{m}");
     assert_eq!(m["info"]["agent"], "plan", "{m}");
     assert_eq!(m["info"]["mode"], "plan", "{m}");
 
     // PATCH permission: OpenCode's rules are merged onto the session's; bash is then allowed
     // without asking in this session although the config says ask.
-    let (_, s) = post(&http, format!("{base}/session"), json!({})).await;
+    let (_, s) = api.post("/session", json!({})).await;
     let sid_allow = s["id"].as_str().expect("id").to_string();
-    let (status, s) = patch(
-        &http,
-        format!("{base}/session/{sid_allow}"),
-        json!({"permission": [{"permission": "bash", "pattern": "*", "action": "allow"}]}),
-    )
-    .await;
+    let (status, s) = api
+        .patch(
+            &format!("/session/{sid_allow}"),
+            json!({"permission": [{"permission": "bash", "pattern": "*", "action": "allow"}]}),
+        )
+        .await;
     assert_eq!(status, 200, "{s}");
-    let (status, m) = post(
-        &http,
-        format!("{base}/session/{sid_allow}/message"),
-        json!({"parts": [{"id": "prt_a", "type": "text", "text": "run something"}]}),
-    )
-    .await;
+    let (status, m) = api
+        .post(
+            &format!("/session/{sid_allow}/message"),
+            json!({"parts": [{"id": "prt_a", "type": "text", "text": "run something"}]}),
+        )
+        .await;
     assert_eq!(status, 200, "{m}");
     assert!(
         m["parts"]
@@ -513,7 +480,7 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
             .is_some_and(|ps| ps.iter().any(|p| p["text"] == "It ran.")),
         "{m}"
     );
-    let all = get(&http, format!("{base}/session/{sid_allow}/message")).await;
+    let all = api.get_json(&format!("/session/{sid_allow}/message")).await;
     let tool = all
         .as_array()
         .expect("messages")
@@ -524,39 +491,39 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
     assert_eq!(tool["state"]["status"], "completed", "{tool}");
 
     // The legacy reply route: `{response}`, and the request must belong to the session.
-    let (_, s) = post(&http, format!("{base}/session"), json!({})).await;
+    let (_, s) = api.post("/session", json!({})).await;
     let sid_ask = s["id"].as_str().expect("id").to_string();
-    let (status, _) = post(
-        &http,
-        format!("{base}/session/{sid_ask}/prompt_async"),
-        json!({"parts": [{"id": "prt_l", "type": "text", "text": "run something"}]}),
-    )
-    .await;
+    let (status, _) = api
+        .post(
+            &format!("/session/{sid_ask}/prompt_async"),
+            json!({"parts": [{"id": "prt_l", "type": "text", "text": "run something"}]}),
+        )
+        .await;
     assert_eq!(status, 204);
-    let pending = pending_of(&http, &base, &sid_ask).await;
+    let pending = pending_of(&api, &sid_ask).await;
     let rid = pending["id"].as_str().expect("id");
-    let (status, e) = post(
-        &http,
-        format!("{base}/session/{sid}/permissions/{rid}"),
-        json!({"response": "once"}),
-    )
-    .await;
+    let (status, e) = api
+        .post(
+            &format!("/session/{sid}/permissions/{rid}"),
+            json!({"response": "once"}),
+        )
+        .await;
     assert_eq!(status, 404, "another session's request: {e}");
-    let (status, e) = post(
-        &http,
-        format!("{base}/session/{sid_ask}/permissions/{rid}"),
-        json!({"response": "sure"}),
-    )
-    .await;
+    let (status, e) = api
+        .post(
+            &format!("/session/{sid_ask}/permissions/{rid}"),
+            json!({"response": "sure"}),
+        )
+        .await;
     assert_eq!(status, 400, "{e}");
-    let (status, ok) = post(
-        &http,
-        format!("{base}/session/{sid_ask}/permissions/{rid}"),
-        json!({"response": "once"}),
-    )
-    .await;
+    let (status, ok) = api
+        .post(
+            &format!("/session/{sid_ask}/permissions/{rid}"),
+            json!({"response": "once"}),
+        )
+        .await;
     assert_eq!((status, ok), (200, json!(true)));
-    let last = finished_turn(&http, &base, &sid_ask).await;
+    let last = finished_turn(&api, &sid_ask).await;
     assert_with_parts(&last);
     assert!(
         last["parts"]

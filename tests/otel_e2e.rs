@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
 use serde_json::json;
-use troupe_testkit::{Conversation, MockServer, OtlpReceiver, ReceivedSpan, Script, Step};
+use troupe_testkit::{Conversation, OtlpReceiver, ReceivedSpan, Script, Step};
 
 mod common;
 use common::*;
@@ -79,7 +79,7 @@ async fn a_session_is_one_trace_with_its_subagent_nested() {
         ])
         .matching("CHILD-LOOKUP"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
     let endpoint = receiver.endpoint();
     let started = Instant::now();
@@ -311,7 +311,7 @@ async fn a_batch_is_one_trace_per_session_and_a_timed_out_task_says_so() {
         .matching("CHILD-OF-A"),
         Conversation::new(vec![Step::tool("test_sleep", json!({"ms": 60000}))]).matching("TASK-B"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
     std::fs::write(
         project.root.join("tasks.jsonl"),
@@ -464,9 +464,7 @@ async fn silent_listener() -> (String, tokio::task::JoinHandle<()>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collector_that_is_down_silent_or_refusing_never_fails_a_run() {
-    let server = MockServer::start(Script::single(vec![Step::text("still answered")]))
-        .await
-        .expect("mock");
+    let server = mock(vec![Step::text("still answered")]).await;
     let project = Project::new(&server.base_url());
     // A port nothing listens on.
     let closed = {
@@ -526,9 +524,7 @@ async fn a_collector_that_is_down_silent_or_refusing_never_fails_a_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_flushes_its_spans_when_it_stops() {
     let receiver = OtlpReceiver::start().await.expect("receiver");
-    let server = MockServer::start(Script::single(vec![Step::text("served answer")]))
-        .await
-        .expect("mock");
+    let server = mock(vec![Step::text("served answer")]).await;
     let endpoint = receiver.endpoint();
     let project = Project::new(&server.base_url())
         .with_env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)

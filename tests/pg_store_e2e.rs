@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 use troupe_testkit::pg::PgSchema;
-use troupe_testkit::{MockServer, Script, Step};
+use troupe_testkit::{Script, Step};
 
 mod common;
 use common::*;
@@ -97,7 +97,7 @@ async fn a_session_on_postgres_reads_back_like_sqlite() {
     for on_pg in [false, true] {
         let project = Project::new("http://127.0.0.1:1/v1");
         let notes = project.write_file("notes.md", "TODO: fix it\n");
-        let server = MockServer::start(script(&notes)).await.expect("mock");
+        let server = start_mock(script(&notes)).await;
         project.write_config(&mock_config(&server.base_url()).to_string());
         let db_args: Vec<&str> = if on_pg {
             vec!["--db", schema.url()]
@@ -152,7 +152,7 @@ async fn troupe_db_selects_postgres_and_vacuum_names_it() {
     };
     let project = Project::new("http://127.0.0.1:1/v1");
     let notes = project.write_file("notes.md", "TODO: fix it\n");
-    let server = MockServer::start(script(&notes)).await.expect("mock");
+    let server = start_mock(script(&notes)).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
     let env = [("TROUPE_DB", schema.url())];
     let out = project.troupe(&["run", "read", "the", "notes"], &env).await;

@@ -28,7 +28,7 @@ async fn run_sleeping(needle: &str, command: &str) -> (MockServer, Project, toki
         Step::tool("bash", json!({"command": command, "description": "sleep"})),
         Step::text("after the crash"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = procs_project(&server.base_url());
     assert!(pgrep(needle).is_empty(), "stray processes before the test");
     let child = project.spawn(&["run", "sleep", "please"], &[]);
@@ -232,7 +232,7 @@ async fn edit_with_empty_old_string_keeps_the_file() {
         ),
         Step::text("done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = procs_project(&server.base_url());
     std::fs::write(project.root.join("keep.txt"), "keep me\nsecond line\n").unwrap();
     let out = project
@@ -272,7 +272,7 @@ async fn long_last_line_reaches_the_model_as_its_tail() {
         ),
         Step::text("done"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = procs_project(&server.base_url());
     let out = project.troupe(&["run", "long", "line"], &[]).await;
     assert_success(&out, "run");
@@ -306,7 +306,7 @@ async fn escapes_in_a_provider_error_are_stripped() {
         headers: Default::default(),
         body: Some(json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}})),
     })]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = procs_project(&server.base_url());
     let out = project.troupe(&["run", "hi"], &[]).await;
     let err = text(&out.stderr);

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
-use troupe_testkit::{Fault, MockServer, RecordedRequest, Script, Step, UsageSpec};
+use troupe_testkit::{Fault, RecordedRequest, Script, Step, UsageSpec};
 
 mod common;
 use common::*;
@@ -155,7 +155,7 @@ async fn rate_limit_429_retry_after_2() {
     let script = Script::single(vec![
         Step::text("made it after waiting two seconds").with_fault(Fault::rate_limited(2)),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::with_config(&config_json(&server.base_url(), false));
     let started = Instant::now();
     let out = project
@@ -217,7 +217,7 @@ async fn overloaded_529_then_success() {
             body: None,
         },
     )]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::with_config(&config_json(&server.base_url(), false));
     let out = project
         .troupe(&["run", "--format", "json", "are", "you", "busy"], &[])
@@ -258,7 +258,7 @@ async fn server_500_three_times_then_success() {
             .with_fault(fault())
             .with_fault(fault()),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::with_config(&config_json(&server.base_url(), false));
     let out = project
         .troupe(&["run", "--format", "json", "server", "errors"], &[])
@@ -295,7 +295,7 @@ async fn a_retried_attempts_text_reaches_stdout_once() {
             .with_fault(Fault::cut_after(3)),
         Step::text("unused"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&config_json(&server.base_url(), false).to_string());
     let out = project.troupe(&["run", "say", "it"], &[]).await;
     assert_success(&out, "troupe run");
@@ -308,7 +308,7 @@ async fn a_retried_attempts_text_reaches_stdout_once() {
             .with_finish("length")
             .with_fault(Fault::error_event_after(2, "overloaded")),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&config_json(&server.base_url(), false).to_string());
     let out = project.troupe(&["run", "say", "more"], &[]).await;
     assert_success(&out, "troupe run");
@@ -335,7 +335,7 @@ async fn cut_mid_stream_after_half_a_tool_call() {
             .with_fault(Fault::cut_after(4)),
         Step::text("read it once"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&config_json(&server.base_url(), false).to_string());
     let started = Instant::now();
     let out = project
@@ -426,7 +426,7 @@ async fn error_event_inside_200_stream_then_success() {
             .with_chunk_size(6)
             .with_fault(Fault::error_event_after(2, "upstream hiccup")),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::with_config(&config_json(&server.base_url(), false));
     let out = project
         .troupe(&["run", "--format", "json", "error", "event"], &[])
@@ -477,7 +477,7 @@ async fn run_single_fault_env(
     env: &[(&str, &str)],
 ) -> (Output, Vec<Value>, Vec<RecordedRequest>) {
     let script = Script::single(vec![Step::text("never shown").with_fault(fault)]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::with_config(&config_json(&server.base_url(), false));
     let started = Instant::now();
     let out = project
@@ -606,7 +606,7 @@ async fn sigint_during_long_bash() {
         ),
         Step::text("continued after the interruption"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::with_config(&config_json(&server.base_url(), false));
     let before = pgrep(needle);
     assert!(
@@ -713,7 +713,7 @@ async fn anthropic_provider_end_to_end() {
         // cache_read_input_tokens 1000), output 30.
         Step::text("The file says hello.").with_usage(usage(1200, 30, 1000, 0)),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&config(&server.base_url()).to_string());
 
     let out = project
@@ -800,7 +800,7 @@ async fn tool_name_repair_and_invalid_args() {
             .with_tool("read", Value::String("{not json".into())),
         Step::text("handled all four"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&config_json(&server.base_url(), false).to_string());
     let out = project
         .troupe(&["run", "--format", "json", "four", "calls"], &[])
@@ -893,7 +893,7 @@ async fn cost_stats() {
         ])
         .matching("second session"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::with_config(&config_json(&server.base_url(), true));
     let out = project
         .troupe(&["run", "--format", "json", "first session"], &[])

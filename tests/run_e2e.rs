@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use troupe_testkit::{Fault, MockServer, Script, Step};
+use troupe_testkit::{Fault, Script, Step};
 
 mod common;
 use common::*;
@@ -39,7 +39,7 @@ async fn six_step_session() {
         Step::tool("grep", json!({"pattern": "TODO"})),
         Step::text(final_text),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
 
     let started = Instant::now();
@@ -224,7 +224,7 @@ async fn panicking_and_timed_out_tools_become_error_parts() {
             .with_tool("test_sleep", json!({"ms": 30000})),
         Step::text("recovered after the tool errors"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::new(&server.base_url());
 
     let started = Instant::now();
@@ -297,7 +297,7 @@ async fn continue_keeps_history() {
         Step::text("first answer"),
         Step::text("second answer"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::new(&server.base_url());
 
     let out = project.troupe(&["run", "first", "prompt"], &[]).await;
@@ -347,9 +347,7 @@ async fn continue_keeps_history() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_bad_config_names_file_and_line() {
-    let server = MockServer::start(Script::single(vec![Step::text("never")]))
-        .await
-        .expect("mock");
+    let server = mock(vec![Step::text("never")]).await;
     let project = Project::new(&server.base_url());
     // Line 3 has the error (a bare word where a value belongs).
     project.write_config("{\n  \"model\": \"mock/mock-model\",\n  \"provider\": nope\n}\n");
@@ -425,9 +423,7 @@ async fn error_unreachable_provider_keeps_user_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_unknown_model_is_named() {
-    let server = MockServer::start(Script::single(vec![Step::text("never")]))
-        .await
-        .expect("mock");
+    let server = mock(vec![Step::text("never")]).await;
     let project = Project::new(&server.base_url());
     let out = project
         .troupe(&["run", "--model", "nosuch/x", "hello"], &[])
@@ -448,7 +444,7 @@ async fn error_malformed_chunk_keeps_failed_message() {
             .with_chunk_size(4)
             .with_fault(Fault::malformed_after(2)),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::new(&server.base_url());
     let out = project
         .troupe(
@@ -514,7 +510,7 @@ async fn retry_then_success() {
     let script = Script::single(vec![
         Step::text("made it after a retry").with_fault(Fault::rate_limited(1)),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::new(&server.base_url());
     let started = Instant::now();
     let out = project
@@ -561,7 +557,7 @@ async fn retry_then_success() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_flag_export_and_models() {
     let script = Script::single(vec![Step::text("one"), Step::text("two")]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::new(&server.base_url());
 
     let out = project.troupe(&["run", "start", "here"], &[]).await;
@@ -624,7 +620,7 @@ async fn ctrl_c_during_a_hung_stream_aborts_and_keeps_partial_text() {
             .with_chunk_size(8)
             .with_fault(Fault::hang_after(2)),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let project = Project::new(&server.base_url());
     let child = project.spawn(&["run", "hang", "now"], &[]);
     let pid = child.id().expect("pid");
@@ -754,9 +750,7 @@ async fn ctrl_c_during_a_tool_marks_it_interrupted() {
 /// server answers at its base URL (the model id comes from its `/models` list).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_model_configured_uses_the_local_server() {
-    let server = MockServer::start(Script::single(vec![Step::text("hello from local")]))
-        .await
-        .expect("mock");
+    let server = mock(vec![Step::text("hello from local")]).await;
     let project = Project::new("http://127.0.0.1:1/v1");
     project.write_config(
         &json!({"provider": {"local": {"options": {"baseURL": server.base_url()}}}}).to_string(),
@@ -818,7 +812,7 @@ async fn first_step_options_constrain_only_the_first_request() {
         Step::tool("read", json!({"filePath": "NOTES.md"})),
         Step::text("The codename is Bluebird."),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     let mut config = mock_config(&server.base_url());
     config["agent"] = json!({"demo": {
         "mode": "primary",

@@ -11,15 +11,20 @@ use troupe_testkit::{Conversation, MockServer, Script, Step};
 mod common;
 use common::*;
 
-/// A running `troupe serve`.
+/// A running `troupe serve` and its client ([`Api`], which it derefs to).
 struct Served {
     /// Killed on drop.
     _child: tokio::process::Child,
-    base: String,
-    http: reqwest::Client,
-    password: Option<String>,
+    api: Api,
     /// The project the server runs in.
     project: Project,
+}
+
+impl std::ops::Deref for Served {
+    type Target = Api;
+    fn deref(&self) -> &Api {
+        &self.api
+    }
 }
 
 impl Served {
@@ -36,58 +41,9 @@ impl Served {
             .map(|s| s.to_string());
         Served {
             _child: child,
-            base,
-            http: reqwest::Client::new(),
-            password,
+            api: Api::with_password(&base, password),
             project,
         }
-    }
-
-    fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let b = self.http.request(method, format!("{}{path}", self.base));
-        match &self.password {
-            Some(p) => b.bearer_auth(p),
-            None => b,
-        }
-    }
-
-    async fn get(&self, path: &str) -> (u16, Value) {
-        let r = self
-            .req(reqwest::Method::GET, path)
-            .send()
-            .await
-            .expect("GET");
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let r = self
-            .req(reqwest::Method::POST, path)
-            .json(&body)
-            .send()
-            .await
-            .expect("POST");
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn new_session(&self) -> String {
-        let (status, s) = self.post("/session", json!({})).await;
-        assert_eq!(status, 200, "{s}");
-        s["id"].as_str().expect("session id").to_string()
-    }
-
-    /// Start prompt `text` in session `sid` without waiting for its turn (`POST
-    /// /session/{sid}/prompt_async`); the server must accept it (204).
-    async fn prompt_async(&self, sid: &str, text: &str) {
-        let (status, body) = self
-            .post(
-                &format!("/session/{sid}/prompt_async"),
-                json!({"text": text}),
-            )
-            .await;
-        assert_eq!(status, 204, "{body}");
     }
 
     /// Subscribe to /event; events arrive on the returned channel (after `server.connected`).
@@ -99,12 +55,11 @@ impl Served {
 /// A server (no extra config, no flags) over a scripted provider answering one
 /// conversation of `steps`; the provider must outlive the server's use.
 async fn serving(steps: Vec<Step>) -> (MockServer, Served) {
-    let mock = MockServer::start(Script::new(vec![Conversation {
+    let mock = start_mock(Script::new(vec![Conversation {
         steps,
         ..Default::default()
     }]))
-    .await
-    .expect("mock");
+    .await;
     let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
     (mock, srv)
 }
@@ -403,7 +358,7 @@ async fn actors_show_the_processor_and_tool_call_while_a_slow_tool_runs() {
 
 #[tokio::test]
 async fn permission_asks_wait_for_http_replies_once_and_reject_with_feedback() {
-    let mock = MockServer::start(Script::new(vec![
+    let mock = start_mock(Script::new(vec![
         Conversation {
             match_text: Some("perm-once".into()),
             steps: vec![
@@ -427,8 +382,7 @@ async fn permission_asks_wait_for_http_replies_once_and_reject_with_feedback() {
             ..Default::default()
         },
     ]))
-    .await
-    .expect("mock");
+    .await;
     let srv = Served::start(
         &mock.base_url(),
         json!({"permission": {"bash": "ask"}}),
@@ -539,7 +493,7 @@ async fn questions_wait_for_http_answers_and_a_rejected_one_stops_the_turn() {
                 "options": [{"label": "red", "description": ""}, {"label": "blue", "description": ""}]}]}),
         )
     };
-    let mock = MockServer::start(Script::new(vec![
+    let mock = start_mock(Script::new(vec![
         Conversation {
             match_text: Some("q-answer".into()),
             steps: vec![question("a"), Step::text("blue it is")],
@@ -551,8 +505,7 @@ async fn questions_wait_for_http_answers_and_a_rejected_one_stops_the_turn() {
             ..Default::default()
         },
     ]))
-    .await
-    .expect("mock");
+    .await;
     let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
     let mut rx = srv.subscribe().await;
 
@@ -624,7 +577,7 @@ async fn non_loopback_bind_needs_a_password_and_the_password_guards_every_route(
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(lines[0].contains("password"), "{stderr}");
 
-    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let mock = start_mock(Script::default()).await;
     let srv = Served::start(&mock.base_url(), json!({}), &["--password", "s3cret"]).await;
     let raw = reqwest::Client::new();
     for path in [
@@ -693,7 +646,7 @@ async fn non_loopback_bind_needs_a_password_and_the_password_guards_every_route(
 
 #[tokio::test]
 async fn web_pages_cannot_drive_or_read_the_server_and_create_nothing() {
-    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let mock = start_mock(Script::default()).await;
     let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
     let port = srv.base.rsplit(':').next().expect("port").to_string();
     let own_origin = format!("http://127.0.0.1:{port}");
@@ -893,7 +846,7 @@ async fn blank_passwords_and_any_origin_without_a_password_are_refused_at_start(
 
 #[tokio::test]
 async fn bad_requests_get_json_errors() {
-    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let mock = start_mock(Script::default()).await;
     let srv = Served::start(
         &mock.base_url(),
         json!({}),
@@ -1004,12 +957,11 @@ async fn bad_requests_get_json_errors() {
 
 #[tokio::test]
 async fn run_attach_prints_the_reply_and_exits_zero() {
-    let mock = MockServer::start(Script::new(vec![Conversation {
+    let mock = start_mock(Script::new(vec![Conversation {
         steps: vec![Step::text("Attached answer here")],
         ..Default::default()
     }]))
-    .await
-    .expect("mock");
+    .await;
     let srv = Served::start(&mock.base_url(), json!({}), &["--password", "pw1"]).await;
     let out = tokio::time::timeout(
         CLI_RUN_DEADLINE,
@@ -1044,14 +996,13 @@ async fn run_attach_prints_the_reply_and_exits_zero() {
 #[tokio::test]
 async fn load_200_sessions_with_one_subscriber_and_actor_polling() {
     const N: usize = 200;
-    let mock = MockServer::start(Script::new(vec![Conversation {
+    let mock = start_mock(Script::new(vec![Conversation {
         steps: vec![
             Step::text("a reply streamed in a few chunks for the load test").with_chunk_size(10),
         ],
         ..Default::default()
     }]))
-    .await
-    .expect("mock");
+    .await;
     mock.set_record_bodies(false);
     let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
     let mut sids = Vec::with_capacity(N);
@@ -1227,7 +1178,7 @@ async fn the_model_s_own_processes_cannot_change_the_server_s_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_password_never_reaches_the_model_s_shell() {
-    let mock = MockServer::start(Script::new(vec![Conversation {
+    let mock = start_mock(Script::new(vec![Conversation {
         steps: vec![
             Step::tool(
                 "bash",
@@ -1237,8 +1188,7 @@ async fn the_server_password_never_reaches_the_model_s_shell() {
         ],
         ..Default::default()
     }]))
-    .await
-    .expect("mock");
+    .await;
     let project = Project::with_config(&mock_config(&mock.base_url()));
     let out = project
         .troupe(&["run", "env"], &[("TROUPE_SERVER_PASSWORD", "s3cret")])
@@ -1350,7 +1300,7 @@ async fn a_tool_process_is_refused_over_a_non_loopback_local_address() {
         eprintln!("skipped: this machine has no non-loopback IPv4 address");
         return;
     };
-    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let mock = start_mock(Script::default()).await;
     let srv = Served::start(
         &mock.base_url(),
         json!({}),
@@ -1375,7 +1325,7 @@ async fn a_tool_process_is_refused_over_a_non_loopback_local_address() {
 /// or, as hyper does for a connection closed before its answer, drops the request.
 #[tokio::test]
 async fn a_tool_process_that_closes_its_connection_at_once_changes_nothing() {
-    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let mock = start_mock(Script::default()).await;
     let srv = Served::start(&mock.base_url(), json!({}), &["--password", "s3cret"]).await;
     let port = port_of(&srv.base);
     let request = format!(
@@ -1412,7 +1362,7 @@ async fn a_tool_process_that_closes_its_connection_at_once_changes_nothing() {
 /// `nobody`; skipped otherwise.
 #[tokio::test]
 async fn without_a_password_another_user_is_refused() {
-    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let mock = start_mock(Script::default()).await;
     let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
     assert_eq!(curl_post_session(&srv.base, &[], &[]), "200", "the user");
     let root = std::fs::read_to_string("/proc/self/status")
@@ -1447,7 +1397,7 @@ async fn without_a_password_another_user_is_refused() {
 async fn sigterm_stops_the_server_when_its_stderr_pipe_is_closed() {
     use std::process::Stdio;
     use tokio::io::AsyncBufReadExt;
-    let mock = MockServer::start(Script::default()).await.expect("mock");
+    let mock = start_mock(Script::default()).await;
     let project = Project::with_config(&mock_config_with(&mock.base_url(), json!({})));
     let mut cmd = project.command(&["serve", "--port", "0"]);
     cmd.stdout(Stdio::piped())

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Output;
 
 use serde_json::{Value, json};
-use troupe_testkit::{Conversation, MockServer, Script, Step};
+use troupe_testkit::{Conversation, Script, Step};
 
 mod common;
 use common::*;
@@ -137,7 +137,7 @@ async fn patches_diff_revert_unrevert_and_cleanup() {
     ])
             .matching("change files"),
         ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     set_url(&p, &server.base_url());
 
     let (_, events) = run_json(&p, &["run", "--format", "json", "change", "files"]).await;
@@ -311,7 +311,7 @@ async fn a_user_edit_between_steps_survives_reverting_the_later_step() {
         ),
         Step::text("second"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     set_url(&p, &server.base_url());
     let (_, events) = run_json(&p, &["run", "--format", "json", "first"]).await;
     let sid = session_id_of(&events);
@@ -342,7 +342,7 @@ async fn revert_while_busy_is_refused() {
     let p = git_project("http://127.0.0.1:1/v1");
     // The model never answers within the test: the session stays busy.
     let script = Script::single(vec![Step::text("late").with_first_byte_delay_ms(120_000)]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     set_url(&p, &server.base_url());
     let mut cmd = p.command(&["run", "--format", "json", "slow"]);
     cmd.stdout(std::process::Stdio::piped());
@@ -385,7 +385,7 @@ async fn outside_git_snapshots_are_off_and_said_once() {
         Step::tool("write", json!({"filePath": at("z.txt"), "content": "z\n"})),
         Step::text("done again"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     config["provider"]["mock"]["options"]["baseURL"] = json!(server.base_url());
     p.write_config(&config.to_string());
     let (_, events) = run_json(&p, &["run", "--format", "json", "three", "steps"]).await;
@@ -439,7 +439,7 @@ async fn fork_copies_history_with_new_ids_and_runs() {
     // The scripted server picks a step by the number of assistant messages in the request:
     // the fork's first prompt (one copied answer) gets the second step.
     let script = Script::single(vec![Step::text("answer one"), Step::text("answer two")]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     set_url(&p, &server.base_url());
     let (_, events) = run_json(&p, &["run", "--format", "json", "one"]).await;
     let sid = session_id_of(&events);
@@ -496,21 +496,6 @@ async fn fork_copies_history_with_new_ids_and_runs() {
     );
 }
 
-async fn api(
-    http: &reqwest::Client,
-    method: reqwest::Method,
-    url: String,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut r = http.request(method, url);
-    if let Some(b) = body {
-        r = r.json(&b);
-    }
-    let r = r.send().await.expect("request");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_diff_revert_unrevert_fork_and_busy_409() {
     use reqwest::Method;
@@ -528,143 +513,111 @@ async fn http_diff_revert_unrevert_fork_and_busy_409() {
         ])
         .matching("write it"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     set_url(&p, &server.base_url());
     let (_child, base) = p.serve().await;
-    let http = reqwest::Client::new();
-    let (st, s) = api(
-        &http,
-        Method::POST,
-        format!("{base}/session"),
-        Some(json!({})),
-    )
-    .await;
+    let api = Api::new(&base);
+    let (st, s) = api.send(Method::POST, "/session", Some(json!({}))).await;
     assert_eq!(st, 200, "{s}");
     let sid = s["id"].as_str().unwrap().to_string();
-    let (st, reply) = api(
-        &http,
-        Method::POST,
-        format!("{base}/session/{sid}/message"),
-        Some(json!({"parts": [{"type": "text", "text": "write it"}]})),
-    )
-    .await;
+    let (st, reply) = api
+        .send(
+            Method::POST,
+            &format!("/session/{sid}/message"),
+            Some(json!({"parts": [{"type": "text", "text": "write it"}]})),
+        )
+        .await;
     assert_eq!(st, 200, "{reply}");
     assert!(p.root.join("w.txt").exists());
 
-    let (st, diff) = api(
-        &http,
-        Method::GET,
-        format!("{base}/session/{sid}/diff"),
-        None,
-    )
-    .await;
+    let (st, diff) = api
+        .send(Method::GET, &format!("/session/{sid}/diff"), None)
+        .await;
     assert_eq!(st, 200, "{diff}");
     assert_eq!(diff[0]["file"], "w.txt", "{diff}");
     assert_eq!(diff[0]["status"], "added");
     assert_eq!(diff[0]["additions"], 2);
     assert!(diff[0]["patch"].as_str().unwrap().contains("+w2"));
 
-    let (_, msgs) = api(
-        &http,
-        Method::GET,
-        format!("{base}/session/{sid}/message"),
-        None,
-    )
-    .await;
+    let (_, msgs) = api
+        .send(Method::GET, &format!("/session/{sid}/message"), None)
+        .await;
     let user = msgs[0]["info"]["id"].as_str().unwrap().to_string();
-    let (st, s) = api(
-        &http,
-        Method::POST,
-        format!("{base}/session/{sid}/revert"),
-        Some(json!({"messageID": user})),
-    )
-    .await;
+    let (st, s) = api
+        .send(
+            Method::POST,
+            &format!("/session/{sid}/revert"),
+            Some(json!({"messageID": user})),
+        )
+        .await;
     assert_eq!(st, 200, "{s}");
     assert_eq!(s["revert"]["messageID"], user.as_str());
     assert!(!p.root.join("w.txt").exists());
-    let (st, s) = api(
-        &http,
-        Method::POST,
-        format!("{base}/session/{sid}/unrevert"),
-        None,
-    )
-    .await;
+    let (st, s) = api
+        .send(Method::POST, &format!("/session/{sid}/unrevert"), None)
+        .await;
     assert_eq!(st, 200, "{s}");
     assert!(s["revert"].is_null());
     assert_eq!(
         std::fs::read_to_string(p.root.join("w.txt")).unwrap(),
         "w1\nw2\n"
     );
-    let (st, bad) = api(
-        &http,
-        Method::POST,
-        format!("{base}/session/{sid}/revert"),
-        Some(json!({"messageID": "msg_nope"})),
-    )
-    .await;
+    let (st, bad) = api
+        .send(
+            Method::POST,
+            &format!("/session/{sid}/revert"),
+            Some(json!({"messageID": "msg_nope"})),
+        )
+        .await;
     assert_eq!(st, 400, "{bad}");
 
-    let (st, fork) = api(
-        &http,
-        Method::POST,
-        format!("{base}/session/{sid}/fork"),
-        Some(json!({})),
-    )
-    .await;
+    let (st, fork) = api
+        .send(
+            Method::POST,
+            &format!("/session/{sid}/fork"),
+            Some(json!({})),
+        )
+        .await;
     assert_eq!(st, 200, "{fork}");
     assert_ne!(fork["id"], sid.as_str());
     let fid = fork["id"].as_str().unwrap();
-    let (_, fmsgs) = api(
-        &http,
-        Method::GET,
-        format!("{base}/session/{fid}/message"),
-        None,
-    )
-    .await;
+    let (_, fmsgs) = api
+        .send(Method::GET, &format!("/session/{fid}/message"), None)
+        .await;
     assert_eq!(
         fmsgs.as_array().unwrap().len(),
         msgs.as_array().unwrap().len()
     );
 
     // Busy: a turn that waits for the model.
-    let (st, s2) = api(
-        &http,
-        Method::POST,
-        format!("{base}/session"),
-        Some(json!({})),
-    )
-    .await;
+    let (st, s2) = api.send(Method::POST, "/session", Some(json!({}))).await;
     assert_eq!(st, 200);
     let sid2 = s2["id"].as_str().unwrap().to_string();
-    let (st, _) = api(
-        &http,
-        Method::POST,
-        format!("{base}/session/{sid2}/prompt_async"),
-        Some(json!({"parts": [{"type": "text", "text": "slow"}]})),
-    )
-    .await;
+    let (st, _) = api
+        .send(
+            Method::POST,
+            &format!("/session/{sid2}/prompt_async"),
+            Some(json!({"parts": [{"type": "text", "text": "slow"}]})),
+        )
+        .await;
     assert_eq!(st, 204);
     // The user message is stored once the turn runs.
     let user2 = loop {
-        let (_, m) = api(
-            &http,
-            Method::GET,
-            format!("{base}/session/{sid2}/message"),
-            None,
-        )
-        .await;
+        let (_, m) = api
+            .send(Method::GET, &format!("/session/{sid2}/message"), None)
+            .await;
         if let Some(id) = m[0]["info"]["id"].as_str() {
             break id.to_string();
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
-    let (st, err) = api(
-        &http,
-        Method::POST,
-        format!("{base}/session/{sid2}/revert"),
-        Some(json!({"messageID": user2})),
-    )
-    .await;
+    let (st, err) = api
+        .send(
+            Method::POST,
+            &format!("/session/{sid2}/revert"),
+            Some(json!({"messageID": user2})),
+        )
+        .await;
     assert_eq!(st, 409, "{err}");
     assert!(
         err["error"]["message"]
@@ -673,12 +626,8 @@ async fn http_diff_revert_unrevert_fork_and_busy_409() {
             .contains("nothing reverted"),
         "{err}"
     );
-    let (st, _) = api(
-        &http,
-        Method::POST,
-        format!("{base}/session/{sid2}/abort"),
-        None,
-    )
-    .await;
+    let (st, _) = api
+        .send(Method::POST, &format!("/session/{sid2}/abort"), None)
+        .await;
     assert_eq!(st, 200);
 }

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use troupe_testkit::{Conversation, Exhausted, MockServer, Script, Step};
+use troupe_testkit::{Conversation, Exhausted, Script, Step};
 
 mod common;
 use common::*;
@@ -163,9 +163,7 @@ fn gate_script(gate: &Path, second_turn_text: &str) -> Script {
 async fn a_run_and_a_served_prompt_on_one_session_take_turns() {
     let gates = tempfile::tempdir().expect("tempdir");
     let gate = gates.path().join("open");
-    let mock = MockServer::start(gate_script(&gate, "second done"))
-        .await
-        .expect("mock");
+    let mock = start_mock(gate_script(&gate, "second done")).await;
     let project = Project::new(&mock.base_url());
     let ttl = [("TROUPE_LEASE_TTL_MS", "2000")];
     let srv = Served::start(&project, &ttl).await;
@@ -253,9 +251,7 @@ async fn a_killed_owner_s_lease_expires_and_a_new_driver_takes_over() {
     let gates = tempfile::tempdir().expect("tempdir");
     // This gate never opens: the run is killed inside the tool.
     let gate = gates.path().join("never");
-    let mock = MockServer::start(gate_script(&gate, "unused"))
-        .await
-        .expect("mock");
+    let mock = start_mock(gate_script(&gate, "unused")).await;
     // The server's turn is the second request: one assistant message in it (the killed
     // run's), so it gets step 1.
     let project = Project::new(&mock.base_url());

@@ -2,7 +2,7 @@
 //! task's `"schema"`, against the scripted provider.
 
 use serde_json::{Value, json};
-use troupe_testkit::{Conversation, MockServer, Script, Step};
+use troupe_testkit::{Conversation, Script, Step};
 
 mod common;
 use common::*;
@@ -30,7 +30,7 @@ async fn run_json_schema_sends_errors_back_and_prints_the_valid_value() {
             json!({"city": "Lyon", "population": 522_000}),
         ),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
     project.write_file("schema.json", &schema().to_string());
 
@@ -112,7 +112,7 @@ async fn batch_schema_writes_output_and_an_answer_that_never_validates_fails() {
             .matching("beta"),
         Conversation::new(vec![Step::text("I think it is Paris.")]).matching("gamma"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
     let tasks = [
         json!({"id": "a", "prompt": "alpha", "schema": schema()}),

@@ -9,18 +9,11 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use troupe_testkit::{Conversation, Exhausted, Fault, MockServer, Script, Step};
+use troupe_testkit::task::{background_task_args, fan_out_three};
+use troupe_testkit::{Conversation, Fault, Script, Step};
 
 mod common;
 use common::*;
-
-fn task_args(token: &str, subagent: &str) -> Value {
-    json!({
-        "description": format!("job {token}"),
-        "prompt": format!("{token}: do the job and report back"),
-        "subagent_type": subagent,
-    })
-}
 
 /// The summary line `batch: N tasks, …` of a batch's stderr.
 fn summary_line(stderr: &[u8]) -> String {
@@ -69,7 +62,7 @@ impl BatchFiles {
             tasks: project.outside().join("tasks.jsonl"),
             out: project.outside().join("results.jsonl"),
         };
-        write_tasks(&files.tasks, tasks);
+        write_jsonl(&files.tasks, tasks);
         files
     }
 
@@ -84,11 +77,6 @@ impl BatchFiles {
         args.extend_from_slice(extra);
         args
     }
-}
-
-fn write_tasks(path: &std::path::Path, tasks: &[Value]) {
-    let body: String = tasks.iter().map(|t| format!("{t}\n")).collect();
-    std::fs::write(path, body).expect("write tasks");
 }
 
 /// A two-step script for batch tasks: read `file`, then answer. Without a matcher, so every
@@ -106,8 +94,7 @@ fn read_then_text(file: &str, delay_ms: u64) -> Script {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_waits_for_a_background_subagent_and_its_result_turn() {
     let project = Project::new("http://127.0.0.1:1/v1");
-    let mut args = task_args("BG-CHILD", "explore");
-    args["background"] = json!(true);
+    let args = background_task_args("BG-CHILD");
     let script = Script::new(vec![
         Conversation::new(vec![
             Step::tool("task", args),
@@ -120,7 +107,7 @@ async fn run_waits_for_a_background_subagent_and_its_result_turn() {
         ])
         .matching("BG-CHILD"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
     let last_message = project.root.join("last.txt");
     let out = project
@@ -163,8 +150,7 @@ async fn run_waits_for_a_background_subagent_and_its_result_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_fails_when_the_turn_a_background_result_started_fails() {
     let project = Project::new("http://127.0.0.1:1/v1");
-    let mut args = task_args("BG-CHILD-FAIL", "explore");
-    args["background"] = json!(true);
+    let args = background_task_args("BG-CHILD-FAIL");
     let script = Script::new(vec![
         Conversation::new(vec![
             Step::tool("task", args),
@@ -175,7 +161,7 @@ async fn run_fails_when_the_turn_a_background_result_started_fails() {
         Conversation::new(vec![Step::text("child done").with_first_byte_delay_ms(300)])
             .matching("BG-CHILD-FAIL"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
     let out = project
         .troupe(&["run", "PARENT-BG-FAIL: start a background child"], &[])
@@ -199,32 +185,8 @@ async fn task_fan_out_via_cli() {
     let project = Project::new("http://127.0.0.1:1/v1");
     std::fs::write(project.root.join("notes.md"), "TODO: the secret is 42\n").expect("notes");
     let notes = project.root.join("notes.md").display().to_string();
-    let script = Script::new(vec![
-        Conversation::new(vec![
-            Step::tool("task", task_args("CHILD-A-READ", "explore"))
-                .with_tool("task", task_args("CHILD-B-PANIC", "explore"))
-                .with_tool("task", task_args("CHILD-C-SLEEP", "general")),
-            Step::text("parent summarised the three children"),
-        ])
-        .matching("PARENT-FANOUT"),
-        Conversation::new(vec![
-            Step::tool("read", json!({"filePath": notes})).with_first_byte_delay_ms(150),
-            Step::text("A found: the secret is 42").with_first_byte_delay_ms(150),
-        ])
-        .matching("CHILD-A-READ"),
-        Conversation::new(vec![
-            Step::tool("test_panic", json!({"message": "child B blew up"}))
-                .with_first_byte_delay_ms(150),
-        ])
-        .matching("CHILD-B-PANIC")
-        .on_exhausted(Exhausted::Error),
-        Conversation::new(vec![
-            Step::tool("test_sleep", json!({"ms": 60000})).with_first_byte_delay_ms(150),
-            Step::text("C never gets here"),
-        ])
-        .matching("CHILD-C-SLEEP"),
-    ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let script = fan_out_three(&notes);
+    let server = start_mock(script).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
 
     let started = Instant::now();
@@ -294,9 +256,7 @@ async fn batch_200_parallel_32() {
     let project = Project::new("http://127.0.0.1:1/v1");
     std::fs::write(project.root.join("hello.txt"), "hello from the file\n").expect("hello");
     let file = project.root.join("hello.txt").display().to_string();
-    let server = MockServer::start(read_then_text(&file, 0))
-        .await
-        .expect("mock");
+    let server = start_mock(read_then_text(&file, 0)).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
     let tasks: Vec<Value> = (0..200)
         .map(|i| json!({"id": format!("t{i:03}"), "prompt": format!("batch task number {i}")}))
@@ -342,9 +302,7 @@ async fn batch_kill_and_resume() {
     std::fs::write(project.root.join("hello.txt"), "hello from the file\n").expect("hello");
     let file = project.root.join("hello.txt").display().to_string();
     // ~500 ms per task, 32 at a time: the whole batch takes a few seconds.
-    let server = MockServer::start(read_then_text(&file, 250))
-        .await
-        .expect("mock");
+    let server = start_mock(read_then_text(&file, 250)).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
     let tasks: Vec<Value> = (0..200)
         .map(|i| json!({"id": format!("k{i:03}"), "prompt": format!("resumable task {i}")}))
@@ -438,9 +396,7 @@ async fn batch_resume_after_a_cut_last_line() {
     // A process killed inside a write leaves a fragment without a newline. Simulate it: one
     // whole line, then a fragment of another task's line.
     let project = Project::new("http://127.0.0.1:1/v1");
-    let server = MockServer::start(Script::single(vec![Step::text("done")]))
-        .await
-        .expect("mock");
+    let server = mock(vec![Step::text("done")]).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
     let tasks: Vec<Value> = (0..3)
         .map(|i| json!({"id": format!("c{i}"), "prompt": format!("cut task {i}")}))
@@ -469,9 +425,7 @@ async fn batch_resume_after_a_cut_last_line() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_failures_exit_nonzero() {
     let project = Project::new("http://127.0.0.1:1/v1");
-    let server = MockServer::start(Script::single(vec![Step::text("fine answer")]))
-        .await
-        .expect("mock");
+    let server = mock(vec![Step::text("fine answer")]).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
     let tasks = vec![
         json!({"id": "good-1", "prompt": "a good task"}),
@@ -526,7 +480,7 @@ async fn batch_failures_exit_nonzero() {
     let mut tasks = tasks;
     tasks[1] = json!({"id": "bad-model", "prompt": "a task for a missing model"});
     tasks.push(json!({"id": "new-task", "prompt": "a task added later"}));
-    write_tasks(&files.tasks, &tasks);
+    write_jsonl(&files.tasks, &tasks);
     let retry = |extra: &'static [&'static str]| {
         let mut args = vec![
             "batch".to_string(),
@@ -589,9 +543,7 @@ async fn batch_task_max_steps_caps_the_turn() {
     let project = Project::new("http://127.0.0.1:1/v1");
     std::fs::write(project.root.join("hello.txt"), "hello\n").expect("hello");
     let file = project.root.join("hello.txt").display().to_string();
-    let server = MockServer::start(read_then_text(&file, 0))
-        .await
-        .expect("mock");
+    let server = start_mock(read_then_text(&file, 0)).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
     let files = BatchFiles::new(
         &project,
@@ -608,7 +560,7 @@ async fn batch_task_max_steps_caps_the_turn() {
     );
     assert_eq!(completions(&server).len(), 1, "one step asked for");
 
-    write_tasks(
+    write_jsonl(
         &files.tasks,
         &[json!({"id": "t", "prompt": "p", "maxSteps": 0})],
     );
@@ -629,11 +581,10 @@ async fn batch_task_max_steps_caps_the_turn() {
 #[tokio::test]
 async fn batch_task_timeout_aborts_the_task() {
     let project = Project::new("http://127.0.0.1:1/v1");
-    let server = MockServer::start(Script::single(vec![
+    let server = mock(vec![
         Step::text("too late").with_first_byte_delay_ms(60_000),
-    ]))
-    .await
-    .expect("mock");
+    ])
+    .await;
     project.write_config(&mock_config(&server.base_url()).to_string());
     let files = BatchFiles::new(
         &project,
@@ -661,7 +612,7 @@ async fn batch_task_timeout_aborts_the_task() {
     );
 
     for bad in [json!(0), json!(-1), json!("soon")] {
-        write_tasks(
+        write_jsonl(
             &files.tasks,
             &[json!({"id": "t", "prompt": "p", "timeout": bad})],
         );

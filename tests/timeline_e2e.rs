@@ -5,18 +5,11 @@
 //! session and its subagent sessions: count, order, ids and times.
 
 use serde_json::{Value, json};
-use troupe_testkit::{Conversation, MockServer, Script, Step};
+use troupe_testkit::task::task_args;
+use troupe_testkit::{Conversation, Script, Step};
 
 mod common;
 use common::*;
-
-fn task_args(token: &str) -> Value {
-    json!({
-        "description": format!("job {token}"),
-        "prompt": format!("{token}: do the job and report back"),
-        "subagent_type": "explore",
-    })
-}
 
 /// One expected row: kind, session, message, part, start, end (ms).
 type Expected = (String, String, String, String, i64, i64);
@@ -153,8 +146,8 @@ async fn timeline_rows_match_the_stored_parts_in_cli_and_api() {
     let script = Script::new(vec![
         Conversation::new(vec![
             Step::tool("read", json!({"filePath": notes}))
-                .with_tool("task", task_args("CHILD-ONE"))
-                .with_tool("task", task_args("CHILD-TWO"))
+                .with_tool("task", task_args("CHILD-ONE", "explore"))
+                .with_tool("task", task_args("CHILD-TWO", "explore"))
                 .with_first_byte_delay_ms(30),
             Step::text("both subagents reported; the codename is HERON")
                 .with_first_byte_delay_ms(30),
@@ -171,7 +164,7 @@ async fn timeline_rows_match_the_stored_parts_in_cli_and_api() {
         ])
         .matching("CHILD-TWO"),
     ]);
-    let server = MockServer::start(script).await.expect("mock");
+    let server = start_mock(script).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
 
     let out = project

@@ -7,7 +7,7 @@
 //! store and an empty global config dir.
 
 use serde_json::{Value, json};
-use troupe_testkit::{Fault, LineEnding, MockServer, Script, Stall, Step, UsageSpec};
+use troupe_testkit::{Fault, LineEnding, Stall, Step, UsageSpec};
 
 mod common;
 use common::*;
@@ -39,9 +39,7 @@ async fn any_line_ending_on_a_kept_open_connection_finishes_at_once() {
             step.line_ending = Some(ending);
             step.bom = bom;
             step.keep_open = true;
-            let server = MockServer::start(Script::single(vec![step]))
-                .await
-                .expect("mock");
+            let server = mock(vec![step]).await;
             let project = wire_project(&server.base_url(), npm, json!({"chunkTimeout": 600000}));
             let out = project.troupe(&["run", "say it"], &[]).await;
             let what = format!("{npm} {ending:?} bom={bom}");
@@ -63,9 +61,7 @@ async fn keepalive_data_lines_are_skipped_and_the_turn_goes_on() {
     for npm in [OPENAI, ANTHROPIC] {
         let mut step = Step::text("kept alive all the way").with_chunk_size(4);
         step.data_keepalive = true;
-        let server = MockServer::start(Script::single(vec![step]))
-            .await
-            .expect("mock");
+        let server = mock(vec![step]).await;
         let project = wire_project(&server.base_url(), npm, json!({}));
         let out = project.troupe(&["run", "say it"], &[]).await;
         assert_success(&out, npm);
@@ -83,11 +79,10 @@ async fn keepalive_data_lines_are_skipped_and_the_turn_goes_on() {
 /// never sends headers fails the run with an error naming the phase.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_provider_fails_with_the_named_phase() {
-    let server = MockServer::start(Script::single(vec![
+    let server = mock(vec![
         Step::text("never").with_fault(Fault::stall(Stall::Headers)),
-    ]))
-    .await
-    .expect("mock");
+    ])
+    .await;
     let project = wire_project(&server.base_url(), OPENAI, json!({"timeout": 500}));
     let out = project.troupe(&["run", "say it"], &[]).await;
     let line = assert_one_line_failure(&out, "stalled headers");
@@ -103,11 +98,7 @@ async fn stalled_provider_fails_with_the_named_phase() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_calls_finish_without_a_call_ends_the_turn() {
     for npm in [OPENAI, ANTHROPIC] {
-        let server = MockServer::start(Script::single(vec![
-            Step::text("all done").with_finish("tool_calls"),
-        ]))
-        .await
-        .expect("mock");
+        let server = mock(vec![Step::text("all done").with_finish("tool_calls")]).await;
         let project = wire_project(&server.base_url(), npm, json!({}));
         let out = project.troupe(&["run", "finish"], &[]).await;
         assert_success(&out, npm);
@@ -115,11 +106,7 @@ async fn tool_calls_finish_without_a_call_ends_the_turn() {
         assert_eq!(completions(&server).len(), 1, "{npm}: re-sent");
         server.shutdown().await;
 
-        let server = MockServer::start(Script::single(vec![
-            Step::default().with_finish("tool_calls"),
-        ]))
-        .await
-        .expect("mock");
+        let server = mock(vec![Step::default().with_finish("tool_calls")]).await;
         let project = wire_project(&server.base_url(), npm, json!({}));
         let out = project.troupe(&["run", "finish"], &[]).await;
         let line = assert_one_line_failure(&out, npm);
@@ -133,15 +120,12 @@ async fn tool_calls_finish_without_a_call_ends_the_turn() {
 /// tokens: the impossible count is 0, the sane one is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn absurd_usage_is_clamped_not_wrapped() {
-    let server = MockServer::start(Script::single(vec![Step::text("counted").with_usage(
-        UsageSpec {
-            prompt_tokens: Some(u64::MAX),
-            completion_tokens: Some(7),
-            ..UsageSpec::default()
-        },
-    )]))
-    .await
-    .expect("mock");
+    let server = mock(vec![Step::text("counted").with_usage(UsageSpec {
+        prompt_tokens: Some(u64::MAX),
+        completion_tokens: Some(7),
+        ..UsageSpec::default()
+    })])
+    .await;
     let project = wire_project(&server.base_url(), OPENAI, json!({}));
     let out = project
         .troupe(&["run", "--format", "json", "count"], &[])
@@ -165,13 +149,12 @@ async fn absurd_usage_is_clamped_not_wrapped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_tool_arguments_end_the_call_with_an_error() {
     let content = "x".repeat(5000);
-    let server = MockServer::start(Script::single(vec![
+    let server = mock(vec![
         Step::tool("write", json!({"filePath": "big.txt", "content": content}))
             .with_chunk_size(512),
         Step::text("gave up on the big file"),
-    ]))
-    .await
-    .expect("mock");
+    ])
+    .await;
     let project = wire_project(
         &server.base_url(),
         OPENAI,

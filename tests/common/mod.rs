@@ -1,9 +1,11 @@
 //! Helpers shared by the end-to-end tests (each test binary uses a subset): the project
-//! fixture and command builder ([`project`]), assertions on a run's output, and readers of
-//! events, stored messages and recorded provider requests.
+//! fixture and command builder ([`project`]), the client of a served API ([`http`]), the
+//! scripted provider, assertions on a run's output, and readers of events, stored messages
+//! and recorded provider requests.
 
 #![allow(dead_code)]
 
+mod http;
 mod project;
 
 use std::process::Output;
@@ -11,7 +13,12 @@ use std::process::Output;
 use serde_json::Value;
 use troupe_testkit::{MockServer, RecordedRequest, Script, Step};
 
+// Each test binary uses a subset: one that starts no server has no use for the client.
+#[allow(unused_imports)]
+pub use http::*;
 pub use project::*;
+#[allow(unused_imports)]
+pub use troupe_testkit::content_text;
 
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -158,14 +165,44 @@ pub fn completions(server: &MockServer) -> Vec<RecordedRequest> {
         .collect()
 }
 
+/// The scripted provider serving `script` on 127.0.0.1.
+pub async fn start_mock(script: Script) -> MockServer {
+    MockServer::start(script).await.expect("mock")
+}
+
+/// The scripted provider answering every conversation with `steps` (one conversation
+/// without a matcher).
+pub async fn mock(steps: Vec<Step>) -> MockServer {
+    start_mock(Script::single(steps)).await
+}
+
+/// A real (tiny) PNG: the 8-byte signature and an IHDR chunk.
+pub const TINY_PNG: &[u8] = &[
+    0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, b'I', b'H', b'D', b'R', 0, 0, 0,
+    1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4, 0x89,
+];
+
+/// A provider's model entry (`provider.X.models.NAME`) for a model that takes images: 128k
+/// context, 8k output, text and image in, text out.
+pub fn vision_model() -> Value {
+    serde_json::json!({"name": "Vision", "limit": {"context": 128000, "output": 8192},
+                       "modalities": {"input": ["text", "image"], "output": ["text"]}})
+}
+
+/// Writes `lines` to `path` as JSON lines (one value a line), e.g. a batch's tasks file.
+pub fn write_jsonl(path: &std::path::Path, lines: &[Value]) {
+    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(path, body).expect("write a JSON lines file");
+}
+
 /// A mock whose model calls `test_sleep` for 30 s (and would then answer "never reached"):
 /// a turn that stays in a tool until the test interrupts it.
 pub async fn sleeping_tool_mock() -> MockServer {
-    let script = Script::single(vec![
+    mock(vec![
         Step::tool("test_sleep", serde_json::json!({"ms": 30000})),
         Step::text("never reached"),
-    ]);
-    MockServer::start(script).await.expect("mock")
+    ])
+    .await
 }
 
 /// Waits until the first completion request has ended (the tool call was streamed), then
@@ -178,17 +215,4 @@ pub async fn wait_tool_started(server: &MockServer) {
     })
     .await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-}
-
-/// Text content of a request message (string content or joined text parts).
-pub fn content_text(m: &Value) -> String {
-    match &m["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }

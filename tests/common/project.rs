@@ -220,9 +220,15 @@ impl Project {
 
     /// `troupe session list --format json`, parsed (newest first).
     pub async fn sessions(&self) -> Vec<Value> {
-        let out = self
-            .troupe(&["session", "list", "--format", "json"], &[])
-            .await;
+        self.sessions_with(&[]).await
+    }
+
+    /// `troupe session list --format json <extra>` (e.g. `--dir sub`, `--limit 1000`),
+    /// parsed (newest first).
+    pub async fn sessions_with(&self, extra: &[&str]) -> Vec<Value> {
+        let mut args = vec!["session", "list", "--format", "json"];
+        args.extend_from_slice(extra);
+        let out = self.troupe(&args, &[]).await;
         assert_success(&out, "session list");
         let v: Value = serde_json::from_slice(&out.stdout).expect("session list JSON");
         v.as_array().expect("session list is an array").clone()
@@ -364,13 +370,15 @@ pub fn merge_patch(target: &mut Value, patch: Value) {
 }
 
 /// Waits until `cond` holds, checking every 10 ms; fails the test after [`CLI_RUN_DEADLINE`].
-pub async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+pub async fn wait_for(what: &str, cond: impl FnMut() -> bool) {
+    wait_for_within(what, CLI_RUN_DEADLINE, cond).await
+}
+
+/// Waits until `cond` holds, checking every 10 ms; fails the test after `limit`.
+pub async fn wait_for_within(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
     while !cond() {
-        assert!(
-            start.elapsed() < CLI_RUN_DEADLINE,
-            "timed out waiting for {what}"
-        );
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
