@@ -19,47 +19,41 @@ fn change(tool: &str, input: Value, metadata: Value) -> PartKind {
 
 #[test]
 fn file_changes_sums_per_file() {
-    let h = vec![
-        user("u0"),
-        assistant(
-            "a0",
-            "u0",
-            vec![
-                change(
-                    "write",
-                    json!({"filePath": "/p/a.rs"}),
-                    json!({"filepath": "a.rs", "additions": 10, "deletions": 0}),
-                ),
-                change(
-                    "edit",
-                    json!({}),
-                    json!({"filepath": "a.rs", "additions": 2, "deletions": 3}),
-                ),
-                change(
-                    "edit",
-                    json!({"filePath": "b.rs"}),
-                    json!({"additions": 1, "deletions": 1}),
-                ),
-                change(
-                    "edit",
-                    json!({}),
-                    json!({"filediff": {"file": "c.rs", "additions": 4, "deletions": 5}}),
-                ),
-                change("bash", json!({"filePath": "x"}), json!({"additions": 99})),
-                change("edit", json!({}), json!({"additions": 7})), // no path: skipped
-                PartKind::Tool {
-                    call_id: "e".into(),
-                    tool: "edit".into(),
-                    state: ToolState::Error {
-                        input: json!({"filePath": "d.rs"}),
-                        error: "no".into(),
-                        metadata: Some(json!({"additions": 3})),
-                        time: ToolTime::default(),
-                    },
-                },
-            ],
+    let changes = vec![
+        change(
+            "write",
+            json!({"filePath": "/p/a.rs"}),
+            json!({"filepath": "a.rs", "additions": 10, "deletions": 0}),
         ),
+        change(
+            "edit",
+            json!({}),
+            json!({"filepath": "a.rs", "additions": 2, "deletions": 3}),
+        ),
+        change(
+            "edit",
+            json!({"filePath": "b.rs"}),
+            json!({"additions": 1, "deletions": 1}),
+        ),
+        change(
+            "edit",
+            json!({}),
+            json!({"filediff": {"file": "c.rs", "additions": 4, "deletions": 5}}),
+        ),
+        change("bash", json!({"filePath": "x"}), json!({"additions": 99})),
+        change("edit", json!({}), json!({"additions": 7})), // no path: skipped
+        PartKind::Tool {
+            call_id: "e".into(),
+            tool: "edit".into(),
+            state: ToolState::Error {
+                input: json!({"filePath": "d.rs"}),
+                error: "no".into(),
+                metadata: Some(json!({"additions": 3})),
+                time: ToolTime::default(),
+            },
+        },
     ];
+    let h = vec![user("u0"), assistant("a0", "u0", changes)];
     let s = file_changes(&h);
     assert_eq!(s.additions, 17);
     assert_eq!(s.deletions, 9);

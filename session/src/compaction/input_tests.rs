@@ -3,18 +3,12 @@ use crate::test_support::*;
 
 #[test]
 fn truncates_long_tool_outputs_only() {
-    let h = vec![
-        user("u0"),
-        assistant(
-            "a0",
-            "u0",
-            vec![
-                tool_kind("bash", "a".repeat(2_500), None),
-                tool_kind("bash", "b".repeat(2_000), None),
-                tool_kind("bash", "c".repeat(10), Some(4)),
-            ],
-        ),
+    let outputs = vec![
+        tool_kind("bash", "a".repeat(2_500), None),
+        tool_kind("bash", "b".repeat(2_000), None),
+        tool_kind("bash", "c".repeat(10), Some(4)),
     ];
+    let h = vec![user("u0"), assistant("a0", "u0", outputs)];
     let out = compaction_input(&h, TOOL_OUTPUT_MAX_CHARS, u64::MAX);
     assert_eq!(out.len(), 2);
     assert_eq!(
