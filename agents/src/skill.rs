@@ -286,26 +286,18 @@ mod tests {
         let wt = tmp.path().join("repo");
         let sub = wt.join("pkg");
         let global = tmp.path().join("global");
-        write(
-            &wt.join(".claude/skills/review/SKILL.md"),
-            &skill_md("review", "outer review", "outer"),
-        );
-        write(
-            &sub.join(".troupe/skills/review/SKILL.md"),
-            &skill_md("review", "inner review", "inner"),
-        );
-        write(
-            &wt.join(".agents/skills/deploy/SKILL.md"),
-            &skill_md("deploy", "ship it", "steps"),
-        );
-        write(
-            &global.join("skills/notes/SKILL.md"),
-            &skill_md("notes", "global notes", "n"),
-        );
-        write(
-            &global.join("skills/review/SKILL.md"),
-            &skill_md("review", "global review", "g"),
-        );
+        for (root, dir, name, description, body) in [
+            (&wt, ".claude/skills", "review", "outer review", "outer"),
+            (&sub, ".troupe/skills", "review", "inner review", "inner"),
+            (&wt, ".agents/skills", "deploy", "ship it", "steps"),
+            (&global, "skills", "notes", "global notes", "n"),
+            (&global, "skills", "review", "global review", "g"),
+        ] {
+            write(
+                &root.join(dir).join(name).join("SKILL.md"),
+                &skill_md(name, description, body),
+            );
+        }
         write(
             &wt.join(".troupe/skills/broken/SKILL.md"),
             "---\nname: broken\n---\n",

@@ -19,18 +19,26 @@
 //!
 //! All git work runs in child processes (`tokio::process`); nothing here blocks a tokio
 //! worker thread except `stat` calls batched into one `spawn_blocking`.
+//!
+//! This file holds the public types and operations; `git` holds the shadow repository's
+//! plumbing (locking, init, excludes, gc, running git and parsing its output).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, LazyLock, Mutex as StdMutex, Weak};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
-use tokio::sync::{Mutex, OwnedMutexGuard};
+use tokio::sync::Mutex;
+
+mod git;
+
+use git::{
+    RepoState, bare_git, exclude_line, io_err, parse_raw_numstat, repo_state, split_nul,
+    split_unified,
+};
 
 #[cfg(test)]
 mod tests;
@@ -45,43 +53,6 @@ pub const GC_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// `git gc --prune=` value: unreachable objects older than this go (OpenCode: `7.days`).
 pub const GC_PRUNE: &str = "7.days";
-
-/// Configuration passed to every git call on a shadow repository (OpenCode sets the same four
-/// keys at init; passing them per call also covers repositories made by older versions).
-/// `gc.auto=0`: gc runs only on our own schedule, never inside a step's `git add`.
-const GIT_CONFIG: &[&str] = &[
-    "-c",
-    "core.autocrlf=false",
-    "-c",
-    "core.longpaths=true",
-    "-c",
-    "core.symlinks=true",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "core.quotepath=false",
-    "-c",
-    "gc.auto=0",
-    "-c",
-    "maintenance.auto=false",
-];
-
-/// Environment variables that would redirect git away from the shadow repository (set, for
-/// example, when troupe runs inside a git hook).
-const GIT_ENV_REMOVED: &[&str] = &[
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-    "GIT_LITERAL_PATHSPECS",
-    "GIT_GLOB_PATHSPECS",
-    "GIT_NOGLOB_PATHSPECS",
-    "GIT_ICASE_PATHSPECS",
-];
 
 /// A failed snapshot operation.
 #[derive(Debug, thiserror::Error)]
@@ -178,40 +149,6 @@ pub struct FileChange {
     pub patch: String,
 }
 
-/// Per-git-dir state shared by every [`Snapshot`] of one shadow repository in this process.
-#[derive(Debug, Default)]
-struct RepoState {
-    /// `git init` done (or found done) in this process.
-    initialized: bool,
-    /// Last content written to the shadow `info/exclude`.
-    exclude_written: Option<String>,
-}
-
-type Locks = HashMap<PathBuf, Weak<Mutex<RepoState>>>;
-
-/// One async mutex per shadow git dir, so two sessions in one project never run git on the
-/// same index at once. Weak entries: a repository nobody uses any more frees its state.
-static LOCKS: LazyLock<StdMutex<Locks>> = LazyLock::new(|| StdMutex::new(HashMap::new()));
-
-fn repo_state(git_dir: &Path) -> Arc<Mutex<RepoState>> {
-    // The std mutex is held for a map lookup only (no await inside).
-    let mut map = LOCKS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(state) = map.get(git_dir).and_then(Weak::upgrade) {
-        return state;
-    }
-    map.retain(|_, w| w.strong_count() > 0);
-    let state = Arc::new(Mutex::new(RepoState::default()));
-    map.insert(git_dir.to_path_buf(), Arc::downgrade(&state));
-    state
-}
-
-/// Held while git runs on a shadow repository: the in-process mutex and the cross-process
-/// file lock (`<git dir>/troupe.lock`, released when the file closes).
-struct Held {
-    state: OwnedMutexGuard<RepoState>,
-    _file: std::fs::File,
-}
-
 /// The shadow repository of one project (cheap to clone).
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -252,31 +189,6 @@ fn check_hash(s: &str) -> Result<(), SnapshotError> {
     }
 }
 
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SnapshotError {
-    let context = context.into();
-    move |source| SnapshotError::Io { context, source }
-}
-
-/// Escapes a relative path as one literal, anchored gitignore line.
-fn exclude_line(rel: &str) -> String {
-    let mut out = String::with_capacity(rel.len() + 2);
-    out.push('/');
-    for c in rel.chars() {
-        if matches!(c, '*' | '?' | '[' | '\\' | '!' | '#' | ' ') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn split_nul(bytes: &[u8]) -> impl Iterator<Item = String> + '_ {
-    bytes
-        .split(|b| *b == 0)
-        .filter(|s| !s.is_empty())
-        .map(|s| String::from_utf8_lossy(s).into_owned())
-}
-
 impl Snapshot {
     /// The shadow repository for the git work tree containing `directory`, kept under
     /// `<data_dir>/snapshot/`. Runs `git rev-parse` once; creates nothing yet (the first
@@ -285,7 +197,7 @@ impl Snapshot {
     /// Errors: [`Unavailable::NotGitRepo`] when `directory` is not in a git work tree,
     /// [`Unavailable::NoGit`] when git cannot be run.
     pub async fn open(data_dir: &Path, directory: &Path) -> Result<Snapshot, Unavailable> {
-        let out = Command::new("git")
+        let out = bare_git()
             .arg("-C")
             .arg(directory)
             .args([
@@ -294,11 +206,7 @@ impl Snapshot {
                 "--show-toplevel",
                 "--git-common-dir",
             ])
-            .envs_removed()
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .output()
             .await
             .map_err(|e| Unavailable::NoGit(e.to_string()))?;
@@ -530,7 +438,8 @@ impl Snapshot {
                     spec.extend_from_slice(rel.as_bytes());
                     spec.push(0);
                 }
-                self.git_literal(
+                self.run_git(
+                    true,
                     &[
                         "checkout",
                         &hash,
@@ -601,293 +510,4 @@ impl Snapshot {
             .collect::<Option<_>>()?;
         Some(parts.join("/"))
     }
-
-    async fn lock(&self) -> Result<Held, SnapshotError> {
-        let state = self.inner.state.clone().lock_owned().await;
-        let dir = self.inner.git_dir.clone();
-        let file = tokio::task::spawn_blocking(move || -> Result<std::fs::File, SnapshotError> {
-            std::fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
-            let path = dir.join("troupe.lock");
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map_err(io_err(format!("opening {}", path.display())))?;
-            file.lock()
-                .map_err(io_err(format!("locking {}", path.display())))?;
-            Ok(file)
-        })
-        .await
-        .map_err(|e| SnapshotError::Io {
-            context: "waiting for the snapshot lock".into(),
-            source: std::io::Error::other(e.to_string()),
-        })??;
-        Ok(Held { state, _file: file })
-    }
-
-    async fn ensure_init(&self, held: &mut Held) -> Result<(), SnapshotError> {
-        if held.state.initialized {
-            return Ok(());
-        }
-        let git_dir = &self.inner.git_dir;
-        if tokio::fs::metadata(git_dir.join("HEAD")).await.is_err() {
-            let out = Command::new("git")
-                .args(["init", "--quiet"])
-                .envs_removed()
-                .env("GIT_DIR", git_dir)
-                .current_dir(&self.inner.work_tree)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .kill_on_drop(true)
-                .output()
-                .await
-                .map_err(io_err("running git init"))?;
-            if !out.status.success() {
-                return Err(SnapshotError::Git {
-                    command: "init".into(),
-                    message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-                });
-            }
-            // A new repository counts as freshly collected.
-            let stamp = git_dir.join("troupe-gc");
-            tokio::fs::write(&stamp, b"")
-                .await
-                .map_err(io_err(format!("writing {}", stamp.display())))?;
-        }
-        // A git process killed mid-write leaves its lock file behind; under our own lock
-        // nobody else can be using this index, so it is stale.
-        let _ = tokio::fs::remove_file(git_dir.join("index.lock")).await;
-        held.state.initialized = true;
-        Ok(())
-    }
-
-    /// Copies the source repository's `info/exclude` (plus troupe's own exclusions) into the
-    /// shadow repository when it changed.
-    async fn sync_exclude(&self, held: &mut Held) -> Result<(), SnapshotError> {
-        let mut content: String = tokio::fs::read_to_string(&self.inner.source_exclude)
-            .await
-            .unwrap_or_default();
-        if !content.is_empty() && !content.ends_with('\n') {
-            content.push('\n');
-        }
-        for line in &self.inner.extra_excludes {
-            content.push_str(line);
-            content.push('\n');
-        }
-        if held.state.exclude_written.as_deref() == Some(content.as_str()) {
-            return Ok(());
-        }
-        let info = self.inner.git_dir.join("info");
-        tokio::fs::create_dir_all(&info)
-            .await
-            .map_err(io_err(format!("creating {}", info.display())))?;
-        let path = info.join("exclude");
-        let current = tokio::fs::read_to_string(&path).await.ok();
-        if current.as_deref() != Some(content.as_str()) {
-            tokio::fs::write(&path, content.as_bytes())
-                .await
-                .map_err(io_err(format!("writing {}", path.display())))?;
-        }
-        held.state.exclude_written = Some(content);
-        Ok(())
-    }
-
-    /// The untracked files (relative paths) over [`MAX_UNTRACKED_BYTES`], stat'ed in one
-    /// blocking task.
-    async fn large_files(&self, untracked: Vec<String>) -> Result<Vec<String>, SnapshotError> {
-        if untracked.is_empty() {
-            return Ok(Vec::new());
-        }
-        let root = self.inner.work_tree.clone();
-        tokio::task::spawn_blocking(move || {
-            untracked
-                .into_iter()
-                .filter(|rel| {
-                    std::fs::symlink_metadata(root.join(rel))
-                        .map(|m| m.is_file() && m.len() > MAX_UNTRACKED_BYTES)
-                        .unwrap_or(false)
-                })
-                .collect()
-        })
-        .await
-        .map_err(|e| SnapshotError::Io {
-            context: "checking untracked file sizes".into(),
-            source: std::io::Error::other(e.to_string()),
-        })
-    }
-
-    async fn maybe_gc(&self) {
-        let stamp = self.inner.git_dir.join("troupe-gc");
-        let due = match tokio::fs::metadata(&stamp).await.and_then(|m| m.modified()) {
-            Ok(t) => SystemTime::now()
-                .duration_since(t)
-                .is_ok_and(|age| age >= GC_INTERVAL),
-            Err(_) => true,
-        };
-        if !due {
-            return;
-        }
-        // Touch first so concurrent steps do not all start a gc.
-        if let Err(e) = tokio::fs::write(&stamp, b"").await {
-            tracing::warn!(error = %e, "snapshot gc stamp not written; gc skipped");
-            return;
-        }
-        let this = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = this.gc().await {
-                tracing::warn!(error = %e, "snapshot gc failed");
-            }
-        });
-    }
-
-    async fn git(&self, args: &[&str], stdin: Option<Vec<u8>>) -> Result<Vec<u8>, SnapshotError> {
-        self.run_git(false, args, stdin).await
-    }
-
-    async fn git_literal(
-        &self,
-        args: &[&str],
-        stdin: Option<Vec<u8>>,
-    ) -> Result<Vec<u8>, SnapshotError> {
-        self.run_git(true, args, stdin).await
-    }
-
-    async fn run_git(
-        &self,
-        literal: bool,
-        args: &[&str],
-        stdin: Option<Vec<u8>>,
-    ) -> Result<Vec<u8>, SnapshotError> {
-        let mut cmd = Command::new("git");
-        cmd.arg("--git-dir")
-            .arg(&self.inner.git_dir)
-            .arg("--work-tree")
-            .arg(&self.inner.work_tree);
-        if literal {
-            cmd.arg("--literal-pathspecs");
-        }
-        cmd.args(GIT_CONFIG)
-            .args(args)
-            .envs_removed()
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .current_dir(&self.inner.work_tree)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(io_err("running git"))?;
-        let writer = match (stdin, child.stdin.take()) {
-            (Some(bytes), Some(mut pipe)) => Some(tokio::spawn(async move {
-                let r = pipe.write_all(&bytes).await;
-                drop(pipe);
-                r
-            })),
-            _ => None,
-        };
-        let out = child
-            .wait_with_output()
-            .await
-            .map_err(io_err("waiting for git"))?;
-        if let Some(w) = writer {
-            // A write error (git closed stdin early) shows up as git's own failure below.
-            let _ = w.await;
-        }
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            return Err(SnapshotError::Git {
-                command: args.join(" "),
-                message: if stderr.is_empty() {
-                    out.status.to_string()
-                } else {
-                    stderr
-                },
-            });
-        }
-        Ok(out.stdout)
-    }
-}
-
-/// Removes the git environment variables that would point a command elsewhere.
-trait EnvsRemoved {
-    fn envs_removed(&mut self) -> &mut Self;
-}
-
-impl EnvsRemoved for Command {
-    fn envs_removed(&mut self) -> &mut Self {
-        for var in GIT_ENV_REMOVED {
-            self.env_remove(var);
-        }
-        self
-    }
-}
-
-/// Parses `git diff-tree -r -z --raw --numstat` output: first one raw record per file
-/// (`:<mode> <mode> <sha> <sha> <status>\0<path>\0`), then one numstat record per file
-/// (`<added>\t<deleted>\t<path>\0`, `-\t-\t` for binary files).
-fn parse_raw_numstat(out: &[u8]) -> Vec<FileChange> {
-    let fields: Vec<String> = split_nul(out).collect();
-    let mut changes: Vec<FileChange> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut i = 0;
-    while i < fields.len() {
-        let field = &fields[i];
-        if let Some(raw) = field.strip_prefix(':') {
-            let status = match raw.split(' ').nth(4).and_then(|s| s.chars().next()) {
-                Some('A') => ChangeStatus::Added,
-                Some('D') => ChangeStatus::Deleted,
-                _ => ChangeStatus::Modified,
-            };
-            let Some(path) = fields.get(i + 1) else { break };
-            index.insert(path.clone(), changes.len());
-            changes.push(FileChange {
-                file: path.clone(),
-                status,
-                additions: 0,
-                deletions: 0,
-                binary: false,
-                patch: String::new(),
-            });
-            i += 2;
-            continue;
-        }
-        let mut parts = field.splitn(3, '\t');
-        if let (Some(a), Some(d), Some(path)) = (parts.next(), parts.next(), parts.next())
-            && let Some(&at) = index.get(path)
-        {
-            let c = &mut changes[at];
-            match (a.parse::<u64>(), d.parse::<u64>()) {
-                (Ok(a), Ok(d)) => {
-                    c.additions = a;
-                    c.deletions = d;
-                }
-                _ => c.binary = true,
-            }
-        }
-        i += 1;
-    }
-    changes
-}
-
-/// Splits a unified diff into per-file chunks (each starting at a `diff --git ` line).
-fn split_unified(text: &str) -> Vec<&str> {
-    let mut starts: Vec<usize> = Vec::new();
-    let mut offset = 0;
-    for line in text.split_inclusive('\n') {
-        if line.starts_with("diff --git ") {
-            starts.push(offset);
-        }
-        offset += line.len();
-    }
-    let mut chunks = Vec::with_capacity(starts.len());
-    for (k, &s) in starts.iter().enumerate() {
-        let e = starts.get(k + 1).copied().unwrap_or(text.len());
-        chunks.push(&text[s..e]);
-    }
-    chunks
 }

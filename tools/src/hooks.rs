@@ -106,6 +106,14 @@ pub enum Before {
     Block(String),
 }
 
+/// The hooks of a `tool.execute.*` list that apply to `tool`, in order.
+fn applying<'a>(
+    hooks: &'a [HookCommand],
+    tool: &'a str,
+) -> impl Iterator<Item = &'a HookCommand> + 'a {
+    hooks.iter().filter(move |h| h.applies_to(tool))
+}
+
 /// The hooks of one runtime (cheap to share behind an `Arc`).
 #[derive(Debug, Clone, Default)]
 pub struct Hooks {
@@ -160,12 +168,7 @@ impl Hooks {
         args: Value,
     ) -> Before {
         let mut args = args;
-        for hook in self
-            .config
-            .tool_execute_before
-            .iter()
-            .filter(|h| h.applies_to(tool))
-        {
+        for hook in applying(&self.config.tool_execute_before, tool) {
             let payload = json!({
                 "hook": point::TOOL_BEFORE, "sessionID": session_id, "callID": call_id,
                 "tool": tool, "args": args,
@@ -222,12 +225,7 @@ impl Hooks {
         args: &Value,
         mut out: crate::ToolOutput,
     ) -> Result<crate::ToolOutput, HookError> {
-        for hook in self
-            .config
-            .tool_execute_after
-            .iter()
-            .filter(|h| h.applies_to(tool))
-        {
+        for hook in applying(&self.config.tool_execute_after, tool) {
             let payload = json!({
                 "hook": point::TOOL_AFTER, "sessionID": session_id, "callID": call_id,
                 "tool": tool, "args": args, "title": out.title, "output": out.output,

@@ -231,6 +231,17 @@ impl ToolContext {
     pub fn resolve(&self, p: &str) -> Result<PathBuf, ToolError> {
         paths::resolve_in(&self.directory, p, dirs::home_dir().as_deref())
     }
+
+    /// Resolve an optional directory argument (`path` of `glob`, `list`, `grep`; `workdir` of
+    /// `bash`): `p` as [`resolve`](Self::resolve) gives it, or the session directory when `p`
+    /// is absent or blank; [normalized](paths::normalize) either way. Errors: those of
+    /// [`resolve`](Self::resolve).
+    pub fn resolve_or_directory(&self, p: Option<&str>) -> Result<PathBuf, ToolError> {
+        match p {
+            Some(p) if !p.trim().is_empty() => Ok(paths::normalize(&self.resolve(p)?)),
+            _ => Ok(paths::normalize(&self.directory)),
+        }
+    }
 }
 
 /// What a tool's description may depend on in a turn ([`Tool::description_in`]).

@@ -256,6 +256,23 @@ pub fn external_glob(dir: &Path) -> String {
     format!("{d}/*")
 }
 
+/// Errors unless `dir` is an existing directory ([`ToolError::Failed`]): `"{not_a_directory}:
+/// {dir}"` when it is another kind of file, `"Directory not found: {dir}"` when it is missing
+/// or cannot be read.
+pub async fn require_directory(dir: &Path, not_a_directory: &str) -> Result<(), ToolError> {
+    match tokio::fs::metadata(dir).await {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(ToolError::Failed(format!(
+            "{not_a_directory}: {}",
+            dir.display()
+        ))),
+        Err(_) => Err(ToolError::Failed(format!(
+            "Directory not found: {}",
+            dir.display()
+        ))),
+    }
+}
+
 /// Kind of an existing path (directory or not); a missing path counts as a file.
 pub async fn kind_of(path: &Path) -> PathKind {
     match tokio::fs::metadata(path).await {
@@ -402,6 +419,14 @@ pub(crate) mod test_support {
     impl Recorder {
         pub fn new() -> Arc<Self> {
             Arc::new(Self::default())
+        }
+        /// A [`ToolContext::simple`] context for `dir` whose permission requests a new
+        /// recorder records (and allows), with that recorder.
+        pub fn context(dir: &std::path::Path) -> (crate::ToolContext, Arc<Self>) {
+            let rec = Self::new();
+            let mut ctx = crate::ToolContext::simple(dir);
+            ctx.permissions = rec.clone();
+            (ctx, rec)
         }
         pub fn denying(perm: &str) -> Arc<Self> {
             Arc::new(Self {
@@ -568,9 +593,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("proj");
         std::fs::create_dir(&root).unwrap();
-        let rec = Recorder::new();
-        let mut ctx = ToolContext::simple(&root);
-        ctx.permissions = rec.clone();
+        let (ctx, rec) = Recorder::context(&root);
         let target = ctx.resolve("../../etc/passwd").unwrap();
         assert!(!is_inside_project(&ctx, &target).await);
         assert_external_directory(&ctx, &target, PathKind::File)

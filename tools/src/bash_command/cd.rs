@@ -13,6 +13,20 @@ pub(super) enum Cd {
     Unknown(String),
 }
 
+/// The relative path `p` joined under each of `dirs` (candidates of [`Cd::Known`]; `""` is
+/// the working directory, where `p` stays as it is).
+pub(super) fn joined_under(dirs: &[String], p: &str) -> Vec<String> {
+    dirs.iter()
+        .map(|d| {
+            if d.is_empty() {
+                p.to_string()
+            } else {
+                format!("{}/{p}", d.trim_end_matches('/'))
+            }
+        })
+        .collect()
+}
+
 /// More candidate directories than this make the directory unknown.
 pub(super) const MAX_CD_CANDIDATES: usize = 8;
 
@@ -82,17 +96,7 @@ impl Walker {
                 if dir.starts_with('/') || dir.starts_with('~') {
                     Cd::Known(vec![dir])
                 } else {
-                    Cd::Known(
-                        dirs.iter()
-                            .map(|d| {
-                                if d.is_empty() {
-                                    dir.clone()
-                                } else {
-                                    format!("{}/{dir}", d.trim_end_matches('/'))
-                                }
-                            })
-                            .collect(),
-                    )
+                    Cd::Known(joined_under(dirs, &dir))
                 }
             }
         };

@@ -405,6 +405,7 @@ mod git;
 mod names;
 mod options;
 mod paths;
+mod recursive;
 mod runners;
 mod scripts;
 mod simple;

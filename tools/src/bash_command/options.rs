@@ -1,5 +1,204 @@
-//! Short options with an attached value (`-o../x`, `-xfa.tar`, `-C..`): how getopt splits
-//! them, so the value is checked like the spaced spelling (`-o ../x`).
+//! Options of the commands the analysis knows: which take a value (`sort -o FILE`), which
+//! name where a command writes (`--output=FILE`, `cp -t DIR`), whether a command was given
+//! one (`grep -e`), and how getopt splits short options with an attached value (`-o../x`,
+//! `-xfa.tar`, `-C..`), so the value is checked like the spaced spelling (`-o ../x`).
+
+use super::*;
+
+/// Long options that by convention name where a program writes (`--target-dir DIR`,
+/// `--output=FILE`): their value is a written path for any command.
+pub(super) const OUTPUT_OPTIONS: &[&str] = &[
+    "--output",
+    "--output-file",
+    "--outfile",
+    "--out-file",
+    "--out-dir",
+    "--outdir",
+    "--output-dir",
+    "--target-dir",
+    "--log-file",
+    "--logfile",
+    "--prefix",
+    "--destdir",
+    "--install-dir",
+    "--root",
+];
+
+/// Options of the command `name` that take the next word as their value (`sort -o FILE`,
+/// `tar -C DIR`, `cut -d /`), for [`Walker::paths_of`]; `args` are the words after the
+/// command name (`git format-patch` has its own). Sources: the programs' man pages.
+pub(super) fn options_with_value(name: &str, args: &[Word]) -> &'static [&'static str] {
+    match name {
+        "truncate" => &["-s", "--size", "-r", "--reference"],
+        "mkdir" => &["-m", "--mode"],
+        "touch" => &["-d", "-t", "-r", "--date", "--reference"],
+        "install" => &[
+            "-m", "-o", "-g", "-S", "--mode", "--owner", "--group", "--suffix",
+        ],
+        "cp" | "mv" | "ln" => &["-S", "--suffix"],
+        "sed" => &["-e", "-f", "-l", "--expression", "--file", "--line-length"],
+        "curl" => &[
+            "-o",
+            "--output",
+            "-d",
+            "--data",
+            "--data-binary",
+            "--data-raw",
+            "--data-urlencode",
+            "-F",
+            "--form",
+            "-H",
+            "--header",
+            "-X",
+            "-u",
+            "-A",
+            "-T",
+            "--upload-file",
+            "-K",
+            "--config",
+            "--output-dir",
+            "-b",
+            "-c",
+            "--cookie",
+            "--cookie-jar",
+            "-e",
+            "--referer",
+        ],
+        "wget" => &[
+            "-O",
+            "--output-document",
+            "-P",
+            "--directory-prefix",
+            "-o",
+            "--output-file",
+            "-a",
+            "--append-output",
+            "-i",
+            "--input-file",
+        ],
+        "sort" => &[
+            "-o",
+            "--output",
+            "-T",
+            "--temporary-directory",
+            "-k",
+            "-t",
+            "-S",
+        ],
+        "gcc" | "g++" | "cc" | "c++" | "clang" | "clang++" | "ld" | "rustc" | "as" | "nasm" => &[
+            "-o",
+            "-I",
+            "-L",
+            "-l",
+            "-D",
+            "-U",
+            "-x",
+            "--out-dir",
+            "-C",
+            "--edition",
+            "--crate-type",
+            "--crate-name",
+            "--target",
+        ],
+        "tar" | "bsdtar" => &[
+            "-f",
+            "--file",
+            "-C",
+            "--directory",
+            "-T",
+            "--files-from",
+            "-X",
+            "--exclude-from",
+            "-g",
+            "--listed-incremental",
+            "-b",
+            "-K",
+            "-N",
+            "-V",
+            "-H",
+            "--format",
+            "--owner",
+            "--group",
+            "--mode",
+            "--transform",
+            "--exclude",
+        ],
+        "unzip" => &["-d", "-x", "-P"],
+        "patch" => &[
+            "-o",
+            "--output",
+            "-d",
+            "--directory",
+            "-B",
+            "--prefix",
+            "-i",
+            "--input",
+            "-p",
+            "-r",
+            "--reject-file",
+            "-D",
+            "-F",
+            "-z",
+            "--suffix",
+        ],
+        "make" | "gmake" => &[
+            "-C",
+            "--directory",
+            "-f",
+            "--file",
+            "-I",
+            "-j",
+            "-l",
+            "-o",
+            "-W",
+        ],
+        "grep" | "egrep" | "fgrep" => &["-f", "--file", "-e", "--regexp", "-m", "-A", "-B", "-C"],
+        "cut" => &["-d", "--delimiter", "-f", "-c", "-b"],
+        "awk" | "gawk" | "mawk" | "nawk" => &["-f", "--file", "-v", "-F", "-e", "--source", "-i"],
+        "zip" => &["-b", "-n", "-t", "-tt", "-P", "-x", "-i"],
+        "rsync" => &[
+            "-e",
+            "--rsh",
+            "--rsync-path",
+            "--exclude",
+            "--include",
+            "--filter",
+            "-f",
+            "--exclude-from",
+            "--include-from",
+            "--files-from",
+            "--backup-dir",
+            "--temp-dir",
+            "-T",
+            "--partial-dir",
+            "--log-file",
+            "--password-file",
+            "--chmod",
+            "--chown",
+            "--compare-dest",
+            "--copy-dest",
+            "--link-dest",
+        ],
+        "scp" => &["-P", "-i", "-o", "-F", "-c", "-l", "-S", "-J"],
+        "dd" => &[],
+        "git" if args.first().map(Word::text) == Some("format-patch") => {
+            &["-o", "--output-directory"]
+        }
+        _ => &[],
+    }
+}
+
+/// Whether a word of `args` is one of the long options `longs` (alone or as `--opt=VALUE`) or
+/// a short-option cluster (`-rf`, not `--…`) holding one of the letters `shorts`.
+pub(super) fn has_option(args: &[Word], longs: &[&str], shorts: &[char]) -> bool {
+    args.iter().any(|w| {
+        let t = w.text();
+        longs.iter().any(|l| {
+            t.strip_prefix(l)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+        }) || (t.starts_with('-') && !t.starts_with("--") && t.contains(shorts))
+    })
+}
 
 /// The splits of a short-option word `-LETTERS[VALUE]` that may carry an attached value, as
 /// (`-L`, value) pairs, best first.

@@ -156,16 +156,7 @@ impl Walker {
         }
         let joined: Vec<String> = match (&self.cd, absolute) {
             (_, true) => vec![lit.clone()],
-            (Cd::Known(dirs), false) => dirs
-                .iter()
-                .map(|d| {
-                    if d.is_empty() {
-                        lit.clone()
-                    } else {
-                        format!("{}/{lit}", d.trim_end_matches('/'))
-                    }
-                })
-                .collect(),
+            (Cd::Known(dirs), false) => joined_under(dirs, &lit),
             (Cd::Unknown(how), false) => {
                 let how = how.clone();
                 self.unknown(
@@ -263,16 +254,7 @@ impl Walker {
             return vec![lit.to_string()];
         }
         match &self.cd {
-            Cd::Known(dirs) => dirs
-                .iter()
-                .map(|d| {
-                    if d.is_empty() {
-                        lit.to_string()
-                    } else {
-                        format!("{}/{lit}", d.trim_end_matches('/'))
-                    }
-                })
-                .collect(),
+            Cd::Known(dirs) => joined_under(dirs, lit),
             Cd::Unknown(_) => Vec::new(),
         }
     }

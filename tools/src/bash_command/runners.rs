@@ -1,6 +1,7 @@
 //! Programs that run other programs given on their command line in their own syntax
-//! (`fd -x CMD`, `rg --pre CMD`, `hyperfine 'SCRIPT'`, `less +!CMD`), and commands whose
-//! arguments come from their input (`xargs CMD < list`).
+//! (`fd -x CMD`, `rg --pre CMD`, `hyperfine 'SCRIPT'`, `less +!CMD`), commands whose
+//! arguments come from their input (`xargs CMD < list`), and programs whose command is not
+//! analysed at all (sandboxes, file watchers, dev shells: [`runs_given_commands`]).
 
 use super::*;
 
@@ -395,5 +396,58 @@ impl Walker {
         self.simple(words, source, depth);
         self.in_find_exec = was;
         self.cd = saved;
+    }
+}
+
+/// Programs that run a command given to them in a form not analysed here (sandboxes,
+/// file watchers, dev shells): `bwrap … CMD`, `watchexec -- CMD`, `cargo watch -s CMD`,
+/// `nix develop -c CMD`.
+pub(super) fn runs_given_commands(name: &str, args: &[Word]) -> bool {
+    let any = |f: &dyn Fn(&str) -> bool| args.iter().any(|w| f(w.text()));
+    match name {
+        "bwrap" | "proot" | "watchexec" | "entr" | "nodemon" | "flatpak-spawn" | "toolbox"
+        | "distrobox-enter" | "distrobox" | "cargo-watch" => !args.is_empty(),
+        "cargo" => {
+            args.first().map(Word::text) == Some("watch")
+                && any(&|t| {
+                    matches!(t, "-x" | "-s" | "--exec" | "--shell" | "--")
+                        || t.starts_with("--exec=")
+                        || t.starts_with("--shell=")
+                })
+        }
+        "nix" => any(&|t| matches!(t, "-c" | "--command" | "--run") || t.starts_with("--command=")),
+        // Sandboxes, containers and job launchers whose command follows options not modelled
+        // here; `capsh -- -c CMD` hands its words to a shell.
+        "nsjail" | "systemd-nspawn" | "runcon" | "capsh" | "schedtool" | "mpirun" | "mpiexec"
+        | "srun" => !args.is_empty(),
+        // `perf stat CMD`, `ip netns exec NS CMD`.
+        "perf" => {
+            args.len() > 1
+                && matches!(
+                    args[0].text(),
+                    "record"
+                        | "stat"
+                        | "trace"
+                        | "ftrace"
+                        | "mem"
+                        | "c2c"
+                        | "lock"
+                        | "sched"
+                        | "kmem"
+                        | "kwork"
+                        | "script"
+                        | "kvm"
+                )
+        }
+        "ip" => any(&|t| t == "exec"),
+        // `socat - EXEC:cmd`, `nc -e cmd`, `ncat --sh-exec cmd`.
+        "socat" => any(&|t| {
+            let up = t.to_ascii_uppercase();
+            up.contains("EXEC:") || up.contains("SYSTEM:")
+        }),
+        "nc" | "ncat" | "netcat" => {
+            has_option(args, &["--exec", "--sh-exec", "--lua-exec"], &['e', 'c'])
+        }
+        _ => false,
     }
 }

@@ -224,7 +224,7 @@ impl Walker {
                     "{} changes which program or builtin a command name runs",
                     q(source)
                 )),
-            _ if runs_given_commands(name, args) => self.opaque(format!(
+            _ if runners::runs_given_commands(name, args) => self.opaque(format!(
                 "{} runs commands given to it, which are not analysed",
                 q(source)
             )),
@@ -244,23 +244,16 @@ impl Walker {
             }
             "make" | "gmake" => {
                 // `make CC='rm -rf d'`: a variable given on the command line replaces the
-                // makefile's, and recipes run it.
+                // makefile's, and recipes run it. Besides every risky variable (`SHELL`, `CC`,
+                // `CXX`, `CPP`, `LD`, `AR`, `AS`, `MAKE`, `MAKEFLAGS`, …), make's own program
+                // variables.
                 const MAKE_CODE_VARS: &[&str] = &[
-                    "SHELL",
                     ".SHELLFLAGS",
                     "RM",
-                    "CC",
-                    "CXX",
-                    "CPP",
-                    "LD",
-                    "AR",
-                    "AS",
                     "FC",
                     "YACC",
                     "LEX",
                     "INSTALL",
-                    "MAKE",
-                    "MAKEFLAGS",
                     "CP",
                     "MV",
                     "MKDIR",

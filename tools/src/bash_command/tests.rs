@@ -367,3 +367,18 @@ fn odd_input_does_not_panic() {
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
+
+#[test]
+fn make_variables_that_name_programs_are_opaque() {
+    // Every variable `make` recipes run (the list before `risky_var` took over the generic
+    // ones), in `=`, `:=`, `+=` and `?=` form; a plain variable stays analysable.
+    let vars = "SHELL .SHELLFLAGS RM CC CXX CPP LD AR AS FC YACC LEX INSTALL MAKE MAKEFLAGS CP MV \
+                MKDIR SED";
+    for var in vars.split_whitespace() {
+        for op in ["=", ":=", "+=", "?="] {
+            let cmd = format!("make {var}{op}'rm -rf d' all");
+            assert!(!analyze(&cmd).opaque.is_empty(), "{cmd:?}");
+        }
+    }
+    assert!(analyze("make V=1 all").opaque.is_empty());
+}

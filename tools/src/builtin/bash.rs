@@ -272,10 +272,7 @@ async fn run(args: BashArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
         }
     };
     let description = args.description.unwrap_or_default();
-    let cwd = match &args.workdir {
-        Some(w) if !w.trim().is_empty() => paths::normalize(&ctx.resolve(w)?),
-        _ => paths::normalize(&ctx.directory),
-    };
+    let cwd = ctx.resolve_or_directory(args.workdir.as_deref())?;
 
     // Permissions (issue 11): the tree-sitter analysis in `bash_permission`.
     super::bash_permission::check(&ctx, &args.command, &cwd, &description).await?;

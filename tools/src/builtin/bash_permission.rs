@@ -508,22 +508,12 @@ async fn files_matching(
             .compile_matcher();
         let depth = (!recursive && !rest.iter().any(|c| c.contains("**"))).then_some(rest.len());
         let root = std::fs::canonicalize(&worktree).unwrap_or(worktree);
-        let mut out = Vec::new();
-        let walk = ignore::WalkBuilder::new(&prefix)
-            .standard_filters(filtered)
-            .hidden(filtered)
-            .follow_links(true)
+        let walk = walker(Path::new(&prefix), filtered)
             .max_depth(depth)
             .build();
-        for (n, entry) in walk.enumerate() {
-            if n >= MAX_WALKED {
+        walked_files(walk, &root, |entry| {
+            if !recursive && !matcher.is_match(entry.path()) {
                 return None;
-            }
-            let Ok(entry) = entry else { continue };
-            if entry.file_type().is_some_and(|t| t.is_dir())
-                || (!recursive && !matcher.is_match(entry.path()))
-            {
-                continue;
             }
             // Without `dotglob` (which the analysis treats as opaque) a glob character does
             // not match a leading `.`: `cat *` does not read `.env`.
@@ -542,17 +532,11 @@ async fn files_matching(
                     .zip(rest)
                     .any(|(n, p)| n.starts_with('.') && !p.starts_with('.'))
                 {
-                    continue;
+                    return None;
                 }
             }
-            let real =
-                std::fs::canonicalize(entry.path()).unwrap_or_else(|_| entry.path().to_path_buf());
-            out.push(match real.strip_prefix(&root) {
-                Ok(rel) => rel.to_string_lossy().into_owned(),
-                Err(_) => real.to_string_lossy().into_owned(),
-            });
-        }
-        Some(out)
+            Some(std::fs::canonicalize(entry.path()).unwrap_or_else(|_| entry.path().to_path_buf()))
+        })
     })
     .await
     .unwrap_or(None)
@@ -571,35 +555,53 @@ async fn files_under(path: &Path, worktree: &Path, filtered: bool) -> Option<Vec
         let Ok(start) = std::fs::canonicalize(&path) else {
             return Some(Vec::new());
         };
-        let mut out = Vec::new();
-        let walk = ignore::WalkBuilder::new(&start)
-            .standard_filters(filtered)
-            .hidden(filtered)
-            .follow_links(true)
-            .build();
-        for (n, entry) in walk.enumerate() {
-            if n >= MAX_WALKED {
-                return None;
-            }
-            let Ok(entry) = entry else { continue };
-            if entry.file_type().is_some_and(|t| t.is_dir()) {
-                continue;
-            }
+        walked_files(walker(&start, filtered).build(), &root, |entry| {
             let p = entry.path();
-            let real = if entry.path_is_symlink() {
+            Some(if entry.path_is_symlink() {
                 std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
             } else {
                 p.to_path_buf()
-            };
-            out.push(match real.strip_prefix(&root) {
-                Ok(rel) => rel.to_string_lossy().into_owned(),
-                Err(_) => real.to_string_lossy().into_owned(),
-            });
-        }
-        Some(out)
+            })
+        })
     })
     .await
     .unwrap_or(None)
+}
+
+/// A walk from `start` following symbolic links; with `filtered`, hidden and ignored files
+/// are skipped as `rg` skips them (the `ignore` crate's standard filters), otherwise none is.
+fn walker(start: &Path, filtered: bool) -> ignore::WalkBuilder {
+    let mut b = ignore::WalkBuilder::new(start);
+    b.standard_filters(filtered)
+        .hidden(filtered)
+        .follow_links(true);
+    b
+}
+
+/// The files (not directories) of `walk` that `keep` gives a path for, each relative to
+/// `root` when inside it, absolute otherwise. `None` when the walk passes [`MAX_WALKED`]
+/// entries (every entry counts: directories and unreadable ones too).
+fn walked_files(
+    walk: ignore::Walk,
+    root: &Path,
+    mut keep: impl FnMut(&ignore::DirEntry) -> Option<PathBuf>,
+) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for (n, entry) in walk.enumerate() {
+        if n >= MAX_WALKED {
+            return None;
+        }
+        let Ok(entry) = entry else { continue };
+        if entry.file_type().is_some_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Some(real) = keep(&entry) else { continue };
+        out.push(match real.strip_prefix(root) {
+            Ok(rel) => rel.to_string_lossy().into_owned(),
+            Err(_) => real.to_string_lossy().into_owned(),
+        });
+    }
+    Some(out)
 }
 
 /// Check every request for `command` (see the module docs): a rule's deny on any of them

@@ -54,13 +54,10 @@ impl TypedTool for GlobTool {
         Box::pin(async move {
             let (root, pattern) = match split_absolute(&args.pattern) {
                 Some((base, rest)) => (paths::normalize(&base), rest),
-                None => {
-                    let root = match args.path.as_deref() {
-                        Some(p) if !p.trim().is_empty() => paths::normalize(&ctx.resolve(p)?),
-                        _ => paths::normalize(&ctx.directory),
-                    };
-                    (root, args.pattern.clone())
-                }
+                None => (
+                    ctx.resolve_or_directory(args.path.as_deref())?,
+                    args.pattern.clone(),
+                ),
             };
             paths::assert_external_directory(&ctx, &root, PathKind::Directory).await?;
             paths::ask(
@@ -71,21 +68,7 @@ impl TypedTool for GlobTool {
                 json!({"pattern": args.pattern, "path": root.to_string_lossy()}),
             )
             .await?;
-            match tokio::fs::metadata(&root).await {
-                Ok(m) if m.is_dir() => {}
-                Ok(_) => {
-                    return Err(ToolError::Failed(format!(
-                        "glob path must be a directory: {}",
-                        root.display()
-                    )));
-                }
-                Err(_) => {
-                    return Err(ToolError::Failed(format!(
-                        "Directory not found: {}",
-                        root.display()
-                    )));
-                }
-            }
+            paths::require_directory(&root, "glob path must be a directory").await?;
             let matcher = PathGlob::new(&pattern).map_err(ToolError::Failed)?;
             let abort = ctx.abort.clone();
             let walk_root = root.clone();

@@ -75,10 +75,7 @@ async fn run(args: GrepArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
     if args.pattern.is_empty() {
         return Err(crate::args::invalid("grep", "pattern must not be empty"));
     }
-    let root = match args.path.as_deref() {
-        Some(p) if !p.trim().is_empty() => paths::normalize(&ctx.resolve(p)?),
-        _ => paths::normalize(&ctx.directory),
-    };
+    let root = ctx.resolve_or_directory(args.path.as_deref())?;
     let kind = paths::kind_of(&root).await;
     paths::assert_external_directory(&ctx, &root, kind).await?;
     paths::ask(

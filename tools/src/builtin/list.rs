@@ -79,10 +79,7 @@ impl TypedTool for ListTool {
         ctx: ToolContext,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            let root = match args.path.as_deref() {
-                Some(p) if !p.trim().is_empty() => paths::normalize(&ctx.resolve(p)?),
-                _ => paths::normalize(&ctx.directory),
-            };
+            let root = ctx.resolve_or_directory(args.path.as_deref())?;
             paths::assert_external_directory(&ctx, &root, PathKind::Directory).await?;
             let rel = paths::worktree_relative(&ctx, &root).await;
             paths::ask(
@@ -93,21 +90,7 @@ impl TypedTool for ListTool {
                 json!({"path": root.to_string_lossy()}),
             )
             .await?;
-            match tokio::fs::metadata(&root).await {
-                Ok(m) if m.is_dir() => {}
-                Ok(_) => {
-                    return Err(ToolError::Failed(format!(
-                        "Not a directory: {}",
-                        root.display()
-                    )));
-                }
-                Err(_) => {
-                    return Err(ToolError::Failed(format!(
-                        "Directory not found: {}",
-                        root.display()
-                    )));
-                }
-            }
+            paths::require_directory(&root, "Not a directory").await?;
             let mut ignores = Vec::new();
             for pat in args.ignore.unwrap_or_default() {
                 let dir_only = pat.ends_with('/');

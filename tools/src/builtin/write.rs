@@ -140,9 +140,7 @@ mod tests {
     #[tokio::test]
     async fn creates_parent_dirs_and_reports() {
         let d = tempfile::tempdir().unwrap();
-        let rec = Recorder::new();
-        let mut ctx = ToolContext::simple(d.path());
-        ctx.permissions = rec.clone();
+        let (ctx, rec) = Recorder::context(d.path());
         let out = WriteTool
             .execute(
                 json!({"filePath": "a/b/c.txt", "content": "x\ny\n"}),
@@ -191,9 +189,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let proj = d.path().join("p");
         std::fs::create_dir(&proj).unwrap();
-        let rec = Recorder::new();
-        let mut ctx = ToolContext::simple(&proj);
-        ctx.permissions = rec.clone();
+        let (ctx, rec) = Recorder::context(&proj);
         WriteTool
             .execute(json!({"filePath": "../o.txt", "content": "x"}), ctx)
             .await

@@ -1,0 +1,220 @@
+//! Directories a command reads whole (`grep -r`, `rg`, `tar c`, `cp -r`, `find … -exec`,
+//! `git grep`), marked recursive for the permission layer to list; and the operands `find`
+//! (`-fprint`, `-delete`) and `git clone` read and write.
+
+use super::*;
+
+/// What [`Walker::recursive_operands`] needs from `paths_of`'s parse of a command.
+pub(super) struct RecursiveOperands<'a, 'w> {
+    /// The non-option words.
+    pub operands: &'a [&'w Word],
+    /// The pattern or program operand (`grep PATTERN`), which is no path.
+    pub program: Option<&'w Word>,
+    /// The operands written (`cp`'s destination).
+    pub written: &'a [&'w Word],
+    /// A `find` that runs a command on what it finds (`-exec`, `-ok`).
+    pub find_runs: bool,
+}
+
+impl Walker {
+    /// Operands whose every file the command reads: `grep -r PATTERN DIR…` (`.` without
+    /// one), `rg`/`ag`/`ack` (recursive by default), `find ROOT… -exec …`, `tar c DIR`,
+    /// `cp -r`/`scp -r`/`rsync -a` sources, `zip -r`, `diff -r`, `git grep` and
+    /// `git diff --no-index A B`.
+    pub(super) fn recursive_operands(
+        &mut self,
+        name: &str,
+        args: &[Word],
+        ops: RecursiveOperands<'_, '_>,
+        source: &str,
+    ) {
+        let RecursiveOperands {
+            operands,
+            program,
+            written,
+            find_runs,
+        } = ops;
+        let texts: Vec<&str> = args.iter().map(Word::text).collect();
+        // A short-option cluster holding one of `letters` before a letter taking a value.
+        let cluster = |letters: &str, values: &str| {
+            texts.iter().any(|t| {
+                t.strip_prefix('-')
+                    .filter(|c| !c.starts_with('-'))
+                    .is_some_and(|c| {
+                        c.chars()
+                            .take_while(|ch| !values.contains(*ch))
+                            .any(|ch| letters.contains(ch))
+                    })
+            })
+        };
+        let long = |names: &[&str]| {
+            texts.iter().any(|t| {
+                names
+                    .iter()
+                    .any(|n| t == n || t.starts_with(&format!("{n}=")))
+            })
+        };
+        let others = || -> Vec<Word> {
+            operands
+                .iter()
+                .filter(|w| {
+                    !program.is_some_and(|p| std::ptr::eq(p, **w))
+                        && !written.iter().any(|x| std::ptr::eq(*x, **w))
+                })
+                .map(|w| (*w).clone())
+                .collect()
+        };
+        let mut filtered = false;
+        let (recursive, default_dot): (Vec<Word>, bool) = match name {
+            "grep" | "egrep" | "fgrep"
+                if cluster("rR", "efABCmdD")
+                    || long(&["--recursive", "--dereference-recursive"])
+                    || texts.contains(&"--directories=recurse")
+                    || texts.windows(2).any(|p| p == ["-d", "recurse"]) =>
+            {
+                (others(), true)
+            }
+            "rg" | "ag" | "ack" | "ugrep" | "ug" if !texts.contains(&"--files") => {
+                // `rg` and `ag` skip hidden and ignored files unless told otherwise.
+                filtered = matches!(name, "rg" | "ag")
+                    && !texts.iter().any(|t| {
+                        t.starts_with("--hidden")
+                            || t.starts_with("--no-ignore")
+                            || t.starts_with("--unrestricted")
+                            || t.starts_with("--skip-vcs-ignores")
+                            || t.starts_with("--all-")
+                            || (t.starts_with('-')
+                                && !t.starts_with("--")
+                                && t.contains(['u', 'U', '.', 'a']))
+                    });
+                (others(), true)
+            }
+            "find" if find_runs => (find_roots(args), true),
+            "tar" | "bsdtar"
+                if long(&["--create", "--append", "--update"])
+                    || cluster("cru", "fCTXgbKNVH")
+                    || texts
+                        .first()
+                        .is_some_and(|t| !t.starts_with('-') && t.contains(['c', 'r', 'u'])) =>
+            {
+                (others(), false)
+            }
+            "cp" | "scp" | "rsync"
+                if cluster("rRa", "tSeTf") || long(&["--recursive", "--archive"]) =>
+            {
+                (others(), false)
+            }
+            "zip" if cluster("rR", "bntPxi") || long(&["--recurse-paths"]) => {
+                (others().into_iter().skip(1).collect(), false)
+            }
+            "diff" if cluster("r", "xXIFSLCU") || long(&["--recursive"]) => (others(), false),
+            "git" => match texts.first().copied() {
+                Some("grep") => (Vec::new(), true),
+                Some("diff") if texts.contains(&"--no-index") => {
+                    let ops: Vec<Word> = args[1..]
+                        .iter()
+                        .filter(|w| !w.text().starts_with('-') || w.text() == "-")
+                        .cloned()
+                        .collect();
+                    (ops, false)
+                }
+                _ => return,
+            },
+            _ => return,
+        };
+        if recursive.is_empty() && default_dot {
+            self.recursive_read(&Word::plain("."), filtered, source);
+        }
+        for w in &recursive {
+            if w.text() == "-" {
+                continue;
+            }
+            self.recursive_read(w, filtered, source);
+        }
+    }
+
+    /// `find`: `-fprint FILE` and friends write FILE; `-delete` removes what it finds under
+    /// its starting points (so they are written).
+    pub(super) fn find_paths(&mut self, args: &[Word], source: &str) {
+        let mut i = 0usize;
+        while i < args.len() {
+            if matches!(args[i].text(), "-fprint" | "-fprint0" | "-fls" | "-fprintf") {
+                if let Some(w) = args.get(i + 1) {
+                    let w = w.clone();
+                    self.path(&w, true, source, true);
+                }
+                i += 1;
+            }
+            i += 1;
+        }
+        if args.iter().any(|w| w.text() == "-delete") {
+            let roots = find_roots(args);
+            if roots.is_empty() {
+                self.path(&Word::plain("."), true, source, true);
+            }
+            for r in roots {
+                self.path(&r, true, source, true);
+            }
+        }
+    }
+
+    /// `git clone [options] REPO [DIR]`: a local REPO is read, DIR is written.
+    pub(super) fn clone_paths(&mut self, args: &[Word], source: &str) {
+        const WITH_VALUE: &[&str] = &[
+            "-b",
+            "--branch",
+            "--depth",
+            "-o",
+            "--origin",
+            "--reference",
+            "--reference-if-able",
+            "--separate-git-dir",
+            "--template",
+            "-j",
+            "--jobs",
+            "--filter",
+            "--shallow-since",
+            "--shallow-exclude",
+            "--bundle-uri",
+            "--server-option",
+            "--revision",
+        ];
+        let mut operands: Vec<&Word> = Vec::new();
+        let mut i = 0usize;
+        while i < args.len() {
+            let t = args[i].text();
+            if t.starts_with('-') && t.len() > 1 {
+                i += if WITH_VALUE.contains(&t) { 2 } else { 1 };
+                continue;
+            }
+            operands.push(&args[i]);
+            i += 1;
+        }
+        if let Some(repo) = operands.first() {
+            let local = repo
+                .lit
+                .as_deref()
+                .is_none_or(|r| !r.contains("://") && !r.contains('@'));
+            if local {
+                let w = (*repo).clone();
+                self.path(&w, false, source, false);
+            }
+        }
+        if let Some(dir) = operands.get(1) {
+            let w = (*dir).clone();
+            self.path(&w, true, source, true);
+        }
+    }
+}
+
+/// The starting points of `find` (the words before the first option or expression):
+/// `find a b -name x` → `a b`.
+fn find_roots(args: &[Word]) -> Vec<Word> {
+    args.iter()
+        .take_while(|w| {
+            let t = w.text();
+            !t.starts_with('-') && !matches!(t, "(" | "!" | ")")
+        })
+        .cloned()
+        .collect()
+}
