@@ -412,7 +412,7 @@ mod simple;
 mod syntax;
 mod walk;
 
-use {cd::*, file_commands::*, options::*, syntax::*};
+use {cd::*, options::*, syntax::*};
 
 #[cfg(test)]
 mod tests;

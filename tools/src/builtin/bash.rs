@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::paths;
 use crate::procs;
 use crate::truncate::{self, Direction, MAX_BYTES, MAX_LINES};
 use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
