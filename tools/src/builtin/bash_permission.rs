@@ -395,8 +395,14 @@ async fn path_requests(
                     // (`grep -r KEY .` with `./etc -> /etc`): such a file is read there, so
                     // its directory needs `external_directory` as if it were named. Files
                     // outside the worktree come back absolute; each directory is checked once.
+                    // Filtered walks (rg, ag: they follow no link without `-L`, which the
+                    // analysis does not track) are left to the `read` rules as before.
                     let mut seen_dirs = std::collections::HashSet::new();
-                    for f in files.iter().filter(|f| Path::new(f).is_absolute()) {
+                    let followed = !u.filtered;
+                    for f in files
+                        .iter()
+                        .filter(|f| followed && Path::new(f).is_absolute())
+                    {
                         let dir = Path::new(f).parent().unwrap_or(Path::new("/"));
                         if !seen_dirs.insert(dir) {
                             continue;
@@ -555,13 +561,23 @@ async fn files_under(path: &Path, worktree: &Path, filtered: bool) -> Option<Vec
         let Ok(start) = std::fs::canonicalize(&path) else {
             return Some(Vec::new());
         };
+        // A file is where its directory really is: below a followed directory link
+        // (`./outlink -> ../outside`) the walk's path names the link, not the place read.
+        // Each directory is resolved once.
+        let mut real_dirs: std::collections::HashMap<PathBuf, PathBuf> =
+            std::collections::HashMap::new();
         walked_files(walker(&start, filtered).build(), &root, |entry| {
             let p = entry.path();
-            Some(if entry.path_is_symlink() {
-                std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
-            } else {
-                p.to_path_buf()
-            })
+            if entry.path_is_symlink() {
+                return Some(std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
+            }
+            let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
+                return Some(p.to_path_buf());
+            };
+            let real_dir = real_dirs
+                .entry(dir.to_path_buf())
+                .or_insert_with(|| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.into()));
+            Some(real_dir.join(name))
         })
     })
     .await
