@@ -514,18 +514,15 @@ async fn files_matching(
             .compile_matcher();
         let depth = (!recursive && !rest.iter().any(|c| c.contains("**"))).then_some(rest.len());
         let root = std::fs::canonicalize(&worktree).unwrap_or(worktree);
-        let walk = walker(Path::new(&prefix), filtered)
-            .max_depth(depth)
-            .build();
-        walked_files(walk, &root, |entry| {
-            if !recursive && !matcher.is_match(entry.path()) {
+        walked_files(walk(Path::new(&prefix), filtered, depth), &root, |entry| {
+            if !recursive && !matcher.is_match(&entry.path) {
                 return None;
             }
             // Without `dotglob` (which the analysis treats as opaque) a glob character does
             // not match a leading `.`: `cat *` does not read `.env`.
             if depth.is_some() {
                 let names = entry
-                    .path()
+                    .path
                     .strip_prefix(&prefix)
                     .map(|r| {
                         r.components()
@@ -541,7 +538,7 @@ async fn files_matching(
                     return None;
                 }
             }
-            Some(std::fs::canonicalize(entry.path()).unwrap_or_else(|_| entry.path().to_path_buf()))
+            Some(std::fs::canonicalize(&entry.path).unwrap_or_else(|_| entry.path.clone()))
         })
     })
     .await
@@ -566,9 +563,9 @@ async fn files_under(path: &Path, worktree: &Path, filtered: bool) -> Option<Vec
         // Each directory is resolved once.
         let mut real_dirs: std::collections::HashMap<PathBuf, PathBuf> =
             std::collections::HashMap::new();
-        walked_files(walker(&start, filtered).build(), &root, |entry| {
-            let p = entry.path();
-            if entry.path_is_symlink() {
+        walked_files(walk(&start, filtered, None), &root, |entry| {
+            let p = entry.path.as_path();
+            if entry.link {
                 return Some(std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
             }
             let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
@@ -584,31 +581,132 @@ async fn files_under(path: &Path, worktree: &Path, filtered: bool) -> Option<Vec
     .unwrap_or(None)
 }
 
-/// A walk from `start` following symbolic links; with `filtered`, hidden and ignored files
-/// are skipped as `rg` skips them (the `ignore` crate's standard filters), otherwise none is.
-fn walker(start: &Path, filtered: bool) -> ignore::WalkBuilder {
+/// One entry of a [`walk`]: the path the walk reached it by, whether that path is a symbolic
+/// link, and whether it leads to a directory (links followed).
+struct Walked {
+    path: PathBuf,
+    link: bool,
+    dir: bool,
+}
+
+/// A walk from `start` that follows symbolic links, at most `depth` levels below it (`None`:
+/// no limit). With `filtered`, `rg -L`'s own walk (the `ignore` crate: hidden and ignored
+/// files skipped, and a link to any directory above it on its path is a loop, not followed,
+/// as in `rg`). Otherwise [`logical_walk`]: the walk of `grep -R` or `tar -h` without a
+/// depth, of a shell glob with one.
+fn walk(
+    start: &Path,
+    filtered: bool,
+    depth: Option<usize>,
+) -> Box<dyn Iterator<Item = Option<Walked>>> {
+    if !filtered {
+        return Box::new(logical_walk(start, depth).into_iter());
+    }
     let mut b = ignore::WalkBuilder::new(start);
-    b.standard_filters(filtered)
-        .hidden(filtered)
-        .follow_links(true);
-    b
+    b.standard_filters(true)
+        .hidden(true)
+        .follow_links(true)
+        .max_depth(depth);
+    Box::new(b.build().map(|e| {
+        e.ok().map(|e| Walked {
+            link: e.path_is_symlink(),
+            dir: e.file_type().is_some_and(|t| t.is_dir()),
+            path: e.into_path(),
+        })
+    }))
+}
+
+/// Every entry below `start` (itself when it is not a directory), following every symbolic
+/// link, nothing skipped. Without a `depth`, as fts walks for `grep -R` and `tar -h`: a
+/// directory that is one of the walk's own ancestors (same device and inode) is a loop and
+/// not entered again — but a link up to a directory the walk did not come through is, so
+/// `grep -R s a` with `a/up -> ..` reads what the parent holds (`c/out -> /elsewhere`),
+/// which the `ignore` and `walkdir` crates call a loop and skip (found by the property test
+/// over generated link layouts, and checked against GNU grep). With a `depth` (a glob's
+/// component count, `cat */*/*`: 3), as bash expands a glob: no loop check, every link
+/// entered again at each level (`l -> .` gives `l/out/key`), the depth bounding the walk.
+/// At most [`MAX_WALKED`] + 1 entries; `None` entries could not be read or are loops.
+fn logical_walk(start: &Path, depth: Option<usize>) -> Vec<Option<Walked>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let Ok(meta) = std::fs::metadata(start) else {
+        return out;
+    };
+    if !meta.is_dir() {
+        out.push(Some(Walked {
+            path: start.to_path_buf(),
+            link: std::fs::symlink_metadata(start).is_ok_and(|m| m.file_type().is_symlink()),
+            dir: false,
+        }));
+        return out;
+    }
+    // Directories entered: (device, inode, index of the directory it was entered from).
+    let mut entered: Vec<(u64, u64, Option<usize>)> = vec![(meta.dev(), meta.ino(), None)];
+    let mut stack = vec![(start.to_path_buf(), 0usize, 0usize)];
+    while let Some((dir, index, level)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            out.push(None);
+            continue;
+        };
+        for e in entries {
+            if out.len() > MAX_WALKED {
+                return out;
+            }
+            let Ok(e) = e else {
+                out.push(None);
+                continue;
+            };
+            let path = e.path();
+            let link = e.file_type().is_ok_and(|t| t.is_symlink());
+            let Ok(m) = std::fs::metadata(&path) else {
+                out.push(None);
+                continue;
+            };
+            let is_dir = m.is_dir();
+            if is_dir && depth.is_none_or(|d| level + 1 < d) {
+                let key = (m.dev(), m.ino());
+                let mut up = Some(index);
+                let mut looped = false;
+                while let (Some(i), None) = (up, depth) {
+                    let (dev, ino, from) = entered[i];
+                    if (dev, ino) == key {
+                        looped = true;
+                        break;
+                    }
+                    up = from;
+                }
+                if looped {
+                    out.push(None);
+                    continue;
+                }
+                entered.push((key.0, key.1, Some(index)));
+                stack.push((path.clone(), entered.len() - 1, level + 1));
+            }
+            out.push(Some(Walked {
+                path,
+                link,
+                dir: is_dir,
+            }));
+        }
+    }
+    out
 }
 
 /// The files (not directories) of `walk` that `keep` gives a path for, each relative to
 /// `root` when inside it, absolute otherwise. `None` when the walk passes [`MAX_WALKED`]
 /// entries (every entry counts: directories and unreadable ones too).
 fn walked_files(
-    walk: ignore::Walk,
+    walk: impl Iterator<Item = Option<Walked>>,
     root: &Path,
-    mut keep: impl FnMut(&ignore::DirEntry) -> Option<PathBuf>,
+    mut keep: impl FnMut(&Walked) -> Option<PathBuf>,
 ) -> Option<Vec<String>> {
     let mut out = Vec::new();
     for (n, entry) in walk.enumerate() {
         if n >= MAX_WALKED {
             return None;
         }
-        let Ok(entry) = entry else { continue };
-        if entry.file_type().is_some_and(|t| t.is_dir()) {
+        let Some(entry) = entry else { continue };
+        if entry.dir {
             continue;
         }
         let Some(real) = keep(&entry) else { continue };
