@@ -73,6 +73,9 @@ pub struct LoadedConfig {
     /// Config files that were read, in merge order (the env content is not a file and is not
     /// listed; see [`LoadedConfig::origin`]).
     pub sources: Vec<PathBuf>,
+    /// The [`ENV_CONTENT_LABEL`] text that was applied after the files, if any: errors found
+    /// after loading (an agent's field) point into it as `TROUPE_CONFIG_CONTENT:line:col`.
+    pub env_content: Option<String>,
     /// Worktree root (project root): nearest ancestor of `cwd` with `.git`, else `cwd`
     /// itself (see [`find_worktree`]).
     pub worktree: PathBuf,
@@ -100,6 +103,7 @@ impl LoadedConfig {
         LoadedConfig {
             config,
             sources: Vec::new(),
+            env_content: None,
             worktree: std::env::current_dir().unwrap_or_default(),
             origins: BTreeMap::new(),
             detected_limits: BTreeMap::new(),
@@ -203,6 +207,7 @@ pub fn load_with_env(
     Ok(LoadedConfig {
         config,
         sources,
+        env_content: opts.env_content.clone(),
         worktree,
         origins,
         detected_limits: BTreeMap::new(),

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeSet;
 
-use rust_decimal::Decimal;
 use serde_json::{Map, Value};
 
 use crate::catalog::{self, BuiltinProvider, CatalogProvider};
@@ -383,14 +382,10 @@ fn merge_cost(catalog: Option<&CostConfig>, user: Option<&CostConfig>) -> Option
     if catalog.is_none() && user.is_none() {
         return None;
     }
-    let field =
-        |f: fn(&CostConfig) -> Option<Decimal>| user.and_then(f).or_else(|| catalog.and_then(f));
-    let base = Prices {
-        input: field(|c| c.input).unwrap_or_default(),
-        output: field(|c| c.output).unwrap_or_default(),
-        cache_read: field(|c| c.cache_read).unwrap_or_default(),
-        cache_write: field(|c| c.cache_write).unwrap_or_default(),
-    };
+    // User price fields override catalog price fields one by one, then default to 0.
+    let user_prices = user.map(|c| &c.prices).cloned().unwrap_or_default();
+    let catalog_prices = catalog.map(|c| &c.prices).cloned().unwrap_or_default();
+    let base = user_prices.or(&catalog_prices.or(&Prices::default()));
     let tiers_of = |c: &CostConfig| -> Option<Vec<CostTier>> {
         if let Some(tiers) = &c.tiers {
             return Some(
@@ -398,12 +393,7 @@ fn merge_cost(catalog: Option<&CostConfig>, user: Option<&CostConfig>) -> Option
                     .iter()
                     .map(|t| CostTier {
                         size: t.tier.size,
-                        prices: Prices {
-                            input: t.input.unwrap_or(base.input),
-                            output: t.output.unwrap_or(base.output),
-                            cache_read: t.cache_read.unwrap_or(base.cache_read),
-                            cache_write: t.cache_write.unwrap_or(base.cache_write),
-                        },
+                        prices: t.prices.or(&base),
                     })
                     .collect(),
             );
@@ -411,12 +401,7 @@ fn merge_cost(catalog: Option<&CostConfig>, user: Option<&CostConfig>) -> Option
         c.context_over_200k.as_ref().map(|p: &PriceConfig| {
             vec![CostTier {
                 size: 200_000,
-                prices: Prices {
-                    input: p.input.unwrap_or(base.input),
-                    output: p.output.unwrap_or(base.output),
-                    cache_read: p.cache_read.unwrap_or(base.cache_read),
-                    cache_write: p.cache_write.unwrap_or(base.cache_write),
-                },
+                prices: p.or(&base),
             }]
         })
     };

@@ -35,57 +35,49 @@ pub(crate) const KNOWN_TOP_LEVEL_KEYS: &[&str] = &[
 ];
 
 /// The merged configuration (all sources; see [`crate::load`]).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Config {
     /// `$schema` URL (ignored).
-    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "$schema")]
     pub schema: Option<String>,
     /// Default model, `provider/model`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Model for small jobs (titles, summaries), `provider/model`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub small_model: Option<String>,
     /// Name of the agent used when none is given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_agent: Option<String>,
     /// Provider blocks by provider id (OpenCode `provider` shape); merged over the built-in
     /// providers and the embedded catalog at resolution time.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub provider: BTreeMap<String, ProviderConfig>,
     /// Agent definitions (OpenCode `agent` shape), raw; interpreted by troupe-agents.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<Value>,
     /// Permission rules (OpenCode `permission` shape), raw; interpreted by troupe-agents.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission: Option<Value>,
     /// Extra instruction files / globs added to the system prompt.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub instructions: Vec<String>,
     /// Compaction settings (OpenCode `compaction`).
-    #[serde(default)]
     pub compaction: CompactionConfig,
     /// Supervision policy (restart limits of crashed actors; troupe's own block).
-    #[serde(default)]
     pub supervision: SupervisionConfig,
     /// Legacy `tools: {name: bool}` switches, raw.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Value>,
     /// HTTP server settings (`port`, `hostname`, …), raw.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<Value>,
     /// `false` turns file snapshots off (no step snapshots, patch parts, session diff or file
     /// revert). Absent or `true`: on in git projects. Same key as OpenCode's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<bool>,
     /// MCP servers by name (OpenCode `mcp` shape; see [`crate::McpServerConfig`]).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp: BTreeMap<String, crate::mcp::McpServerConfig>,
     /// Hook commands by hook point (troupe's own block; see [`crate::HooksConfig`]).
-    #[serde(default, skip_serializing_if = "crate::HooksConfig::is_empty")]
+    #[serde(skip_serializing_if = "crate::HooksConfig::is_empty")]
     pub hooks: crate::HooksConfig,
     /// What a process that joined a cluster (`troupe worker`) hands to the cluster.
-    #[serde(default, skip_serializing_if = "ClusterConfig::is_empty")]
+    #[serde(skip_serializing_if = "ClusterConfig::is_empty")]
     pub cluster: ClusterConfig,
     /// Every other top-level key, verbatim (filled by the loader; not read by `Deserialize`,
     /// written back flat by `Serialize`).
@@ -105,6 +97,7 @@ impl Config {
 /// `compaction` block. Source: OpenCode engine §5.2 (`auto` default true; `prune` defaults to
 /// true here as the OpenCode docs say; `reserved` = token buffer, default
 /// `min(20_000, max output tokens)` applied by the overflow policy, not here).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CompactionConfig {
@@ -113,13 +106,10 @@ pub struct CompactionConfig {
     /// Prune old tool outputs after each loop. Default true.
     pub prune: bool,
     /// Token buffer kept free below the input limit; `None` = policy default.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub reserved: Option<u64>,
     /// Number of recent turns kept verbatim after a compaction; `None` = policy default (2).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub tail_turns: Option<u32>,
     /// Token budget for the retained tail; `None` = policy default.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub preserve_recent_tokens: Option<u64>,
 }
 
@@ -135,7 +125,6 @@ impl Default for CompactionConfig {
     }
 }
 
-/// `supervision` block: how the runtime treats crashed actors (troupe-actors `supervision`).
 /// The `cluster` block: opt-ins that apply only in a process that joined a cluster (`troupe
 /// worker`); elsewhere it is accepted and has no effect.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -157,40 +146,34 @@ impl ClusterConfig {
     }
 }
 
+/// `supervision` block: how the runtime treats crashed actors (troupe-actors `supervision`).
 /// Every key is optional; an absent key takes the default shown. Restarts are counted in a
 /// sliding window of `period_secs` (Erlang/OTP's `intensity` within `period`): the crash past
 /// the limit escalates (the tool call becomes an error part, the turn fails).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SupervisionConfig {
     /// Restarts of a crashed read-only tool call with the same input. Default 2.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_restarts: Option<u32>,
     /// Retries of a step whose processor crashed, from the committed history. Default 1.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub step_retries: Option<u32>,
     /// Restarts of a crashed session actor (its in-flight turn continues). Default 3.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub session_restarts: Option<u32>,
     /// Window of the restart limits, seconds. Default 60.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub period_secs: Option<u64>,
     /// First backoff before a restart, milliseconds; doubles per restart in the window
     /// (at most 5 s). Default 100.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub backoff_ms: Option<u64>,
     /// Tools safe to run again after a crash (they only read). Default `read`, `glob`,
     /// `grep`, `list`. Every other tool is side-effecting and never re-run.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub read_only_tools: Option<Vec<String>>,
     /// Restarts of a crashed or hung MCP server within the period before it is marked
     /// failed and its tools are withdrawn. Default 3.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub mcp_restarts: Option<u32>,
     /// Whether aborting a session aborts its running background subagents (`task` with
     /// `background: true`). Default true, as OpenCode's cancel does; false lets them run to
     /// the end and deliver their results to the parent, which starts a new turn for them.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub abort_background: Option<bool>,
 }
 
@@ -240,26 +223,23 @@ impl SupervisionConfig {
 
 /// One `provider.<id>` block (OpenCode shape). All fields optional so a later config file can
 /// override a single key.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ProviderConfig {
     /// Display name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// AI-SDK package name. Only `@ai-sdk/anthropic` means something here (Anthropic Messages
     /// protocol); any other value means OpenAI Chat Completions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub npm: Option<String>,
     /// Base URL (models.dev `api`); `options.baseURL` wins over it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
     /// Env vars holding the API key, tried in order.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<Vec<String>>,
     /// Connection options plus request-body options.
-    #[serde(default)]
     pub options: ProviderOptions,
     /// Models by the id used in `provider/model`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub models: BTreeMap<String, ModelConfig>,
 }
 
@@ -391,41 +371,34 @@ impl<'de> Deserialize<'de> for ProviderOptions {
 
 /// One model entry: user `provider.<id>.models.<model>` or a models.dev catalog model.
 /// Every field is optional; resolution fills gaps from the catalog, then from safe defaults.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ModelConfig {
     /// Model id sent on the wire, when it differs from the key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Human name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Token limits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<LimitConfig>,
     /// Prices, USD per 1M tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<CostConfig>,
     /// Request-body options for this model, merged over the provider's.
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[serde(skip_serializing_if = "Map::is_empty")]
     pub options: Map<String, Value>,
     /// Extra HTTP headers for this model, merged over the provider's.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
     /// Accepts tools.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call: Option<bool>,
     /// Produces reasoning.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<bool>,
     /// Accepts `temperature`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<bool>,
     /// models.dev `attachment`: accepts file attachments (used for images when `modalities`
     /// is absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attachment: Option<bool>,
     /// models.dev `modalities`: what the model takes and produces.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modalities: Option<Modalities>,
 }
 
@@ -441,83 +414,76 @@ pub struct Modalities {
 }
 
 /// models.dev `limit`, tokens.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LimitConfig {
     /// Context window (input + output), tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<u64>,
     /// Max prompt, tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<u64>,
     /// Max completion, tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<u64>,
 }
 
 /// models.dev `cost`, USD per 1M tokens.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CostConfig {
-    /// Input price.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input: Option<Decimal>,
-    /// Output price.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Decimal>,
-    /// Cache-read price.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_read: Option<Decimal>,
-    /// Cache-write price.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write: Option<Decimal>,
+    /// Base prices (`input`, `output`, `cache_read`, `cache_write` beside the other keys).
+    #[serde(flatten)]
+    pub prices: PriceConfig,
     /// Legacy models.dev tier for input > 200,000 tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_over_200k: Option<PriceConfig>,
     /// models.dev `tiers` (`[{tier: {type: "context", size}, input, output, …}]`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tiers: Option<Vec<TierConfig>>,
 }
 
 /// A set of prices, USD per 1M tokens; missing cache prices are 0.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PriceConfig {
     /// Input price.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Decimal>,
     /// Output price.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Decimal>,
     /// Cache-read price.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_read: Option<Decimal>,
     /// Cache-write price.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write: Option<Decimal>,
 }
 
+impl PriceConfig {
+    /// These prices with each missing one taken from `base` (USD per 1M tokens).
+    pub fn or(&self, base: &crate::model::Prices) -> crate::model::Prices {
+        crate::model::Prices {
+            input: self.input.unwrap_or(base.input),
+            output: self.output.unwrap_or(base.output),
+            cache_read: self.cache_read.unwrap_or(base.cache_read),
+            cache_write: self.cache_write.unwrap_or(base.cache_write),
+        }
+    }
+}
+
 /// One models.dev `cost.tiers[]` entry.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TierConfig {
     /// `{type: "context", size: N}`.
     pub tier: TierSpec,
-    /// Input price in this tier.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input: Option<Decimal>,
-    /// Output price in this tier.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Decimal>,
-    /// Cache-read price in this tier.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_read: Option<Decimal>,
-    /// Cache-write price in this tier.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write: Option<Decimal>,
+    /// Prices in this tier (beside `tier`); a missing one is the base price.
+    #[serde(flatten)]
+    pub prices: PriceConfig,
 }
 
 /// Tier condition.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TierSpec {
     /// Tier kind; only `"context"` exists in models.dev.
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub kind: Option<String>,
     /// Threshold in tokens; the tier applies when the step's input exceeds it.
     pub size: u64,
