@@ -179,7 +179,7 @@ impl Runtime {
     ) -> Result<TurnResult, RuntimeError> {
         use troupe_session::{
             AssistantMessage, Message, MessagePath, ModelRef, Part, PartKind, SessionStatus,
-            ToolState, ToolTime, UserMessage, UserTime, now_ms,
+            ToolState, ToolTime, UserMessage, now_ms,
         };
         let shared = self.shared().clone();
         let pending = shared.leases.wait_guard(session_id);
@@ -228,15 +228,7 @@ impl Runtime {
         let task_model = resolve(cmd.model.clone().or_else(|| sub.model.clone()))?;
         let model_ref = |m: &troupe_config::model::ResolvedModel| ModelRef::from(m);
         let description = cmd.description.clone().unwrap_or_else(|| cmd.name.clone());
-        let user = UserMessage {
-            id: troupe_session::id::message(),
-            session_id: session.id.clone(),
-            time: UserTime { created: now_ms() },
-            agent: user_agent.name.clone(),
-            model: model_ref(&user_model),
-            system: None,
-            summary: None,
-        };
+        let user = UserMessage::new(&session.id, &user_agent.name, model_ref(&user_model));
         let subtask_part = Part::new(
             &session.id,
             &user.id,

@@ -119,5 +119,5 @@ use crate::session_actor::{PendingPrompt, SessionActor, SessionArgs, SessionMsg}
 pub use api::{PromptInput, RuntimeError, SessionPatch, TurnResult};
 pub use counters::{ActorGauge, Counters};
 pub use options::{OUTPUT_CLEANUP_INTERVAL, RuntimeOptions};
-pub(crate) use root::{RootActor, stop_survivors};
+pub(crate) use root::RootActor;
 pub use runtime::{DELETE_ABORT_WAIT, Runtime, RuntimeShared};

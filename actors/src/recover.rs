@@ -11,9 +11,9 @@
 
 use std::time::Duration;
 
-use troupe_session::{SessionId, TakeOutcome};
+use troupe_session::{MessageWithParts, Session, SessionId, TakeOutcome};
 
-use crate::{Runtime, RuntimeError};
+use crate::{Runtime, RuntimeError, RuntimeShared};
 
 /// How often `troupe serve` looks for abandoned leases: 10 s. A holder that died on this
 /// host is seen at the next look; one on another host once its lease expires (its TTL, 30 s
@@ -73,19 +73,51 @@ impl Runtime {
     /// Load `id` and sweep it under the lease the caller holds; the number of repairing
     /// writes, stored before this returns.
     async fn sweep_one(&self, id: &SessionId) -> Result<usize, RuntimeError> {
-        let store = &self.shared.store;
-        let sid = id.clone();
-        let (session, mut history) = store
-            .read(move |r| Ok((r.session(&sid)?, r.messages(&sid)?)))
-            .await?;
-        if session.is_none() {
+        let Some(swept) = load_swept(&self.shared, id).await? else {
             return Ok(0);
+        };
+        if swept.repaired > 0 {
+            self.shared.store.flush().await?;
         }
-        crate::root::stop_survivors(&mut history).await;
-        let n = troupe_session::store::sweep_interrupted(store, &mut history);
-        if n > 0 {
-            store.flush().await?;
-        }
-        Ok(n)
+        Ok(swept.repaired)
     }
+}
+
+/// A session read to be driven, with what its last driver left unfinished repaired.
+pub(crate) struct Swept {
+    /// The session's row.
+    pub session: Session,
+    /// Its whole history, as repaired.
+    pub history: Vec<MessageWithParts>,
+    /// How many repairing writes were queued (0: nothing was left unfinished).
+    pub repaired: usize,
+}
+
+/// Read session `id` and its history, stop the processes its running tools left behind
+/// ([`crate::root::stop_survivors`]) and sweep it
+/// ([`troupe_session::store::sweep_interrupted`]): every path that takes over a session —
+/// a prompt to an idle session, the user's shell command, a restart of a crashed subagent,
+/// [`Runtime::recover_abandoned`] — starts from this. The repairing writes are queued, not
+/// yet stored (`flush` the store to wait for them). Call only under the session's lease.
+///
+/// `Ok(None)` when the session does not exist. Errors: the store's.
+pub(crate) async fn load_swept(
+    shared: &RuntimeShared,
+    id: &SessionId,
+) -> Result<Option<Swept>, RuntimeError> {
+    let sid = id.clone();
+    let (session, mut history) = shared
+        .store
+        .read(move |r| Ok((r.session(&sid)?, r.messages(&sid)?)))
+        .await?;
+    let Some(session) = session else {
+        return Ok(None);
+    };
+    crate::root::stop_survivors(&mut history).await;
+    let repaired = troupe_session::store::sweep_interrupted(&shared.store, &mut history);
+    Ok(Some(Swept {
+        session,
+        history,
+        repaired,
+    }))
 }

@@ -522,15 +522,8 @@ mod tests {
         MessageWithParts {
             info: Message::User(UserMessage {
                 id: id.into(),
-                session_id: "ses".into(),
                 time: UserTime { created: 0 },
-                agent: "build".into(),
-                model: ModelRef {
-                    provider_id: "p".into(),
-                    model_id: "m".into(),
-                },
-                system: None,
-                summary: None,
+                ..UserMessage::new(&"ses".into(), "build", ModelRef::parse("p/m").unwrap())
             }),
             parts: vec![Part {
                 id: format!("prt_{id}_0").into(),

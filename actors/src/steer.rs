@@ -131,15 +131,11 @@ mod tests {
     fn only_the_users_own_text_is_wrapped() {
         let u = UserMessage {
             id: "msg_1".into(),
-            session_id: "ses".into(),
-            time: Default::default(),
-            agent: "build".into(),
-            model: troupe_session::ModelRef {
-                provider_id: "mock".into(),
-                model_id: "m".into(),
-            },
-            system: None,
-            summary: None,
+            ..UserMessage::new(
+                &"ses".into(),
+                "build",
+                troupe_session::ModelRef::parse("mock/m").unwrap(),
+            )
         };
         let text = |t: &str, synthetic| PartKind::Text {
             text: t.into(),

@@ -122,12 +122,10 @@ impl Drop for AbortChild {
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
-            if matches!(actor.get_status(), ractor::ActorStatus::Stopped) {
-                let key = sid.clone();
-                if let Ok(mut history) = shared.store.read(move |r| r.messages(&key)).await {
-                    troupe_session::store::sweep_interrupted(&shared.store, &mut history);
-                    let _ = shared.store.flush().await;
-                }
+            if matches!(actor.get_status(), ractor::ActorStatus::Stopped)
+                && let Ok(Some(_)) = crate::recover::load_swept(&shared, &sid).await
+            {
+                let _ = shared.store.flush().await;
             }
             shared
                 .sessions
@@ -518,10 +516,7 @@ async fn run_checked(
                 );
                 shared.counters.restart(crate::supervision::Role::Session);
                 // Its running parts are swept before it goes on (as after any crash).
-                let cid = child_id.clone();
-                if let Ok(mut h) = shared.store.read(move |r| r.messages(&cid)).await {
-                    troupe_session::store::sweep_interrupted(&shared.store, &mut h);
-                }
+                let _ = crate::recover::load_swept(&shared, &child_id).await;
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
                     _ = ctx.abort.cancelled() => {}

@@ -16,7 +16,7 @@ use troupe_session::SessionId;
 use serde_json::json;
 use troupe_session::{
     AssistantMessage, Event, Message, MessagePath, ModelRef, Part, PartKind, SessionStatus,
-    ToolState, ToolTime, UserMessage, UserTime, Write, now_ms,
+    ToolState, ToolTime, UserMessage, Write, now_ms,
 };
 use troupe_tools::ToolContext;
 
@@ -99,15 +99,10 @@ impl Runtime {
                 }
             }
         };
-        let sid = session_id.clone();
-        let (session, history) = self
-            .store()
-            .read(move |r| Ok((r.session(&sid)?, r.messages(&sid)?)))
-            .await?;
-        let session = session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.clone()))?;
-        let (session, mut history) = crate::revert::cleanup(&shared, session, history);
-        crate::stop_survivors(&mut history).await;
-        troupe_session::store::sweep_interrupted(self.store(), &mut history);
+        let swept = crate::recover::load_swept(&shared, session_id)
+            .await?
+            .ok_or_else(|| RuntimeError::SessionNotFound(session_id.clone()))?;
+        let (session, _) = crate::revert::cleanup(&shared, swept.session, swept.history);
         Ok((lease, session))
     }
 
@@ -156,15 +151,7 @@ impl Runtime {
             provider_id: model.provider_id.clone(),
             model_id: model.model_id.clone(),
         };
-        let user = UserMessage {
-            id: troupe_session::id::message(),
-            session_id: session.id.clone(),
-            time: UserTime { created: now_ms() },
-            agent: agent.name.clone(),
-            model: model_ref.clone(),
-            system: None,
-            summary: None,
-        };
+        let user = UserMessage::new(&session.id, &agent.name, model_ref.clone());
         let user_part = Part::new(
             &session.id,
             &user.id,

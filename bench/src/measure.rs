@@ -161,7 +161,7 @@ pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
 mod tests {
     use super::*;
     use serde_json::json;
-    use troupe_session::{Message, ModelRef, Part, ToolTime, UserMessage, UserTime};
+    use troupe_session::{Message, ModelRef, Part, ToolTime, UserMessage};
 
     #[test]
     fn percentiles_nearest_rank() {
@@ -244,15 +244,7 @@ mod tests {
         };
         let user = Message::User(UserMessage {
             id: "msg_1".into(),
-            session_id: "ses_1".into(),
-            time: UserTime { created: 1 },
-            agent: "build".into(),
-            model: ModelRef {
-                provider_id: "p".into(),
-                model_id: "m".into(),
-            },
-            system: None,
-            summary: None,
+            ..UserMessage::new(&"ses_1".into(), "build", ModelRef::parse("p/m").unwrap())
         });
         let history = vec![MessageWithParts {
             info: user,

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use anyhow::{Result, anyhow};
 use troupe_config::LoadedConfig;
 use troupe_session::{
-    Event, Message, MessageId, MessageWithParts, PartId, PartKind, Session, SessionId, Store,
-    ToolState,
+    Event, Message, MessageId, MessageWithParts, PartId, PartKind, PartRef, Session, SessionId,
+    Store, ToolState,
 };
 
 use crate::SessionCommand;

@@ -155,12 +155,11 @@ impl Printer {
             return;
         }
         match ev {
-            Event::PartDelta { part_id, .. } if self.reasoning.contains(part_id) => {}
+            Event::PartDelta { part, .. } if self.reasoning.contains(&part.part_id) => {}
             Event::PartDelta {
                 delta,
                 field,
-                part_id,
-                ..
+                part: PartRef { part_id, .. },
             } if field == "text" => {
                 self.opts.activity.clear();
                 if self.text_part.as_ref() != Some(part_id) {

@@ -16,6 +16,31 @@ use crate::types::{
     Message, MessageError, MessageId, Part, PartId, Session, SessionId, SessionStatus,
 };
 
+/// Where a part is, as events name it: JSON `{"sessionID", "messageID", "partID"}`, written
+/// flat beside the event's other properties.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartRef {
+    /// Id of the session (`ses_…`).
+    #[serde(rename = "sessionID")]
+    pub session_id: SessionId,
+    /// Id of the message (`msg_…`).
+    #[serde(rename = "messageID")]
+    pub message_id: MessageId,
+    /// Id of the part (`prt_…`).
+    #[serde(rename = "partID")]
+    pub part_id: PartId,
+}
+
+impl From<&Part> for PartRef {
+    fn from(p: &Part) -> PartRef {
+        PartRef {
+            session_id: p.session_id.clone(),
+            message_id: p.message_id.clone(),
+            part_id: p.id.clone(),
+        }
+    }
+}
+
 /// A bus event. JSON: `{"type": "<name>", "properties": {…}}` (OpenCode's `/event` shape).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "properties")]
@@ -115,28 +140,16 @@ pub enum Event {
     /// A part was removed (e.g. the partial output of a failed attempt before a retry).
     #[serde(rename = "message.part.removed")]
     PartRemoved {
-        /// Id of the session (`ses_…`).
-        #[serde(rename = "sessionID")]
-        session_id: SessionId,
-        /// Id of the message (`msg_…`).
-        #[serde(rename = "messageID")]
-        message_id: MessageId,
-        /// Id of the part (`prt_…`).
-        #[serde(rename = "partID")]
-        part_id: PartId,
+        /// The part removed.
+        #[serde(flatten)]
+        part: PartRef,
     },
     /// Text appended to a streaming part (bus only; not stored).
     #[serde(rename = "message.part.delta")]
     PartDelta {
-        /// Id of the session (`ses_…`).
-        #[serde(rename = "sessionID")]
-        session_id: SessionId,
-        /// Id of the message (`msg_…`).
-        #[serde(rename = "messageID")]
-        message_id: MessageId,
-        /// Id of the part (`prt_…`).
-        #[serde(rename = "partID")]
-        part_id: PartId,
+        /// The part appended to.
+        #[serde(flatten)]
+        part: PartRef,
         /// Field appended to (`text`).
         field: String,
         /// Appended text.
@@ -237,8 +250,13 @@ impl Event {
             | Event::SessionDiff { session_id, .. }
             | Event::SessionNotice { session_id, .. }
             | Event::MessageRemoved { session_id, .. }
-            | Event::PartDelta { session_id, .. }
-            | Event::PartRemoved { session_id, .. }
+            | Event::PartDelta {
+                part: PartRef { session_id, .. },
+                ..
+            }
+            | Event::PartRemoved {
+                part: PartRef { session_id, .. },
+            }
             | Event::PermissionReplied { session_id, .. }
             | Event::QuestionReplied { session_id, .. }
             | Event::QuestionRejected { session_id, .. }

@@ -21,8 +21,8 @@ pub mod todo;
 pub mod types;
 pub mod vacuum;
 
-pub use event::{Bus, Event};
-pub use lease::{LeaseClaim, LeaseHolder, TakeOutcome};
+pub use event::{Bus, Event, PartRef};
+pub use lease::{LeaseClaim, LeaseHolder, LeaseView, TakeOutcome};
 pub use store::{Reader, Store, StoreError, Write};
 pub use todo::Todo;
 pub use types::*;

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use crate::event::{Bus, Event};
+use crate::event::{Bus, Event, PartRef};
 use crate::types::{
     Message, MessageId, MessageWithParts, Part, PartKind, Session, SessionId, ToolState, ToolTime,
     now_ms,

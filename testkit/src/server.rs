@@ -266,6 +266,23 @@ struct Incoming {
     session_header: Option<String>,
 }
 
+/// Every handler's request start: its sequence number, times and recorded headers.
+impl axum::extract::FromRequestParts<Arc<Shared>> for Incoming {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        shared: &Arc<Shared>,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Incoming::new(
+            shared,
+            parts.method.clone(),
+            &parts.uri,
+            &parts.headers,
+        ))
+    }
+}
+
 impl Incoming {
     fn new(shared: &Shared, method: Method, uri: &Uri, headers: &HeaderMap) -> Self {
         let rec_headers = selected_headers(headers);
@@ -303,13 +320,7 @@ impl Incoming {
     }
 }
 
-async fn models(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    let inc = Incoming::new(&shared, method, &uri, &headers);
+async fn models(State(shared): State<Arc<Shared>>, inc: Incoming) -> Response {
     shared.record(inc.record(Value::Null, StatusCode::OK));
     let mut model =
         json!({"id": MOCK_MODEL, "object": "model", "created": 0, "owned_by": "troupe-testkit"});
@@ -322,27 +333,24 @@ async fn models(
 }
 
 /// `GET /props`: the configured llama.cpp-style server properties, else 404.
-async fn props(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    let inc = Incoming::new(&shared, method, &uri, &headers);
+async fn props(State(shared): State<Arc<Shared>>, inc: Incoming) -> Response {
     match &shared.props {
         Some(body) => {
             shared.record(inc.record(Value::Null, StatusCode::OK));
             json_response(StatusCode::OK, body)
         }
-        None => {
-            shared.record(inc.record(Value::Null, StatusCode::NOT_FOUND));
-            let msg = format!("mock: no route for {} {}", inc.method, inc.path);
-            json_response(
-                StatusCode::NOT_FOUND,
-                &wire::error_body(Dialect::OpenAi, 404, &msg, inc.seq),
-            )
-        }
+        None => no_route(&shared, &inc, Value::Null),
     }
+}
+
+/// Records the request with status 404 and answers an OpenAI-shaped "no route" error.
+fn no_route(shared: &Shared, inc: &Incoming, body: Value) -> Response {
+    shared.record(inc.record(body, StatusCode::NOT_FOUND));
+    let msg = format!("mock: no route for {} {}", inc.method, inc.path);
+    json_response(
+        StatusCode::NOT_FOUND,
+        &wire::error_body(Dialect::OpenAi, 404, &msg, inc.seq),
+    )
 }
 
 async fn list_requests(State(shared): State<Arc<Shared>>) -> Response {
@@ -353,21 +361,9 @@ async fn list_requests(State(shared): State<Arc<Shared>>) -> Response {
     )
 }
 
-async fn not_found(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let inc = Incoming::new(&shared, method, &uri, &headers);
+async fn not_found(State(shared): State<Arc<Shared>>, inc: Incoming, body: Bytes) -> Response {
     let parsed = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    shared.record(inc.record(parsed, StatusCode::NOT_FOUND));
-    let msg = format!("mock: no route for {} {}", inc.method, inc.path);
-    json_response(
-        StatusCode::NOT_FOUND,
-        &wire::error_body(Dialect::OpenAi, 404, &msg, inc.seq),
-    )
+    no_route(&shared, &inc, parsed)
 }
 
 /// Largest request body the mock reads: 256 MiB. axum's default of 2 MiB is far below what

@@ -51,9 +51,7 @@ impl ProcessorActor {
                     }
                     let p = &state.parts[part];
                     state.store.write1(Write::Publish(Event::PartDelta {
-                        session_id: p.session_id.clone(),
-                        message_id: p.message_id.clone(),
-                        part_id: p.id.clone(),
+                        part: PartRef::from(p),
                         field: "text".into(),
                         delta,
                     }));

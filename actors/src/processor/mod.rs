@@ -31,7 +31,7 @@ use troupe_llm::{ChatRequest, ErrorKind, FinishReason, LlmError, StreamEvent};
 use troupe_session::cost::{StepUsage, usage_cost};
 use troupe_session::{
     AssistantMessage, Event, Message, MessageError, MessageErrorName, MessageWithParts, Part,
-    PartKind, PartTime, SessionStatus, Store, ToolState, ToolTime, Write, now_ms,
+    PartKind, PartRef, PartTime, SessionStatus, Store, ToolState, ToolTime, Write, now_ms,
 };
 use troupe_tools::{ToolContext, ToolError, ToolOutput};
 
@@ -78,7 +78,7 @@ pub enum ProcMsg {
     Retrying {
         /// 1-based attempt that failed.
         attempt: u32,
-        /// Why.
+        /// The failure, as the provider or the client described it.
         message: String,
         /// Next attempt time, ms.
         next: i64,

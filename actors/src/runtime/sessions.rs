@@ -173,17 +173,11 @@ impl Runtime {
             drop(lease);
             return Ok(a.clone());
         }
-        let sid = session_id.clone();
-        let (session, history) = self
-            .shared
-            .store
-            .read(move |r| Ok((r.session(&sid)?, r.messages(&sid)?)))
-            .await?;
-        let session = session.ok_or_else(|| RuntimeError::SessionNotFound(session_id.clone()))?;
+        let swept = crate::recover::load_swept(&self.shared, session_id)
+            .await?
+            .ok_or_else(|| RuntimeError::SessionNotFound(session_id.clone()))?;
         // A prompt after a revert deletes the messages the revert hid (issue 15).
-        let (session, mut history) = revert::cleanup(&self.shared, session, history);
-        stop_survivors(&mut history).await;
-        troupe_session::store::sweep_interrupted(&self.shared.store, &mut history);
+        let (session, history) = revert::cleanup(&self.shared, swept.session, swept.history);
         let args = SessionArgs {
             shared: self.shared.clone(),
             session,

@@ -24,8 +24,7 @@ use troupe_config::ResolvedModel;
 use troupe_llm::ToolSpec;
 use troupe_session::{
     AssistantMessage, Event, Message, MessageError, MessageErrorName, MessagePath,
-    MessageWithParts, ModelRef, Part, PartKind, Session, SessionStatus, UserMessage, UserTime,
-    Write, now_ms,
+    MessageWithParts, ModelRef, Part, PartKind, Session, SessionStatus, UserMessage, Write, now_ms,
 };
 use troupe_tools::ToolContext;
 

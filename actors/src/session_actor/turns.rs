@@ -58,13 +58,8 @@ impl SessionActor {
             ));
         }
         let user = UserMessage {
-            id: troupe_session::id::message(),
-            session_id: state.session.id.clone(),
-            time: UserTime { created: now_ms() },
-            agent: agent.name.clone(),
-            model: ModelRef::from(&*model),
             system: input.system.clone(),
-            summary: None,
+            ..UserMessage::new(&state.session.id, &agent.name, ModelRef::from(&*model))
         };
         // A prompt of only attachments or synthetic text (an API file part, a subtask's
         // follow-up) stores no empty text part.

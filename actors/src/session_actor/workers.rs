@@ -8,18 +8,7 @@ impl Turn {
     /// without a system prompt or summary: what the turn adds itself (a compaction request, the
     /// "continue" after a summary).
     fn user_message(&self, session_id: &troupe_session::SessionId) -> UserMessage {
-        UserMessage {
-            id: troupe_session::id::message(),
-            session_id: session_id.clone(),
-            time: UserTime { created: now_ms() },
-            agent: self.agent.name.clone(),
-            model: ModelRef {
-                provider_id: self.model.provider_id.clone(),
-                model_id: self.model.model_id.clone(),
-            },
-            system: None,
-            summary: None,
-        }
+        UserMessage::new(session_id, &self.agent.name, ModelRef::from(&*self.model))
     }
 }
 

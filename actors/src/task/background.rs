@@ -191,10 +191,7 @@ impl Run<'_> {
             );
             shared.counters.restart(crate::supervision::Role::Session);
             // Its running parts are swept before it goes on (as after any crash).
-            let cid = child_id.clone();
-            if let Ok(mut h) = shared.store.read(move |r| r.messages(&cid)).await {
-                troupe_session::store::sweep_interrupted(&shared.store, &mut h);
-            }
+            let _ = crate::recover::load_swept(shared, child_id).await;
             tokio::time::sleep(backoff).await;
             if self.aborted.load(SeqCst) {
                 return Err(STOPPED.to_string());

@@ -127,9 +127,7 @@ pub(super) fn event_of(w: Write) -> Option<Event> {
         Write::Part(part) => Event::PartUpdated { part },
         Write::DeleteSession(info) => Event::SessionDeleted { info },
         Write::RemovePart(p) => Event::PartRemoved {
-            session_id: p.session_id,
-            message_id: p.message_id,
-            part_id: p.id,
+            part: PartRef::from(&p),
         },
         Write::RemoveMessage {
             session_id,

@@ -161,6 +161,24 @@ pub struct UserMessage {
     pub summary: Option<UserSummary>,
 }
 
+impl UserMessage {
+    /// A new user message of `session_id` for `agent` and `model`: a fresh `msg_…` id,
+    /// created now (ms since the epoch), no extra system prompt and no summary yet.
+    pub fn new(session_id: &SessionId, agent: impl Into<String>, model: ModelRef) -> UserMessage {
+        UserMessage {
+            id: crate::id::message(),
+            session_id: session_id.clone(),
+            time: UserTime {
+                created: super::now_ms(),
+            },
+            agent: agent.into(),
+            model,
+            system: None,
+            summary: None,
+        }
+    }
+}
+
 /// The summary of a turn, stored on its user message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct UserSummary {
