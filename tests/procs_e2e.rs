@@ -382,3 +382,143 @@ async fn a_killed_run_lists_as_interrupted_and_serve_repairs_it_unprompted() {
     assert_eq!(completions(&server).len(), 1);
     server.shutdown().await;
 }
+
+/// `GET /session/{id}` named a killed `troupe run` as the session's owner until that lease
+/// expired or the server's next recovery look (up to 10 s): a dead holder on this host
+/// drives nothing, so `owner` is null at once (and `interrupted` true until the repair).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_session_never_names_a_dead_run_as_its_owner() {
+    let needle = "sleep 41.33";
+    let script = Script::single(vec![
+        Step::tool("bash", json!({"command": needle, "description": "sleep"})),
+        Step::text("after the crash"),
+    ]);
+    let server = start_mock(script).await;
+    // A long lease: only the holder's death can make it ownerless during the test.
+    let project = procs_project(&server.base_url()).with_env("TROUPE_LEASE_TTL_MS", "600000");
+    let (_serve, base) = project.serve().await;
+    let api = Api::new(&base);
+    assert!(pgrep(needle).is_empty(), "stray processes before the test");
+    let child = project.spawn(&["run", "sleep", "please"], &[]);
+    let pid = child.id().expect("pid");
+    wait_for("the sleep", || !pgrep(needle).is_empty()).await;
+    let sid = project.only_session_id().await;
+    let live = api.get_json(&format!("/session/{sid}")).await;
+    assert_eq!(live["owner"]["pid"], pid, "{live:#}");
+    assert_eq!(live["interrupted"], false, "{live:#}");
+
+    signal(pid, "-KILL");
+    let _ = tokio::time::timeout(CLI_RUN_DEADLINE, child.wait_with_output()).await;
+    let after = api.get_json(&format!("/session/{sid}")).await;
+    assert_eq!(
+        after["owner"],
+        serde_json::Value::Null,
+        "a dead run is no owner: {after:#}"
+    );
+    let listed = api.get_json("/session").await;
+    let row = listed
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["id"] == sid.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(row["owner"], serde_json::Value::Null, "{row:#}");
+    let _ = wait_gone(needle, Duration::from_secs(10)).await;
+    server.shutdown().await;
+}
+
+/// Recovery under repeated `kill -9`: rounds of `troupe run --session` on one session, each
+/// killed inside its bash call, while `troupe serve` looks for abandoned leases; every other
+/// round the next run starts at once (it and the server's recovery race for the dead
+/// holder's lease), the others wait until the server has repaired the round. A last run
+/// then finishes the session: every tool part ended (the killed ones as "outcome unknown"),
+/// every assistant message closed, no process of any round left, and the model saw each
+/// round's prompt once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_kills_under_serve_leave_a_consistent_session() {
+    const ROUNDS: usize = 4;
+    let needle = |i: usize| format!("sleep 41.4{i}");
+    // One conversation: each killed round leaves one (aborted) assistant message, so round i
+    // is step i and the last run is step ROUNDS.
+    let mut steps: Vec<Step> = (0..ROUNDS)
+        .map(|i| {
+            Step::tool(
+                "bash",
+                json!({"command": needle(i), "description": "sleep"}),
+            )
+        })
+        .collect();
+    steps.push(Step::text("all done"));
+    let server = start_mock(Script::single(steps)).await;
+    let project = procs_project(&server.base_url()).with_env("TROUPE_LEASE_TTL_MS", "600000");
+    let (_serve, base) = project.serve().await;
+    let api = Api::new(&base);
+    let mut sid = String::new();
+    for i in 0..ROUNDS {
+        let prompt = format!("ROUND-{i}");
+        let mut args = vec!["run", prompt.as_str()];
+        if i > 0 {
+            args.extend(["--session", sid.as_str()]);
+        }
+        let child = project.spawn(&args, &[]);
+        let pid = child.id().expect("pid");
+        let n = needle(i);
+        wait_for("the round's sleep", || !pgrep(&n).is_empty()).await;
+        if i == 0 {
+            sid = project.only_session_id().await;
+        }
+        signal(pid, "-KILL");
+        let _ = tokio::time::timeout(CLI_RUN_DEADLINE, child.wait_with_output()).await;
+        assert!(
+            wait_gone(&n, Duration::from_secs(10)).await.is_empty(),
+            "round {i}'s bash outlived its run"
+        );
+        if i % 2 == 1 {
+            // Let the server's recovery (every 10 s) repair this round first.
+            let mut repaired = false;
+            for _ in 0..150 {
+                let s = api.get_json(&format!("/session/{sid}")).await;
+                if s["interrupted"] == false && s["owner"].is_null() {
+                    repaired = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            assert!(repaired, "round {i} was not repaired by the server");
+        }
+    }
+    let last = project
+        .troupe(&["run", "ROUND-END", "--session", &sid], &[])
+        .await;
+    assert_success(&last, "the run after the kills");
+    assert!(
+        text(&last.stdout).contains("all done"),
+        "{}",
+        text(&last.stdout)
+    );
+
+    let messages = project.session_messages(&sid).await;
+    let tools = tool_parts(&messages);
+    assert_eq!(tools.len(), ROUNDS, "{tools:#?}");
+    for t in &tools {
+        assert_eq!(t["state"]["status"], "error", "{t:#}");
+        assert!(
+            t["state"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("outcome is unknown")),
+            "{t:#}"
+        );
+    }
+    for m in &messages {
+        if m["info"]["role"] == "assistant" {
+            assert!(m["info"]["time"]["completed"].is_number(), "{m:#}");
+        }
+    }
+    let steps: Vec<Option<usize>> = completions(&server).iter().map(|r| r.step).collect();
+    assert_eq!(
+        steps,
+        (0..=ROUNDS).map(Some).collect::<Vec<_>>(),
+        "each round's step reached the model once, in order"
+    );
+    assert!(api.get_json(&format!("/session/{sid}")).await["interrupted"] == false);
+    server.shutdown().await;
+}

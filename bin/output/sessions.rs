@@ -100,36 +100,6 @@ pub fn in_dir(directory: &str, dir: Option<&std::path::Path>) -> bool {
     dir.is_none_or(|d| std::path::Path::new(directory).starts_with(d))
 }
 
-/// Who drives the stored sessions, as this process sees the lease table.
-struct Drivers {
-    /// Unexpired leases whose holder may still run, by session.
-    live: std::collections::HashMap<troupe_session::SessionId, troupe_session::LeaseHolder>,
-    /// Sessions whose holder is gone (expired, or dead on this host): interrupted turns.
-    abandoned: std::collections::HashSet<troupe_session::SessionId>,
-}
-
-impl Drivers {
-    async fn read(store: &Store) -> Result<Drivers> {
-        let claim = troupe_actors::lease::Identity::current("troupe session list").claim();
-        let abandoned: std::collections::HashSet<_> = store
-            .abandoned_leases(&claim)
-            .await
-            .map_err(|e| anyhow!("{e}"))?
-            .into_iter()
-            .map(|h| h.session_id)
-            .collect();
-        let live = store
-            .leases()
-            .await
-            .map_err(|e| anyhow!("{e}"))?
-            .into_iter()
-            .filter(|h| !abandoned.contains(&h.session_id))
-            .map(|h| (h.session_id.clone(), h))
-            .collect();
-        Ok(Drivers { live, abandoned })
-    }
-}
-
 /// `troupe session list`: newest first, with the directory of each session; `dir` keeps the
 /// sessions in that directory or below it.
 pub async fn session_list(
@@ -157,7 +127,8 @@ pub async fn session_list(
         })
         .await
         .map_err(|e| anyhow!("{e}"))?;
-    let drivers = Drivers::read(store).await?;
+    let claim = troupe_actors::lease::Identity::current("troupe session list").claim();
+    let drivers = store.lease_view(&claim).await.map_err(|e| anyhow!("{e}"))?;
     if json {
         // Sessions as stored plus `lastError` (`{name, data}` or null), as `GET /session`,
         // `owner` (the live lease or null) and `interrupted`.
@@ -173,7 +144,7 @@ pub async fn session_list(
                     );
                     m.insert(
                         "interrupted".into(),
-                        drivers.abandoned.contains(&s.id).into(),
+                        drivers.abandoned.contains_key(&s.id).into(),
                     );
                 }
                 Ok(v)
@@ -202,7 +173,7 @@ pub async fn session_list(
     // (its last turn is repaired by the next prompt or a `troupe serve` on this store),
     // `failed: ErrorName` when its last turn ended with an error.
     let status = |s: &Session, e: &Option<troupe_session::MessageError>| {
-        if drivers.abandoned.contains(&s.id) {
+        if drivers.abandoned.contains_key(&s.id) {
             return "interrupted".to_string();
         }
         if let Some(h) = drivers.live.get(&s.id) {

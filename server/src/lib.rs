@@ -28,8 +28,11 @@
 //! | `GET /` | the web page |
 //!
 //! `owner` is the process driving the session right now (`{sessionID, owner, pid, host,
-//! label, acquired, heartbeat, expires}`, from its lease in the store) or `null`. A prompt to
-//! a session another process drives waits for it (`session.status` `waiting` on `/event`).
+//! label, acquired, heartbeat, expires}`, from its lease in the store) or `null`;
+//! `interrupted` is true while the lease's holder is gone (expired, or a dead process of this
+//! host) and its last turn is not yet repaired (the server repairs such sessions at start and
+//! every 10 s). A prompt to a session another process drives waits for it (`session.status`
+//! `waiting` on `/event`).
 //!
 //! Security: binding to anything but a loopback address needs a password, and a password
 //! that is empty or only blanks is refused ([`check_bind`]); a browser guard ([`guard`])

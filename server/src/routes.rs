@@ -11,7 +11,7 @@ use axum::response::{Html, IntoResponse, Response, Sse};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use troupe_actors::PromptInput;
-use troupe_session::{LeaseHolder, MessageWithParts, Session, SessionId, Write};
+use troupe_session::{LeaseView, MessageWithParts, Session, SessionId, Write};
 use utoipa::ToSchema;
 
 use crate::AppState;
@@ -163,18 +163,32 @@ pub(crate) async fn find_session(st: &AppState, id: &SessionId) -> ApiResult<Ses
         .ok_or_else(|| ApiError::session_not_found(id))
 }
 
-/// A session as JSON plus `owner`: who drives it right now (its unexpired lease, see
+/// A session as JSON plus `owner`: who drives it right now (its live lease, see
 /// `troupe_session::lease`) as `{sessionID, owner, pid, host, label, acquired, heartbeat,
-/// expires}` (times ms since epoch, store clock), or `null` when no process does.
-fn with_owner(s: &Session, lease: Option<&LeaseHolder>) -> ApiResult<Value> {
+/// expires}` (times ms since epoch, store clock), or `null` when no process does; and
+/// `interrupted`: its lease was left by a holder that is gone (expired, or a dead process of
+/// this host), so its last turn may have stopped mid-step until the server's recovery
+/// repairs it (`troupe_actors::recover`).
+fn with_owner(s: &Session, drivers: &LeaseView) -> ApiResult<Value> {
     let mut v = session_value(s)?;
     if let Value::Object(m) = &mut v {
         m.insert(
             "owner".into(),
-            serde_json::to_value(lease).map_err(|e| ApiError::internal(e.to_string()))?,
+            serde_json::to_value(drivers.live.get(&s.id))
+                .map_err(|e| ApiError::internal(e.to_string()))?,
+        );
+        m.insert(
+            "interrupted".into(),
+            Value::Bool(drivers.abandoned.contains_key(&s.id)),
         );
     }
     Ok(v)
+}
+
+/// The lease table as this server's process sees it (one read of the store's small table).
+async fn lease_view(st: &AppState) -> ApiResult<LeaseView> {
+    let claim = st.runtime.shared().identity.claim();
+    Ok(st.runtime.store().lease_view(&claim).await?)
 }
 
 /// A session as JSON in OpenCode's `Session.Info` shape as well: troupe's fields plus
@@ -243,16 +257,9 @@ pub async fn list_sessions(
                 .collect::<Result<Vec<_>, _>>()
         })
         .await?;
-    let leases: HashMap<SessionId, LeaseHolder> = st
-        .runtime
-        .store()
-        .leases()
-        .await?
-        .into_iter()
-        .map(|l| (l.session_id.clone(), l))
-        .collect();
+    let drivers = lease_view(&st).await?;
     v.iter()
-        .map(|(s, e)| with_last_error(with_owner(s, leases.get(&s.id))?, e.as_ref()))
+        .map(|(s, e)| with_last_error(with_owner(s, &drivers)?, e.as_ref()))
         .collect::<ApiResult<Vec<_>>>()
         .map(Json)
 }
@@ -364,16 +371,16 @@ pub async fn create_session(
 /// One session, with `owner` (the process driving it, or null).
 #[utoipa::path(get, path = "/session/{id}", tag = "session",
     params(("id" = String, Path, description = "Session id")),
-    responses((status = 200, description = "The session with `owner`: `{sessionID, owner, pid, host, label, acquired, heartbeat, expires}` or null", body = Value), (status = 404, body = ErrorBody)))]
+    responses((status = 200, description = "The session with `owner`: `{sessionID, owner, pid, host, label, acquired, heartbeat, expires}` or null, and `interrupted`: its lease holder is gone (its last turn may have stopped mid-step)", body = Value), (status = 404, body = ErrorBody)))]
 pub async fn get_session(
     State(st): State<AppState>,
     Path(id): Path<SessionId>,
 ) -> ApiResult<Json<Value>> {
     let s = find_session(&st, &id).await?;
-    let lease = st.runtime.store().lease_of(&id).await?;
+    let drivers = lease_view(&st).await?;
     let key = id.clone();
     let error = st.runtime.store().read(move |r| r.last_error(&key)).await?;
-    with_last_error(with_owner(&s, lease.as_ref())?, error.as_ref()).map(Json)
+    with_last_error(with_owner(&s, &drivers)?, error.as_ref()).map(Json)
 }
 
 /// Change a session's title or permission rules (OpenCode's `PATCH /session/{id}`).

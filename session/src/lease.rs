@@ -23,6 +23,7 @@
 //! acquired, heartbeat, expires)`; an owner id is unique per holder (one per session actor
 //! incarnation), so two holders in one process are still told apart.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -281,17 +282,38 @@ pub(crate) fn all_rows(conn: &Connection) -> rusqlite::Result<Vec<(LeaseHolder, 
     rows.collect()
 }
 
-/// The rows of [`all_rows`] whose holder is gone as `claim` sees it: expired, or held by a
-/// process of `claim`'s host that no longer runs ([`holder_dead`]). The claimant's own
-/// process's leases never count (a stalled heartbeat of a live actor is not abandonment).
-pub(crate) fn abandoned(rows: Vec<(LeaseHolder, bool)>, claim: &LeaseClaim) -> Vec<LeaseHolder> {
-    rows.into_iter()
-        .filter(|(h, expired)| {
-            let own_process = h.pid == claim.pid && h.host == claim.host;
-            h.owner != claim.owner && !own_process && (*expired || holder_dead(h, claim))
-        })
-        .map(|(h, _)| h)
-        .collect()
+/// Whether a row of [`all_rows`] has a holder that is gone as `claim` sees it: expired, or
+/// held by a process of `claim`'s host that no longer runs ([`holder_dead`]). The claimant's
+/// own process's leases never count (a stalled heartbeat of a live actor is not abandonment).
+fn abandoned(h: &LeaseHolder, expired: bool, claim: &LeaseClaim) -> bool {
+    let own_process = h.pid == claim.pid && h.host == claim.host;
+    h.owner != claim.owner && !own_process && (expired || holder_dead(h, claim))
+}
+
+/// The lease table as the process of `claim` sees it ([`Store::lease_view`]), by session.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LeaseView {
+    /// Unexpired leases whose holder may still run: the sessions driven somewhere now.
+    pub live: BTreeMap<SessionId, LeaseHolder>,
+    /// Leases whose holder is gone (see [`Store::abandoned_leases`]): sessions whose last
+    /// turn may have stopped mid-step.
+    pub abandoned: BTreeMap<SessionId, LeaseHolder>,
+}
+
+impl LeaseView {
+    /// Sort the rows of [`all_rows`]; an expired lease of `claim`'s own process is in neither
+    /// map (its actor renews it, or it is released).
+    pub(crate) fn of(rows: Vec<(LeaseHolder, bool)>, claim: &LeaseClaim) -> LeaseView {
+        let mut view = LeaseView::default();
+        for (h, expired) in rows {
+            if abandoned(&h, expired, claim) {
+                view.abandoned.insert(h.session_id.clone(), h);
+            } else if !expired {
+                view.live.insert(h.session_id.clone(), h);
+            }
+        }
+        view
+    }
 }
 
 impl Store {
@@ -370,10 +392,21 @@ impl Store {
         &self,
         claim: &LeaseClaim,
     ) -> Result<Vec<LeaseHolder>, StoreError> {
+        Ok(self
+            .lease_view(claim)
+            .await?
+            .abandoned
+            .into_values()
+            .collect())
+    }
+
+    /// The whole lease table as the process of `claim` sees it, in one read: the live leases
+    /// and the abandoned ones ([`Store::abandoned_leases`]), for a listing that shows both.
+    pub async fn lease_view(&self, claim: &LeaseClaim) -> Result<LeaseView, StoreError> {
         let (c1, c2) = (claim.clone(), claim.clone());
         self.with_lease_conn(
-            move |c| all_rows(c).map(|rows| abandoned(rows, &c1)),
-            move |pg| pg.lease_rows().map(|rows| abandoned(rows, &c2)),
+            move |c| all_rows(c).map(|rows| LeaseView::of(rows, &c1)),
+            move |pg| pg.lease_rows().map(|rows| LeaseView::of(rows, &c2)),
         )
         .await
     }
@@ -493,6 +526,14 @@ mod tests {
             .map(|h| h.session_id.to_string())
             .collect();
         assert_eq!(found, ["ses_dead", "ses_expired"]);
+        // The whole view in one read: the stalled lease of this process is neither live nor
+        // abandoned, a dead holder is not live.
+        let view = a.lease_view(&me).await.unwrap();
+        let keys = |m: &BTreeMap<SessionId, LeaseHolder>| {
+            m.keys().map(|k| k.to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(keys(&view.abandoned), ["ses_dead", "ses_expired"]);
+        assert_eq!(keys(&view.live), ["ses_live", "ses_mine", "ses_remote"]);
         // Each can be taken over by the claimant, and is no longer abandoned once released.
         for sid in ["ses_dead", "ses_expired"] {
             assert!(matches!(
