@@ -30,23 +30,34 @@ use crate::permission::{
 use crate::{Agent, Mode};
 
 /// `e` with the line and column of its key when it is a config entry's error (`troupe.json:
-/// agent.build.temperature: …`, found after parsing, so without a position): the config
-/// files are searched last first (the merged value came from the last file that has the key)
-/// and the error then names that file, `troupe.json:3:5: agent.build.temperature: …`. Errors
-/// already placed (markdown frontmatter) or from a source that is not a file are unchanged.
+/// agent.build.temperature: …`, found after parsing, so without a position): the sources are
+/// searched last applied first — the `TROUPE_CONFIG_CONTENT` text, then the files from the
+/// last (the merged value came from the last source that has the key) — and the error then
+/// names that source, `troupe.json:3:5: agent.build.temperature: …` or
+/// `TROUPE_CONFIG_CONTENT:1:22: …`. Errors already placed (markdown frontmatter) are
+/// unchanged.
 fn with_position(e: AgentError, config: &troupe_config::LoadedConfig) -> AgentError {
     let AgentError::Invalid { location, message } = e else {
         return e;
     };
+    let env_label = troupe_config::ENV_CONTENT_LABEL;
     let mut labels = config
         .sources
         .iter()
         .map(|p| p.display().to_string())
-        .chain(["config".to_string()]);
+        .chain([env_label.to_string(), "config".to_string()]);
     let key_path = labels.find_map(|l| location.strip_prefix(&format!("{l}: ")).map(str::to_owned));
+    // (label, text) of every source, the last applied first.
+    let env = config
+        .env_content
+        .as_ref()
+        .map(|text| (env_label.to_string(), text.clone()));
+    let files = config.sources.iter().rev().filter_map(|file| {
+        let text = std::fs::read_to_string(file).ok()?;
+        Some((file.display().to_string(), text))
+    });
     let placed = key_path.and_then(|key_path| {
-        config.sources.iter().rev().find_map(|file| {
-            let text = std::fs::read_to_string(file).ok()?;
+        env.into_iter().chain(files).find_map(|(label, text)| {
             let (line, column) = troupe_config::find_key(&text, |path, key| {
                 let mut rendered = String::new();
                 for seg in path.iter().map(String::as_str).chain([key]) {
@@ -54,7 +65,7 @@ fn with_position(e: AgentError, config: &troupe_config::LoadedConfig) -> AgentEr
                 }
                 rendered == key_path
             })?;
-            Some(format!("{}:{line}:{column}: {key_path}", file.display()))
+            Some(format!("{label}:{line}:{column}: {key_path}"))
         })
     });
     AgentError::Invalid {

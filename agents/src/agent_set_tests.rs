@@ -502,3 +502,34 @@ fn config_entry_errors_name_line_and_column() {
         )
     );
 }
+
+/// The new-user trial: an agent entry's error from `TROUPE_CONFIG_CONTENT` named no position
+/// (only files were searched). The content is applied after the files, so it is searched
+/// first: a file that has the same key does not take the blame.
+#[test]
+fn config_content_entry_errors_name_line_and_column() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("repo");
+    write(&root.join(".git/HEAD"), "");
+    write(
+        &root.join("troupe.json"),
+        "{\"agent\": {\"build\": {\"temperature\": \"warm\"}}}\n",
+    );
+    let content = "{\n  \"agent\": {\n    \"build\": {\"steps\": 3, \"temperature\": \"hot\"}}}";
+    let cfg = troupe_config::load_with_env(
+        &troupe_config::LoadOptions {
+            cwd: root.clone(),
+            global_dir: None,
+            env_content: Some(content.into()),
+        },
+        &|_| None,
+    )
+    .unwrap();
+    let e = AgentSet::load_with_global(&cfg, &[], None)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "TROUPE_CONFIG_CONTENT:3:27: agent.build.temperature: expected a number, got a string"
+    );
+}
