@@ -89,7 +89,7 @@ impl SessionPatch {
 /// The result of one turn.
 #[derive(Debug, Clone, Serialize)]
 pub struct TurnResult {
-    /// Session.
+    /// The session the turn ran in (`ses_…`).
     pub session_id: SessionId,
     /// The user message the prompt stored.
     pub user_message_id: Option<MessageId>,

@@ -92,7 +92,7 @@ pub enum PartAction {
     Finish {
         /// Normalized reason.
         reason: FinishReason,
-        /// Usage.
+        /// The step's token usage (input, output, reasoning, cache read/write tokens).
         usage: Usage,
     },
 }

@@ -120,7 +120,7 @@ pub struct ActorNode {
     /// Prompts waiting (sessions): queued behind the running turn, or steering it until its
     /// next step boundary.
     pub queued: u64,
-    /// Children.
+    /// The actors this one supervises, as nodes of the same shape.
     pub children: Vec<ActorNode>,
 }
 

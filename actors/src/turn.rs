@@ -104,7 +104,7 @@ pub enum AfterStep {
     },
     /// End the turn; `error` is the turn's error beyond the step's own.
     Finish {
-        /// Why.
+        /// Why the turn ends (the model stopped, a step limit, a doom loop, …).
         why: Why,
         /// The turn's error, if the decision itself is one.
         error: Option<MessageError>,

@@ -19,17 +19,17 @@ pub struct RuntimeShared {
     pub store: Store,
     /// Merged configuration.
     pub config: Arc<LoadedConfig>,
-    /// Tools.
+    /// The tool registry: built-in tools, MCP tools as their servers list them.
     pub registry: Arc<Registry>,
     /// Agents (built-in, config, markdown).
     pub agents: Arc<troupe_agents::AgentSet>,
     /// Pending permission requests and approvals.
     pub broker: Arc<crate::permission::PermissionBroker>,
-    /// Options.
+    /// Limits and timeouts the runtime was started with (see [`RuntimeOptions`]).
     pub opts: RuntimeOptions,
     /// Live session actors by session id.
     pub sessions: DashMap<SessionId, ActorRef<SessionMsg>>,
-    /// Counters.
+    /// Lifetime counters (steps, restarts, failures by role) for `/metrics` and `/actors`.
     pub counters: Counters,
     /// Child sessions a `task` call is driving right now: one call per child at a time, so
     /// two calls with the same `task_id` never run two actors on one session (issue 24.7).
