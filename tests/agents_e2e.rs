@@ -26,6 +26,15 @@ fn agents_project(config: Value) -> Project {
     Project::with_config(&config).with_env("TROUPE_TEST_TOOLS", "0")
 }
 
+/// A git project (see [`agents_project`]) whose config points at the scripted provider
+/// serving `script`; the provider and the project.
+async fn git_project(script: Script) -> (MockServer, Project) {
+    let server = start_mock(script).await;
+    let project = agents_project(mock_config(&server.base_url()));
+    project.git();
+    (server, project)
+}
+
 /// All system-message text of a request, joined.
 fn system_text(r: &RecordedRequest) -> String {
     req_messages(r)
@@ -51,6 +60,23 @@ fn body_text(r: &RecordedRequest) -> String {
     r.body.to_string()
 }
 
+/// Runs `troupe <args>` in `project`, which must succeed (`what` names the run in the
+/// failure); the tool parts of its session, which must number `count`.
+async fn run_tools(project: &Project, args: &[&str], what: &str, count: usize) -> Vec<Value> {
+    let out = project.troupe(args, &[]).await;
+    assert_success(&out, what);
+    let tools = tool_parts(&project.latest_messages().await);
+    assert_eq!(tools.len(), count, "{tools:#?}");
+    tools
+}
+
+/// Asserts that every one of the tool parts `tools` completed.
+fn assert_completed(tools: &[Value]) {
+    for t in tools {
+        assert_eq!(t["state"]["status"], "completed", "{t:#}");
+    }
+}
+
 fn tool_error(part: &Value) -> String {
     assert_eq!(part["state"]["status"], "error", "tool part: {part:#}");
     part["state"]["error"].as_str().unwrap_or("").to_string()
@@ -73,16 +99,20 @@ async fn denied_tool_is_not_offered() {
     let script = Script::single(vec![Step::text("one"), Step::text("two")]);
     let server = start_mock(script).await;
     let url = server.base_url();
-    let project = agents_project(mock_config_with(
-        &url,
-        json!({"permission": {"bash": "deny"}}),
-    ));
+    let project = agents_project(mock_config(&url));
+    // Runs `troupe run hello` under the `permission` config (which must succeed); how many
+    // requests the provider has seen by then, and the tools the last one offered.
+    let offered = async |permission: Value| {
+        project
+            .write_config(&mock_config_with(&url, json!({"permission": permission})).to_string());
+        let out = project.troupe(&["run", "hello"], &[]).await;
+        assert_success(&out, &format!("run with permission {permission}"));
+        let reqs = completions(&server);
+        (reqs.len(), reqs.last().expect("a request").offered_tools())
+    };
 
-    let out = project.troupe(&["run", "hello"], &[]).await;
-    assert_success(&out, "run with bash: deny");
-    let reqs = completions(&server);
-    assert_eq!(reqs.len(), 1);
-    let tools = reqs[0].offered_tools();
+    let (count, tools) = offered(json!({"bash": "deny"})).await;
+    assert_eq!(count, 1);
     assert!(
         tools.iter().any(|t| t == "read"),
         "read not offered: {tools:?}"
@@ -96,18 +126,8 @@ async fn denied_tool_is_not_offered() {
     // permission matches the tool decides, its pattern is ignored for the lookup; the tool is
     // hidden only when that rule is `"*": deny`. Here the last bash rule is
     // `"git status": allow`, so bash stays offered (and `bash ls` would be denied at call time).
-    project.write_config(
-        &mock_config_with(
-            &url,
-            json!({"permission": {"bash": {"*": "deny", "git status": "allow"}}}),
-        )
-        .to_string(),
-    );
-    let out = project.troupe(&["run", "hello"], &[]).await;
-    assert_success(&out, "run with bash: {*: deny, git status: allow}");
-    let reqs = completions(&server);
-    assert_eq!(reqs.len(), 2);
-    let tools = reqs[1].offered_tools();
+    let (count, tools) = offered(json!({"bash": {"*": "deny", "git status": "allow"}})).await;
+    assert_eq!(count, 2);
     assert!(
         tools.iter().any(|t| t == "bash"),
         "bash not offered although a later rule allows `git status`: {tools:?}"
@@ -166,9 +186,7 @@ fn plan_script() -> Script {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_mode_cannot_write() {
-    let server = start_mock(plan_script()).await;
-    let project = agents_project(mock_config(&server.base_url()));
-    project.git();
+    let (server, project) = git_project(plan_script()).await;
     let (denied, plan) = plan_writes(&project, &server).await;
     assert_eq!(denied["tool"], "write");
     assert_denied(&denied);
@@ -217,9 +235,7 @@ async fn plan_mode_plan_file_without_git() {
 async fn plan_then_build_switch() {
     let plan_text = "Plan: 1. edit main.rs 2. run tests";
     let script = Script::single(vec![Step::text(plan_text), Step::text("done")]);
-    let server = start_mock(script).await;
-    let project = agents_project(mock_config(&server.base_url()));
-    project.git();
+    let (server, project) = git_project(script).await;
 
     let out = project
         .troupe(&["run", "--agent", "plan", "make", "a", "plan"], &[])
@@ -353,15 +369,10 @@ async fn external_directory_asks() {
         ),
         Step::text("finished"),
     ]);
-    let server = start_mock(script).await;
-    let project = agents_project(mock_config(&server.base_url()));
-    project.git();
+    let (server, project) = git_project(script).await;
     std::fs::write(project.outside().join("secret.txt"), SECRET).expect("secret");
 
-    let out = project.troupe(&["run", "peek"], &[]).await;
-    assert_success(&out, "default-policy run");
-    let tools = tool_parts(&project.latest_messages().await);
-    assert_eq!(tools.len(), 2, "{tools:#?}");
+    let tools = run_tools(&project, &["run", "peek"], "default-policy run", 2).await;
     for t in &tools {
         assert_denied(t);
     }
@@ -374,15 +385,14 @@ async fn external_directory_asks() {
         );
     }
 
-    let out = project
-        .troupe(&["run", "--permission", "allow", "peek", "again"], &[])
-        .await;
-    assert_success(&out, "allow-policy run");
-    let tools = tool_parts(&project.latest_messages().await);
-    assert_eq!(tools.len(), 2, "{tools:#?}");
-    for t in &tools {
-        assert_eq!(t["state"]["status"], "completed", "{t:#}");
-    }
+    let tools = run_tools(
+        &project,
+        &["run", "--permission", "allow", "peek", "again"],
+        "allow-policy run",
+        2,
+    )
+    .await;
+    assert_completed(&tools);
     let reqs = completions(&server);
     assert_eq!(reqs.len(), 6);
     for (i, what) in [(4, "read"), (5, "bash cat")] {
@@ -414,10 +424,7 @@ async fn external_directory_bash_cd() {
     let server = start_mock(script).await;
     project.write_config(&mock_config(&server.base_url()).to_string());
 
-    let out = project.troupe(&["run", "peek"], &[]).await;
-    assert_success(&out, "default-policy run");
-    let tools = tool_parts(&project.latest_messages().await);
-    assert_eq!(tools.len(), 1, "{tools:#?}");
+    let tools = run_tools(&project, &["run", "peek"], "default-policy run", 1).await;
     assert_denied(&tools[0]);
     assert!(
         completions(&server)
@@ -491,34 +498,30 @@ async fn agent_list_show_and_debug_config() {
     let empty = project.base().join("empty");
     std::fs::create_dir_all(&empty).expect("mkdir");
 
-    let out = project
-        .troupe_in(&empty, &["agent", "list", "--format", "json"], &[])
-        .await;
-    assert_success(&out, "agent list (no config)");
-    let list: Value = serde_json::from_slice(&out.stdout).expect("agent list JSON");
-    let names: Vec<&str> = list
-        .as_array()
-        .expect("array")
-        .iter()
-        .filter_map(|a| a["name"].as_str())
-        .collect();
+    // The names `troupe agent list --format json <extra>` prints in `empty` (which must
+    // succeed).
+    let listed = async |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["agent", "list", "--format", "json"];
+        args.extend_from_slice(extra);
+        let out = project.troupe_in(&empty, &args, &[]).await;
+        assert_success(&out, &format!("agent list {extra:?} (no config)"));
+        let list: Value = serde_json::from_slice(&out.stdout).expect("agent list JSON");
+        list.as_array()
+            .expect("array")
+            .iter()
+            .filter_map(|a| a["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    let names = listed(&[]).await;
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     for n in ["build", "plan", "explore", "general"] {
         assert!(names.contains(&n), "{n} missing from {names:?}");
     }
     for n in ["compaction", "title", "summary"] {
         assert!(!names.contains(&n), "hidden {n} listed: {names:?}");
     }
-    let out = project
-        .troupe_in(&empty, &["agent", "list", "--all", "--format", "json"], &[])
-        .await;
-    assert_success(&out, "agent list --all");
-    let list: Value = serde_json::from_slice(&out.stdout).expect("agent list JSON");
-    let names: Vec<&str> = list
-        .as_array()
-        .expect("array")
-        .iter()
-        .filter_map(|a| a["name"].as_str())
-        .collect();
+    let names = listed(&["--all"]).await;
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     for n in ["build", "plan", "compaction", "title", "summary"] {
         assert!(names.contains(&n), "{n} missing from --all {names:?}");
     }
@@ -661,17 +664,19 @@ async fn instructions_from_agents_md() {
 // 9. Doom loop.
 // ---------------------------------------------------------------------------------------------
 
-fn doom_script() -> Script {
+/// A git project holding `a.txt` whose model reads `a.txt` three times in a row and then
+/// answers "finally done"; its provider.
+async fn doom_project() -> (MockServer, Project) {
     let read = || Step::tool("read", json!({"filePath": "a.txt"}));
-    Script::single(vec![read(), read(), read(), Step::text("finally done")])
+    let script = Script::single(vec![read(), read(), read(), Step::text("finally done")]);
+    let (server, project) = git_project(script).await;
+    project.write_file("a.txt", "alpha\n");
+    (server, project)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doom_loop_is_refused_without_a_terminal() {
-    let server = start_mock(doom_script()).await;
-    let project = agents_project(mock_config(&server.base_url()));
-    project.git();
-    project.write_file("a.txt", "alpha\n");
+    let (server, project) = doom_project().await;
 
     let out = project.troupe(&["run", "read", "a"], &[]).await;
     let line = assert_one_line_failure(&out, "doom loop");
@@ -698,10 +703,7 @@ async fn doom_loop_is_refused_without_a_terminal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doom_loop_allowed_by_policy_finishes() {
-    let server = start_mock(doom_script()).await;
-    let project = agents_project(mock_config(&server.base_url()));
-    project.git();
-    project.write_file("a.txt", "alpha\n");
+    let (server, project) = doom_project().await;
 
     let out = project
         .troupe(&["run", "--permission", "allow", "read", "a"], &[])
@@ -714,9 +716,7 @@ async fn doom_loop_allowed_by_policy_finishes() {
     );
     let tools = tool_parts(&project.latest_messages().await);
     assert_eq!(tools.len(), 3);
-    for t in &tools {
-        assert_eq!(t["state"]["status"], "completed", "{t:#}");
-    }
+    assert_completed(&tools);
     assert_eq!(completions(&server).len(), 4);
     server.shutdown().await;
 }
@@ -755,10 +755,13 @@ async fn rm_variants(commands: &[&str]) -> Vec<(String, bool)> {
         .collect()
 }
 
-fn assert_all_denied(commands: &[&str], got: &[(String, bool)]) {
+/// Runs `commands` as [`rm_variants`] does and asserts that each call failed and its
+/// target is still there.
+async fn assert_rm_denied(commands: &[&str]) {
+    let got = rm_variants(commands).await;
     let leaks: Vec<String> = commands
         .iter()
-        .zip(got)
+        .zip(&got)
         .filter(|(_, (status, exists))| status != "error" || !exists)
         .map(|(c, (status, exists))| format!("{c:?}: status {status}, target kept: {exists}"))
         .collect();
@@ -771,30 +774,28 @@ fn assert_all_denied(commands: &[&str], got: &[(String, bool)]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bash_deny_applies_to_every_list_member() {
-    let commands = [
+    assert_rm_denied(&[
         "ls; rm -rf v1",
         "false || rm -rf v2",
         "(rm -rf v3)",
         "ls\nrm -rf v4",
         "ls | rm -rf v5",
-    ];
-    let got = rm_variants(&commands).await;
-    assert_all_denied(&commands, &got);
+    ])
+    .await;
 }
 
 /// OpenCode checks every `command` node of the tree-sitter parse (reference §6.4), including
 /// commands inside `$(…)`, backticks, `{ …; }` groups and `if`/`while` bodies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bash_deny_applies_to_nested_commands() {
-    let commands = [
+    assert_rm_denied(&[
         "echo $(rm -rf v1)",
         "echo `rm -rf v2`",
         "{ rm -rf v3; }",
         "if true; then rm -rf v4; fi",
         "for d in x; do rm -rf v5; done",
-    ];
-    let got = rm_variants(&commands).await;
-    assert_all_denied(&commands, &got);
+    ])
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -804,16 +805,11 @@ async fn external_directory_through_a_symlink() {
         Step::tool("grep", json!({"pattern": "s3cr3t", "path": "link"})),
         Step::text("done"),
     ]);
-    let server = start_mock(script).await;
-    let project = agents_project(mock_config(&server.base_url()));
-    project.git();
+    let (server, project) = git_project(script).await;
     std::fs::write(project.outside().join("secret.txt"), SECRET).expect("secret");
     std::os::unix::fs::symlink(project.outside(), project.root.join("link")).expect("symlink");
 
-    let out = project.troupe(&["run", "peek"], &[]).await;
-    assert_success(&out, "run");
-    let tools = tool_parts(&project.latest_messages().await);
-    assert_eq!(tools.len(), 2, "{tools:#?}");
+    let tools = run_tools(&project, &["run", "peek"], "run", 2).await;
     for t in &tools {
         assert_denied(t);
     }
@@ -1044,15 +1040,14 @@ async fn plan_mode_per_agent_edit_allow_writes() {
     ));
     project.git();
     project.write_file("old.txt", "old\n");
-    let out = project
-        .troupe(&["run", "--agent", "plan", "write", "things"], &[])
-        .await;
-    assert_success(&out, "plan run");
-    let tools = tool_parts(&project.latest_messages().await);
-    assert_eq!(tools.len(), 3, "{tools:#?}");
-    for t in &tools {
-        assert_eq!(t["state"]["status"], "completed", "{t:#}");
-    }
+    let tools = run_tools(
+        &project,
+        &["run", "--agent", "plan", "write", "things"],
+        "plan run",
+        3,
+    )
+    .await;
+    assert_completed(&tools);
     assert_eq!(
         std::fs::read_to_string(project.root.join("src.txt")).unwrap(),
         "hi"

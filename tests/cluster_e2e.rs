@@ -10,12 +10,12 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
-use troupe_testkit::{Conversation, Script, Step};
+use troupe_testkit::{Conversation, MockServer, Script, Step};
 
 /// The NATS URL to test against, or `None` (after saying why) when no server answers and
 /// services are not required.
@@ -200,6 +200,65 @@ fn started_and_finished(log: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     (started, finished)
 }
 
+/// The arguments of a `task` call giving the `explore` subagent the prompt
+/// `<token>: find the answer`.
+fn explore_task(token: &str) -> Value {
+    json!({"description": "look around", "prompt": format!("{token}: find the answer"),
+           "subagent_type": "explore"})
+}
+
+/// A project whose config points at `mock` and sends `explore` subagents to the cluster.
+fn subagents_project(mock: &MockServer) -> Project {
+    Project::with_config(&mock_config_with(
+        &mock.base_url(),
+        json!({"cluster": {"subagents": ["explore"]}}),
+    ))
+}
+
+/// Runs `troupe batch` over the one task `line` (written to `<name>.jsonl`) on the cluster
+/// `prefix` at `nats`, results to `<name>-results.jsonl`; the run's output and its result
+/// lines.
+async fn batch_of_one(
+    p: &Project,
+    nats: &str,
+    prefix: &str,
+    name: &str,
+    line: Value,
+) -> (Output, Vec<Value>) {
+    let tasks = p.root.join(format!("{name}.jsonl"));
+    std::fs::write(&tasks, format!("{line}\n")).unwrap();
+    let out = p.root.join(format!("{name}-results.jsonl"));
+    let (tasks_arg, out_arg) = (tasks.display().to_string(), out.display().to_string());
+    let args = [
+        "batch",
+        &tasks_arg,
+        "--cluster",
+        nats,
+        "--cluster-prefix",
+        prefix,
+        "--out",
+        &out_arg,
+    ];
+    let done = p.troupe(&args, &[]).await;
+    (done, result_lines(&out))
+}
+
+/// The body of the last request `mock` received whose body contains `token` (a parent's).
+fn last_body_with(mock: &MockServer, token: &str) -> String {
+    mock.requests()
+        .into_iter()
+        .rfind(|r| r.body.to_string().contains(token))
+        .expect("the parent's requests")
+        .body
+        .to_string()
+}
+
+/// Kills a worker process and reaps it.
+fn kill_worker(w: &mut std::process::Child) {
+    let _ = w.kill();
+    let _ = w.wait();
+}
+
 fn result_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -303,8 +362,7 @@ async fn sixty_tasks_survive_a_killed_and_a_stopped_worker() {
         )),
         "{stderr}"
     );
-    let _ = w3.kill();
-    let _ = w3.wait();
+    kill_worker(&mut w3);
 
     // Every result exactly once.
     let results = result_lines(&out);
@@ -590,10 +648,7 @@ async fn serve_cluster_shows_the_workers_and_a_dead_one() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for w in workers.iter_mut() {
-        let _ = w.kill();
-        let _ = w.wait();
-    }
+    workers.iter_mut().for_each(kill_worker);
 }
 
 /// A cluster batch killed mid-run and started again with `--resume` continues the same run:
@@ -671,8 +726,7 @@ async fn a_killed_cluster_batch_resumes_its_run() {
         assert_eq!(starts, 1, "task {id} started {starts} times:\n{log}");
     }
     assert_eq!(p.sessions_with(&["--limit", "100"]).await.len(), 12);
-    let _ = w.kill();
-    let _ = w.wait();
+    kill_worker(&mut w);
 }
 
 /// Subagents across the cluster (config `cluster.subagents`): a task's `explore` subagent
@@ -687,7 +741,7 @@ async fn a_subagent_runs_on_another_worker_and_the_parents_abort_reaches_it() {
     ) else {
         return;
     };
-    let child = |token: &str| json!({"description": "look around", "prompt": format!("{token}: find the answer"), "subagent_type": "explore"});
+    let child = explore_task;
     let script = Script::new(vec![
         Conversation::new(vec![
             Step::tool("task", child("CHILD-REMOTE")),
@@ -709,46 +763,20 @@ async fn a_subagent_runs_on_another_worker_and_the_parents_abort_reaches_it() {
         .matching("CHILD-SLOW"),
     ]);
     let mock = start_mock(script).await;
-    let p = Project::with_config(&mock_config_with(
-        &mock.base_url(),
-        json!({"cluster": {"subagents": ["explore"]}}),
-    ));
+    let p = subagents_project(&mock);
     let mut workers = [
         start_worker(&p, &nats, &prefix, "wa", &["--concurrency", "1"]),
         start_worker(&p, &nats, &prefix, "wb", &["--concurrency", "1"]),
     ];
-    let batch = |name: &str, line: Value| {
-        let tasks = p.root.join(format!("{name}.jsonl"));
-        std::fs::write(&tasks, format!("{line}\n")).unwrap();
-        let out = p.root.join(format!("{name}-results.jsonl"));
-        let args: Vec<String> = vec![
-            "batch".into(),
-            tasks.display().to_string(),
-            "--cluster".into(),
-            nats.clone(),
-            "--cluster-prefix".into(),
-            prefix.clone(),
-            "--out".into(),
-            out.display().to_string(),
-        ];
-        (args, out)
-    };
 
     // The child runs on the worker that does not hold the parent; its answer comes back.
-    let (args, out) = batch("ok", json!({"id": "ok", "prompt": "[parent-ok] delegate"}));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let done = p.troupe(&args, &[]).await;
-    let results = result_lines(&out);
+    let ok = json!({"id": "ok", "prompt": "[parent-ok] delegate"});
+    let (done, results) = batch_of_one(&p, &nats, &prefix, "ok", ok).await;
     assert_eq!(results.len(), 1, "{}", text(&done.stderr));
     assert_eq!(results[0]["status"], "completed", "{:#}", results[0]);
     assert_eq!(results[0]["text"], "the parent heard back");
-    let parent_request = mock
-        .requests()
-        .into_iter()
-        .rfind(|r| r.body.to_string().contains("[parent-ok]"))
-        .expect("the parent's requests");
     assert!(
-        parent_request.body.to_string().contains("the answer is 42"),
+        last_body_with(&mock, "[parent-ok]").contains("the answer is 42"),
         "the child's answer is not in the parent's next request"
     );
     let (parent_node, child_node) = {
@@ -779,14 +807,9 @@ async fn a_subagent_runs_on_another_worker_and_the_parents_abort_reaches_it() {
     );
 
     // The parent's abort (its timeout) reaches the child on the other worker.
-    let (args, out) = batch(
-        "abort",
-        json!({"id": "abort", "prompt": "[parent-abort] delegate", "timeout": 3}),
-    );
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let abort = json!({"id": "abort", "prompt": "[parent-abort] delegate", "timeout": 3});
     let t0 = std::time::Instant::now();
-    let done = p.troupe(&args, &[]).await;
-    let results = result_lines(&out);
+    let (done, results) = batch_of_one(&p, &nats, &prefix, "abort", abort).await;
     assert_eq!(results.len(), 1, "{}", text(&done.stderr));
     assert_eq!(results[0]["status"], "failed");
     assert!(
@@ -834,10 +857,7 @@ async fn a_subagent_runs_on_another_worker_and_the_parents_abort_reaches_it() {
         last["info"]["error"]["name"], "MessageAbortedError",
         "{last:#}"
     );
-    for w in workers.iter_mut() {
-        let _ = w.kill();
-        let _ = w.wait();
-    }
+    workers.iter_mut().for_each(kill_worker);
 }
 
 /// One worker with one slot, a parent that hands two parallel children to the cluster: the
@@ -852,7 +872,7 @@ async fn a_single_worker_with_one_slot_runs_the_remote_children_of_its_own_paren
     ) else {
         return;
     };
-    let child = |token: &str| json!({"description": "look around", "prompt": format!("{token}: find the answer"), "subagent_type": "explore"});
+    let child = explore_task;
     let script = Script::new(vec![
         Conversation::new(vec![
             Step::tool("task", child("CHILD-ONE")).with_tool("task", child("CHILD-TWO")),
@@ -863,38 +883,10 @@ async fn a_single_worker_with_one_slot_runs_the_remote_children_of_its_own_paren
         Conversation::new(vec![Step::text("two says 43")]).matching("CHILD-TWO"),
     ]);
     let mock = start_mock(script).await;
-    let p = Project::with_config(&mock_config_with(
-        &mock.base_url(),
-        json!({"cluster": {"subagents": ["explore"]}}),
-    ));
+    let p = subagents_project(&mock);
     let mut worker = start_worker(&p, &nats, &prefix, "solo", &["--concurrency", "1"]);
-    let tasks = p.root.join("lone.jsonl");
-    std::fs::write(
-        &tasks,
-        format!(
-            "{}\n",
-            json!({"id": "lone", "prompt": "[lone-parent] delegate twice", "timeout": 60})
-        ),
-    )
-    .unwrap();
-    let out = p.root.join("lone-results.jsonl");
-    let (tasks_arg, out_arg) = (tasks.display().to_string(), out.display().to_string());
-    let done = p
-        .troupe(
-            &[
-                "batch",
-                &tasks_arg,
-                "--cluster",
-                &nats,
-                "--cluster-prefix",
-                &prefix,
-                "--out",
-                &out_arg,
-            ],
-            &[],
-        )
-        .await;
-    let results = result_lines(&out);
+    let lone = json!({"id": "lone", "prompt": "[lone-parent] delegate twice", "timeout": 60});
+    let (done, results) = batch_of_one(&p, &nats, &prefix, "lone", lone).await;
     assert_eq!(
         results.len(),
         1,
@@ -904,12 +896,7 @@ async fn a_single_worker_with_one_slot_runs_the_remote_children_of_its_own_paren
     );
     assert_eq!(results[0]["status"], "completed", "{:#}", results[0]);
     assert_eq!(results[0]["text"], "both children answered");
-    let parent_request = mock
-        .requests()
-        .into_iter()
-        .rfind(|r| r.body.to_string().contains("[lone-parent]"))
-        .expect("the parent's requests");
-    let body = parent_request.body.to_string();
+    let body = last_body_with(&mock, "[lone-parent]");
     assert!(
         body.contains("one says 41") && body.contains("two says 43"),
         "the children's answers are not in the parent's next request"
@@ -922,6 +909,5 @@ async fn a_single_worker_with_one_slot_runs_the_remote_children_of_its_own_paren
         3,
         "the parent and both children ran on the one worker:\n{log}"
     );
-    let _ = worker.kill();
-    let _ = worker.wait();
+    kill_worker(&mut worker);
 }

@@ -199,18 +199,71 @@ async fn serve(project: &Project, script: Script, compaction: Value) -> MockServ
     server
 }
 
+/// [`setup`] whose step 1 (reading `big.txt`) reports 7,500 prompt tokens, over the 7,000
+/// the small context leaves usable.
+async fn setup_over_budget(summary: Step, compaction: Value) -> (Project, MockServer) {
+    setup(|read| read.with_usage(usage(7500, 20)), summary, compaction).await
+}
+
+/// [`setup`] with [`summary_step`] whose step 1 reports `prompt_tokens` and is rejected by
+/// the provider as too long ([`overflow_fault`]).
+async fn setup_rejected(prompt_tokens: u64, compaction: Value) -> (Project, MockServer) {
+    let step1 = |read: Step| {
+        read.with_usage(usage(prompt_tokens, 20))
+            .with_fault(overflow_fault())
+    };
+    setup(step1, summary_step(), compaction).await
+}
+
+/// What `troupe session show <sid>` (plain) prints in `project`; it must succeed.
+async fn plain_show(project: &Project, sid: &str) -> String {
+    let out = project.troupe(&["session", "show", sid], &[]).await;
+    assert_success(&out, "session show (plain)");
+    text(&out.stdout)
+}
+
+/// Asserts that none of `reqs` asked for a summary (compaction.auto is false).
+fn assert_no_summary(reqs: &[RecordedRequest]) {
+    assert!(
+        !reqs.iter().any(is_summary_request),
+        "a summary was requested with compaction.auto false"
+    );
+}
+
+/// The summary whose first `times` requests are answered with [`overflow_fault`].
+fn overflowing_summary(times: usize) -> Step {
+    (0..times).fold(Step::text(SUMMARY), |step, _| {
+        step.with_fault(overflow_fault())
+    })
+}
+
+/// The summary requests among those `server` received, in order.
+fn summary_requests(server: &MockServer) -> Vec<RecordedRequest> {
+    completions(server)
+        .into_iter()
+        .filter(is_summary_request)
+        .collect()
+}
+
+/// The stored shape (see [`shape`]) of a session that compacted automatically and went on:
+/// prompt, two steps, compaction request, summary, continue message, final answer.
+const COMPACTED_AND_CONTINUED: [&str; 7] = [
+    "user",
+    "assistant",
+    "assistant",
+    "user+compaction",
+    "assistant+summary",
+    "user",
+    "assistant",
+];
+
 fn summary_step() -> Step {
     Step::text(SUMMARY).with_usage(usage(1500, 120))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_compaction() {
-    let (project, server) = setup(
-        |read| read.with_usage(usage(7500, 20)),
-        summary_step(),
-        Value::Null,
-    )
-    .await;
+    let (project, server) = setup_over_budget(summary_step(), Value::Null).await;
 
     let started = Instant::now();
     let out = project
@@ -227,19 +280,7 @@ async fn auto_compaction() {
 
     // Store: prompt, two steps, compaction request, summary, continue message, final answer.
     let (sid, messages) = project.messages().await;
-    assert_eq!(
-        shape(&messages),
-        [
-            "user",
-            "assistant",
-            "assistant",
-            "user+compaction",
-            "assistant+summary",
-            "user",
-            "assistant"
-        ],
-        "{messages:#?}"
-    );
+    assert_eq!(shape(&messages), COMPACTED_AND_CONTINUED, "{messages:#?}");
     let compaction = parts_of_type(&messages[3], "compaction");
     assert_eq!(compaction[0]["auto"], true, "{:#}", messages[3]);
     let summary = &messages[4];
@@ -342,12 +383,10 @@ async fn auto_compaction() {
     );
 
     // The human view marks the summary.
-    let out = project.troupe(&["session", "show", &sid], &[]).await;
-    assert_success(&out, "session show (plain)");
+    let shown = plain_show(&project, &sid).await;
     assert!(
-        text(&out.stdout).contains("[summary]"),
-        "plain show lacks [summary]:\n{}",
-        text(&out.stdout)
+        shown.contains("[summary]"),
+        "plain show lacks [summary]:\n{shown}"
     );
     server.shutdown().await;
 }
@@ -355,15 +394,7 @@ async fn auto_compaction() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_off_shows_overflow_error() {
     // Fault variant: the provider rejects step 1 as too long; with auto off it is shown.
-    let (project, server) = setup(
-        |read| {
-            read.with_usage(usage(7500, 20))
-                .with_fault(overflow_fault())
-        },
-        summary_step(),
-        json!({"auto": false}),
-    )
-    .await;
+    let (project, server) = setup_rejected(7500, json!({"auto": false})).await;
     let out = project.troupe(&["run", PROMPT], &[]).await;
     let line = assert_one_line_failure(&out, "overflow with auto off");
     let lower = line.to_lowercase();
@@ -372,10 +403,7 @@ async fn auto_off_shows_overflow_error() {
         "line does not name the overflow: {line}"
     );
     let reqs = completions(&server);
-    assert!(
-        !reqs.iter().any(is_summary_request),
-        "a summary was requested with compaction.auto false"
-    );
+    assert_no_summary(&reqs);
     assert_eq!(reqs.len(), 2, "one request per step, no retry of a 400");
     let (_, messages) = project.messages().await;
     assert!(!messages.iter().any(is_summary), "{messages:#?}");
@@ -392,12 +420,7 @@ async fn auto_off_shows_overflow_error() {
 
     // Token-count variant: step 1 reports 7,500 tokens (≥ 7,000 usable) but succeeds; with
     // auto off the loop just goes on.
-    let (project, server) = setup(
-        |read| read.with_usage(usage(7500, 20)),
-        summary_step(),
-        json!({"auto": false}),
-    )
-    .await;
+    let (project, server) = setup_over_budget(summary_step(), json!({"auto": false})).await;
     let out = project.troupe(&["run", PROMPT], &[]).await;
     assert_success(&out, "token overflow with auto off");
     assert!(
@@ -406,10 +429,7 @@ async fn auto_off_shows_overflow_error() {
         text(&out.stdout)
     );
     let reqs = completions(&server);
-    assert!(
-        !reqs.iter().any(is_summary_request),
-        "a summary was requested with compaction.auto false"
-    );
+    assert_no_summary(&reqs);
     assert_eq!(reqs.len(), 3);
     let (_, messages) = project.messages().await;
     assert_eq!(
@@ -423,15 +443,7 @@ async fn auto_off_shows_overflow_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_overflow_error_compacts() {
     // The step's own usage is small: only the provider's error calls for the compaction.
-    let (project, server) = setup(
-        |read| {
-            read.with_usage(usage(3000, 20))
-                .with_fault(overflow_fault())
-        },
-        summary_step(),
-        Value::Null,
-    )
-    .await;
+    let (project, server) = setup_rejected(3000, Value::Null).await;
     let out = project
         .troupe(&["run", "--format", "json", PROMPT], &[])
         .await;
@@ -450,19 +462,7 @@ async fn provider_overflow_error_compacts() {
     assert_eq!(reqs[2].step, Some(1), "summary request step index");
 
     let (_, messages) = project.messages().await;
-    assert_eq!(
-        shape(&messages),
-        [
-            "user",
-            "assistant",
-            "assistant",
-            "user+compaction",
-            "assistant+summary",
-            "user",
-            "assistant"
-        ],
-        "{messages:#?}"
-    );
+    assert_eq!(shape(&messages), COMPACTED_AND_CONTINUED, "{messages:#?}");
     assert_eq!(
         messages[2]["info"]["error"]["name"], "ContextOverflowError",
         "{:#}",
@@ -477,17 +477,7 @@ async fn provider_overflow_error_compacts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn summary_that_overflows_stops_after_two_attempts() {
-    let summary = Step::text(SUMMARY)
-        .with_fault(overflow_fault())
-        .with_fault(overflow_fault())
-        .with_fault(overflow_fault())
-        .with_fault(overflow_fault());
-    let (project, server) = setup(
-        |read| read.with_usage(usage(7500, 20)),
-        summary,
-        Value::Null,
-    )
-    .await;
+    let (project, server) = setup_over_budget(overflowing_summary(4), Value::Null).await;
     let started = Instant::now();
     let out = project.troupe(&["run", PROMPT], &[]).await;
     let elapsed = started.elapsed();
@@ -505,8 +495,7 @@ async fn summary_that_overflows_stops_after_two_attempts() {
     assert!(line.contains("ContextOverflowError"), "{line}");
 
     let reqs = completions(&server);
-    let summaries: Vec<&RecordedRequest> = reqs.iter().filter(|r| is_summary_request(r)).collect();
-    assert_eq!(summaries.len(), 2, "summary attempts");
+    assert_eq!(summary_requests(&server).len(), 2, "summary attempts");
     assert!(
         !reqs.iter().any(|r| r.conversation == Some(1)),
         "the session went on after the failed compaction"
@@ -525,20 +514,10 @@ async fn summary_that_overflows_stops_after_two_attempts() {
 /// history as the first, with at most as much input: not the compaction request itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn summary_retry_summarizes_the_same_history() {
-    let summary = Step::text(SUMMARY)
-        .with_fault(overflow_fault())
-        .with_fault(overflow_fault())
-        .with_fault(overflow_fault());
-    let (project, server) = setup(
-        |read| read.with_usage(usage(7500, 20)),
-        summary,
-        Value::Null,
-    )
-    .await;
+    let (project, server) = setup_over_budget(overflowing_summary(3), Value::Null).await;
     let out = project.troupe(&["run", PROMPT], &[]).await;
     assert_one_line_failure(&out, "summary overflow");
-    let reqs = completions(&server);
-    let summaries: Vec<&RecordedRequest> = reqs.iter().filter(|r| is_summary_request(r)).collect();
+    let summaries = summary_requests(&server);
     assert_eq!(summaries.len(), 2, "summary attempts");
     let users = |r: &RecordedRequest| -> Vec<String> {
         req_messages(r)
@@ -738,12 +717,10 @@ async fn prune_marks_old_outputs() {
             .contains("FILE0-LINE"),
         "pruned output removed from the store"
     );
-    let out = project.troupe(&["session", "show", &sid], &[]).await;
-    assert_success(&out, "session show (plain)");
+    let shown = plain_show(&project, &sid).await;
     assert!(
-        text(&out.stdout).contains("[compacted]"),
-        "plain show lacks [compacted]:\n{}",
-        text(&out.stdout)
+        shown.contains("[compacted]"),
+        "plain show lacks [compacted]:\n{shown}"
     );
 
     // Turn 4 sends the marker instead of the pruned output.
@@ -780,14 +757,12 @@ async fn prune_marks_old_outputs() {
 /// The main conversation of the title tests.
 const TITLE_PROMPT: &str = "please fix the todo list";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn title_arrives() {
+/// Runs [`TITLE_PROMPT`] with titles on in a new project whose title model answers with
+/// `title` and whose main model answers "The TODO list is fixed."; the run must succeed
+/// (`what` names it) and print that answer. The provider and the project.
+async fn titled_run(title: Step, what: &str) -> (MockServer, Project) {
     let script = Script::new(vec![
-        Conversation::new(vec![
-            Step::text("\"Fix the TODO list\"\nsecond line is ignored")
-                .with_first_byte_delay_ms(300),
-        ])
-        .matching_system(TITLE_SYSTEM),
+        Conversation::new(vec![title]).matching_system(TITLE_SYSTEM),
         Conversation::new(vec![Step::text("The TODO list is fixed.")]).matching(TITLE_PROMPT),
     ]);
     let server = start_mock(script).await;
@@ -796,8 +771,20 @@ async fn title_arrives() {
     let out = project
         .troupe(&["run", TITLE_PROMPT], &[("TROUPE_TITLE", "1")])
         .await;
-    assert_success(&out, "run with titles");
-    assert!(text(&out.stdout).contains("The TODO list is fixed."));
+    assert_success(&out, what);
+    assert!(
+        text(&out.stdout).contains("The TODO list is fixed."),
+        "stdout: {}",
+        text(&out.stdout)
+    );
+    (server, project)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn title_arrives() {
+    let title =
+        Step::text("\"Fix the TODO list\"\nsecond line is ignored").with_first_byte_delay_ms(300);
+    let (server, project) = titled_run(title, "run with titles").await;
 
     let session = project.only_session().await;
     assert_eq!(session["title"], "Fix the TODO list", "{session:#}");
@@ -830,25 +817,8 @@ async fn title_arrives() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn title_failure_keeps_default_title() {
-    let script = Script::new(vec![
-        Conversation::new(vec![
-            Step::text("Never used title").with_fault(Fault::http(500)),
-        ])
-        .matching_system(TITLE_SYSTEM),
-        Conversation::new(vec![Step::text("The TODO list is fixed.")]).matching(TITLE_PROMPT),
-    ]);
-    let server = start_mock(script).await;
-    let project = Project::empty();
-    project.write_config(&config_json(&server.base_url(), 128_000, 8192, Value::Null));
-    let out = project
-        .troupe(&["run", TITLE_PROMPT], &[("TROUPE_TITLE", "1")])
-        .await;
-    assert_success(&out, "run with a failing title");
-    assert!(
-        text(&out.stdout).contains("The TODO list is fixed."),
-        "stdout: {}",
-        text(&out.stdout)
-    );
+    let title = Step::text("Never used title").with_fault(Fault::http(500));
+    let (server, project) = titled_run(title, "run with a failing title").await;
     let (_, messages) = project.messages().await;
     assert_eq!(shape(&messages), ["user", "assistant"]);
     assert_eq!(message_text(&messages[1]), "The TODO list is fixed.");

@@ -39,6 +39,29 @@ async fn tools_of(project: &Project) -> Vec<Value> {
     tool_parts(&messages)
 }
 
+/// The scripted provider answering with `steps`, and a config for it with the stdio test
+/// MCP server as `t` (writing its pid to `pid_file`, if any), merged with `extra`.
+async fn with_mcp(
+    steps: Vec<Step>,
+    pid_file: Option<&std::path::Path>,
+    extra: Value,
+) -> (troupe_testkit::MockServer, Value) {
+    let server = mock(steps).await;
+    let mut patch = json!({"mcp": {"t": stdio_server(pid_file)}});
+    merge_patch(&mut patch, extra);
+    let config = mock_config_with(&server.base_url(), patch);
+    (server, config)
+}
+
+/// What `troupe mcp list --format json` prints in `project` (it must succeed), parsed.
+async fn mcp_list_json(project: &Project) -> Value {
+    let out = project
+        .troupe(&["mcp", "list", "--format", "json"], &[])
+        .await;
+    assert_success(&out, "troupe mcp list");
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
 /// The text of the tool result for `call_id` in request `r`.
 fn tool_result(r: &troupe_testkit::RecordedRequest, call_id: &str) -> Option<String> {
     req_messages(r)
@@ -52,23 +75,22 @@ async fn stdio_tool_result_reaches_the_next_request_and_a_killed_server_restarts
     let project = Project::new("http://127.0.0.1:1/v1");
     let pid_file = project.home.path().join("mcp.pid");
     let gate = project.home.path().join("gate");
-    let script = Script::single(vec![
-        Step::tool("t_echo", json!({"text": "hello mcp"})),
-        Step::tool("test_gate", json!({"path": gate.display().to_string()})),
-        Step::tool("t_echo", json!({"text": "after kill"})),
-        Step::tool("t_crash", json!({})),
-        Step::tool("t_echo", json!({"text": "after crash"})),
-        Step::tool("t_image", json!({})),
-        Step::tool("t_add_tool", json!({})),
-        Step::tool("t_extra", json!({})),
-        Step::text("all done"),
-    ]);
-    let server = start_mock(script).await;
-    let config = mock_config_with(
-        &server.base_url(),
-        json!({"mcp": {"t": stdio_server(Some(&pid_file))},
-               "supervision": {"backoff_ms": 10}}),
-    );
+    let (server, config) = with_mcp(
+        vec![
+            Step::tool("t_echo", json!({"text": "hello mcp"})),
+            Step::tool("test_gate", json!({"path": gate.display().to_string()})),
+            Step::tool("t_echo", json!({"text": "after kill"})),
+            Step::tool("t_crash", json!({})),
+            Step::tool("t_echo", json!({"text": "after crash"})),
+            Step::tool("t_image", json!({})),
+            Step::tool("t_add_tool", json!({})),
+            Step::tool("t_extra", json!({})),
+            Step::text("all done"),
+        ],
+        Some(&pid_file),
+        json!({"supervision": {"backoff_ms": 10}}),
+    )
+    .await;
     project.write_config(&config.to_string());
     let child = project.spawn(&["run", "use the mcp tools"], &[]);
 
@@ -206,17 +228,16 @@ async fn a_hung_server_is_restarted_and_the_next_call_works() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_crashing_past_its_limit_is_failed_and_its_tools_are_withdrawn() {
-    let script = Script::single(vec![
-        Step::tool("t_crash", json!({})),
-        Step::tool("t_crash", json!({})),
-        Step::text("the server is gone"),
-    ]);
-    let server = start_mock(script).await;
-    let config = mock_config_with(
-        &server.base_url(),
-        json!({"mcp": {"t": stdio_server(None)},
-               "supervision": {"mcp_restarts": 1, "backoff_ms": 10}}),
-    );
+    let (server, config) = with_mcp(
+        vec![
+            Step::tool("t_crash", json!({})),
+            Step::tool("t_crash", json!({})),
+            Step::text("the server is gone"),
+        ],
+        None,
+        json!({"supervision": {"mcp_restarts": 1, "backoff_ms": 10}}),
+    )
+    .await;
     let project = Project::with_config(&config);
     let out = project.troupe(&["run", "crash it twice"], &[]).await;
     assert_success(&out, "troupe run");
@@ -249,11 +270,7 @@ async fn a_server_that_exits_at_once_is_listed_failed_with_its_stderr() {
         "supervision": {"mcp_restarts": 1, "backoff_ms": 10}
     });
     let project = Project::with_config(&config);
-    let out = project
-        .troupe(&["mcp", "list", "--format", "json"], &[])
-        .await;
-    assert_success(&out, "troupe mcp list");
-    let list: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let list = mcp_list_json(&project).await;
     let by_name = |n: &str| {
         list.as_array()
             .and_then(|a| a.iter().find(|s| s["name"] == n))
@@ -317,11 +334,7 @@ async fn processes_a_server_starts_do_not_outlive_troupe() {
         "type": "local", "command": ["sh", "-c", script], "environment": {CHILD_ENV: "1"},
     }}});
     let project = Project::with_config(&config);
-    let out = project
-        .troupe(&["mcp", "list", "--format", "json"], &[])
-        .await;
-    assert_success(&out, "troupe mcp list");
-    let list: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let list = mcp_list_json(&project).await;
     assert_eq!(list[0]["state"], "connected", "{list:#}");
     let pid: i32 = std::fs::read_to_string(&pid_file)
         .expect("the server's shell wrote the sleep's pid")
@@ -400,17 +413,17 @@ async fn a_remote_server_over_streamable_http() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rule_key_of_an_mcp_tool_is_its_name() {
-    let script = Script::single(vec![
-        Step::tool("t_echo", json!({"text": "denied"})),
-        Step::tool("t_pid", json!({})),
-        Step::tool("t_big", json!({"lines": 5000})),
-        Step::text("done"),
-    ]);
-    let server = start_mock(script).await;
-    let config = mock_config_with(
-        &server.base_url(),
-        json!({"mcp": {"t": stdio_server(None)}, "permission": {"t_echo": "deny"}}),
-    );
+    let (server, config) = with_mcp(
+        vec![
+            Step::tool("t_echo", json!({"text": "denied"})),
+            Step::tool("t_pid", json!({})),
+            Step::tool("t_big", json!({"lines": 5000})),
+            Step::text("done"),
+        ],
+        None,
+        json!({"permission": {"t_echo": "deny"}}),
+    )
+    .await;
     let project = Project::with_config(&config);
     let out = project.troupe(&["run", "call both"], &[]).await;
     assert_success(&out, "troupe run");

@@ -6,7 +6,7 @@
 //! project's reference notes).
 
 use serde_json::{Value, json};
-use troupe_testkit::{Conversation, Fault, Script, Step};
+use troupe_testkit::{Conversation, Fault, MockServer, Script, Step};
 
 mod common;
 use common::*;
@@ -108,30 +108,57 @@ fn assert_with_parts(m: &Value) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn opencode_request_and_response_shapes() {
-    let script = Script::new(vec![
-        Conversation::new(vec![Step::text("Hello, OpenCode.")]).matching("greet me"),
-        Conversation::new(vec![
-            Step::tool(
-                "bash",
-                json!({"command": "echo asked", "description": "ask first"}),
-            ),
-            Step::text("It ran."),
-        ])
-        .matching("run something"),
-        Conversation::new(vec![
-            Step::text("never ends").with_fault(Fault::hang_after(0)),
-        ])
-        .matching("hang please"),
-    ]);
-    let server = start_mock(script).await;
+/// The conversation for a prompt containing "run something": the model runs bash (asked
+/// first, since the config says ask) and then answers "It ran.".
+fn run_something() -> Conversation {
+    Conversation::new(vec![
+        Step::tool(
+            "bash",
+            json!({"command": "echo asked", "description": "ask first"}),
+        ),
+        Step::text("It ran."),
+    ])
+    .matching("run something")
+}
+
+/// A `troupe serve` (in a new project whose config asks before bash) over a scripted
+/// provider answering `conversations`: the provider, the project, the server (killed on
+/// drop) and a client of it.
+async fn serve_asking(
+    conversations: Vec<Conversation>,
+) -> (MockServer, CliProject, tokio::process::Child, Api) {
+    let server = start_mock(Script::new(conversations)).await;
     let p = CliProject::empty();
     let mut config = mock_config(&server.base_url());
     config["permission"] = json!({"bash": "ask"});
     p.write_config(&config.to_string());
-    let (_serve, base) = p.serve().await;
-    let api = Api::new(&base);
+    let (serve, base) = p.serve().await;
+    (server, p, serve, Api::new(&base))
+}
+
+/// A message body of one text part with the client's part id `id`.
+fn text_part(id: &str, text: &str) -> Value {
+    json!({"parts": [{"id": id, "type": "text", "text": text}]})
+}
+
+/// Whether message `m` (`{info, parts}`) has a part whose text is `text`.
+fn has_text(m: &Value, text: &str) -> bool {
+    m["parts"]
+        .as_array()
+        .is_some_and(|ps| ps.iter().any(|p| p["text"] == text))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_request_and_response_shapes() {
+    let (server, p, _serve, api) = serve_asking(vec![
+        Conversation::new(vec![Step::text("Hello, OpenCode.")]).matching("greet me"),
+        run_something(),
+        Conversation::new(vec![
+            Step::text("never ends").with_fault(Fault::hang_after(0)),
+        ])
+        .matching("hang please"),
+    ])
+    .await;
 
     // Session create with OpenCode's body; the directory in OpenCode's query parameter.
     let (status, s) = api
@@ -189,8 +216,7 @@ async fn opencode_request_and_response_shapes() {
     }
 
     // prompt_async, a permission ask, OpenCode's reply body.
-    let (_, s2) = api.post("/session", json!({})).await;
-    let sid2 = s2["id"].as_str().expect("id").to_string();
+    let sid2 = api.new_session().await;
     let (status, _) = api
         .post(
             &format!("/session/{sid2}/prompt_async"),
@@ -199,15 +225,7 @@ async fn opencode_request_and_response_shapes() {
         )
         .await;
     assert_eq!(status, 204);
-    let mut pending = Value::Null;
-    for _ in 0..400 {
-        let list = api.get_json("/permission").await;
-        if let Some(first) = list.as_array().and_then(|l| l.first()) {
-            pending = first.clone();
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
+    let pending = pending_where(&api, |_| true).await;
     // OpenCode `PermissionRequest`: {id, sessionID, permission, patterns, metadata, always}.
     for k in ["id", "sessionID", "permission"] {
         assert!(is_str(&pending, k), "PermissionRequest.{k}: {pending}");
@@ -226,37 +244,22 @@ async fn opencode_request_and_response_shapes() {
         )
         .await;
     assert_eq!((status, ok), (200, json!(true)));
-    let mut done = false;
-    for _ in 0..400 {
-        let list = api.get_json(&format!("/session/{sid2}/message")).await;
-        let last = list
-            .as_array()
-            .and_then(|l| l.last())
-            .cloned()
-            .unwrap_or_default();
-        if last["info"]["role"] == "assistant" && is_num(&last["info"]["time"], "completed") {
-            let has_text = last["parts"]
-                .as_array()
-                .is_some_and(|ps| ps.iter().any(|p| p["text"] == "It ran."));
-            if has_text {
-                for m in list.as_array().expect("messages") {
-                    assert_with_parts(m);
-                }
-                done = true;
-                break;
-            }
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    let last = finished_turn(&api, &sid2).await;
+    assert!(
+        has_text(&last, "It ran."),
+        "the turn finished after the permission reply: {last}"
+    );
+    let list = api.get_json(&format!("/session/{sid2}/message")).await;
+    for m in list.as_array().expect("messages") {
+        assert_with_parts(m);
     }
-    assert!(done, "the turn finished after the permission reply");
 
     // abort.
-    let (_, s3) = api.post("/session", json!({})).await;
-    let sid3 = s3["id"].as_str().expect("id").to_string();
+    let sid3 = api.new_session().await;
     let (status, _) = api
         .post(
             &format!("/session/{sid3}/prompt_async"),
-            json!({"parts": [{"id": "prt_client_3", "type": "text", "text": "hang please"}]}),
+            text_part("prt_client_3", "hang please"),
         )
         .await;
     assert_eq!(status, 204);
@@ -266,17 +269,20 @@ async fn opencode_request_and_response_shapes() {
 
 /// The first pending permission request of `sid` (polls until one appears).
 async fn pending_of(api: &Api, sid: &str) -> Value {
+    pending_where(api, |p| p["sessionID"] == sid).await
+}
+
+/// The first pending permission request for which `wanted` holds (polls for 10 s until one
+/// appears).
+async fn pending_where(api: &Api, wanted: impl Fn(&Value) -> bool) -> Value {
     for _ in 0..400 {
         let list = api.get_json("/permission").await;
-        if let Some(p) = list
-            .as_array()
-            .and_then(|l| l.iter().find(|p| p["sessionID"] == sid))
-        {
+        if let Some(p) = list.as_array().and_then(|l| l.iter().find(|p| wanted(p))) {
             return p.clone();
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
-    panic!("no permission request for {sid}");
+    panic!("no such permission request");
 }
 
 /// The session's last message once it is a finished assistant message (polls).
@@ -302,29 +308,15 @@ async fn finished_turn(api: &Api, sid: &str) -> Value {
 /// legacy `POST /session/{id}/permissions/{permissionID}` reply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
-    let script = Script::new(vec![
+    let (server, _p, _serve, api) = serve_asking(vec![
         Conversation::new(vec![Step::text("Planned.")]).matching("which agent"),
-        Conversation::new(vec![
-            Step::tool(
-                "bash",
-                json!({"command": "echo asked", "description": "ask first"}),
-            ),
-            Step::text("It ran."),
-        ])
-        .matching("run something"),
+        run_something(),
         Conversation::new(vec![Step::text("Answer after the notes.")]).matching("note one"),
-    ]);
-    let server = start_mock(script).await;
-    let p = CliProject::empty();
-    let mut config = mock_config(&server.base_url());
-    config["permission"] = json!({"bash": "ask"});
-    p.write_config(&config.to_string());
-    let (_serve, base) = p.serve().await;
-    let api = Api::new(&base);
+    ])
+    .await;
 
     // PATCH the title with OpenCode's body; the response is a Session and the change is kept.
-    let (_, s) = api.post("/session", json!({})).await;
-    let sid = s["id"].as_str().expect("id").to_string();
+    let sid = api.new_session().await;
     let (status, s) = api
         .patch(
             &format!("/session/{sid}"),
@@ -425,7 +417,7 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
     let (status, m) = api
         .post(
             &format!("/session/{sid}/message"),
-            json!({"parts": [{"id": "prt_n3", "type": "text", "text": "and now answer"}]}),
+            text_part("prt_n3", "and now answer"),
         )
         .await;
     assert_eq!(status, 200, "{m}");
@@ -449,7 +441,7 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
     let (status, m) = api
         .post(
             &format!("/session/{sid_plan}/message"),
-            json!({"parts": [{"id": "prt_p", "type": "text", "text": "which agent"}]}),
+            text_part("prt_p", "which agent"),
         )
         .await;
     assert_eq!(status, 200, "{m}");
@@ -458,8 +450,7 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
 
     // PATCH permission: OpenCode's rules are merged onto the session's; bash is then allowed
     // without asking in this session although the config says ask.
-    let (_, s) = api.post("/session", json!({})).await;
-    let sid_allow = s["id"].as_str().expect("id").to_string();
+    let sid_allow = api.new_session().await;
     let (status, s) = api
         .patch(
             &format!("/session/{sid_allow}"),
@@ -470,16 +461,11 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
     let (status, m) = api
         .post(
             &format!("/session/{sid_allow}/message"),
-            json!({"parts": [{"id": "prt_a", "type": "text", "text": "run something"}]}),
+            text_part("prt_a", "run something"),
         )
         .await;
     assert_eq!(status, 200, "{m}");
-    assert!(
-        m["parts"]
-            .as_array()
-            .is_some_and(|ps| ps.iter().any(|p| p["text"] == "It ran.")),
-        "{m}"
-    );
+    assert!(has_text(&m, "It ran."), "{m}");
     let all = api.get_json(&format!("/session/{sid_allow}/message")).await;
     let tool = all
         .as_array()
@@ -491,44 +477,29 @@ async fn opencode_patch_no_reply_session_agent_and_legacy_permission() {
     assert_eq!(tool["state"]["status"], "completed", "{tool}");
 
     // The legacy reply route: `{response}`, and the request must belong to the session.
-    let (_, s) = api.post("/session", json!({})).await;
-    let sid_ask = s["id"].as_str().expect("id").to_string();
+    let sid_ask = api.new_session().await;
     let (status, _) = api
         .post(
             &format!("/session/{sid_ask}/prompt_async"),
-            json!({"parts": [{"id": "prt_l", "type": "text", "text": "run something"}]}),
+            text_part("prt_l", "run something"),
         )
         .await;
     assert_eq!(status, 204);
     let pending = pending_of(&api, &sid_ask).await;
     let rid = pending["id"].as_str().expect("id");
-    let (status, e) = api
-        .post(
-            &format!("/session/{sid}/permissions/{rid}"),
-            json!({"response": "once"}),
+    let legacy_reply = async |session: &str, response: &str| {
+        api.post(
+            &format!("/session/{session}/permissions/{rid}"),
+            json!({"response": response}),
         )
-        .await;
+        .await
+    };
+    let (status, e) = legacy_reply(&sid, "once").await;
     assert_eq!(status, 404, "another session's request: {e}");
-    let (status, e) = api
-        .post(
-            &format!("/session/{sid_ask}/permissions/{rid}"),
-            json!({"response": "sure"}),
-        )
-        .await;
+    let (status, e) = legacy_reply(&sid_ask, "sure").await;
     assert_eq!(status, 400, "{e}");
-    let (status, ok) = api
-        .post(
-            &format!("/session/{sid_ask}/permissions/{rid}"),
-            json!({"response": "once"}),
-        )
-        .await;
-    assert_eq!((status, ok), (200, json!(true)));
+    assert_eq!(legacy_reply(&sid_ask, "once").await, (200, json!(true)));
     let last = finished_turn(&api, &sid_ask).await;
     assert_with_parts(&last);
-    assert!(
-        last["parts"]
-            .as_array()
-            .is_some_and(|ps| ps.iter().any(|p| p["text"] == "It ran.")),
-        "{last}"
-    );
+    assert!(has_text(&last, "It ran."), "{last}");
 }

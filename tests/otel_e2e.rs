@@ -464,8 +464,7 @@ async fn silent_listener() -> (String, tokio::task::JoinHandle<()>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collector_that_is_down_silent_or_refusing_never_fails_a_run() {
-    let server = mock(vec![Step::text("still answered")]).await;
-    let project = Project::new(&server.base_url());
+    let (server, project) = mock_project(vec![Step::text("still answered")]).await;
     // A port nothing listens on.
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -9,13 +9,12 @@
 //! Retry waits are real, so faults carry short `retry-after(-ms)` hints wherever the protocol
 //! allows one; only the stream-level faults (cut, error event) pay the 2 s default backoff.
 
-use std::process::Output;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
-use troupe_testkit::{Fault, RecordedRequest, Script, Step, UsageSpec};
+use troupe_testkit::{Fault, Script, Step, UsageSpec};
 
 mod common;
 use common::*;
@@ -462,20 +461,32 @@ async fn error_event_inside_200_stream_then_success() {
 // Final failures: not retried.
 // ---------------------------------------------------------------------------------------------
 
-/// Runs one prompt against a single failing HTTP fault; returns (output, stored messages).
-async fn run_single_fault(
-    fault: Fault,
-    prompt: &str,
-) -> (Output, Vec<Value>, Vec<RecordedRequest>) {
-    run_single_fault_env(fault, prompt, &[]).await
+/// An OpenAI-style error answer: HTTP `status` with `headers` and the body
+/// `{"error": {"message", "type": kind, "param": null, "code"}}`.
+fn provider_error(
+    status: u16,
+    response_headers: &[(&str, &str)],
+    message: &str,
+    kind: &str,
+    code: &str,
+) -> Fault {
+    Fault::Http {
+        status,
+        headers: headers(response_headers),
+        body: Some(json!({"error": {
+            "message": message,
+            "type": kind,
+            "param": null,
+            "code": code
+        }})),
+    }
 }
 
-/// [`run_single_fault`] with extra environment variables for the run.
-async fn run_single_fault_env(
-    fault: Fault,
-    prompt: &str,
-    env: &[(&str, &str)],
-) -> (Output, Vec<Value>, Vec<RecordedRequest>) {
+/// Runs `prompt` (with the environment `env`) against a provider whose one answer is `fault`,
+/// and checks what every final (not retried) provider error gives: a one-line failure, one
+/// request and no retry status, and a stored `[user, assistant]` whose error says it is not
+/// retryable. The failure line and that error.
+async fn run_final_fault(fault: Fault, prompt: &str, env: &[(&str, &str)]) -> (String, Value) {
     let script = Script::single(vec![Step::text("never shown").with_fault(fault)]);
     let server = start_mock(script).await;
     let project = Project::with_config(&config_json(&server.base_url(), false));
@@ -493,34 +504,28 @@ async fn run_single_fault_env(
     let messages = project.session_messages(&sid).await;
     let reqs = completions(&server);
     server.shutdown().await;
-    (out, messages, reqs)
+    let line = assert_one_line_failure(&out, prompt);
+    assert_eq!(reqs.len(), 1, "{prompt}: the error was retried");
+    let err = only_assistant_error(&messages);
+    assert_eq!(err["data"]["isRetryable"], false, "{err:#}");
+    (line, err)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_401_is_final() {
     let provider_message =
         "Incorrect API key provided: test. You can find your API key at the dashboard.";
-    let (out, messages, reqs) = run_single_fault(
-        Fault::Http {
-            status: 401,
-            headers: headers(&[("retry-after-ms", "100")]),
-            body: Some(json!({"error": {
-                "message": provider_message,
-                "type": "invalid_request_error",
-                "param": null,
-                "code": "invalid_api_key"
-            }})),
-        },
-        "auth please",
-    )
-    .await;
-    let line = assert_one_line_failure(&out, "auth 401");
+    let fault = provider_error(
+        401,
+        &[("retry-after-ms", "100")],
+        provider_message,
+        "invalid_request_error",
+        "invalid_api_key",
+    );
+    let (line, err) = run_final_fault(fault, "auth please", &[]).await;
     assert!(line.contains(provider_message), "{line}");
-    assert_eq!(reqs.len(), 1, "401 was retried");
-    let err = only_assistant_error(&messages);
     assert_eq!(err["name"], "ProviderAuthError", "{err:#}");
     assert_eq!(err["data"]["statusCode"], 401, "{err:#}");
-    assert_eq!(err["data"]["isRetryable"], false, "{err:#}");
     assert_eq!(err["data"]["message"], provider_message, "{err:#}");
 }
 
@@ -529,29 +534,20 @@ async fn context_overflow_400_is_final() {
     let provider_message = "This model's maximum context length is 4097 tokens. However, your messages resulted in 5000 tokens.";
     // With automatic compaction off the overflow is shown as a typed error (with it on, the
     // session compacts instead: tests/compaction_e2e.rs).
-    let (out, messages, reqs) = run_single_fault_env(
-        Fault::Http {
-            status: 400,
-            headers: Default::default(),
-            body: Some(json!({"error": {
-                "message": provider_message,
-                "type": "invalid_request_error",
-                "code": "context_length_exceeded"
-            }})),
-        },
-        "too long",
-        &[(
-            "TROUPE_CONFIG_CONTENT",
-            r#"{"compaction": {"auto": false}}"#,
-        )],
-    )
-    .await;
-    let line = assert_one_line_failure(&out, "context overflow 400");
+    let fault = provider_error(
+        400,
+        &[],
+        provider_message,
+        "invalid_request_error",
+        "context_length_exceeded",
+    );
+    let no_compaction = [(
+        "TROUPE_CONFIG_CONTENT",
+        r#"{"compaction": {"auto": false}}"#,
+    )];
+    let (line, err) = run_final_fault(fault, "too long", &no_compaction).await;
     assert!(line.contains("maximum context length"), "{line}");
-    assert_eq!(reqs.len(), 1, "context overflow was retried");
-    let err = only_assistant_error(&messages);
     assert_eq!(err["name"], "ContextOverflowError", "{err:#}");
-    assert_eq!(err["data"]["isRetryable"], false, "{err:#}");
     assert!(
         err["data"]["message"]
             .as_str()
@@ -565,29 +561,19 @@ async fn context_overflow_400_is_final() {
 async fn quota_429_insufficient_quota_is_final() {
     let provider_message =
         "You exceeded your current quota, please check your plan and billing details.";
-    let (out, messages, reqs) = run_single_fault(
-        Fault::Http {
-            status: 429,
-            // A retry hint must not turn a quota error into a retry.
-            headers: headers(&[("retry-after", "1")]),
-            body: Some(json!({"error": {
-                "message": provider_message,
-                "type": "insufficient_quota",
-                "param": null,
-                "code": "insufficient_quota"
-            }})),
-        },
-        "out of money",
-    )
-    .await;
-    let line = assert_one_line_failure(&out, "quota 429");
+    // A retry hint must not turn a quota error into a retry.
+    let fault = provider_error(
+        429,
+        &[("retry-after", "1")],
+        provider_message,
+        "insufficient_quota",
+        "insufficient_quota",
+    );
+    let (line, err) = run_final_fault(fault, "out of money", &[]).await;
     assert!(line.contains("exceeded your current quota"), "{line}");
-    assert_eq!(reqs.len(), 1, "quota error was retried");
-    let err = only_assistant_error(&messages);
     assert_eq!(err["name"], "APIError", "{err:#}");
     assert_eq!(err["data"]["kind"], "quota_exceeded", "{err:#}");
     assert_eq!(err["data"]["statusCode"], 429, "{err:#}");
-    assert_eq!(err["data"]["isRetryable"], false, "{err:#}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -219,13 +219,12 @@ async fn six_step_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panicking_and_timed_out_tools_become_error_parts() {
     let panic_message = "kaboom-7f3a";
-    let script = Script::single(vec![
+    let (server, project) = mock_project(vec![
         Step::tool("test_panic", json!({"message": panic_message}))
             .with_tool("test_sleep", json!({"ms": 30000})),
         Step::text("recovered after the tool errors"),
-    ]);
-    let server = start_mock(script).await;
-    let project = Project::new(&server.base_url());
+    ])
+    .await;
 
     let started = Instant::now();
     let out = project
@@ -293,12 +292,11 @@ async fn panicking_and_timed_out_tools_become_error_parts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn continue_keeps_history() {
-    let script = Script::single(vec![
+    let (server, project) = mock_project(vec![
         Step::text("first answer"),
         Step::text("second answer"),
-    ]);
-    let server = start_mock(script).await;
-    let project = Project::new(&server.base_url());
+    ])
+    .await;
 
     let out = project.troupe(&["run", "first", "prompt"], &[]).await;
     assert_success(&out, "first run");
@@ -347,8 +345,7 @@ async fn continue_keeps_history() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_bad_config_names_file_and_line() {
-    let server = mock(vec![Step::text("never")]).await;
-    let project = Project::new(&server.base_url());
+    let (server, project) = mock_project(vec![Step::text("never")]).await;
     // Line 3 has the error (a bare word where a value belongs).
     project.write_config("{\n  \"model\": \"mock/mock-model\",\n  \"provider\": nope\n}\n");
     let out = project.troupe(&["run", "hello"], &[]).await;
@@ -423,8 +420,7 @@ async fn error_unreachable_provider_keeps_user_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_unknown_model_is_named() {
-    let server = mock(vec![Step::text("never")]).await;
-    let project = Project::new(&server.base_url());
+    let (server, project) = mock_project(vec![Step::text("never")]).await;
     let out = project
         .troupe(&["run", "--model", "nosuch/x", "hello"], &[])
         .await;
@@ -439,13 +435,12 @@ async fn error_unknown_model_is_named() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_malformed_chunk_keeps_failed_message() {
-    let script = Script::single(vec![
+    let (server, project) = mock_project(vec![
         Step::text("this answer will be cut by a malformed chunk")
             .with_chunk_size(4)
             .with_fault(Fault::malformed_after(2)),
-    ]);
-    let server = start_mock(script).await;
-    let project = Project::new(&server.base_url());
+    ])
+    .await;
     let out = project
         .troupe(
             &["run", "--format", "json", "stream", "please"],
@@ -467,16 +462,10 @@ async fn error_malformed_chunk_keeps_failed_message() {
         "line does not mention the malformed chunk: {line}"
     );
 
-    let session = project.only_session().await;
-    let sid = session["id"].as_str().expect("id");
-    let doc = project.show(sid).await;
-    let messages = doc["messages"].as_array().expect("messages");
+    let (_, messages) = project.messages().await;
     let roles: Vec<&str> = messages.iter().map(role).collect();
-    assert_eq!(roles, ["user", "assistant"], "{doc:#}");
-    let user_texts: Vec<&str> = parts_of_type(&messages[0], "text")
-        .iter()
-        .filter_map(|p| p["text"].as_str())
-        .collect();
+    assert_eq!(roles, ["user", "assistant"], "{messages:#?}");
+    let user_texts: Vec<&str> = text_parts(&messages[0]);
     assert_eq!(user_texts, ["stream please"]);
     let err = &messages[1]["info"]["error"];
     assert!(
@@ -487,10 +476,7 @@ async fn error_malformed_chunk_keeps_failed_message() {
     assert!(err["name"].is_string(), "error without name: {err}");
     assert_eq!(err["name"], "APIError", "{err}");
     // The text streamed before the bad chunk (role chunk, then "this") is kept.
-    let partial: Vec<&str> = parts_of_type(&messages[1], "text")
-        .iter()
-        .filter_map(|p| p["text"].as_str())
-        .collect();
+    let partial: Vec<&str> = text_parts(&messages[1]);
     assert_eq!(
         partial,
         ["this"],
@@ -507,11 +493,10 @@ async fn error_malformed_chunk_keeps_failed_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_then_success() {
-    let script = Script::single(vec![
+    let (server, project) = mock_project(vec![
         Step::text("made it after a retry").with_fault(Fault::rate_limited(1)),
-    ]);
-    let server = start_mock(script).await;
-    let project = Project::new(&server.base_url());
+    ])
+    .await;
     let started = Instant::now();
     let out = project
         .troupe(&["run", "--format", "json", "retry", "me"], &[])
@@ -556,9 +541,7 @@ async fn retry_then_success() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_flag_export_and_models() {
-    let script = Script::single(vec![Step::text("one"), Step::text("two")]);
-    let server = start_mock(script).await;
-    let project = Project::new(&server.base_url());
+    let (server, project) = mock_project(vec![Step::text("one"), Step::text("two")]).await;
 
     let out = project.troupe(&["run", "start", "here"], &[]).await;
     assert_success(&out, "first run");
@@ -613,28 +596,18 @@ async fn session_flag_export_and_models() {
     server.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ctrl_c_during_a_hung_stream_aborts_and_keeps_partial_text() {
-    let script = Script::single(vec![
-        Step::text("partial words then silence")
-            .with_chunk_size(8)
-            .with_fault(Fault::hang_after(2)),
-    ]);
-    let server = start_mock(script).await;
-    let project = Project::new(&server.base_url());
-    let child = project.spawn(&["run", "hang", "now"], &[]);
-    let pid = child.id().expect("pid");
-    wait_for("the request", || !completions(&server).is_empty()).await;
-    // Let the two chunks reach the client and the store.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+/// Sends Ctrl-C to the running `troupe` `child` and waits (at most 10 s) for it to exit,
+/// which it must do with code 130 (interrupted); its output. `what` names the case in the
+/// log.
+async fn interrupt_run(child: tokio::process::Child, what: &str) -> std::process::Output {
     let started = Instant::now();
-    interrupt(pid);
+    interrupt(child.id().expect("pid"));
     let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
         .await
         .expect("troupe did not exit after Ctrl-C")
         .expect("wait");
     eprintln!(
-        "ctrl_c (stream): exited {:?} after {:?}; stderr: {}",
+        "ctrl_c ({what}): exited {:?} after {:?}; stderr: {}",
         out.status.code(),
         started.elapsed(),
         text(&out.stderr)
@@ -645,6 +618,30 @@ async fn ctrl_c_during_a_hung_stream_aborts_and_keeps_partial_text() {
         "stderr: {}",
         text(&out.stderr)
     );
+    out
+}
+
+/// The texts of the text parts of stored message `m`, in order.
+fn text_parts(m: &Value) -> Vec<&str> {
+    parts_of_type(m, "text")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_a_hung_stream_aborts_and_keeps_partial_text() {
+    let (server, project) = mock_project(vec![
+        Step::text("partial words then silence")
+            .with_chunk_size(8)
+            .with_fault(Fault::hang_after(2)),
+    ])
+    .await;
+    let child = project.spawn(&["run", "hang", "now"], &[]);
+    wait_for("the request", || !completions(&server).is_empty()).await;
+    // Let the two chunks reach the client and the store.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let out = interrupt_run(child, "stream").await;
     assert!(
         text(&out.stderr).contains("aborted"),
         "stderr: {}",
@@ -656,23 +653,15 @@ async fn ctrl_c_during_a_hung_stream_aborts_and_keeps_partial_text() {
         text(&out.stdout)
     );
 
-    let sid = project.only_session().await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    let doc = project.show(&sid).await;
-    let messages = doc["messages"].as_array().expect("messages");
+    let (_, messages) = project.messages().await;
     let roles: Vec<&str> = messages.iter().map(role).collect();
-    assert_eq!(roles, ["user", "assistant"], "{doc:#}");
+    assert_eq!(roles, ["user", "assistant"], "{messages:#?}");
     assert_eq!(
         messages[1]["info"]["error"]["name"], "MessageAbortedError",
         "{:#}",
         messages[1]
     );
-    let partial: Vec<&str> = parts_of_type(&messages[1], "text")
-        .iter()
-        .filter_map(|p| p["text"].as_str())
-        .collect();
+    let partial: Vec<&str> = text_parts(&messages[1]);
     assert_eq!(partial, ["partial "], "{:#}", messages[1]);
     // The client dropped the hung response.
     wait_for("the hung response to end", || {
@@ -687,34 +676,12 @@ async fn ctrl_c_during_a_tool_marks_it_interrupted() {
     let server = sleeping_tool_mock().await;
     let project = Project::new(&server.base_url());
     let child = project.spawn(&["run", "sleep", "a", "while"], &[]);
-    let pid = child.id().expect("pid");
     wait_tool_started(&server).await;
-    let started = Instant::now();
-    interrupt(pid);
-    let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
-        .await
-        .expect("troupe did not exit after Ctrl-C")
-        .expect("wait");
-    eprintln!(
-        "ctrl_c (tool): exited {:?} after {:?}",
-        out.status.code(),
-        started.elapsed()
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "stderr: {}",
-        text(&out.stderr)
-    );
+    interrupt_run(child, "tool").await;
 
-    let sid = project.only_session().await["id"]
-        .as_str()
-        .expect("id")
-        .to_string();
-    let doc = project.show(&sid).await;
-    let messages = doc["messages"].as_array().expect("messages").clone();
+    let (_, messages) = project.messages().await;
     let tools = all_parts_of_type(&messages, "tool");
-    assert_eq!(tools.len(), 1, "{doc:#}");
+    assert_eq!(tools.len(), 1, "{messages:#?}");
     assert_eq!(tools[0]["state"]["status"], "error", "{:#}", tools[0]);
     assert_eq!(
         tools[0]["state"]["metadata"]["interrupted"], true,

@@ -50,18 +50,43 @@ impl Served {
     async fn subscribe(&self) -> mpsc::UnboundedReceiver<Value> {
         subscribe_events(&self.base, self.password.clone()).await
     }
+
+    /// The Prometheus text of `GET /metrics`.
+    async fn metrics(&self) -> String {
+        self.req(reqwest::Method::GET, "/metrics")
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text")
+    }
 }
 
 /// A server (no extra config, no flags) over a scripted provider answering one
 /// conversation of `steps`; the provider must outlive the server's use.
 async fn serving(steps: Vec<Step>) -> (MockServer, Served) {
-    let mock = start_mock(Script::new(vec![Conversation {
-        steps,
-        ..Default::default()
-    }]))
-    .await;
+    let mock = mock(steps).await;
     let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
     (mock, srv)
+}
+
+/// A server started with `args` (no extra config) over a scripted provider that has no
+/// conversation (the test never prompts a model); the provider must outlive the server.
+async fn serving_idle(args: &[&str]) -> (MockServer, Served) {
+    let mock = start_mock(Script::default()).await;
+    let srv = Served::start(&mock.base_url(), json!({}), args).await;
+    (mock, srv)
+}
+
+/// Waits for the first event of `sid` with type `kind` (a permission or question ask); the
+/// id of the request it announces.
+async fn asked_id(rx: &mut mpsc::UnboundedReceiver<Value>, sid: &str, kind: &str) -> String {
+    let asked = wait_event(rx, sid, kind).await;
+    asked["properties"]["id"]
+        .as_str()
+        .expect("request id")
+        .to_string()
 }
 
 /// Collect events of `sid` until `session.idle` for it.
@@ -100,6 +125,11 @@ async fn wait_event(rx: &mut mpsc::UnboundedReceiver<Value>, sid: &str, kind: &s
     }
 }
 
+/// Sends `request` (which must get an answer); its status.
+async fn status_of(request: reqwest::RequestBuilder) -> u16 {
+    request.send().await.expect("send").status().as_u16()
+}
+
 fn event_session(v: &Value) -> Option<String> {
     let p = &v["properties"];
     p["sessionID"]
@@ -134,16 +164,17 @@ async fn prompt_async_streams_events_in_order_and_sync_prompt_returns_the_reply(
     .await;
     let sid = srv.new_session().await;
     let mut rx = srv.subscribe().await;
-    let r = srv
-        .req(
-            reqwest::Method::POST,
-            &format!("/session/{sid}/prompt_async"),
+    assert_eq!(
+        status_of(
+            srv.req(
+                reqwest::Method::POST,
+                &format!("/session/{sid}/prompt_async"),
+            )
+            .json(&json!({"parts": [{"type": "text", "text": "say hello"}]}))
         )
-        .json(&json!({"parts": [{"type": "text", "text": "say hello"}]}))
-        .send()
-        .await
-        .expect("prompt_async");
-    assert_eq!(r.status().as_u16(), 204);
+        .await,
+        204
+    );
     let events = until_idle(&mut rx, &sid).await;
     let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
     let busy = position(&events, |e| {
@@ -261,12 +292,10 @@ async fn prompt_async_streams_events_in_order_and_sync_prompt_returns_the_reply(
         "<redacted>"
     );
     // Delete.
-    let r = srv
-        .req(reqwest::Method::DELETE, &format!("/session/{sid}"))
-        .send()
-        .await
-        .expect("delete");
-    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        status_of(srv.req(reqwest::Method::DELETE, &format!("/session/{sid}"))).await,
+        200
+    );
     assert_eq!(srv.get(&format!("/session/{sid}")).await.0, 404);
 }
 
@@ -311,14 +340,7 @@ async fn actors_show_the_processor_and_tool_call_while_a_slow_tool_runs() {
         "the tool call hangs under the processor: {tree:#}"
     );
     assert_eq!(calls[0]["sessionID"], sid.as_str());
-    let metrics = srv
-        .req(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = srv.metrics().await;
     assert!(
         metrics.contains("troupe_sessions{status=\"busy\"} 1"),
         "{metrics}"
@@ -335,14 +357,7 @@ async fn actors_show_the_processor_and_tool_call_while_a_slow_tool_runs() {
     find_nodes(&tree, "processor", &mut procs);
     find_nodes(&tree, "tool_call", &mut calls);
     assert!(procs.is_empty() && calls.is_empty(), "{tree:#}");
-    let metrics = srv
-        .req(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = srv.metrics().await;
     for needle in [
         "troupe_tool_calls_total{tool=\"test_sleep\"",
         "troupe_steps_total 2",
@@ -358,29 +373,18 @@ async fn actors_show_the_processor_and_tool_call_while_a_slow_tool_runs() {
 
 #[tokio::test]
 async fn permission_asks_wait_for_http_replies_once_and_reject_with_feedback() {
+    // The model runs `command` in bash, then answers `answer`, in the session prompted with
+    // `token`.
+    let greet = |token: &str, command: &str, answer: &str| {
+        Conversation::new(vec![
+            Step::tool("bash", json!({"command": command, "description": "greet"})),
+            Step::text(answer),
+        ])
+        .matching(token)
+    };
     let mock = start_mock(Script::new(vec![
-        Conversation {
-            match_text: Some("perm-once".into()),
-            steps: vec![
-                Step::tool(
-                    "bash",
-                    json!({"command": "echo hi-there", "description": "greet"}),
-                ),
-                Step::text("ran it"),
-            ],
-            ..Default::default()
-        },
-        Conversation {
-            match_text: Some("perm-reject".into()),
-            steps: vec![
-                Step::tool(
-                    "bash",
-                    json!({"command": "echo nope", "description": "greet"}),
-                ),
-                Step::text("ok, I will not"),
-            ],
-            ..Default::default()
-        },
+        greet("perm-once", "echo hi-there", "ran it"),
+        greet("perm-reject", "echo nope", "ok, I will not"),
     ]))
     .await;
     let srv = Served::start(
@@ -394,11 +398,7 @@ async fn permission_asks_wait_for_http_replies_once_and_reject_with_feedback() {
     let sid = srv.new_session().await;
     let mut rx = srv.subscribe().await;
     srv.prompt_async(&sid, "perm-once").await;
-    let asked = wait_event(&mut rx, &sid, "permission.asked").await;
-    let rid = asked["properties"]["id"]
-        .as_str()
-        .expect("request id")
-        .to_string();
+    let rid = asked_id(&mut rx, &sid, "permission.asked").await;
     let (_, pending) = srv.get("/permission").await;
     assert!(
         pending
@@ -455,11 +455,7 @@ async fn permission_asks_wait_for_http_replies_once_and_reject_with_feedback() {
     // reject with feedback
     let sid = srv.new_session().await;
     srv.prompt_async(&sid, "perm-reject").await;
-    let asked = wait_event(&mut rx, &sid, "permission.asked").await;
-    let rid = asked["properties"]["id"]
-        .as_str()
-        .expect("request id")
-        .to_string();
+    let rid = asked_id(&mut rx, &sid, "permission.asked").await;
     assert_eq!(
         srv.post(
             &format!("/permission/{rid}/reply"),
@@ -494,16 +490,8 @@ async fn questions_wait_for_http_answers_and_a_rejected_one_stops_the_turn() {
         )
     };
     let mock = start_mock(Script::new(vec![
-        Conversation {
-            match_text: Some("q-answer".into()),
-            steps: vec![question("a"), Step::text("blue it is")],
-            ..Default::default()
-        },
-        Conversation {
-            match_text: Some("q-reject".into()),
-            steps: vec![question("r"), Step::text("never")],
-            ..Default::default()
-        },
+        Conversation::new(vec![question("a"), Step::text("blue it is")]).matching("q-answer"),
+        Conversation::new(vec![question("r"), Step::text("never")]).matching("q-reject"),
     ]))
     .await;
     let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
@@ -511,8 +499,7 @@ async fn questions_wait_for_http_answers_and_a_rejected_one_stops_the_turn() {
 
     let sid = srv.new_session().await;
     srv.prompt_async(&sid, "q-answer").await;
-    let asked = wait_event(&mut rx, &sid, "question.asked").await;
-    let qid = asked["properties"]["id"].as_str().expect("id").to_string();
+    let qid = asked_id(&mut rx, &sid, "question.asked").await;
     let (_, pending) = srv.get("/question").await;
     assert_eq!(pending[0]["id"], qid.as_str(), "{pending:#}");
     assert_eq!(pending[0]["questions"][0]["options"][1]["label"], "blue");
@@ -544,8 +531,7 @@ async fn questions_wait_for_http_answers_and_a_rejected_one_stops_the_turn() {
 
     let sid = srv.new_session().await;
     srv.prompt_async(&sid, "q-reject").await;
-    let asked = wait_event(&mut rx, &sid, "question.asked").await;
-    let qid = asked["properties"]["id"].as_str().expect("id").to_string();
+    let qid = asked_id(&mut rx, &sid, "question.asked").await;
     assert_eq!(
         srv.post(&format!("/question/{qid}/reject"), json!({}))
             .await,
@@ -577,17 +563,13 @@ async fn non_loopback_bind_needs_a_password_and_the_password_guards_every_route(
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(lines[0].contains("password"), "{stderr}");
 
-    let mock = start_mock(Script::default()).await;
-    let srv = Served::start(&mock.base_url(), json!({}), &["--password", "s3cret"]).await;
+    let (_mock, srv) = serving_idle(&["--password", "s3cret"]).await;
     let raw = reqwest::Client::new();
     for path in [
         "/", "/event", "/session", "/actors", "/metrics", "/doc", "/nope",
     ] {
-        let r = raw
-            .get(format!("{}{path}", srv.base))
-            .send()
-            .await
-            .expect("GET");
+        let url = format!("{}{path}", srv.base);
+        let r = raw.get(&url).send().await.expect("GET");
         assert_eq!(r.status().as_u16(), 401, "{path} without the password");
         // RFC 9110 §11.6.1: a 401 names the schemes that are accepted.
         let challenge = r
@@ -602,36 +584,24 @@ async fn non_loopback_bind_needs_a_password_and_the_password_guards_every_route(
         );
         let body: Value = r.json().await.expect("JSON 401");
         assert_eq!(body["error"]["type"], "unauthorized");
-        let r = raw
-            .get(format!("{}{path}", srv.base))
-            .bearer_auth("wrong")
-            .send()
-            .await
-            .expect("GET");
-        assert_eq!(r.status().as_u16(), 401, "{path} with a wrong password");
+        assert_eq!(
+            status_of(raw.get(&url).bearer_auth("wrong")).await,
+            401,
+            "{path} with a wrong password"
+        );
         if path == "/nope" {
             continue;
         }
-        let r = raw
-            .get(format!("{}{path}", srv.base))
-            .bearer_auth("s3cret")
-            .send()
-            .await
-            .expect("GET");
-        assert_eq!(r.status().as_u16(), 200, "{path} with the password");
-        let r = raw
-            .get(format!("{}{path}", srv.base))
-            .basic_auth("anyone", Some("s3cret"))
-            .send()
-            .await
-            .expect("GET");
-        assert_eq!(r.status().as_u16(), 200, "{path} with basic auth");
-        let r = raw
-            .get(format!("{}{path}?token=s3cret", srv.base))
-            .send()
-            .await
-            .expect("GET");
-        assert_eq!(r.status().as_u16(), 200, "{path} with ?token=");
+        for (request, how) in [
+            (raw.get(&url).bearer_auth("s3cret"), "with the password"),
+            (
+                raw.get(&url).basic_auth("anyone", Some("s3cret")),
+                "with basic auth",
+            ),
+            (raw.get(format!("{url}?token=s3cret")), "with ?token="),
+        ] {
+            assert_eq!(status_of(request).await, 200, "{path} {how}");
+        }
     }
     // No CORS headers unless --cors was given.
     let r = raw
@@ -646,14 +616,14 @@ async fn non_loopback_bind_needs_a_password_and_the_password_guards_every_route(
 
 #[tokio::test]
 async fn web_pages_cannot_drive_or_read_the_server_and_create_nothing() {
-    let mock = start_mock(Script::default()).await;
-    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    let (mock, srv) = serving_idle(&[]).await;
     let port = srv.base.rsplit(':').next().expect("port").to_string();
     let own_origin = format!("http://127.0.0.1:{port}");
     let sid = srv.new_session().await;
     let raw = reqwest::Client::new();
     let url = |p: &str| format!("{}{p}", srv.base);
-    let expect = |r: reqwest::Response, status: u16, kind: &'static str, what: &'static str| async move {
+    let expect = async |request: reqwest::RequestBuilder, status: u16, kind: &str, what: &str| {
+        let r = request.send().await.expect("send");
         assert_eq!(r.status().as_u16(), status, "{what}");
         let body: Value = r.json().await.expect("JSON error");
         assert_eq!(body["error"]["type"], kind, "{what}: {body}");
@@ -674,77 +644,81 @@ async fn web_pages_cannot_drive_or_read_the_server_and_create_nothing() {
 
     // DNS rebinding: the page's own name in Host.
     for host in [format!("evil.example:{port}"), "evil.example".to_string()] {
-        let r = raw
-            .post(url("/session"))
-            .header("host", host)
-            .json(&json!({"title": "rebound"}))
-            .send()
-            .await
-            .expect("POST");
-        expect(r, 421, "misdirected_request", "foreign Host").await;
+        expect(
+            raw.post(url("/session"))
+                .header("host", host)
+                .json(&json!({"title": "rebound"})),
+            421,
+            "misdirected_request",
+            "foreign Host",
+        )
+        .await;
     }
-    let r = raw
-        .get(url("/event"))
-        .header("host", format!("evil.example:{port}"))
-        .send()
-        .await
-        .expect("GET");
-    expect(r, 421, "misdirected_request", "foreign Host on /event").await;
+    expect(
+        raw.get(url("/event"))
+            .header("host", format!("evil.example:{port}")),
+        421,
+        "misdirected_request",
+        "foreign Host on /event",
+    )
+    .await;
     // Loopback names of the bound port are served.
     for host in [format!("localhost:{port}"), format!("[::1]:{port}")] {
-        let r = raw
-            .get(url("/session"))
-            .header("host", host)
-            .send()
-            .await
-            .expect("GET");
-        assert_eq!(r.status().as_u16(), 200);
+        assert_eq!(
+            status_of(raw.get(url("/session")).header("host", host)).await,
+            200
+        );
     }
 
     // A cross-site page: JSON with a foreign Origin, and the preflight-free simple forms.
-    let r = raw
-        .post(url("/session"))
-        .header("origin", "http://evil.example")
-        .json(&json!({"title": "cross-site"}))
-        .send()
-        .await
-        .expect("POST");
-    expect(r, 403, "forbidden", "foreign Origin").await;
-    for ct in ["text/plain", "application/x-www-form-urlencoded"] {
-        let r = raw
-            .post(url("/session"))
-            .header("content-type", ct)
-            .body("{\"title\": \"form\"}")
-            .send()
-            .await
-            .expect("POST");
-        expect(r, 403, "forbidden", "non-JSON POST /session").await;
-        let r = raw
-            .post(url(&format!("/session/{sid}/prompt_async")))
-            .header("content-type", ct)
+    expect(
+        raw.post(url("/session"))
             .header("origin", "http://evil.example")
-            .body("{\"text\": \"run rm -rf ~\"}")
-            .send()
-            .await
-            .expect("POST");
-        expect(r, 403, "forbidden", "non-JSON prompt_async").await;
-        let r = raw
-            .post(url(&format!("/session/{sid}/prompt_async")))
-            .header("content-type", ct)
-            .body("{\"text\": \"run rm -rf ~\"}")
-            .send()
-            .await
-            .expect("POST");
-        expect(r, 403, "forbidden", "non-JSON prompt_async without Origin").await;
+            .json(&json!({"title": "cross-site"})),
+        403,
+        "forbidden",
+        "foreign Origin",
+    )
+    .await;
+    for ct in ["text/plain", "application/x-www-form-urlencoded"] {
+        expect(
+            raw.post(url("/session"))
+                .header("content-type", ct)
+                .body("{\"title\": \"form\"}"),
+            403,
+            "forbidden",
+            "non-JSON POST /session",
+        )
+        .await;
+        expect(
+            raw.post(url(&format!("/session/{sid}/prompt_async")))
+                .header("content-type", ct)
+                .header("origin", "http://evil.example")
+                .body("{\"text\": \"run rm -rf ~\"}"),
+            403,
+            "forbidden",
+            "non-JSON prompt_async",
+        )
+        .await;
+        expect(
+            raw.post(url(&format!("/session/{sid}/prompt_async")))
+                .header("content-type", ct)
+                .body("{\"text\": \"run rm -rf ~\"}"),
+            403,
+            "forbidden",
+            "non-JSON prompt_async without Origin",
+        )
+        .await;
     }
     // An untyped body (a Blob sent by fetch) is no better.
-    let r = raw
-        .post(url(&format!("/session/{sid}/message")))
-        .body("{\"text\": \"hi\"}")
-        .send()
-        .await
-        .expect("POST");
-    expect(r, 403, "forbidden", "untyped body").await;
+    expect(
+        raw.post(url(&format!("/session/{sid}/message")))
+            .body("{\"text\": \"hi\"}"),
+        403,
+        "forbidden",
+        "untyped body",
+    )
+    .await;
     // Reading cross-site is refused too: the event stream, messages, config.
     for path in [
         "/event".to_string(),
@@ -760,13 +734,14 @@ async fn web_pages_cannot_drive_or_read_the_server_and_create_nothing() {
         assert_eq!(r.status().as_u16(), 403, "cross-site GET {path}");
         assert!(r.headers().get("access-control-allow-origin").is_none());
     }
-    let r = raw
-        .delete(url(&format!("/session/{sid}")))
-        .header("origin", "null")
-        .send()
-        .await
-        .expect("DELETE");
-    expect(r, 403, "forbidden", "opaque origin").await;
+    expect(
+        raw.delete(url(&format!("/session/{sid}")))
+            .header("origin", "null"),
+        403,
+        "forbidden",
+        "opaque origin",
+    )
+    .await;
 
     // Nothing was created, nothing was prompted, the provider never called.
     let (_, list) = srv.get("/session").await;
@@ -782,35 +757,33 @@ async fn web_pages_cannot_drive_or_read_the_server_and_create_nothing() {
     assert!(common::completions(&mock).is_empty());
 
     // What the web view sends (same origin, JSON bodies, empty-bodied abort) still works.
-    let r = raw
-        .post(url("/session"))
-        .header("origin", &own_origin)
-        .json(&json!({"title": "from the page"}))
-        .send()
-        .await
-        .expect("POST");
-    assert_eq!(r.status().as_u16(), 200);
-    let r = raw
-        .post(url(&format!("/session/{sid}/abort")))
-        .header("origin", &own_origin)
-        .json(&json!({}))
-        .send()
-        .await
-        .expect("POST");
-    assert_eq!(r.status().as_u16(), 200);
-    let r = raw
-        .post(url(&format!("/session/{sid}/abort")))
-        .send()
-        .await
-        .expect("POST");
-    assert_eq!(r.status().as_u16(), 200, "curl -X POST without a body");
-    let r = raw
-        .get(url("/event"))
-        .header("origin", &own_origin)
-        .send()
-        .await
-        .expect("GET");
-    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        status_of(
+            raw.post(url("/session"))
+                .header("origin", &own_origin)
+                .json(&json!({"title": "from the page"}))
+        )
+        .await,
+        200
+    );
+    assert_eq!(
+        status_of(
+            raw.post(url(&format!("/session/{sid}/abort")))
+                .header("origin", &own_origin)
+                .json(&json!({}))
+        )
+        .await,
+        200
+    );
+    assert_eq!(
+        status_of(raw.post(url(&format!("/session/{sid}/abort")))).await,
+        200,
+        "curl -X POST without a body"
+    );
+    assert_eq!(
+        status_of(raw.get(url("/event")).header("origin", &own_origin)).await,
+        200
+    );
 }
 
 #[tokio::test]
@@ -846,13 +819,7 @@ async fn blank_passwords_and_any_origin_without_a_password_are_refused_at_start(
 
 #[tokio::test]
 async fn bad_requests_get_json_errors() {
-    let mock = start_mock(Script::default()).await;
-    let srv = Served::start(
-        &mock.base_url(),
-        json!({}),
-        &["--cors", "http://ui.example"],
-    )
-    .await;
+    let (_mock, srv) = serving_idle(&["--cors", "http://ui.example"]).await;
     let (status, err) = srv.get("/session/ses_nope").await;
     assert_eq!(status, 404);
     assert_eq!(err["error"]["type"], "not_found");
@@ -957,11 +924,7 @@ async fn bad_requests_get_json_errors() {
 
 #[tokio::test]
 async fn run_attach_prints_the_reply_and_exits_zero() {
-    let mock = start_mock(Script::new(vec![Conversation {
-        steps: vec![Step::text("Attached answer here")],
-        ..Default::default()
-    }]))
-    .await;
+    let mock = mock(vec![Step::text("Attached answer here")]).await;
     let srv = Served::start(&mock.base_url(), json!({}), &["--password", "pw1"]).await;
     let out = tokio::time::timeout(
         CLI_RUN_DEADLINE,
@@ -996,12 +959,9 @@ async fn run_attach_prints_the_reply_and_exits_zero() {
 #[tokio::test]
 async fn load_200_sessions_with_one_subscriber_and_actor_polling() {
     const N: usize = 200;
-    let mock = start_mock(Script::new(vec![Conversation {
-        steps: vec![
-            Step::text("a reply streamed in a few chunks for the load test").with_chunk_size(10),
-        ],
-        ..Default::default()
-    }]))
+    let mock = mock(vec![
+        Step::text("a reply streamed in a few chunks for the load test").with_chunk_size(10),
+    ])
     .await;
     mock.set_record_bodies(false);
     let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
@@ -1090,14 +1050,7 @@ async fn metrics_count_crashed_actors_by_role() {
     let mut rx = srv.subscribe().await;
     srv.prompt_async(&sid, "crash a tool").await;
     until_idle(&mut rx, &sid).await;
-    let metrics = srv
-        .req(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = srv.metrics().await;
     // test_panic is side-effecting: one failure, never restarted.
     for needle in [
         "# TYPE troupe_actor_failures_total counter",
@@ -1178,16 +1131,13 @@ async fn the_model_s_own_processes_cannot_change_the_server_s_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_password_never_reaches_the_model_s_shell() {
-    let mock = start_mock(Script::new(vec![Conversation {
-        steps: vec![
-            Step::tool(
-                "bash",
-                json!({"command": "echo pw=${TROUPE_SERVER_PASSWORD:-none}", "description": "env"}),
-            ),
-            Step::text("done"),
-        ],
-        ..Default::default()
-    }]))
+    let mock = mock(vec![
+        Step::tool(
+            "bash",
+            json!({"command": "echo pw=${TROUPE_SERVER_PASSWORD:-none}", "description": "env"}),
+        ),
+        Step::text("done"),
+    ])
     .await;
     let project = Project::with_config(&mock_config(&mock.base_url()));
     let out = project
@@ -1227,35 +1177,28 @@ async fn saved_tool_outputs_past_their_retention_are_deleted() {
     let old = aged("tool_0000000000001_000000_1", day * 8);
     let young = aged("tool_0000000000002_000000_1", day * 6);
     let other = aged("notes.txt", day * 30);
-    let mut cmd = project.command(&["serve", "--port", "0"]);
-    cmd.env("TROUPE_TOOL_OUTPUT_DIR", &dir);
-    let (_child, _base) = serve_with(cmd).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while old.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} was not deleted",
-            old.display()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Serves with the outputs in `dir` (and `envs`) until `gone` was deleted (at most 20 s);
+    // the server is stopped on return.
+    let serve_until_deleted = async |envs: &[(&str, &str)], gone: &std::path::Path| {
+        let mut cmd = project.command(&["serve", "--port", "0"]);
+        cmd.env("TROUPE_TOOL_OUTPUT_DIR", &dir)
+            .envs(envs.iter().copied());
+        let (_child, _base) = serve_with(cmd).await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while gone.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "{} was not deleted",
+                gone.display()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    serve_until_deleted(&[], &old).await;
     assert!(young.exists() && other.exists());
-    drop(_child);
 
     // A shorter retention from the environment deletes the 6-day-old output too.
-    let mut cmd = project.command(&["serve", "--port", "0"]);
-    cmd.env("TROUPE_TOOL_OUTPUT_DIR", &dir)
-        .env("TROUPE_TOOL_OUTPUT_RETENTION_DAYS", "5");
-    let (_child, _base) = serve_with(cmd).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while young.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} was not deleted",
-            young.display()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    serve_until_deleted(&[("TROUPE_TOOL_OUTPUT_RETENTION_DAYS", "5")], &young).await;
     assert!(other.exists());
 }
 
@@ -1300,13 +1243,7 @@ async fn a_tool_process_is_refused_over_a_non_loopback_local_address() {
         eprintln!("skipped: this machine has no non-loopback IPv4 address");
         return;
     };
-    let mock = start_mock(Script::default()).await;
-    let srv = Served::start(
-        &mock.base_url(),
-        json!({}),
-        &["--hostname", "0.0.0.0", "--password", "s3cret"],
-    )
-    .await;
+    let (_mock, srv) = serving_idle(&["--hostname", "0.0.0.0", "--password", "s3cret"]).await;
     let url = format!("http://{ip}:{}", port_of(&srv.base));
     let auth = "Authorization: Bearer s3cret";
     let mark = [(troupe_tools::procs::OWNER_ENV, "model-1")];
@@ -1325,8 +1262,7 @@ async fn a_tool_process_is_refused_over_a_non_loopback_local_address() {
 /// or, as hyper does for a connection closed before its answer, drops the request.
 #[tokio::test]
 async fn a_tool_process_that_closes_its_connection_at_once_changes_nothing() {
-    let mock = start_mock(Script::default()).await;
-    let srv = Served::start(&mock.base_url(), json!({}), &["--password", "s3cret"]).await;
+    let (_mock, srv) = serving_idle(&["--password", "s3cret"]).await;
     let port = port_of(&srv.base);
     let request = format!(
         "POST /session HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer s3cret\r\n\
@@ -1362,8 +1298,7 @@ async fn a_tool_process_that_closes_its_connection_at_once_changes_nothing() {
 /// `nobody`; skipped otherwise.
 #[tokio::test]
 async fn without_a_password_another_user_is_refused() {
-    let mock = start_mock(Script::default()).await;
-    let srv = Served::start(&mock.base_url(), json!({}), &[]).await;
+    let (_mock, srv) = serving_idle(&[]).await;
     assert_eq!(curl_post_session(&srv.base, &[], &[]), "200", "the user");
     let root = std::fs::read_to_string("/proc/self/status")
         .ok()

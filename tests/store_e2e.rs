@@ -117,6 +117,26 @@ async fn waiting_event(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Value>, sid
     }
 }
 
+/// Waits (at most [`CLI_RUN_DEADLINE`]) for the served prompt `post`, which must answer 200
+/// with `text` as its first text part.
+async fn served_reply(post: tokio::task::JoinHandle<(u16, Value)>, text: &str) {
+    let (status, reply) = tokio::time::timeout(CLI_RUN_DEADLINE, post)
+        .await
+        .expect("the served prompt finishes")
+        .expect("join");
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(parts_of_type(&reply, "text")[0]["text"], text, "{reply}");
+}
+
+/// Asserts that the [`transcript`] of `messages` is `want`.
+fn assert_transcript(messages: &Value, want: &[(&str, &str)]) {
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(r, x)| (r.to_string(), x.to_string()))
+        .collect();
+    assert_eq!(transcript(messages), want, "{messages:#}");
+}
+
 /// `(role, text or tool summary)` of every message, in store order.
 fn transcript(messages: &Value) -> Vec<(String, String)> {
     messages
@@ -215,31 +235,20 @@ async fn a_run_and_a_served_prompt_on_one_session_take_turns() {
         .expect("run finishes")
         .expect("wait");
     assert_success(&out, "troupe run --session");
-    let (status, reply) = tokio::time::timeout(CLI_RUN_DEADLINE, post)
-        .await
-        .expect("the served prompt finishes")
-        .expect("join");
-    assert_eq!(status, 200, "{reply}");
-    assert_eq!(
-        parts_of_type(&reply, "text")[0]["text"],
-        "second done",
-        "{reply}"
-    );
+    served_reply(post, "second done").await;
 
     // One history, the two turns one after the other, every step once.
     let msgs = srv.get(&format!("/session/{sid}/message")).await;
-    let t: Vec<(String, String)> = transcript(&msgs);
-    let want: Vec<(String, String)> = [
-        ("user", "first"),
-        ("assistant", "test_gate:completed"),
-        ("assistant", "first done"),
-        ("user", "second"),
-        ("assistant", "second done"),
-    ]
-    .iter()
-    .map(|(r, x)| (r.to_string(), x.to_string()))
-    .collect();
-    assert_eq!(t, want, "{msgs:#}");
+    assert_transcript(
+        &msgs,
+        &[
+            ("user", "first"),
+            ("assistant", "test_gate:completed"),
+            ("assistant", "first done"),
+            ("user", "second"),
+            ("assistant", "second done"),
+        ],
+    );
     assert_eq!(completions(&mock).len(), 3);
     // The server let go of the session after its turn.
     srv.wait_session(&sid, "no owner after both turns", |s| s["owner"].is_null())
@@ -374,28 +383,17 @@ async fn a_killed_owner_s_lease_expires_and_a_new_driver_takes_over() {
     );
 
     // Once the dead run's lease expires the server takes the session over.
-    let (status, reply) = tokio::time::timeout(CLI_RUN_DEADLINE, post)
-        .await
-        .expect("the served prompt finishes")
-        .expect("join");
-    assert_eq!(status, 200, "{reply}");
-    assert_eq!(
-        parts_of_type(&reply, "text")[0]["text"],
-        "first done",
-        "{reply}"
-    );
+    served_reply(post, "first done").await;
     let msgs = srv.get(&format!("/session/{sid}/message")).await;
-    let t = transcript(&msgs);
-    let want: Vec<(String, String)> = [
-        ("user", "first"),
-        ("assistant", "test_gate:error"),
-        ("user", "second"),
-        ("assistant", "first done"),
-    ]
-    .iter()
-    .map(|(r, x)| (r.to_string(), x.to_string()))
-    .collect();
-    assert_eq!(t, want, "{msgs:#}");
+    assert_transcript(
+        &msgs,
+        &[
+            ("user", "first"),
+            ("assistant", "test_gate:error"),
+            ("user", "second"),
+            ("assistant", "first done"),
+        ],
+    );
     // The refused and the interrupted runs created nothing; the provider saw the run's
     // step and the server's.
     assert_eq!(completions(&mock).len(), 2);

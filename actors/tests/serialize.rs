@@ -3,13 +3,13 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use support::*;
 use tempfile::TempDir;
-use troupe_session::{Message, MessageWithParts};
-use troupe_testkit::{Script, Step};
+use troupe_actors::Runtime;
+use troupe_session::{Message, MessageWithParts, SessionId};
+use troupe_testkit::{MockServer, Script, Step};
 
 fn msg_id(m: &MessageWithParts) -> &str {
     match &m.info {
@@ -22,8 +22,23 @@ fn is_user(m: &MessageWithParts) -> bool {
     matches!(m.info, Message::User(_))
 }
 
-fn session_dir(dir: &TempDir) -> &Path {
-    dir.path()
+/// The texts of each user message of `history`, in order.
+fn user_texts(history: &[MessageWithParts]) -> Vec<Vec<String>> {
+    history.iter().filter(|m| is_user(m)).map(texts).collect()
+}
+
+/// A test's mock (serving `steps` as its one conversation), the temp dir of its store, a
+/// runtime over that store, and a new session whose directory is the temp dir.
+async fn start(steps: Vec<Step>) -> (MockServer, TempDir, Runtime, SessionId) {
+    let server = start_mock(Script::single(steps)).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runtime = start_runtime(&dir, &server.base_url()).await;
+    let sid = runtime
+        .create_session(dir.path(), None)
+        .await
+        .expect("session")
+        .id;
+    (server, dir, runtime, sid)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,18 +47,11 @@ async fn concurrent_prompts_to_one_session_run_one_after_the_other() {
     // request holds turn 1's assistant message). Were the turns interleaved, turn 2's first
     // request would overlap turn 1's and would be answered by step 0.
     let slow = "turn one streams slowly, a few characters at a time, on purpose.";
-    let script = Script::single(vec![
+    let (server, _dir, runtime, sid) = start(vec![
         Step::text(slow).with_chunk_size(2).with_delay_ms(15),
         Step::text("turn two answer"),
-    ]);
-    let server = start_mock(script).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let runtime = start_runtime(&dir, &server.base_url()).await;
-    let session = runtime
-        .create_session(session_dir(&dir), None)
-        .await
-        .expect("session");
-    let sid = session.id.clone();
+    ])
+    .await;
 
     let t1 = spawn_prompt(&runtime, &sid, "first prompt");
     // Send the second prompt while turn 1's request is still streaming.
@@ -118,33 +126,26 @@ async fn concurrent_prompts_to_one_session_run_one_after_the_other() {
         "{users:?}"
     );
 
-    runtime.shutdown().await;
-    server.shutdown().await;
+    stop(runtime, server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_session_actor_is_released_and_reloaded() {
-    let script = Script::single(vec![
+    let (server, _dir, runtime, sid) = start(vec![
         Step::text("first answer"),
         Step::text("second answer"),
-    ]);
-    let server = start_mock(script).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let runtime = start_runtime(&dir, &server.base_url()).await;
-    let session = runtime
-        .create_session(session_dir(&dir), None)
-        .await
-        .expect("session");
-    let sid = session.id.clone();
+    ])
+    .await;
     assert_eq!(
         runtime.live_sessions(),
         0,
         "no actor before the first prompt"
     );
 
-    let r1 = run_prompt(&runtime, &sid, "hello there").await;
-    assert!(r1.error.is_none(), "{:?}", r1.error);
-    assert_eq!(r1.text, "first answer");
+    assert_eq!(
+        run_ok(&runtime, &sid, "hello there").await.text,
+        "first answer"
+    );
     // The actor stops itself once idle; the supervisor forgets it right after.
     wait_until("the idle session actor to be released", || {
         runtime.live_sessions() == 0
@@ -152,9 +153,10 @@ async fn idle_session_actor_is_released_and_reloaded() {
     .await;
 
     // A later prompt loads the session again and sees the whole history.
-    let r2 = run_prompt(&runtime, &sid, "and again").await;
-    assert!(r2.error.is_none(), "{:?}", r2.error);
-    assert_eq!(r2.text, "second answer");
+    assert_eq!(
+        run_ok(&runtime, &sid, "and again").await.text,
+        "second answer"
+    );
     wait_until("the session actor to be released again", || {
         runtime.live_sessions() == 0
     })
@@ -175,29 +177,21 @@ async fn idle_session_actor_is_released_and_reloaded() {
     let users = request_texts(&reqs[1], "user");
     assert_eq!(users.len(), 2, "{users:?}");
 
-    runtime.shutdown().await;
-    server.shutdown().await;
+    stop(runtime, server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_prompts_run_in_arrival_order() {
     // Step i answers the request holding i assistant messages, so each turn's answer names
     // its position in the session, whatever prompt it answers.
-    let script = Script::single(vec![
+    let (server, _dir, runtime, sid) = start(vec![
         Step::text("answer zero")
             .with_chunk_size(2)
             .with_delay_ms(10),
         Step::text("answer one"),
         Step::text("answer two"),
-    ]);
-    let server = start_mock(script).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(session_dir(&dir), None)
-        .await
-        .expect("session")
-        .id;
+    ])
+    .await;
 
     let spawn = |text: &'static str| spawn_prompt(&runtime, &sid, text);
     let t1 = spawn("prompt A");
@@ -217,8 +211,10 @@ async fn queued_prompts_run_in_arrival_order() {
     );
 
     let history = messages(&runtime, &sid).await;
-    let users: Vec<Vec<String>> = history.iter().filter(|m| is_user(m)).map(texts).collect();
-    assert_eq!(users, [["prompt A"], ["prompt B"], ["prompt C"]]);
+    assert_eq!(
+        user_texts(&history),
+        [["prompt A"], ["prompt B"], ["prompt C"]]
+    );
     let reqs = completions(&server);
     assert_eq!(reqs.len(), 3);
     for w in reqs.windows(2) {
@@ -227,26 +223,18 @@ async fn queued_prompts_run_in_arrival_order() {
             "requests overlap: {w:#?}"
         );
     }
-    runtime.shutdown().await;
-    server.shutdown().await;
+    stop(runtime, server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_ends_the_turn_drops_the_queue_and_the_session_stays_usable() {
-    let script = Script::single(vec![
+    let (server, _dir, runtime, sid) = start(vec![
         Step::text("this stream hangs")
             .with_chunk_size(4)
             .with_fault(troupe_testkit::Fault::hang_after(2)),
         Step::text("after the abort"),
-    ]);
-    let server = start_mock(script).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = runtime
-        .create_session(session_dir(&dir), None)
-        .await
-        .expect("session")
-        .id;
+    ])
+    .await;
 
     let t1 = spawn_turn(&runtime, &sid, prompt("hang please"));
     wait_until("the hanging request", || !completions(&server).is_empty()).await;
@@ -269,19 +257,18 @@ async fn abort_ends_the_turn_drops_the_queue_and_the_session_stays_usable() {
     .await;
 
     // The session still works and the next turn sees the aborted step's history.
-    let r3 = run_prompt(&runtime, &sid, "try again").await;
-    assert!(r3.error.is_none(), "{:?}", r3.error);
-    assert_eq!(r3.text, "after the abort");
-    let history = messages(&runtime, &sid).await;
-    let users: Vec<Vec<String>> = history.iter().filter(|m| is_user(m)).map(texts).collect();
     assert_eq!(
-        users,
+        run_ok(&runtime, &sid, "try again").await.text,
+        "after the abort"
+    );
+    let history = messages(&runtime, &sid).await;
+    assert_eq!(
+        user_texts(&history),
         [
             vec!["hang please".to_string()],
             vec!["try again".to_string()]
         ],
         "dropped prompt must not be stored"
     );
-    runtime.shutdown().await;
-    server.shutdown().await;
+    stop(runtime, server).await;
 }

@@ -110,6 +110,82 @@ async fn child_by_token(runtime: &Runtime, parent: &SessionId, tokens: &[&str]) 
     out
 }
 
+/// A conversation for the request containing `token` whose model calls `task` once per
+/// `(child prompt, agent)` of `calls` (all in one step, as [`task_args`]) and then answers
+/// `answer`.
+fn delegates(token: &str, calls: &[(&str, &str)], answer: &str) -> Conversation {
+    let mut step = Step::tool("task", task_args(calls[0].0, calls[0].1));
+    for (child, agent) in &calls[1..] {
+        step = step.with_tool("task", task_args(child, agent));
+    }
+    Conversation::new(vec![step, Step::text(answer)]).matching(token)
+}
+
+/// The mock serving `script`, a runtime with `opts` over the store in `dir`, and a new root
+/// session in `root`.
+async fn start_parent(
+    dir: &TempDir,
+    root: &Path,
+    script: Script,
+    opts: RuntimeOptions,
+) -> (MockServer, Runtime, SessionId) {
+    let server = start_mock(script).await;
+    let runtime = start_runtime_with(dir, &server.base_url(), opts).await;
+    let sid = new_session(&runtime, root).await;
+    (server, runtime, sid)
+}
+
+/// Waits (at most 5 s) until the runtime is idle, then shuts it and the mock down.
+async fn stop_idle(runtime: Runtime, server: MockServer) {
+    wait_idle(&runtime, Duration::from_secs(5)).await;
+    stop(runtime, server).await;
+}
+
+/// For each stored message of `history`, whether it is a user message.
+fn user_roles(history: &[MessageWithParts]) -> Vec<bool> {
+    history
+        .iter()
+        .map(|m| matches!(m.info, Message::User(_)))
+        .collect()
+}
+
+/// The (start, end) milliseconds of each request, for failure messages.
+fn spans(reqs: &[RecordedRequest]) -> Vec<(u64, Option<u64>)> {
+    reqs.iter().map(|r| (r.start_ms, r.end_ms)).collect()
+}
+
+/// Whether any user message of any request the mock served contains `text`.
+fn any_user_text_contains(server: &MockServer, text: &str) -> bool {
+    completions(server)
+        .iter()
+        .any(|r| request_texts(r, "user").iter().any(|t| t.contains(text)))
+}
+
+/// The arguments of a `task` call continuing the explore child `child` with `prompt`.
+fn resume_args(child: &SessionId, prompt: &str) -> Value {
+    json!({
+        "description": "continue helper",
+        "prompt": prompt,
+        "subagent_type": "explore",
+        "task_id": child,
+    })
+}
+
+/// The mock of turn 2 of a resume test (after [`first_child_turn`] with `tag`): the parent's
+/// conversation skips the two requests of turn 1 and then plays `parent`; the child's skips
+/// its first request and then plays `child_answer`.
+async fn second_mock(tag: &str, parent: Vec<Step>, child_answer: Step) -> MockServer {
+    let filler = || Step::text("unused");
+    let mut parent_steps = vec![filler(), filler()];
+    parent_steps.extend(parent);
+    MockServer::start(Script::new(vec![
+        Conversation::new(parent_steps).matching(format!("PARENT-{tag}")),
+        Conversation::new(vec![filler(), child_answer]).matching(format!("CHILD-{tag}")),
+    ]))
+    .await
+    .expect("mock 2")
+}
+
 /// Turn 1 of a resume test, on a runtime and mock of its own over the store in `dir`: the
 /// parent (prompt `PARENT-{tag}: start a helper`) starts an explore child (`CHILD-{tag}`)
 /// that answers `child_answer`. Returns the parent's session id and the task call's output
@@ -121,25 +197,22 @@ async fn first_child_turn(
     child_answer: &str,
 ) -> (SessionId, String) {
     let server = MockServer::start(Script::new(vec![
-        Conversation::new(vec![
-            Step::tool("task", task_args(&format!("CHILD-{tag}"), "explore")),
-            Step::text("parent turn one done"),
-        ])
-        .matching(format!("PARENT-{tag}")),
+        delegates(
+            &format!("PARENT-{tag}"),
+            &[(&format!("CHILD-{tag}"), "explore")],
+            "parent turn one done",
+        ),
         Conversation::new(vec![Step::text(child_answer)]).matching(format!("CHILD-{tag}")),
     ]))
     .await
     .expect("mock 1");
     let runtime = start_runtime(dir, &server.base_url()).await;
     let sid = new_session(&runtime, root).await;
-    let t1 = run_prompt(&runtime, &sid, &format!("PARENT-{tag}: start a helper")).await;
-    assert!(t1.error.is_none(), "{:?}", t1.error);
+    run_ok(&runtime, &sid, &format!("PARENT-{tag}: start a helper")).await;
     let results = task_results(&messages(&runtime, &sid).await);
     assert_eq!(results.len(), 1);
     let out = results[0].1.clone().expect("first task call succeeds");
-    wait_idle(&runtime, Duration::from_secs(5)).await;
-    runtime.shutdown().await;
-    server.shutdown().await;
+    stop_idle(runtime, server).await;
     (sid, out)
 }
 
@@ -150,13 +223,11 @@ async fn three_parallel_children() {
     let notes = root.join("notes.md").display().to_string();
 
     let script = fan_out_three(&notes);
-    let server = start_mock(script).await;
     let opts = RuntimeOptions {
         task_timeout: Duration::from_millis(1500),
         ..Default::default()
     };
-    let runtime = start_runtime_with(&dir, &server.base_url(), opts).await;
-    let sid = new_session(&runtime, &root).await;
+    let (server, runtime, sid) = start_parent(&dir, &root, script, opts).await;
 
     let started = Instant::now();
     let turn = run_prompt(&runtime, &sid, "PARENT-FANOUT: fan out to three helpers").await;
@@ -239,10 +310,7 @@ async fn three_parallel_children() {
     assert!(
         latest_start < earliest_end,
         "children's requests did not overlap: {:?}",
-        firsts
-            .iter()
-            .map(|r| (r.start_ms, r.end_ms))
-            .collect::<Vec<_>>()
+        spans(&firsts)
     );
     // A read the file and answered in a second request.
     let a_reqs = requests_of(&server, &ids[0]);
@@ -271,28 +339,27 @@ async fn three_parallel_children() {
             .collect::<Vec<_>>(),
         live_session_ids(&runtime)
     );
-    runtime.shutdown().await;
-    server.shutdown().await;
+    stop(runtime, server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_during_fan_out() {
     let (dir, root) = scratch();
     let script = Script::new(vec![
-        Conversation::new(vec![
-            Step::tool("task", task_args("HANG-A", "explore"))
-                .with_tool("task", task_args("HANG-B", "explore"))
-                .with_tool("task", task_args("SLEEP-C", "general")),
-            Step::text("never reached"),
-        ])
-        .matching("PARENT-ABORT"),
+        delegates(
+            "PARENT-ABORT",
+            &[
+                ("HANG-A", "explore"),
+                ("HANG-B", "explore"),
+                ("SLEEP-C", "general"),
+            ],
+            "never reached",
+        ),
         hanging("HANG-A"),
         hanging("HANG-B"),
         sleeping("SLEEP-C"),
     ]);
-    let server = start_mock(script).await;
-    let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = new_session(&runtime, &root).await;
+    let (server, runtime, sid) = start_parent(&dir, &root, script, Default::default()).await;
 
     let turn = spawn_turn(&runtime, &sid, prompt("PARENT-ABORT: start three and hang"));
     // The parent's request plus one per child.
@@ -353,8 +420,7 @@ async fn abort_during_fan_out() {
         completions(&server).iter().all(|r| r.end_ms.is_some())
     })
     .await;
-    runtime.shutdown().await;
-    server.shutdown().await;
+    stop(runtime, server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,46 +428,32 @@ async fn resume_with_task_id() {
     let (dir, root) = scratch();
 
     // Turn 1 (first runtime, first mock): the parent starts a child.
-    let child_conv = |steps: Vec<Step>| Conversation::new(steps).matching("CHILD-RESUME");
     let (sid, out1) = first_child_turn(&dir, &root, "RESUME", "child first answer: 17 files").await;
     let child = task_id_of(&out1);
     assert!(out1.contains("child first answer: 17 files"), "{out1}");
 
     // Turn 2 (a fresh runtime on the same store; its mock knows the child's id): the parent
     // continues the child, and tries a bogus task_id in the same step.
-    let resume = json!({
-        "description": "continue helper",
-        "prompt": "now count the directories too",
-        "subagent_type": "explore",
-        "task_id": child,
-    });
+    let resume = resume_args(&child, "now count the directories too");
     let bogus = json!({
         "description": "bogus helper",
         "prompt": "BOGUS-TASK-ID continue something that does not exist",
         "subagent_type": "explore",
         "task_id": "ses_doesnotexist0000000000",
     });
-    let filler = || Step::text("unused");
-    let server2 = MockServer::start(Script::new(vec![
-        Conversation::new(vec![
-            filler(),
-            filler(),
+    let server2 = second_mock(
+        "RESUME",
+        vec![
             Step::tool("task", resume.clone()).with_tool("task", bogus),
             Step::text("parent turn two done"),
             Step::tool("task", resume),
             Step::text("parent turn three done"),
-        ])
-        .matching("PARENT-RESUME"),
-        child_conv(vec![
-            filler(),
-            Step::text("child second answer: 4 directories"),
-        ]),
-    ]))
-    .await
-    .expect("mock 2");
+        ],
+        Step::text("child second answer: 4 directories"),
+    )
+    .await;
     let runtime = start_runtime(&dir, &server2.base_url()).await;
-    let t2 = run_prompt(&runtime, &sid, "continue the helper").await;
-    assert!(t2.error.is_none(), "{:?}", t2.error);
+    let t2 = run_ok(&runtime, &sid, "continue the helper").await;
     assert_eq!(t2.text, "parent turn two done");
 
     let r2 = task_results(&messages(&runtime, &sid).await);
@@ -420,11 +472,7 @@ async fn resume_with_task_id() {
     assert_eq!(kids.len(), 1, "{kids:#?}");
     assert_eq!(kids[0].id, child);
     let h = messages(&runtime, &child).await;
-    let roles: Vec<bool> = h
-        .iter()
-        .map(|m| matches!(m.info, Message::User(_)))
-        .collect();
-    assert_eq!(roles, [true, false, true, false], "{h:#?}");
+    assert_eq!(user_roles(&h), [true, false, true, false], "{h:#?}");
     // The child's second request carried its first turn.
     let reqs = requests_of(&server2, &child);
     assert_eq!(reqs.len(), 1, "{reqs:#?}");
@@ -488,9 +536,7 @@ async fn resume_with_task_id() {
         .lease_release(&child, "own_other")
         .await
         .expect("release");
-    wait_idle(&runtime, Duration::from_secs(5)).await;
-    runtime.shutdown().await;
-    server2.shutdown().await;
+    stop_idle(runtime, server2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -503,26 +549,25 @@ async fn subagent_cap_queues() {
         .matching(token)
     };
     let script = Script::new(vec![
-        Conversation::new(vec![
-            Step::tool("task", task_args("CAP-ONE", "explore"))
-                .with_tool("task", task_args("CAP-TWO", "explore"))
-                .with_tool("task", task_args("CAP-THREE", "general")),
-            Step::text("all three answered"),
-        ])
-        .matching("PARENT-CAP"),
+        delegates(
+            "PARENT-CAP",
+            &[
+                ("CAP-ONE", "explore"),
+                ("CAP-TWO", "explore"),
+                ("CAP-THREE", "general"),
+            ],
+            "all three answered",
+        ),
         child("CAP-ONE"),
         child("CAP-TWO"),
         child("CAP-THREE"),
     ]);
-    let server = start_mock(script).await;
     let opts = RuntimeOptions {
         max_subagents: 1,
         ..Default::default()
     };
-    let runtime = start_runtime_with(&dir, &server.base_url(), opts).await;
-    let sid = new_session(&runtime, &root).await;
-    let turn = run_prompt(&runtime, &sid, "PARENT-CAP: three helpers, one at a time").await;
-    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let (server, runtime, sid) = start_parent(&dir, &root, script, opts).await;
+    let turn = run_ok(&runtime, &sid, "PARENT-CAP: three helpers, one at a time").await;
     assert_eq!(turn.text, "all three answered");
 
     let results = task_results(&messages(&runtime, &sid).await);
@@ -547,25 +592,21 @@ async fn subagent_cap_queues() {
         assert!(
             w[1].start_ms >= end,
             "children ran concurrently despite max_subagents = 1: {:?}",
-            reqs.iter()
-                .map(|r| (r.start_ms, r.end_ms))
-                .collect::<Vec<_>>()
+            spans(&reqs)
         );
     }
-    wait_idle(&runtime, Duration::from_secs(5)).await;
-    runtime.shutdown().await;
-    server.shutdown().await;
+    stop_idle(runtime, server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_subagent_and_nested_task_are_refused() {
     let (dir, root) = scratch();
     let nesting = |token: &str| {
-        Conversation::new(vec![
-            Step::tool("task", task_args("GRANDCHILD", "explore")),
-            Step::text(format!("{token} was refused")),
-        ])
-        .matching(token)
+        delegates(
+            token,
+            &[("GRANDCHILD", "explore")],
+            &format!("{token} was refused"),
+        )
     };
     let script = Script::new(vec![
         Conversation::new(vec![
@@ -579,11 +620,8 @@ async fn unknown_subagent_and_nested_task_are_refused() {
         nesting("NEST-EXPLORE"),
         Conversation::new(vec![Step::text("a grandchild ran")]).matching("GRANDCHILD"),
     ]);
-    let server = start_mock(script).await;
-    let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = new_session(&runtime, &root).await;
-    let turn = run_prompt(&runtime, &sid, "PARENT-REFUSED: try bad task calls").await;
-    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let (server, runtime, sid) = start_parent(&dir, &root, script, Default::default()).await;
+    let turn = run_ok(&runtime, &sid, "PARENT-REFUSED: try bad task calls").await;
     assert_eq!(turn.text, "parent done");
 
     let results = task_results(&messages(&runtime, &sid).await);
@@ -627,38 +665,29 @@ async fn unknown_subagent_and_nested_task_are_refused() {
         }));
     }
     assert!(
-        completions(&server)
-            .iter()
-            .all(|r| !request_texts(r, "user")
-                .iter()
-                .any(|t| t.contains("GRANDCHILD:"))),
+        !any_user_text_contains(&server, "GRANDCHILD:"),
         "a grandchild request was sent"
     );
-    wait_idle(&runtime, Duration::from_secs(5)).await;
-    runtime.shutdown().await;
-    server.shutdown().await;
+    stop_idle(runtime, server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timed_out_child_is_released() {
     let (dir, root) = scratch();
     let script = Script::new(vec![
-        Conversation::new(vec![
-            Step::tool("task", task_args("SLOW-CHILD", "general")),
-            Step::text("parent went on"),
-        ])
-        .matching("PARENT-TIMEOUT"),
+        delegates(
+            "PARENT-TIMEOUT",
+            &[("SLOW-CHILD", "general")],
+            "parent went on",
+        ),
         sleeping("SLOW-CHILD"),
     ]);
-    let server = start_mock(script).await;
     let opts = RuntimeOptions {
         task_timeout: Duration::from_millis(500),
         ..Default::default()
     };
-    let runtime = start_runtime_with(&dir, &server.base_url(), opts).await;
-    let sid = new_session(&runtime, &root).await;
-    let turn = run_prompt(&runtime, &sid, "PARENT-TIMEOUT: one slow helper").await;
-    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let (server, runtime, sid) = start_parent(&dir, &root, script, opts).await;
+    let turn = run_ok(&runtime, &sid, "PARENT-TIMEOUT: one slow helper").await;
     assert_eq!(turn.text, "parent went on");
     let results = task_results(&messages(&runtime, &sid).await);
     assert!(results[0].1.is_err(), "{results:#?}");
@@ -678,8 +707,7 @@ async fn timed_out_child_is_released() {
     );
     // The session map must not keep the killed child.
     wait_idle(&runtime, Duration::from_secs(2)).await;
-    runtime.shutdown().await;
-    server.shutdown().await;
+    stop(runtime, server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -687,27 +715,24 @@ async fn disabled_tool_is_not_executed_by_a_subagent() {
     // explore's ruleset is `* deny` + read-only allows, so test_sleep is not advertised to it.
     let (dir, root) = scratch();
     let script = Script::new(vec![
-        Conversation::new(vec![
-            Step::tool("task", task_args("EXPLORE-SLEEP", "explore")),
-            Step::text("parent done"),
-        ])
-        .matching("PARENT-DISABLED"),
+        delegates(
+            "PARENT-DISABLED",
+            &[("EXPLORE-SLEEP", "explore")],
+            "parent done",
+        ),
         Conversation::new(vec![
             Step::tool("test_sleep", json!({"ms": 1})),
             Step::text("explore done"),
         ])
         .matching("EXPLORE-SLEEP"),
     ]);
-    let server = start_mock(script).await;
-    let runtime = start_runtime(&dir, &server.base_url()).await;
-    let sid = new_session(&runtime, &root).await;
-    let turn = run_prompt(
+    let (server, runtime, sid) = start_parent(&dir, &root, script, Default::default()).await;
+    run_ok(
         &runtime,
         &sid,
         "PARENT-DISABLED: explore calls a disabled tool",
     )
     .await;
-    assert!(turn.error.is_none(), "{:?}", turn.error);
     let ids = child_by_token(&runtime, &sid, &["EXPLORE-SLEEP"]).await;
     // The tool was not advertised to explore...
     let reqs = requests_of(&server, &ids[0]);
@@ -723,8 +748,7 @@ async fn disabled_tool_is_not_executed_by_a_subagent() {
         outcome(&parts[0].1).is_err(),
         "explore ran a tool its permissions disable: {parts:#?}"
     );
-    runtime.shutdown().await;
-    server.shutdown().await;
+    stop(runtime, server).await;
 }
 
 /// Issue 24.7: two task calls in one step continuing the same `task_id` never run two actors
@@ -733,39 +757,22 @@ async fn disabled_tool_is_not_executed_by_a_subagent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallel_calls_with_one_task_id_do_not_share_the_child() {
     let (dir, root) = scratch();
-    let child_conv = |steps: Vec<Step>| Conversation::new(steps).matching("CHILD-TWICE");
     let (sid, out1) = first_child_turn(&dir, &root, "TWICE", "child first answer").await;
     let child = task_id_of(&out1);
 
-    let resume = |prompt: &str| {
-        json!({
-            "description": "continue helper",
-            "prompt": prompt,
-            "subagent_type": "explore",
-            "task_id": child,
-        })
-    };
-    let filler = || Step::text("unused");
     // The child's answer waits a little before its headers so that both calls overlap.
-    let server2 = MockServer::start(Script::new(vec![
-        Conversation::new(vec![
-            filler(),
-            filler(),
-            Step::tool("task", resume("first continuation"))
-                .with_tool("task", resume("second continuation")),
+    let server2 = second_mock(
+        "TWICE",
+        vec![
+            Step::tool("task", resume_args(&child, "first continuation"))
+                .with_tool("task", resume_args(&child, "second continuation")),
             Step::text("parent turn two done"),
-        ])
-        .matching("PARENT-TWICE"),
-        child_conv(vec![
-            filler(),
-            Step::text("child second answer").with_first_byte_delay_ms(300),
-        ]),
-    ]))
-    .await
-    .expect("mock 2");
+        ],
+        Step::text("child second answer").with_first_byte_delay_ms(300),
+    )
+    .await;
     let runtime = start_runtime(&dir, &server2.base_url()).await;
-    let t2 = run_prompt(&runtime, &sid, "continue the helper twice").await;
-    assert!(t2.error.is_none(), "{:?}", t2.error);
+    run_ok(&runtime, &sid, "continue the helper twice").await;
     let r2 = task_results(&messages(&runtime, &sid).await);
     assert_eq!(r2.len(), 3, "{r2:#?}");
     let outcomes = [r2[1].1.clone(), r2[2].1.clone()];
@@ -779,14 +786,8 @@ async fn parallel_calls_with_one_task_id_do_not_share_the_child() {
         refused[0]
     );
     let h = messages(&runtime, &child).await;
-    let roles: Vec<bool> = h
-        .iter()
-        .map(|m| matches!(m.info, Message::User(_)))
-        .collect();
-    assert_eq!(roles, [true, false, true, false], "{h:#?}");
-    wait_idle(&runtime, Duration::from_secs(5)).await;
-    runtime.shutdown().await;
-    server2.shutdown().await;
+    assert_eq!(user_roles(&h), [true, false, true, false], "{h:#?}");
+    stop_idle(runtime, server2).await;
 }
 
 /// The subagent depth limit is read from the store's parent chain: a chain of subagents that
@@ -797,16 +798,8 @@ async fn parallel_calls_with_one_task_id_do_not_share_the_child() {
 async fn the_depth_limit_holds_along_the_chain_and_for_a_child_prompted_directly() {
     let (dir, root) = scratch();
     let script = Script::new(vec![
-        Conversation::new(vec![
-            Step::tool("task", task_args("LEVEL-ONE", "general")),
-            Step::text("parent done"),
-        ])
-        .matching("PARENT-DEPTH"),
-        Conversation::new(vec![
-            Step::tool("task", task_args("LEVEL-TWO", "general")),
-            Step::text("level one done"),
-        ])
-        .matching("LEVEL-ONE"),
+        delegates("PARENT-DEPTH", &[("LEVEL-ONE", "general")], "parent done"),
+        delegates("LEVEL-ONE", &[("LEVEL-TWO", "general")], "level one done"),
         Conversation::new(vec![
             Step::tool("task", task_args("LEVEL-THREE", "general")),
             Step::text("level two was refused"),
@@ -831,8 +824,7 @@ async fn the_depth_limit_holds_along_the_chain_and_for_a_child_prompted_directly
     .start(&dir)
     .await;
     let sid = new_session(&runtime, &root).await;
-    let turn = run_prompt(&runtime, &sid, "PARENT-DEPTH: delegate as deep as you can").await;
-    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let turn = run_ok(&runtime, &sid, "PARENT-DEPTH: delegate as deep as you can").await;
     assert_eq!(turn.text, "parent done");
 
     let one = child_by_token(&runtime, &sid, &["LEVEL-ONE"])
@@ -856,8 +848,7 @@ async fn the_depth_limit_holds_along_the_chain_and_for_a_child_prompted_directly
     );
 
     // A new turn sent straight to the depth-2 child: it is still at depth 2.
-    let turn = run_prompt(&runtime, &two, "go on").await;
-    assert!(turn.error.is_none(), "{:?}", turn.error);
+    let turn = run_ok(&runtime, &two, "go on").await;
     assert_eq!(turn.text, "level two was refused again");
     let errors = refused(&messages(&runtime, &two).await);
     assert_eq!(errors.len(), 2, "{errors:?}");
@@ -867,14 +858,8 @@ async fn the_depth_limit_holds_along_the_chain_and_for_a_child_prompted_directly
         "depth 3 was created"
     );
     assert!(
-        completions(&server)
-            .iter()
-            .all(|r| !request_texts(r, "user")
-                .iter()
-                .any(|t| t.contains("LEVEL-THREE"))),
+        !any_user_text_contains(&server, "LEVEL-THREE"),
         "a depth-3 request was sent"
     );
-    wait_idle(&runtime, Duration::from_secs(5)).await;
-    runtime.shutdown().await;
-    server.shutdown().await;
+    stop_idle(runtime, server).await;
 }

@@ -65,6 +65,18 @@ struct FlakyTurn {
     runs: Arc<AtomicUsize>,
 }
 
+impl FlakyTurn {
+    /// How many times the tool ran so far.
+    fn runs(&self) -> usize {
+        self.runs.load(Ordering::SeqCst)
+    }
+
+    /// The session's tool parts (name, state), in order.
+    async fn tool_parts(&self) -> Vec<(String, ToolState)> {
+        tool_parts(&messages(&self.runtime, &self.sid).await)
+    }
+}
+
 /// Runs the turn of [`FlakyTurn`] with a tool that crashes its first `crashes` runs.
 async fn flaky_turn(name: &'static str, crashes: usize) -> FlakyTurn {
     let (dir, root) = scratch();
@@ -90,23 +102,17 @@ async fn flaky_turn(name: &'static str, crashes: usize) -> FlakyTurn {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_tool_that_crashed_once_is_rerun_and_completes() {
     let turn = flaky_turn("flaky_read", 1).await;
-    let FlakyTurn {
-        runtime,
-        sid,
-        r,
-        runs,
-        ..
-    } = turn;
+    let FlakyTurn { runtime, r, .. } = &turn;
     assert!(r.error.is_none(), "{:?}", r.error);
     assert_eq!(r.text, "done");
-    assert_eq!(runs.load(Ordering::SeqCst), 2, "one crash, one good run");
-    let parts = tool_parts(&messages(&runtime, &sid).await);
+    assert_eq!(turn.runs(), 2, "one crash, one good run");
+    let parts = turn.tool_parts().await;
     assert_eq!(parts.len(), 1);
     match &parts[0].1 {
         ToolState::Completed { output, .. } => assert_eq!(output, "ran after 1 crashes"),
         other => panic!("expected a completed part, got {other:?}"),
     }
-    assert_eq!(role_counts(&runtime, "read_only_tool"), (1, 1));
+    assert_eq!(role_counts(runtime, "read_only_tool"), (1, 1));
     wait_until("every actor to stop", || runtime.live_actors() == 0).await;
     // The runtime node counts the steps of the sessions it ran though they stopped (it
     // once summed its live children only and said 0 while /metrics said 2).
@@ -124,20 +130,14 @@ async fn read_only_tool_that_crashed_once_is_rerun_and_completes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_tool_that_keeps_crashing_gives_up_at_the_limit() {
     let turn = flaky_turn("flaky_read", usize::MAX).await;
-    let FlakyTurn {
-        runtime,
-        sid,
-        r,
-        runs,
-        ..
-    } = turn;
+    let FlakyTurn { runtime, r, .. } = &turn;
     assert!(
         r.error.is_none(),
         "a crashed tool is an error part, not a failed turn"
     );
     // Default limit: 2 restarts, so 3 runs.
-    assert_eq!(runs.load(Ordering::SeqCst), 3);
-    let parts = tool_parts(&messages(&runtime, &sid).await);
+    assert_eq!(turn.runs(), 3);
+    let parts = turn.tool_parts().await;
     match &parts[0].1 {
         ToolState::Error { error, .. } => {
             assert!(error.contains("crashed 3 times"), "{error}");
@@ -145,22 +145,16 @@ async fn read_only_tool_that_keeps_crashing_gives_up_at_the_limit() {
         }
         other => panic!("expected an error part, got {other:?}"),
     }
-    assert_eq!(role_counts(&runtime, "read_only_tool"), (3, 2));
+    assert_eq!(role_counts(runtime, "read_only_tool"), (3, 2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn side_effecting_tool_that_crashed_is_never_rerun() {
     let turn = flaky_turn("flaky_write", 1).await;
-    let FlakyTurn {
-        runtime,
-        sid,
-        r,
-        runs,
-        ..
-    } = turn;
+    let FlakyTurn { runtime, r, .. } = &turn;
     assert!(r.error.is_none(), "{:?}", r.error);
-    assert_eq!(runs.load(Ordering::SeqCst), 1, "ran exactly once");
-    let parts = tool_parts(&messages(&runtime, &sid).await);
+    assert_eq!(turn.runs(), 1, "ran exactly once");
+    let parts = turn.tool_parts().await;
     match &parts[0].1 {
         ToolState::Error {
             error, metadata, ..
@@ -170,7 +164,7 @@ async fn side_effecting_tool_that_crashed_is_never_rerun() {
         }
         other => panic!("expected an error part, got {other:?}"),
     }
-    assert_eq!(role_counts(&runtime, "side_effect_tool"), (1, 0));
+    assert_eq!(role_counts(runtime, "side_effect_tool"), (1, 0));
 }
 
 /// The (failures, restarts) the runtime counted for actors of `role`.

@@ -53,6 +53,14 @@ fn config(json: &str) -> troupe_config::LoadedConfig {
     )
 }
 
+/// The error of loading commands from the config `json` alone (no project, no global
+/// directory), as text.
+fn load_error(json: &str) -> String {
+    CommandSet::load(&config(json), &[], None)
+        .unwrap_err()
+        .to_string()
+}
+
 #[test]
 fn commands_load_from_global_config_and_project_later_wins() {
     let global = tempfile::tempdir().unwrap();
@@ -100,32 +108,14 @@ fn commands_load_from_global_config_and_project_later_wins() {
 
 #[test]
 fn bad_commands_are_errors_naming_the_place() {
-    let e = CommandSet::load(
-        &config(r#"{"command": {"x": {"templat": "t"}}}"#),
-        &[],
-        None,
-    )
-    .unwrap_err()
-    .to_string();
+    let e = load_error(r#"{"command": {"x": {"templat": "t"}}}"#);
     assert!(
         e.contains("command \"x\"") && e.contains("unknown key \"templat\""),
         "{e}"
     );
-    let e = CommandSet::load(
-        &config(r#"{"command": {"x": {"description": "d"}}}"#),
-        &[],
-        None,
-    )
-    .unwrap_err()
-    .to_string();
+    let e = load_error(r#"{"command": {"x": {"description": "d"}}}"#);
     assert!(e.contains("has no template"), "{e}");
-    let e = CommandSet::load(
-        &config(r#"{"command": {"x": {"template": "t", "subtask": "yes"}}}"#),
-        &[],
-        None,
-    )
-    .unwrap_err()
-    .to_string();
+    let e = load_error(r#"{"command": {"x": {"template": "t", "subtask": "yes"}}}"#);
     assert!(e.contains("\"subtask\" must be true or false"), "{e}");
     let d = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(d.path().join(".troupe/command")).unwrap();

@@ -86,21 +86,26 @@ fn body_shape() {
 #[test]
 fn error_event_overloaded() {
     let mut a = MessageAssembler::new();
-    let e = a
-        .push(
-            "error",
+    // (event data, the error's kind, its message where the test pins it)
+    let cases = [
+        (
             r#"{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}"#,
-        )
-        .expect_err("e");
-    assert_eq!(e.kind, ErrorKind::Overloaded);
-    assert_eq!(e.message, "Overloaded");
-    let e = a
-        .push(
-            "error",
+            ErrorKind::Overloaded,
+            Some("Overloaded"),
+        ),
+        (
             r#"{"type":"error","error":{"type":"api_error","message":"boom"}}"#,
-        )
-        .expect_err("e");
-    assert_eq!(e.kind, ErrorKind::StreamError);
+            ErrorKind::StreamError,
+            None,
+        ),
+    ];
+    for (data, kind, message) in cases {
+        let e = a.push("error", data).expect_err("e");
+        assert_eq!(e.kind, kind, "{data}");
+        if let Some(message) = message {
+            assert_eq!(e.message, message);
+        }
+    }
 }
 
 #[test]

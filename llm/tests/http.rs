@@ -86,6 +86,24 @@ fn response(status: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A `200 OK` event-stream response whose body is `body`.
+fn sse(body: &[u8]) -> Vec<u8> {
+    response("200 OK", &[("content-type", "text/event-stream")], body)
+}
+
+/// A provider of `protocol` (see [`model`]) at a one-connection server that answers with
+/// `reply`; the provider and the receiver of the raw request text.
+async fn answering(reply: Reply, protocol: Protocol) -> (Provider, oneshot::Receiver<String>) {
+    let (url, rx) = serve(reply).await;
+    (
+        Provider::new(reqwest::Client::new(), model(&url, protocol)),
+        rx,
+    )
+}
+
+/// The first chunk of a stream that then stalls: a text delta "a".
+const FIRST_DELTA: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
+
 fn model(base_url: &str, protocol: Protocol) -> ResolvedModel {
     ResolvedModel {
         name: "M1".into(),
@@ -115,13 +133,7 @@ async fn collect(p: &Provider) -> Result<Vec<Result<StreamEvent, LlmError>>, Llm
 #[tokio::test]
 async fn streams_a_recorded_sse_body() {
     let body = load_body(&wire_dir().join("openai/chat-tool-call-single.sse"));
-    let (url, req_rx) = serve(Reply::Bytes(response(
-        "200 OK",
-        &[("content-type", "text/event-stream")],
-        &body,
-    )))
-    .await;
-    let p = Provider::new(reqwest::Client::new(), model(&url, Protocol::OpenaiChat));
+    let (p, req_rx) = answering(Reply::Bytes(sse(&body)), Protocol::OpenaiChat).await;
     let events = collect(&p).await.expect("stream");
     let s = summarize(&events);
     assert!(s.error.is_none(), "{:?}", s.error);
@@ -143,16 +155,7 @@ async fn streams_a_recorded_sse_body() {
 #[tokio::test]
 async fn anthropic_protocol_over_http() {
     let body = load_body(&wire_dir().join("anthropic/messages-tool-use.sse"));
-    let (url, req_rx) = serve(Reply::Bytes(response(
-        "200 OK",
-        &[("content-type", "text/event-stream")],
-        &body,
-    )))
-    .await;
-    let p = Provider::new(
-        reqwest::Client::new(),
-        model(&url, Protocol::AnthropicMessages),
-    );
+    let (p, req_rx) = answering(Reply::Bytes(sse(&body)), Protocol::AnthropicMessages).await;
     let s = summarize(&collect(&p).await.expect("stream"));
     assert!(s.error.is_none(), "{:?}", s.error);
     assert_eq!(s.tools[0].1, "get_weather");
@@ -166,17 +169,19 @@ async fn anthropic_protocol_over_http() {
 #[tokio::test]
 async fn http_429_is_rate_limit_with_retry_headers() {
     let body = br#"{"error":{"message":"Rate limit reached for m1","type":"requests","code":"rate_limit_exceeded"}}"#;
-    let (url, _rx) = serve(Reply::Bytes(response(
-        "429 Too Many Requests",
-        &[
-            ("content-type", "application/json"),
-            ("retry-after", "7"),
-            ("retry-after-ms", "6500"),
-        ],
-        body,
-    )))
+    let (p, _rx) = answering(
+        Reply::Bytes(response(
+            "429 Too Many Requests",
+            &[
+                ("content-type", "application/json"),
+                ("retry-after", "7"),
+                ("retry-after-ms", "6500"),
+            ],
+            body,
+        )),
+        Protocol::OpenaiChat,
+    )
     .await;
-    let p = Provider::new(reqwest::Client::new(), model(&url, Protocol::OpenaiChat));
     let e = collect(&p).await.expect_err("429");
     assert_eq!(e.kind, ErrorKind::RateLimit);
     assert_eq!(e.status, Some(429));
@@ -198,13 +203,15 @@ async fn http_429_is_rate_limit_with_retry_headers() {
 #[tokio::test]
 async fn http_401_is_auth() {
     let body = br#"{"error":{"message":"Incorrect API key provided: sk-test.","type":"invalid_request_error","code":"invalid_api_key"}}"#;
-    let (url, _rx) = serve(Reply::Bytes(response(
-        "401 Unauthorized",
-        &[("content-type", "application/json")],
-        body,
-    )))
+    let (p, _rx) = answering(
+        Reply::Bytes(response(
+            "401 Unauthorized",
+            &[("content-type", "application/json")],
+            body,
+        )),
+        Protocol::OpenaiChat,
+    )
     .await;
-    let p = Provider::new(reqwest::Client::new(), model(&url, Protocol::OpenaiChat));
     let e = collect(&p).await.expect_err("401");
     assert_eq!(e.kind, ErrorKind::Auth);
     assert_eq!(e.message, "Incorrect API key provided: sk-test.");
@@ -215,13 +222,7 @@ async fn http_401_is_auth() {
 async fn cut_connection_is_transport() {
     let body = load_body(&wire_dir().join("openai/chat-text-stop.sse"));
     let half = &body[..body.len() / 2];
-    let (url, _rx) = serve(Reply::Bytes(response(
-        "200 OK",
-        &[("content-type", "text/event-stream")],
-        half,
-    )))
-    .await;
-    let p = Provider::new(reqwest::Client::new(), model(&url, Protocol::OpenaiChat));
+    let (p, _rx) = answering(Reply::Bytes(sse(half)), Protocol::OpenaiChat).await;
     let events = collect(&p).await.expect("stream opens");
     let s = summarize(&events);
     assert!(!s.text.is_empty(), "events before the cut are kept");
@@ -234,13 +235,15 @@ async fn cut_connection_is_transport() {
 #[tokio::test]
 async fn json_body_is_parsed_as_a_completion() {
     let body = br#"{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"plain"},"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":1,"total_tokens":5}}"#;
-    let (url, _rx) = serve(Reply::Bytes(response(
-        "200 OK",
-        &[("content-type", "application/json")],
-        body,
-    )))
+    let (p, _rx) = answering(
+        Reply::Bytes(response(
+            "200 OK",
+            &[("content-type", "application/json")],
+            body,
+        )),
+        Protocol::OpenaiChat,
+    )
     .await;
-    let p = Provider::new(reqwest::Client::new(), model(&url, Protocol::OpenaiChat));
     let s = summarize(&collect(&p).await.expect("stream"));
     assert_eq!(s.text, "plain");
     assert_eq!(
@@ -266,15 +269,8 @@ async fn connection_refused_names_the_url() {
 
 #[tokio::test]
 async fn idle_stream_times_out() {
-    let first = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
-    let (url, _rx) = serve(Reply::Hang(response(
-        "200 OK",
-        &[("content-type", "text/event-stream")],
-        first,
-    )))
-    .await;
-    let p = Provider::new(reqwest::Client::new(), model(&url, Protocol::OpenaiChat))
-        .with_idle_timeout(Duration::from_millis(300));
+    let (p, _rx) = answering(Reply::Hang(sse(FIRST_DELTA)), Protocol::OpenaiChat).await;
+    let p = p.with_idle_timeout(Duration::from_millis(300));
     let start = Instant::now();
     let s = summarize(&collect(&p).await.expect("stream"));
     assert_eq!(s.text, "a");
@@ -286,14 +282,7 @@ async fn idle_stream_times_out() {
 
 #[tokio::test]
 async fn cancel_ends_the_stream_promptly_with_aborted() {
-    let first = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
-    let (url, _rx) = serve(Reply::Hang(response(
-        "200 OK",
-        &[("content-type", "text/event-stream")],
-        first,
-    )))
-    .await;
-    let p = Provider::new(reqwest::Client::new(), model(&url, Protocol::OpenaiChat));
+    let (p, _rx) = answering(Reply::Hang(sse(FIRST_DELTA)), Protocol::OpenaiChat).await;
     let cancel = CancellationToken::new();
     let mut s = p.stream(request(), cancel.clone()).await.expect("stream");
     let mut got = Vec::new();

@@ -98,6 +98,25 @@ fn step(
     }
 }
 
+/// A finished step `[created, completed]` (`span`) whose request ran `[start, end]`
+/// (`request`, no first-token time) and which called `tools`: [`step`] for the common case.
+fn ok_step(
+    sid: &str,
+    id: &str,
+    span: (Millis, Option<Millis>),
+    request: (Millis, Millis),
+    tools: Vec<(&str, ToolState)>,
+) -> MessageWithParts {
+    let (created, completed) = span;
+    let request = req(request.0, None, request.1);
+    step(sid, id, created, completed, request, true, tools)
+}
+
+/// The timeline of session `s` with history `msgs` and no child sessions, at [`NOW`].
+fn build_alone(s: &Session, msgs: &[MessageWithParts]) -> Timeline {
+    build(s, msgs, &HashMap::new(), NOW)
+}
+
 fn req(start: Millis, first: Option<Millis>, end: Millis) -> Option<RequestTime> {
     Some(RequestTime {
         start,
@@ -181,7 +200,7 @@ fn a_finished_step_gives_step_request_and_tool_rows_in_part_order() {
             ],
         ),
     ];
-    let t = build(&s, &msgs, &HashMap::new(), NOW);
+    let t = build_alone(&s, &msgs);
     use RowKind::*;
     use RowStatus::*;
     assert_eq!(
@@ -234,7 +253,7 @@ fn running_parts_extend_to_now_and_pending_calls_have_no_bar() {
             vec![("bash", pending)],
         ),
     ];
-    let t = build(&s, &msgs, &HashMap::new(), NOW);
+    let t = build_alone(&s, &msgs);
     use RowKind::*;
     use RowStatus::*;
     assert_eq!(
@@ -245,16 +264,14 @@ fn running_parts_extend_to_now_and_pending_calls_have_no_bar() {
         ]
     );
     // Stream done, a tool runs: the request has its end, the tool runs to now.
-    let msgs = vec![step(
+    let msgs = vec![ok_step(
         "ses_a",
         "msg_1",
-        1000,
-        None,
-        req(1000, None, 1900),
-        true,
+        (1000, None),
+        (1000, 1900),
         vec![("bash", running)],
     )];
-    let t = build(&s, &msgs, &HashMap::new(), NOW);
+    let t = build_alone(&s, &msgs);
     assert_eq!(
         shape(&t),
         vec![
@@ -332,26 +349,22 @@ fn parallel_subagents_get_their_own_lanes_and_nest_under_their_task_calls() {
     let s = session("ses_p", None, "P");
     let msgs = vec![
         user("ses_p", "msg_1", 1000),
-        step(
+        ok_step(
             "ses_p",
             "msg_2",
-            1001,
-            Some(3000),
-            req(1002, None, 1100),
-            true,
+            (1001, Some(3000)),
+            (1002, 1100),
             vec![
                 ("task", task("ses_c1", 1200, Some(2000))),
                 ("task", task("ses_c2", 1200, Some(2500))),
             ],
         ),
         user("ses_p", "msg_3", 3100),
-        step(
+        ok_step(
             "ses_p",
             "msg_4",
-            3101,
-            Some(4000),
-            req(3102, None, 3150),
-            true,
+            (3101, Some(4000)),
+            (3102, 3150),
             vec![("task", task("ses_c3", 3200, Some(3900)))],
         ),
     ];
@@ -408,23 +421,19 @@ fn a_resumed_subagent_shows_only_each_calls_own_work_and_running_calls_run_to_no
     let s = session("ses_p", None, "P");
     let msgs = vec![
         user("ses_p", "msg_1", 1000),
-        step(
+        ok_step(
             "ses_p",
             "msg_2",
-            1001,
-            Some(2000),
-            req(1002, None, 1100),
-            true,
+            (1001, Some(2000)),
+            (1002, 1100),
             vec![("task", task("ses_c", 1200, Some(1900)))],
         ),
         user("ses_p", "msg_3", 3000),
-        step(
+        ok_step(
             "ses_p",
             "msg_4",
-            3001,
-            None,
-            req(3002, None, 3100),
-            true,
+            (3001, None),
+            (3002, 3100),
             vec![("task", task("ses_c", 3200, None))],
         ),
     ];
@@ -474,13 +483,11 @@ fn a_resumed_subagent_shows_only_each_calls_own_work_and_running_calls_run_to_no
 #[test]
 fn foreign_or_cyclic_child_links_are_not_followed() {
     let s = session("ses_p", None, "P");
-    let msgs = vec![step(
+    let msgs = vec![ok_step(
         "ses_p",
         "msg_2",
-        1001,
-        Some(2000),
-        req(1002, None, 1100),
-        true,
+        (1001, Some(2000)),
+        (1002, 1100),
         vec![
             ("task", task("ses_other", 1200, Some(1900))),
             ("task", task("ses_c", 1200, Some(1900))),
@@ -488,13 +495,11 @@ fn foreign_or_cyclic_child_links_are_not_followed() {
         ],
     )];
     // ses_c's own task part points back at the parent: shown once, never followed.
-    let back = vec![step(
+    let back = vec![ok_step(
         "ses_c",
         "msg_c",
-        1300,
-        Some(1800),
-        req(1301, None, 1400),
-        true,
+        (1300, Some(1800)),
+        (1301, 1400),
         vec![("task", task("ses_p", 1500, Some(1700)))],
     )];
     let children: HashMap<SessionId, ChildHistory> = [
@@ -533,16 +538,8 @@ fn foreign_or_cyclic_child_links_are_not_followed() {
 #[test]
 fn rows_serialize_with_the_api_field_names() {
     let s = session("ses_a", None, "A");
-    let msgs = vec![step(
-        "ses_a",
-        "msg_1",
-        5,
-        Some(9),
-        req(6, None, 7),
-        true,
-        vec![],
-    )];
-    let v = serde_json::to_value(build(&s, &msgs, &HashMap::new(), NOW)).expect("json");
+    let msgs = vec![ok_step("ses_a", "msg_1", (5, Some(9)), (6, 7), vec![])];
+    let v = serde_json::to_value(build_alone(&s, &msgs)).expect("json");
     assert_eq!(v["sessionID"], "ses_a");
     assert_eq!(v["now"], NOW);
     let r = &v["rows"][1];
@@ -570,7 +567,7 @@ fn labels_are_one_line_and_clipped() {
         true,
         vec![("bash", done(json!({"command": long}), 6, 8))],
     )];
-    let t = build(&s, &msgs, &HashMap::new(), NOW);
+    let t = build_alone(&s, &msgs);
     let label = &t.rows[1].label;
     assert_eq!(label.chars().count(), LABEL_MAX);
     assert!(label.ends_with('…') && !label.contains('\n'), "{label}");
@@ -592,22 +589,18 @@ async fn load_follows_task_parts_through_the_store() {
         });
     }
     let histories = vec![
-        vec![step(
+        vec![ok_step(
             "ses_p",
             "msg_1",
-            1000,
-            Some(5000),
-            req(1001, None, 1100),
-            true,
+            (1000, Some(5000)),
+            (1001, 1100),
             vec![("task", task("ses_k", 1200, Some(4900)))],
         )],
-        vec![step(
+        vec![ok_step(
             "ses_k",
             "msg_2",
-            1300,
-            Some(4800),
-            req(1301, None, 1400),
-            true,
+            (1300, Some(4800)),
+            (1301, 1400),
             vec![("task", task("ses_g", 1500, Some(4700)))],
         )],
         child_turn("ses_g", 3, 1600, 4600),

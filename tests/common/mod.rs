@@ -176,6 +176,14 @@ pub async fn mock(steps: Vec<Step>) -> MockServer {
     start_mock(Script::single(steps)).await
 }
 
+/// The scripted provider answering every conversation with `steps` ([`mock`]) and a new
+/// project configured for it ([`Project::new`]).
+pub async fn mock_project(steps: Vec<Step>) -> (MockServer, Project) {
+    let server = mock(steps).await;
+    let project = Project::new(&server.base_url());
+    (server, project)
+}
+
 /// A real (tiny) PNG: the 8-byte signature and an IHDR chunk.
 pub const TINY_PNG: &[u8] = &[
     0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, b'I', b'H', b'D', b'R', 0, 0, 0,

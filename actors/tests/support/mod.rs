@@ -200,6 +200,19 @@ pub async fn run_prompt(runtime: &Runtime, sid: &SessionId, text: &str) -> TurnR
         .expect("turn ran")
 }
 
+/// [`run_prompt`], asserting the turn ended without an error; the turn.
+pub async fn run_ok(runtime: &Runtime, sid: &SessionId, text: &str) -> TurnResult {
+    let turn = run_prompt(runtime, sid, text).await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    turn
+}
+
+/// Shut a test's runtime and then its mock provider down.
+pub async fn stop(runtime: Runtime, server: MockServer) {
+    runtime.shutdown().await;
+    server.shutdown().await;
+}
+
 /// Run `input` to its end (bounded by [`DEADLINE`]), for a prompt with more than a text.
 pub async fn run_input(runtime: &Runtime, sid: &SessionId, input: PromptInput) -> TurnResult {
     tokio::time::timeout(DEADLINE, runtime.prompt(sid, input))

@@ -29,6 +29,23 @@ async fn bash(dir: &Path, args: Value) -> Result<ToolOutput, ToolError> {
     BashTool.execute(args, ToolContext::simple(dir)).await
 }
 
+/// Runs `command` (description "t") in `dir`; it must succeed as a tool call.
+async fn run(dir: &Path, command: &str) -> ToolOutput {
+    bash(dir, json!({"command": command, "description": "t"}))
+        .await
+        .unwrap()
+}
+
+/// Checks `cond` up to `tries` times, `every` apart (first at once), until it holds.
+async fn poll_until(tries: usize, every: Duration, mut cond: impl FnMut() -> bool) {
+    for _ in 0..tries {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
 /// Live (non-zombie) processes whose process group is `pgid`.
 fn live_in_group(pgid: i32) -> Vec<String> {
     let mut out = Vec::new();
@@ -66,9 +83,7 @@ async fn exit_code_and_output() {
     );
     assert_eq!(out.metadata["exit"], json!(3));
     assert_eq!(out.title, "test");
-    let out = bash(d.path(), json!({"command": "true", "description": "t"}))
-        .await
-        .unwrap();
+    let out = run(d.path(), "true").await;
     assert_eq!(out.output, "(no output)");
     assert_eq!(out.metadata["exit"], json!(0));
     let out = bash(
@@ -148,36 +163,20 @@ async fn abort_kills_whole_group() {
     let (task, progress, abort) =
         spawn_bash(d.path(), "echo $$; sleep 30 & sleep 30; wait", "sleepers");
     // Wait for the pid to show up in progress.
-    let mut pgid = 0;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        if let Ok(p) = progress.last_output().trim().parse::<i32>() {
-            pgid = p;
-            break;
-        }
-    }
+    let pgid = wait_for_pid(&progress).await;
     assert!(pgid > 1, "no pid published");
     // Both sleeps running.
-    for _ in 0..50 {
-        if live_in_group(pgid).len() >= 3 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll_until(50, Duration::from_millis(20), || {
+        live_in_group(pgid).len() >= 3
+    })
+    .await;
     assert!(live_in_group(pgid).len() >= 3, "{:?}", live_in_group(pgid));
     let t0 = std::time::Instant::now();
     abort.cancel();
     let res = task.await.unwrap();
     assert_eq!(res, Err(ToolError::Aborted));
     assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
-    let mut left = live_in_group(pgid);
-    for _ in 0..20 {
-        if left.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-        left = live_in_group(pgid);
-    }
+    let left = wait_gone(pgid).await;
     assert!(left.is_empty(), "survivors: {left:?}");
     assert!(t0.elapsed() < Duration::from_secs(1));
 }
@@ -197,16 +196,14 @@ async fn wait_for_pid(progress: &Progress) -> i32 {
     panic!("no pid published");
 }
 
+/// Waits (about 0.5 s at most) until no live process is left in group `pgid`; the
+/// survivors.
 async fn wait_gone(pgid: i32) -> Vec<String> {
-    let mut left = live_in_group(pgid);
-    for _ in 0..20 {
-        if left.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-        left = live_in_group(pgid);
-    }
-    left
+    poll_until(21, Duration::from_millis(25), || {
+        live_in_group(pgid).is_empty()
+    })
+    .await;
+    live_in_group(pgid)
 }
 
 #[tokio::test]
@@ -241,12 +238,7 @@ async fn dropping_the_future_kills_the_group() {
 #[tokio::test]
 async fn stdout_and_stderr_interleave_in_order() {
     let d = tempfile::tempdir().unwrap();
-    let out = bash(
-        d.path(),
-        json!({"command": "echo a; echo b >&2; echo c; echo d >&2", "description": "t"}),
-    )
-    .await
-    .unwrap();
+    let out = run(d.path(), "echo a; echo b >&2; echo c; echo d >&2").await;
     assert_eq!(out.output, "a\nb\nc\nd\n");
 }
 
@@ -262,12 +254,7 @@ fn assert_truncation_note(output: &str) {
 #[tokio::test]
 async fn output_cap_keeps_tail() {
     let d = tempfile::tempdir().unwrap();
-    let out = bash(
-        d.path(),
-        json!({"command": "seq 1 5000", "description": "t"}),
-    )
-    .await
-    .unwrap();
+    let out = run(d.path(), "seq 1 5000").await;
     assert_truncation_note(&out.output);
     assert!(out.output.ends_with("5000\n"));
     assert!(!out.output.contains("\n1000\n"));
@@ -277,7 +264,11 @@ async fn output_cap_keeps_tail() {
     assert!(full.starts_with("1\n2\n") && full.ends_with("5000\n"));
     let _ = std::fs::remove_file(path);
     // Byte cap: 200 KB in a few lines.
-    let out = bash(d.path(), json!({"command": "head -c 200000 /dev/zero | tr '\\0' a; echo; echo END", "description": "t"})).await.unwrap();
+    let out = run(
+        d.path(),
+        "head -c 200000 /dev/zero | tr '\\0' a; echo; echo END",
+    )
+    .await;
     assert!(out.output.ends_with("END\n"));
     assert!(out.output.len() < MAX_BYTES + 500);
     assert!(out.metadata["output"].as_str().unwrap().chars().count() <= MAX_METADATA_LENGTH);
@@ -291,12 +282,7 @@ async fn output_cap_keeps_tail() {
 async fn background_child_does_not_block() {
     let d = tempfile::tempdir().unwrap();
     let start = std::time::Instant::now();
-    let out = bash(
-        d.path(),
-        json!({"command": "sleep 2 & echo done", "description": "t"}),
-    )
-    .await
-    .unwrap();
+    let out = run(d.path(), "sleep 2 & echo done").await;
     assert!(out.output.contains("done"));
     assert!(start.elapsed() < Duration::from_millis(1500));
 }
@@ -311,12 +297,10 @@ fn alive(pid: i32) -> bool {
 
 /// Wait (bounded) until none of `pids` is alive; returns the survivors.
 async fn survivors(pids: &[i32]) -> Vec<i32> {
-    for _ in 0..100 {
-        if pids.iter().all(|&p| !alive(p)) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll_until(100, Duration::from_millis(20), || {
+        pids.iter().all(|&p| !alive(p))
+    })
+    .await;
     pids.iter().copied().filter(|&p| alive(p)).collect()
 }
 
@@ -331,12 +315,7 @@ fn pids_in(text: &str) -> Vec<i32> {
 #[tokio::test]
 async fn leftovers_die_with_the_call() {
     let d = tempfile::tempdir().unwrap();
-    let out = bash(
-        d.path(),
-        json!({"command": "sleep 30 & echo started $!", "description": "t"}),
-    )
-    .await
-    .unwrap();
+    let out = run(d.path(), "sleep 30 & echo started $!").await;
     assert!(out.output.starts_with("started "), "{}", out.output);
     let pids = pids_in(out.output.lines().next().unwrap());
     assert_eq!(pids.len(), 1);
@@ -349,12 +328,7 @@ async fn leftovers_die_with_the_call() {
     );
     assert_eq!(out.metadata["stoppedLeftovers"], json!(1));
 
-    let out = bash(
-        d.path(),
-        json!({"command": "(sleep 30 & echo $! > orphan.pid); echo bg", "description": "t"}),
-    )
-    .await
-    .unwrap();
+    let out = run(d.path(), "(sleep 30 & echo $! > orphan.pid); echo bg").await;
     assert!(out.output.starts_with("bg\n"), "{}", out.output);
     let pids = pids_in(&std::fs::read_to_string(d.path().join("orphan.pid")).unwrap());
     assert_eq!(pids.len(), 1);
@@ -362,12 +336,7 @@ async fn leftovers_die_with_the_call() {
 
     // `timeout` and `setsid` leave the shell's process group; env -i drops the mark, but
     // its parent (in the group or marked) gives it away.
-    let out = bash(
-            d.path(),
-            json!({"command": "timeout 60 sleep 30 & echo $!; setsid sleep 30 & echo $!; env -i /bin/sh -c 'sleep 30 & echo $!'", "description": "t"}),
-        )
-        .await
-        .unwrap();
+    let out = run(d.path(), "timeout 60 sleep 30 & echo $!; setsid sleep 30 & echo $!; env -i /bin/sh -c 'sleep 30 & echo $!'").await;
     let pids: Vec<i32> = out.output.lines().take(3).flat_map(pids_in).collect();
     assert_eq!(pids.len(), 3, "{}", out.output);
     assert_eq!(survivors(&pids).await, Vec::<i32>::new());
@@ -384,12 +353,10 @@ async fn abort_kills_escaped_grandchildren() {
     );
     wait_for_pid(&progress).await;
     let pidfile = d.path().join("a.pid");
-    for _ in 0..100 {
-        if std::fs::read_to_string(&pidfile).is_ok_and(|s| !s.trim().is_empty()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll_until(100, Duration::from_millis(20), || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| !s.trim().is_empty())
+    })
+    .await;
     let escaped = pids_in(&std::fs::read_to_string(&pidfile).unwrap());
     assert!(alive(escaped[0]));
     abort.cancel();
@@ -423,17 +390,13 @@ async fn background_runs_until_the_session_stops() {
     assert_eq!(listed[0].pid, pid);
     assert_eq!(listed[0].command, "echo up; sleep 30");
     let log = out.metadata["outputPath"].as_str().unwrap().to_string();
-    for _ in 0..100 {
-        if std::fs::read_to_string(&log).is_ok_and(|s| s == "up\n") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll_until(100, Duration::from_millis(20), || {
+        std::fs::read_to_string(&log).is_ok_and(|s| s == "up\n")
+    })
+    .await;
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "up\n");
     // Another call ending does not touch it.
-    bash(d.path(), json!({"command": "true", "description": "t"}))
-        .await
-        .unwrap();
+    run(d.path(), "true").await;
     assert!(alive(pid));
     let sid = ctx.session_id.clone();
     let killed = tokio::task::spawn_blocking(move || procs::stop_session(&sid))
@@ -449,12 +412,7 @@ async fn background_runs_until_the_session_stops() {
 #[tokio::test]
 async fn long_last_line_keeps_its_tail() {
     let d = tempfile::tempdir().unwrap();
-    let out = bash(
-        d.path(),
-        json!({"command": "head -c 60000 /dev/zero | tr '\\0' x; echo END", "description": "t"}),
-    )
-    .await
-    .unwrap();
+    let out = run(d.path(), "head -c 60000 /dev/zero | tr '\\0' x; echo END").await;
     assert_truncation_note(&out.output);
     assert!(
         out.output.ends_with("xxxxEND\n"),
@@ -465,12 +423,11 @@ async fn long_last_line_keeps_its_tail() {
     let kept = out.output.matches('x').count();
     assert!(kept > 50_000, "{kept}");
     // Multi-byte: a huge line of 3-byte characters is cut on a character boundary.
-    let out = bash(
-            d.path(),
-            json!({"command": "for i in $(seq 1 25000); do printf '€'; done; echo END", "description": "t"}),
-        )
-        .await
-        .unwrap();
+    let out = run(
+        d.path(),
+        "for i in $(seq 1 25000); do printf '€'; done; echo END",
+    )
+    .await;
     assert!(out.output.ends_with("€€€END\n"));
     assert!(out.output.contains("\n\n…€€€"));
     assert!(!out.output.contains('\u{fffd}'));
