@@ -43,6 +43,7 @@
 pub mod mcp;
 mod otlp;
 pub mod pg;
+mod scan;
 mod script;
 mod server;
 pub mod task;

@@ -2,6 +2,7 @@
 //! attempts (errors, stalls, hangs, cut streams), and the body, streamed as SSE or whole.
 
 use super::*;
+use crate::scan::{self, Scan};
 
 /// A completion request on any of the completion routes: Anthropic's when the path ends in
 /// `/messages`, OpenAI's (`…/chat/completions`) otherwise.
@@ -100,20 +101,43 @@ async fn completion(
         )
     };
 
-    let body: Value = match serde_json::from_slice(&raw) {
-        Ok(v) => v,
-        Err(e) => {
-            let text = Value::String(String::from_utf8_lossy(&raw).into_owned());
-            return reject(
-                text,
-                StatusCode::BAD_REQUEST,
-                &format!("invalid JSON body: {e}"),
-            );
+    // The routing facts come from a scan of the raw bytes (no `Value` of a body that may hold
+    // a long session's whole history); the body is parsed into a `Value` only to be recorded,
+    // or where the scan leaves the answer to `wire::analyze` (invalid JSON, odd key repeats).
+    let scanned = scan::scan(&raw, dialect);
+    let (body, info) = match scanned {
+        Scan::Info(info) if !shared.record_bodies.load(Ordering::Relaxed) => (Value::Null, info),
+        Scan::Rejected(msg) if !shared.record_bodies.load(Ordering::Relaxed) => {
+            return reject(Value::Null, StatusCode::BAD_REQUEST, &msg);
         }
-    };
-    let info = match wire::analyze(&body, dialect) {
-        Ok(i) => i,
-        Err(msg) => return reject(body, StatusCode::BAD_REQUEST, &msg),
+        scanned => {
+            let body: Value = match serde_json::from_slice(&raw) {
+                Ok(v) => v,
+                Err(e) => {
+                    let text = Value::String(String::from_utf8_lossy(&raw).into_owned());
+                    return reject(
+                        text,
+                        StatusCode::BAD_REQUEST,
+                        &format!("invalid JSON body: {e}"),
+                    );
+                }
+            };
+            let analyzed = wire::analyze(&body, dialect);
+            // Every test that records bodies checks the scan against the `Value` way.
+            debug_assert!(
+                match (&scanned, &analyzed) {
+                    (Scan::Unsure, _) => true,
+                    (Scan::Info(a), Ok(b)) => a == b,
+                    (Scan::Rejected(a), Err(b)) => a == b,
+                    _ => false,
+                },
+                "the body scan disagrees with the Value analysis: {scanned:?} vs {analyzed:?}"
+            );
+            match analyzed {
+                Ok(i) => (body, i),
+                Err(msg) => return reject(body, StatusCode::BAD_REQUEST, &msg),
+            }
+        }
     };
     let Some(conv_idx) = shared
         .script
