@@ -21,6 +21,7 @@ mod report;
 mod run;
 mod script;
 mod step_cpu;
+mod threads;
 mod timed;
 
 use std::process::ExitCode;

@@ -57,6 +57,8 @@ pub(crate) struct Measured {
     /// `--step-cpu`: one sample per step start, and bus events missed.
     pub(crate) step_samples: Vec<Sample>,
     pub(crate) step_lag: u64,
+    /// `--step-cpu`: every thread's CPU at the edges of the first and last 100 steps.
+    pub(crate) step_threads: Vec<(usize, crate::threads::Reading)>,
     /// Per successful session: overhead, provider and tool time per step, turn time; ms.
     pub(crate) overhead: Vec<f64>,
     pub(crate) prov_step: Vec<f64>,
@@ -115,6 +117,7 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         tenth,
         step_samples,
         step_lag,
+        step_threads,
         overhead,
         prov_step,
         tool_step,
@@ -140,7 +143,11 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         (Some(r), Some(b)) => Some((r - b) * 1024.0 / s.sessions as f64),
         _ => None,
     };
-    let step_window = step_cpu::first_last(&step_samples, 100);
+    let step_window = step_cpu::first_last(&step_samples, step_cpu::WINDOW);
+    // The thread readings were taken at the sample indices of a run without lag.
+    let thread_windows = (step_lag == 0)
+        .then(|| step_cpu::thread_windows(&step_threads, step_samples.len()))
+        .flatten();
     let steps_per_s = if wall_s > 0.0 {
         total_steps as f64 / wall_s
     } else {
@@ -209,6 +216,7 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
             "samples": step_samples.len(),
             "bus_events_lagged": step_lag,
             "first_last_100": step_window.clone(),
+            "threads_first_last_100": thread_windows.clone(),
         })),
         "snapshots": s.snapshots,
         "extra_files": s.files,
@@ -309,6 +317,32 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
             w["first_troupe_cpu_ms_per_step"], w["last_troupe_cpu_ms_per_step"],
             w["troupe_last_over_first"], step_samples.len()
         ));
+        if let Some(t) = &thread_windows {
+            for (label, key) in [("first", "first"), ("last ", "last")] {
+                let w = &t[key];
+                let groups = w["groups"]
+                    .as_object()
+                    .map(|g| {
+                        g.iter()
+                            .map(|(name, v)| {
+                                format!(
+                                    "{name} {}+{} (run {})",
+                                    v["user_ms_per_step"],
+                                    v["sys_ms_per_step"],
+                                    v["run_ms_per_step"]
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default();
+                h.push_str(&format!(
+                    "  {label} 100     user+sys ms/step: troupe {}+{}, process {}+{}; threads {groups}\n",
+                    w["troupe_user_ms_per_step"], w["troupe_sys_ms_per_step"],
+                    w["process_user_ms_per_step"], w["process_sys_ms_per_step"]
+                ));
+            }
+        }
     } else if s.step_cpu {
         h.push_str(&format!(
             "  step cpu       {} samples: too few for first/last 100 steps\n",

@@ -151,10 +151,12 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
     // Memory baseline: the runtime and the mock started, no session yet.
     let rss_base = measure::current_rss_mib().await;
     let step_cpu = s.step_cpu.then(|| {
-        let window = s
-            .callgrind_window
-            .map(|w| (s.sessions * s.steps * s.turns, w));
-        step_cpu::start(bus.clone(), mock.cpu_clock(), window)
+        step_cpu::start(
+            bus.clone(),
+            mock.cpu_clock(),
+            s.sessions * s.steps * s.turns,
+            s.callgrind_window,
+        )
     });
     let usage0 = measure::usage().unwrap_or_default();
     let mock_cpu0 = mock.cpu_s();
@@ -268,9 +270,9 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
     let usage1 = measure::usage().unwrap_or_default();
     let mock_cpu1 = mock.cpu_s();
     let children1 = measure::children_usage().unwrap_or_default();
-    let step_samples = match step_cpu {
+    let step_collected = match step_cpu {
         Some(h) => h.stop().await,
-        None => (Vec::new(), 0),
+        None => step_cpu::Collected::default(),
     };
     runs.sort_by_key(|r| r.index);
 
@@ -400,7 +402,11 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
     let wall_s = wall.as_secs_f64();
     let cpu_s = usage1.cpu_s - usage0.cpu_s;
     let mock_cpu_s = mock_cpu1 - mock_cpu0;
-    let (step_samples, step_lag) = step_samples;
+    let step_cpu::Collected {
+        samples: step_samples,
+        lagged: step_lag,
+        threads: step_threads,
+    } = step_collected;
     let report = report::build(
         s,
         Measured {
@@ -425,6 +431,7 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
             tenth,
             step_samples,
             step_lag,
+            step_threads,
             overhead,
             prov_step,
             tool_step,
