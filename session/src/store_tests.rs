@@ -732,3 +732,43 @@ async fn the_sequence_cache_follows_commits_of_another_store_on_the_file() {
     a.flush().await.unwrap();
     assert_eq!(seqs(&sid), vec![1, 2]);
 }
+
+#[test]
+fn the_busy_handler_sleeps_short_then_gives_up_after_the_busy_timeout() {
+    assert_eq!(busy_delay_us(0), 50);
+    assert_eq!(busy_delay_us(5), 1600);
+    assert_eq!(busy_delay_us(6), 2000);
+    assert_eq!(busy_delay_us(1000), 2000);
+    let mut slept = 0;
+    for tries in 0..10_000 {
+        assert_eq!(busy_waited_us(tries), slept, "before try {tries}");
+        slept += busy_delay_us(tries);
+    }
+    // It stops at the first try that has slept BUSY_TIMEOUT in all: 5 s.
+    let limit = BUSY_TIMEOUT.as_micros() as u64;
+    let last = (0..10_000).find(|&t| busy_waited_us(t) >= limit).unwrap();
+    assert!(busy_waited_us(last) < limit + 2000);
+}
+
+/// A write lock another connection holds for a while is waited for, not failed: the second
+/// `BEGIN IMMEDIATE` succeeds once the first commits.
+#[test]
+fn a_connection_waits_for_another_connections_write_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("busy.db");
+    let a = open_conn(&path).unwrap();
+    let b = open_conn(&path).unwrap();
+    a.execute_batch("CREATE TABLE t (x INTEGER); BEGIN IMMEDIATE; INSERT INTO t VALUES (1);")
+        .unwrap();
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        a.execute_batch("COMMIT").unwrap();
+    });
+    b.execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (2); COMMIT;")
+        .expect("waits for the lock");
+    holder.join().unwrap();
+    let n: i64 = b
+        .query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 2);
+}

@@ -63,13 +63,45 @@ pub(super) fn sql_err(path: &Path, e: rusqlite::Error) -> StoreError {
     }
 }
 
-/// How long a connection waits for another process's lock before failing with "database
-/// is locked" (SQLite's busy handler): 5 s.
+/// How long a connection waits for another connection's lock (another process's, or this
+/// one's writer and lease connections) before failing with "database is locked": 5 s of
+/// sleeps in the busy handler (`busy_wait`).
 pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(5000);
 
+/// Microseconds the busy handler sleeps at its `tries`-th call for one lock (0-based): 50 µs,
+/// doubling up to 2 ms.
+pub(super) fn busy_delay_us(tries: i32) -> u64 {
+    (50u64 << tries.clamp(0, 6)).min(2000)
+}
+
+/// Microseconds the busy handler has slept for one lock before its `tries`-th call.
+pub(super) fn busy_waited_us(tries: i32) -> u64 {
+    let tries = u64::try_from(tries).unwrap_or(0);
+    if tries <= 6 {
+        50 * ((1 << tries) - 1)
+    } else {
+        3150 + 2000 * (tries - 6)
+    }
+}
+
+/// The busy handler of every connection: while another connection holds the write lock
+/// (in this process the writer thread and the lease connection take turns; or another
+/// process), sleep [`busy_delay_us`] and try again, until [`BUSY_TIMEOUT`] has been slept
+/// in all; then SQLite answers `SQLITE_BUSY`. SQLite's own handler (`busy_timeout`) sleeps
+/// 1, 2, 5, 10, 15, 20, 25 … 100 ms between tries, so a lock held for a millisecond could
+/// keep its waiter asleep for 10–30 ms: a lease taken at a turn's start waited that long
+/// on the writer's commit, and the writer on a lease write.
+fn busy_wait(tries: i32) -> bool {
+    if u128::from(busy_waited_us(tries)) >= BUSY_TIMEOUT.as_micros() {
+        return false;
+    }
+    std::thread::sleep(std::time::Duration::from_micros(busy_delay_us(tries)));
+    true
+}
+
 pub(super) fn open_conn(path: &Path) -> Result<Connection, StoreError> {
-    let conn = Connection::open(path).map_err(|e| sql_err(path, e))?;
-    conn.busy_timeout(BUSY_TIMEOUT)
+    let mut conn = Connection::open(path).map_err(|e| sql_err(path, e))?;
+    conn.busy_handler(Some(busy_wait))
         .map_err(|e| sql_err(path, e))?;
     // Switching a new file to WAL takes an exclusive lock, and SQLite answers SQLITE_BUSY
     // at once (without the busy handler) when another process holds it while opening the
