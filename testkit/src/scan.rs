@@ -147,6 +147,7 @@ fn skip_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
 }
 
 /// A string value as an owned `String`, anything else as `None` (`Value::as_str`).
+#[derive(Clone, Copy)]
 struct MaybeString;
 
 impl<'de> DeserializeSeed<'de> for MaybeString {
@@ -174,6 +175,7 @@ impl<'de> Visitor<'de> for MaybeString {
 }
 
 /// A boolean value, anything else as `None` (`Value::as_bool`).
+#[derive(Clone, Copy)]
 struct MaybeBool;
 
 impl<'de> DeserializeSeed<'de> for MaybeBool {
@@ -214,19 +216,29 @@ impl<'de> Visitor<'de> for MaybeBool {
     }
 }
 
-/// `stream_options.include_usage` as a boolean: `None` when `stream_options` is not an object,
-/// has no such key, or its value is not a boolean.
-struct IncludeUsage;
+/// The value of one `key` of an object read with `seed` (the last such key wins): `None` for
+/// a value that is not an object, or has no such key. `stream_options.include_usage` (a
+/// boolean) and a content part's `text` (a string) are read with it.
+struct ValueAt<S> {
+    key: KeyName,
+    seed: S,
+}
 
-impl<'de> DeserializeSeed<'de> for IncludeUsage {
-    type Value = Option<bool>;
+impl<'de, S, T> DeserializeSeed<'de> for ValueAt<S>
+where
+    S: DeserializeSeed<'de, Value = Option<T>> + Copy,
+{
+    type Value = Option<T>;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for IncludeUsage {
-    type Value = Option<bool>;
+impl<'de, S, T> Visitor<'de> for ValueAt<S>
+where
+    S: DeserializeSeed<'de, Value = Option<T>> + Copy,
+{
+    type Value = Option<T>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
@@ -240,8 +252,8 @@ impl<'de> Visitor<'de> for IncludeUsage {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut out = None;
         while let Some(key) = map.next_key::<Key>()? {
-            if key.0 == KeyName::IncludeUsage {
-                out = map.next_value_seed(MaybeBool)?;
+            if key.0 == self.key {
+                out = map.next_value_seed(self.seed)?;
             } else {
                 map.next_value::<Skip>()?;
             }
@@ -319,49 +331,16 @@ impl<'de> Visitor<'de> for ContentText {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut texts: Vec<String> = Vec::new();
-        while let Some(text) = seq.next_element_seed(PartText)? {
+        while let Some(text) = seq.next_element_seed(ValueAt {
+            key: KeyName::Text,
+            seed: MaybeString,
+        })? {
             texts.extend(text);
         }
         Ok(texts.join("\n"))
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         skip_map(map).map(|()| String::new())
-    }
-}
-
-/// The string `text` of one content part (the last `text` key wins); `None` for a part that
-/// is not an object or whose `text` is missing or not a string.
-struct PartText;
-
-impl<'de> DeserializeSeed<'de> for PartText {
-    type Value = Option<String>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for PartText {
-    type Value = Option<String>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    other_values!(None);
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        skip_seq(seq).map(|()| None)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut text = None;
-        while let Some(key) = map.next_key::<Key>()? {
-            if key.0 == KeyName::Text {
-                text = map.next_value_seed(MaybeString)?;
-            } else {
-                map.next_value::<Skip>()?;
-            }
-        }
-        Ok(text)
     }
 }
 
@@ -415,7 +394,10 @@ impl<'de> Visitor<'de> for TopSeed {
                 KeyName::Model => top.model = map.next_value_seed(MaybeString)?,
                 KeyName::Stream => top.stream = map.next_value_seed(MaybeBool)?,
                 KeyName::StreamOptions => {
-                    top.include_usage = map.next_value_seed(IncludeUsage)?;
+                    top.include_usage = map.next_value_seed(ValueAt {
+                        key: KeyName::IncludeUsage,
+                        seed: MaybeBool,
+                    })?;
                 }
                 _ => {
                     map.next_value::<Skip>()?;
