@@ -132,6 +132,40 @@ macro_rules! other_values {
     };
 }
 
+/// The rest of a visitor that reads objects only: its `expecting`, and `None` for a scalar,
+/// a string or an array (skipped). `$de` is the impl's deserializer lifetime.
+macro_rules! objects_only {
+    ($de:lifetime) => {
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        other_values!(None);
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<$de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            skip_seq(seq).map(|()| None)
+        }
+    };
+}
+
+/// The rest of a visitor that reads arrays only: its `expecting`, and `None` for a scalar, a
+/// string or an object (skipped). `$de` is the impl's deserializer lifetime.
+macro_rules! arrays_only {
+    ($de:lifetime) => {
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        other_values!(None);
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_map<A: MapAccess<$de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            skip_map(map).map(|()| None)
+        }
+    };
+}
+
 /// Skips a sequence whose contents the caller does not need.
 fn skip_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
     while seq.next_element::<Skip>()?.is_some() {}
@@ -239,16 +273,7 @@ where
     S: DeserializeSeed<'de, Value = Option<T>> + Copy,
 {
     type Value = Option<T>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    other_values!(None);
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        skip_seq(seq).map(|()| None)
-    }
+    objects_only!('de);
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut out = None;
         while let Some(key) = map.next_key::<Key>()? {
@@ -368,16 +393,7 @@ impl<'de> DeserializeSeed<'de> for TopSeed {
 
 impl<'de> Visitor<'de> for TopSeed {
     type Value = Option<Top>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    other_values!(None);
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        skip_seq(seq).map(|()| None)
-    }
+    objects_only!('de);
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         // Every key may come again; the last value wins, as in a `Value` map.
         let mut top = Top::default();
@@ -437,16 +453,7 @@ impl<'de> DeserializeSeed<'de> for MessagesSeed {
 
 impl<'de> Visitor<'de> for MessagesSeed {
     type Value = Option<Messages>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    other_values!(None);
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        skip_map(map).map(|()| None)
-    }
+    arrays_only!('de);
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut out = Messages::default();
         loop {
