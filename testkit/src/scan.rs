@@ -17,6 +17,7 @@
 //! map); debug builds of the mock check that on every request whose body is recorded.
 
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
@@ -180,52 +181,63 @@ fn skip_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
     Ok(())
 }
 
-/// A string value as an owned `String`, anything else as `None` (`Value::as_str`).
-#[derive(Clone, Copy)]
-struct MaybeString;
+/// The scalar types [`Maybe`] reads: each says what it makes of a JSON string and a boolean
+/// (`None` where the value is of the other kind).
+trait Scalar: Sized {
+    fn from_str(s: &str) -> Option<Self>;
+    fn from_bool(b: bool) -> Option<Self>;
+}
 
-impl<'de> DeserializeSeed<'de> for MaybeString {
-    type Value = Option<String>;
+/// `Value::as_str`: an owned copy of a string.
+impl Scalar for String {
+    fn from_str(s: &str) -> Option<Self> {
+        Some(s.to_owned())
+    }
+    fn from_bool(_: bool) -> Option<Self> {
+        None
+    }
+}
+
+/// `Value::as_bool`.
+impl Scalar for bool {
+    fn from_str(_: &str) -> Option<Self> {
+        None
+    }
+    fn from_bool(b: bool) -> Option<Self> {
+        Some(b)
+    }
+}
+
+/// A value of scalar type `T`, anything else as `None` (`Value::as_str` / `Value::as_bool`);
+/// arrays and objects are skipped (checked, not kept).
+struct Maybe<T>(PhantomData<T>);
+
+impl<T> Maybe<T> {
+    const SEED: Self = Maybe(PhantomData);
+}
+
+impl<T> Clone for Maybe<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Maybe<T> {}
+
+impl<'de, T: Scalar> DeserializeSeed<'de> for Maybe<T> {
+    type Value = Option<T>;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for MaybeString {
-    type Value = Option<String>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    other_values!(None);
-    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
-        Ok(Some(s.to_owned()))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        skip_seq(seq).map(|()| None)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        skip_map(map).map(|()| None)
-    }
-}
-
-/// A boolean value, anything else as `None` (`Value::as_bool`).
-#[derive(Clone, Copy)]
-struct MaybeBool;
-
-impl<'de> DeserializeSeed<'de> for MaybeBool {
-    type Value = Option<bool>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for MaybeBool {
-    type Value = Option<bool>;
+impl<'de, T: Scalar> Visitor<'de> for Maybe<T> {
+    type Value = Option<T>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
     fn visit_bool<E>(self, b: bool) -> Result<Self::Value, E> {
-        Ok(Some(b))
+        Ok(T::from_bool(b))
     }
     fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
         Ok(None)
@@ -239,8 +251,8 @@ impl<'de> Visitor<'de> for MaybeBool {
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(None)
     }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(T::from_str(s))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
         skip_seq(seq).map(|()| None)
@@ -358,7 +370,7 @@ impl<'de> Visitor<'de> for ContentText {
         let mut texts: Vec<String> = Vec::new();
         while let Some(text) = seq.next_element_seed(ValueAt {
             key: KeyName::Text,
-            seed: MaybeString,
+            seed: Maybe::<String>::SEED,
         })? {
             texts.extend(text);
         }
@@ -407,12 +419,12 @@ impl<'de> Visitor<'de> for TopSeed {
                 KeyName::System if self.dialect == Dialect::Anthropic => {
                     top.system = Some(map.next_value_seed(ContentText)?);
                 }
-                KeyName::Model => top.model = map.next_value_seed(MaybeString)?,
-                KeyName::Stream => top.stream = map.next_value_seed(MaybeBool)?,
+                KeyName::Model => top.model = map.next_value_seed(Maybe::<String>::SEED)?,
+                KeyName::Stream => top.stream = map.next_value_seed(Maybe::<bool>::SEED)?,
                 KeyName::StreamOptions => {
                     top.include_usage = map.next_value_seed(ValueAt {
                         key: KeyName::IncludeUsage,
-                        seed: MaybeBool,
+                        seed: Maybe::<bool>::SEED,
                     })?;
                 }
                 _ => {
