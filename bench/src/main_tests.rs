@@ -14,6 +14,17 @@ fn parse(args: &[&str]) -> Result<Settings> {
         .settings()
 }
 
+/// Runs the bench with `args` on a 2-worker runtime, as `main` does (debug build).
+fn run_with(args: &[&str]) -> crate::report::Report {
+    let s = parse(args).expect("settings");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(run(&s)).expect("run")
+}
+
 #[test]
 fn defaults_and_validation() {
     let s = parse(&[]).expect("defaults");
@@ -56,13 +67,7 @@ fn config_resolves_the_mock_model() {
 /// End to end: 3 sessions of the 6-step script through one runtime (debug build).
 #[test]
 fn three_sessions_run_clean() {
-    let s = parse(&["--sessions", "3", "--steps", "6", "--parallel", "2"]).expect("settings");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("rt");
-    let report = rt.block_on(run(&s)).expect("run");
+    let report = run_with(&["--sessions", "3", "--steps", "6", "--parallel", "2"]);
     assert_eq!(report.first_error, None, "{}", report.human);
     assert_eq!(report.json["total_steps"], 18);
     assert_eq!(report.json["mock_requests"], 18);
@@ -77,13 +82,7 @@ fn three_sessions_run_clean() {
 /// turn, and the page probe reads it 50 messages at a time.
 #[test]
 fn a_long_session_runs_past_the_default_step_limit_and_is_paged() {
-    let s = parse(&["--steps", "130", "--no-tools", "--page-probe", "20"]).expect("settings");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("rt");
-    let report = rt.block_on(run(&s)).expect("run");
+    let report = run_with(&["--steps", "130", "--no-tools", "--page-probe", "20"]);
     assert_eq!(report.first_error, None, "{}", report.human);
     assert_eq!(report.json["total_steps"], 130);
     let probe = &report.json["page_probe"];

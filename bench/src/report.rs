@@ -95,84 +95,49 @@ pub(crate) struct SessionTimes {
 
 /// The JSON object and the text report of `m`, run with settings `s`.
 pub(crate) fn build(s: &Settings, m: Measured) -> Report {
-    let Measured {
-        total_steps,
-        failed,
-        first_error,
-        compacted,
-        wall_s,
-        cpu_s,
-        mock_cpu_s,
-        child_cpu_s,
-        rss_base,
-        rss_idle,
-        rss_idle_untrimmed,
-        rss_tenth,
-        rss_after,
-        rss_after_trim,
-        rss_after_probe,
-        peak_rss_mib,
-        mock_rss_estimate,
-        mock_body_mib,
-        tenth,
-        step_samples,
-        step_lag,
-        step_threads,
-        overhead,
-        prov_step,
-        tool_step,
-        turn_ms,
-        runqueue_step,
-        worst,
-        live_after,
-        mock_requests,
-        mock_unfinished,
-        counters: (steps_started, tool_crashes, processor_crashes),
-        pages,
-    } = m;
-    let troupe_cpu_s = cpu_s - mock_cpu_s;
+    let troupe_cpu_s = m.cpu_s - m.mock_cpu_s;
     let per_step = |x: f64| {
-        if total_steps > 0 {
-            x * 1000.0 / total_steps as f64
+        if m.total_steps > 0 {
+            x * 1000.0 / m.total_steps as f64
         } else {
             0.0
         }
     };
     // Memory at rest: what the run left in the process, per session (all actors stopped).
-    let per_session_kib = |rss: Option<f64>| match (rss, rss_base) {
+    let per_session_kib = |rss: Option<f64>| match (rss, m.rss_base) {
         (Some(r), Some(b)) => Some((r - b) * 1024.0 / s.sessions as f64),
         _ => None,
     };
-    let step_window = step_cpu::first_last(&step_samples, step_cpu::WINDOW);
+    let step_window = step_cpu::first_last(&m.step_samples, step_cpu::WINDOW);
     // The thread readings were taken at the sample indices of a run without lag.
-    let thread_windows = (step_lag == 0)
-        .then(|| step_cpu::thread_windows(&step_threads, step_samples.len()))
+    let thread_windows = (m.step_lag == 0)
+        .then(|| step_cpu::thread_windows(&m.step_threads, m.step_samples.len()))
         .flatten();
-    let steps_per_s = if wall_s > 0.0 {
-        total_steps as f64 / wall_s
+    let steps_per_s = if m.wall_s > 0.0 {
+        m.total_steps as f64 / m.wall_s
     } else {
         0.0
     };
-    let cpu_ms_per_step = if total_steps > 0 {
-        cpu_s * 1000.0 / total_steps as f64
+    let cpu_ms_per_step = if m.total_steps > 0 {
+        m.cpu_s * 1000.0 / m.total_steps as f64
     } else {
         0.0
     };
     // Child processes: git for snapshots (and bash, which the bench's tool mix does not call).
-    let child_cpu_ms_per_step = if total_steps > 0 {
-        child_cpu_s * 1000.0 / total_steps as f64
+    let child_cpu_ms_per_step = if m.total_steps > 0 {
+        m.child_cpu_s * 1000.0 / m.total_steps as f64
     } else {
         0.0
     };
-    let growth = match (rss_tenth, rss_after) {
+    let growth = match (m.rss_tenth, m.rss_after) {
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
     };
-    let later = s.sessions.saturating_sub(tenth);
+    let later = s.sessions.saturating_sub(m.tenth);
     // Growth minus the mock's records of the later sessions (records are per request, and every
     // session sends the same number of requests).
-    let growth_troupe = match (growth, mock_rss_estimate) {
-        (Some(g), Some(m)) => Some(g - m * later as f64 / s.sessions as f64),
+    let growth_troupe = match (growth, m.mock_rss_estimate) {
+        (Some(g), Some(mock)) => Some(g - mock * later as f64 / s.sessions as f64),
         _ => None,
     };
     let growth_per_session_kib = growth
@@ -194,49 +159,49 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         "delay_ms": s.delay_ms,
         "mock_records_bodies": s.record_bodies,
         "db": db_shown,
-        "total_steps": total_steps,
-        "failed_sessions": failed,
-        "compacted_sessions": compacted,
-        "first_error": first_error,
-        "wall_s": round3(wall_s),
-        "cpu_s": round3(cpu_s),
+        "total_steps": m.total_steps,
+        "failed_sessions": m.failed,
+        "compacted_sessions": m.compacted,
+        "first_error": m.first_error,
+        "wall_s": round3(m.wall_s),
+        "cpu_s": round3(m.cpu_s),
         "cpu_ms_per_step": round3(cpu_ms_per_step),
-        "mock_cpu_s": round3(mock_cpu_s),
+        "mock_cpu_s": round3(m.mock_cpu_s),
         "troupe_cpu_s": round3(troupe_cpu_s),
         "troupe_cpu_ms_per_step": round3(per_step(troupe_cpu_s)),
         "turns_per_session": s.turns,
-        "rss_base_mib": rss_base.map(round3),
-        "rss_idle_between_turns_mib": rss_idle.map(round3),
-        "idle_kib_per_session": per_session_kib(rss_idle).map(round3),
-        "idle_untrimmed_kib_per_session": per_session_kib(rss_idle_untrimmed).map(round3),
-        "at_rest_kib_per_session": per_session_kib(rss_after).map(round3),
-        "rss_after_run_trimmed_mib": rss_after_trim.map(round3),
-        "at_rest_trimmed_kib_per_session": per_session_kib(rss_after_trim).map(round3),
+        "rss_base_mib": m.rss_base.map(round3),
+        "rss_idle_between_turns_mib": m.rss_idle.map(round3),
+        "idle_kib_per_session": per_session_kib(m.rss_idle).map(round3),
+        "idle_untrimmed_kib_per_session": per_session_kib(m.rss_idle_untrimmed).map(round3),
+        "at_rest_kib_per_session": per_session_kib(m.rss_after).map(round3),
+        "rss_after_run_trimmed_mib": m.rss_after_trim.map(round3),
+        "at_rest_trimmed_kib_per_session": per_session_kib(m.rss_after_trim).map(round3),
         "step_cpu": s.step_cpu.then(|| json!({
-            "samples": step_samples.len(),
-            "bus_events_lagged": step_lag,
+            "samples": m.step_samples.len(),
+            "bus_events_lagged": m.step_lag,
             "first_last_100": step_window.clone(),
             "threads_first_last_100": thread_windows.clone(),
         })),
         "snapshots": s.snapshots,
         "extra_files": s.files,
-        "child_cpu_s": round3(child_cpu_s),
+        "child_cpu_s": round3(m.child_cpu_s),
         "child_cpu_ms_per_step": round3(child_cpu_ms_per_step),
         "steps_per_s": round3(steps_per_s),
-        "peak_rss_mib": round3(peak_rss_mib),
-        "mock_recorded_body_mib": round3(mock_body_mib),
-        "rss_after_first_10pct_mib": rss_tenth.map(round3),
-        "rss_after_run_mib": rss_after.map(round3),
+        "peak_rss_mib": round3(m.peak_rss_mib),
+        "mock_recorded_body_mib": round3(m.mock_body_mib),
+        "rss_after_first_10pct_mib": m.rss_tenth.map(round3),
+        "rss_after_run_mib": m.rss_after.map(round3),
         "rss_growth_mib": growth.map(round3),
         "rss_growth_kib_per_later_session": growth_per_session_kib.map(round3),
-        "mock_records_rss_estimate_mib": mock_rss_estimate.map(round3),
+        "mock_records_rss_estimate_mib": m.mock_rss_estimate.map(round3),
         "rss_growth_excluding_mock_mib": growth_troupe.map(round3),
-        "overhead_ms_per_step": dist(&overhead),
-        "provider_ms_per_step": dist(&prov_step),
-        "tool_ms_per_step": dist(&tool_step),
-        "turn_ms": dist(&turn_ms),
-        "runqueue_ms_per_step": runqueue_step.as_deref().map(dist),
-        "worst_overhead_sessions": worst.iter().map(|w| json!({
+        "overhead_ms_per_step": dist(&m.overhead),
+        "provider_ms_per_step": dist(&m.prov_step),
+        "tool_ms_per_step": dist(&m.tool_step),
+        "turn_ms": dist(&m.turn_ms),
+        "runqueue_ms_per_step": m.runqueue_step.as_deref().map(dist),
+        "worst_overhead_sessions": m.worst.iter().map(|w| json!({
             "session": w.index,
             "overhead_ms_per_step": round3(w.overhead_ms_per_step),
             "turn_ms": round3(w.turn_ms),
@@ -244,16 +209,16 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
             "tool_ms": round3(w.tool_ms),
             "runqueue_ms": s.runqueue.then(|| round3(w.runqueue_ms)),
         })).collect::<Vec<_>>(),
-        "live_sessions_after": live_after,
-        "mock_requests": mock_requests,
-        "mock_requests_unfinished_when_read": mock_unfinished,
-        "counters": {"steps": steps_started, "tool_crashes": tool_crashes, "processor_crashes": processor_crashes},
-        "page_probe": pages.as_ref().map(|p| json!({
+        "live_sessions_after": m.live_after,
+        "mock_requests": m.mock_requests,
+        "mock_requests_unfinished_when_read": m.mock_unfinished,
+        "counters": {"steps": m.counters.0, "tool_crashes": m.counters.1, "processor_crashes": m.counters.2},
+        "page_probe": m.pages.as_ref().map(|p| json!({
             "reads": p.us.len(),
             "messages_in_session": p.messages,
             "page_read_us": dist(&p.us),
             "session_read_us": dist(&p.baseline_us),
-            "rss_after_probe_mib": rss_after_probe.map(round3),
+            "rss_after_probe_mib": m.rss_after_probe.map(round3),
         })),
     });
     let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
@@ -262,50 +227,52 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         "troupe-bench: {} sessions x {} steps, parallel {}, tools: {mix}\n",
         s.sessions, s.steps, s.parallel
     ));
-    h.push_str(&format!("  steps          {total_steps} total, {failed} failed sessions, {mock_requests} provider requests\n"));
+    h.push_str(&format!("  steps          {total_steps} total, {failed} failed sessions, {mock_requests} provider requests\n", failed = m.failed, mock_requests = m.mock_requests, total_steps = m.total_steps));
     h.push_str(&format!(
-        "  wall           {wall_s:.3} s   ({steps_per_s:.1} steps/s)\n"
+        "  wall           {wall_s:.3} s   ({steps_per_s:.1} steps/s)\n",
+        wall_s = m.wall_s
     ));
-    h.push_str(&format!("  cpu            {cpu_s:.3} s user+sys   ({cpu_ms_per_step:.3} ms/step, includes the in-process mock)\n"));
+    h.push_str(&format!("  cpu            {cpu_s:.3} s user+sys   ({cpu_ms_per_step:.3} ms/step, includes the in-process mock)\n", cpu_s = m.cpu_s));
     h.push_str(&format!(
         "  troupe cpu     {troupe_cpu_s:.3} s   ({:.3} ms/step; the mock thread took {mock_cpu_s:.3} s)\n",
-        per_step(troupe_cpu_s)
+        per_step(troupe_cpu_s), mock_cpu_s = m.mock_cpu_s
     ));
     h.push_str(&format!(
         "  child cpu      {child_cpu_s:.3} s   ({child_cpu_ms_per_step:.3} ms/step; snapshots {}, {} extra files)\n",
         if s.snapshots { "on" } else { "off" },
-        s.files
+        s.files, child_cpu_s = m.child_cpu_s
     ));
     if s.record_bodies {
         h.push_str(&format!(
-            "  peak rss       {peak_rss_mib:.1} MiB   (the in-process mock holds {mock_body_mib:.1} MiB of recorded request JSON, more as parsed values)\n"
+            "  peak rss       {peak_rss_mib:.1} MiB   (the in-process mock holds {mock_body_mib:.1} MiB of recorded request JSON, more as parsed values)\n", mock_body_mib = m.mock_body_mib, peak_rss_mib = m.peak_rss_mib
         ));
     } else {
         h.push_str(&format!(
-            "  peak rss       {peak_rss_mib:.1} MiB   (mock keeps request summaries only)\n"
+            "  peak rss       {peak_rss_mib:.1} MiB   (mock keeps request summaries only)\n",
+            peak_rss_mib = m.peak_rss_mib
         ));
     }
     h.push_str(&format!(
         "  rss            {} MiB after first 10% ({tenth} sessions), {} MiB after the run (growth {} MiB, {} KiB per later session)\n",
-        opt(rss_tenth),
-        opt(rss_after),
+        opt(m.rss_tenth),
+        opt(m.rss_after),
         opt(growth),
-        opt(growth_per_session_kib)
+        opt(growth_per_session_kib), tenth = m.tenth
     ));
     h.push_str(&format!(
-        "  mock records   taken out of the mock (freed) before the idle and at-rest readings; {mock_unfinished} read before their response ended\n"
+        "  mock records   taken out of the mock (freed) before the idle and at-rest readings; {mock_unfinished} read before their response ended\n", mock_unfinished = m.mock_unfinished
     ));
     h.push_str(&format!(
         "  at rest        {} MiB before the sessions; after the run {} KiB per session ({} after malloc_trim){}\n",
-        opt(rss_base),
-        opt(per_session_kib(rss_after)),
-        opt(per_session_kib(rss_after_trim)),
-        match rss_idle {
+        opt(m.rss_base),
+        opt(per_session_kib(m.rss_after)),
+        opt(per_session_kib(m.rss_after_trim)),
+        match m.rss_idle {
             Some(_) => format!(
                 "; idle between turns {} MiB, {} KiB per session ({} before the runtime's idle trim)",
-                opt(rss_idle),
-                opt(per_session_kib(rss_idle)),
-                opt(per_session_kib(rss_idle_untrimmed))
+                opt(m.rss_idle),
+                opt(per_session_kib(m.rss_idle)),
+                opt(per_session_kib(m.rss_idle_untrimmed))
             ),
             None => String::new(),
         }
@@ -315,7 +282,7 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
             "  step cpu       first 100 steps {} ms/step, last 100 {} ms/step (troupe only: {} → {}, ×{}); {} samples, {step_lag} bus events lagged\n",
             w["first_cpu_ms_per_step"], w["last_cpu_ms_per_step"],
             w["first_troupe_cpu_ms_per_step"], w["last_troupe_cpu_ms_per_step"],
-            w["troupe_last_over_first"], step_samples.len()
+            w["troupe_last_over_first"], m.step_samples.len(), step_lag = m.step_lag
         ));
         if let Some(t) = &thread_windows {
             for (label, key) in [("first", "first"), ("last ", "last")] {
@@ -346,7 +313,7 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
     } else if s.step_cpu {
         h.push_str(&format!(
             "  step cpu       {} samples: too few for first/last 100 steps\n",
-            step_samples.len()
+            m.step_samples.len()
         ));
     }
     for (label, key, note) in [
@@ -368,7 +335,7 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
             h.push_str(&format!("  {label:<15}{} ms{note}\n", fmt_dist(&j[key])));
         }
     }
-    for w in worst.iter().take(3) {
+    for w in m.worst.iter().take(3) {
         h.push_str(&format!(
             "  worst overhead session {}: {:.3} ms/step; turn {:.3} ms = provider {:.3} + tools {:.3} + the rest{}\n",
             w.index,
@@ -384,10 +351,10 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         ));
     }
     h.push_str(&format!(
-        "  live sessions  {live_after} after the run; counters: {steps_started} steps, {tool_crashes} tool crashes, {processor_crashes} processor crashes\n"
+        "  live sessions  {live_after} after the run; counters: {steps_started} steps, {tool_crashes} tool crashes, {processor_crashes} processor crashes\n", live_after = m.live_after, processor_crashes = m.counters.2, steps_started = m.counters.0, tool_crashes = m.counters.1
     ));
     h.push_str(&format!("  db             {db_shown}\n"));
-    if let Some(p) = &pages {
+    if let Some(p) = &m.pages {
         h.push_str(&format!(
             "  message pages  {} reads of 50 from {} messages, µs: {}\n",
             p.us.len(),
@@ -399,20 +366,20 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
             fmt_dist(&dist(&p.baseline_us))
         ));
     }
-    if compacted > 0 {
+    if m.compacted > 0 {
         h.push_str(&format!(
-            "  COMPACTED      {compacted} sessions compacted: the mock is out of step (counted as failures)\n"
+            "  COMPACTED      {compacted} sessions compacted: the mock is out of step (counted as failures)\n", compacted = m.compacted
         ));
     }
-    if let Some(e) = &first_error {
+    if let Some(e) = &m.first_error {
         h.push_str(&format!("  FIRST ERROR    {e}\n"));
     }
 
     Report {
         json: j,
         human: h,
-        failed,
-        first_error,
+        failed: m.failed,
+        first_error: m.first_error,
     }
 }
 
