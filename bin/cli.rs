@@ -245,6 +245,32 @@ pub(crate) enum Format {
     Json,
 }
 
+/// The options `troupe run` and `troupe batch` share: which model and agent take the turn,
+/// where, how permission asks are answered, and the server to run it through. The help
+/// below is `run`'s; `batch` words its own (see [`BatchArgs`]).
+#[derive(clap::Args, Debug)]
+pub(crate) struct TurnOpts {
+    /// Model as provider/model.
+    #[arg(short = 'm', long)]
+    pub(crate) model: Option<String>,
+    /// Agent name.
+    #[arg(long)]
+    pub(crate) agent: Option<String>,
+    /// Working directory (default: current).
+    #[arg(long)]
+    pub(crate) dir: Option<PathBuf>,
+    /// How to answer permission asks: `ask` prompts in a terminal (the default when stdin
+    /// and stderr are terminals), `allow` or `deny` answer by policy (no terminal: deny).
+    #[arg(long, value_enum)]
+    pub(crate) permission: Option<PermissionMode>,
+    /// Run through a running `troupe serve` at this URL (e.g. http://127.0.0.1:4096).
+    #[arg(long, value_name = "URL")]
+    pub(crate) attach: Option<String>,
+    /// Password of the server given with --attach; default: $TROUPE_SERVER_PASSWORD.
+    #[arg(long)]
+    pub(crate) password: Option<String>,
+}
+
 #[derive(Parser, Debug)]
 pub(crate) struct RunArgs {
     /// The prompt (words are joined with spaces; piped stdin is appended).
@@ -276,22 +302,9 @@ pub(crate) struct RunArgs {
     /// it (its `modalities.input` lists `image` / `pdf`), else it is an error.
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub(crate) files: Vec<PathBuf>,
-    /// Model as provider/model.
-    #[arg(short = 'm', long)]
-    pub(crate) model: Option<String>,
-    /// Agent name.
-    #[arg(long)]
-    pub(crate) agent: Option<String>,
-    /// Working directory (default: current).
-    #[arg(long)]
-    pub(crate) dir: Option<PathBuf>,
-    /// How to answer permission asks: `ask` prompts in a terminal (the default when stdin
-    /// and stderr are terminals), `allow` or `deny` answer by policy (no terminal: deny).
-    #[arg(long, value_enum)]
-    pub(crate) permission: Option<PermissionMode>,
-    /// Run through a running `troupe serve` at this URL (e.g. http://127.0.0.1:4096).
-    #[arg(long, value_name = "URL")]
-    pub(crate) attach: Option<String>,
+    /// Model, agent, directory, permission answers and server.
+    #[command(flatten)]
+    pub(crate) opts: TurnOpts,
     /// Write the last message of the turn (its text, without tool lines) to FILE as well.
     #[arg(short = 'o', long = "output-last-message", value_name = "FILE")]
     pub(crate) output_last_message: Option<PathBuf>,
@@ -304,12 +317,22 @@ pub(crate) struct RunArgs {
     /// Print only the answer (and errors): no tool lines, no activity line, no notices.
     #[arg(short = 'q', long)]
     pub(crate) quiet: bool,
-    /// Password of the server given with --attach; default: $TROUPE_SERVER_PASSWORD.
-    #[arg(long)]
-    pub(crate) password: Option<String>,
 }
 
 #[derive(Parser, Debug)]
+// The shared options (`TurnOpts`) say what they do for one run; a batch words five of them
+// for its tasks.
+#[command(
+    mut_arg("model", |a| a.help("Default model for tasks without one")),
+    mut_arg("agent", |a| a.help("Default agent for tasks without one")),
+    mut_arg("dir", |a| a.help("Base directory (task `dir`s are relative to it; default: current)")),
+    mut_arg("permission", |a| a.help(
+        "How to answer permission asks: `allow`, or `deny` (the default; a batch never prompts, so `ask` also denies)"
+    )),
+    mut_arg("attach", |a| a.help(
+        "Run the tasks through a running `troupe serve` at this URL, so `troupe monitor` and the web view show them"
+    )),
+)]
 pub(crate) struct BatchArgs {
     /// Tasks file: one JSON object per line, {"id", "prompt", "agent"?, "model"?, "dir"?,
     /// "schema"?, "timeout"? (seconds)}.
@@ -332,31 +355,15 @@ pub(crate) struct BatchArgs {
     /// turn is aborted and the task fails.
     #[arg(long, value_name = "SECONDS")]
     pub(crate) timeout: Option<f64>,
-    /// Default model for tasks without one.
-    #[arg(short = 'm', long)]
-    pub(crate) model: Option<String>,
-    /// Default agent for tasks without one.
-    #[arg(long)]
-    pub(crate) agent: Option<String>,
-    /// Base directory (task `dir`s are relative to it; default: current).
-    #[arg(long)]
-    pub(crate) dir: Option<PathBuf>,
-    /// How to answer permission asks: `allow`, or `deny` (the default; a batch never
-    /// prompts, so `ask` also denies).
-    #[arg(long, value_enum)]
-    pub(crate) permission: Option<PermissionMode>,
+    /// Model, agent, directory, permission answers and server (each worded for a batch
+    /// above).
+    #[command(flatten)]
+    pub(crate) opts: TurnOpts,
     /// Cap on the total time one step of a task spends waiting to retry a failing provider,
     /// seconds (0: no retries); past it the task fails. Local batches only (with --attach the
     /// server's settings apply).
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub(crate) max_retry_time: f64,
-    /// Run the tasks through a running `troupe serve` at this URL, so `troupe monitor` and
-    /// the web view show them.
-    #[arg(long, value_name = "URL")]
-    pub(crate) attach: Option<String>,
-    /// Password of the server given with --attach; default: $TROUPE_SERVER_PASSWORD.
-    #[arg(long)]
-    pub(crate) password: Option<String>,
     /// Run the tasks on a cluster of `troupe worker`s through this NATS server (JetStream),
     /// e.g. nats://127.0.0.1:4222: every task is published at once (--parallel does not
     /// apply; the workers' --concurrency does) and the results are collected into --out.

@@ -500,7 +500,7 @@ fn registry() -> Registry {
 }
 
 async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
-    let cwd = resolve_dir(args.dir.clone())?;
+    let cwd = resolve_dir(args.opts.dir.clone())?;
     if !(args.max_retry_time.is_finite() && args.max_retry_time >= 0.0) {
         bail!(
             "--max-retry-time must be a number of seconds ≥ 0, got {}",
@@ -519,8 +519,8 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
         resume: args.resume,
         retry_failed: args.retry_failed,
         timeout,
-        model: args.model.clone(),
-        agent: args.agent.clone(),
+        model: args.opts.model.clone(),
+        agent: args.opts.agent.clone(),
         cwd: cwd.clone(),
     };
     if let Some(url) = &args.cluster {
@@ -533,8 +533,8 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
             args.resume,
             args.retry_failed,
             troupe_cluster::task::TaskDefaults {
-                model: args.model.clone(),
-                agent: args.agent.clone(),
+                model: args.opts.model.clone(),
+                agent: args.opts.agent.clone(),
                 cwd: cwd.clone(),
                 timeout,
             },
@@ -549,11 +549,11 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
         )
         .await;
     }
-    if let Some(url) = &args.attach {
+    if let Some(url) = &args.opts.attach {
         // The server validates agents and models per task; the file is checked here.
         batch::read_tasks(&args.file)?;
         let client =
-            troupe_server::client::Client::new(url, server_password(args.password.clone()))?;
+            troupe_server::client::Client::new(url, server_password(args.opts.password.clone()))?;
         client.get("/session?roots=true").await.map_err(|e| {
             anyhow!("no troupe server answers at {url} ({e}); start one with `troupe serve`")
         })?;
@@ -562,7 +562,7 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
     let (mut config, agents) = load_agents(&cwd)?;
     // Validate the file before starting anything.
     let tasks = batch::read_tasks(&args.file)?;
-    if let Some(a) = &args.agent {
+    if let Some(a) = &args.opts.agent {
         agents.require_selectable(a).map_err(|e| anyhow!("{e}"))?;
     }
     for t in &tasks {
@@ -572,7 +572,7 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
                 .map_err(|e| anyhow!("{}: task {}: {e}", args.file.display(), t.id))?;
         }
     }
-    let model = match args.model.clone() {
+    let model = match args.opts.model.clone() {
         Some(m) => Some(m),
         // With no configured model, the local server if it answers.
         None if config.default_model().is_none() => {
@@ -587,7 +587,7 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
         local::apply_detected_limits(&mut config, &m).await;
     }
     let store = open_store(db)?;
-    let responder: Arc<dyn troupe_tools::PermissionAsker> = match args.permission {
+    let responder: Arc<dyn troupe_tools::PermissionAsker> = match args.opts.permission {
         Some(PermissionMode::Allow) => Arc::new(troupe_actors::permission::Policy::Allow),
         _ => Arc::new(troupe_actors::permission::Policy::Deny),
     };

@@ -29,7 +29,7 @@ pub(crate) async fn run(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> 
 }
 
 async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
-    let cwd = resolve_dir(args.dir.clone())?;
+    let cwd = resolve_dir(args.opts.dir.clone())?;
     let mut text = args.message.join(" ");
     if !std::io::IsTerminal::is_terminal(&std::io::stdin())
         && troupe_config::env_path("TROUPE_NO_STDIN").is_none()
@@ -58,27 +58,27 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         .as_deref()
         .map(structured::load_schema)
         .transpose()?;
-    if args.attach.is_some() && schema.is_some() {
+    if args.opts.attach.is_some() && schema.is_some() {
         bail!("--json-schema cannot be used with --attach yet; run without --attach");
     }
     if args.command.is_some() && schema.is_some() {
         bail!("--json-schema cannot be used with --command yet; run the prompt without --command");
     }
-    if let Some(url) = args.attach.clone() {
+    if let Some(url) = args.opts.attach.clone() {
         if args.command.is_some() {
             bail!("--command cannot be used with --attach yet; run it without --attach");
         }
         return attach::run(attach::AttachRun {
             url,
-            password: server_password(args.password.clone()),
+            password: server_password(args.opts.password.clone()),
             text,
             files,
             session: args.session.clone(),
             continue_: args.continue_,
             queue: args.queue,
-            agent: args.agent.clone(),
-            model: args.model.clone(),
-            dir: args.dir.as_ref().map(|_| cwd.clone()),
+            agent: args.opts.agent.clone(),
+            model: args.opts.model.clone(),
+            dir: args.opts.dir.as_ref().map(|_| cwd.clone()),
             json: args.format == Format::Json,
             print: output::PrintOptions {
                 quiet: args.quiet,
@@ -93,10 +93,10 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         .await;
     }
     let (mut config, agents) = load_agents(&cwd)?;
-    if let Some(a) = &args.agent {
+    if let Some(a) = &args.opts.agent {
         agents.require_selectable(a).map_err(|e| anyhow!("{e}"))?;
     }
-    let chosen = choose_model(args.model.clone(), &config).await?;
+    let chosen = choose_model(args.opts.model.clone(), &config).await?;
     if let Some(m) = &chosen {
         // Fail before touching the store when the model cannot be resolved.
         config.resolve_model(m).map_err(|e| anyhow!("{e}"))?;
@@ -109,14 +109,14 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     if !media.is_empty() {
         // Refuse before a session is created when the model that will run does not take
         // these media (the runtime checks again before storing the message).
-        let agent_model = match &args.agent {
+        let agent_model = match &args.opts.agent {
             Some(a) => agents.require(a).ok().and_then(|a| a.model.clone()),
             None => agents
                 .default_agent(config.config.default_agent.as_deref())
                 .ok()
                 .and_then(|a| a.model.clone()),
         };
-        if let Some(m) = args.model.clone().or(agent_model).or(chosen.clone())
+        if let Some(m) = args.opts.model.clone().or(agent_model).or(chosen.clone())
             && let Ok(resolved) = config.resolve_model(&m)
         {
             for mime in &media {
@@ -129,6 +129,7 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     // overrides the agent's own model; otherwise the runtime applies the usual precedence
     // (agent model, session model, config model).
     let model = args
+        .opts
         .model
         .clone()
         .or_else(|| chosen.filter(|_| config.default_model().is_none()));
@@ -142,13 +143,14 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     );
     // In a terminal that answers permission asks, the model's questions are asked there
     // too; anywhere else nobody could answer them (the `question` tool is then denied).
-    let terminal = match args.permission {
+    let terminal = match args.opts.permission {
         Some(PermissionMode::Ask) | None if interactive => {
             Some(Arc::new(asker::TerminalAsker::new(activity.clone())))
         }
         _ => None,
     };
-    let responder: Arc<dyn troupe_tools::PermissionAsker> = match (&terminal, args.permission) {
+    let responder: Arc<dyn troupe_tools::PermissionAsker> = match (&terminal, args.opts.permission)
+    {
         (Some(t), _) => t.clone(),
         (None, Some(PermissionMode::Allow)) => Arc::new(troupe_actors::permission::Policy::Allow),
         _ => Arc::new(troupe_actors::permission::Policy::Deny),
@@ -213,7 +215,7 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     let sid = session.id.clone();
     let input = PromptInput {
         text,
-        agent: args.agent.clone(),
+        agent: args.opts.agent.clone(),
         model,
         system: None,
         files,
