@@ -1,5 +1,5 @@
 //! troupe-agents: agents as configuration records, the built-in agents and their prompt
-//! files, permission rulesets, and system-prompt layering.
+//! files, permission rulesets, system-prompt layering, commands and skills.
 //!
 //! An agent is a record, not code: every agent runs through the one session loop. What differs
 //! between agents is data: the system prompt (layer 1), the permission ruleset (which tools are
@@ -8,7 +8,10 @@
 //! - [`Agent`], [`Mode`]: the record (OpenCode `Agent.Info`, reference §12.1).
 //! - [`AgentSet`]: built-ins + `agent.<name>` config + markdown agents (§6.5, §12.2).
 //! - [`permission`]: rules, wildcard matching, evaluation, defaults, sub-agent derivation (§6).
-//! - [`prompt`]: provider prompts, environment, instruction files, layering, reminders (§12.3–12.5).
+//! - [`prompt`]: provider prompts, environment, instruction files, layering, reminders
+//!   (§12.3–12.5).
+//! - [`command`]: commands, prompt templates the user runs by name ([`Command`], [`CommandSet`]).
+//! - [`skill`]: skills, `SKILL.md` folders an agent loads with the `skill` tool.
 
 pub mod agent_set;
 mod builtin;

@@ -5,10 +5,12 @@
 //! - [`types`]: provider-neutral request ([`ChatRequest`]) and stream ([`StreamEvent`]) types.
 //! - [`error`]: [`LlmError`] and its [`ErrorKind`] classes.
 //! - [`provider`]: [`Provider`], one model of one provider; `stream()` opens one step.
-//! - [`openai`]: OpenAI Chat Completions request building and chunk assembly.
+//! - [`openai`]: OpenAI Chat Completions request building, errors and usage; the streamed
+//!   chunk assembly ([`openai::ChunkAssembler`], [`openai::events_from_completion`]) is in
+//!   `openai/stream.rs`.
 //! - [`anthropic`]: Anthropic Messages request building and event assembly.
 //! - [`body`]: request bodies built incrementally ([`body::BodyCache`]).
-//! - [`sse`]: byte-capped SSE framing over `eventsource-stream`.
+//! - [`sse`]: SSE framing of our own (WHATWG event-stream parsing), byte-capped.
 //! - [`retry`]: the retry delay policy (pure).
 
 pub mod anthropic;

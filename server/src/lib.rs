@@ -15,6 +15,13 @@
 //! | `POST /session/{id}/message` `{text?, parts?, agent?, model?, noReply?}` | waits; last assistant `{info, parts}` (with `noReply`, the stored user message); 409 when another process drives the session past the lease wait |
 //! | `POST /session/{id}/prompt_async` (same body) | 204 |
 //! | `POST /session/{id}/abort` / `summarize` | `true` |
+//! | `GET /session/{id}/diff[?messageID=]` | `[{file, status, additions, deletions, patch}]` |
+//! | `POST /session/{id}/revert` `{messageID, partID?}` / `unrevert` | `Session`; 409 when busy |
+//! | `POST /session/{id}/fork` `{messageID?}` | the new `Session` |
+//! | `GET /session/{id}/todo` | `[{content, status, priority}]`, in order |
+//! | `GET /command[?directory=]` | the commands a session in that directory sees |
+//! | `POST /session/{id}/command` `{command, arguments?, agent?, model?, parts?}` | waits |
+//! | `POST /session/{id}/shell` `{command, agent?, model?}` | `{info, parts}`; 409 when busy |
 //! | `GET /permission` | pending requests |
 //! | `POST /permission/{requestID}/reply` `{reply: once/always/reject, message?}` | `true` |
 //! | `POST /session/{id}/permissions/{permissionID}` `{response}` (OpenCode's legacy form) | `true` |
@@ -23,6 +30,7 @@
 //! | `GET /agent`, `/models[?all=true]`, `/config` | agents, the models that can run here (as `troupe models`), merged config (secrets redacted) |
 //! | `GET /event` | SSE of bus events (`server.connected` first, `server.heartbeat` every 10 s) |
 //! | `GET /actors` | the supervision tree (`ActorNode`) |
+//! | `GET /mcp` | the MCP servers with their state and tools |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /doc` | OpenAPI 3.1 JSON |
 //! | `GET /` | the web page |

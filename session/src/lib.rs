@@ -1,7 +1,8 @@
-//! troupe-session: ids, the Session/Message/Part model, bus events, the SQLite store, and
-//! the PostgreSQL store backend, and
-//! pure policies on history: cost, compaction (overflow, prune, filter-compacted, summarizer
-//! input), a session's file-change summary, its title and its timeline.
+//! troupe-session: ids, the Session/Message/Part model, bus events, the store with its SQLite
+//! and PostgreSQL ([`pg`]) backends, session leases across processes ([`lease`]), a session's
+//! todo list ([`todo`]), `troupe db vacuum` ([`vacuum`]), and pure policies on history: cost,
+//! compaction (overflow, prune, filter-compacted, summarizer input, tail), a session's
+//! file-change summary, its title and its timeline.
 
 pub mod compaction;
 pub mod cost;

@@ -6,8 +6,9 @@
 //! Completions, §2 Anthropic Messages), so a bug in `troupe-llm`'s parser is not mirrored here.
 //!
 //! Endpoints: `POST /v1/chat/completions` (and `/chat/completions`), `POST /v1/messages` (and
-//! `/messages`), `GET /v1/models` (lists [`MOCK_MODEL`]), `GET /health`, `GET /_mock/requests`
-//! (the [`RecordedRequest`] list as JSON).
+//! `/messages`), `GET /v1/models` (and `/models`; lists [`MOCK_MODEL`]), `GET /props`
+//! (llama.cpp's server properties when [`MockOptions`] sets them, else 404), `GET /health`,
+//! `GET /_mock/requests` (the [`RecordedRequest`] list as JSON).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -36,6 +37,12 @@
 //!
 //! [`task`] holds the `task`-tool (subagent) scripts the runtime's and the end-to-end tests
 //! share.
+//!
+//! [`mcp`] is a small MCP server (stdio in a child process, or streamable HTTP in the test
+//! process) for the tests of troupe's MCP client.
+//!
+//! [`mock_troupe_config`] is the troupe config every test that points troupe at the mock
+//! starts from.
 //!
 //! The script format is documented on [`Script`], [`Step`] and [`Fault`] and in the crate
 //! README.

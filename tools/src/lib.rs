@@ -1,6 +1,7 @@
 //! troupe-tools: the [`Tool`] trait, the [`ToolContext`] a tool runs with, the registry of
 //! built-in tools (OpenCode names and parameters: `bash`, `read`, `write`, `edit`, `glob`,
-//! `grep`, `list`, `invalid`), output truncation and tool-name repair.
+//! `grep`, `list`, `webfetch`, `apply_patch`, `invalid`; `StructuredOutput` is offered only to
+//! a turn with a JSON Schema), output truncation and tool-name repair.
 //!
 //! A tool is written as a [`TypedTool`]: its arguments are a struct that derives both
 //! `Deserialize` and `JsonSchema`, so the schema the model sees and the parsing of each call
@@ -9,6 +10,13 @@
 //! Tools are plain async functions of (arguments, context). They know nothing of actors: the
 //! actor layer runs each call in its own supervised tool-call actor, enforces the timeout and
 //! cancels through [`ToolContext::abort`].
+//!
+//! Modules: [`builtin`] (one module per built-in tool), [`registry`] (the registry, tool
+//! sources such as MCP servers, name repair), [`args`] (argument decoding and schemas),
+//! [`paths`] (path resolution and the `external_directory` ask), [`bash_command`] (analysis
+//! of a bash command for its permission check), [`procs`] (who owns the processes a tool
+//! starts), [`hooks`] (the hook commands of every hook point), [`truncate`] (output truncation)
+//! and [`testing`] (test-only tools).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

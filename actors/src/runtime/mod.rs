@@ -1,4 +1,5 @@
-//! The [`Runtime`] (one per process) and [`RuntimeShared`], what every actor shares.
+//! The [`Runtime`] (it owns one root actor; a process usually runs one) and
+//! [`RuntimeShared`], what every actor shares.
 //!
 //! This file holds the two types, the runtime's start (the shared parts, the built-in
 //! tools, the root actor, the MCP servers) and shutdown, its accessors and what a person

@@ -1,5 +1,6 @@
 //! The session's workers: the compaction worker (overflow, manual `/compact`) and what its
-//! result does to the turn, and the title and summary agents started after a turn.
+//! result does to the turn, the title agent started for a root session's first user message, and
+//! the summary agent started after a turn that changed files.
 
 use super::*;
 
