@@ -308,25 +308,65 @@ pub(crate) fn reframe(frames: Vec<Bytes>, step: &crate::script::Step) -> Vec<Byt
     out
 }
 
+/// `data: <v>\n\n`, with `v` in compact JSON (what `Value`'s `Display` writes, without going
+/// through `fmt`).
 fn sse_data(v: &Value) -> Bytes {
-    Bytes::from(format!("data: {v}\n\n"))
+    let mut out = b"data: ".to_vec();
+    write_json(&mut out, v);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
 }
 
 fn sse_event(name: &str, v: &Value) -> Bytes {
-    Bytes::from(format!("event: {name}\ndata: {v}\n\n"))
+    let mut out = Vec::with_capacity(16 + name.len());
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    write_json(&mut out, v);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// Appends `v` as compact JSON. Writing a `Value` or a `&str` into a `Vec` cannot fail.
+fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+    serde_json::to_writer(&mut *out, v).expect("JSON into a Vec");
 }
 
 // ---------------------------------------------------------------- OpenAI
 
-fn openai_chunk(plan: &Plan, delta: Value, finish: Option<&str>) -> Bytes {
-    sse_data(&json!({
-        "id": format!("chatcmpl-mock-{}", plan.id),
-        "object": "chat.completion.chunk",
-        "created": plan.created,
-        "model": plan.model,
-        "system_fingerprint": "fp_mock",
-        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
-    }))
+/// What every chunk of one response repeats around its delta: the SSE `data: ` and the chunk's
+/// keys up to `"delta":` (id, object, created, model, system_fingerprint, the choice's index),
+/// written once per response instead of once per chunk.
+struct ChunkEnvelope {
+    head: Vec<u8>,
+}
+
+impl ChunkEnvelope {
+    fn new(plan: &Plan) -> Self {
+        let mut head = b"data: {\"id\":".to_vec();
+        write_json(&mut head, &format!("chatcmpl-mock-{}", plan.id));
+        head.extend_from_slice(b",\"object\":\"chat.completion.chunk\",\"created\":");
+        write_json(&mut head, &plan.created);
+        head.extend_from_slice(b",\"model\":");
+        write_json(&mut head, &plan.model);
+        head.extend_from_slice(
+            b",\"system_fingerprint\":\"fp_mock\",\"choices\":[{\"index\":0,\"delta\":",
+        );
+        ChunkEnvelope { head }
+    }
+
+    /// One `chat.completion.chunk` frame: the same bytes as `sse_data` of the chunk object
+    /// `{id, object, created, model, system_fingerprint, choices: [{index: 0, delta, logprobs:
+    /// null, finish_reason}]}`.
+    fn chunk(&self, delta: &Value, finish: Option<&str>) -> Bytes {
+        let mut out = Vec::with_capacity(self.head.len() + 96);
+        out.extend_from_slice(&self.head);
+        write_json(&mut out, delta);
+        out.extend_from_slice(b",\"logprobs\":null,\"finish_reason\":");
+        write_json(&mut out, &finish);
+        out.extend_from_slice(b"}]}\n\n");
+        Bytes::from(out)
+    }
 }
 
 fn openai_usage(u: &Usage) -> Value {
@@ -345,27 +385,20 @@ fn openai_usage(u: &Usage) -> Value {
 /// finish chunk, the usage chunk (if requested) and `[DONE]`.
 pub(crate) fn openai_frames(plan: &Plan, include_usage: bool) -> Vec<Bytes> {
     let n = plan.chunk_size;
+    let env = ChunkEnvelope::new(plan);
     let mut frames = Vec::new();
     let merge_role_with_tool = plan.reasoning.is_none() && plan.text.is_none();
     if !merge_role_with_tool || plan.tool_calls.is_empty() {
-        frames.push(openai_chunk(
-            plan,
-            json!({"role": "assistant", "content": ""}),
-            None,
-        ));
+        frames.push(env.chunk(&json!({"role": "assistant", "content": ""}), None));
     }
     if let Some(r) = &plan.reasoning {
         for piece in split_chars(r, n) {
-            frames.push(openai_chunk(
-                plan,
-                json!({"reasoning_content": piece}),
-                None,
-            ));
+            frames.push(env.chunk(&json!({"reasoning_content": piece}), None));
         }
     }
     if let Some(t) = &plan.text {
         for piece in split_chars(t, n) {
-            frames.push(openai_chunk(plan, json!({"content": piece}), None));
+            frames.push(env.chunk(&json!({"content": piece}), None));
         }
     }
     for (i, (id, name, args)) in plan.tool_calls.iter().enumerate() {
@@ -378,16 +411,15 @@ pub(crate) fn openai_frames(plan: &Plan, include_usage: bool) -> Vec<Bytes> {
         } else {
             json!({"tool_calls": [opening]})
         };
-        frames.push(openai_chunk(plan, delta, None));
+        frames.push(env.chunk(&delta, None));
         for piece in split_chars(args, n) {
-            frames.push(openai_chunk(
-                plan,
-                json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
+            frames.push(env.chunk(
+                &json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
                 None,
             ));
         }
     }
-    frames.push(openai_chunk(plan, json!({}), Some(&plan.finish_reason)));
+    frames.push(env.chunk(&json!({}), Some(&plan.finish_reason)));
     if include_usage {
         frames.push(sse_data(&json!({
             "id": format!("chatcmpl-mock-{}", plan.id),

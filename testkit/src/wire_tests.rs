@@ -202,3 +202,44 @@ fn non_streaming_shapes() {
     assert_eq!(m["content"][0]["input"]["_raw"], "{oops");
     assert_eq!(m["stop_reason"], "tool_use");
 }
+
+/// The chunk frames written from the per-response envelope are byte for byte what the chunk
+/// object written as a whole `Value` gives (the way the frames were built before).
+#[test]
+fn openai_chunk_frames_equal_the_whole_value_written_out() {
+    let whole = |p: &Plan, delta: &Value, finish: Option<&str>| {
+        let v = json!({
+            "id": format!("chatcmpl-mock-{}", p.id),
+            "object": "chat.completion.chunk",
+            "created": p.created,
+            "model": p.model,
+            "system_fingerprint": "fp_mock",
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+        });
+        format!("data: {v}\n\n")
+    };
+    let odd = "quote \" backslash \\ newline \n tab \t nul \u{0} emoji 😀 é";
+    let steps = [
+        Step::text("Hello world!"),
+        Step::text(odd).with_reasoning(odd),
+        Step::tool("bash", json!({"command": odd})),
+        Step::raw_tool("edit", "{\"path\": \"a\\\"b\"").with_text("then"),
+        Step::tool("read", json!({"path": "x"})).with_tool("glob", json!({"pattern": "*"})),
+        Step::text("cut").with_finish("length"),
+    ];
+    for step in steps {
+        for size in [1, 3, 16] {
+            let mut p = plan(&step.clone().with_chunk_size(size));
+            p.model = odd.to_string();
+            let frames = openai_frames(&p, true);
+            // Every frame but the usage chunk and `[DONE]` is a chunk with one choice.
+            for f in &frames[..frames.len() - 2] {
+                let text = std::str::from_utf8(f).expect("utf8");
+                let v: Value = serde_json::from_str(&text["data: ".len()..]).expect("json");
+                let choice = &v["choices"][0];
+                let expected = whole(&p, &choice["delta"], choice["finish_reason"].as_str());
+                assert_eq!(text, expected, "step {step:?}, chunk size {size}");
+            }
+        }
+    }
+}
