@@ -69,52 +69,13 @@ pub(crate) fn scan(body: &[u8], dialect: Dialect) -> Scan {
     })
 }
 
-/// Any JSON value, checked the way a `Value` parse checks it and then dropped.
-struct Skip;
-
-impl<'de> de::Deserialize<'de> for Skip {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(SkipVisitor)
-    }
-}
-
-struct SkipVisitor;
-
-impl<'de> Visitor<'de> for SkipVisitor {
-    type Value = Skip;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_unit<E>(self) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Skip, A::Error> {
-        skip_seq(seq).map(|()| Skip)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Skip, A::Error> {
-        skip_map(map).map(|()| Skip)
-    }
-}
-
-/// Generates the visitor methods for scalars (booleans, numbers, `null`): each answers `$out`.
+/// Generates a visitor's `expecting` (any JSON value) and its methods for scalars (booleans,
+/// numbers, `null`): each answers `$out`.
 macro_rules! other_values {
     ($out:expr) => {
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
         fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
             Ok($out)
         }
@@ -137,9 +98,6 @@ macro_rules! other_values {
 /// a string or an array (skipped). `$de` is the impl's deserializer lifetime.
 macro_rules! objects_only {
     ($de:lifetime) => {
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("any JSON value")
-        }
         other_values!(None);
         fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
             Ok(None)
@@ -154,9 +112,6 @@ macro_rules! objects_only {
 /// string or an object (skipped). `$de` is the impl's deserializer lifetime.
 macro_rules! arrays_only {
     ($de:lifetime) => {
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("any JSON value")
-        }
         other_values!(None);
         fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
             Ok(None)
@@ -167,16 +122,37 @@ macro_rules! arrays_only {
     };
 }
 
+/// `DeserializeSeed` for a visitor that is its own seed: it reads the value with
+/// `deserialize_any`, so every check of a `Value` parse applies. `$seed => $value` pairs.
+macro_rules! own_seed {
+    ($($seed:ty => $value:ty),* $(,)?) => {$(
+        impl<'de> DeserializeSeed<'de> for $seed {
+            type Value = $value;
+            fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.deserialize_any(self)
+            }
+        }
+    )*};
+}
+
+own_seed!(
+    ContentText => String,
+    TopSeed => Option<Top>,
+    MessagesSeed => Option<Messages>,
+    MessageSeed => Message,
+    RoleValue => Role,
+);
+
 /// Skips a sequence whose contents the caller does not need.
 fn skip_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
-    while seq.next_element::<Skip>()?.is_some() {}
+    while seq.next_element_seed(SKIP)?.is_some() {}
     Ok(())
 }
 
 /// Skips a map whose contents the caller does not need.
 fn skip_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
-    while map.next_key::<Skip>()?.is_some() {
-        map.next_value::<Skip>()?;
+    while map.next_key_seed(SKIP)?.is_some() {
+        map.next_value_seed(SKIP)?;
     }
     Ok(())
 }
@@ -262,6 +238,22 @@ impl<'de, T: Scalar> Visitor<'de> for Maybe<T> {
     }
 }
 
+/// No value at all: what [`SKIP`] keeps of whatever it reads.
+enum Nothing {}
+
+impl Scalar for Nothing {
+    fn from_str(_: &str) -> Option<Self> {
+        None
+    }
+    fn from_bool(_: bool) -> Option<Self> {
+        None
+    }
+}
+
+/// Any JSON value, checked the way a `Value` parse checks it (`deserialize_any` all the way
+/// down) and then dropped.
+const SKIP: Maybe<Nothing> = Maybe::SEED;
+
 /// The value of one `key` of an object read with `seed` (the last such key wins): `None` for
 /// a value that is not an object, or has no such key. `stream_options.include_usage` (a
 /// boolean) and a content part's `text` (a string) are read with it.
@@ -292,7 +284,7 @@ where
             if key.0 == self.key {
                 out = map.next_value_seed(self.seed)?;
             } else {
-                map.next_value::<Skip>()?;
+                map.next_value_seed(SKIP)?;
             }
         }
         Ok(out)
@@ -350,18 +342,8 @@ impl<'de> Visitor<'de> for KeyVisitor {
 /// `text` of each object part of an array, joined by `\n`; empty for anything else.
 struct ContentText;
 
-impl<'de> DeserializeSeed<'de> for ContentText {
-    type Value = String;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl<'de> Visitor<'de> for ContentText {
     type Value = String;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
     other_values!(String::new());
     fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
         Ok(s.to_owned())
@@ -396,13 +378,6 @@ struct Top {
     include_usage: Option<bool>,
 }
 
-impl<'de> DeserializeSeed<'de> for TopSeed {
-    type Value = Option<Top>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl<'de> Visitor<'de> for TopSeed {
     type Value = Option<Top>;
     objects_only!('de);
@@ -428,7 +403,7 @@ impl<'de> Visitor<'de> for TopSeed {
                     })?;
                 }
                 _ => {
-                    map.next_value::<Skip>()?;
+                    map.next_value_seed(SKIP)?;
                 }
             }
         }
@@ -454,13 +429,6 @@ struct Messages {
 
 struct MessagesSeed {
     dialect: Dialect,
-}
-
-impl<'de> DeserializeSeed<'de> for MessagesSeed {
-    type Value = Option<Messages>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
 }
 
 impl<'de> Visitor<'de> for MessagesSeed {
@@ -553,18 +521,8 @@ impl MessageSeed {
 /// The role of a `role` value: a string's, else [`Role::Other`].
 struct RoleValue;
 
-impl<'de> DeserializeSeed<'de> for RoleValue {
-    type Value = Role;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl<'de> Visitor<'de> for RoleValue {
     type Value = Role;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
     other_values!(Role::Other);
     fn visit_str<E>(self, s: &str) -> Result<Role, E> {
         Ok(Role::of(s))
@@ -577,18 +535,8 @@ impl<'de> Visitor<'de> for RoleValue {
     }
 }
 
-impl<'de> DeserializeSeed<'de> for MessageSeed {
-    type Value = Message;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl<'de> Visitor<'de> for MessageSeed {
     type Value = Message;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
     other_values!(Message {
         role: Role::Other,
         content: Content::Missing,
@@ -617,14 +565,14 @@ impl<'de> Visitor<'de> for MessageSeed {
                     // key that needs it finds `Skipped` and the scan gives up (`Unsure`).
                     content = match role {
                         Some(r) if !self.needs(r) => {
-                            map.next_value::<Skip>()?;
+                            map.next_value_seed(SKIP)?;
                             Content::Skipped
                         }
                         _ => Content::Text(map.next_value_seed(ContentText)?),
                     };
                 }
                 _ => {
-                    map.next_value::<Skip>()?;
+                    map.next_value_seed(SKIP)?;
                 }
             }
         }
