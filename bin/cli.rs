@@ -81,15 +81,12 @@ pub(crate) enum Command {
     /// Models that can run here: configured ones, a local server's, the catalog models of
     /// providers with a key; the default is marked with where it came from.
     Models {
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Default)]
-        format: Format,
+        /// Output format and the directory whose config is used.
+        #[command(flatten)]
+        list: ListOpts,
         /// List every catalog model, also of providers without a key.
         #[arg(long)]
         all: bool,
-        /// Working directory whose config is used.
-        #[arg(long)]
-        dir: Option<PathBuf>,
     },
     /// MCP servers from the config (`mcp` key).
     Mcp {
@@ -98,17 +95,26 @@ pub(crate) enum Command {
     },
 }
 
+/// The options of the commands that list what a directory's config gives (models, agents,
+/// MCP servers).
+#[derive(clap::Args, Debug)]
+pub(crate) struct ListOpts {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Default)]
+    pub(crate) format: Format,
+    /// Working directory whose config is used.
+    #[arg(long)]
+    pub(crate) dir: Option<PathBuf>,
+}
+
 #[derive(Subcommand, Debug)]
 pub(crate) enum McpCommand {
     /// Start each configured server, then list its state (connected, failed, disabled)
     /// and tools as the model sees them (`<server>_<tool>`).
     List {
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Default)]
-        format: Format,
-        /// Working directory whose config is used.
-        #[arg(long)]
-        dir: Option<PathBuf>,
+        /// Output format and the directory whose config is used.
+        #[command(flatten)]
+        list: ListOpts,
     },
 }
 
@@ -124,15 +130,12 @@ pub(crate) enum DbCommand {
 pub(crate) enum AgentCommand {
     /// List agents: name, mode, model, description.
     List {
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Default)]
-        format: Format,
+        /// Output format and the directory whose config is used.
+        #[command(flatten)]
+        list: ListOpts,
         /// Include hidden agents.
         #[arg(long)]
         all: bool,
-        /// Working directory whose config is used.
-        #[arg(long)]
-        dir: Option<PathBuf>,
     },
     /// Show the resolved record of one agent and its effective ruleset.
     Show {

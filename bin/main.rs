@@ -170,7 +170,10 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Agent { command } => {
             match command {
-                AgentCommand::List { format, all, dir } => {
+                AgentCommand::List {
+                    list: ListOpts { format, dir },
+                    all,
+                } => {
                     let cwd = resolve_dir(dir)?;
                     let (_, agents) = load_agents(&cwd)?;
                     output::agent_list(&agents, all, format == Format::Json)?;
@@ -231,14 +234,20 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             clap_complete::generate(shell, &mut cmd, "troupe", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Models { format, all, dir } => {
+        Command::Models {
+            list: ListOpts { format, dir },
+            all,
+        } => {
             let cwd = resolve_dir(dir)?;
             let (config, agents) = load_agents(&cwd)?;
             models::print(&config, &agents, format == Format::Json, all).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp {
-            command: McpCommand::List { format, dir },
+            command:
+                McpCommand::List {
+                    list: ListOpts { format, dir },
+                },
         } => {
             let config = load_config(&resolve_dir(dir)?)?;
             let servers = mcp::probe(&config).await?;
