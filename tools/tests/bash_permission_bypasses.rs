@@ -92,6 +92,14 @@ const ROWS: &[Row] = &[
     // … also when the link is met inside a walked directory or matched by a glob.
     ("extdeny", "grep -R s .", D, EXT),
     ("extdeny", "grep -R s src", A, ""),
+    // `rg`/`ag` follow links only when told to (`-L`, `--follow`; ag `-f`), then like `grep -R`.
+    ("extdeny", "rg -L s .", D, EXT),
+    ("extdeny", "rg --follow s", D, EXT),
+    ("extdeny", "rg -iL s .", D, EXT),
+    ("extdeny", "rg -L --no-ignore s .", D, EXT),
+    ("extdeny", "ag -f s .", D, EXT),
+    ("extdeny", "ag --follow s", D, EXT),
+    ("extdeny", "rg -L s src", A, ""),
     ("extdeny", "cat */secret", D, EXT),
     ("extdeny", "ls outlink", D, EXT),
     ("extdeny", "zip -r x.zip outlink", D, EXT),

@@ -75,8 +75,19 @@ impl Walker {
                 (others(), true)
             }
             "rg" | "ag" | "ack" | "ugrep" | "ug" if !texts.contains(&"--files") => {
-                // `rg` and `ag` skip hidden and ignored files unless told otherwise.
+                // `rg` and `ag` skip hidden and ignored files unless told otherwise, and follow
+                // no symbolic link unless told to (`-L`/`--follow`; ag `-f`): a walk that
+                // follows links is read as `grep -R` reads it, every file and link included
+                // (more than rg reads, never less), so a link out of the project is checked.
+                let short =
+                    |t: &&str, c: char| t.starts_with('-') && !t.starts_with("--") && t.contains(c);
+                let follows = texts.iter().any(|t| {
+                    t.starts_with("--follow")
+                        || (name == "rg" && short(t, 'L'))
+                        || (name == "ag" && short(t, 'f'))
+                });
                 filtered = matches!(name, "rg" | "ag")
+                    && !follows
                     && !texts.iter().any(|t| {
                         t.starts_with("--hidden")
                             || t.starts_with("--no-ignore")

@@ -395,8 +395,8 @@ async fn path_requests(
                     // (`grep -r KEY .` with `./etc -> /etc`): such a file is read there, so
                     // its directory needs `external_directory` as if it were named. Files
                     // outside the worktree come back absolute; each directory is checked once.
-                    // Filtered walks (rg, ag: they follow no link without `-L`, which the
-                    // analysis does not track) are left to the `read` rules as before.
+                    // Filtered walks (rg, ag without `-L`/`--follow`: they follow no link)
+                    // are left to the `read` rules; with it they are not filtered (above).
                     let mut seen_dirs = std::collections::HashSet::new();
                     let followed = !u.filtered;
                     for f in files
@@ -590,10 +590,10 @@ struct Walked {
 }
 
 /// A walk from `start` that follows symbolic links, at most `depth` levels below it (`None`:
-/// no limit). With `filtered`, `rg -L`'s own walk (the `ignore` crate: hidden and ignored
-/// files skipped, and a link to any directory above it on its path is a loop, not followed,
-/// as in `rg`). Otherwise [`logical_walk`]: the walk of `grep -R` or `tar -h` without a
-/// depth, of a shell glob with one.
+/// no limit). With `filtered`, the walk of `rg`/`ag` without `-L` (the `ignore` crate: hidden
+/// and ignored files skipped), following the links they would not, so the `read` rules see
+/// every file a link leads to. Otherwise [`logical_walk`]: the walk of `grep -R`, `tar -h` or
+/// `rg -L` without a depth, of a shell glob with one.
 fn walk(
     start: &Path,
     filtered: bool,
