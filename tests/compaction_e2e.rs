@@ -391,6 +391,25 @@ async fn auto_compaction() {
     server.shutdown().await;
 }
 
+/// The default view prints the answer on stdout, never the compaction summary the model
+/// wrote for itself in between (a new user's `troupe run … > answer.txt` caught it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_view_prints_the_answer_not_the_summary() {
+    let (project, server) = setup_over_budget(summary_step(), Value::Null).await;
+    let out = project.troupe(&["run", PROMPT], &[]).await;
+    server.shutdown().await;
+    assert_success(&out, "troupe run");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(FINAL), "the answer is missing: {stdout}");
+    assert!(
+        !stdout.contains("## Goal") && !stdout.contains("big.txt is a large generated"),
+        "the summary reached stdout: {stdout}"
+    );
+    // The run did compact (so the summary was there to leak).
+    let (_, messages) = project.messages().await;
+    assert!(messages.iter().any(is_summary), "no summary was stored");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_off_shows_overflow_error() {
     // Fault variant: the provider rejects step 1 as too long; with auto off it is shown.

@@ -37,6 +37,9 @@ pub struct Printer {
     length_warned: std::collections::HashSet<PartId>,
     /// Reasoning parts (their deltas are not printed in the default view).
     reasoning: std::collections::HashSet<PartId>,
+    /// Compaction summaries (assistant messages with `summary: true`): what they write is the
+    /// conversation's summary for the model, not the answer, and stays off stdout.
+    summaries: std::collections::HashSet<MessageId>,
     opts: PrintOptions,
 }
 
@@ -55,6 +58,7 @@ impl Printer {
             text_part: None,
             length_warned: Default::default(),
             reasoning: Default::default(),
+            summaries: Default::default(),
             opts,
         }
     }
@@ -155,7 +159,15 @@ impl Printer {
             return;
         }
         match ev {
-            Event::PartDelta { part, .. } if self.reasoning.contains(&part.part_id) => {}
+            Event::MessageUpdated {
+                info: Message::Assistant(m),
+            } if m.summary => {
+                self.summaries.insert(m.id.clone());
+                self.activity("compacting the conversation…");
+            }
+            Event::PartDelta { part, .. }
+                if self.reasoning.contains(&part.part_id)
+                    || self.summaries.contains(&part.message_id) => {}
             Event::PartDelta {
                 delta,
                 field,
@@ -178,7 +190,10 @@ impl Printer {
                 PartKind::StepStart { .. } => self.activity(WAITING_FOR_MODEL),
                 PartKind::StepFinish { reason, tokens, .. } => {
                     self.release();
-                    if reason == "length" && self.length_warned.insert(part.id.clone()) {
+                    if reason == "length"
+                        && !self.summaries.contains(&part.message_id)
+                        && self.length_warned.insert(part.id.clone())
+                    {
                         self.note(&format!(
                             "troupe: the reply stopped at the output limit after {} output tokens (finish_reason: length); the answer may be cut short",
                             tokens.output
