@@ -122,6 +122,7 @@ pub async fn run(db: Option<PathBuf>) -> Result<ExitCode> {
         .default_agent(config.config.default_agent.as_deref())
         .map(|a| a.name.clone())
         .map_err(|e| anyhow!("{e}"))?;
+    let own_files = crate::own_files(db.clone(), &[]);
     let store = crate::open_store(db)?;
     let activity = Activity::on_stderr(true);
     let terminal = Arc::new(crate::asker::TerminalAsker::new(activity.clone()));
@@ -138,6 +139,7 @@ pub async fn run(db: Option<PathBuf>) -> Result<ExitCode> {
         asker,
         troupe_actors::RuntimeOptions {
             interactive: true,
+            own_files,
             ..crate::runtime_options()?
         },
     )

@@ -111,6 +111,22 @@ fn db_path(cli_db: Option<PathBuf>) -> PathBuf {
         .unwrap_or_else(|| troupe_config::data_dir().join("troupe.db"))
 }
 
+/// The files this process writes beside the project's, for [`RuntimeOptions::own_files`]:
+/// the SQLite store `db` names (see [`db_path`]) with its `-wal`, `-shm` and `-journal`
+/// (nothing for a PostgreSQL URL), and `extra` (`batch --out`, `run -o`).
+pub(crate) fn own_files(db: Option<PathBuf>, extra: &[&Path]) -> Vec<PathBuf> {
+    let store = db_path(db);
+    let mut files: Vec<PathBuf> = extra.iter().map(|p| p.to_path_buf()).collect();
+    if !store.to_string_lossy().contains("://") {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = store.clone().into_os_string();
+            name.push(suffix);
+            files.push(PathBuf::from(name));
+        }
+    }
+    files
+}
+
 /// `--password`, else `$TROUPE_SERVER_PASSWORD` (empty = no password).
 fn server_password(flag: Option<String>) -> Option<String> {
     flag.or_else(|| troupe_config::env_var(troupe_server::PASSWORD_ENV))
@@ -595,6 +611,10 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
     if let Some(m) = model.clone().or_else(|| config.default_model()) {
         local::apply_detected_limits(&mut config, &m).await;
     }
+    let own = own_files(
+        db.clone(),
+        &args.out.as_deref().into_iter().collect::<Vec<_>>(),
+    );
     let store = open_store(db)?;
     let responder: Arc<dyn troupe_tools::PermissionAsker> = match args.opts.permission {
         Some(PermissionMode::Allow) => Arc::new(troupe_actors::permission::Policy::Allow),
@@ -602,6 +622,8 @@ async fn run_batch(db: Option<PathBuf>, args: BatchArgs) -> Result<ExitCode> {
     };
     let mut opts = runtime_options()?;
     opts.max_retry_time = Some(Duration::from_secs_f64(args.max_retry_time));
+    // The results file a batch appends to is its own, not a task's change to revert.
+    opts.own_files = own;
     let runtime =
         Runtime::start_with_agents(store, config, agents, registry(), responder, opts).await?;
     let rt2 = runtime.clone();

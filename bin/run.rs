@@ -133,6 +133,14 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         .model
         .clone()
         .or_else(|| chosen.filter(|_| config.default_model().is_none()));
+    let own = own_files(
+        db.clone(),
+        &args
+            .output_last_message
+            .as_deref()
+            .into_iter()
+            .collect::<Vec<_>>(),
+    );
     let store = open_store(db)?;
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
         && std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -163,6 +171,7 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         responder,
         RuntimeOptions {
             interactive: terminal.is_some(),
+            own_files: own,
             ..runtime_options()?
         },
     )

@@ -95,6 +95,7 @@ pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
     if let Some(m) = config.default_model() {
         crate::local::apply_detected_limits(&mut config, &m).await;
     }
+    let own_files = crate::own_files(db.clone(), &[]);
     let store = crate::open_store(db)?;
     let runtime = Runtime::start_with_agents(
         store,
@@ -106,6 +107,7 @@ pub async fn serve(db: Option<PathBuf>, args: ServeArgs) -> Result<ExitCode> {
             lease_label: "troupe serve".into(),
             // Questions are answered through the HTTP API and the web view.
             interactive: true,
+            own_files,
             ..crate::runtime_options()?
         },
     )

@@ -631,3 +631,44 @@ async fn http_diff_revert_unrevert_fork_and_busy_409() {
         .await;
     assert_eq!(st, 200);
 }
+
+/// The process's own files inside the project — a store given there, `run -o` — are not the
+/// project's: they never show in a session's diff (and so a revert never rewinds them, which
+/// for a live store file would corrupt it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_files_in_the_project_are_not_snapshotted() {
+    let p = git_project("http://127.0.0.1:1/v1");
+    let root = p.root.clone();
+    let at = |f: &str| root.join(f).display().to_string();
+    let script = Script::single(vec![
+        Step::tool("write", json!({"filePath": at("a.txt"), "content": "a\n"})),
+        Step::text("written"),
+    ]);
+    let server = start_mock(script).await;
+    set_url(&p, &server.base_url());
+    std::fs::create_dir_all(root.join("state")).unwrap();
+    let db = root.join("state").join("troupe.db").display().to_string();
+    let env = [("TROUPE_DB", db.as_str())];
+    let out = p
+        .troupe(
+            &["run", "--format", "json", "-o", "answer.txt", "write", "it"],
+            &env,
+        )
+        .await;
+    assert_success(&out, "troupe run");
+    let sid = session_id_of(&parse_events(&out.stdout));
+    assert!(root.join("answer.txt").exists());
+    let out = p
+        .troupe(&["session", "diff", &sid, "--format", "json"], &env)
+        .await;
+    assert_success(&out, "session diff");
+    let diff: Value = serde_json::from_slice(&out.stdout).expect("diff JSON");
+    let files: Vec<&str> = diff
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|f| f["file"].as_str())
+        .collect();
+    assert_eq!(files, vec!["a.txt"], "{diff:#}");
+    server.shutdown().await;
+}

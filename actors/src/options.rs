@@ -52,6 +52,11 @@ pub struct RuntimeOptions {
     /// see `troupe-snapshot`). `None` (the library default): snapshots off. The CLI passes
     /// `troupe_config::data_dir()`; `"snapshot": false` in the config turns them off too.
     pub snapshot_dir: Option<std::path::PathBuf>,
+    /// Files this process writes that are not the project's — the store file and its
+    /// `-wal`/`-shm`/`-journal`, `batch --out`, `run -o` — kept out of snapshots, so a revert
+    /// never rewinds them (relative paths are taken from the process's working directory).
+    /// Default empty.
+    pub own_files: Vec<std::path::PathBuf>,
     /// How long saved full tool outputs (`troupe_tools::truncate::output_dir`) are kept: the
     /// runtime's root actor deletes older ones when it starts and every
     /// [`OUTPUT_CLEANUP_INTERVAL`] (OpenCode keeps them 7 days and cleans hourly). `None`
@@ -87,6 +92,7 @@ impl Default for RuntimeOptions {
             lease_wait: lease::DEFAULT_LEASE_WAIT,
             lease_label: "troupe".into(),
             snapshot_dir: None,
+            own_files: Vec::new(),
             output_retention: None,
             interactive: false,
         }

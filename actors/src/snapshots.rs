@@ -33,6 +33,8 @@ pub struct Snapshots {
     data_dir: Option<PathBuf>,
     /// `"snapshot": false`.
     disabled: bool,
+    /// Files of the process kept out of every snapshot ([`RuntimeOptions::own_files`]).
+    own_files: Vec<PathBuf>,
     /// Opened (or refused) per session directory.
     by_dir: DashMap<String, Result<Snapshot, Unavailable>>,
     /// Per session: its first snapshot (where the session diff starts).
@@ -42,11 +44,13 @@ pub struct Snapshots {
 }
 
 impl Snapshots {
-    /// Snapshots kept under `data_dir` (`None`: off); `disabled` is `"snapshot": false`.
-    pub fn new(data_dir: Option<PathBuf>, disabled: bool) -> Self {
+    /// Snapshots kept under `data_dir` (`None`: off); `disabled` is `"snapshot": false`;
+    /// `own_files` are never snapshotted ([`RuntimeOptions::own_files`]).
+    pub fn new(data_dir: Option<PathBuf>, disabled: bool, own_files: Vec<PathBuf>) -> Self {
         Self {
             data_dir,
             disabled,
+            own_files,
             ..Default::default()
         }
     }
@@ -70,7 +74,7 @@ impl Snapshots {
         if let Some(s) = self.by_dir.get(directory) {
             return s.clone();
         }
-        let opened = Snapshot::open(data, Path::new(directory)).await;
+        let opened = Snapshot::open(data, Path::new(directory), &self.own_files).await;
         let first = match self.by_dir.entry(directory.to_string()) {
             dashmap::Entry::Occupied(e) => return e.get().clone(),
             dashmap::Entry::Vacant(v) => {

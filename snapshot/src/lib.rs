@@ -196,7 +196,15 @@ impl Snapshot {
     ///
     /// Errors: [`Unavailable::NotGitRepo`] when `directory` is not in a git work tree,
     /// [`Unavailable::NoGit`] when git cannot be run.
-    pub async fn open(data_dir: &Path, directory: &Path) -> Result<Snapshot, Unavailable> {
+    ///
+    /// `own_files` are files the calling process writes in place that are not the project's
+    /// (its store file, `batch --out`, `run -o`): those inside the work tree are excluded like
+    /// the data directory, so a snapshot never records them and a revert never rewinds them.
+    pub async fn open(
+        data_dir: &Path,
+        directory: &Path,
+        own_files: &[PathBuf],
+    ) -> Result<Snapshot, Unavailable> {
         let out = bare_git()
             .arg("-C")
             .arg(directory)
@@ -230,6 +238,21 @@ impl Snapshot {
             && !rel.as_os_str().is_empty()
         {
             extra_excludes.push(format!("{}/", exclude_line(&rel.to_string_lossy())));
+        }
+        for file in own_files {
+            // Where the file really is: its directory resolved (the file may not exist yet).
+            let abs = std::path::absolute(file).unwrap_or_else(|_| file.clone());
+            let real = match (abs.parent(), abs.file_name()) {
+                (Some(dir), Some(name)) => std::fs::canonicalize(dir)
+                    .map(|d| d.join(name))
+                    .unwrap_or(abs.clone()),
+                _ => abs.clone(),
+            };
+            if let Ok(rel) = real.strip_prefix(&work_tree)
+                && !rel.as_os_str().is_empty()
+            {
+                extra_excludes.push(exclude_line(&rel.to_string_lossy()));
+            }
         }
         let state = repo_state(&git_dir);
         Ok(Snapshot {

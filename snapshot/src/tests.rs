@@ -49,13 +49,17 @@ fn read(p: &Path, rel: &str) -> Option<String> {
 }
 
 async fn open(f: &Fixture) -> Snapshot {
-    Snapshot::open(&f.data, &f.project).await.expect("git repo")
+    Snapshot::open(&f.data, &f.project, &[])
+        .await
+        .expect("git repo")
 }
 
 #[tokio::test]
 async fn not_a_git_repo_is_unavailable() {
     let tmp = tempfile::tempdir().unwrap();
-    let err = Snapshot::open(tmp.path(), tmp.path()).await.unwrap_err();
+    let err = Snapshot::open(tmp.path(), tmp.path(), &[])
+        .await
+        .unwrap_err();
     assert!(matches!(err, Unavailable::NotGitRepo(_)), "{err:?}");
     assert!(err.to_string().contains("not in a git repository"));
 }
@@ -64,7 +68,7 @@ async fn not_a_git_repo_is_unavailable() {
 async fn opened_from_a_subdirectory_uses_the_top_level() {
     let f = fixture();
     write(&f.project, "sub/x.txt", "x\n");
-    let s = Snapshot::open(&f.data, &f.project.join("sub"))
+    let s = Snapshot::open(&f.data, &f.project.join("sub"), &[])
         .await
         .unwrap();
     assert_eq!(s.work_tree(), f.project.as_path());
@@ -149,11 +153,43 @@ async fn data_dir_inside_the_project_is_excluded() {
     let f = fixture();
     let data = f.project.join(".troupe-data");
     write(&f.project, "a.txt", "a\n");
-    let s = Snapshot::open(&data, &f.project).await.unwrap();
+    let s = Snapshot::open(&data, &f.project, &[]).await.unwrap();
     let t1 = s.track().await.unwrap();
     write(&data, "troupe.db", "db\n");
     let t2 = s.track().await.unwrap();
     assert_eq!(t1, t2, "troupe's own files never appear in a snapshot");
+}
+
+/// The process's own files in the project (a batch's `--out`, given relatively, through
+/// a subdirectory; a store file) are never snapshotted, so no diff shows them and no revert
+/// rewinds them; the project's files beside them are.
+#[tokio::test]
+async fn own_files_inside_the_project_are_excluded() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    std::fs::create_dir_all(f.project.join("out")).unwrap();
+    let own = vec![
+        f.project.join("out").join("..").join("results.jsonl"),
+        f.project.join("my [db].sqlite"),
+        // Outside the project: nothing to exclude, and no error.
+        f.data.join("elsewhere.jsonl"),
+    ];
+    let s = Snapshot::open(&f.data, &f.project, &own).await.unwrap();
+    let t1 = s.track().await.unwrap();
+    write(&f.project, "results.jsonl", "{\"id\":1}\n");
+    write(&f.project, "my [db].sqlite", "db\n");
+    let t2 = s.track().await.unwrap();
+    assert_eq!(t1, t2, "own files never appear in a snapshot");
+    write(&f.project, "a.txt", "b\n");
+    let t3 = s.track().await.unwrap();
+    let changed: Vec<String> = s
+        .diff(&t1, &t3)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.file)
+        .collect();
+    assert_eq!(changed, vec!["a.txt".to_string()]);
 }
 
 #[tokio::test]

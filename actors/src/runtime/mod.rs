@@ -150,6 +150,7 @@ impl Runtime {
         let snapshots = snapshots::Snapshots::new(
             opts.snapshot_dir.clone(),
             config.config.snapshot == Some(false),
+            opts.own_files.clone(),
         );
         let hooks = (!config.config.hooks.is_empty())
             .then(|| Arc::new(troupe_tools::hooks::Hooks::new(config.config.hooks.clone())));
