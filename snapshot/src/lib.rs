@@ -243,7 +243,8 @@ impl Snapshot {
             // Where the file really is: its directory resolved (the file may not exist yet).
             let abs = std::path::absolute(file).unwrap_or_else(|_| file.clone());
             let real = match (abs.parent(), abs.file_name()) {
-                (Some(dir), Some(name)) => std::fs::canonicalize(dir)
+                (Some(dir), Some(name)) => tokio::fs::canonicalize(dir)
+                    .await
                     .map(|d| d.join(name))
                     .unwrap_or(abs.clone()),
                 _ => abs.clone(),
