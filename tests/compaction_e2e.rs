@@ -410,6 +410,79 @@ async fn the_default_view_prints_the_answer_not_the_summary() {
     assert!(messages.iter().any(is_summary), "no summary was stored");
 }
 
+/// A complete answer whose usage passes the usable context is compacted and the turn ends
+/// there: no synthetic "continue" makes the model talk on (a new user's 4,096-token local
+/// model answered over its budget and was sent on for five steps until the compactions gave
+/// up). The next prompt starts from the summary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_complete_answer_over_the_budget_is_compacted_and_the_turn_ends() {
+    const ANSWER: &str = "The answer, complete, over the budget.";
+    const NEXT: &str = "and one more question";
+    let project = Project::empty();
+    let script = Script::new(vec![
+        Conversation::new(vec![summary_step(); 4]).matching_system(COMPACTION_SYSTEM),
+        Conversation::new(vec![
+            Step::text("AFTER-SUMMARY").with_usage(usage(900, 20)),
+            Step::text("AFTER-SUMMARY again").with_usage(usage(900, 20)),
+        ])
+        .matching(WHAT_SO_FAR),
+        Conversation::new(vec![
+            Step::text(ANSWER).with_usage(usage(7500, 20)),
+            Step::text("TALKED-ON").with_usage(usage(7600, 20)),
+        ])
+        .matching(PROMPT),
+    ]);
+    let server = serve(&project, script, Value::Null).await;
+    let last = project.home.path().join("answer.txt");
+    let out = project
+        .troupe(&["run", "-o", &last.to_string_lossy(), PROMPT], &[])
+        .await;
+    assert_success(&out, "troupe run");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(ANSWER), "the answer is missing: {stdout}");
+    // The turn's result is the answer, not the summary that followed it.
+    let saved = std::fs::read_to_string(&last).expect("run -o wrote its file");
+    assert_eq!(saved, format!("{ANSWER}\n"));
+    assert!(
+        !stdout.contains("AFTER-SUMMARY") && !stdout.contains("TALKED-ON"),
+        "the turn went on after its answer: {stdout}"
+    );
+    // Stored: prompt, the answer, the compaction request, the summary; nothing after it.
+    let (sid, messages) = project.messages().await;
+    assert_eq!(
+        shape(&messages),
+        ["user", "assistant", "user+compaction", "assistant+summary"],
+        "{messages:#?}"
+    );
+    assert_eq!(message_text(&messages[1]), ANSWER);
+    assert!(messages[3]["info"]["error"].is_null(), "{:#}", messages[3]);
+    // Provider side: the answer, then the summary request; no step after it.
+    let reqs = completions(&server);
+    let convs: Vec<Option<usize>> = reqs.iter().map(|r| r.conversation).collect();
+    assert_eq!(convs, [Some(2), Some(0)], "conversations");
+
+    let out = project.troupe(&["run", "--session", &sid, NEXT], &[]).await;
+    assert_success(&out, "troupe run --session");
+    // The next prompt is sent from the summary: the old answer's budget is gone.
+    let reqs = completions(&server);
+    let next = reqs.last().expect("the next prompt's request");
+    assert_eq!(
+        next.conversation,
+        Some(1),
+        "the next prompt starts from the summary"
+    );
+    let msgs = req_messages(next);
+    assert!(
+        msgs.iter().any(|m| content_text(m).contains("## Goal")),
+        "the summary is not in the next request: {msgs:#?}"
+    );
+    assert!(
+        msgs.iter().any(|m| content_text(m).contains(NEXT)),
+        "the next prompt is not in its request: {msgs:#?}"
+    );
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_off_shows_overflow_error() {
     // Fault variant: the provider rejects step 1 as too long; with auto off it is shown.

@@ -96,11 +96,13 @@ pub enum Why {
 pub enum AfterStep {
     /// Run another step.
     NextStep,
-    /// Compact the history, then go on. `overflow_error`: the provider rejected the request
-    /// as too large (rather than the usage passing the limit).
+    /// Compact the history, then do `then`. `overflow_error`: the provider rejected the
+    /// request as too large (rather than the usage passing the limit).
     Compact {
         /// The provider said the context overflowed.
         overflow_error: bool,
+        /// What the turn does once the summary is stored.
+        then: AfterSummary,
     },
     /// End the turn; `error` is the turn's error beyond the step's own.
     Finish {
@@ -111,13 +113,34 @@ pub enum AfterStep {
     },
 }
 
+/// What a turn does after the compaction a step's overflow asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AfterSummary {
+    /// Ask the model to go on from the summary (the synthetic "continue", or the request
+    /// the provider rejected, sent again).
+    GoOn,
+    /// End the turn as the step alone would have ended it: the step was complete (an
+    /// answer, a stop, the step limit), so a "continue" would only make the model talk on.
+    /// A local model with a 4,096-token context answered over its usable context and was
+    /// sent on for five steps until the compactions gave up; troupe's rule, not OpenCode's
+    /// (which always continues).
+    Finish {
+        /// Why the turn ends.
+        why: Why,
+        /// The turn's error, if that decision is one.
+        error: Option<MessageError>,
+    },
+}
+
 fn finish(why: Why, error: Option<MessageError>) -> AfterStep {
     AfterStep::Finish { why, error }
 }
 
 /// The decision after a step finished: compact on overflow (unless aborted, auto-compaction
 /// is off, or it already compacted twice in a row), stop when the step asked to, otherwise
-/// [`continue_or_finish`].
+/// [`continue_or_finish`]. A compaction after a complete step (usage over the limit, no
+/// provider error) ends the turn once the summary is stored ([`AfterSummary::Finish`]);
+/// after a rejected request, or a step that would go on anyway, the turn goes on.
 pub fn after_step(step: &StepFacts, lp: &LoopFacts) -> AfterStep {
     let overflow_error = step
         .error
@@ -134,8 +157,23 @@ pub fn after_step(step: &StepFacts, lp: &LoopFacts) -> AfterStep {
                 )),
             );
         }
-        return AfterStep::Compact { overflow_error };
+        let then = match without_overflow(step, lp) {
+            AfterStep::Finish { why, error } if !overflow_error => {
+                AfterSummary::Finish { why, error }
+            }
+            _ => AfterSummary::GoOn,
+        };
+        return AfterStep::Compact {
+            overflow_error,
+            then,
+        };
     }
+    without_overflow(step, lp)
+}
+
+/// [`after_step`]'s decision when the context is not the question: stop when the step asked
+/// to, otherwise [`continue_or_finish`].
+fn without_overflow(step: &StepFacts, lp: &LoopFacts) -> AfterStep {
     if step.stop {
         return finish(Why::Stopped, None);
     }

@@ -88,7 +88,11 @@ fn overflow_compacts_unless_aborted_off_or_repeated() {
     assert_eq!(
         after_step(&over, &lp()),
         AfterStep::Compact {
-            overflow_error: false
+            overflow_error: false,
+            then: AfterSummary::Finish {
+                why: Why::Answered,
+                error: None
+            }
         }
     );
     let rejected = StepFacts {
@@ -101,7 +105,8 @@ fn overflow_compacts_unless_aborted_off_or_repeated() {
     assert_eq!(
         after_step(&rejected, &lp()),
         AfterStep::Compact {
-            overflow_error: true
+            overflow_error: true,
+            then: AfterSummary::GoOn
         }
     );
     // Usage past the limit on a failed step is not an overflow (the error decides).
@@ -140,6 +145,90 @@ fn overflow_compacts_unless_aborted_off_or_repeated() {
         after_step(&over, &once),
         AfterStep::Compact { .. }
     ));
+}
+
+/// After the summary, the turn does what the step alone would have made it do: a complete
+/// step (an answer, a stop, the step limit, an empty tool-calls finish) ends it; a step that
+/// called tools, or a request the provider rejected, goes on.
+#[test]
+fn after_a_compaction_the_turn_ends_where_the_step_would_have_ended_it() {
+    fn then(s: StepFacts, lp: &LoopFacts) -> AfterSummary {
+        let s = StepFacts {
+            overflowed: true,
+            ..s
+        };
+        match after_step(&s, lp) {
+            AfterStep::Compact {
+                overflow_error: false,
+                then,
+            } => then,
+            other => panic!("{s:?}: not a compaction: {other:?}"),
+        }
+    }
+    let finish_why = |t: &AfterSummary| match t {
+        AfterSummary::Finish { why, error } => {
+            Some((*why, error.as_ref().map(|e| e.name.to_string())))
+        }
+        AfterSummary::GoOn => None,
+    };
+    // (finish, tool parts, text, stop, steps) → what follows the summary.
+    type Row = (
+        &'static str,
+        bool,
+        bool,
+        bool,
+        u32,
+        Option<(Why, Option<&'static str>)>,
+    );
+    let table: &[Row] = &[
+        ("stop", false, true, false, 1, Some((Why::Answered, None))),
+        ("length", false, true, false, 1, Some((Why::Answered, None))),
+        ("tool-calls", true, false, false, 1, None),
+        ("stop", true, true, false, 1, None),
+        (
+            "tool-calls",
+            true,
+            false,
+            true,
+            1,
+            Some((Why::Stopped, None)),
+        ),
+        (
+            "tool-calls",
+            true,
+            false,
+            false,
+            10,
+            Some((Why::MaxSteps, Some("MaxStepsError"))),
+        ),
+        (
+            "tool-calls",
+            false,
+            false,
+            false,
+            1,
+            Some((Why::EmptyToolCalls, Some("EmptyToolCallsError"))),
+        ),
+    ];
+    for (finish, tools, text, stop, steps, want) in table {
+        let s = StepFacts {
+            stop: *stop,
+            ..step(finish, *tools, *text)
+        };
+        let lp = LoopFacts {
+            steps: *steps,
+            ..lp()
+        };
+        let got = then(s, &lp);
+        let got = finish_why(&got);
+        let want = want.map(|(w, e)| (w, e.map(str::to_string)));
+        assert_eq!(
+            got, want,
+            "{finish} tools={tools} text={text} stop={stop} steps={steps}"
+        );
+    }
+    // A step that never said why it finished goes on after the summary too.
+    assert_eq!(then(StepFacts::default(), &lp()), AfterSummary::GoOn);
 }
 
 #[test]

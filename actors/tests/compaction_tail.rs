@@ -165,11 +165,13 @@ async fn forty_turns_compact_several_times_and_keep_the_last_two_turns() {
                 "summary {k} was sent a kept turn"
             );
         }
-        // The request right after the summary: compaction request, summary, then both kept
-        // turns verbatim.
-        let next = reqs
-            .get(at + 1)
-            .unwrap_or_else(|| panic!("no request after summary {k}"));
+        // The request right after the summary (the answer that overflowed ended its turn,
+        // so it is the next turn's): compaction request, summary, both kept turns verbatim,
+        // then the next turn's prompt.
+        let Some(next) = reqs.get(at + 1) else {
+            assert_eq!(k, summary_at.len() - 1, "no request after summary {k}");
+            continue;
+        };
         assert!(!is_summary_request(next));
         let msgs = messages_of(next);
         assert_eq!(content_text(&msgs[1]), WHAT_SO_FAR);
@@ -186,9 +188,17 @@ async fn forty_turns_compact_several_times_and_keep_the_last_two_turns() {
                 "request after compaction {k} lacks a kept turn verbatim"
             );
         }
-        // And nothing older than the tail.
-        let turns_sent = users.iter().filter(|u| u.starts_with("turn ")).count();
-        assert_eq!(turns_sent, 2, "request after compaction {k}: {users:?}");
+        // And nothing older than the tail: the kept turns and the new one.
+        let turns_sent: Vec<&String> = users.iter().filter(|u| u.starts_with("turn ")).collect();
+        assert_eq!(
+            turns_sent.len(),
+            3,
+            "request after compaction {k}: {users:?}"
+        );
+        assert!(
+            !tail_prompts.contains(turns_sent[2]),
+            "the last turn sent after compaction {k} is a new one"
+        );
     }
     runtime.shutdown().await;
     server.shutdown().await;

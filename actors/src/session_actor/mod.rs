@@ -179,6 +179,10 @@ struct Turn {
     /// The user message the running compaction replays after its summary (the provider
     /// rejected the request as too large): it is sent again instead of "continue".
     replay: Option<MessageId>,
+    /// The running compaction follows a complete step ([`crate::turn::AfterSummary::Finish`]):
+    /// the user message that step answered (the turn's result is read from its answer, not
+    /// from the summary) and the turn's error. Once the summary is stored the turn ends.
+    finish_after_summary: Option<(MessageId, Option<MessageError>)>,
 }
 
 /// A child the session actor spawned, by role; supervision events are matched against

@@ -367,7 +367,24 @@ impl SessionActor {
         }
         let lp = self.loop_facts(state, false);
         match crate::turn::after_step(&facts, &lp) {
-            crate::turn::AfterStep::Compact { overflow_error } => {
+            crate::turn::AfterStep::Compact {
+                overflow_error,
+                then,
+            } => {
+                if let Some(t) = state.turn.as_mut() {
+                    t.finish_after_summary = match then {
+                        // The model answered, but the user said more meanwhile: after the
+                        // summary the turn goes on.
+                        crate::turn::AfterSummary::Finish {
+                            why: crate::turn::Why::Answered,
+                            ..
+                        } if !t.steering.pending.is_empty() => None,
+                        crate::turn::AfterSummary::Finish { error, .. } => {
+                            Some((t.user_id.clone(), error))
+                        }
+                        crate::turn::AfterSummary::GoOn => None,
+                    };
+                }
                 self.start_compaction(myself, state, true, overflow_error, true)
                     .await;
             }

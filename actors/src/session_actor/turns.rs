@@ -341,6 +341,7 @@ impl SessionActor {
             structured: None,
             steering: Default::default(),
             replay: None,
+            finish_after_summary: None,
             step_restarts: 0,
             retry_timer: None,
             params_wait: None,
@@ -498,13 +499,17 @@ impl SessionActor {
                 }));
         }
         let flushed = state.shared.store.flush().await;
-        // The turn's newest assistant message.
+        // The turn's newest assistant message (the answer, when a compaction followed it).
+        let answered = turn
+            .finish_after_summary
+            .as_ref()
+            .map_or(&turn.user_id, |(id, _)| id);
         let (message, text) = state
             .history
             .iter()
             .rev()
             .find_map(|m| match &m.info {
-                Message::Assistant(a) if a.parent_id == turn.user_id => Some((
+                Message::Assistant(a) if a.parent_id == *answered => Some((
                     Some(a.clone()),
                     m.typed_texts().collect::<Vec<_>>().join(""),
                 )),

@@ -251,6 +251,16 @@ impl SessionActor {
             self.finish_turn(myself, state, None).await;
             return;
         }
+        // The step before the compaction was complete: the turn ends as it would have.
+        if let Some(error) = state
+            .turn
+            .as_ref()
+            .and_then(|t| t.finish_after_summary.as_ref())
+            .map(|(_, e)| e.clone())
+        {
+            self.finish_turn(myself, state, error).await;
+            return;
+        }
         // Ask the model to go on from the summary.
         let Some(turn) = state.turn.as_mut() else {
             return;
