@@ -309,7 +309,10 @@ impl ActorTree {
             agent: None,
             started: 0,
             steps: kids.iter().map(|k| k.steps).sum(),
-            tokens: Tokens::default(),
+            tokens: kids.iter().fold(Tokens::default(), |mut t, k| {
+                t.add(&k.tokens);
+                t
+            }),
             cost: kids.iter().map(|k| k.cost).sum(),
             restarts: self
                 .root_restarts
@@ -452,6 +455,45 @@ mod tests {
         assert!(r.tree().children[0].children.is_empty());
         drop(s);
         assert!(r.is_empty());
+    }
+
+    /// The runtime node sums its sessions' steps, cost and tokens (tokens stayed 0 while
+    /// `/metrics` counted them).
+    #[test]
+    fn the_runtime_node_sums_its_sessions() {
+        let r = Arc::new(ActorTree::default());
+        let a = r.register(Kind::Session, "ses_a", Some("ses_a"), None);
+        let b = r.register(Kind::Session, "ses_b", Some("ses_b"), None);
+        let step = |input, output, read| {
+            let mut t = Tokens {
+                input,
+                output,
+                ..Default::default()
+            };
+            t.cache.read = read;
+            t
+        };
+        a.update(|n| {
+            n.steps = 2;
+            n.cost = Decimal::new(15, 3);
+            n.tokens.add(&step(100, 10, 5));
+        });
+        b.update(|n| {
+            n.steps = 1;
+            n.cost = Decimal::new(5, 3);
+            n.tokens.add(&step(40, 2, 0));
+        });
+        let root = r.tree();
+        assert_eq!(root.steps, 3);
+        assert_eq!(root.cost, Decimal::new(20, 3));
+        assert_eq!(
+            (
+                root.tokens.input,
+                root.tokens.output,
+                root.tokens.cache.read
+            ),
+            (140, 12, 5)
+        );
     }
 
     #[test]
