@@ -97,15 +97,29 @@ fn read_key(provider: &str) -> Result<String> {
     Ok(key)
 }
 
-/// Runs an auth command against the providers `config` knows.
-pub fn run(config: &LoadedConfig, cmd: AuthCommand) -> Result<ExitCode> {
+/// Runs an auth command. Only `login` reads the config (`config` loads it), to know the
+/// providers its `provider` blocks add; a config that does not load (a typo in a project's
+/// `troupe.json`) leaves the built-in and catalog providers known, and is named only when
+/// the provider is not among them: the keys live in the user's config directory, not in the
+/// project.
+pub fn run(config: impl FnOnce() -> Result<LoadedConfig>, cmd: AuthCommand) -> Result<ExitCode> {
     let path = auth_path();
     match cmd {
         AuthCommand::Login { provider } => {
-            let known = config.provider_ids();
+            let (known, unread) = match config() {
+                Ok(c) => (c.provider_ids(), None),
+                Err(e) => (LoadedConfig::default().provider_ids(), Some(e)),
+            };
             if !known.contains(&provider) {
+                let unread = unread
+                    .map(|e| {
+                        format!(
+                            "; the providers of your config are not known, it did not load: {e:#}"
+                        )
+                    })
+                    .unwrap_or_default();
                 bail!(
-                    "unknown provider {provider:?} (known providers: {})",
+                    "unknown provider {provider:?} (known providers: {}){unread}",
                     known.join(", ")
                 );
             }

@@ -242,8 +242,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Auth { command } => {
             let cwd = resolve_dir(None)?;
-            let config = load_config(&cwd)?;
-            auth::run(&config, command)
+            auth::run(|| load_config(&cwd), command)
         }
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();

@@ -822,6 +822,27 @@ async fn title_file_attachments_dir_filter_and_delete() {
     assert_eq!(line, format!("troupe: session not found: {titled_id}"));
 }
 
+/// `troupe auth login PROVIDER` in `p`, given `key` on stdin.
+async fn auth_login(p: &Project, provider: &str, key: &str) -> std::process::Output {
+    let mut cmd = p.command(&["auth", "login", provider]);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(format!("{key}\n").as_bytes())
+            .await
+            .expect("write key");
+    }
+    tokio::time::timeout(CLI_RUN_DEADLINE, child.wait_with_output())
+        .await
+        .expect("in time")
+        .expect("auth login")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_login_stores_a_private_key_that_runs_use() {
     let server = mock(vec![Step::text("authed")]).await;
@@ -835,23 +856,7 @@ async fn auth_login_stores_a_private_key_that_runs_use() {
                     "models": {"mock-model": {"limit": {"context": 100000, "output": 1000}}}}}})
         .to_string(),
     );
-    let mut cmd = p.command(&["auth", "login", "mock"]);
-    cmd.stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn");
-    {
-        use tokio::io::AsyncWriteExt;
-        let mut stdin = child.stdin.take().expect("stdin");
-        stdin
-            .write_all(b"sk-secret-123\n")
-            .await
-            .expect("write key");
-    }
-    let out = tokio::time::timeout(CLI_RUN_DEADLINE, child.wait_with_output())
-        .await
-        .expect("in time")
-        .expect("auth login");
+    let out = auth_login(&p, "mock", "sk-secret-123").await;
     assert_success(&out, "auth login");
     let file = p.config_dir().join("auth.json");
     #[cfg(unix)]
@@ -883,10 +888,28 @@ async fn auth_login_stores_a_private_key_that_runs_use() {
         line.starts_with("troupe: unknown provider \"nope\""),
         "{line}"
     );
+    // A typo in the project's config does not keep the user from managing the keys of
+    // their config directory: list, logout and a login of a built-in provider go on.
+    p.write_config("{\"model\": \"mock/mock-model\", \"providr\": {}}");
+    let out = p.troupe(&["auth", "list"], &[]).await;
+    assert_success(&out, "auth list with a broken project config");
+    assert_eq!(text(&out.stdout).trim(), "mock");
+    let out = auth_login(&p, "openai", "sk-openai").await;
+    assert_success(
+        &out,
+        "auth login of a built-in provider with a broken project config",
+    );
+    // A provider only that config could define: the error says why it is not known.
+    let out = p.troupe(&["auth", "login", "nope"], &[]).await;
+    let line = assert_one_line_failure(&out, "unknown provider, broken config");
+    assert!(
+        line.contains("providr"),
+        "the config's error is not named: {line}"
+    );
     let out = p.troupe(&["auth", "logout", "mock"], &[]).await;
     assert_success(&out, "logout");
     let out = p.troupe(&["auth", "list"], &[]).await;
-    assert!(text(&out.stdout).starts_with("no stored keys"));
+    assert_eq!(text(&out.stdout).trim(), "openai");
 }
 
 // ------------------------------------------------------------------ the test fixture itself
