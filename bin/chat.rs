@@ -93,8 +93,9 @@ struct Chat {
     terminated: bool,
 }
 
-const HELP: &str = "\
-  /agent [NAME]        list the primary agents, or switch to NAME
+/// The commands, one a line, each indented two spaces (a `\` line continuation would strip
+/// the first line's indent).
+const HELP: &str = "  /agent [NAME]        list the primary agents, or switch to NAME
   /model [PROV/MODEL]  show the model, or switch to PROV/MODEL
   /new                 start a new session with the next prompt
   /sessions [ID]       list recent sessions here, or continue session ID
@@ -542,4 +543,20 @@ fn undo_target(
         let typed: Vec<&str> = m.typed_texts().collect();
         (!typed.is_empty()).then(|| (m.info.id().clone(), typed.join(" ")))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// `/help` lists one command a line, every line indented alike (the first one lost its
+    /// indent to a line continuation).
+    #[test]
+    fn help_lines_are_all_indented() {
+        for line in super::HELP.lines() {
+            assert!(
+                line.starts_with("  ") && !line.starts_with("   "),
+                "{line:?}"
+            );
+        }
+        assert!(super::HELP.lines().count() >= 10);
+    }
 }

@@ -50,7 +50,7 @@ pub struct ModelRow {
 /// The model `troupe run` uses without `--model`, and why.
 #[derive(Debug, Clone)]
 pub struct DefaultModel {
-    /// `provider/model`, `None` when nothing is configured and no local server answers.
+    /// `provider/model`, `None` when no model is configured and no local server answers.
     pub spec: Option<String>,
     /// Where it came from, or what to do when there is none.
     pub from: String,
@@ -81,7 +81,7 @@ pub async fn default_model(
         Some(id) => DefaultModel {
             spec: Some(format!("local/{id}")),
             from: format!(
-                "the llama.cpp server at {local}, which lists it (nothing is configured)"
+                "the llama.cpp server at {local}, which lists it (no model is configured)"
             ),
         },
         None => DefaultModel {

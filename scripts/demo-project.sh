@@ -45,6 +45,7 @@ cat > "$DIR/troupe.json" <<JSON
   },
   "agent": {
     "quickstart": {
+      "description": "Reads the file a question names and answers in one sentence; small enough for a 4,096-token local model",
       "mode": "primary",
       "steps": 3,
       "prompt": "You are a coding agent. Read the file the user asks about with the read tool, then answer in one short sentence.",

@@ -114,7 +114,7 @@ if [ "$ON_PATH" = 1 ]; then T=troupe; else T="$BIN"; fi
     echo "  troupe is installed at $BIN, which is not on your PATH yet; add it with"
     echo "    export PATH=\"$INSTALL_BIN:\$PATH\"      # e.g. in ~/.bashrc or ~/.profile"
   fi
-  echo "  Start the local model server again (troupe finds a server on port 8080 by itself):"
+  echo "  Start the local model server again:"
   echo "    LLAMA_PORT=$PORT $ROOT/scripts/llama-server.sh start     # and ... stop when done"
   echo "  Run a prompt in the sample project (its troupe.json points at port $PORT):"
   echo "    cd $SAMPLE && $T run \"$DEMO_QUESTION\""

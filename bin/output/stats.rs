@@ -92,7 +92,7 @@ pub async fn stats(store: &Store, json: bool, dir: Option<&std::path::Path>) -> 
             "CACHE R",
             "CACHE W",
             if title == "session" {
-                "      DIRECTORY"
+                "       DIRECTORY"
             } else {
                 ""
             }
@@ -108,7 +108,7 @@ pub async fn stats(store: &Store, json: bool, dir: Option<&std::path::Path>) -> 
 
 pub(super) fn print_usage_row(r: &UsageRow) {
     println!(
-        "{:<40} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}  {}{}",
+        "{:<40} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10}  ${:<11}{}",
         r.key,
         r.steps,
         r.tokens.input,
