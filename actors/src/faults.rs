@@ -42,6 +42,16 @@ impl Faults {
         let _ = self.hook.set(hook);
     }
 
+    /// Whether a hook is installed (never without the `fault-injection` feature): a caller
+    /// that batches work can then keep each checked unit's effects before the next check.
+    #[inline]
+    pub fn armed(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        return self.hook.get().is_some();
+        #[cfg(not(feature = "fault-injection"))]
+        false
+    }
+
     /// Panic when the hook asks for a fault at `point` for `key`.
     #[inline]
     pub fn check(&self, point: FaultPoint, key: &str) {

@@ -49,9 +49,9 @@ impl ProcessorActor {
                         }
                         _ => continue,
                     }
-                    let p = &state.parts[part];
-                    state.store.write1(Write::Publish(Event::PartDelta {
-                        part: PartRef::from(p),
+                    let part = PartRef::from(&state.parts[part]);
+                    state.write(Write::Publish(Event::PartDelta {
+                        part,
                         field: "text".into(),
                         delta,
                     }));

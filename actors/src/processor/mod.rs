@@ -68,8 +68,9 @@ pub struct StepOutcome {
 /// Messages of a processor.
 #[derive(Debug)]
 pub enum ProcMsg {
-    /// A normalized stream event.
-    Stream(StreamEvent),
+    /// Normalized stream events, in stream order: those the decoder had ready together
+    /// (their parts' writes go to the store as one batch).
+    Stream(Vec<StreamEvent>),
     /// The stream ended normally.
     StreamEnded,
     /// The stream failed for good.
@@ -109,7 +110,7 @@ pub enum ProcMsg {
     /// The project's snapshot before the step (`None`: off or failed).
     SnapshotStarted(Option<String>),
     /// The snapshot after the step and its patch.
-    SnapshotFinished(crate::snapshots::Finished),
+    SnapshotFinished(Box<crate::snapshots::Finished>),
 }
 
 /// Arguments to start a processor.
@@ -166,6 +167,9 @@ struct CallSpec {
 
 /// Processor state.
 pub struct ProcessorState {
+    /// Writes held while a batch of stream events is handled ([`ProcessorState::write`]),
+    /// queued together at its end; `None` outside one.
+    batch: Option<Vec<Write>>,
     _gauge: crate::ActorGauge,
     node: crate::tree::NodeGuard,
     shared: Arc<RuntimeShared>,
@@ -285,7 +289,7 @@ impl ProcessorActor {
                         &state.assistant.session_id,
                         start,
                         move |done| {
-                            let _ = me.cast(ProcMsg::SnapshotFinished(done));
+                            let _ = me.cast(ProcMsg::SnapshotFinished(Box::new(done)));
                         },
                     );
                     return;
@@ -321,6 +325,7 @@ impl Actor for ProcessorActor {
         let mut offered: Vec<String> = args.request.tools.iter().map(|t| t.name.clone()).collect();
         offered.sort();
         Ok(ProcessorState {
+            batch: None,
             span: args.span,
             _gauge: crate::ActorGauge::new(&args.shared.counters.live_actors),
             node: {
@@ -426,14 +431,26 @@ impl Actor for ProcessorActor {
         state: &mut ProcessorState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            ProcMsg::Stream(ev) => {
-                state.shared.faults.check(
-                    crate::faults::FaultPoint::ProcessorEvent,
-                    &state.assistant.id,
-                );
-                if !state.stream_done {
-                    self.handle_event(state, ev);
+            ProcMsg::Stream(events) => {
+                // The events' writes are queued as one batch (one store job); with faults
+                // armed each event's writes go before the next check, so a crash keeps what
+                // the events before it wrote, as one event a message did.
+                let armed = state.shared.faults.armed();
+                state.batch = Some(Vec::new());
+                for ev in events {
+                    if armed {
+                        state.send_batch();
+                        state.batch = Some(Vec::new());
+                    }
+                    state.shared.faults.check(
+                        crate::faults::FaultPoint::ProcessorEvent,
+                        &state.assistant.id,
+                    );
+                    if !state.stream_done {
+                        self.handle_event(state, ev);
+                    }
                 }
+                state.send_batch();
             }
             ProcMsg::AttemptSent { attempt, at } => {
                 state.request_clock.sent = Some((at, attempt));

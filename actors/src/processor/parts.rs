@@ -4,16 +4,32 @@
 use super::*;
 
 impl ProcessorState {
+    /// Queue `w` for the store: held in the running batch of stream events, if any
+    /// (queued in order at its end), else queued now.
+    pub(super) fn write(&mut self, w: Write) {
+        match &mut self.batch {
+            Some(batch) => batch.push(w),
+            None => self.store.write1(w),
+        }
+    }
+
+    /// Queue the held batch's writes (one store job) and end the batch.
+    pub(super) fn send_batch(&mut self) {
+        if let Some(batch) = self.batch.take().filter(|b| !b.is_empty()) {
+            self.store.write(batch);
+        }
+    }
+
     pub(super) fn push_part(&mut self, kind: PartKind) -> usize {
         let part = Part::new(&self.assistant.session_id, &self.assistant.id, kind);
         self.index.insert(part.id.clone(), self.parts.len());
-        self.store.write1(Write::Part(part.clone()));
+        self.write(Write::Part(part.clone()));
         self.parts.push(part);
         self.parts.len() - 1
     }
 
-    pub(super) fn save_part(&self, i: usize) {
-        self.store.write1(Write::Part(self.parts[i].clone()));
+    pub(super) fn save_part(&mut self, i: usize) {
+        self.write(Write::Part(self.parts[i].clone()));
     }
 
     /// Writes the request's timing on the step-start part (once, when the stream ended or
@@ -200,8 +216,7 @@ impl ProcessorState {
         }
     }
 
-    pub(super) fn save_message(&self) {
-        self.store
-            .write1(Write::Message(Message::Assistant(self.assistant.clone())));
+    pub(super) fn save_message(&mut self) {
+        self.write(Write::Message(Message::Assistant(self.assistant.clone())));
     }
 }

@@ -2,6 +2,7 @@
 //! events cast back to the processor, and the request's span.
 
 use super::*;
+use futures::FutureExt;
 
 /// How one provider request attempt ended.
 pub(super) enum Attempt {
@@ -17,6 +18,19 @@ pub(super) struct StreamSpan {
     pub(super) step: tracing::Span,
     pub(super) session_id: SessionId,
     pub(super) message_id: MessageId,
+}
+
+/// Most stream events sent to the processor in one message.
+const MAX_STREAM_BATCH: usize = 256;
+
+/// A stream item the decoder skipped (undecodable data): logged and counted.
+fn stream_warning(shared: &RuntimeShared, provider_id: &str, message: &str) {
+    tracing::warn!(provider = %provider_id, "{message}");
+    shared.counters.incr(
+        "stream_data_skipped_total",
+        format!("provider=\"{provider_id}\""),
+        1,
+    );
 }
 
 pub(super) fn spawn_stream_task(
@@ -93,32 +107,50 @@ pub(super) fn spawn_stream_task(
                     Ok(stream) => stream,
                     Err(e) => return Attempt::Failed(e),
                 };
+                // An item read ahead (an error or the end after a batch of events).
+                let mut ahead = None;
                 loop {
-                    let next = tokio::select! {
-                        _ = cancel.cancelled() => {
-                            return Attempt::Failed(LlmError::new(ErrorKind::Aborted, "aborted"));
-                        }
-                        n = stream.next() => n,
+                    let next = match ahead.take() {
+                        Some(n) => n,
+                        None => tokio::select! {
+                            _ = cancel.cancelled() => {
+                                return Attempt::Failed(LlmError::new(ErrorKind::Aborted, "aborted"));
+                            }
+                            n = stream.next() => n,
+                        },
                     };
                     match next {
                         Some(Ok(StreamEvent::Warning { message })) => {
-                            tracing::warn!(provider = %model.provider_id, "{message}");
-                            shared.counters.incr(
-                                "stream_data_skipped_total",
-                                format!("provider=\"{}\"", model.provider_id),
-                                1,
-                            );
+                            stream_warning(&shared, &model.provider_id, &message);
                         }
                         Some(Ok(ev)) => {
                             if std::mem::take(&mut first_event) {
                                 req_span.record("ttft_ms", sent.elapsed().as_millis() as u64);
                                 let _ = myself.cast(ProcMsg::FirstEvent { at: now_ms() });
                             }
-                            if let StreamEvent::FinishStep { usage, .. } = &ev {
-                                req_span.record("tokens_input", usage.input);
-                                req_span.record("tokens_output", usage.output);
+                            // The events already decoded (one network read often holds a
+                            // whole step) go to the processor in one message.
+                            let mut batch = vec![ev];
+                            while batch.len() < MAX_STREAM_BATCH {
+                                match stream.next().now_or_never() {
+                                    None => break,
+                                    Some(Some(Ok(StreamEvent::Warning { message }))) => {
+                                        stream_warning(&shared, &model.provider_id, &message);
+                                    }
+                                    Some(Some(Ok(ev))) => batch.push(ev),
+                                    Some(end_or_error) => {
+                                        ahead = Some(end_or_error);
+                                        break;
+                                    }
+                                }
                             }
-                            if myself.cast(ProcMsg::Stream(ev)).is_err() {
+                            for ev in &batch {
+                                if let StreamEvent::FinishStep { usage, .. } = ev {
+                                    req_span.record("tokens_input", usage.input);
+                                    req_span.record("tokens_output", usage.output);
+                                }
+                            }
+                            if myself.cast(ProcMsg::Stream(batch)).is_err() {
                                 return Attempt::Over;
                             }
                         }
