@@ -107,6 +107,29 @@ const ROWS: &[Row] = &[
     ("extdeny", "find -L outlink", D, EXT),
     ("extdeny", "./outlink/script.sh", D, EXT),
     ("extdeny", "mycmd outlink/secret", D, EXT),
+    // Listings that follow links into directories show the names (and `du` the sizes)
+    // of what a link leads to: checked like `ls outlink` (they were allowed).
+    ("extdeny", "ls -RL .", D, EXT),
+    ("extdeny", "ls -R -L", D, EXT),
+    ("extdeny", "ls --recursive --dereference", D, EXT),
+    ("extdeny", "find -L .", D, EXT),
+    ("extdeny", "find -L . -name secret", D, EXT),
+    ("extdeny", "find -H -L .", D, EXT),
+    ("extdeny", "find . -follow -type f", D, EXT),
+    ("extdeny", "tree -l", D, EXT),
+    ("extdeny", "tree -al .", D, EXT),
+    ("extdeny", "du -aL .", D, EXT),
+    ("extdeny", "du --dereference -s", D, EXT),
+    // … without following, or where no link leads out, they stay allowed.
+    ("extdeny", "ls -R .", A, ""),
+    ("extdeny", "ls -lRa", A, ""),
+    ("extdeny", "find . -name secret", A, ""),
+    ("extdeny", "find -L src -name '*.rs'", A, ""),
+    ("extdeny", "tree -a", A, ""),
+    ("extdeny", "tree -l src", A, ""),
+    ("extdeny", "du -sh .", A, ""),
+    ("extdeny", "du -L src", A, ""),
+    ("extdeny", "ls -RL src", A, ""),
     ("extdeny", "cat src/a.rs", A, ""),
     ("extdeny", "ls src", A, ""),
     ("extdeny", "./src/run.sh", A, ""),
@@ -156,6 +179,23 @@ async fn tester_bypasses_are_closed() {
     check_rows(&proj, ROWS).await;
 }
 
+/// A link to an outside directory that holds only directories: a listing through it shows
+/// their names, so it is checked though no file is there (a walk of files found nothing).
+#[tokio::test]
+async fn a_listing_through_a_link_to_a_directory_without_files_is_checked() {
+    let (d, proj) = project();
+    let outside = d.path().join("outside");
+    std::fs::create_dir_all(outside.join("only-dirs/inner")).unwrap();
+    std::os::unix::fs::symlink(outside.join("only-dirs"), proj.join("dirlink")).unwrap();
+    let rows: &[Row] = &[
+        ("extdeny", "ls -RL .", D, EXT),
+        ("extdeny", "find -L . -type d", D, EXT),
+        ("extdeny", "tree -l -d", D, EXT),
+        ("extdeny", "ls -R .", A, ""),
+    ];
+    check_rows(&proj, rows).await;
+}
+
 /// Whether the analysis of `cmd` reports `path` (or something only known when it runs).
 fn reports(cmd: &str, path: &str) -> bool {
     let a = troupe_tools::analyze(cmd);
@@ -165,8 +205,70 @@ fn reports(cmd: &str, path: &str) -> bool {
         || !a.unknown_paths.is_empty()
 }
 
+/// Whether the analysis of `cmd` lists `path` through links ([`troupe_tools::PathUse::listed`]).
+fn lists(cmd: &str, path: &str) -> bool {
+    troupe_tools::analyze(cmd)
+        .paths
+        .iter()
+        .any(|p| p.listed && p.path == path)
+}
+
+/// Option words holding every letter of `letters` in clusters of at most `split` letters
+/// (`-aRl`, `-L`): the spellings a short-option parser reads the same.
+fn clusters(letters: &[char], split: usize) -> Vec<String> {
+    letters
+        .chunks(split.max(1))
+        .map(|c| format!("-{}", c.iter().collect::<String>()))
+        .collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// A listing that follows links (`ls` with R and L, `find -L`/`-follow`, `tree -l`, `du
+    /// -L`) is reported as one, whatever the other letters, their order and grouping, the
+    /// long spellings and where the options stand.
+    #[test]
+    fn following_listings_are_reported_in_every_spelling(
+        cmd in prop::sample::select(vec!["ls", "find", "find-follow", "tree", "du"]),
+        extra in prop::sample::subsequence(vec!['a', 'h', '1', 's', 'x'], 0..=3),
+        long in any::<bool>(),
+        split in 1usize..4,
+        seed in any::<u64>(),
+        dir in prop::sample::select(vec![".", "sub", "sub/deeper", ""]),
+    ) {
+        let (required, other): (Vec<char>, Vec<char>) = match cmd {
+            "ls" if long => (vec![], extra.clone()),
+            "ls" => (vec!['R', 'L'], extra.iter().copied().filter(|c| *c != 'x').collect()),
+            "tree" => (vec!['l'], extra.iter().copied().filter(|c| *c == 'a').collect()),
+            "du" if long => (vec![], extra.iter().copied().filter(|c| matches!(c, 'a' | 'h' | 's' | 'x')).collect()),
+            "du" => (vec!['L'], extra.iter().copied().filter(|c| matches!(c, 'a' | 'h' | 's' | 'x')).collect()),
+            _ => (vec![], vec![]),
+        };
+        let mut letters: Vec<char> = required.into_iter().chain(other).collect();
+        // A deterministic shuffle from the seed (proptest shrinks the seed, not the order).
+        let mut state = seed;
+        for i in (1..letters.len()).rev() {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            letters.swap(i, (state >> 33) as usize % (i + 1));
+        }
+        let mut opts = if letters.is_empty() { vec![] } else { clusters(&letters, split) };
+        if long {
+            match cmd {
+                "ls" => opts.extend(["--recursive".to_string(), "--dereference".to_string()]),
+                "du" => opts.push("--dereference".to_string()),
+                _ => {}
+            }
+        }
+        let operand = if dir.is_empty() { String::new() } else { format!(" {dir}") };
+        let line = match cmd {
+            "find" => format!("find -L{operand} -name '*.txt'"),
+            "find-follow" => format!("find{operand} -follow -type f"),
+            _ => format!("{cmd} {}{operand}", opts.join(" ")),
+        };
+        let listed = if dir.is_empty() { "." } else { dir };
+        prop_assert!(lists(&line, listed), "{:?} is not reported as listing {:?}", line, listed);
+    }
 
     /// A short option with an attached path outside the project (`-o../x`, `-xf/etc/x`) is
     /// always reported, whatever the command and the option letters before it.

@@ -1,7 +1,9 @@
-//! A property over generated project layouts: a recursive read (`grep -r`, `grep -R`) or a
-//! glob (`cat */*`) that reaches a file outside the project through any chain of symbolic
-//! links — to a directory or a file outside, relative or absolute, below another link, in a
-//! cycle, up to a parent — is refused under `external_directory: deny`; a layout whose links
+//! A property over generated project layouts: a recursive read (`grep -r`, `grep -R`, `rg
+//! -L`), a listing that follows links (`ls -RL`, `find -L`, `tree -l`, `du -L`: any file or
+//! directory reached counts, names being what it shows) or a glob (`cat */*`) that reaches a
+//! file outside the project through any chain of symbolic links — to a directory or a file
+//! outside, relative or absolute, below another link, in a cycle, up to a parent — is
+//! refused under `external_directory: deny`; a layout whose links
 //! all stay inside is allowed. The oracles are independent walks with `std::fs`: one that
 //! follows every link (GNU `grep -R` does; `grep -r` follows fewer, so the property is the
 //! checker's superset) and bash's expansion of `*` components.
@@ -137,6 +139,18 @@ fn build(links: &[Link]) -> (tempfile::TempDir, PathBuf) {
 /// The oracle: every regular file a walk from `start` that follows every link reaches, by its
 /// real path (each real directory visited once, so cycles end).
 fn reached_files(start: &Path) -> Vec<PathBuf> {
+    reached(start, false)
+}
+
+/// The oracle of a listing that follows links (`ls -RL`, `find -L`): every file and
+/// directory such a walk reaches (their names are shown), by real path.
+fn reached_entries(start: &Path) -> Vec<PathBuf> {
+    reached(start, true)
+}
+
+/// Every regular file (and with `dirs`, every directory) a walk from `start` that follows
+/// every link reaches, by its real path (each real directory visited once).
+fn reached(start: &Path, dirs: bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     let mut stack = vec![start.to_path_buf()];
@@ -154,7 +168,12 @@ fn reached_files(start: &Path) -> Vec<PathBuf> {
             let p = e.path();
             // Follows links: a dangling one or a loop of links has no metadata.
             match std::fs::metadata(&p) {
-                Ok(m) if m.is_dir() => stack.push(p),
+                Ok(m) if m.is_dir() => {
+                    if dirs {
+                        out.extend(std::fs::canonicalize(&p).ok());
+                    }
+                    stack.push(p)
+                }
                 Ok(m) if m.is_file() => out.extend(std::fs::canonicalize(&p).ok()),
                 _ => {}
             }
@@ -185,6 +204,40 @@ fn globbed_files(dir: &Path, depth: usize) -> Vec<PathBuf> {
     out
 }
 
+/// The property of both tests: `line` under `external_directory: deny` is denied, naming
+/// it, when `outside` (what the oracle reached outside the project) is not empty, and
+/// allowed when it is.
+fn refused_iff_outside(
+    proj: &Path,
+    line: &str,
+    outside: &[PathBuf],
+    links: &[Link],
+) -> Result<(), TestCaseError> {
+    let (action, message) = runtime().block_on(decide(ruleset("extdeny"), proj, line));
+    if outside.is_empty() {
+        prop_assert_eq!(
+            action,
+            Action::Allow,
+            "{} with {:?}: {}",
+            line,
+            links,
+            message
+        );
+    } else {
+        prop_assert_eq!(
+            action,
+            Action::Deny,
+            "{} reaches {:?} with {:?}: {}",
+            line,
+            outside,
+            links,
+            message
+        );
+        prop_assert!(message.contains(EXT), "{}", message);
+    }
+    Ok(())
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -204,6 +257,8 @@ proptest! {
             ("grep -r s .", "", 0),
             ("grep -rl s a", "a", 0),
             ("grep -R -n s c", "c", 0),
+            ("rg -L s .", "", 0),
+            ("rg --follow s a", "a", 0),
             ("cat */*", "", 2),
             ("cat */*/*", "", 3),
             ("head a/*/*", "a", 2),
@@ -219,20 +274,30 @@ proptest! {
             .into_iter()
             .filter(|f| !f.starts_with(&proj))
             .collect();
-        let (action, message) = runtime().block_on(decide(ruleset("extdeny"), &proj, line));
-        if outside.is_empty() {
-            prop_assert_eq!(action, Action::Allow, "{} with {:?}: {}", line, links, message);
-        } else {
-            prop_assert_eq!(
-                action,
-                Action::Deny,
-                "{} reaches {:?} with {:?}: {}",
-                line,
-                outside,
-                links,
-                message
-            );
-            prop_assert!(message.contains(EXT), "{}", message);
-        }
+        refused_iff_outside(&proj, line, &outside, &links)?;
+    }
+
+    /// A listing that follows links shows the names of everything it reaches: anything
+    /// reached outside (a directory with no file in it too) ⇒ denied naming
+    /// `external_directory`; all inside ⇒ allowed.
+    #[test]
+    fn a_listing_through_links_out_of_the_project_is_refused(
+        links in prop::collection::vec(link(), 1..5),
+        command in prop::sample::select(vec![
+            ("ls -RL .", ""),
+            ("ls -lRL a", "a"),
+            ("find -L .", ""),
+            ("find c -follow -name x", "c"),
+            ("tree -l", ""),
+            ("du -aL a", "a"),
+        ]),
+    ) {
+        let (_d, proj) = build(&links);
+        let (line, start) = command;
+        let outside: Vec<PathBuf> = reached_entries(&proj.join(start))
+            .into_iter()
+            .filter(|f| !f.starts_with(&proj))
+            .collect();
+        refused_iff_outside(&proj, line, &outside, &links)?;
     }
 }

@@ -378,6 +378,7 @@ impl Walker {
             find_runs,
         };
         self.recursive_operands(name, args, operands_read, source);
+        self.listing_walks(name, args, &operands, source);
         // After something made links the analysis cannot see, every operand of a file
         // command may go through one.
         let links_made = self.links.is_some() || !self.link_dests.is_empty();

@@ -164,6 +164,11 @@ pub struct PathUse {
     /// With `recursive`: the reader skips hidden files and what `.gitignore` and `.ignore`
     /// files exclude, as `rg` and `ag` do unless told otherwise (`-u`, `--hidden`).
     pub filtered: bool,
+    /// The command lists every name under it, following symbolic links into directories
+    /// (`ls -RL`, `find -L`, `find … -follow`, `tree -l`, `du -L`): no file's content is
+    /// read, but the names of every directory a link leads to are, so each such directory
+    /// is checked as if it were named (`external_directory`).
+    pub listed: bool,
     /// The command that touches it, as written.
     pub source: String,
 }
@@ -240,6 +245,7 @@ pub fn analyze(command: &str) -> Analysis {
         xargs_repl: None,
         in_find_exec: false,
         recursive: None,
+        listing: false,
         cd_ok_set_by_cd: false,
         level: 0,
     };
@@ -361,6 +367,8 @@ struct Walker {
     /// The path being recorded is read recursively (see [`PathUse::recursive`]), and
     /// whether the reader skips hidden and ignored files ([`PathUse::filtered`]).
     recursive: Option<bool>,
+    /// The path being recorded is listed through links (see [`PathUse::listed`]).
+    listing: bool,
     /// The command just analysed was a `cd` that set `cd_ok`.
     cd_ok_set_by_cd: bool,
     /// Current depth in the syntax tree (all scripts together), bounded by [`MAX_TREE_DEPTH`].

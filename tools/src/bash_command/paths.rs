@@ -213,6 +213,7 @@ impl Walker {
                 write,
                 recursive: self.recursive.is_some() && !write,
                 filtered: self.recursive == Some(true) && !write,
+                listed: self.listing && !write,
                 source: collapse(source),
             };
             // One entry per path, write and command: a recursive read of a path also named
@@ -224,6 +225,7 @@ impl Walker {
                 .find(|p| p.path == use_.path && p.write == use_.write && p.source == use_.source)
             {
                 Some(p) => {
+                    p.listed |= use_.listed;
                     if use_.recursive {
                         p.filtered = if p.recursive {
                             p.filtered && use_.filtered
@@ -236,6 +238,14 @@ impl Walker {
                 None => self.out.paths.push(use_),
             }
         }
+    }
+
+    /// A directory whose every name the command lists, links followed (see
+    /// [`PathUse::listed`]).
+    pub(super) fn listing_walk(&mut self, w: &Word, source: &str) {
+        let was = std::mem::replace(&mut self.listing, true);
+        self.path(w, false, source, true);
+        self.listing = was;
     }
 
     /// A directory (or file) whose every file the command reads (see

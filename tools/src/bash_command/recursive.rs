@@ -35,18 +35,7 @@ impl Walker {
             find_runs,
         } = ops;
         let texts: Vec<&str> = args.iter().map(Word::text).collect();
-        // A short-option cluster holding one of `letters` before a letter taking a value.
-        let cluster = |letters: &str, values: &str| {
-            texts.iter().any(|t| {
-                t.strip_prefix('-')
-                    .filter(|c| !c.starts_with('-'))
-                    .is_some_and(|c| {
-                        c.chars()
-                            .take_while(|ch| !values.contains(*ch))
-                            .any(|ch| letters.contains(ch))
-                    })
-            })
-        };
+        let cluster = |letters: &str, values: &str| short_cluster(&texts, letters, values);
         let long = |names: &[&str]| {
             texts.iter().any(|t| {
                 names
@@ -144,6 +133,46 @@ impl Walker {
         }
     }
 
+    /// Operands whose every name the command lists with symbolic links followed into
+    /// directories ([`PathUse::listed`]): `ls -RL`, `find -L`/`find … -follow`, `tree -l`,
+    /// `du -L` (`.` without one). Without following, a link under them is listed as a link
+    /// and a link named as an operand is checked as the operand.
+    pub(super) fn listing_walks(
+        &mut self,
+        name: &str,
+        args: &[Word],
+        operands: &[&Word],
+        source: &str,
+    ) {
+        let texts: Vec<&str> = args.iter().map(Word::text).collect();
+        let has = |long: &str| texts.contains(&long);
+        let roots: Vec<Word> = match name {
+            "ls" if (short_cluster(&texts, "R", "ITw") || has("--recursive"))
+                && (short_cluster(&texts, "L", "ITw") || has("--dereference")) =>
+            {
+                operands.iter().map(|w| (*w).clone()).collect()
+            }
+            "find"
+                if find_leading_options(args).any(|t| t == "-L") || texts.contains(&"-follow") =>
+            {
+                find_roots(args)
+            }
+            "tree" if short_cluster(&texts, "l", "LPIoHT") => {
+                operands.iter().map(|w| (*w).clone()).collect()
+            }
+            "du" if short_cluster(&texts, "L", "BdtX") || has("--dereference") => {
+                operands.iter().map(|w| (*w).clone()).collect()
+            }
+            _ => return,
+        };
+        if roots.is_empty() {
+            self.listing_walk(&Word::plain("."), source);
+        }
+        for w in &roots {
+            self.listing_walk(w, source);
+        }
+    }
+
     /// `find`: `-fprint FILE` and friends write FILE; `-delete` removes what it finds under
     /// its starting points (so they are written).
     pub(super) fn find_paths(&mut self, args: &[Word], source: &str) {
@@ -218,10 +247,45 @@ impl Walker {
     }
 }
 
-/// The starting points of `find` (the words before the first option or expression):
-/// `find a b -name x` → `a b`.
+/// Whether a short-option cluster of `texts` (`-abc`) holds one of `letters` before a
+/// letter in `values` (an option taking a value, whose rest is that value).
+fn short_cluster(texts: &[&str], letters: &str, values: &str) -> bool {
+    texts.iter().any(|t| {
+        t.strip_prefix('-')
+            .filter(|c| !c.starts_with('-'))
+            .is_some_and(|c| {
+                c.chars()
+                    .take_while(|ch| !values.contains(*ch))
+                    .any(|ch| letters.contains(ch))
+            })
+    })
+}
+
+/// How many of `find`'s words are its leading options (`-H`, `-L`, `-P`, `-O<level>`,
+/// `-D <flags>`), which come before the starting points.
+fn find_leading_count(args: &[Word]) -> usize {
+    let mut n = 0;
+    while let Some(t) = args.get(n).map(Word::text) {
+        match t {
+            "-H" | "-L" | "-P" => n += 1,
+            "-D" => n += 2,
+            _ if t.starts_with("-O") => n += 1,
+            _ => break,
+        }
+    }
+    n.min(args.len())
+}
+
+/// `find`'s leading options (see [`find_leading_count`]).
+fn find_leading_options(args: &[Word]) -> impl Iterator<Item = &str> {
+    args[..find_leading_count(args)].iter().map(Word::text)
+}
+
+/// The starting points of `find` (after its leading options, the words before the first
+/// option or expression): `find -L a b -name x` → `a b`.
 fn find_roots(args: &[Word]) -> Vec<Word> {
-    args.iter()
+    args[find_leading_count(args)..]
+        .iter()
         .take_while(|w| {
             let t = w.text();
             !t.starts_with('-') && !matches!(t, "(" | "!" | ")")

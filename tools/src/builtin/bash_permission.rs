@@ -362,6 +362,7 @@ async fn path_requests(
     let mut reads: Vec<String> = Vec::new();
     let mut read_sources: Vec<String> = Vec::new();
     let mut read_opaque: Vec<String> = Vec::new();
+    let mut external_opaque: Vec<String> = Vec::new();
     for u in &analysis.paths {
         let p = expand_home(&u.path);
         // Not normalized lexically: `link/..` is the parent of where `link` points, which
@@ -429,6 +430,36 @@ async fn path_requests(
                 )),
             }
         }
+        if u.listed && !u.recursive {
+            // Every name under it is listed, links followed: each place a link under it
+            // leads to is checked as if it were named (a recursive read checks more above).
+            match linked_places(&abs).await {
+                Some(places) => {
+                    for (real, is_dir) in places {
+                        let dir = if is_dir {
+                            real.clone()
+                        } else {
+                            real.parent().map(Path::to_path_buf).unwrap_or(real.clone())
+                        };
+                        let g = paths::external_glob(&dir);
+                        if !globs.contains(&g) && !paths::is_inside_project(ctx, &dir).await {
+                            globs.push(g);
+                            glob_sources.push(format!(
+                                "{} (linked under {}, listed by {})",
+                                real.display(),
+                                u.path,
+                                u.source
+                            ));
+                        }
+                    }
+                }
+                None => external_opaque.push(format!(
+                    "`{}` lists every name under `{}`, links followed, more than {MAX_WALKED} \
+                     entries, so where its links lead is not checked",
+                    u.source, u.path
+                )),
+            }
+        }
         let rel = paths::worktree_relative(ctx, &abs).await;
         if u.write {
             if !edits.contains(&rel) {
@@ -443,12 +474,13 @@ async fn path_requests(
             read_sources.push(format!("{} (read by {})", u.path, u.source));
         }
     }
-    let external = (!globs.is_empty()).then(|| PermissionRequest {
+    let external = (!globs.is_empty() || !external_opaque.is_empty()).then(|| PermissionRequest {
         permission: "external_directory".into(),
         patterns: globs.clone(),
         always: globs,
         metadata: json!({"command": command}),
         sources: glob_sources,
+        opaque: external_opaque,
         ..Default::default()
     });
     let request = |permission: &str, patterns: Vec<String>, sources: Vec<String>| {
@@ -576,6 +608,33 @@ async fn files_under(path: &Path, worktree: &Path, filtered: bool) -> Option<Vec
                 .or_insert_with(|| std::fs::canonicalize(dir).unwrap_or_else(|_| dir.into()));
             Some(real_dir.join(name))
         })
+    })
+    .await
+    .unwrap_or(None)
+}
+
+/// Where the symbolic links under `path` lead, as a walk that follows them reaches them
+/// ([`logical_walk`], as `ls -RL` and `find -L` walk): each link's real location and whether
+/// it is a directory. Only links can lead elsewhere: any other entry is where its directory
+/// is. `None` when there are more than [`MAX_WALKED`] entries.
+async fn linked_places(path: &Path) -> Option<Vec<(PathBuf, bool)>> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let Ok(start) = std::fs::canonicalize(&path) else {
+            return Some(Vec::new());
+        };
+        let mut out = vec![];
+        for (n, entry) in logical_walk(&start, None).into_iter().enumerate() {
+            if n >= MAX_WALKED {
+                return None;
+            }
+            if let Some(e) = entry.filter(|e| e.link)
+                && let Ok(real) = std::fs::canonicalize(&e.path)
+            {
+                out.push((real, e.dir));
+            }
+        }
+        Some(out)
     })
     .await
     .unwrap_or(None)
