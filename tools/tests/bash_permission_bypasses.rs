@@ -120,6 +120,8 @@ const ROWS: &[Row] = &[
     ("extdeny", "tree -al .", D, EXT),
     ("extdeny", "du -aL .", D, EXT),
     ("extdeny", "du --dereference -s", D, EXT),
+    ("extdeny", "chown -RL me .", D, EXT),
+    ("extdeny", "chgrp -R -L staff .", D, EXT),
     // … without following, or where no link leads out, they stay allowed.
     ("extdeny", "ls -R .", A, ""),
     ("extdeny", "ls -lRa", A, ""),
@@ -130,6 +132,8 @@ const ROWS: &[Row] = &[
     ("extdeny", "du -sh .", A, ""),
     ("extdeny", "du -L src", A, ""),
     ("extdeny", "ls -RL src", A, ""),
+    ("extdeny", "chgrp -RL staff src", A, ""),
+    ("extdeny", "chgrp -R staff .", A, ""),
     ("extdeny", "cat src/a.rs", A, ""),
     ("extdeny", "ls src", A, ""),
     ("extdeny", "./src/run.sh", A, ""),

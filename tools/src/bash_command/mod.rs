@@ -165,9 +165,10 @@ pub struct PathUse {
     /// files exclude, as `rg` and `ag` do unless told otherwise (`-u`, `--hidden`).
     pub filtered: bool,
     /// The command lists every name under it, following symbolic links into directories
-    /// (`ls -RL`, `find -L`, `find … -follow`, `tree -l`, `du -L`): no file's content is
-    /// read, but the names of every directory a link leads to are, so each such directory
-    /// is checked as if it were named (`external_directory`).
+    /// (`ls -RL`, `find -L`, `find … -follow`, `tree -l`, `du -L`; `chown -RL` and `chgrp
+    /// -RL` change the owner of what they reach): no file's content is read, but every
+    /// place a link leads to is reached, so each is checked as if it were named
+    /// (`external_directory`).
     pub listed: bool,
     /// The command that touches it, as written.
     pub source: String,

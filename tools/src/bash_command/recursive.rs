@@ -135,7 +135,8 @@ impl Walker {
 
     /// Operands whose every name the command lists with symbolic links followed into
     /// directories ([`PathUse::listed`]): `ls -RL`, `find -L`/`find … -follow`, `tree -l`,
-    /// `du -L` (`.` without one). Without following, a link under them is listed as a link
+    /// `du -L`, and `chown -RL`/`chgrp -RL`, which change the owner of what they reach
+    /// (`.` without one). Without following, a link under them is listed as a link
     /// and a link named as an operand is checked as the operand.
     pub(super) fn listing_walks(
         &mut self,
@@ -162,6 +163,12 @@ impl Walker {
             }
             "du" if short_cluster(&texts, "L", "BdtX") || has("--dereference") => {
                 operands.iter().map(|w| (*w).clone()).collect()
+            }
+            // They change what they reach: the owner of every file a link leads to.
+            "chown" | "chgrp"
+                if short_cluster(&texts, "R", "") && short_cluster(&texts, "L", "") =>
+            {
+                operands.iter().skip(1).map(|w| (*w).clone()).collect()
             }
             _ => return,
         };
