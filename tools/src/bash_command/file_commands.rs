@@ -364,11 +364,14 @@ impl Walker {
             {
                 operands.first().copied()
             }
-            "grep" | "egrep" | "fgrep" | "rg" | "ag" | "ack" | "ugrep" | "ug"
+            "grep" | "egrep" | "fgrep" | "rgrep" | "rg" | "ack" | "ugrep" | "ug"
                 if !has_option(args, &["--regexp", "--file"], &['f', 'e']) =>
             {
                 operands.first().copied()
             }
+            // ag's `-f` is `--follow`, not a pattern file: its pattern is always the first
+            // operand.
+            "ag" => operands.first().copied(),
             _ => None,
         };
         let operands_read = RecursiveOperands {

@@ -152,7 +152,9 @@ pub(super) fn options_with_value(name: &str, args: &[Word]) -> &'static [&'stati
             "-o",
             "-W",
         ],
-        "grep" | "egrep" | "fgrep" => &["-f", "--file", "-e", "--regexp", "-m", "-A", "-B", "-C"],
+        "grep" | "egrep" | "fgrep" | "rgrep" => {
+            &["-f", "--file", "-e", "--regexp", "-m", "-A", "-B", "-C"]
+        }
         "cut" => &["-d", "--delimiter", "-f", "-c", "-b"],
         "awk" | "gawk" | "mawk" | "nawk" => &["-f", "--file", "-v", "-F", "-e", "--source", "-i"],
         "zip" => &["-b", "-n", "-t", "-tt", "-P", "-x", "-i"],

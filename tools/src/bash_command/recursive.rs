@@ -36,13 +36,7 @@ impl Walker {
         } = ops;
         let texts: Vec<&str> = args.iter().map(Word::text).collect();
         let cluster = |letters: &str, values: &str| short_cluster(&texts, letters, values);
-        let long = |names: &[&str]| {
-            texts.iter().any(|t| {
-                names
-                    .iter()
-                    .any(|n| t == n || t.starts_with(&format!("{n}=")))
-            })
-        };
+        let long = |names: &[&str]| long_option(&texts, names);
         let others = || -> Vec<Word> {
             operands
                 .iter()
@@ -58,11 +52,12 @@ impl Walker {
             "grep" | "egrep" | "fgrep"
                 if cluster("rR", "efABCmdD")
                     || long(&["--recursive", "--dereference-recursive"])
-                    || texts.contains(&"--directories=recurse")
-                    || texts.windows(2).any(|p| p == ["-d", "recurse"]) =>
+                    || directories_recurse(&texts) =>
             {
                 (others(), true)
             }
+            // `rgrep` is `grep -r`.
+            "rgrep" => (others(), true),
             "rg" | "ag" | "ack" | "ugrep" | "ug" if !texts.contains(&"--files") => {
                 // `rg` and `ag` skip hidden and ignored files unless told otherwise, and follow
                 // no symbolic link unless told to (`-L`/`--follow`; ag `-f`): a walk that
@@ -134,9 +129,10 @@ impl Walker {
     }
 
     /// Operands whose every name the command lists with symbolic links followed into
-    /// directories ([`PathUse::listed`]): `ls -RL`, `find -L`/`find … -follow`, `tree -l`,
-    /// `du -L`, and `chown -RL`/`chgrp -RL`, which change the owner of what they reach
-    /// (`.` without one). Without following, a link under them is listed as a link
+    /// directories ([`PathUse::listed`]): `ls -RL` (and `dir`, `vdir`), `find -L`/`find …
+    /// -follow` (and `bfs`), `tree -l`, `du -L`, `rg -L --files`, `fd -L`, `getfacl -RL`,
+    /// and `chown`/`chgrp`/`setfacl`/`chcon -RL`, which change what they reach (`.`
+    /// without one). Without following, a link under them is listed as a link
     /// and a link named as an operand is checked as the operand.
     pub(super) fn listing_walks(
         &mut self,
@@ -146,30 +142,39 @@ impl Walker {
         source: &str,
     ) {
         let texts: Vec<&str> = args.iter().map(Word::text).collect();
-        let has = |long: &str| texts.contains(&long);
+        let has = |long: &str| long_option(&texts, &[long]);
+        let short = |letter: &str, values: &str| short_cluster(&texts, letter, values);
+        let all = || operands.iter().map(|w| (*w).clone()).collect::<Vec<_>>();
+        let recursive_logical = short("R", "") && (short("L", "") || has("--logical"))
+            || has("--recursive") && (short("L", "") || has("--logical"));
         let roots: Vec<Word> = match name {
-            "ls" if (short_cluster(&texts, "R", "ITw") || has("--recursive"))
-                && (short_cluster(&texts, "L", "ITw") || has("--dereference")) =>
+            "ls" | "dir" | "vdir"
+                if (short("R", "ITw") || has("--recursive"))
+                    && (short("L", "ITw") || has("--dereference")) =>
             {
-                operands.iter().map(|w| (*w).clone()).collect()
+                all()
             }
-            "find"
+            "find" | "bfs"
                 if find_leading_options(args).any(|t| t == "-L") || texts.contains(&"-follow") =>
             {
                 find_roots(args)
             }
-            "tree" if short_cluster(&texts, "l", "LPIoHT") => {
-                operands.iter().map(|w| (*w).clone()).collect()
-            }
-            "du" if short_cluster(&texts, "L", "BdtX") || has("--dereference") => {
-                operands.iter().map(|w| (*w).clone()).collect()
-            }
-            // They change what they reach: the owner of every file a link leads to.
-            "chown" | "chgrp"
-                if short_cluster(&texts, "R", "") && short_cluster(&texts, "L", "") =>
-            {
+            // tree's value options (`-L 3`, `-P pat`) take the next word; the rest of their
+            // cluster is still options.
+            "tree" if short("l", "") || has("--follow") => all(),
+            "du" if short("L", "BdtX") || has("--dereference") => all(),
+            // `rg --files` lists, `fd` finds (after its pattern, `.` when no directory).
+            "rg" if (short("L", "") || has("--follow")) && texts.contains(&"--files") => all(),
+            "fd" | "fdfind" if short("L", "") || has("--follow") => {
                 operands.iter().skip(1).map(|w| (*w).clone()).collect()
             }
+            "getfacl" | "getfattr" if recursive_logical => all(),
+            // They change what they reach: the owner, the ACLs, the security context of
+            // every file a link leads to (the first operand of `chown`/`chgrp` is the owner).
+            "chown" | "chgrp" if recursive_logical => {
+                operands.iter().skip(1).map(|w| (*w).clone()).collect()
+            }
+            "setfacl" | "chcon" if recursive_logical => all(),
             _ => return,
         };
         if roots.is_empty() {
@@ -252,6 +257,43 @@ impl Walker {
             self.path(&w, true, source, true);
         }
     }
+}
+
+/// Whether a word of `texts` is one of the long options `names` (`--name` or `--name=VALUE`),
+/// or an abbreviation of one (`--recur`): GNU `getopt_long` takes any prefix that names one
+/// option; a prefix shared by several is an error, so reading it as ours only asks more.
+fn long_option(texts: &[&str], names: &[&str]) -> bool {
+    texts.iter().any(|t| {
+        let key = t.split('=').next().unwrap_or(t);
+        key.len() > 2 && key.starts_with("--") && names.iter().any(|n| n.starts_with(key))
+    })
+}
+
+/// Whether grep is told to recurse with `--directories=recurse` in any spelling: the
+/// option abbreviated (`--dir=recurse`), its value in the next word (`--directories
+/// recurse`, `-d recurse`) or attached (`-drecurse`, `-id recurse`), the value abbreviated
+/// (`rec`).
+fn directories_recurse(texts: &[&str]) -> bool {
+    let recurse = |v: &str| v.len() >= 3 && "recurse".starts_with(v);
+    texts.iter().enumerate().any(|(i, t)| {
+        let next = texts.get(i + 1).copied().unwrap_or("");
+        if let Some(long) = t.strip_prefix("--") {
+            let (key, value) = match long.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (long, None),
+            };
+            return !key.is_empty()
+                && "directories".starts_with(key)
+                && recurse(value.unwrap_or(next));
+        }
+        // A short cluster: letters up to `d`, whose value is the rest or the next word.
+        t.strip_prefix('-').is_some_and(|c| {
+            c.find('d').is_some_and(|at| {
+                let rest = &c[at + 1..];
+                recurse(if rest.is_empty() { next } else { rest })
+            })
+        })
+    })
 }
 
 /// Whether a short-option cluster of `texts` (`-abc`) holds one of `letters` before a
