@@ -164,7 +164,7 @@ PY
 done
 python3 -c 'import json,sys; n=len(json.load(open(sys.argv[1]))); assert n==4, n; print("ok: 4 sessions in the store")' "$WORK/list.json"
 
-log "4/4 a multi-turn session with a small context compacts and goes on"
+log "4/4 a multi-turn session with a small context compacts, and the next turn goes on from the summary"
 PARA="Here is some background about our project. We are building a small calculator in Python with add, subtract, multiply and divide functions, unit tests for each, a command line interface that reads two numbers and an operator, and a README that explains how to install and run it. The team prefers short functions, clear names and tests that cover edge cases such as division by zero and very large numbers."
 compacted=0
 for i in 1 2 3 4 5 6 7 8; do
@@ -174,6 +174,10 @@ for i in 1 2 3 4 5 6 7 8; do
   if grep -q '"session.compacted"' "$WORK/chat$i.jsonl"; then compacted=$i; break; fi
 done
 [ "$compacted" != 0 ] || { echo "the session never compacted" >&2; exit 1; }
+# The answer that passed the budget was complete: the turn ended after the summary. The next
+# prompt starts from the summary and is answered.
+"$BIN" run --agent chat --continue --format json "Turn $((compacted + 1)). What did we agree on, briefly?" > "$WORK/chat-next.jsonl" 2> "$WORK/chat-next.err" \
+  || { cat "$WORK/chat-next.err" >&2; echo "the turn after the compaction failed" >&2; exit 1; }
 SID4=$(sid_of "$WORK/chat$compacted.jsonl")
 "$BIN" session show "$SID4" --format json > "$WORK/show4.json"
 python3 - "$WORK/show4.json" "$compacted" <<'PY'
@@ -182,13 +186,21 @@ doc = json.load(open(sys.argv[1]))
 msgs = doc["messages"]
 summaries = [i for i, m in enumerate(msgs) if m["info"].get("summary")]
 assert summaries, "no summary message stored"
-s = summaries[-1]
+s = summaries[0]
 after = msgs[s + 1:]
-assert any(m["info"]["role"] == "user" and any(p.get("synthetic") for p in m["parts"]) for m in after), "no continue message after the summary"
-last = msgs[-1]
-assert last["info"]["role"] == "assistant" and not last["info"].get("summary") and last["info"].get("error") is None, last["info"]
+# Right after the first summary: the next prompt, as the user wrote it (no synthetic
+# "continue"); its answer has text and no error (it may be compacted in turn).
+assert after and after[0]["info"]["role"] == "user", "the next prompt does not follow the summary"
+nxt = after[0]
+assert not any(p.get("synthetic") or p["type"] == "compaction" for p in nxt["parts"]), \
+    f"a continue message followed the summary of a complete answer: {nxt['parts']}"
+answers = [m for m in after if m["info"]["role"] == "assistant" and m["info"].get("parentID") == nxt["info"]["id"]
+           and not m["info"].get("summary")]
+assert answers, "the next prompt was not answered"
+last = answers[-1]
+assert last["info"].get("error") is None, last["info"]
 assert any(p["type"] == "text" and p["text"].strip() for p in last["parts"]), "no answer after the compaction"
-print(f"ok: compacted at turn {sys.argv[2]}, summary message #{s}, the turn went on and answered")
+print(f"ok: compacted at turn {sys.argv[2]}, summary message #{s}, the turn ended there and the next one answered")
 PY
 
 "$ROOT/scripts/llama-server.sh" stop >/dev/null
