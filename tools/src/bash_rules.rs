@@ -99,10 +99,8 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
             "--arg-file",
             "--delimiter",
             "--max-args",
-            "--max-lines",
             "--max-procs",
             "--max-chars",
-            "--eof",
             "--process-slot-var",
         ],
         0,
@@ -111,16 +109,17 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
     w("taskset", "", &[], 1),
     w(
         "chrt",
-        "T",
+        "TPD",
         &["--sched-runtime", "--sched-period", "--sched-deadline"],
         1,
     ),
     WrapperSpec {
         script_short: "c",
         script_long: &["--command"],
+        // `-n` (`--nonblock`) takes no value (flock(1)).
         ..w(
             "flock",
-            "wEzn",
+            "wE",
             &["--timeout", "--conflict-exit-code", "--wait"],
             1,
         )
@@ -132,10 +131,11 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
         0,
     ),
     w("chroot", "", &["--userspec", "--groups"], 1),
+    // `-e`/`--env` (util-linux 2.40) takes no value; `-W`/`--wdns` does (nsenter(1)).
     w(
         "nsenter",
-        "tSGe",
-        &["--target", "--setuid", "--setgid", "--env"],
+        "tSGW",
+        &["--target", "--setuid", "--setgid", "--wdns"],
         0,
     ),
     w("firejail", "", &[], 0),
@@ -189,13 +189,14 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
     w("busybox", "", &[], 0),
     w("pkexec", "", &["--user"], 0),
     w("fakeroot", "lsi", &["--lib", "--faked"], 0),
-    w("strace", "oepsuEbIXPaS", &[], 0),
-    w("ltrace", "oenpsuEAaLS", &[], 0),
+    w("strace", "oepsuEbIXPaS", &["--output"], 0),
+    w("ltrace", "oenpsuEAaLS", &["--output"], 0),
     w("catchsegv", "", &[], 0),
     w("nocache", "n", &[], 0),
+    // `-i` (`--isolate`) takes no value (torsocks(1)).
     w(
         "torsocks",
-        "uapPi",
+        "uapP",
         &["--user", "--pass", "--address", "--port"],
         0,
     ),
@@ -294,6 +295,17 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
     w("rlwrap", "bCDefFgHlOpPqmMSstwz", &[], 0),
 ];
 
+/// Long options of the wrapper `name` that [`WRAPPERS`] does not list as taking the next word
+/// but that the analysis reads by name (`xargs --replace[=R]`, `--eof[=E]`,
+/// `--max-lines[=N]`, whose value is only attached), so that their abbreviations resolve to
+/// them (GNU getopt_long; xargs(1)).
+pub(crate) fn wrapper_other_longs(name: &str) -> &'static [&'static str] {
+    match name {
+        "xargs" => &["--replace", "--eof", "--max-lines"],
+        _ => &[],
+    }
+}
+
 /// Programs that look like a wrapper from their first word but run their second word's
 /// command: `uv run CMD`, `poetry run CMD`, `bundle exec CMD` (`(program, subcommand)`).
 pub(crate) const SUBCOMMAND_WRAPPERS: &[(&str, &str)] = &[
@@ -357,7 +369,12 @@ pub(crate) const INTERPRETERS: &[(&str, &[&str])] = &[
     ("scala", &["-e"]),
     ("jshell", &[]),
     ("irb", &[]),
-    ("gdb", &["-ex", "--eval-command"]),
+    // getopt_long_only: `-ex`/`--ex`, `-iex` (before the program loads), any prefix of the
+    // long names.
+    (
+        "gdb",
+        &["-ex", "--eval-command", "-iex", "--init-eval-command"],
+    ),
     ("fish", &["-c", "--command", "-C", "--init-command"]),
     ("tcsh", &["-c"]),
     ("csh", &["-c"]),

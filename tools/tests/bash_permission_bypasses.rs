@@ -89,6 +89,13 @@ const ROWS: &[Row] = &[
     ("extdeny", "head outlink/secret", D, EXT),
     ("extdeny", "base64 outlink/secret", D, EXT),
     ("extdeny", "grep -r s outlink", D, EXT),
+    // A pattern given by option, long form abbreviated (`--reg` = `--regexp`): the first
+    // operand is then a file, not the pattern (it was taken for the pattern and unchecked).
+    ("extdeny", "grep --reg=x outlink/secret", D, EXT),
+    ("extdeny", "grep --regex x outlink/secret", D, EXT),
+    ("extdeny", "grep --fi=pats outlink/secret", D, EXT),
+    ("extdeny", "awk --so='{print}' outlink/secret", D, EXT),
+    ("extdeny", "awk --fil=prog.awk outlink/secret", D, EXT),
     // … also when the link is met inside a walked directory or matched by a glob.
     ("extdeny", "grep -R s .", D, EXT),
     ("extdeny", "grep -R s src", A, ""),
@@ -198,6 +205,18 @@ const ROWS: &[Row] = &[
     ("issue", "gh repo sync", D, PUSH),
     ("issue", "fd -e rs", A, ""),
     ("issue", "hyperfine 'ls'", A, ""),
+    // hyperfine runs `SHELL -c CMD` and `--shell` takes any command line: `-S 'rm -rf d'`
+    // ran rm (allowed before); a plain shell stays allowed.
+    ("issue", "hyperfine -S 'rm -rf d' true", K, OPAQUE),
+    ("issue", "hyperfine --shell='rm -rf d' true", K, OPAQUE),
+    ("issue", "hyperfine -NS 'rm -rf d' true", K, OPAQUE),
+    ("issue", "hyperfine -S \"$X\" true", K, OPAQUE),
+    ("issue", "hyperfine -S 'bash --rcfile x.sh' true", K, OPAQUE),
+    ("issue", "hyperfine -S 'rm -rf d' 'ls'", K, OPAQUE),
+    ("issue", "hyperfine -S zsh 'ls'", A, ""),
+    ("issue", "hyperfine --shell='bash --norc' 'ls'", A, ""),
+    ("issue", "hyperfine -N -S none 'ls'", A, ""),
+    ("issue", "hyperfine -S bash 'rm -rf d'", D, RM),
     ("issue", "less a.txt", A, ""),
     ("issue", "npx tsc", A, ""),
     // 6. Git configuration on the command line that runs programs.
@@ -214,12 +233,226 @@ const ROWS: &[Row] = &[
     ("issue", "git -ccore.pager=x log", K, OPAQUE),
     ("issue", "git --config-env=core.pager=X log", K, OPAQUE),
     ("issue", "git -c color.ui=never log", A, ""),
+    // 7. Options a program reads in more spellings than the exact name: GNU getopt_long,
+    // git's parse-options and Perl's Getopt::Long take any unambiguous prefix of a long
+    // option (`--to-com` is tar's `--to-command`), with `=VALUE` or the value in the next
+    // word; getopt reads short options in clusters (`-xvI CMD`) with attached values.
+    // Each row ran unasked (or was not denied) before.
+    // Options whose value is code (`CODE_OPTIONS`), abbreviated or clustered.
+    ("issue", "tar -xf a.tar --to-com='rm -rf d'", K, OPAQUE),
+    ("issue", "tar -xf a.tar --to-com 'rm -rf d'", K, OPAQUE),
+    ("issue", "tar -cf a.tar --use-comp=sh src", K, OPAQUE),
+    (
+        "issue",
+        "tar -cf a.tar --checkpoint-a=exec=sh src",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "tar -xvIsh -f a.tar", K, OPAQUE),
+    ("issue", "tar xIf sh a.tar", K, OPAQUE),
+    ("issue", "sort --compress-p=sh a.txt", K, OPAQUE),
+    ("issue", "man --pag=sh ls", K, OPAQUE),
+    ("issue", "make --ev='x:=$(shell rm -rf d)'", K, OPAQUE),
+    ("issue", "make -sE 'x:=$(shell rm -rf d)'", K, OPAQUE),
+    ("issue", "zip --unzip-c=sh -T z.zip a.txt", K, OPAQUE),
+    // wget runs wgetrc commands given with `-e` (`use_askpass=CMD`, `output_document=F`).
+    ("issue", "wget -e use_askpass=sh http://x", K, OPAQUE),
+    // Inline code of interpreters: getopt_long (julia, fish) and gdb's getopt_long_only,
+    // which also reads `-iex` and one-dash long names.
+    ("issue", "julia --ev 'run(`rm -rf d`)' x.jl", K, OPAQUE),
+    ("issue", "fish --comm 'rm -rf d'", K, OPAQUE),
+    ("issue", "gdb -batch -iex 'shell rm -rf d'", K, OPAQUE),
+    ("issue", "gdb -batch --ev 'shell rm -rf d' prog", K, OPAQUE),
+    // awk programs: every `-e`, attached, after `--field-separator`'s abbreviated value,
+    // with `=`, through gawk's `-W`, and `--load` abbreviated.
+    (
+        "issue",
+        "gawk --sour='BEGIN{system(\"rm -rf d\")}' a.txt",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "gawk --source='BEGIN{system(\"rm -rf d\")}' a.txt",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "gawk -e 'BEGIN{system(\"rm -rf d\")}' -e 'BEGIN{}' a.txt",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "gawk -e'BEGIN{system(\"rm -rf d\")}' a.txt",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "gawk --field-s : 'BEGIN{system(\"rm -rf d\")}' a.txt",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "gawk -W source='BEGIN{system(\"rm -rf d\")}' a.txt",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "gawk --lo=x.so 'BEGIN{}' a.txt", K, OPAQUE),
+    ("extdeny", "gawk --exe outlink/secret a.txt", D, EXT),
+    ("extdeny", "gawk -W source='{print}' outlink/secret", D, EXT),
+    // sed scripts and script files in every spelling; `--sandbox` only as an option.
+    (
+        "issue",
+        "sed --expr='s/a/b/w ../outside/x' a.txt",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "sed 's/a/b/w ../outside/x' a.txt -- --sandbox",
+        K,
+        OPAQUE,
+    ),
+    ("extdeny", "sed --file=outlink/secret a.txt", D, EXT),
+    ("extdeny", "sed -foutlink/x a.txt", D, EXT),
+    // git options that run a command or set configuration, in every spelling.
+    ("issue", "git ls-remote --upload-p='rm -rf d' .", K, OPAQUE),
+    ("issue", "git ls-remote --exec 'rm -rf d' .", K, OPAQUE),
+    (
+        "issue",
+        "git clone --conf core.sshCommand=x http://h/r",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "git difftool --extc=x", K, OPAQUE),
+    ("issue", "git difftool --tool x", K, OPAQUE),
+    ("issue", "git rebase --exe 'rm -rf d' HEAD~1", D, RM),
+    ("issue", "git rebase --exe='rm -rf d' HEAD~1", K, OPAQUE),
+    ("issue", "git send-email --to-cm=x a.patch", K, OPAQUE),
+    ("issue", "git instaweb --http=x", K, OPAQUE),
+    ("issue", "git config --ed", K, OPAQUE),
+    // `git config`: an abbreviated value option takes the next word; a word that is
+    // the value of an option, an operand or after `--` does not make it a read.
+    (
+        "issue",
+        "git config --comm user.name core.pager x",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "git config --comment --get core.pager x",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "git config alias.zz '!rm -rf d' list", K, OPAQUE),
+    ("issue", "git config core.pager x -- --get", K, OPAQUE),
+    // Wrappers: an abbreviated option takes its value, so the command is the right word;
+    // `flock -n`, `xargs --eof` and `--max-lines` take none.
+    ("issue", "env --uns ls rm -rf d", D, RM),
+    ("issue", "env --split-s='rm -rf d'", K, OPAQUE),
+    ("issue", "timeout --sig KILL 5 rm -rf d", D, RM),
+    ("issue", "flock -n lk rm -rf d", D, RM),
+    ("issue", "xargs --eof rm -rf d", D, RM),
+    ("issue", "strace --output a.txt rm -rf d", D, RM),
+    ("issue", "sudo --sh", K, OPAQUE),
+    ("issue", "watch --int 1 rm -rf d", D, RM),
+    ("issue", "watch -tn 1 rm -rf d", D, RM),
+    ("extdeny", "env --chd=outlink cat secret", D, EXT),
+    ("extdeny", "xargs --arg=outlink/secret cat", D, EXT),
+    // Programs and configuration ssh, scp, sftp and rsync run, in clusters.
+    ("issue", "rsync -ave 'sh -c x' a.txt h:y", K, OPAQUE),
+    ("issue", "scp -rS x a.txt h:y", K, OPAQUE),
+    ("issue", "ssh -Fx h", K, OPAQUE),
+    ("issue", "sftp -D x", K, OPAQUE),
+    // Other spellings of deleting, running a written makefile, and running commands.
+    ("issue", "shred --rem a.txt", D, RM),
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > e.mk; make --file=e.mk",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "fd . --exec=rm", K, OPAQUE),
+    ("issue", "fd . -Hx rm", K, OPAQUE),
+    ("issue", "hyperfine -p'rm -rf d' ls", D, RM),
+    ("issue", "cargo watch -qs 'rm -rf d'", K, OPAQUE),
+    // Writes of the working tree and of named files, for the plan agent.
+    ("plan", "git reset --har", D, PLAN_EDIT),
+    ("plan", "git read-tree -mu HEAD", D, PLAN_EDIT),
+    ("plan", "tar --extr -f a.tar", D, PLAN_EDIT),
+    ("plan", "git archive -o a.txt HEAD", D, PLAN_EDIT),
+    ("plan", "git format-patch HEAD~1", D, PLAN_EDIT),
+    // Links an extraction may make, and links followed by an abbreviated `ag --follow`.
+    (
+        "extdeny",
+        "tar --extr -f a.tar; cat x/secret",
+        K,
+        UNKNOWN_EXT,
+    ),
+    ("extdeny", "ag --fol s", D, EXT),
+    // … and the ordinary spellings around them stay allowed.
+    ("issue", "tar -xzvf a.tar", A, ""),
+    ("issue", "make -s test", A, ""),
+    ("issue", "git ls-remote .", A, ""),
+    ("issue", "git send-email --to x@y a.patch", A, ""),
+    ("issue", "git config --get core.pager", A, ""),
+    ("issue", "git config get core.pager", A, ""),
+    ("issue", "git config user.name x", A, ""),
+    ("issue", "git help --config", A, ""),
+    ("issue", "awk -F: '{print $1}' a.txt", A, ""),
+    ("issue", "sed -ne 's/a/b/p' a.txt", A, ""),
+    ("issue", "sed --sandbox 's/a/b/w x' a.txt", A, ""),
+    ("issue", "rsync -av a.txt h:y", A, ""),
+    ("issue", "fd -H x", A, ""),
+    ("issue", "watch -n1 ls", A, ""),
+    ("issue", "julia x.jl", A, ""),
+    ("plan", "git reset HEAD~1", A, ""),
+    ("plan", "git format-patch --stdout HEAD~1", A, ""),
+    ("plan", "tar -tf a.tar", A, ""),
 ];
 
 #[tokio::test]
 async fn tester_bypasses_are_closed() {
     let (_d, proj) = tester_project();
     check_rows(&proj, ROWS).await;
+}
+
+/// Bypasses that need a project without a link out (a `git grep` there reads the whole
+/// project, so the link would decide first): an abbreviated `git grep --open-files-in-pager`,
+/// and a link copied with its target kept (`cp --no-d`, abbreviated `--no-dereference`),
+/// which resolves from its new place.
+#[tokio::test]
+async fn abbreviated_options_in_a_project_without_an_outward_link() {
+    let (_d, proj) = project();
+    std::os::unix::fs::symlink("..", proj.join("sub/up")).unwrap();
+    let rows: &[Row] = &[
+        ("issue", "git grep --open-files=x y", K, OPAQUE),
+        (
+            "extdeny",
+            "cp --no-d sub/up lnk; cat lnk/outside/secret",
+            K,
+            UNKNOWN_EXT,
+        ),
+        (
+            "extdeny",
+            "cp --pres=links sub/up lnk; cat lnk/outside/secret",
+            K,
+            UNKNOWN_EXT,
+        ),
+        (
+            "extdeny",
+            "cp -P sub/up lnk; cat lnk/outside/secret",
+            K,
+            UNKNOWN_EXT,
+        ),
+        ("issue", "git grep x", A, ""),
+    ];
+    check_rows(&proj, rows).await;
 }
 
 /// A link to an outside directory that holds only directories: a listing through it shows
@@ -238,6 +471,44 @@ async fn a_listing_through_a_link_to_a_directory_without_files_is_checked() {
     ];
     check_rows(&proj, rows).await;
 }
+
+/// Long options whose value is code, for
+/// `code_options_are_opaque_in_every_abbreviation`: (command with `{}` where the option
+/// stands, the option's name, the length of its shortest unambiguous prefix for the program,
+/// a value). Sources: the programs' option tables (tar, sort, make, man-db, gawk, sed, env,
+/// git, gdb, julia, fish).
+const CODE_LONG_OPTIONS: &[(&str, &str, usize, &str)] = &[
+    ("tar -xf a.tar {}", "--to-command", 6, "'rm -rf d'"),
+    ("tar -cf a.tar {} src", "--use-compress-program", 5, "sh"),
+    ("tar -cf a.tar {} src", "--checkpoint-action", 13, "exec=sh"),
+    ("sort {} a.txt", "--compress-program", 6, "sh"),
+    ("make {}", "--eval", 4, "'x:=$(shell rm -rf d)'"),
+    ("man {} ls", "--pager", 5, "sh"),
+    (
+        "gawk {} a.txt",
+        "--source",
+        4,
+        "'BEGIN{system(\"rm -rf d\")}'",
+    ),
+    ("gawk {} 'BEGIN{}' a.txt", "--load", 4, "x.so"),
+    ("sed {} a.txt", "--expression", 3, "'w ../outside/x'"),
+    ("env {}", "--split-string", 4, "'rm -rf d'"),
+    ("git ls-remote {} .", "--upload-pack", 5, "'rm -rf d'"),
+    ("git fetch {} origin", "--upload-pack", 5, "'rm -rf d'"),
+    ("git push {} origin", "--receive-pack", 6, "'rm -rf d'"),
+    ("git grep {} x", "--open-files-in-pager", 4, "sh"),
+    ("git difftool {}", "--extcmd", 5, "sh"),
+    (
+        "git clone {} http://h/r",
+        "--config",
+        5,
+        "core.sshCommand=sh",
+    ),
+    ("git config {} core.pager x", "--comment", 6, "user.name"),
+    ("gdb -batch {}", "--eval-command", 4, "'shell rm -rf d'"),
+    ("julia {} x.jl", "--eval", 4, "'run(`rm -rf d`)'"),
+    ("fish {}", "--command", 4, "'rm -rf d'"),
+];
 
 /// Whether the analysis of `cmd` reports `path` (or something only known when it runs).
 fn reports(cmd: &str, path: &str) -> bool {
@@ -314,6 +585,23 @@ proptest! {
         };
         let listed = if dir.is_empty() { "." } else { dir };
         prop_assert!(lists(&line, listed), "{:?} is not reported as listing {:?}", line, listed);
+    }
+
+    /// An option whose value is code is opaque in every spelling the program reads: any
+    /// prefix of its long name that names it alone (getopt_long, git's parse-options), with
+    /// the value attached by `=` or in the next word.
+    #[test]
+    fn code_options_are_opaque_in_every_abbreviation(
+        entry in prop::sample::select(CODE_LONG_OPTIONS.to_vec()),
+        cut in any::<u64>(),
+        attached in any::<bool>(),
+    ) {
+        let (template, name, unique, value) = entry;
+        let opt = &name[..unique + (cut as usize) % (name.len() - unique + 1)];
+        let spelled = if attached { format!("{opt}={value}") } else { format!("{opt} {value}") };
+        let line = template.replace("{}", &spelled);
+        let a = troupe_tools::analyze(&line);
+        prop_assert!(!a.opaque.is_empty(), "{:?} is not opaque", line);
     }
 
     /// A short option with an attached path outside the project (`-o../x`, `-xf/etc/x`) is

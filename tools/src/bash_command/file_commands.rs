@@ -144,6 +144,7 @@ impl Walker {
                     (None, Some((o, v))) => (o, Some(v)),
                     (None, None) => (t, None),
                 };
+                let opt = canonical_long(name, with_value, opt);
                 let value: Option<Word> = match inline {
                     Some(v) => Some(w.part(v)),
                     None if with_value.contains(&opt) => args.get(i + 1).cloned(),
@@ -158,7 +159,7 @@ impl Walker {
                             self.path(v, true, source, true);
                         }
                     }
-                    ("sed", o) if o == "-i" || o.starts_with("--in-place") => sed_inplace = true,
+                    ("sed", "-i" | "--in-place") => sed_inplace = true,
                     ("sed", o)
                         if !o.starts_with("--")
                             && o[1..].contains('i')
@@ -339,8 +340,11 @@ impl Walker {
             let preserving = name == "mv"
                 || args.iter().any(|w| {
                     let t = w.text();
-                    matches!(t, "--archive" | "--no-dereference" | "--recursive")
-                        || t.starts_with("--preserve")
+                    t.starts_with("--preserve")
+                        || long_option(
+                            &[t],
+                            &["--archive", "--no-dereference", "--recursive", "--preserve"],
+                        )
                         || (t.starts_with('-')
                             && !t.starts_with("--")
                             && t.contains(['a', 'd', 'P', 'r', 'R']))
@@ -359,13 +363,15 @@ impl Walker {
         // The program text of `sed`/`awk` and the pattern of `grep` are not paths.
         let program_operand = match name {
             "sed" | "gsed" if !sed_script_given => operands.first().copied(),
+            // A program given by option (`-e`, `--file=…`, `-E`, gawk's `-W source=…`): the
+            // operands are all files.
             "awk" | "gawk" | "mawk" | "nawk"
-                if !has_option(args, &["--file", "--source"], &['f', 'e']) =>
+                if !has_option(args, &["--file", "--source", "--exec"], "feEW") =>
             {
                 operands.first().copied()
             }
             "grep" | "egrep" | "fgrep" | "rgrep" | "rg" | "ack" | "ugrep" | "ug"
-                if !has_option(args, &["--regexp", "--file"], &['f', 'e']) =>
+                if !has_option(args, &["--regexp", "--file"], "fe") =>
             {
                 operands.first().copied()
             }
@@ -430,11 +436,10 @@ impl Walker {
         let first = args.first().map(Word::text).unwrap_or("");
         let makes_links = match name {
             "tar" | "bsdtar" => {
-                args.iter().any(|w| {
-                    let t = w.text();
-                    matches!(t, "--extract" | "--get")
-                        || (t.starts_with('-') && !t.starts_with("--") && t.contains('x'))
-                }) || (!first.starts_with('-') && first.contains('x'))
+                let texts: Vec<&str> = args.iter().map(Word::text).collect();
+                long_option(&texts, &["--extract", "--get"])
+                    || short_cluster(&texts, "x", "")
+                    || (!first.starts_with('-') && first.contains('x'))
             }
             "unzip" | "cpio" | "7z" | "7za" | "7zr" | "unrar" | "pax" | "rsync" | "ar" => true,
             "git" => matches!(

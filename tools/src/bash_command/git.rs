@@ -215,6 +215,10 @@ impl Walker {
                 }
             }
         }
+        // Long options in every spelling parse-options (and send-email's Getopt::Long)
+        // reads: whole, abbreviated (`--upload-p=…`), with `=` or the value in the next word.
+        let long = |t: &str, names: &[&str]| long_option(&[t], names);
+        let with_eq = |t: &str, names: &[&str]| t.contains('=') && long(t, names);
         for t in &texts {
             if t.starts_with("--upload-pack")
                 || t.starts_with("--template")
@@ -228,13 +232,41 @@ impl Walker {
                 || t.starts_with("--config=")
                 || t.starts_with("--httpd")
                 || t.starts_with("--browser")
+                || long(
+                    t,
+                    &[
+                        "--upload-pack",
+                        "--template",
+                        "--open-files-in-pager",
+                        "--receive-pack",
+                        "--extcmd",
+                        "--httpd",
+                        "--browser",
+                    ],
+                )
+                // `--exec` is also `--upload-pack`/`--receive-pack` of `ls-remote`,
+                // `fetch-pack`, `push` and `send-pack`; `rebase --exec CMD` is analysed below.
+                || (sub != "rebase" && long(t, &["--exec"]))
+                || with_eq(t, &["--exec", "--config"])
+                || (matches!(sub, "difftool" | "mergetool") && long(t, &["--tool"]))
                 || (sub == "send-email"
+                    && !matches!(t.split('=').next(), Some("--to" | "--cc"))
                     && (t.starts_with("--smtp-server")
                         || t.starts_with("--to-cmd")
                         || t.starts_with("--cc-cmd")
                         || t.starts_with("--header-cmd")
-                        || t.starts_with("--sendmail-cmd")))
-                || (sub == "clone" && (*t == "-u" || *t == "--config" || *t == "-c"))
+                        || t.starts_with("--sendmail-cmd")
+                        || long(
+                            t,
+                            &[
+                                "--smtp-server",
+                                "--to-cmd",
+                                "--cc-cmd",
+                                "--header-cmd",
+                                "--sendmail-cmd",
+                            ],
+                        )))
+                || (sub == "clone" && (*t == "-u" || *t == "-c" || long(t, &["--config"])))
                 || (sub == "difftool" && *t == "-x")
                 || (sub == "mergetool" && *t == "-t")
             {
@@ -255,7 +287,8 @@ impl Walker {
                         .filter(|c| !c.starts_with('-'))
                         .and_then(|c| c.split_once('x'))
                         .filter(|(before, _)| !before.contains(['s', 'X', 'C']));
-                    let value = if matches!(t, "-x" | "--exec") {
+                    let value = if t == "-x" || long_word(&["--exec"], t) == Some(("--exec", None))
+                    {
                         i += 1;
                         args.get(i).cloned()
                     } else if let Some((_, rest)) = cluster_x {
@@ -304,35 +337,9 @@ impl Walker {
     /// alias is opaque; so is a key only known when it runs and `--edit`.
     pub(super) fn git_config(&mut self, args: &[Word], source: &str) {
         let texts: Vec<&str> = args.iter().map(Word::text).collect();
-        let reading = texts.iter().any(|t| {
-            matches!(
-                *t,
-                "--get"
-                    | "--get-all"
-                    | "--get-regexp"
-                    | "--get-urlmatch"
-                    | "-l"
-                    | "--list"
-                    | "get"
-                    | "list"
-                    | "--show-origin"
-                    | "--show-scope"
-                    | "--unset"
-                    | "--unset-all"
-                    | "unset"
-                    | "--get-color"
-                    | "--get-colorbool"
-            )
-        });
-        if texts.iter().any(|t| matches!(*t, "-e" | "--edit" | "edit")) {
-            self.opaque(format!(
-                "{} opens an editor on git's configuration",
-                q(source)
-            ));
-            return;
-        }
         let with_value = [
             "-f",
+            "-t",
             "--file",
             "--blob",
             "--type",
@@ -340,27 +347,69 @@ impl Walker {
             "--comment",
             "--value",
         ];
-        let mut i = 0usize;
+        // The words that are options (not the value of one: `--comment --get`), and the
+        // operands.
+        let mut options: Vec<&str> = Vec::new();
         let mut operands: Vec<&Word> = Vec::new();
+        let mut i = 0usize;
+        let mut opts_done = false;
         while i < args.len() {
             let t = texts[i];
-            if with_value.contains(&t) {
-                i += 2;
-                continue;
-            }
-            if t.starts_with('-') {
-                i += 1;
-                continue;
-            }
-            operands.push(&args[i]);
             i += 1;
+            if opts_done || !t.starts_with('-') {
+                operands.push(&args[i - 1]);
+                continue;
+            }
+            if t == "--" {
+                opts_done = true;
+                continue;
+            }
+            options.push(t);
+            // `--comm user.name`: an abbreviation takes its value from the next word too
+            // (parse-options).
+            let takes = with_value.contains(&t)
+                || (!t.contains('=') && long_word(&with_value, t).is_some());
+            if takes {
+                i += 1;
+            }
         }
-        if operands.first().is_some_and(|w| {
+        // `git config get …` (a subcommand only as the first operand).
+        let sub = operands.first().map(|w| w.text()).filter(|s| {
             matches!(
-                w.text(),
-                "set" | "get" | "unset" | "list" | "rename-section" | "remove-section"
+                *s,
+                "set" | "get" | "unset" | "list" | "rename-section" | "remove-section" | "edit"
             )
-        }) {
+        });
+        let reading = matches!(sub, Some("get" | "list" | "unset"))
+            || options.iter().any(|t| {
+                matches!(
+                    *t,
+                    "--get"
+                        | "--get-all"
+                        | "--get-regexp"
+                        | "--get-urlmatch"
+                        | "-l"
+                        | "--list"
+                        | "--show-origin"
+                        | "--show-scope"
+                        | "--unset"
+                        | "--unset-all"
+                        | "--get-color"
+                        | "--get-colorbool"
+                )
+            });
+        if sub == Some("edit")
+            || options
+                .iter()
+                .any(|t| short_cluster(&[t], "e", "ft") || long_option(&[t], &["--edit"]))
+        {
+            self.opaque(format!(
+                "{} opens an editor on git's configuration",
+                q(source)
+            ));
+            return;
+        }
+        if sub.is_some() {
             operands.remove(0);
         }
         if reading {
@@ -414,18 +463,19 @@ impl Walker {
                 | "cherry-pick" | "revert" | "checkout-index" | "worktree" | "bisect"
                 | "sparse-checkout" | "filter-branch" | "filter-repo" | "submodule" => true,
                 "stash" => !matches!(texts.get(1).copied(), Some("list" | "show")),
-                "reset" => has(&["--hard", "--merge", "--keep"]),
+                "reset" => long_option(&texts, &["--hard", "--merge", "--keep"]),
                 "apply" => !has(&["--check", "--stat", "--numstat", "--summary", "--cached"]),
                 "rm" => !has(&["--cached"]),
                 "clean" => !has(&["-n", "--dry-run"]),
-                "read-tree" => has(&["-u"]),
+                "read-tree" => short_cluster(&texts, "u", ""),
+                // Patch files land in the current directory unless sent to stdout.
+                "format-patch" => !has(&["--stdout"]),
                 _ => false,
             },
             "tar" | "bsdtar" => {
-                let extract = texts.iter().any(|t| {
-                    matches!(*t, "--extract" | "--get")
-                        || (t.starts_with('-') && !t.starts_with("--") && t.contains('x'))
-                }) || (!first.starts_with('-') && first.contains('x'));
+                let extract = long_option(&texts, &["--extract", "--get"])
+                    || short_cluster(&texts, "x", "")
+                    || (!first.starts_with('-') && first.contains('x'));
                 let elsewhere = texts
                     .iter()
                     .any(|t| t.starts_with("-C") || t.starts_with("--directory"));

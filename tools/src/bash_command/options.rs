@@ -186,19 +186,120 @@ pub(super) fn options_with_value(name: &str, args: &[Word]) -> &'static [&'stati
         "git" if args.first().map(Word::text) == Some("format-patch") => {
             &["-o", "--output-directory"]
         }
+        // `git archive -o FILE` writes FILE (git-archive(1)).
+        "git" if args.first().map(Word::text) == Some("archive") => {
+            &["-o", "--output", "--format", "--remote"]
+        }
         _ => &[],
     }
 }
 
-/// Whether a word of `args` is one of the long options `longs` (alone or as `--opt=VALUE`) or
-/// a short-option cluster (`-rf`, not `--…`) holding one of the letters `shorts`.
-pub(super) fn has_option(args: &[Word], longs: &[&str], shorts: &[char]) -> bool {
-    args.iter().any(|w| {
-        let t = w.text();
-        longs.iter().any(|l| {
-            t.strip_prefix(l)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
-        }) || (t.starts_with('-') && !t.starts_with("--") && t.contains(shorts))
+/// Long options of `name` that [`Walker::paths_of`] reads by name but that take no value from
+/// the next word in [`options_with_value`]'s sense (`sed --in-place[=SUFFIX]`; `cp
+/// --target-directory`, whose value the loop takes itself).
+fn other_longs(name: &str) -> &'static [&'static str] {
+    match name {
+        "cp" | "mv" | "ln" | "install" => &["--target-directory"],
+        "sed" => &["--in-place"],
+        _ => &[],
+    }
+}
+
+/// The long option `opt` (`--name`, without `=VALUE`) of the command `name` as the command
+/// reads it: a GNU abbreviation (`--out` for `sort --output`, `--in-pl` for `sed --in-place`)
+/// becomes the one option it names, so it is checked like the full spelling (getopt_long
+/// and git's parse-options take any prefix that names one option; an exact name wins).
+///
+/// The names known for `name` are its [`options_with_value`] and [`other_longs`]; for a
+/// command without any, [`OUTPUT_OPTIONS`]. A prefix of several known names, or of none, is
+/// returned unchanged: several is an error for the program itself, and an option we do not
+/// know stays read as the unknown option it is (its value checked as a read path).
+pub(super) fn canonical_long<'a>(
+    name: &str,
+    with_value: &'static [&'static str],
+    opt: &'a str,
+) -> &'a str {
+    if !opt.starts_with("--") || opt.len() <= 2 {
+        return opt;
+    }
+    let extra = other_longs(name);
+    let own = with_value
+        .iter()
+        .chain(extra)
+        .filter(|o| o.starts_with("--"));
+    let known: Vec<&'static str> = if with_value.is_empty() && extra.is_empty() {
+        OUTPUT_OPTIONS.to_vec()
+    } else {
+        own.copied().collect()
+    };
+    resolve_long(&known, opt).unwrap_or(opt)
+}
+
+/// The name among `names` that the long option `opt` (`--name`, without `=VALUE`) selects:
+/// the exact name, else the only name `opt` is a prefix of; `None` for a prefix of several
+/// names or of none, and for `--` alone.
+///
+/// This is how GNU `getopt_long`, git's parse-options and Perl's Getopt::Long read a long
+/// option: any unambiguous prefix names the option (`--to-com` is tar's `--to-command`), and
+/// an exact name wins over longer names it is a prefix of.
+pub(super) fn resolve_long<'n>(names: &[&'n str], opt: &str) -> Option<&'n str> {
+    if !opt.starts_with("--") || opt.len() <= 2 {
+        return None;
+    }
+    if let Some(exact) = names.iter().find(|n| **n == opt) {
+        return Some(exact);
+    }
+    let mut matches = names.iter().filter(|n| n.starts_with(opt));
+    match (matches.next(), matches.next()) {
+        (Some(one), None) => Some(one),
+        _ => None,
+    }
+}
+
+/// A long-option word `--name[=VALUE]` read against the options `names` (see
+/// [`resolve_long`]): the option it selects and the value attached with `=`, if any.
+/// `None` for a word that is no long option or selects none of `names`.
+pub(super) fn long_word<'n, 'w>(
+    names: &[&'n str],
+    word: &'w str,
+) -> Option<(&'n str, Option<&'w str>)> {
+    let (key, inline) = match word.split_once('=') {
+        Some((k, v)) => (k, Some(v)),
+        None => (word, None),
+    };
+    resolve_long(names, key).map(|n| (n, inline))
+}
+
+/// Whether a word of `args` is one of the long options `longs` in any spelling
+/// [`long_option`] accepts, or a short-option cluster (`-rf`, not `--…`) holding one of the
+/// letters `shorts`.
+pub(super) fn has_option(args: &[Word], longs: &[&str], shorts: &str) -> bool {
+    let texts: Vec<&str> = args.iter().map(Word::text).collect();
+    long_option(&texts, longs) || short_cluster(&texts, shorts, "")
+}
+
+/// Whether a word of `texts` is one of the long options `names` (`--name` or `--name=VALUE`),
+/// or an abbreviation of one (`--recur`, `--reg=x`): GNU `getopt_long` takes any prefix that
+/// names one option; a prefix shared by several is an error, so reading it as ours only asks
+/// more.
+pub(super) fn long_option(texts: &[&str], names: &[&str]) -> bool {
+    texts.iter().any(|t| {
+        let key = t.split('=').next().unwrap_or(t);
+        key.len() > 2 && key.starts_with("--") && names.iter().any(|n| n.starts_with(key))
+    })
+}
+
+/// Whether a short-option cluster of `texts` (`-abc`, not `--…`) holds one of `letters`
+/// before a letter in `values` (an option taking a value, whose rest is that value).
+pub(super) fn short_cluster(texts: &[&str], letters: &str, values: &str) -> bool {
+    texts.iter().any(|t| {
+        t.strip_prefix('-')
+            .filter(|c| !c.starts_with('-'))
+            .is_some_and(|c| {
+                c.chars()
+                    .take_while(|ch| !values.contains(*ch))
+                    .any(|ch| letters.contains(ch))
+            })
     })
 }
 

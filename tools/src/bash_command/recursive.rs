@@ -65,22 +65,32 @@ impl Walker {
                 // (more than rg reads, never less), so a link out of the project is checked.
                 let short =
                     |t: &&str, c: char| t.starts_with('-') && !t.starts_with("--") && t.contains(c);
-                let follows = texts.iter().any(|t| {
-                    t.starts_with("--follow")
-                        || (name == "rg" && short(t, 'L'))
-                        || (name == "ag" && short(t, 'f'))
-                });
+                // ag reads abbreviations (`--fol`, `--hid`: getopt_long); rg does not, so
+                // reading them for rg only asks more.
+                let follows = long(&["--follow"])
+                    || texts.iter().any(|t| {
+                        t.starts_with("--follow")
+                            || (name == "rg" && short(t, 'L'))
+                            || (name == "ag" && short(t, 'f'))
+                    });
+                let unfiltered = [
+                    "--hidden",
+                    "--no-ignore",
+                    "--unrestricted",
+                    "--skip-vcs-ignores",
+                    "--all-types",
+                    "--all-text",
+                ];
                 filtered = matches!(name, "rg" | "ag")
                     && !follows
+                    && !long(&unfiltered)
                     && !texts.iter().any(|t| {
-                        t.starts_with("--hidden")
-                            || t.starts_with("--no-ignore")
-                            || t.starts_with("--unrestricted")
-                            || t.starts_with("--skip-vcs-ignores")
+                        unfiltered[..4].iter().any(|u| t.starts_with(u))
                             || t.starts_with("--all-")
                             || (t.starts_with('-')
                                 && !t.starts_with("--")
-                                && t.contains(['u', 'U', '.', 'a']))
+                                && (t.contains(['u', 'U', '.', 'a'])
+                                    || (name == "ag" && t.contains('t'))))
                     });
                 (others(), true)
             }
@@ -230,13 +240,22 @@ impl Walker {
             "--bundle-uri",
             "--server-option",
             "--revision",
+            "--ref-format",
+            "-u",
+            "--upload-pack",
+            "-c",
+            "--config",
         ];
         let mut operands: Vec<&Word> = Vec::new();
         let mut i = 0usize;
         while i < args.len() {
             let t = args[i].text();
             if t.starts_with('-') && t.len() > 1 {
-                i += if WITH_VALUE.contains(&t) { 2 } else { 1 };
+                // `--orig NAME`: an abbreviation takes the next word like the whole name
+                // (parse-options).
+                let takes = WITH_VALUE.contains(&t)
+                    || (!t.contains('=') && long_word(WITH_VALUE, t).is_some());
+                i += if takes { 2 } else { 1 };
                 continue;
             }
             operands.push(&args[i]);
@@ -257,16 +276,6 @@ impl Walker {
             self.path(&w, true, source, true);
         }
     }
-}
-
-/// Whether a word of `texts` is one of the long options `names` (`--name` or `--name=VALUE`),
-/// or an abbreviation of one (`--recur`): GNU `getopt_long` takes any prefix that names one
-/// option; a prefix shared by several is an error, so reading it as ours only asks more.
-fn long_option(texts: &[&str], names: &[&str]) -> bool {
-    texts.iter().any(|t| {
-        let key = t.split('=').next().unwrap_or(t);
-        key.len() > 2 && key.starts_with("--") && names.iter().any(|n| n.starts_with(key))
-    })
 }
 
 /// Whether grep is told to recurse with `--directories=recurse` in any spelling: the
@@ -293,20 +302,6 @@ fn directories_recurse(texts: &[&str]) -> bool {
                 recurse(if rest.is_empty() { next } else { rest })
             })
         })
-    })
-}
-
-/// Whether a short-option cluster of `texts` (`-abc`) holds one of `letters` before a
-/// letter in `values` (an option taking a value, whose rest is that value).
-fn short_cluster(texts: &[&str], letters: &str, values: &str) -> bool {
-    texts.iter().any(|t| {
-        t.strip_prefix('-')
-            .filter(|c| !c.starts_with('-'))
-            .is_some_and(|c| {
-                c.chars()
-                    .take_while(|ch| !values.contains(*ch))
-                    .any(|ch| letters.contains(ch))
-            })
     })
 }
 

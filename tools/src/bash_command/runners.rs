@@ -34,8 +34,6 @@ const HYPERFINE_VALUES: &[&str] = &[
     "--max-runs",
     "-r",
     "--runs",
-    "-S",
-    "--shell",
     "-u",
     "--time-unit",
     "-n",
@@ -54,6 +52,14 @@ const HYPERFINE_VALUES: &[&str] = &[
     "--reference",
 ];
 
+/// Shells `hyperfine --shell` may name without asking (the commands they run with `-c` are
+/// analysed as hyperfine's operands).
+const HYPERFINE_SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "fish"];
+
+/// Flags of a [`HYPERFINE_SHELLS`] shell that `hyperfine --shell` may add without asking
+/// (none reads a file or takes a value).
+const HYPERFINE_SHELL_FLAGS: &[&str] = &["--norc", "--noprofile", "--posix", "-e", "-u", "-x"];
+
 /// Arguments that only ask a program about itself (`--version`, `--help`), so it reads no
 /// commands.
 fn only_describes(args: &[Word]) -> bool {
@@ -67,6 +73,31 @@ fn only_describes(args: &[Word]) -> bool {
 }
 
 impl Walker {
+    /// `hyperfine -S SHELL`: hyperfine runs `SHELL -c COMMAND` for each benchmarked command,
+    /// and SHELL may be any command line (hyperfine(1): "the name or the path to the shell
+    /// executable, or a full command line"), so `-S 'rm -rf d'` runs `rm`. Allowed: `default`,
+    /// `none`, or a known shell with only the flags of [`HYPERFINE_SHELL_FLAGS`] (the
+    /// commands it runs are analysed as hyperfine's operands); anything else is opaque.
+    fn hyperfine_shell(&mut self, v: Option<&Word>, source: &str) {
+        let Some(v) = v else { return };
+        let plain = v.lit.as_deref().is_some_and(|l| {
+            let mut words = l.split_whitespace();
+            let first = words.next().unwrap_or("");
+            let base = first.rsplit('/').next().unwrap_or(first);
+            matches!(l.trim(), "default" | "none")
+                || (HYPERFINE_SHELLS.contains(&base)
+                    && words.all(|w| HYPERFINE_SHELL_FLAGS.contains(&w)))
+        });
+        if !plain {
+            self.opaque(format!(
+                "{} runs its benchmarks through the command line {} (`--shell`), which is not \
+                 analysed",
+                q(source),
+                q(&v.raw)
+            ));
+        }
+    }
+
     /// `xargs CMD` without a replace string: CMD gets file names read from xargs' input (a
     /// file, a pipe, a here-string), which are paths only known when it runs.
     pub(super) fn xargs_fed(&mut self, words: &[Word], starts: &[usize], name: &str, source: &str) {
@@ -107,6 +138,20 @@ impl Walker {
                     } else {
                         self.opaque(format!("{} runs a command without naming it", q(source)));
                     }
+                } else {
+                    // The other spellings clap reads: `--exec=CMD`, a cluster ending in or
+                    // holding `x`/`X` (`-Hx CMD`, `-xrm`).
+                    let texts: Vec<&str> = args.iter().map(Word::text).collect();
+                    if texts
+                        .iter()
+                        .any(|t| t.starts_with("--exec=") || t.starts_with("--exec-batch="))
+                        || short_cluster(&texts, "xX", "dEteSojc")
+                    {
+                        self.opaque(format!(
+                            "{} runs a command given in its options, which is not analysed",
+                            q(source)
+                        ));
+                    }
                 }
             }
             // `rg --pre CMD`: CMD runs on every file searched.
@@ -131,6 +176,15 @@ impl Walker {
                         Some((o, v)) if o.starts_with("--") => (o.to_string(), Some(v.to_string())),
                         _ => (t.clone(), None),
                     };
+                    if matches!(opt.as_str(), "-S" | "--shell") {
+                        let v = match &inline {
+                            Some(v) => Some(args[i].part(v)),
+                            None => args.get(i + 1).cloned(),
+                        };
+                        self.hyperfine_shell(v.as_ref(), source);
+                        i += if inline.is_some() { 1 } else { 2 };
+                        continue;
+                    }
                     if HYPERFINE_SCRIPTS.contains(&opt.as_str()) {
                         let v = match &inline {
                             Some(v) => Some(args[i].part(v)),
@@ -138,6 +192,39 @@ impl Walker {
                         };
                         self.wrapper_script(v.as_ref(), source, depth);
                         i += if inline.is_some() { 1 } else { 2 };
+                        continue;
+                    }
+                    if let Some(cluster) = opt
+                        .strip_prefix('-')
+                        .filter(|c| c.len() > 1 && !c.starts_with('-'))
+                    {
+                        // `-p'CMD'`, `-Np CMD`: flags, then a letter whose value is the rest
+                        // of the word or the next word (clap).
+                        let at = cluster
+                            .char_indices()
+                            .find(|(_, c)| "pcswmMrSunLPD".contains(*c));
+                        let mut taken = 0;
+                        if let Some((at, c)) = at {
+                            let rest = &cluster[at + c.len_utf8()..];
+                            // `-L NAME VALUES`, `-P NAME MIN MAX` take more words.
+                            taken = match c {
+                                'L' => 1,
+                                'P' => 2,
+                                _ => 0,
+                            };
+                            let v = if rest.is_empty() {
+                                taken += 1;
+                                args.get(i + 1).cloned()
+                            } else {
+                                Some(args[i].part(rest))
+                            };
+                            if "pcs".contains(c) {
+                                self.wrapper_script(v.as_ref(), source, depth);
+                            } else if c == 'S' {
+                                self.hyperfine_shell(v.as_ref(), source);
+                            }
+                        }
+                        i += 1 + taken;
                         continue;
                     }
                     if opt.starts_with('-') && opt.len() > 1 {
@@ -408,12 +495,13 @@ pub(super) fn runs_given_commands(name: &str, args: &[Word]) -> bool {
         "bwrap" | "proot" | "watchexec" | "entr" | "nodemon" | "flatpak-spawn" | "toolbox"
         | "distrobox-enter" | "distrobox" | "cargo-watch" => !args.is_empty(),
         "cargo" => {
+            let texts: Vec<&str> = args.iter().map(Word::text).collect();
             args.first().map(Word::text) == Some("watch")
-                && any(&|t| {
+                && (any(&|t| {
                     matches!(t, "-x" | "-s" | "--exec" | "--shell" | "--")
                         || t.starts_with("--exec=")
                         || t.starts_with("--shell=")
-                })
+                }) || short_cluster(&texts[1..], "xs", ""))
         }
         "nix" => any(&|t| matches!(t, "-c" | "--command" | "--run") || t.starts_with("--command=")),
         // Sandboxes, containers and job launchers whose command follows options not modelled
@@ -445,9 +533,7 @@ pub(super) fn runs_given_commands(name: &str, args: &[Word]) -> bool {
             let up = t.to_ascii_uppercase();
             up.contains("EXEC:") || up.contains("SYSTEM:")
         }),
-        "nc" | "ncat" | "netcat" => {
-            has_option(args, &["--exec", "--sh-exec", "--lua-exec"], &['e', 'c'])
-        }
+        "nc" | "ncat" | "netcat" => has_option(args, &["--exec", "--sh-exec", "--lua-exec"], "ec"),
         _ => false,
     }
 }

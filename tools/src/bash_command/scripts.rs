@@ -29,16 +29,26 @@ pub(super) const CODE_OPTIONS: &[(&str, &[&str])] = &[
     ("view", &["-c", "--cmd", "-S"]),
     (
         "emacs",
+        // startup.el also reads the one-dash spellings and `--execute` (`-eval`).
         &[
             "--eval",
+            "-eval",
+            "--execute",
+            "-execute",
             "-l",
             "--load",
+            "-load",
             "-f",
             "--funcall",
+            "-funcall",
             "--script",
+            "-script",
             "-x",
         ],
     ),
+    // `-e`/`--execute` run wgetrc commands (`use_askpass=CMD`, `output_document=FILE`), as
+    // does a `--config` file.
+    ("wget", &["--use-askpass", "-e", "--execute", "--config"]),
     ("sqlite3", &["-cmd", "-init"]),
     ("psql", &["-c", "--command", "-f", "--file"]),
     ("mysql", &["-e", "--execute"]),
@@ -54,6 +64,87 @@ pub(super) const CODE_OPTIONS: &[(&str, &[&str])] = &[
     ("make", &["--eval", "-E"]),
     ("gmake", &["--eval", "-E"]),
 ];
+
+/// gawk's long options that take a value (`--file=F`, `--source TEXT`), matched in any
+/// abbreviation getopt_long accepts (source: gawk(1) "Command-Line Options").
+const AWK_LONG_VALUES: &[&str] = &[
+    "--file",
+    "--source",
+    "--exec",
+    "--include",
+    "--load",
+    "--assign",
+    "--field-separator",
+];
+
+/// awk's short options that take a value, attached or the next word (`-f F`, `-e'…'`, `-W
+/// OPT`; gawk(1), mawk(1)).
+const AWK_SHORT_VALUES: &str = "fFveEilW";
+
+/// gawk's short options whose optional value is only attached (`-d[FILE]`, `-o[FILE]`): the
+/// rest of their word is that value.
+const AWK_OPTIONAL_VALUES: &str = "dDLop";
+
+/// The makefiles `make` is given (`-f F`, `-fF`, `-sf F`, `--file=F`, `--makefile F` and
+/// their abbreviations, GNU make's getopt_long), in order; empty when none is.
+fn make_files(args: &[Word]) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut i = 0usize;
+    while i < args.len() {
+        let t = args[i].text();
+        i += 1;
+        let value = if t.starts_with("--") {
+            match long_word(&["--file", "--makefile"], t) {
+                Some((_, Some(v))) => Some(v.to_string()),
+                Some((_, None)) => args.get(i).map(|w| w.text().to_string()),
+                None => None,
+            }
+        } else if let Some(body) = t.strip_prefix('-') {
+            // Letters up to one that takes a value (`-C DIR`, `-j[N]`); `f` takes the rest
+            // of the word or the next word.
+            let at = body
+                .char_indices()
+                .find(|(_, c)| "fCIjlWoO".contains(*c))
+                .filter(|(_, c)| *c == 'f');
+            at.and_then(|(at, _)| match &body[at + 1..] {
+                "" => args.get(i).map(|w| w.text().to_string()),
+                rest => Some(rest.to_string()),
+            })
+        } else {
+            None
+        };
+        files.extend(value);
+    }
+    files
+}
+
+/// Whether the `watch` option word `t` takes the next word as its value: `-n SECS`, `-q
+/// CYCLES` (alone or ending a cluster, `-tn 1`), `--interval`/`--equexit` spelled whole or
+/// abbreviated without `=` (procps watch(1), getopt_long).
+fn watch_takes_next(t: &str) -> bool {
+    if t.starts_with("--") {
+        return matches!(
+            long_word(&["--interval", "--equexit", "--differences"], t),
+            Some(("--interval" | "--equexit", None))
+        );
+    }
+    // `-d[permanent]` takes an optional value, attached only.
+    let cluster: String = t[1..].chars().take_while(|c| *c != 'd').collect();
+    cluster.len() == t.len() - 1 && (cluster.ends_with('n') || cluster.ends_with('q'))
+}
+
+/// Letters of [`CODE_OPTIONS`] that run code wherever they stand in a short-option cluster
+/// (`tar -xvI CMD`, `make -sE TEXT`, `man -aP CMD`), with the letters that take a value and
+/// so end the cluster, for the programs that read clusters with getopt (sources: their man
+/// pages).
+fn code_letters(name: &str) -> (&'static str, &'static str) {
+    match name {
+        "tar" | "bsdtar" => ("IF", "fCTXgbKNVH"),
+        "make" | "gmake" => ("E", "CfIjlWoO"),
+        "man" => ("PH", "CLmMSsepRrETX"),
+        _ => ("", ""),
+    }
+}
 
 impl Walker {
     /// Scripts the command runs itself: `sh -c SCRIPT`, a shell reading stdin, `eval ARGS`,
@@ -126,13 +217,26 @@ impl Walker {
             return;
         }
         if let Some((_, opts)) = CODE_OPTIONS.iter().find(|(n, _)| *n == name) {
+            let longs: Vec<&str> = opts
+                .iter()
+                .copied()
+                .filter(|o| o.starts_with("--"))
+                .collect();
+            let (letters, values) = code_letters(name);
+            let old_style = matches!(name, "tar" | "bsdtar")
+                && args
+                    .first()
+                    .map(Word::text)
+                    .is_some_and(|t| !t.starts_with('-') && t.contains(['I', 'F']));
             let hit = args.iter().map(Word::text).find(|t| {
                 opts.iter().any(|o| {
                     *t == *o
                         || t.starts_with(&format!("{o}="))
                         || (o.len() == 2 && !o.starts_with("--") && t.starts_with(o) && t.len() > 2)
-                })
+                }) || long_option(&[t], &longs)
+                    || short_cluster(&[t], letters, values)
             });
+            let hit = hit.or(old_style.then(|| args[0].text()));
             if let Some(t) = hit {
                 self.opaque(format!(
                     "{} runs code given in its options (`{t}`), which is not analysed",
@@ -273,15 +377,10 @@ impl Walker {
                         q(&w.raw)
                     ));
                 }
-                let file = args
-                    .iter()
-                    .position(|w| matches!(w.text(), "-f" | "--file" | "--makefile"))
-                    .and_then(|i| args.get(i + 1))
-                    .and_then(|w| w.lit.clone());
-                let files: Vec<String> = match file {
-                    Some(f) => vec![f],
-                    None => vec!["GNUmakefile".into(), "makefile".into(), "Makefile".into()],
-                };
+                let mut files = make_files(args);
+                if files.is_empty() {
+                    files = vec!["GNUmakefile".into(), "makefile".into(), "Makefile".into()];
+                }
                 if files.iter().any(|f| self.is_written(f)) {
                     self.opaque(format!(
                         "{} runs a makefile written by the same command",
@@ -292,6 +391,16 @@ impl Walker {
             "git" => self.git_runs(args, source, depth),
             "ssh" | "scp" | "sftp" | "rsync" => {
                 let texts: Vec<&str> = args.iter().map(Word::text).collect();
+                // Letters that name a program or a configuration that runs one, wherever
+                // they stand in a cluster (`rsync -avze CMD`, `scp -rS CMD`, `ssh -Fconf`,
+                // `sftp -D CMD`), and the letters taking a value, which end the cluster
+                // (ssh(1), scp(1), sftp(1), rsync(1)).
+                let (code, values) = match name {
+                    "ssh" => ("F", "BbcDEeIiJLlmOoPpQRSWw"),
+                    "scp" => ("DFS", "ciJloPX"),
+                    "sftp" => ("DFS", "BbcilJoPRs"),
+                    _ => ("e", "BfMT@"),
+                };
                 let risky = texts.iter().enumerate().any(|(i, t)| {
                     let lower = t.to_ascii_lowercase();
                     lower.contains("proxycommand")
@@ -301,6 +410,7 @@ impl Walker {
                         || t.starts_with("--rsh")
                         || t.starts_with("--rsync-path")
                         || (name != "ssh" && t.starts_with("-S"))
+                        || short_cluster(&[t], code, values)
                 });
                 if risky {
                     self.opaque(format!(
@@ -323,8 +433,7 @@ impl Walker {
                         }
                         let t = w.text();
                         if t.starts_with('-') {
-                            skip = matches!(t, "-n" | "--interval" | "-d" | "-q");
-                            skip &= t != "-d";
+                            skip = watch_takes_next(t);
                             continue;
                         }
                     }
@@ -442,12 +551,29 @@ impl Walker {
     pub(super) fn interpreter(&mut self, name: &str, inline: &[&str], args: &[Word], source: &str) {
         let mut i = 0usize;
         let mut no_script_needed = false;
+        // Long spellings of the inline-code options, abbreviated too (`julia --ev`, `fish
+        // --comm`: getopt_long); gdb reads long options with one dash as well
+        // (getopt_long_only: `-eval-command`, `-iex`).
+        let long_only = name == "gdb";
+        let longs: Vec<String> = inline
+            .iter()
+            .filter(|o| o.starts_with("--") || (long_only && o.len() > 2))
+            .map(|o| format!("--{}", o.trim_start_matches('-')))
+            .collect();
+        let longs: Vec<&str> = longs.iter().map(String::as_str).collect();
         while i < args.len() {
             let t = args[i].text();
+            let as_long = match t.strip_prefix('-') {
+                Some(rest) if long_only && rest.len() > 1 && !rest.starts_with('-') => {
+                    format!("--{rest}")
+                }
+                _ => t.to_string(),
+            };
             if inline.contains(&t)
                 || inline
                     .iter()
                     .any(|o| o.len() > 2 && t.starts_with(&format!("{o}=")))
+                || long_option(&[as_long.as_str()], &longs)
             {
                 self.opaque(format!(
                     "{} runs inline code, which is not analysed",
@@ -506,140 +632,200 @@ impl Walker {
 
     /// `awk PROGRAM FILE…`: a program that runs commands or writes files is opaque, as is a
     /// program from a file (`-f`) written by the same command or an in-place edit.
+    ///
+    /// Every program counts (`-e A -e B` runs both), in every spelling getopt_long reads: an
+    /// attached or clustered short option (`-e'…'`, `-be …`), a long one abbreviated or with
+    /// `=` (`--sour=…`), and gawk's `-W source=…` (gawk(1): `-W` names a long option).
     pub(super) fn awk(&mut self, args: &[Word], source: &str) {
         let mut i = 0usize;
-        let mut program: Option<&Word> = None;
+        let mut programs: Vec<Word> = Vec::new();
         let mut from_file = false;
         while i < args.len() {
-            let t = args[i].text();
-            match t {
+            let w = &args[i];
+            let t = w.text();
+            if t == "--" {
+                i += 1;
+                break;
+            }
+            if !t.starts_with('-') || t.len() < 2 {
+                break;
+            }
+            i += 1;
+            // The option (`-x` or its long name) and its value: attached (`-e'…'`,
+            // `--file=F`) or the next word.
+            let next = |i: &mut usize| {
+                *i += 1;
+                args.get(*i - 1).cloned()
+            };
+            let (opt, value): (String, Option<Word>) = if t.starts_with("--") {
+                match long_word(AWK_LONG_VALUES, t) {
+                    Some((o, Some(v))) => (o.to_string(), Some(w.part(v))),
+                    Some((o, None)) => (o.to_string(), next(&mut i)),
+                    None => continue,
+                }
+            } else {
+                let body = &t[1..];
+                let Some((at, c)) = body
+                    .char_indices()
+                    .take_while(|(_, c)| !AWK_OPTIONAL_VALUES.contains(*c))
+                    .find(|(_, c)| AWK_SHORT_VALUES.contains(*c))
+                else {
+                    continue;
+                };
+                let rest = &body[at + c.len_utf8()..];
+                let v = if rest.is_empty() {
+                    next(&mut i)
+                } else {
+                    Some(w.part(rest))
+                };
+                if c != 'W' {
+                    (format!("-{c}"), v)
+                } else {
+                    // `-W source=TEXT`, `-W exec FILE`: the long option it names.
+                    let Some(v) = v.filter(|v| v.lit.is_some()) else {
+                        self.opaque(format!(
+                            "{} has a `-W` option only known when it runs",
+                            q(source)
+                        ));
+                        return;
+                    };
+                    match long_word(AWK_LONG_VALUES, &format!("--{}", v.text())) {
+                        Some((o, Some(inline))) => (o.to_string(), Some(Word::plain(inline))),
+                        Some((o, None)) => (o.to_string(), next(&mut i)),
+                        None => continue,
+                    }
+                }
+            };
+            match opt.as_str() {
                 "-f" | "--file" => {
                     from_file = true;
-                    if let Some(w) = args.get(i + 1) {
-                        self.script_file(w, source);
+                    if let Some(v) = &value {
+                        self.script_file(v, source);
                     }
-                    i += 2;
-                    continue;
                 }
-                "-i" | "--include" | "-l" | "--load" | "-E" | "--exec" => {
+                "-e" | "--source" => programs.extend(value),
+                "-F" | "-v" | "--assign" | "--field-separator" => {}
+                // `-i`/`--include`, `-l`/`--load`, `-E`/`--exec`.
+                _ => {
                     self.opaque(format!(
                         "{} loads code or edits files in place (`{t}`)",
                         q(source)
                     ));
                     return;
                 }
-                "-e" | "--source" => {
-                    program = args.get(i + 1);
-                    i += 2;
-                    continue;
-                }
-                "-F" | "-v" | "--assign" | "--field-separator" => {
-                    i += 2;
-                    continue;
-                }
-                "--" => {
-                    i += 1;
-                    break;
-                }
-                _ if t.starts_with('-') && t.len() > 1 => {
-                    i += 1;
-                    continue;
-                }
-                _ => break,
             }
         }
-        if program.is_none() && !from_file {
-            program = args.get(i);
+        if programs.is_empty() && !from_file {
+            programs.extend(args.get(i).cloned());
         }
-        match program {
-            Some(w) => match &w.lit {
+        if programs.is_empty() && !from_file {
+            self.opaque(format!("{} has no awk program", q(source)));
+        }
+        for w in &programs {
+            match &w.lit {
                 Some(p) => {
                     if let Some(why) = bash_rules::awk_risk(p) {
                         self.opaque(format!("{} {why}", q(source)));
+                        return;
                     }
                 }
-                None => self.opaque(format!(
-                    "the awk program of {} is only known when it runs",
-                    q(source)
-                )),
-            },
-            None if !from_file => self.opaque(format!("{} has no awk program", q(source))),
-            None => {}
+                None => {
+                    self.opaque(format!(
+                        "the awk program of {} is only known when it runs",
+                        q(source)
+                    ));
+                    return;
+                }
+            }
         }
     }
 
     /// `sed SCRIPT FILE…`: a script that writes or reads files or runs commands (`w`, `r`,
     /// `e`, `s///w`) is opaque unless `--sandbox` forbids them.
+    ///
+    /// Scripts are found in every spelling GNU sed's getopt_long reads: `-e S`, `-eS`, `-ne
+    /// S`, `--expression=S` and its abbreviations (`--expr=S`); script files likewise (`-fF`,
+    /// `--file=F`, `--fil F`). `--sandbox` counts only as an option (not after `--`, not as
+    /// the value of another option), and only spelled whole.
     pub(super) fn sed(&mut self, args: &[Word], source: &str) {
-        if args.iter().any(|w| w.text() == "--sandbox") {
+        const SED_LONG_VALUES: &[&str] = &["--expression", "--file", "--line-length"];
+        let mut scripts: Vec<Word> = Vec::new();
+        let mut first_operand: Option<&Word> = None;
+        let mut from_file = false;
+        let mut sandbox = false;
+        let mut opts_done = false;
+        let mut i = 0usize;
+        let next = |i: &mut usize| {
+            *i += 1;
+            args.get(*i - 1).cloned()
+        };
+        while i < args.len() {
+            let w = &args[i];
+            let t = w.text();
+            i += 1;
+            if opts_done || !t.starts_with('-') || t.len() < 2 {
+                first_operand = first_operand.or(Some(w));
+                continue;
+            }
+            if t == "--" {
+                opts_done = true;
+                continue;
+            }
+            // The option letter or long name that takes a value, and that value.
+            let (opt, value): (&str, Option<Word>) = if t.starts_with("--") {
+                sandbox |= t == "--sandbox";
+                match long_word(SED_LONG_VALUES, t) {
+                    Some((o, Some(v))) => (o, Some(w.part(v))),
+                    Some((o, None)) => (o, next(&mut i)),
+                    None => continue,
+                }
+            } else {
+                // A cluster: `-i[SUFFIX]` takes the rest as its suffix; `-e`, `-f`, `-l`
+                // take the rest or the next word.
+                let body = &t[1..];
+                let Some((at, c)) = body
+                    .char_indices()
+                    .take_while(|(_, c)| *c != 'i')
+                    .find(|(_, c)| matches!(c, 'e' | 'f' | 'l'))
+                else {
+                    continue;
+                };
+                let rest = &body[at + c.len_utf8()..];
+                let v = if rest.is_empty() {
+                    next(&mut i)
+                } else {
+                    Some(w.part(rest))
+                };
+                let opt = match c {
+                    'e' => "-e",
+                    'f' => "-f",
+                    _ => "-l",
+                };
+                (opt, v)
+            };
+            match opt {
+                "-e" | "--expression" => scripts.extend(value),
+                "-f" | "--file" => {
+                    from_file = true;
+                    if let Some(v) = &value {
+                        self.script_file(v, source);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if sandbox {
             return;
         }
-        let mut scripts: Vec<&Word> = Vec::new();
-        let mut i = 0usize;
-        let mut first_operand: Option<&Word> = None;
-        while i < args.len() {
-            let t = args[i].text();
-            if matches!(t, "-e" | "--expression") {
-                if let Some(w) = args.get(i + 1) {
-                    scripts.push(w);
-                }
-                i += 2;
-                continue;
-            }
-            if t.starts_with("--expression=") {
-                scripts.push(&args[i]);
-                i += 1;
-                continue;
-            }
-            if matches!(t, "-f" | "--file") || t.starts_with("--file=") {
-                if let Some(w) = args.get(i + 1).filter(|_| !t.contains('=')) {
-                    self.script_file(w, source);
-                }
-                scripts.push(&args[i]);
-                i += if t.contains('=') { 1 } else { 2 };
-                continue;
-            }
-            if matches!(t, "-l" | "--line-length") {
-                i += 2;
-                continue;
-            }
-            if t.starts_with('-') && t.len() > 1 {
-                if !t.starts_with("--") && t[1..].contains('e') && !t.ends_with('e') {
-                    // `-ne's/a/b/'` style: the script is attached.
-                    self.opaque(format!(
-                        "{} has a script attached to its options",
-                        q(source)
-                    ));
-                    return;
-                }
-                if !t.starts_with("--") && t.ends_with('e') && t.len() > 2 {
-                    if let Some(w) = args.get(i + 1) {
-                        scripts.push(w);
-                    }
-                    i += 2;
-                    continue;
-                }
-                i += 1;
-                continue;
-            }
-            if first_operand.is_none() {
-                first_operand = Some(&args[i]);
-            }
-            i += 1;
-        }
         if scripts.is_empty()
+            && !from_file
             && let Some(w) = first_operand
         {
-            scripts.push(w);
+            scripts.push(w.clone());
         }
         for w in scripts {
-            let t = w.text();
-            if t.starts_with("-f") || t.starts_with("--file") {
-                continue;
-            }
-            let text = t.strip_prefix("--expression=").unwrap_or(t);
             match &w.lit {
-                Some(_) => {
+                Some(text) => {
                     if let Some(why) = bash_rules::sed_risk(text) {
                         self.opaque(format!("the sed script of {} {why}", q(source)));
                     }
@@ -712,7 +898,8 @@ impl Walker {
             (_, Some(w)) => self.wrapper_script(Some(&w), source, depth),
             ("sudo" | "doas", None) => {
                 if texts.iter().any(|t| {
-                    matches!(*t, "-s" | "-i" | "--shell" | "--login")
+                    matches!(*t, "-s" | "-i")
+                        || long_option(&[t], &["--shell", "--login"])
                         || (t.starts_with('-')
                             && !t.starts_with("--")
                             && (t.contains('s') || t.contains('i')))

@@ -159,6 +159,16 @@ impl Walker {
                         Some((o, v)) => (format!("--{o}"), Some(v.to_string())),
                         None => (t.clone(), None),
                     };
+                    // `env --uns X`, `timeout --sig KILL`: an abbreviation is the option it
+                    // names (getopt_long), so it takes its value and is checked like it.
+                    let known: Vec<&str> = spec
+                        .long_values
+                        .iter()
+                        .chain(spec.script_long)
+                        .chain(bash_rules::wrapper_other_longs(spec.name))
+                        .copied()
+                        .collect();
+                    let opt = resolve_long(&known, &opt).map_or(opt, str::to_string);
                     if spec.name == "env" && opt == "--split-string" {
                         self.opaque(format!(
                             "{} splits a string into a command (`env -S`), which is not analysed",
@@ -443,8 +453,7 @@ impl Walker {
             ("gio", Some("remove" | "trash" | "rm")) => Some(rm_of(&texts[1..])),
             ("shred", _)
                 if texts.iter().any(|t| {
-                    t == "--remove"
-                        || t.starts_with("--remove=")
+                    long_option(&[t.as_str()], &["--remove"])
                         || t == "--unlink"
                         || (t.starts_with('-') && !t.starts_with("--") && t.contains('u'))
                 }) =>
