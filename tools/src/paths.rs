@@ -151,14 +151,6 @@ pub fn real_path_blocking(path: &Path) -> PathBuf {
     real
 }
 
-/// [`real_path`] of several paths in one trip to the blocking pool.
-async fn real_paths<const N: usize>(paths: [PathBuf; N]) -> [PathBuf; N] {
-    let fallback = paths.clone();
-    tokio::task::spawn_blocking(move || paths.map(|p| real_path_blocking(&p)))
-        .await
-        .unwrap_or(fallback)
-}
-
 /// `target` relative to `base` (both absolute, normalised), with `..` steps when `target` is
 /// outside (like Node's `path.relative`). Returns `"."`-free text; equal paths give `""`.
 pub fn relative_path(base: &Path, target: &Path) -> String {
@@ -198,39 +190,100 @@ fn absolute(p: &Path) -> PathBuf {
     }
 }
 
-/// True when the real location of `path` lies inside the session directory or the worktree.
+/// Where a tool's path argument lies, as the permission checks need it: everything
+/// [`locate`] finds in one trip to the blocking pool (the file tools' checks used to take a
+/// trip each; issue 19's profile found those trips the runtime's main source of context
+/// switches).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// The real location ([`real_path_blocking`] of the absolute path).
+    pub real: PathBuf,
+    /// Whether `real` lies inside the real session directory or the real worktree (a
+    /// worktree of `/` does not count, as in OpenCode for non-git projects).
+    pub inside: bool,
+    /// The permission pattern: `real` relative to the real worktree (`"."` for the worktree
+    /// itself; `../…` when outside).
+    pub rel: String,
+    /// [`PathKind::Directory`] for an existing directory (symlinks followed), otherwise
+    /// [`PathKind::File`] (a missing path counts as a file).
+    pub kind: PathKind,
+}
+
+/// [`Located`] on the calling thread (blocking file-system calls: one `stat`, and a
+/// `realpath` of `path`, `directory` and `worktree`). A relative path is taken from the
+/// process's working directory, as the kernel would.
+pub fn locate_blocking(directory: &Path, worktree: &Path, path: &Path) -> Located {
+    let kind = match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => PathKind::Directory,
+        _ => PathKind::File,
+    };
+    let real = real_path_blocking(&absolute(path));
+    let dir = real_path_blocking(&absolute(directory));
+    let root = real_path_blocking(&absolute(worktree));
+    let rel = relative_path(&root, &real);
+    let inside = project_roots(dir, root).iter().any(|r| real.starts_with(r));
+    Located {
+        real,
+        inside,
+        rel: if rel.is_empty() { ".".into() } else { rel },
+        kind,
+    }
+}
+
+/// [`locate_blocking`] of `path` for `ctx`'s session directory and worktree, in one trip to
+/// the blocking pool. Should the trip fail (a panic in the pool), the path counts as outside
+/// the project, so the `external_directory` ask still guards it.
+pub async fn locate(ctx: &ToolContext, path: &Path) -> Located {
+    let (directory, worktree, p) = (
+        ctx.directory.clone(),
+        ctx.worktree.clone(),
+        path.to_path_buf(),
+    );
+    let fallback = Located {
+        real: absolute(path),
+        inside: false,
+        rel: relative_path(&absolute(&ctx.worktree), &absolute(path)),
+        kind: PathKind::File,
+    };
+    tokio::task::spawn_blocking(move || locate_blocking(&directory, &worktree, &p))
+        .await
+        .unwrap_or(fallback)
+}
+
+/// True when the real location of `path` lies inside the session directory or the worktree
+/// (see [`Located::inside`]; one trip to the blocking pool).
 pub async fn is_inside_project(ctx: &ToolContext, path: &Path) -> bool {
-    let [real, dir, worktree] = real_paths([
-        absolute(path),
-        absolute(&ctx.directory),
-        absolute(&ctx.worktree),
-    ])
-    .await;
-    project_roots(dir, worktree)
-        .iter()
-        .any(|root| real.starts_with(root))
+    locate(ctx, path).await.inside
 }
 
 /// The permission pattern for `path`: its real location relative to the real worktree
-/// (`"."` for the worktree itself; `../…` when outside).
+/// (see [`Located::rel`]; one trip to the blocking pool).
 pub async fn worktree_relative(ctx: &ToolContext, path: &Path) -> String {
-    let [real, root] = real_paths([absolute(path), absolute(&ctx.worktree)]).await;
-    let rel = relative_path(&root, &real);
-    if rel.is_empty() { ".".into() } else { rel }
+    locate(ctx, path).await.rel
 }
 
-/// If `target` resolves outside the project, ask `external_directory` with pattern
-/// `<dir>/*` (dir = `target` for [`PathKind::Directory`], its parent for a file), with
-/// metadata `{filepath, parentDir}`. Inside the project this is a no-op.
+/// If `target` resolves outside the project, ask `external_directory` (see
+/// [`check_external`]); one trip to the blocking pool. Inside the project this is a no-op.
 pub async fn assert_external_directory(
     ctx: &ToolContext,
     target: &Path,
     kind: PathKind,
 ) -> Result<(), ToolError> {
-    if is_inside_project(ctx, target).await {
+    check_external(ctx, &locate(ctx, target).await, kind).await
+}
+
+/// If the located path lies outside the project, ask `external_directory` with pattern
+/// `<dir>/*` (dir = the real path for [`PathKind::Directory`], its parent for a file), with
+/// metadata `{filepath, parentDir}`. Inside the project this is a no-op; no file-system call.
+pub async fn check_external(
+    ctx: &ToolContext,
+    at: &Located,
+    kind: PathKind,
+) -> Result<(), ToolError> {
+    if at.inside {
         return Ok(());
     }
-    let real = real_path(&absolute(target)).await;
+    let real = &at.real;
     let dir = match kind {
         PathKind::Directory => real.clone(),
         PathKind::File => real
@@ -258,9 +311,9 @@ pub fn external_glob(dir: &Path) -> String {
 
 /// Errors unless `dir` is an existing directory ([`ToolError::Failed`]): `"{not_a_directory}:
 /// {dir}"` when it is another kind of file, `"Directory not found: {dir}"` when it is missing
-/// or cannot be read.
-pub async fn require_directory(dir: &Path, not_a_directory: &str) -> Result<(), ToolError> {
-    match tokio::fs::metadata(dir).await {
+/// or cannot be read. Blocking (one `stat`): call it inside the tool's trip to the pool.
+pub fn require_directory(dir: &Path, not_a_directory: &str) -> Result<(), ToolError> {
+    match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(ToolError::Failed(format!(
             "{not_a_directory}: {}",
@@ -270,14 +323,6 @@ pub async fn require_directory(dir: &Path, not_a_directory: &str) -> Result<(), 
             "Directory not found: {}",
             dir.display()
         ))),
-    }
-}
-
-/// Kind of an existing path (directory or not); a missing path counts as a file.
-pub async fn kind_of(path: &Path) -> PathKind {
-    match tokio::fs::metadata(path).await {
-        Ok(m) if m.is_dir() => PathKind::Directory,
-        _ => PathKind::File,
     }
 }
 
@@ -311,35 +356,19 @@ pub fn special_file_error(verb: &str, shown: &str, kind: &str) -> ToolError {
     ))
 }
 
-/// `Err(special_file_error)` when `path` exists and is neither a regular file nor a
-/// directory (symlinks followed); `Ok` otherwise, including when it does not exist.
-pub async fn refuse_special(path: &Path, verb: &str, shown: &str) -> Result<(), ToolError> {
-    match tokio::fs::metadata(path).await {
-        Ok(m) => match special_kind(m.file_type()) {
-            Some(kind) => Err(special_file_error(verb, shown, kind)),
-            None => Ok(()),
-        },
-        Err(_) => Ok(()),
-    }
-}
-
 /// Open `path` for reading without ever blocking on a FIFO or device (`O_NONBLOCK`), then
 /// check on the open descriptor that it is a regular file (closing the race between a
-/// `stat` and the `open`). Errors name the file: `Cannot read <shown>: …`.
-pub async fn open_regular(
-    path: &Path,
-    verb: &str,
-    shown: &str,
-) -> Result<tokio::fs::File, ToolError> {
-    let file = tokio::fs::OpenOptions::new()
+/// `stat` and the `open`). Errors name the file: `Cannot read <shown>: …`. Blocking: call it
+/// inside the tool's trip to the pool.
+pub fn open_regular(path: &Path, verb: &str, shown: &str) -> Result<std::fs::File, ToolError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
-        .await
         .map_err(|e| ToolError::Failed(format!("Cannot {verb} file {shown}: {e}")))?;
     let meta = file
         .metadata()
-        .await
         .map_err(|e| ToolError::Failed(format!("Cannot {verb} file {shown}: {e}")))?;
     if let Some(kind) = special_kind(meta.file_type()) {
         return Err(special_file_error(verb, shown, kind));
@@ -347,48 +376,49 @@ pub async fn open_regular(
     Ok(file)
 }
 
-/// Read all of a regular file (see [`open_regular`]).
-pub async fn read_regular(path: &Path, verb: &str, shown: &str) -> Result<Vec<u8>, ToolError> {
-    use tokio::io::AsyncReadExt;
-    let mut file = open_regular(path, verb, shown).await?;
+/// Read all of a regular file (see [`open_regular`]); blocking.
+pub fn read_regular_blocking(path: &Path, verb: &str, shown: &str) -> Result<Vec<u8>, ToolError> {
+    use std::io::Read;
+    let mut file = open_regular(path, verb, shown)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
-        .await
         .map_err(|e| ToolError::Failed(format!("Cannot {verb} file {shown}: {e}")))?;
     Ok(bytes)
 }
 
+/// [`read_regular_blocking`] in one trip to the blocking pool.
+pub async fn read_regular(path: &Path, verb: &str, shown: &str) -> Result<Vec<u8>, ToolError> {
+    let (p, v, s) = (path.to_path_buf(), verb.to_string(), shown.to_string());
+    crate::builtin::blocking(move || read_regular_blocking(&p, &v, &s)).await?
+}
+
 /// Create or replace the content of `path` with `bytes`, refusing (before truncating
 /// anything) a path that turns out to be a FIFO, socket or device: the open is
-/// non-blocking and the type is checked on the open descriptor.
-pub async fn write_regular(
-    path: &Path,
-    verb: &str,
-    shown: &str,
-    bytes: &[u8],
-) -> Result<(), ToolError> {
-    use tokio::io::AsyncWriteExt;
+/// non-blocking and the type is checked on the open descriptor. Blocking: call it inside
+/// the tool's trip to the pool.
+pub fn write_regular(path: &Path, verb: &str, shown: &str, bytes: &[u8]) -> Result<(), ToolError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let fail = |e: std::io::Error| ToolError::Failed(format!("Cannot write file {shown}: {e}"));
-    let mut file = tokio::fs::OpenOptions::new()
+    let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         // Truncated after the type check below (set_len), never a device at open.
         .truncate(false)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
-        .await
         .map_err(|e| match e.raw_os_error() {
             // A FIFO without a reader refuses a non-blocking open for writing.
             Some(libc::ENXIO) => special_file_error(verb, shown, "a FIFO (named pipe)"),
             _ => fail(e),
         })?;
-    let meta = file.metadata().await.map_err(fail)?;
+    let meta = file.metadata().map_err(fail)?;
     if let Some(kind) = special_kind(meta.file_type()) {
         return Err(special_file_error(verb, shown, kind));
     }
-    file.set_len(0).await.map_err(fail)?;
-    file.write_all(bytes).await.map_err(fail)?;
-    file.flush().await.map_err(fail)?;
+    file.set_len(0).map_err(fail)?;
+    file.write_all(bytes).map_err(fail)?;
+    file.flush().map_err(fail)?;
     Ok(())
 }
 
@@ -586,6 +616,61 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("do not look up"), "{err}");
+    }
+
+    /// Every field of [`locate_blocking`] on links, `..` after a link, missing tails and the
+    /// project root, against the kernel's answer (`canonicalize`, `metadata`).
+    #[test]
+    fn locate_reads_where_a_path_really_is() {
+        use std::os::unix::fs::symlink;
+        let d = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(d.path()).unwrap();
+        let proj = base.join("proj");
+        std::fs::create_dir_all(proj.join("sub")).unwrap();
+        std::fs::create_dir_all(base.join("outside")).unwrap();
+        std::fs::write(proj.join("a.txt"), "a").unwrap();
+        std::fs::write(base.join("outside/secret"), "s").unwrap();
+        symlink(base.join("outside"), proj.join("outlink")).unwrap();
+        symlink(proj.join("sub"), proj.join("dirlink")).unwrap();
+        use PathKind::{Directory as D, File as F};
+        let cases: [(&str, bool, &str, PathKind); 11] = [
+            ("a.txt", true, "a.txt", F),
+            ("sub", true, "sub", D),
+            ("", true, ".", D),
+            ("missing/new.txt", true, "missing/new.txt", F),
+            ("outlink/secret", false, "../outside/secret", F),
+            ("outlink", false, "../outside", D),
+            ("outlink/../a.txt", false, "../a.txt", F),
+            ("dirlink/../a.txt", true, "a.txt", F),
+            ("dirlink/new/x", true, "sub/new/x", F),
+            ("../outside/new", false, "../outside/new", F),
+            ("outlink/new/../secret", false, "../outside/secret", F),
+        ];
+        for (p, inside, rel, kind) in cases {
+            let path = proj.join(p);
+            let at = locate_blocking(&proj, &proj, &path);
+            assert_eq!(
+                (at.inside, at.rel.as_str(), at.kind),
+                (inside, rel, kind),
+                "{p}"
+            );
+            let real = if rel == "." {
+                proj.clone()
+            } else {
+                normalize(&proj.join(rel))
+            };
+            assert_eq!(at.real, real, "{p}");
+            if let Ok(c) = std::fs::canonicalize(&path) {
+                assert_eq!(at.real, c, "{p}");
+            }
+        }
+        // The session directory counts as inside even when the worktree is elsewhere; a
+        // worktree of `/` does not make everything inside.
+        let at = locate_blocking(&proj.join("sub"), Path::new("/"), &proj.join("sub/x"));
+        assert!(at.inside);
+        assert_eq!(at.rel, proj.join("sub/x").to_string_lossy()[1..]);
+        let at = locate_blocking(&proj.join("sub"), Path::new("/"), &proj.join("a.txt"));
+        assert!(!at.inside);
     }
 
     #[tokio::test]

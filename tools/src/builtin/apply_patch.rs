@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use super::patch_format::{self, Hunk, PatchError};
 use super::write::BOM;
-use super::{diff_counts, unified_diff, writable_target};
+use super::{blocking, diff_counts, unified_diff, writable_target};
 use crate::paths;
 use crate::{PermissionReply, PermissionRequest, ToolContext, ToolError, ToolOutput, TypedTool};
 
@@ -299,11 +299,15 @@ async fn load<'a>(
 ) -> Result<&'a mut FileState, ToolError> {
     if !files.contains_key(path) {
         let shown = path.to_string_lossy().into_owned();
-        let exists = writable_target(path, &shown, "apply_patch")
-            .await?
-            .is_some();
-        let before = if exists {
-            let bytes = paths::read_regular(path, "apply_patch", &shown).await?;
+        let (p, s) = (path.to_path_buf(), shown.clone());
+        let bytes = blocking(move || {
+            let exists = writable_target(&p, &s, "apply_patch")?.is_some();
+            exists
+                .then(|| paths::read_regular_blocking(&p, "apply_patch", &s))
+                .transpose()
+        })
+        .await??;
+        let before = if let Some(bytes) = bytes {
             Some(String::from_utf8(bytes).map_err(|_| {
                 ToolError::Failed(format!(
                     "Cannot patch non-UTF-8 file: {shown}. apply_patch only changes UTF-8 files."
@@ -327,12 +331,7 @@ async fn load<'a>(
 }
 
 async fn write(path: &Path, shown: &str, text: &str) -> Result<(), ToolError> {
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await.map_err(|e| {
-            ToolError::Failed(format!("Cannot create directory {}: {e}", parent.display()))
-        })?;
-    }
-    paths::write_regular(path, "apply_patch", shown, text.as_bytes()).await
+    super::store_file(path, "apply_patch", shown, text).await
 }
 
 #[cfg(test)]

@@ -38,8 +38,9 @@ pub async fn requests(
 ) -> Vec<PermissionRequest> {
     let analysis = analyze(command);
     let mut out = Vec::new();
-    if !paths::is_inside_project(ctx, cwd).await {
-        let real = paths::real_path(cwd).await;
+    let at = paths::locate(ctx, cwd).await;
+    if !at.inside {
+        let real = at.real;
         let g = paths::external_glob(&real);
         out.push(PermissionRequest {
             permission: "external_directory".into(),
@@ -368,9 +369,10 @@ async fn path_requests(
         // Not normalized lexically: `link/..` is the parent of where `link` points, which
         // `is_inside_project` resolves on the disk.
         let abs = if p.is_absolute() { p } else { cwd.join(p) };
-        if !paths::is_inside_project(ctx, &abs).await {
-            let real = paths::real_path(&abs).await;
-            let dir = match paths::kind_of(&real).await {
+        let at = paths::locate(ctx, &abs).await;
+        if !at.inside {
+            let real = at.real;
+            let dir = match at.kind {
                 PathKind::Directory => real,
                 PathKind::File => real.parent().map(Path::to_path_buf).unwrap_or(real),
             };

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::write::BOM;
-use super::{FileChange, approve_and_write, writable_target};
+use super::{FileChange, approve_and_write, blocking, writable_target};
 use crate::paths::{self, PathKind};
 use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
@@ -87,23 +87,33 @@ async fn run(args: EditArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
     }
     let path = paths::normalize(&ctx.resolve(&args.file_path)?);
     let shown = path.to_string_lossy().into_owned();
-    paths::assert_external_directory(&ctx, &path, PathKind::File).await?;
+    let at = paths::locate(&ctx, &path).await;
+    paths::check_external(&ctx, &at, PathKind::File).await?;
     let lock = file_lock(&path);
     let _guard = lock.lock().await;
 
-    let meta = writable_target(&path, &shown, "edit").await?;
+    // One trip to the blocking pool: the target's type, then its bytes when they are needed.
+    let (p, s, wants_old) = (path.clone(), shown.clone(), !args.old_string.is_empty());
+    let (exists, bytes) = blocking(move || {
+        let exists = writable_target(&p, &s, "edit")?.is_some();
+        let bytes = (exists && wants_old)
+            .then(|| paths::read_regular_blocking(&p, "edit", &s))
+            .transpose()?;
+        Ok::<_, ToolError>((exists, bytes))
+    })
+    .await??;
     let (old_content, new_content) = if args.old_string.is_empty() {
-        if meta.is_some() {
+        if exists {
             return Err(ToolError::Failed(format!(
                 "{EMPTY_OLD_ON_EXISTING} ({shown})"
             )));
         }
         (String::new(), args.new_string)
     } else {
-        if meta.is_none() {
+        let Some(bytes) = bytes else {
             return Err(ToolError::Failed(format!("File {shown} not found")));
-        }
-        let old = read_text(&path, &shown).await?;
+        };
+        let old = utf8_text(bytes, &shown)?;
         let (bom, body) = match old.strip_prefix(BOM) {
             Some(rest) => (BOM, rest),
             None => ("", old.as_str()),
@@ -126,7 +136,7 @@ async fn run(args: EditArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
         (old, new)
     };
 
-    let rel = paths::worktree_relative(&ctx, &path).await;
+    let rel = at.rel;
     let FileChange {
         diff,
         additions,
@@ -158,8 +168,9 @@ async fn run(args: EditArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
     })
 }
 
-async fn read_text(path: &std::path::Path, shown: &str) -> Result<String, ToolError> {
-    let bytes = paths::read_regular(path, "edit", shown).await?;
+/// The file's bytes as text; `Cannot edit non-UTF-8 file: …` (naming the encoding it looks
+/// like) otherwise.
+fn utf8_text(bytes: Vec<u8>, shown: &str) -> Result<String, ToolError> {
     String::from_utf8(bytes).map_err(|e| {
         let enc = super::read::guess_legacy_encoding(&[e.as_bytes()]);
         ToolError::Failed(format!(

@@ -59,7 +59,8 @@ impl TypedTool for GlobTool {
                     args.pattern.clone(),
                 ),
             };
-            paths::assert_external_directory(&ctx, &root, PathKind::Directory).await?;
+            let at = paths::locate(&ctx, &root).await;
+            paths::check_external(&ctx, &at, PathKind::Directory).await?;
             paths::ask(
                 &ctx,
                 "glob",
@@ -68,11 +69,15 @@ impl TypedTool for GlobTool {
                 json!({"pattern": args.pattern, "path": root.to_string_lossy()}),
             )
             .await?;
-            paths::require_directory(&root, "glob path must be a directory").await?;
-            let matcher = PathGlob::new(&pattern).map_err(ToolError::Failed)?;
             let abort = ctx.abort.clone();
             let walk_root = root.clone();
-            let mut files = blocking(move || find(&walk_root, &matcher, &abort)).await?;
+            // One trip to the blocking pool: the directory check, then the walk.
+            let mut files = blocking(move || {
+                paths::require_directory(&walk_root, "glob path must be a directory")?;
+                let matcher = PathGlob::new(&pattern).map_err(ToolError::Failed)?;
+                Ok::<_, ToolError>(find(&walk_root, &matcher, &abort))
+            })
+            .await??;
             if ctx.abort.is_cancelled() {
                 return Err(ToolError::Aborted);
             }
@@ -95,9 +100,8 @@ impl TypedTool for GlobTool {
             let mut metadata = serde_json::Map::new();
             metadata.insert("count".into(), json!(files.len()));
             metadata.insert("truncated".into(), Value::Bool(truncated));
-            let title = paths::worktree_relative(&ctx, &root).await;
             Ok(ToolOutput {
-                title,
+                title: at.rel,
                 output,
                 metadata,
             })

@@ -76,8 +76,8 @@ async fn run(args: GrepArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
         return Err(crate::args::invalid("grep", "pattern must not be empty"));
     }
     let root = ctx.resolve_or_directory(args.path.as_deref())?;
-    let kind = paths::kind_of(&root).await;
-    paths::assert_external_directory(&ctx, &root, kind).await?;
+    let at = paths::locate(&ctx, &root).await;
+    paths::check_external(&ctx, &at, at.kind).await?;
     paths::ask(
         &ctx,
         "grep",
@@ -86,30 +86,40 @@ async fn run(args: GrepArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
         json!({"pattern": args.pattern, "path": root.to_string_lossy(), "include": args.include}),
     )
     .await?;
-    if tokio::fs::metadata(&root).await.is_err() {
-        return Err(ToolError::Failed(format!(
-            "Path not found: {}",
-            root.display()
-        )));
-    }
-    let matcher = compile(&args.pattern)?;
-    let include = match args.include.as_deref() {
-        Some(i) if !i.trim().is_empty() => Some(PathGlob::new(i).map_err(ToolError::Failed)?),
-        _ => None,
-    };
+    let include = args.include.clone();
+    let pattern = args.pattern.clone();
     let abort = ctx.abort.clone();
     let walk_root = root.clone();
-    // The search checks the token between files and between reads inside a file; the call
-    // returns on abort at once, without waiting for the blocking search to notice.
-    let searching = blocking(move || search(&walk_root, &matcher, include.as_ref(), &abort));
-    let (mut matches, per_file, had_errors) = tokio::select! {
-        r = searching => r?,
+    let worktree = ctx.worktree.clone();
+    // One trip to the blocking pool: the root's existence, the search, and the permission
+    // patterns of the matching files. The search checks the token between files and between
+    // reads inside a file; the call returns on abort at once, without waiting for the
+    // blocking search to notice.
+    let searching = blocking(move || {
+        if std::fs::metadata(&walk_root).is_err() {
+            return Err(ToolError::Failed(format!(
+                "Path not found: {}",
+                walk_root.display()
+            )));
+        }
+        let matcher = compile(&pattern)?;
+        let include = match include.as_deref() {
+            Some(i) if !i.trim().is_empty() => Some(PathGlob::new(i).map_err(ToolError::Failed)?),
+            _ => None,
+        };
+        let (matches, per_file, had_errors) =
+            search(&walk_root, &matcher, include.as_ref(), &abort);
+        let patterns = read_patterns(&worktree, &per_file);
+        Ok((matches, per_file, had_errors, patterns))
+    });
+    let (mut matches, per_file, had_errors, patterns) = tokio::select! {
+        r = searching => r??,
         _ = ctx.abort.cancelled() => return Err(ToolError::Aborted),
     };
     if ctx.abort.is_cancelled() {
         return Err(ToolError::Aborted);
     }
-    let skipped = unreadable_files(&ctx, &per_file).await?;
+    let skipped = unreadable_files(&ctx, &per_file, patterns).await?;
     let left_out: std::collections::HashSet<&Path> = skipped.iter().map(PathBuf::as_path).collect();
     if !left_out.is_empty() {
         matches.retain(|m| !left_out.contains(m.path.as_path()));
@@ -204,39 +214,43 @@ const SKIPPED_NAMES_SHOWN: usize = 20;
 /// allow without asking (OpenCode's default `*.env: ask`). A search over many files cannot
 /// ask per file, so these are left out of the results (fail closed) rather than showing,
 /// say, `.env`'s lines to the model unasked; the read tool asks for one. The pattern checked
-/// is the one the read tool asks with: the real path relative to the real worktree.
+/// is the one the read tool asks with: the real path relative to the real worktree
+/// (`patterns`, one per file of `per_file`, from [`read_patterns`]).
 async fn unreadable_files(
     ctx: &ToolContext,
     per_file: &[(PathBuf, usize)],
+    patterns: Vec<String>,
 ) -> Result<Vec<PathBuf>, ToolError> {
     if per_file.is_empty() {
         return Ok(Vec::new());
     }
-    let files: Vec<PathBuf> = per_file.iter().map(|(p, _)| p.clone()).collect();
-    let worktree = ctx.worktree.clone();
-    let cwd_files = files.clone();
-    let patterns = blocking(move || {
-        let root = paths::real_path_blocking(&worktree);
-        cwd_files
-            .iter()
-            .map(|f| {
-                let rel = paths::relative_path(&root, &paths::real_path_blocking(f));
-                if rel.is_empty() { ".".to_string() } else { rel }
-            })
-            .collect::<Vec<String>>()
-    })
-    .await?;
+    let files = per_file.iter().map(|(p, _)| p.clone());
     let allowed = tokio::select! {
         a = ctx.permissions.allowed("read", patterns) => a,
         _ = ctx.abort.cancelled() => return Err(ToolError::Aborted),
     };
     Ok(files
-        .into_iter()
         .enumerate()
         // A missing answer counts as not allowed (fail closed).
         .filter(|(i, _)| !allowed.get(*i).copied().unwrap_or(false))
         .map(|(_, f)| f)
         .collect())
+}
+
+/// The `read` permission pattern of each file of `per_file`: its real path relative to the
+/// real worktree (as the read tool asks); blocking (a `realpath` per file).
+fn read_patterns(worktree: &Path, per_file: &[(PathBuf, usize)]) -> Vec<String> {
+    if per_file.is_empty() {
+        return Vec::new();
+    }
+    let root = paths::real_path_blocking(worktree);
+    per_file
+        .iter()
+        .map(|(f, _)| {
+            let rel = paths::relative_path(&root, &paths::real_path_blocking(f));
+            if rel.is_empty() { ".".to_string() } else { rel }
+        })
+        .collect()
 }
 
 /// The note telling the model which matching files were left out and how to see them:

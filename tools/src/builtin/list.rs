@@ -80,8 +80,9 @@ impl TypedTool for ListTool {
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             let root = ctx.resolve_or_directory(args.path.as_deref())?;
-            paths::assert_external_directory(&ctx, &root, PathKind::Directory).await?;
-            let rel = paths::worktree_relative(&ctx, &root).await;
+            let at = paths::locate(&ctx, &root).await;
+            paths::check_external(&ctx, &at, PathKind::Directory).await?;
+            let rel = at.rel;
             paths::ask(
                 &ctx,
                 "list",
@@ -90,15 +91,21 @@ impl TypedTool for ListTool {
                 json!({"path": root.to_string_lossy()}),
             )
             .await?;
-            paths::require_directory(&root, "Not a directory").await?;
-            let mut ignores = Vec::new();
-            for pat in args.ignore.unwrap_or_default() {
-                let dir_only = pat.ends_with('/');
-                let glob = PathGlob::new(pat.trim_end_matches('/')).map_err(ToolError::Failed)?;
-                ignores.push((glob, dir_only));
-            }
             let walk_root = root.clone();
-            let files = blocking(move || collect(&walk_root, ignores)).await?;
+            let patterns = args.ignore.unwrap_or_default();
+            // One trip to the blocking pool: the directory check, then the walk.
+            let files = blocking(move || {
+                paths::require_directory(&walk_root, "Not a directory")?;
+                let mut ignores = Vec::new();
+                for pat in patterns {
+                    let dir_only = pat.ends_with('/');
+                    let glob =
+                        PathGlob::new(pat.trim_end_matches('/')).map_err(ToolError::Failed)?;
+                    ignores.push((glob, dir_only));
+                }
+                Ok::<_, ToolError>(collect(&walk_root, ignores))
+            })
+            .await??;
             let output = format!("{}/\n{}", root.display(), render(&files));
             let mut metadata = serde_json::Map::new();
             metadata.insert("count".into(), json!(files.len()));

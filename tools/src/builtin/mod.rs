@@ -55,13 +55,14 @@ pub fn unified_diff(path: &str, old: &str, new: &str) -> String {
 
 /// The target of a `write` or `edit`: its metadata when it exists (`None` for a new file).
 /// Errors: `Path is a directory, not a file: <shown>`, or the special-file error of
-/// [`crate::paths::special_file_error`] (FIFO, socket, device) naming `tool`.
-pub(crate) async fn writable_target(
+/// [`crate::paths::special_file_error`] (FIFO, socket, device) naming `tool`. Blocking (one
+/// `stat`): call it inside the tool's trip to the pool.
+pub(crate) fn writable_target(
     path: &std::path::Path,
     shown: &str,
     tool: &str,
 ) -> Result<Option<std::fs::Metadata>, crate::ToolError> {
-    let meta = tokio::fs::metadata(path).await.ok();
+    let meta = std::fs::metadata(path).ok();
     if meta.as_ref().is_some_and(|m| m.is_dir()) {
         return Err(crate::ToolError::Failed(format!(
             "Path is a directory, not a file: {shown}"
@@ -76,6 +77,35 @@ pub(crate) async fn writable_target(
     Ok(meta)
 }
 
+/// Creates the missing parent directories of `path`, then writes `text` through
+/// [`crate::paths::write_regular`], all in one trip to the blocking pool. Errors: `Cannot
+/// create directory …`, or the write's error naming `tool`.
+pub(crate) async fn store_file(
+    path: &std::path::Path,
+    tool: &str,
+    shown: &str,
+    text: &str,
+) -> Result<(), crate::ToolError> {
+    let (path, tool, shown, text) = (
+        path.to_path_buf(),
+        tool.to_string(),
+        shown.to_string(),
+        text.to_string(),
+    );
+    blocking(move || {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                crate::ToolError::Failed(format!(
+                    "Cannot create directory {}: {e}",
+                    parent.display()
+                ))
+            })?;
+        }
+        crate::paths::write_regular(&path, &tool, &shown, text.as_bytes())
+    })
+    .await?
+}
+
 /// What [`approve_and_write`] changed: the unified diff (headers `rel`) and its line counts.
 pub(crate) struct FileChange {
     pub(crate) diff: String,
@@ -86,7 +116,8 @@ pub(crate) struct FileChange {
 /// Asks the `edit` permission for changing `path` (`rel` to the worktree, `shown` in
 /// messages) from `old` to `new`, with the diff in the request's metadata; then, unless the
 /// call was aborted meanwhile, creates missing parent directories and writes `new` through
-/// [`crate::paths::write_regular`] (which refuses a path that became a special file).
+/// [`crate::paths::write_regular`] (which refuses a path that became a special file), in one
+/// trip to the blocking pool ([`store_file`]).
 /// Errors: the permission's denial, [`crate::ToolError::Aborted`], `Cannot create directory
 /// …`, or the write's error naming `tool`.
 pub(crate) async fn approve_and_write(
@@ -110,12 +141,7 @@ pub(crate) async fn approve_and_write(
     if ctx.abort.is_cancelled() {
         return Err(crate::ToolError::Aborted);
     }
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await.map_err(|e| {
-            crate::ToolError::Failed(format!("Cannot create directory {}: {e}", parent.display()))
-        })?;
-    }
-    crate::paths::write_regular(path, tool, shown, new.as_bytes()).await?;
+    store_file(path, tool, shown, new).await?;
     let (additions, deletions) = diff_counts(old, new);
     Ok(FileChange {
         diff,

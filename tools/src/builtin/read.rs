@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::blocking;
 use crate::paths;
 use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
@@ -80,9 +81,9 @@ impl TypedTool for ReadTool {
 async fn run(args: ReadArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     let path = paths::normalize(&ctx.resolve(&args.file_path)?);
     let shown = path.to_string_lossy().into_owned();
-    let kind = paths::kind_of(&path).await;
-    paths::assert_external_directory(&ctx, &path, kind).await?;
-    let rel = paths::worktree_relative(&ctx, &path).await;
+    let at = paths::locate(&ctx, &path).await;
+    paths::check_external(&ctx, &at, at.kind).await?;
+    let rel = at.rel;
     paths::ask(
         &ctx,
         "read",
@@ -91,23 +92,34 @@ async fn run(args: ReadArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
         json!({"filepath": shown}),
     )
     .await?;
-
-    let meta = match tokio::fs::metadata(&path).await {
-        Ok(m) => m,
-        Err(_) => return Err(ToolError::Failed(not_found_message(&path).await)),
-    };
     // offset is 1-based; 0 is accepted as 1.
     let offset = args.offset.unwrap_or(1).max(1) as usize;
     let limit = args.limit.map(|l| l as usize).unwrap_or(DEFAULT_READ_LIMIT);
+    // One trip to the blocking pool for all of the reading.
+    blocking(move || read_path(&path, &shown, rel, offset, limit)).await?
+}
 
+/// The read itself, after the permission checks: a directory's entries or a regular file's
+/// numbered lines (blocking).
+fn read_path(
+    path: &Path,
+    shown: &str,
+    rel: String,
+    offset: usize,
+    limit: usize,
+) -> Result<ToolOutput, ToolError> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(_) => return Err(ToolError::Failed(not_found_message(path))),
+    };
     if meta.is_dir() {
-        return read_dir(&path, &shown, &rel, offset, limit).await;
+        return read_dir(path, shown, &rel, offset, limit);
     }
     if let Some(kind) = paths::special_kind(meta.file_type()) {
-        return Err(paths::special_file_error("read", &shown, kind));
+        return Err(paths::special_file_error("read", shown, kind));
     }
 
-    let (output, preview, truncated) = read_text_file(&path, &shown, offset, limit).await?;
+    let (output, preview, truncated) = read_text_file(path, shown, offset, limit)?;
     let mut metadata = serde_json::Map::new();
     metadata.insert("preview".into(), Value::String(preview));
     metadata.insert("truncated".into(), Value::Bool(truncated));
@@ -250,21 +262,22 @@ pub fn format_text(
 }
 
 /// Stream a file through the [`Collector`] with bounded memory: binary sniffing on the first
-/// [`SAMPLE_BYTES`], at most [`LINE_KEEP`] bytes kept per line, reading stops at the byte cap.
-async fn read_text_file(
+/// [`SAMPLE_BYTES`], at most [`LINE_KEEP`] bytes kept per line, reading stops at the byte cap
+/// (blocking).
+fn read_text_file(
     path: &Path,
     shown: &str,
     offset: usize,
     limit: usize,
 ) -> Result<(String, String, bool), ToolError> {
-    use tokio::io::AsyncReadExt;
+    use std::io::Read;
     let fail = |e: std::io::Error| ToolError::Failed(format!("Cannot read file {shown}: {e}"));
-    let mut file = paths::open_regular(path, "read", shown).await?;
+    let mut file = paths::open_regular(path, "read", shown)?;
     let mut chunk = vec![0u8; 64 * 1024];
     // First chunk: at least SAMPLE_BYTES unless the file is shorter.
     let mut filled = 0;
     while filled < SAMPLE_BYTES {
-        let n = file.read(&mut chunk[filled..]).await.map_err(fail)?;
+        let n = file.read(&mut chunk[filled..]).map_err(fail)?;
         if n == 0 {
             break;
         }
@@ -308,7 +321,7 @@ async fn read_text_file(
                 }
             }
         }
-        n = file.read(&mut chunk).await.map_err(fail)?;
+        n = file.read(&mut chunk).map_err(fail)?;
     }
     if pending && !c.done() {
         let number = c.total + 1;
@@ -397,22 +410,21 @@ pub fn guess_legacy_encoding(chunks: &[&[u8]]) -> &'static encoding_rs::Encoding
     }
 }
 
-async fn read_dir(
+/// A directory's entries, sorted, subdirectories marked with `/` (blocking).
+fn read_dir(
     path: &Path,
     shown: &str,
     rel: &str,
     offset: usize,
     limit: usize,
 ) -> Result<ToolOutput, ToolError> {
-    let mut rd = tokio::fs::read_dir(path)
-        .await
+    let rd = std::fs::read_dir(path)
         .map_err(|e| ToolError::Failed(format!("Cannot read directory {shown}: {e}")))?;
     let mut entries = Vec::new();
-    while let Ok(Some(e)) = rd.next_entry().await {
+    for e in rd.map_while(Result::ok) {
         let name = e.file_name().to_string_lossy().into_owned();
         // Follow symlinks to decide whether the entry is a directory.
-        let is_dir = tokio::fs::metadata(e.path())
-            .await
+        let is_dir = std::fs::metadata(e.path())
             .map(|m| m.is_dir())
             .unwrap_or(false);
         entries.push(if is_dir { format!("{name}/") } else { name });
@@ -461,8 +473,8 @@ async fn read_dir(
 }
 
 /// `File not found: <p>`, plus up to 3 "Did you mean" entries from the same directory whose
-/// names contain (or are contained in) the requested name, case-insensitively.
-async fn not_found_message(path: &Path) -> String {
+/// names contain (or are contained in) the requested name, case-insensitively (blocking).
+fn not_found_message(path: &Path) -> String {
     let shown = path.to_string_lossy();
     let mut msg = format!("File not found: {shown}");
     let (Some(dir), Some(base)) = (path.parent(), path.file_name()) else {
@@ -470,8 +482,8 @@ async fn not_found_message(path: &Path) -> String {
     };
     let base = base.to_string_lossy().to_lowercase();
     let mut names = Vec::new();
-    if let Ok(mut rd) = tokio::fs::read_dir(dir).await {
-        while let Ok(Some(e)) = rd.next_entry().await {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.map_while(Result::ok) {
             names.push(e.file_name().to_string_lossy().into_owned());
         }
     }

@@ -167,7 +167,7 @@ async fn streams_counts_and_matches_format_text() {
     let p = d.path().join("s.txt");
     let shown = p.to_string_lossy().to_string();
     for (offset, limit) in [(1, 2000), (4990, 20), (5001, 1), (5002, 5), (3, 0)] {
-        let streamed = read_text_file(&p, &shown, offset, limit).await.unwrap();
+        let streamed = read_text_file(&p, &shown, offset, limit).unwrap();
         let whole = format_text(&text, &shown, offset, limit).unwrap();
         assert_eq!(streamed, whole, "offset {offset} limit {limit}");
     }

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{FileChange, approve_and_write, writable_target};
+use super::{FileChange, approve_and_write, blocking, writable_target};
 use crate::paths::{self, PathKind};
 use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
@@ -49,23 +49,26 @@ impl TypedTool for WriteTool {
         Box::pin(async move {
             let path = paths::normalize(&ctx.resolve(&args.file_path)?);
             let shown = path.to_string_lossy().into_owned();
-            paths::assert_external_directory(&ctx, &path, PathKind::File).await?;
-            let exists = writable_target(&path, &shown, "write").await?.is_some();
-            let old = if exists {
+            let at = paths::locate(&ctx, &path).await;
+            paths::check_external(&ctx, &at, PathKind::File).await?;
+            let (p, s) = (path.clone(), shown.clone());
+            let (exists, old) = blocking(move || {
+                let exists = writable_target(&p, &s, "write")?.is_some();
                 // Unreadable old content only makes the diff empty; the write below still
                 // refuses a path that became a special file in between.
-                paths::read_regular(&path, "write", &shown)
-                    .await
+                let old = exists
+                    .then(|| paths::read_regular_blocking(&p, "write", &s).ok())
+                    .flatten()
                     .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default()
-            } else {
-                String::new()
-            };
+                    .unwrap_or_default();
+                Ok::<_, ToolError>((exists, old))
+            })
+            .await??;
             let mut content = args.content;
             if old.starts_with(BOM) && !content.starts_with(BOM) {
                 content.insert_str(0, BOM);
             }
-            let rel = paths::worktree_relative(&ctx, &path).await;
+            let rel = at.rel;
             let FileChange {
                 diff,
                 additions,
@@ -131,7 +134,6 @@ mod tests {
             "/dev/null",
             b"x",
         )
-        .await
         .unwrap_err()
         .to_string();
         assert!(e.contains("character device"), "{e}");
