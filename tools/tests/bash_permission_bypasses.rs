@@ -109,6 +109,18 @@ const ROWS: &[Row] = &[
     ("extdeny", "rg -L s src", A, ""),
     ("extdeny", "cat */secret", D, EXT),
     ("extdeny", "ls outlink", D, EXT),
+    // A glob shown by a listing is each match named (`ls *` lists what `outlink` leads to;
+    // it was allowed); a reader's glob reads only the files it matches.
+    ("extdeny", "ls *", D, EXT),
+    ("extdeny", "ls o*", D, EXT),
+    ("extdeny", "ls -l ./*", D, EXT),
+    ("extdeny", "du -aD *", D, EXT),
+    ("extdeny", "stat -L o*", D, EXT),
+    ("extdeny", "find -H o*", D, EXT),
+    ("extdeny", "tree o*", D, EXT),
+    ("extdeny", "ls s*", A, ""),
+    ("extdeny", "ls src/*", A, ""),
+    ("extdeny", "cat *", A, ""),
     ("extdeny", "zip -r x.zip outlink", D, EXT),
     ("extdeny", "tar -chf x.tar outlink", D, EXT),
     ("extdeny", "find -L outlink", D, EXT),

@@ -204,7 +204,29 @@ fn globbed_files(dir: &Path, depth: usize) -> Vec<PathBuf> {
     out
 }
 
-/// The property of both tests: `line` under `external_directory: deny` is denied, naming
+/// The oracle of a glob of `depth` `*` components given to a command that shows each match
+/// (`ls */*` is 2): every file and directory bash expands it to (no name starting with `.`;
+/// links followed through the levels above), by real path.
+fn globbed_entries(dir: &Path, depth: usize) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let p = e.path();
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_dir() && depth > 1 => out.extend(globbed_entries(&p, depth - 1)),
+            Ok(_) if depth == 1 => out.extend(std::fs::canonicalize(&p).ok()),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The property of the tests: `line` under `external_directory: deny` is denied, naming
 /// it, when `outside` (what the oracle reached outside the project) is not empty, and
 /// allowed when it is.
 fn refused_iff_outside(
@@ -295,6 +317,31 @@ proptest! {
         let (_d, proj) = build(&links);
         let (line, start) = command;
         let outside: Vec<PathBuf> = reached_entries(&proj.join(start))
+            .into_iter()
+            .filter(|f| !f.starts_with(&proj))
+            .collect();
+        refused_iff_outside(&proj, line, &outside, &links)?;
+    }
+
+    /// A glob given to a command that shows each match (`ls *` lists a directory a link
+    /// leads to, `du`/`stat -L` report it) is checked match by match, as if each were
+    /// named: a match outside the project (a file or a directory) ⇒ denied naming
+    /// `external_directory`; all inside ⇒ allowed.
+    #[test]
+    fn a_glob_shown_by_a_listing_is_checked_where_each_match_leads(
+        links in prop::collection::vec(link(), 1..5),
+        command in prop::sample::select(vec![
+            ("ls *", "", 1),
+            ("ls -l */*", "", 2),
+            ("du -s a/*", "a", 1),
+            ("stat -L c/*", "c", 1),
+            ("tree */*", "", 2),
+            ("find -H *", "", 1),
+        ]),
+    ) {
+        let (_d, proj) = build(&links);
+        let (line, start, depth) = command;
+        let outside: Vec<PathBuf> = globbed_entries(&proj.join(start), depth)
             .into_iter()
             .filter(|f| !f.starts_with(&proj))
             .collect();

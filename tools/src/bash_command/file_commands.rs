@@ -423,7 +423,10 @@ impl Walker {
                             .any(|c| c.starts_with('.') && c.contains(['*', '?', '['])) =>
                 {
                     let l = l.to_string();
-                    self.path_literal(&l, false, source, true)
+                    let naming = matches!(name, "ls" | "du" | "tree" | "stat" | "find");
+                    let was = std::mem::replace(&mut self.naming, naming);
+                    self.path_literal(&l, false, source, true);
+                    self.naming = was;
                 }
                 // A file command's operand is a file even without a `/` (`cat outlink`).
                 Some(l) if !w.glob && FILE_COMMANDS.contains(&name) => {

@@ -170,6 +170,12 @@ pub struct PathUse {
     /// place a link leads to is reached, so each is checked as if it were named
     /// (`external_directory`).
     pub listed: bool,
+    /// A glob operand of a command that shows each match itself (`ls *`, `du -s o*`, `stat
+    /// -L o*`, `tree *`, `find -H o*`): every match, a directory or a link to one too, is
+    /// checked where it really is, as if it were named (`ls outlink` lists what the link
+    /// leads to). A reader (`cat *`) only reads the files it matches, so a link to a
+    /// directory among its matches reads nothing and is not checked.
+    pub named: bool,
     /// The command that touches it, as written.
     pub source: String,
 }
@@ -247,6 +253,7 @@ pub fn analyze(command: &str) -> Analysis {
         in_find_exec: false,
         recursive: None,
         listing: false,
+        naming: false,
         cd_ok_set_by_cd: false,
         level: 0,
     };
@@ -370,6 +377,9 @@ struct Walker {
     recursive: Option<bool>,
     /// The path being recorded is listed through links (see [`PathUse::listed`]).
     listing: bool,
+    /// The glob being recorded names each of its matches to the command (see
+    /// [`PathUse::named`]).
+    naming: bool,
     /// The command just analysed was a `cd` that set `cd_ok`.
     cd_ok_set_by_cd: bool,
     /// Current depth in the syntax tree (all scripts together), bounded by [`MAX_TREE_DEPTH`].

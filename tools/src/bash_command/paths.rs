@@ -214,6 +214,7 @@ impl Walker {
                 recursive: self.recursive.is_some() && !write,
                 filtered: self.recursive == Some(true) && !write,
                 listed: self.listing && !write,
+                named: self.naming && !write,
                 source: collapse(source),
             };
             // One entry per path, write and command: a recursive read of a path also named
@@ -226,6 +227,7 @@ impl Walker {
             {
                 Some(p) => {
                     p.listed |= use_.listed;
+                    p.named |= use_.named;
                     if use_.recursive {
                         p.filtered = if p.recursive {
                             p.filtered && use_.filtered

@@ -432,6 +432,38 @@ async fn path_requests(
                 )),
             }
         }
+        if globbed && u.named {
+            // `ls *`: each match is shown as if named, a link to a directory outside too.
+            match glob_places(ctx, &abs).await {
+                Some(places) => {
+                    for at in places.into_iter().filter(|at| !at.inside) {
+                        let dir = match at.kind {
+                            PathKind::Directory => at.real.clone(),
+                            PathKind::File => at
+                                .real
+                                .parent()
+                                .map(Path::to_path_buf)
+                                .unwrap_or(at.real.clone()),
+                        };
+                        let g = paths::external_glob(&dir);
+                        if !globs.contains(&g) {
+                            globs.push(g);
+                            glob_sources.push(format!(
+                                "{} (matched by {}, shown by {})",
+                                at.real.display(),
+                                u.path,
+                                u.source
+                            ));
+                        }
+                    }
+                }
+                None => external_opaque.push(format!(
+                    "`{}` shows every match of `{}`, more than {MAX_WALKED} entries or a \
+                     pattern not understood, so where they lead is not checked",
+                    u.source, u.path
+                )),
+            }
+        }
         if u.listed && !u.recursive {
             // Every name under it is listed, links followed: each place a link under it
             // leads to is checked as if it were named (a recursive read checks more above).
@@ -554,29 +586,73 @@ async fn files_matching(
             }
             // Without `dotglob` (which the analysis treats as opaque) a glob character does
             // not match a leading `.`: `cat *` does not read `.env`.
-            if depth.is_some() {
-                let names = entry
-                    .path
-                    .strip_prefix(&prefix)
-                    .map(|r| {
-                        r.components()
-                            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                            .collect::<Vec<_>>()
-                    })
-                    .unwrap_or_default();
-                if names
-                    .iter()
-                    .zip(rest)
-                    .any(|(n, p)| n.starts_with('.') && !p.starts_with('.'))
-                {
-                    return None;
-                }
+            if depth.is_some() && hidden_for(&entry.path, &prefix, rest) {
+                return None;
             }
             Some(std::fs::canonicalize(&entry.path).unwrap_or_else(|_| entry.path.clone()))
         })
     })
     .await
     .unwrap_or(None)
+}
+
+/// Where each match of the glob `pattern` (absolute) really is ([`paths::locate_blocking`]),
+/// directories and links to them included, as bash expands it: the directory before the
+/// first component with a glob character is walked as deep as the pattern has components,
+/// links followed; a name starting with `.` matches only a component starting with `.`.
+/// `None` when the walk passes [`MAX_WALKED`] entries, or for a pattern with `**` or one
+/// `globset` does not understand.
+async fn glob_places(ctx: &ToolContext, pattern: &Path) -> Option<Vec<paths::Located>> {
+    let pattern = pattern.to_string_lossy().into_owned();
+    let (directory, worktree) = (ctx.directory.clone(), ctx.worktree.clone());
+    tokio::task::spawn_blocking(move || {
+        let comps: Vec<&str> = pattern.split('/').collect();
+        let first = comps.iter().position(|c| c.contains(['*', '?', '[']))?;
+        let rest = &comps[first..];
+        if rest.iter().any(|c| c.contains("**")) {
+            return None;
+        }
+        let prefix = match comps[..first].join("/") {
+            p if p.is_empty() => "/".to_string(),
+            p => p,
+        };
+        let matcher = globset::GlobBuilder::new(&pattern)
+            .literal_separator(true)
+            .build()
+            .ok()?
+            .compile_matcher();
+        let mut out = Vec::new();
+        for (n, entry) in logical_walk(Path::new(&prefix), Some(rest.len()))
+            .into_iter()
+            .enumerate()
+        {
+            if n >= MAX_WALKED {
+                return None;
+            }
+            let Some(entry) = entry else { continue };
+            if !matcher.is_match(&entry.path) || hidden_for(&entry.path, &prefix, rest) {
+                continue;
+            }
+            out.push(paths::locate_blocking(&directory, &worktree, &entry.path));
+        }
+        Some(out)
+    })
+    .await
+    .unwrap_or(None)
+}
+
+/// Whether bash's glob leaves `path` out: a name starting with `.` under a pattern
+/// component (of `rest`, the components after `prefix`) that does not start with `.`
+/// (no `dotglob`).
+fn hidden_for(path: &Path, prefix: &str, rest: &[&str]) -> bool {
+    path.strip_prefix(prefix)
+        .map(|r| {
+            r.components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .zip(rest)
+                .any(|(n, p)| n.starts_with('.') && !p.starts_with('.'))
+        })
+        .unwrap_or(false)
 }
 
 /// The files under `path` (itself when it is a file), as the `read` rules see them: relative
