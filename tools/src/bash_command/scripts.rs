@@ -118,6 +118,33 @@ fn make_files(args: &[Word]) -> Vec<String> {
     files
 }
 
+/// The first letter of the short-option cluster `w` (`-abcVALUE`, getopt's reading) that
+/// `takes` a value, with that value: the rest of the word, or else the next word of `args`
+/// (`*i`, the index of the word after `w`, then moves past it). Letters from the first one
+/// that `stop`s the scan on (one whose optional value is only attached) are not looked at.
+/// `None` when no letter takes a value.
+fn cluster_value(
+    w: &Word,
+    args: &[Word],
+    i: &mut usize,
+    stop: impl Fn(char) -> bool,
+    takes: impl Fn(char) -> bool,
+) -> Option<(char, Option<Word>)> {
+    let body = w.text().get(1..)?;
+    let (at, c) = body
+        .char_indices()
+        .take_while(|(_, c)| !stop(*c))
+        .find(|(_, c)| takes(*c))?;
+    let rest = &body[at + c.len_utf8()..];
+    let value = if rest.is_empty() {
+        *i += 1;
+        args.get(*i - 1).cloned()
+    } else {
+        Some(w.part(rest))
+    };
+    Some((c, value))
+}
+
 /// Whether the `watch` option word `t` takes the next word as its value: `-n SECS`, `-q
 /// CYCLES` (alone or ending a cluster, `-tn 1`), `--interval`/`--equexit` spelled whole or
 /// abbreviated without `=` (procps watch(1), getopt_long).
@@ -664,19 +691,14 @@ impl Walker {
                     None => continue,
                 }
             } else {
-                let body = &t[1..];
-                let Some((at, c)) = body
-                    .char_indices()
-                    .take_while(|(_, c)| !AWK_OPTIONAL_VALUES.contains(*c))
-                    .find(|(_, c)| AWK_SHORT_VALUES.contains(*c))
-                else {
+                let Some((c, v)) = cluster_value(
+                    w,
+                    args,
+                    &mut i,
+                    |c| AWK_OPTIONAL_VALUES.contains(c),
+                    |c| AWK_SHORT_VALUES.contains(c),
+                ) else {
                     continue;
-                };
-                let rest = &body[at + c.len_utf8()..];
-                let v = if rest.is_empty() {
-                    next(&mut i)
-                } else {
-                    Some(w.part(rest))
                 };
                 if c != 'W' {
                     (format!("-{c}"), v)
@@ -782,19 +804,14 @@ impl Walker {
             } else {
                 // A cluster: `-i[SUFFIX]` takes the rest as its suffix; `-e`, `-f`, `-l`
                 // take the rest or the next word.
-                let body = &t[1..];
-                let Some((at, c)) = body
-                    .char_indices()
-                    .take_while(|(_, c)| *c != 'i')
-                    .find(|(_, c)| matches!(c, 'e' | 'f' | 'l'))
-                else {
+                let Some((c, v)) = cluster_value(
+                    w,
+                    args,
+                    &mut i,
+                    |c| c == 'i',
+                    |c| matches!(c, 'e' | 'f' | 'l'),
+                ) else {
                     continue;
-                };
-                let rest = &body[at + c.len_utf8()..];
-                let v = if rest.is_empty() {
-                    next(&mut i)
-                } else {
-                    Some(w.part(rest))
                 };
                 let opt = match c {
                     'e' => "-e",
