@@ -116,8 +116,19 @@ pub async fn real_path(path: &Path) -> PathBuf {
 }
 
 /// [`real_path`] on the calling thread (blocking file-system calls). An existing path is
-/// canonicalized at once; otherwise prefix by prefix up to the first missing component.
+/// canonicalized at once; otherwise prefix by prefix up to the first missing component. A
+/// dangling symbolic link on the way is followed to where it points (a write through it
+/// creates its target there: `proj/dangle -> /elsewhere/new.txt` is `/elsewhere/new.txt`),
+/// up to [`MAX_LINK_HOPS`] links, past which the kernel refuses the path too (`ELOOP`).
 pub fn real_path_blocking(path: &Path) -> PathBuf {
+    real_path_hops(path, 0)
+}
+
+/// How many symbolic links [`real_path_blocking`] follows by hand before it stops: Linux's
+/// own limit (`MAXSYMLINKS`, 40), after which opening the path fails with `ELOOP`.
+const MAX_LINK_HOPS: usize = 40;
+
+fn real_path_hops(path: &Path, hops: usize) -> PathBuf {
     if let Ok(p) = std::fs::canonicalize(path) {
         // Every prefix exists: prefix-by-prefix resolution gives the same path.
         return p;
@@ -139,7 +150,13 @@ pub fn real_path_blocking(path: &Path) -> PathBuf {
                         Ok(p) => real = p,
                         Err(_) => {
                             exists = false;
-                            real = next;
+                            real = match std::fs::read_link(&next) {
+                                // A dangling link: the path goes on where it points.
+                                Ok(target) if hops < MAX_LINK_HOPS => {
+                                    real_path_hops(&real.join(target), hops + 1)
+                                }
+                                _ => next,
+                            };
                         }
                     }
                 } else {
@@ -209,15 +226,17 @@ pub struct Located {
     pub kind: PathKind,
 }
 
-/// [`Located`] on the calling thread (blocking file-system calls: one `stat`, and a
-/// `realpath` of `path`, `directory` and `worktree`). A relative path is taken from the
+/// [`Located`] on the calling thread (blocking file-system calls: a `realpath` of `path`,
+/// `directory` and `worktree`, and a `stat` of the real path). A relative path is taken from the
 /// process's working directory, as the kernel would.
 pub fn locate_blocking(directory: &Path, worktree: &Path, path: &Path) -> Located {
-    let kind = match std::fs::metadata(path) {
+    let real = real_path_blocking(&absolute(path));
+    // The kind of the real location: `x/missing/..` is the directory `x`, though the path as
+    // written cannot be `stat`ed.
+    let kind = match std::fs::metadata(&real) {
         Ok(m) if m.is_dir() => PathKind::Directory,
         _ => PathKind::File,
     };
-    let real = real_path_blocking(&absolute(path));
     let dir = real_path_blocking(&absolute(directory));
     let root = real_path_blocking(&absolute(worktree));
     let rel = relative_path(&root, &real);
@@ -632,8 +651,15 @@ mod tests {
         std::fs::write(base.join("outside/secret"), "s").unwrap();
         symlink(base.join("outside"), proj.join("outlink")).unwrap();
         symlink(proj.join("sub"), proj.join("dirlink")).unwrap();
+        // Dangling links: to a new file outside, to one inside, through a chain, in a loop.
+        symlink(base.join("outside/new.txt"), proj.join("dangle")).unwrap();
+        symlink("../outside/d2/x", proj.join("dangle_rel")).unwrap();
+        symlink("sub/fresh", proj.join("dangle_in")).unwrap();
+        symlink("dangle", proj.join("chain")).unwrap();
+        symlink("loop_b", proj.join("loop_a")).unwrap();
+        symlink("loop_a", proj.join("loop_b")).unwrap();
         use PathKind::{Directory as D, File as F};
-        let cases: [(&str, bool, &str, PathKind); 11] = [
+        let cases: [(&str, bool, &str, PathKind); 19] = [
             ("a.txt", true, "a.txt", F),
             ("sub", true, "sub", D),
             ("", true, ".", D),
@@ -645,6 +671,15 @@ mod tests {
             ("dirlink/new/x", true, "sub/new/x", F),
             ("../outside/new", false, "../outside/new", F),
             ("outlink/new/../secret", false, "../outside/secret", F),
+            // `..` after a missing name: the kind is the real location's.
+            ("outlink/missing/..", false, "../outside", D),
+            ("sub/missing/..", true, "sub", D),
+            ("dangle", false, "../outside/new.txt", F),
+            ("dangle_rel", false, "../outside/d2/x", F),
+            ("dangle_in", true, "sub/fresh", F),
+            ("chain", false, "../outside/new.txt", F),
+            ("dangle/more", false, "../outside/new.txt/more", F),
+            ("loop_a", true, "loop_a", F),
         ];
         for (p, inside, rel, kind) in cases {
             let path = proj.join(p);
@@ -671,6 +706,41 @@ mod tests {
         assert_eq!(at.rel, proj.join("sub/x").to_string_lossy()[1..]);
         let at = locate_blocking(&proj.join("sub"), Path::new("/"), &proj.join("a.txt"));
         assert!(!at.inside);
+    }
+
+    /// Review find: a dangling link in the project to a new file outside let `write` (and
+    /// `edit` creating a file, and a bash redirection) create it with only `edit` asked. The
+    /// link is now followed to where the write lands: `external_directory` is asked there.
+    #[tokio::test]
+    async fn writing_through_a_dangling_link_asks_where_it_lands() {
+        use crate::Tool;
+        let d = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(d.path()).unwrap();
+        let proj = base.join("proj");
+        std::fs::create_dir_all(&proj).unwrap();
+        std::fs::create_dir_all(base.join("outside")).unwrap();
+        std::os::unix::fs::symlink(base.join("outside/new.txt"), proj.join("dangle")).unwrap();
+        let rec = Recorder::denying("external_directory");
+        let mut ctx = ToolContext::simple(&proj);
+        ctx.permissions = rec.clone();
+        let write = crate::builtin::write::WriteTool
+            .execute(json!({"filePath": "dangle", "content": "x"}), ctx.clone())
+            .await;
+        let edit = crate::builtin::edit::EditTool
+            .execute(
+                json!({"filePath": "dangle", "oldString": "", "newString": "x"}),
+                ctx.clone(),
+            )
+            .await;
+        let bash =
+            crate::builtin::bash_permission::check(&ctx, "echo x > dangle", &proj, "t").await;
+        for r in [write.map(|_| ()), edit.map(|_| ()), bash] {
+            assert!(matches!(r, Err(ToolError::PermissionDenied(_))), "{r:?}");
+        }
+        assert!(!base.join("outside/new.txt").exists());
+        let reqs = rec.requests();
+        assert_eq!(reqs[0].permission, "external_directory");
+        assert_eq!(reqs[0].patterns, vec![external_glob(&base.join("outside"))]);
     }
 
     #[tokio::test]
