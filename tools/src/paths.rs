@@ -258,15 +258,14 @@ pub async fn locate(ctx: &ToolContext, path: &Path) -> Located {
         ctx.worktree.clone(),
         path.to_path_buf(),
     );
-    let fallback = Located {
-        real: absolute(path),
-        inside: false,
-        rel: relative_path(&absolute(&ctx.worktree), &absolute(path)),
-        kind: PathKind::File,
-    };
     tokio::task::spawn_blocking(move || locate_blocking(&directory, &worktree, &p))
         .await
-        .unwrap_or(fallback)
+        .unwrap_or_else(|_| Located {
+            real: absolute(path),
+            inside: false,
+            rel: relative_path(&absolute(&ctx.worktree), &absolute(path)),
+            kind: PathKind::File,
+        })
 }
 
 /// True when the real location of `path` lies inside the session directory or the worktree

@@ -220,18 +220,8 @@ impl Walker {
         let long = |t: &str, names: &[&str]| long_option(&[t], names);
         let with_eq = |t: &str, names: &[&str]| t.contains('=') && long(t, names);
         for t in &texts {
-            if t.starts_with("--upload-pack")
-                || t.starts_with("--template")
-                || *t == "-O"
-                || t.starts_with("--open-files-in-pager")
-                || t.starts_with("--receive-pack")
-                || t.starts_with("--exec=")
-                || *t == "--exec" && sub == "archive"
-                || t.starts_with("--extcmd")
+            if *t == "-O"
                 || t.starts_with("--tool=")
-                || t.starts_with("--config=")
-                || t.starts_with("--httpd")
-                || t.starts_with("--browser")
                 || long(
                     t,
                     &[
@@ -251,21 +241,16 @@ impl Walker {
                 || (matches!(sub, "difftool" | "mergetool") && long(t, &["--tool"]))
                 || (sub == "send-email"
                     && !matches!(t.split('=').next(), Some("--to" | "--cc"))
-                    && (t.starts_with("--smtp-server")
-                        || t.starts_with("--to-cmd")
-                        || t.starts_with("--cc-cmd")
-                        || t.starts_with("--header-cmd")
-                        || t.starts_with("--sendmail-cmd")
-                        || long(
-                            t,
-                            &[
-                                "--smtp-server",
-                                "--to-cmd",
-                                "--cc-cmd",
-                                "--header-cmd",
-                                "--sendmail-cmd",
-                            ],
-                        )))
+                    && long(
+                        t,
+                        &[
+                            "--smtp-server",
+                            "--to-cmd",
+                            "--cc-cmd",
+                            "--header-cmd",
+                            "--sendmail-cmd",
+                        ],
+                    ))
                 || (sub == "clone" && (*t == "-u" || *t == "-c" || long(t, &["--config"])))
                 || (sub == "difftool" && *t == "-x")
                 || (sub == "mergetool" && *t == "-t")

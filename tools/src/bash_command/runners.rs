@@ -52,11 +52,7 @@ const HYPERFINE_VALUES: &[&str] = &[
     "--reference",
 ];
 
-/// Shells `hyperfine --shell` may name without asking (the commands they run with `-c` are
-/// analysed as hyperfine's operands).
-const HYPERFINE_SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "fish"];
-
-/// Flags of a [`HYPERFINE_SHELLS`] shell that `hyperfine --shell` may add without asking
+/// Flags of a shell (`SHELLS`, or fish) that `hyperfine --shell` may add without asking
 /// (none reads a file or takes a value).
 const HYPERFINE_SHELL_FLAGS: &[&str] = &["--norc", "--noprofile", "--posix", "-e", "-u", "-x"];
 
@@ -76,8 +72,9 @@ impl Walker {
     /// `hyperfine -S SHELL`: hyperfine runs `SHELL -c COMMAND` for each benchmarked command,
     /// and SHELL may be any command line (hyperfine(1): "the name or the path to the shell
     /// executable, or a full command line"), so `-S 'rm -rf d'` runs `rm`. Allowed: `default`,
-    /// `none`, or a known shell with only the flags of [`HYPERFINE_SHELL_FLAGS`] (the
-    /// commands it runs are analysed as hyperfine's operands); anything else is opaque.
+    /// `none`, or a shell of `SHELLS` (or fish) with only the flags of
+    /// [`HYPERFINE_SHELL_FLAGS`] (the commands it runs are analysed as hyperfine's operands);
+    /// anything else is opaque.
     fn hyperfine_shell(&mut self, v: Option<&Word>, source: &str) {
         let Some(v) = v else { return };
         let plain = v.lit.as_deref().is_some_and(|l| {
@@ -85,7 +82,7 @@ impl Walker {
             let first = words.next().unwrap_or("");
             let base = first.rsplit('/').next().unwrap_or(first);
             matches!(l.trim(), "default" | "none")
-                || (HYPERFINE_SHELLS.contains(&base)
+                || ((SHELLS.contains(&base) || base == "fish")
                     && words.all(|w| HYPERFINE_SHELL_FLAGS.contains(&w)))
         });
         if !plain {

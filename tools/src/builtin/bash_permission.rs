@@ -494,7 +494,7 @@ async fn path_requests(
                 )),
             }
         }
-        let rel = paths::worktree_relative(ctx, &abs).await;
+        let rel = at.rel;
         if u.write {
             if !edits.contains(&rel) {
                 edits.push(rel);
