@@ -22,7 +22,7 @@ use troupe_agents::permission::Verdict;
 use troupe_agents::{Action, Rule, Ruleset};
 use troupe_session::{Event, Store, Write};
 use troupe_tools::hooks::PermissionDecision;
-use troupe_tools::{PermissionAsker, PermissionReply, PermissionRequest};
+use troupe_tools::{PermissionAsker, PermissionReply, PermissionRequest, RuleGate};
 
 /// A reply to a pending request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -436,6 +436,39 @@ impl PermissionAsker for TurnPermissions {
                 .await
         })
     }
+
+    fn gate(&self) -> BoxFuture<'static, Option<Arc<dyn RuleGate>>> {
+        let me = self.clone();
+        Box::pin(async move {
+            let approvals = me.broker.approvals_for(&me.project).await;
+            Some(Arc::new(RulesNow {
+                rules: me.rules,
+                approvals,
+            }) as Arc<dyn RuleGate>)
+        })
+    }
+}
+
+/// The turn's rules and the project's approvals as they stood when a tool took its gate
+/// ([`PermissionAsker::gate`]): allows exactly what [`PermissionBroker::ask`] answers with
+/// a rule's allow (the same `decide_request`), so a hook or a person is never skipped.
+struct RulesNow {
+    rules: Arc<Ruleset>,
+    approvals: Ruleset,
+}
+
+impl RuleGate for RulesNow {
+    fn allows(&self, permission: &str, patterns: &[String]) -> bool {
+        troupe_agents::permission::decide_request(
+            permission,
+            patterns,
+            &[],
+            &[],
+            &[self.rules.as_ref(), &self.approvals],
+        )
+        .action
+            == Action::Allow
+    }
 }
 
 /// The text a rule's deny sends to the model: the verdict (permission, deciding rule, part)
@@ -525,6 +558,73 @@ mod tests {
                 .await,
             PermissionReply::Deny(_)
         ));
+    }
+
+    /// Issue 19's one-trip tools act on the gate's word without asking: it must allow
+    /// exactly what `ask` answers with a rule's allow (rules and the project's approvals),
+    /// and nothing that would deny or ask.
+    #[tokio::test]
+    async fn the_gate_allows_exactly_what_the_rules_allow_without_asking() {
+        let (_d, b) = broker(Arc::new(Never));
+        let mut rules = Ruleset::new();
+        rules.0.push(Rule::new("read", "*", Action::Allow));
+        rules.0.push(Rule::new("read", "secret/*", Action::Deny));
+        rules.0.push(Rule::new("edit", "*", Action::Ask));
+        rules.0.push(Rule::new("edit", "docs/*", Action::Allow));
+        let rules = Arc::new(rules);
+        // An "always" for edit notes/* (asked, then answered by the person).
+        let (b2, r2) = (b.clone(), rules.clone());
+        let h = tokio::spawn(async move {
+            let mut r = req("edit", "notes/a.md");
+            r.always = vec!["notes/*".into()];
+            b2.ask(&"s".into(), "/p", r2, r, None).await
+        });
+        let id = loop {
+            if let Some(p) = b.pending().first() {
+                break p["id"].as_str().unwrap().to_string();
+            }
+            tokio::task::yield_now().await;
+        };
+        assert!(b.reply(&id, Reply::Always));
+        assert_eq!(h.await.unwrap(), PermissionReply::AllowAlways);
+
+        let turn = TurnPermissions {
+            broker: b.clone(),
+            session_id: "s".into(),
+            project: "/p".into(),
+            rules: rules.clone(),
+        };
+        let gate = turn.gate().await.expect("a turn's asker has a gate");
+        let cases = [
+            ("read", "a.txt", true),
+            ("read", "secret/key", false),
+            ("edit", "a.txt", false),
+            ("edit", "docs/x.md", true),
+            ("edit", "notes/b.md", true),
+            ("grep", "x", false),
+            ("external_directory", "/etc/*", false),
+        ];
+        for (perm, pat, allowed) in cases {
+            let verdict = b.verdict("/p", &rules, &req(perm, pat)).await;
+            assert_eq!(
+                verdict.action == Action::Allow,
+                allowed,
+                "{perm} {pat}: {verdict:?}"
+            );
+            assert_eq!(
+                gate.allows(perm, &[pat.to_string()]),
+                allowed,
+                "{perm} {pat}"
+            );
+        }
+        // Several patterns: allowed only when every one is.
+        let both = ["a.txt".to_string(), "secret/key".to_string()];
+        assert!(!gate.allows("read", &both));
+        // An allowed one is what `ask` answers at once (the responder never answers).
+        assert_eq!(
+            turn.ask(req("edit", "notes/c.md")).await,
+            PermissionReply::Allow
+        );
     }
 
     #[tokio::test]

@@ -140,6 +140,35 @@ pub trait PermissionAsker: Send + Sync {
         let n = patterns.len();
         Box::pin(async move { vec![false; n] })
     }
+
+    /// A synchronous view of what the rules alone allow right now (the turn's rules and the
+    /// project's "always" approvals, as [`PermissionAsker::ask`] would read them), for a tool
+    /// that decides inside its trip to the blocking pool whether it may act at once: a path
+    /// known only there (its real location) that the rules allow needs no question, so the
+    /// tool's I/O runs in the same trip (issue 19: one trip per tool step, not two).
+    /// `None` (the default) when this asker cannot tell without asking: the tool then asks
+    /// as usual. A gate only ever says "allowed" where [`PermissionAsker::ask`] would answer
+    /// [`PermissionReply::Allow`] without a hook or a person; anything else is the usual ask.
+    fn gate(&self) -> BoxFuture<'static, Option<Arc<dyn RuleGate>>> {
+        Box::pin(async { None })
+    }
+}
+
+/// What the rules alone allow, decided on the calling thread (see [`PermissionAsker::gate`]).
+pub trait RuleGate: Send + Sync {
+    /// True when the rules alone allow `permission` for every one of `patterns` without
+    /// asking anyone; false for anything that would ask or is denied (the tool then asks,
+    /// and the ask gives the rule's answer and message).
+    fn allows(&self, permission: &str, patterns: &[String]) -> bool;
+}
+
+/// The gate of [`AllowAll`]: everything is allowed.
+struct AllowEverything;
+
+impl RuleGate for AllowEverything {
+    fn allows(&self, _permission: &str, _patterns: &[String]) -> bool {
+        true
+    }
 }
 
 /// A [`PermissionAsker`] that allows everything.
@@ -154,6 +183,10 @@ impl PermissionAsker for AllowAll {
     fn allowed(&self, _permission: &str, patterns: Vec<String>) -> BoxFuture<'static, Vec<bool>> {
         let n = patterns.len();
         Box::pin(async move { vec![true; n] })
+    }
+
+    fn gate(&self) -> BoxFuture<'static, Option<Arc<dyn RuleGate>>> {
+        Box::pin(async { Some(Arc::new(AllowEverything) as Arc<dyn RuleGate>) })
     }
 }
 

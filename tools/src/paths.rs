@@ -268,6 +268,65 @@ pub async fn locate(ctx: &ToolContext, path: &Path) -> Located {
         })
 }
 
+/// What [`locate_and`] did: the tool's work done in the same trip, or the path located and
+/// the work's input handed back for the usual asks.
+pub enum Trip<T, S> {
+    /// No question was needed (inside the project, the rules allow the permission): the
+    /// work ran; here is what it returned.
+    Done(Located, T),
+    /// A question may be needed: the work did not run; `S` is its input, back to the caller.
+    Ask(Located, S),
+}
+
+/// [`locate`] `path` and, in the same trip to the blocking pool, run `work` on `input` when
+/// no question is needed first: the real location lies inside the project (no
+/// `external_directory` ask) and the turn's rules alone allow `permission` for
+/// `patterns(&located)` ([`crate::PermissionAsker::gate`]). Otherwise nothing but the
+/// location is done and the caller asks as usual, then makes its own trip: same checks,
+/// same order, same results either way, one trip to the blocking pool fewer when the rules
+/// settle it (issue 19: the trips were the runtime's main source of context switches).
+///
+/// Errors: [`ToolError::Aborted`] when the call was aborted before the work would start
+/// (nothing done); [`ToolError::Failed`] ("internal error: …") when the trip panicked.
+pub async fn locate_and<S, T>(
+    ctx: &ToolContext,
+    path: &Path,
+    permission: &'static str,
+    patterns: impl FnOnce(&Located) -> Vec<String> + Send + 'static,
+    input: S,
+    work: impl FnOnce(&Located, S) -> T + Send + 'static,
+) -> Result<Trip<T, S>, ToolError>
+where
+    S: Send + 'static,
+    T: Send + 'static,
+{
+    let gate = ctx.permissions.gate().await;
+    let (directory, worktree, p, abort) = (
+        ctx.directory.clone(),
+        ctx.worktree.clone(),
+        path.to_path_buf(),
+        ctx.abort.clone(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let at = locate_blocking(&directory, &worktree, &p);
+        let settled = at.inside
+            && gate
+                .as_ref()
+                .is_some_and(|g| g.allows(permission, &patterns(&at)));
+        if !settled {
+            return Ok(Trip::Ask(at, input));
+        }
+        // An allowed ask still loses to an abort (`ask_request`'s select).
+        if abort.is_cancelled() {
+            return Err(ToolError::Aborted);
+        }
+        let out = work(&at, input);
+        Ok(Trip::Done(at, out))
+    })
+    .await
+    .map_err(|e| ToolError::Failed(format!("internal error: {e}")))?
+}
+
 /// True when the real location of `path` lies inside the session directory or the worktree
 /// (see [`Located::inside`]; one trip to the blocking pool).
 pub async fn is_inside_project(ctx: &ToolContext, path: &Path) -> bool {
@@ -457,11 +516,23 @@ pub(crate) mod test_support {
 
     use crate::{PermissionAsker, PermissionReply, PermissionRequest};
 
-    /// Records every request; denies the permissions listed in `deny`.
+    /// Records every request; denies the permissions listed in `deny`. With `gated`, it also
+    /// has a gate ([`PermissionAsker::gate`]) allowing every permission not in `deny`, as a
+    /// turn whose rules allow them would: then the tools ask only what the gate leaves open.
     #[derive(Default)]
     pub struct Recorder {
         pub seen: Mutex<Vec<PermissionRequest>>,
         pub deny: Vec<String>,
+        pub gated: bool,
+    }
+
+    /// The gate of a gated [`Recorder`]: everything but its `deny` list.
+    struct AllBut(Vec<String>);
+
+    impl crate::RuleGate for AllBut {
+        fn allows(&self, permission: &str, _patterns: &[String]) -> bool {
+            !self.0.iter().any(|d| d == permission)
+        }
     }
 
     impl Recorder {
@@ -480,6 +551,15 @@ pub(crate) mod test_support {
             Arc::new(Self {
                 seen: Mutex::new(Vec::new()),
                 deny: vec![perm.to_string()],
+                gated: false,
+            })
+        }
+        /// A gated recorder (see [`Recorder`]) denying the permissions in `deny`.
+        pub fn gated(deny: &[&str]) -> Arc<Self> {
+            Arc::new(Self {
+                seen: Mutex::new(Vec::new()),
+                deny: deny.iter().map(|d| d.to_string()).collect(),
+                gated: true,
             })
         }
         pub fn requests(&self) -> Vec<PermissionRequest> {
@@ -514,6 +594,13 @@ pub(crate) mod test_support {
             let allow = !self.deny.iter().any(|d| d == permission);
             let n = patterns.len();
             Box::pin(async move { vec![allow; n] })
+        }
+
+        fn gate(&self) -> BoxFuture<'static, Option<Arc<dyn crate::RuleGate>>> {
+            let gate = self
+                .gated
+                .then(|| Arc::new(AllBut(self.deny.clone())) as Arc<dyn crate::RuleGate>);
+            Box::pin(async move { gate })
         }
     }
 }

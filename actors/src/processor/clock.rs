@@ -149,6 +149,10 @@ impl PermissionAsker for ClockedAsker {
     fn allowed(&self, permission: &str, patterns: Vec<String>) -> BoxFuture<'static, Vec<bool>> {
         self.inner.allowed(permission, patterns)
     }
+
+    fn gate(&self) -> BoxFuture<'static, Option<Arc<dyn troupe_tools::RuleGate>>> {
+        self.inner.gate()
+    }
 }
 
 #[cfg(test)]

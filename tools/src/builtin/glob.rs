@@ -59,25 +59,35 @@ impl TypedTool for GlobTool {
                     args.pattern.clone(),
                 ),
             };
-            let at = paths::locate(&ctx, &root).await;
-            paths::check_external(&ctx, &at, PathKind::Directory).await?;
-            paths::ask(
+            let asked = args.pattern.clone();
+            let input = (root.clone(), pattern, ctx.abort.clone());
+            // When the rules settle it, the walk runs in the trip that locates the root.
+            let (at, mut files) = match paths::locate_and(
                 &ctx,
+                &root,
                 "glob",
-                vec![args.pattern.clone()],
-                vec!["*".into()],
-                json!({"pattern": args.pattern, "path": root.to_string_lossy()}),
+                move |_| vec![asked],
+                input,
+                |_, (walk_root, pattern, abort)| search(&walk_root, &pattern, &abort),
             )
-            .await?;
-            let abort = ctx.abort.clone();
-            let walk_root = root.clone();
-            // One trip to the blocking pool: the directory check, then the walk.
-            let mut files = blocking(move || {
-                paths::require_directory(&walk_root, "glob path must be a directory")?;
-                let matcher = PathGlob::new(&pattern).map_err(ToolError::Failed)?;
-                Ok::<_, ToolError>(find(&walk_root, &matcher, &abort))
-            })
-            .await??;
+            .await?
+            {
+                paths::Trip::Done(at, files) => (at, files?),
+                paths::Trip::Ask(at, (walk_root, pattern, abort)) => {
+                    paths::check_external(&ctx, &at, PathKind::Directory).await?;
+                    paths::ask(
+                        &ctx,
+                        "glob",
+                        vec![args.pattern.clone()],
+                        vec!["*".into()],
+                        json!({"pattern": args.pattern, "path": root.to_string_lossy()}),
+                    )
+                    .await?;
+                    // One trip to the blocking pool: the directory check, then the walk.
+                    let files = blocking(move || search(&walk_root, &pattern, &abort)).await??;
+                    (at, files)
+                }
+            };
             if ctx.abort.is_cancelled() {
                 return Err(ToolError::Aborted);
             }
@@ -129,6 +139,18 @@ pub fn split_absolute(pattern: &str) -> Option<(PathBuf, String)> {
         base
     };
     Some((PathBuf::from(base), parts[first_glob..].join("/")))
+}
+
+/// The search after the permission checks (blocking): `root` must be a directory, `pattern`
+/// a valid glob; then [`find`] walks.
+fn search(
+    root: &std::path::Path,
+    pattern: &str,
+    abort: &tokio_util::sync::CancellationToken,
+) -> Result<Vec<(PathBuf, SystemTime)>, ToolError> {
+    paths::require_directory(root, "glob path must be a directory")?;
+    let matcher = PathGlob::new(pattern).map_err(ToolError::Failed)?;
+    Ok(find(root, &matcher, abort))
 }
 
 fn find(

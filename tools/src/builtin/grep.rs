@@ -71,50 +71,89 @@ impl TypedTool for GrepTool {
     }
 }
 
+/// A search's input, carried into the trip to the blocking pool.
+struct Search {
+    root: PathBuf,
+    pattern: String,
+    include: Option<String>,
+    abort: tokio_util::sync::CancellationToken,
+    worktree: PathBuf,
+}
+
+/// What [`Search::run`] found: the matches, the match count per file, whether some file
+/// could not be read, and each matching file's `read` permission pattern.
+type Found = (Vec<Match>, Vec<(PathBuf, usize)>, bool, Vec<String>);
+
+impl Search {
+    /// The search after the permission checks (blocking): the root must exist, the pattern
+    /// and the include glob compile; then [`search`] and the matching files' read patterns.
+    fn run(self) -> Result<Found, ToolError> {
+        if std::fs::metadata(&self.root).is_err() {
+            return Err(ToolError::Failed(format!(
+                "Path not found: {}",
+                self.root.display()
+            )));
+        }
+        let matcher = compile(&self.pattern)?;
+        let include = match self.include.as_deref() {
+            Some(i) if !i.trim().is_empty() => Some(PathGlob::new(i).map_err(ToolError::Failed)?),
+            _ => None,
+        };
+        let (matches, per_file, had_errors) =
+            search(&self.root, &matcher, include.as_ref(), &self.abort);
+        let patterns = read_patterns(&self.worktree, &per_file);
+        Ok((matches, per_file, had_errors, patterns))
+    }
+}
+
 async fn run(args: GrepArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     if args.pattern.is_empty() {
         return Err(crate::args::invalid("grep", "pattern must not be empty"));
     }
     let root = ctx.resolve_or_directory(args.path.as_deref())?;
-    let at = paths::locate(&ctx, &root).await;
-    paths::check_external(&ctx, &at, at.kind).await?;
-    paths::ask(
+    let input = Search {
+        root: root.clone(),
+        pattern: args.pattern.clone(),
+        include: args.include.clone(),
+        abort: ctx.abort.clone(),
+        worktree: ctx.worktree.clone(),
+    };
+    let asked = args.pattern.clone();
+    // When the rules settle it, the search runs in the trip that locates the root. The
+    // search checks the token between files and between reads inside a file; the call
+    // returns on abort at once, without waiting for the blocking search to notice.
+    let trip = paths::locate_and(
         &ctx,
+        &root,
         "grep",
-        vec![args.pattern.clone()],
-        vec!["*".into()],
-        json!({"pattern": args.pattern, "path": root.to_string_lossy(), "include": args.include}),
-    )
-    .await?;
-    let include = args.include.clone();
-    let pattern = args.pattern.clone();
-    let abort = ctx.abort.clone();
-    let walk_root = root.clone();
-    let worktree = ctx.worktree.clone();
-    // One trip to the blocking pool: the root's existence, the search, and the permission
-    // patterns of the matching files. The search checks the token between files and between
-    // reads inside a file; the call returns on abort at once, without waiting for the
-    // blocking search to notice.
-    let searching = blocking(move || {
-        if std::fs::metadata(&walk_root).is_err() {
-            return Err(ToolError::Failed(format!(
-                "Path not found: {}",
-                walk_root.display()
-            )));
-        }
-        let matcher = compile(&pattern)?;
-        let include = match include.as_deref() {
-            Some(i) if !i.trim().is_empty() => Some(PathGlob::new(i).map_err(ToolError::Failed)?),
-            _ => None,
-        };
-        let (matches, per_file, had_errors) =
-            search(&walk_root, &matcher, include.as_ref(), &abort);
-        let patterns = read_patterns(&worktree, &per_file);
-        Ok((matches, per_file, had_errors, patterns))
-    });
-    let (mut matches, per_file, had_errors, patterns) = tokio::select! {
-        r = searching => r??,
+        move |_| vec![asked],
+        input,
+        |_, input| input.run(),
+    );
+    let trip = tokio::select! {
+        r = trip => r?,
         _ = ctx.abort.cancelled() => return Err(ToolError::Aborted),
+    };
+    let (mut matches, per_file, had_errors, patterns) = match trip {
+        paths::Trip::Done(_, found) => found?,
+        paths::Trip::Ask(at, input) => {
+            paths::check_external(&ctx, &at, at.kind).await?;
+            paths::ask(
+                &ctx,
+                "grep",
+                vec![args.pattern.clone()],
+                vec!["*".into()],
+                json!({"pattern": args.pattern, "path": root.to_string_lossy(), "include": args.include}),
+            )
+            .await?;
+            // One trip to the blocking pool: the root's existence, the search, and the
+            // permission patterns of the matching files.
+            let searching = blocking(move || input.run());
+            tokio::select! {
+                r = searching => r??,
+                _ = ctx.abort.cancelled() => return Err(ToolError::Aborted),
+            }
+        }
     };
     if ctx.abort.is_cancelled() {
         return Err(ToolError::Aborted);

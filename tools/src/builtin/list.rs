@@ -80,32 +80,35 @@ impl TypedTool for ListTool {
     ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
             let root = ctx.resolve_or_directory(args.path.as_deref())?;
-            let at = paths::locate(&ctx, &root).await;
-            paths::check_external(&ctx, &at, PathKind::Directory).await?;
-            let rel = at.rel;
-            paths::ask(
+            let input = (root.clone(), args.ignore.unwrap_or_default());
+            // When the rules settle it, the walk runs in the trip that locates the root.
+            let (at, files) = match paths::locate_and(
                 &ctx,
+                &root,
                 "list",
-                vec![rel.clone()],
-                vec!["*".into()],
-                json!({"path": root.to_string_lossy()}),
+                |at| vec![at.rel.clone()],
+                input,
+                |_, (walk_root, patterns)| walk(&walk_root, patterns),
             )
-            .await?;
-            let walk_root = root.clone();
-            let patterns = args.ignore.unwrap_or_default();
-            // One trip to the blocking pool: the directory check, then the walk.
-            let files = blocking(move || {
-                paths::require_directory(&walk_root, "Not a directory")?;
-                let mut ignores = Vec::new();
-                for pat in patterns {
-                    let dir_only = pat.ends_with('/');
-                    let glob =
-                        PathGlob::new(pat.trim_end_matches('/')).map_err(ToolError::Failed)?;
-                    ignores.push((glob, dir_only));
+            .await?
+            {
+                paths::Trip::Done(at, files) => (at, files?),
+                paths::Trip::Ask(at, (walk_root, patterns)) => {
+                    paths::check_external(&ctx, &at, PathKind::Directory).await?;
+                    paths::ask(
+                        &ctx,
+                        "list",
+                        vec![at.rel.clone()],
+                        vec!["*".into()],
+                        json!({"path": root.to_string_lossy()}),
+                    )
+                    .await?;
+                    // One trip to the blocking pool: the directory check, then the walk.
+                    let files = blocking(move || walk(&walk_root, patterns)).await??;
+                    (at, files)
                 }
-                Ok::<_, ToolError>(collect(&walk_root, ignores))
-            })
-            .await??;
+            };
+            let rel = at.rel;
             let output = format!("{}/\n{}", root.display(), render(&files));
             let mut metadata = serde_json::Map::new();
             metadata.insert("count".into(), json!(files.len()));
@@ -117,6 +120,19 @@ impl TypedTool for ListTool {
             })
         })
     }
+}
+
+/// The listing after the permission checks (blocking): `root` must be a directory; `ignore`
+/// patterns (a trailing `/` matches directories only) are compiled, then [`collect`] walks.
+fn walk(root: &Path, ignore: Vec<String>) -> Result<Vec<PathBuf>, ToolError> {
+    paths::require_directory(root, "Not a directory")?;
+    let mut ignores = Vec::new();
+    for pat in ignore {
+        let dir_only = pat.ends_with('/');
+        let glob = PathGlob::new(pat.trim_end_matches('/')).map_err(ToolError::Failed)?;
+        ignores.push((glob, dir_only));
+    }
+    Ok(collect(root, ignores))
 }
 
 /// Up to [`LIMIT`] files (paths relative to `root`), in sorted depth-first walk order.

@@ -78,8 +78,8 @@ pub(crate) fn writable_target(
 }
 
 /// Creates the missing parent directories of `path`, then writes `text` through
-/// [`crate::paths::write_regular`], all in one trip to the blocking pool. Errors: `Cannot
-/// create directory …`, or the write's error naming `tool`.
+/// [`crate::paths::write_regular`], all in one trip to the blocking pool
+/// ([`store_file_blocking`]).
 pub(crate) async fn store_file(
     path: &std::path::Path,
     tool: &str,
@@ -92,18 +92,45 @@ pub(crate) async fn store_file(
         shown.to_string(),
         text.to_string(),
     );
-    blocking(move || {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                crate::ToolError::Failed(format!(
-                    "Cannot create directory {}: {e}",
-                    parent.display()
-                ))
-            })?;
-        }
-        crate::paths::write_regular(&path, &tool, &shown, text.as_bytes())
+    blocking(move || store_file_blocking(&path, &tool, &shown, &text)).await?
+}
+
+/// Creates the missing parent directories of `path`, then writes `text` through
+/// [`crate::paths::write_regular`] (blocking). Errors: `Cannot create directory …`, or the
+/// write's error naming `tool`.
+pub(crate) fn store_file_blocking(
+    path: &std::path::Path,
+    tool: &str,
+    shown: &str,
+    text: &str,
+) -> Result<(), crate::ToolError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            crate::ToolError::Failed(format!("Cannot create directory {}: {e}", parent.display()))
+        })?;
+    }
+    crate::paths::write_regular(path, tool, shown, text.as_bytes())
+}
+
+/// The write of [`approve_and_write`] once the rules alone allowed `edit` for `rel` (no
+/// question asked; see [`crate::paths::locate_and`]), on the calling thread: the diff, the
+/// parent directories and the write ([`store_file_blocking`]), the line counts.
+pub(crate) fn write_allowed(
+    path: &std::path::Path,
+    tool: &str,
+    shown: &str,
+    rel: &str,
+    old: &str,
+    new: &str,
+) -> Result<FileChange, crate::ToolError> {
+    let diff = unified_diff(rel, old, new);
+    store_file_blocking(path, tool, shown, new)?;
+    let (additions, deletions) = diff_counts(old, new);
+    Ok(FileChange {
+        diff,
+        additions,
+        deletions,
     })
-    .await?
 }
 
 /// What [`approve_and_write`] changed: the unified diff (headers `rel`) and its line counts.
@@ -238,6 +265,9 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .await
         .map_err(|e| crate::ToolError::Failed(format!("internal error: {e}")))
 }
+
+#[cfg(test)]
+mod one_trip_tests;
 
 #[cfg(test)]
 mod tests {

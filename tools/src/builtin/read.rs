@@ -81,7 +81,23 @@ impl TypedTool for ReadTool {
 async fn run(args: ReadArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
     let path = paths::normalize(&ctx.resolve(&args.file_path)?);
     let shown = path.to_string_lossy().into_owned();
-    let at = paths::locate(&ctx, &path).await;
+    // offset is 1-based; 0 is accepted as 1.
+    let offset = args.offset.unwrap_or(1).max(1) as usize;
+    let limit = args.limit.map(|l| l as usize).unwrap_or(DEFAULT_READ_LIMIT);
+    // When the rules settle it, the reading runs in the trip that locates the path.
+    let (at, (path, shown)) = match paths::locate_and(
+        &ctx,
+        &path,
+        "read",
+        |at| vec![at.rel.clone()],
+        (path.clone(), shown),
+        move |at, (path, shown)| read_path(&path, &shown, at.rel.clone(), offset, limit),
+    )
+    .await?
+    {
+        paths::Trip::Done(_, out) => return out,
+        paths::Trip::Ask(at, input) => (at, input),
+    };
     paths::check_external(&ctx, &at, at.kind).await?;
     let rel = at.rel;
     paths::ask(
@@ -92,9 +108,6 @@ async fn run(args: ReadArgs, ctx: ToolContext) -> Result<ToolOutput, ToolError> 
         json!({"filepath": shown}),
     )
     .await?;
-    // offset is 1-based; 0 is accepted as 1.
-    let offset = args.offset.unwrap_or(1).max(1) as usize;
-    let limit = args.limit.map(|l| l as usize).unwrap_or(DEFAULT_READ_LIMIT);
     // One trip to the blocking pool for all of the reading.
     blocking(move || read_path(&path, &shown, rel, offset, limit)).await?
 }

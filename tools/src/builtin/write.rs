@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{FileChange, approve_and_write, blocking, writable_target};
+use super::{FileChange, approve_and_write, blocking, writable_target, write_allowed};
 use crate::paths::{self, PathKind};
 use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
 
@@ -49,31 +49,42 @@ impl TypedTool for WriteTool {
         Box::pin(async move {
             let path = paths::normalize(&ctx.resolve(&args.file_path)?);
             let shown = path.to_string_lossy().into_owned();
-            let at = paths::locate(&ctx, &path).await;
-            paths::check_external(&ctx, &at, PathKind::File).await?;
-            let (p, s) = (path.clone(), shown.clone());
-            let (exists, old) = blocking(move || {
-                let exists = writable_target(&p, &s, "write")?.is_some();
-                // Unreadable old content only makes the diff empty; the write below still
-                // refuses a path that became a special file in between.
-                let old = exists
-                    .then(|| paths::read_regular_blocking(&p, "write", &s).ok())
-                    .flatten()
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default();
-                Ok::<_, ToolError>((exists, old))
-            })
-            .await??;
-            let mut content = args.content;
-            if old.starts_with(BOM) && !content.starts_with(BOM) {
-                content.insert_str(0, BOM);
-            }
-            let rel = at.rel;
+            let input = (path.clone(), shown.clone(), args.content);
+            // When the rules settle it (inside the project, `edit` allowed), the whole write
+            // runs in the trip that locates the path.
+            let (at, exists, change) = match paths::locate_and(
+                &ctx,
+                &path,
+                "edit",
+                |at| vec![at.rel.clone()],
+                input,
+                |at, (p, s, content)| {
+                    let (exists, old, content) = load(&p, &s, content)?;
+                    let change = write_allowed(&p, "write", &s, &at.rel, &old, &content)?;
+                    Ok::<_, ToolError>((exists, change))
+                },
+            )
+            .await?
+            {
+                paths::Trip::Done(at, done) => {
+                    let (exists, change) = done?;
+                    (at, exists, change)
+                }
+                paths::Trip::Ask(at, (p, s, content)) => {
+                    paths::check_external(&ctx, &at, PathKind::File).await?;
+                    let (exists, old, content) = blocking(move || load(&p, &s, content)).await??;
+                    let change =
+                        approve_and_write(&ctx, "write", &path, &shown, &at.rel, &old, &content)
+                            .await?;
+                    (at, exists, change)
+                }
+            };
             let FileChange {
                 diff,
                 additions,
                 deletions,
-            } = approve_and_write(&ctx, "write", &path, &shown, &rel, &old, &content).await?;
+            } = change;
+            let rel = at.rel;
             let mut metadata = serde_json::Map::new();
             metadata.insert("filepath".into(), Value::String(shown));
             metadata.insert("exists".into(), Value::Bool(exists));
@@ -87,6 +98,27 @@ impl TypedTool for WriteTool {
             })
         })
     }
+}
+
+/// What a write replaces (blocking): whether `path` exists (a directory or a special file is
+/// an error naming `shown`), its old text (empty when missing or unreadable: an unreadable old
+/// content only makes the diff empty, and the write itself still refuses a path that became a
+/// special file in between), and `content` with the old file's byte-order mark kept.
+fn load(
+    path: &std::path::Path,
+    shown: &str,
+    mut content: String,
+) -> Result<(bool, String, String), ToolError> {
+    let exists = writable_target(path, shown, "write")?.is_some();
+    let old = exists
+        .then(|| paths::read_regular_blocking(path, "write", shown).ok())
+        .flatten()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    if old.starts_with(BOM) && !content.starts_with(BOM) {
+        content.insert_str(0, BOM);
+    }
+    Ok((exists, old, content))
 }
 
 #[cfg(test)]
