@@ -426,6 +426,29 @@ const ROWS: &[Row] = &[
     ("plan", "git reset HEAD~1", A, ""),
     ("plan", "git format-patch --stdout HEAD~1", A, ""),
     ("plan", "tar -tf a.tar", A, ""),
+    // 8. Leftovers of the seventh audit, each shown to run unasked (or be misread) first.
+    // vim and neovim compare long option names ignoring case and accept text after some
+    // (vim `main.c`: `STRNICMP(arg, "cmd", 3)`, so `--CMD` and `--Cmd` are `--cmd`);
+    // `--remote-send`/`--remote-expr` run keys and expressions in a running vim, nvim's
+    // `--embed` takes RPC calls from stdin and `--startuptime` writes the file it names.
+    // Every long option but the plain ones is opaque, in any case; `-C` is `compatible`.
+    ("issue", "vim --CMD '!rm -rf d' a.txt", K, OPAQUE),
+    ("issue", "vim --Cmd '!rm -rf d' a.txt", K, OPAQUE),
+    ("issue", "nvim --cMd '!rm -rf d' a.txt", K, OPAQUE),
+    ("issue", "view --CMD '!rm -rf d' a.txt", K, OPAQUE),
+    ("issue", "rview --CMD '!rm -rf d' a.txt", K, OPAQUE),
+    ("issue", "vim --remote-send ':!rm -rf d<CR>'", K, OPAQUE),
+    (
+        "issue",
+        "vim --REMOTE-EXPR 'system(\"rm -rf d\")'",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "nvim --embed", K, OPAQUE),
+    ("extdeny", "vim --STARTUPTIME a.txt z.txt", K, OPAQUE),
+    ("issue", "vim -C a.txt", A, ""),
+    ("issue", "vim --clean --noplugin a.txt", A, ""),
+    ("issue", "vim --version", A, ""),
 ];
 
 #[tokio::test]
@@ -640,5 +663,47 @@ proptest! {
         prop_assume!(!(not_path || (cmd == "awk" && before.contains('v'))));
         let line = format!("{cmd} -{before}{letter}{path} a.txt");
         prop_assert!(reports(&line, path.trim_start_matches("./")), "{:?} not reported", line);
+    }
+}
+
+/// vim's long options that run commands, name a file it writes or a server it drives (vim
+/// and neovim `main.c`), for `vim_long_options_are_opaque_in_any_case`.
+const VIM_CODE_LONGS: &[&str] = &[
+    "cmd",
+    "remote-send",
+    "remote-expr",
+    "remote",
+    "remote-silent",
+    "startuptime",
+    "servername",
+    "log",
+    "embed",
+    "listen",
+];
+
+/// `name` with the letters whose flag in `upper` is set made upper case (cycling the flags).
+fn recase(name: &str, upper: &[bool]) -> String {
+    name.chars()
+        .zip(upper.iter().cycle())
+        .map(|(c, u)| if *u { c.to_ascii_uppercase() } else { c })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// vim compares long option names ignoring case (`STRNICMP`): every case spelling of an
+    /// option that runs commands or names a file is opaque, for every name vim goes by.
+    #[test]
+    fn vim_long_options_are_opaque_in_any_case(
+        prog in prop::sample::select(vec![
+            "vim", "nvim", "vi", "view", "gvim", "vimdiff", "rvim", "rview", "evim", "gview",
+        ]),
+        name in prop::sample::select(VIM_CODE_LONGS.to_vec()),
+        upper in prop::collection::vec(any::<bool>(), 1..12),
+        before in prop::sample::select(vec!["", "-N ", "--noplugin ", "--CLEAN ", "a.txt "]),
+    ) {
+        let line = format!("{prog} {before}--{} '!rm -rf d' a.txt", recase(name, &upper));
+        prop_assert!(!troupe_tools::analyze(&line).opaque.is_empty(), "{:?} is not opaque", line);
     }
 }

@@ -68,6 +68,20 @@ fn only_describes(args: &[Word]) -> bool {
         })
 }
 
+/// Whether `name` (a vim long option without its `--`) is one that neither runs commands nor
+/// names a file or a server: vim and neovim compare long names ignoring case and accept any
+/// text after some of them (vim's `main.c`: `STRNICMP(arg, "cmd", 3)` reads `--CMD` and
+/// `--Cmd` as `--cmd`; `--remote-send`/`--remote-expr` run keys and expressions in another
+/// vim, `--startuptime`/`--log` write a file, nvim's `--embed` reads RPC calls from stdin), so
+/// every other long option is taken as one that runs commands.
+fn vim_plain_long(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    matches!(
+        lower.as_str(),
+        "help" | "version" | "clean" | "headless" | "nofork" | "ttyfail" | "not-a-term"
+    ) || ["literal", "noplugin"].iter().any(|p| lower.starts_with(p))
+}
+
 impl Walker {
     /// `hyperfine -S SHELL`: hyperfine runs `SHELL -c COMMAND` for each benchmarked command,
     /// and SHELL may be any command line (hyperfine(1): "the name or the path to the shell
@@ -259,7 +273,7 @@ impl Walker {
                 q(source)
             )),
             "vi" | "vim" | "nvim" | "view" | "gvim" | "vimdiff" | "rvim" | "nvi" | "elvis"
-            | "vile" => {
+            | "vile" | "rview" | "gview" | "evim" | "eview" | "gvimdiff" | "vimx" => {
                 if let Some(w) = args.iter().find(|w| {
                     let t = w.text();
                     t.starts_with('+')
@@ -268,9 +282,12 @@ impl Walker {
                             && !t.starts_with("--")
                             && t.len() > 1
                             && t[1..].contains(['e', 'E', 's', 'u', 'U', 'c', 'S']))
+                        || t.strip_prefix("--")
+                            .is_some_and(|l| !l.is_empty() && !vim_plain_long(l))
                 }) {
                     self.opaque(format!(
-                        "{} runs editor commands ({}), where `!cmd` runs a shell",
+                        "{} runs editor commands or writes files given in its options ({}), \
+                         where `!cmd` runs a shell",
                         q(source),
                         q(&w.raw)
                     ));
