@@ -449,6 +449,42 @@ const ROWS: &[Row] = &[
     ("issue", "vim -C a.txt", A, ""),
     ("issue", "vim --clean --noplugin a.txt", A, ""),
     ("issue", "vim --version", A, ""),
+    // less runs the commands of a lesskey file or text (`-k F`, `--lesskey-src=F`, less ≥
+    // 582; `--lesskey-content=TEXT`, less ≥ 643: keys bound to `!cmd`, and an `#env`
+    // section that sets `LESSOPEN`) and of `--cmd` (at the first prompt), with any
+    // unambiguous prefix of a long name and `k` anywhere in a cluster before a letter that
+    // takes a value (less(1), lesskey(1), option.c `findopt_name`). Every variable less
+    // reads is risky (`LESSKEYIN`, `LESSKEY_CONTENT`, `LESSEDIT`, `LESSGLOBALTAGS` were
+    // not; `LESSOPEN`/`LESSCLOSE` run a command on each file), and `-o F`/`-O F` write F.
+    ("issue", "less --lesskey-src=k a.txt", K, OPAQUE),
+    ("issue", "less --lesskey-s k a.txt", K, OPAQUE),
+    ("issue", "less --lesskey-file=k a.txt", K, OPAQUE),
+    ("issue", "less -k k a.txt", K, OPAQUE),
+    ("issue", "less -ikk a.txt", K, OPAQUE),
+    (
+        "issue",
+        "less --lesskey-content='#env\nLESSOPEN=|rm -rf d %s' a.txt",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "less --cmd='!rm -rf d' a.txt", K, OPAQUE),
+    ("issue", "LESSKEYIN=k less a.txt", K, OPAQUE),
+    ("issue", "LESSKEY_CONTENT=x less a.txt", K, OPAQUE),
+    ("issue", "env LESSKEYIN_SYSTEM=k less a.txt", K, OPAQUE),
+    ("issue", "export LESSEDIT='rm -rf d'; less a.txt", K, OPAQUE),
+    ("issue", "LESSGLOBALTAGS=x less -t x", K, OPAQUE),
+    ("issue", "LESSOPEN='|rm -rf d %s' less a.txt", K, OPAQUE),
+    ("issue", "env LESSOPEN='|rm -rf d %s' less a.txt", K, OPAQUE),
+    (
+        "issue",
+        "export LESSOPEN='|rm -rf d %s'; less a.txt",
+        K,
+        OPAQUE,
+    ),
+    ("plan", "cat z.txt | less -o a.txt", D, PLAN_EDIT),
+    ("plan", "cat z.txt | less -SOa.txt", D, PLAN_EDIT),
+    ("issue", "less -iN a.txt", A, ""),
+    ("issue", "less -Pkeep a.txt", A, ""),
 ];
 
 #[tokio::test]
@@ -704,6 +740,40 @@ proptest! {
         before in prop::sample::select(vec!["", "-N ", "--noplugin ", "--CLEAN ", "a.txt "]),
     ) {
         let line = format!("{prog} {before}--{} '!rm -rf d' a.txt", recase(name, &upper));
+        prop_assert!(!troupe_tools::analyze(&line).opaque.is_empty(), "{:?} is not opaque", line);
+    }
+
+    /// A lesskey file or text given to less is opaque in every spelling less reads: a long
+    /// name cut to any unambiguous prefix with `=` or the next word, `k` after other flags
+    /// in a cluster with the file attached or next, or a variable naming one.
+    #[test]
+    fn less_lesskey_is_opaque_in_every_spelling(
+        form in 0usize..3,
+        name in prop::sample::select(vec!["--lesskey-file", "--lesskey-src", "--lesskey-content", "--cmd"]),
+        cut in any::<u64>(),
+        attached in any::<bool>(),
+        flags in prop::sample::subsequence(vec!['i', 'N', 'S', 'R', 'X', 'F', 'e'], 0..=3),
+        var in prop::sample::select(vec![
+            "LESSKEY", "LESSKEYIN", "LESSKEY_CONTENT", "LESSKEYIN_SYSTEM", "LESSOPEN",
+            "LESSCLOSE", "LESS", "LESSEDIT",
+        ]),
+    ) {
+        let flags: String = flags.into_iter().collect();
+        let option = match form {
+            0 => {
+                let unique = if name == "--cmd" { 4 } else { 11 };
+                let opt = &name[..unique + (cut as usize) % (name.len() - unique + 1)];
+                if attached { format!("{opt}=k.txt") } else { format!("{opt} k.txt") }
+            }
+            1 if attached => format!("-{flags}kk.txt"),
+            1 => format!("-{flags}k k.txt"),
+            _ => String::new(),
+        };
+        let line = if form == 2 {
+            format!("{var}=x less -{flags}i a.txt")
+        } else {
+            format!("less {option} a.txt")
+        };
         prop_assert!(!troupe_tools::analyze(&line).opaque.is_empty(), "{:?} is not opaque", line);
     }
 }

@@ -182,6 +182,8 @@ pub(super) fn options_with_value(name: &str, args: &[Word]) -> &'static [&'stati
             "--link-dest",
         ],
         "scp" => &["-P", "-i", "-o", "-F", "-c", "-l", "-S", "-J"],
+        // `less -o FILE` copies a piped input to FILE (`-O` overwrites it unasked; less(1)).
+        "less" => &["-o", "-O", "--log-file", "--LOG-FILE"],
         "dd" => &[],
         "git" if args.first().map(Word::text) == Some("format-patch") => {
             &["-o", "--output-directory"]
@@ -346,6 +348,7 @@ pub(super) fn writes_short(name: &str, opt: &str) -> bool {
         ("curl", "-o" | "-c")
             | ("wget", "-O" | "-P" | "-o" | "-a")
             | ("sort", "-o")
+            | ("less", "-o" | "-O")
             | ("git", "-o")
             | (
                 "gcc" | "g++" | "cc" | "c++" | "clang" | "clang++" | "ld" | "rustc" | "as" | "nasm",

@@ -52,6 +52,16 @@ const HYPERFINE_VALUES: &[&str] = &[
     "--reference",
 ];
 
+/// Long options of `less` (and `--init-command` of other pagers) whose value is commands the
+/// pager runs or a lesskey file or text defining them (less(1) "OPTIONS", lesskey(1)).
+const LESS_CODE_LONGS: &[&str] = &[
+    "--lesskey-file",
+    "--lesskey-src",
+    "--lesskey-content",
+    "--cmd",
+    "--init-command",
+];
+
 /// Flags of a shell (`SHELLS`, or fish) that `hyperfine --shell` may add without asking
 /// (none reads a file or takes a value).
 const HYPERFINE_SHELL_FLAGS: &[&str] = &["--norc", "--noprofile", "--posix", "-e", "-u", "-x"];
@@ -296,12 +306,19 @@ impl Walker {
             "tmux" | "screen" | "byobu" | "zellij" | "dtach" | "abduco" => {
                 self.multiplexer(name, args, source)
             }
-            // `less +'!CMD'`, `more +…`: commands for the pager, which can run a shell.
+            // `less +'!CMD'`, `more +…`: commands for the pager, which can run a shell. less
+            // also runs the commands of a lesskey file or text (`-k F`, `--lesskey-src=F`,
+            // `--lesskey-content=TEXT`: key bindings to `!cmd` and an `#env` section that can
+            // set `LESSOPEN`, lesskey(1)) and of `--cmd` (run at the first prompt); it reads
+            // any unambiguous prefix of a long name and short options in clusters whose
+            // string or number option takes the rest (`-ikFILE`; less(1), option.c).
             "less" | "more" | "most" => {
-                if let Some(w) = args
-                    .iter()
-                    .find(|w| w.text().starts_with('+') || w.text().starts_with("--init-command"))
-                {
+                if let Some(w) = args.iter().find(|w| {
+                    let t = w.text();
+                    t.starts_with('+')
+                        || long_option(&[&t.to_ascii_lowercase()], LESS_CODE_LONGS)
+                        || (name == "less" && short_cluster(&[t], "k", "bDhjoOpPtTxyz#\""))
+                }) {
                     self.opaque(format!(
                         "{} gives the pager the commands {}, which can run a shell",
                         q(source),
