@@ -73,7 +73,14 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
         0,
     ),
     w("doas", "uC", &[], 0),
-    w("env", "uCS", &["--unset", "--chdir", "--split-string"], 0),
+    // GNU env (coreutils ≥ 9.2 `-a`/`--argv0`) and BSD env (`-P ALTPATH`, `-L`/`-U
+    // USER[/CLASS]`): letters that take a value, attached or the next word.
+    w(
+        "env",
+        "uCSaPLU",
+        &["--unset", "--chdir", "--split-string", "--argv0"],
+        0,
+    ),
     w("nohup", "", &[], 0),
     w("time", "fo", &["--format", "--output"], 0),
     w("command", "", &[], 0),

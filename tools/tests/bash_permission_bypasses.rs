@@ -485,6 +485,28 @@ const ROWS: &[Row] = &[
     ("plan", "cat z.txt | less -SOa.txt", D, PLAN_EDIT),
     ("issue", "less -iN a.txt", A, ""),
     ("issue", "less -Pkeep a.txt", A, ""),
+    // env's `-a NAME`/`--argv0=NAME` (coreutils ≥ 9.2) takes a value: `env -a ls rm -rf d`
+    // runs `rm` (it was read as `ls rm -rf d`), and the name is what multi-call programs
+    // run (`git-push` makes git push, `rm` makes busybox rm), so it is opaque, as are
+    // `exec -a` and BSD env's `-P DIR` (where the command is looked up). `-u`, `-C`, `-S`
+    // keep being read in every spelling.
+    ("issue", "env -a ls rm -rf d", D, RM),
+    ("issue", "env --argv0 ls rm -rf d", D, RM),
+    ("issue", "env --ar ls rm -rf d", D, RM),
+    ("issue", "env -ials rm -rf d", D, RM),
+    ("issue", "env -a git-push git origin main", K, OPAQUE),
+    ("issue", "env -a rm busybox -rf d", K, OPAQUE),
+    ("issue", "exec -a rm busybox -rf d", K, OPAQUE),
+    ("issue", "env -P sub ls", K, OPAQUE),
+    ("issue", "env -Psub ls", K, OPAQUE),
+    ("issue", "env -L me rm -rf d", D, RM),
+    ("issue", "env -iuX -C sub rm -rf d", D, RM),
+    ("issue", "env -iuX -S 'rm -rf d'", K, OPAQUE),
+    ("issue", "env --un=X --chd sub rm -rf d", D, RM),
+    ("extdeny", "env -iC ../outside cat x", D, EXT),
+    ("extdeny", "env -0C../outside cat x", D, EXT),
+    ("issue", "env -u HOME ls", A, ""),
+    ("issue", "env -i ls", A, ""),
 ];
 
 #[tokio::test]
@@ -775,5 +797,66 @@ proptest! {
             format!("less {option} a.txt")
         };
         prop_assert!(!troupe_tools::analyze(&line).opaque.is_empty(), "{:?} is not opaque", line);
+    }
+}
+
+/// A wrapper, letters of its flags, letters of its options taking a value, and its long
+/// options taking a value with the length of their shortest unambiguous prefix.
+type WrapperOptions = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [(&'static str, usize)],
+);
+
+/// Wrappers and the options that take a value, for
+/// `wrapped_commands_are_found_after_every_value_option`: (wrapper, letters of flags without
+/// a value that may come first in a cluster, letters taking a value, long options taking a
+/// value with the length of their shortest unambiguous prefix). Sources: env(1) (GNU
+/// coreutils 9.2+, BSD), sudo's parse_args.c, doas(1), run0(1).
+const WRAPPER_VALUE_OPTIONS: &[WrapperOptions] = &[(
+    "env",
+    "i0v",
+    "uCaPLU",
+    &[("--unset", 3), ("--chdir", 3), ("--argv0", 3)],
+)];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// A wrapper's option that takes a value takes it in every spelling its parser reads (the
+    /// next word, attached, after flags in a cluster, a long name whole or cut to an
+    /// unambiguous prefix with `=` or the next word), so the command after it is found.
+    #[test]
+    fn wrapped_commands_are_found_after_every_value_option(
+        entry in prop::sample::select(WRAPPER_VALUE_OPTIONS.to_vec()),
+        pick in any::<u64>(),
+        cut in any::<u64>(),
+        form in 0usize..4,
+        flags in prop::sample::subsequence(vec![0usize, 1, 2], 0..=2),
+    ) {
+        let (wrapper, flag_letters, value_letters, longs) = entry;
+        let flags: String = flags
+            .into_iter()
+            .filter_map(|i| flag_letters.chars().nth(i))
+            .collect();
+        let letters: Vec<char> = value_letters.chars().collect();
+        let letter = letters[pick as usize % letters.len()];
+        let option = match form {
+            0 => format!("-{flags}{letter} sub"),
+            1 => format!("-{flags}{letter}sub"),
+            _ if longs.is_empty() => format!("-{letter} sub"),
+            _ => {
+                let (name, unique) = longs[pick as usize % longs.len()];
+                let opt = &name[..unique + (cut as usize) % (name.len() - unique + 1)];
+                if form == 2 { format!("{opt}=sub") } else { format!("{opt} sub") }
+            }
+        };
+        let line = format!("{wrapper} {option} rm -rf d");
+        let a = troupe_tools::analyze(&line);
+        prop_assert!(
+            a.parts.iter().any(|p| p.patterns.iter().any(|x| x == "rm -rf d")),
+            "{:?} does not find `rm -rf d`: {:?}", line, a.parts
+        );
     }
 }

@@ -311,8 +311,23 @@ impl Walker {
 
     /// An option value of a wrapper that is a path: the directory the command runs in
     /// (`env -C DIR`, `sudo -D DIR`), a file it reads (`xargs -a FILE`) or writes
-    /// (`strace -o FILE`).
+    /// (`strace -o FILE`). A value that changes which program the command's words run is
+    /// opaque: the name it runs under (`env -a NAME`, `exec -a NAME`, `chpst -b NAME`, read
+    /// as the program by multi-call binaries: `env -a git-push git origin` is `git push`,
+    /// `env -a rm busybox -rf d` runs `rm`) and the directories searched for it (BSD `env
+    /// -P DIR`).
     pub(super) fn wrapper_value(&mut self, wrapper: &str, opt: &str, v: &Word, source: &str) {
+        if matches!(
+            (wrapper, opt),
+            ("env", "-a" | "--argv0" | "-P") | ("exec", "-a") | ("chpst", "-b")
+        ) {
+            self.opaque(format!(
+                "{} runs its command under the name or from the directory {} (`{opt}`), so \
+                 which program runs is not what its words say",
+                q(source),
+                q(&v.raw)
+            ));
+        }
         let (is_path, write) = match (wrapper, opt) {
             ("env", "-C" | "--chdir")
             | ("sudo", "-D" | "--chdir" | "-R" | "--chroot")
