@@ -507,6 +507,63 @@ const ROWS: &[Row] = &[
     ("extdeny", "env -0C../outside cat x", D, EXT),
     ("issue", "env -u HOME ls", A, ""),
     ("issue", "env -i ls", A, ""),
+    // sudo's `-a TYPE` (BSD auth) and `-c CLASS` (login class) take a value (getopt string
+    // `+Aa:BbC:c:D:Eeg:Hh::iKklNnPp:R:r:SsT:t:U:u:Vv`, parse_args.c), as do
+    // `--auth-type`/`--login-class`: `sudo -a ls rm -rf d` runs `rm`. Its other long options
+    // are known too, so an exact `--login` is not `--login-class`. doas takes `-a STYLE`;
+    // run0 (systemd ≥ 256) is a wrapper like sudo; `systemd-run -C` (`--capsule`) takes a
+    // value; a unit's `-p Exec*=` property is a command it runs and its `-E`/`--setenv`
+    // variables are checked like `env`'s; `su -s SHELL` runs SHELL with `-c SCRIPT`.
+    ("issue", "sudo -a ls rm -rf d", D, RM),
+    ("issue", "sudo -c ls rm -rf d", D, RM),
+    ("issue", "sudo -Ealogin rm -rf d", D, RM),
+    ("issue", "sudo --auth-type x rm -rf d", D, RM),
+    ("issue", "sudo --au x rm -rf d", D, RM),
+    ("issue", "sudo --login-class x rm -rf d", D, RM),
+    ("issue", "sudo --login rm -rf d", D, RM),
+    ("issue", "sudo -unobody rm -rf d", D, RM),
+    ("issue", "sudo -Eu root rm -rf d", D, RM),
+    ("issue", "sudo -h host rm -rf d", D, RM),
+    ("issue", "sudo --pro x --close-from=5 rm -rf d", D, RM),
+    ("issue", "doas -a x rm -rf d", D, RM),
+    ("issue", "run0 rm -rf d", D, RM),
+    ("issue", "run0 -u x rm -rf d", D, RM),
+    ("issue", "run0 --chdir=sub -g g rm -rf d", D, RM),
+    ("extdeny", "run0 -D ../outside cat x", D, EXT),
+    ("issue", "run0", K, OPAQUE),
+    ("issue", "systemd-run -C x rm -rf d", D, RM),
+    (
+        "issue",
+        "systemd-run -p ExecStartPre='/bin/rm -rf d' true",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "systemd-run -E LESSOPEN='|rm -rf d %s' less a.txt",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "run0 --setenv=LESSOPEN='|rm -rf d %s' less a.txt",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "systemd-run --user --shell", K, OPAQUE),
+    (
+        "issue",
+        "su -s ./x -c 'BEGIN{\"rm -rf d\" | getline}' root",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "su --shell=./x -c ls root", K, OPAQUE),
+    ("issue", "su -ls./x -c ls root", K, OPAQUE),
+    ("issue", "runuser --sh ./x -c ls root", K, OPAQUE),
+    ("issue", "su -c 'rm -rf d' root", D, RM),
+    ("issue", "systemd-run -p MemoryMax=1G ls", A, ""),
+    ("issue", "su -s bash -c ls root", A, ""),
+    ("issue", "sudo -u root ls", A, ""),
 ];
 
 #[tokio::test]
@@ -814,12 +871,48 @@ type WrapperOptions = (
 /// a value that may come first in a cluster, letters taking a value, long options taking a
 /// value with the length of their shortest unambiguous prefix). Sources: env(1) (GNU
 /// coreutils 9.2+, BSD), sudo's parse_args.c, doas(1), run0(1).
-const WRAPPER_VALUE_OPTIONS: &[WrapperOptions] = &[(
-    "env",
-    "i0v",
-    "uCaPLU",
-    &[("--unset", 3), ("--chdir", 3), ("--argv0", 3)],
-)];
+const WRAPPER_VALUE_OPTIONS: &[WrapperOptions] = &[
+    (
+        "env",
+        "i0v",
+        "uCaPLU",
+        &[("--unset", 3), ("--chdir", 3), ("--argv0", 3)],
+    ),
+    (
+        "sudo",
+        "ABbEHiknNPSs",
+        "aCcDgpRrTtUu",
+        &[
+            ("--auth-type", 4),
+            ("--close-from", 4),
+            ("--login-class", 8),
+            ("--chdir", 5),
+            ("--group", 3),
+            ("--host", 4),
+            ("--prompt", 5),
+            ("--chroot", 5),
+            ("--role", 4),
+            ("--command-timeout", 4),
+            ("--type", 3),
+            ("--other-user", 3),
+            ("--user", 3),
+        ],
+    ),
+    ("doas", "n", "ua", &[]),
+    (
+        "run0",
+        "i",
+        "ugD",
+        &[
+            ("--user", 5),
+            ("--unit", 5),
+            ("--group", 3),
+            ("--chdir", 3),
+            ("--nice", 4),
+            ("--machine", 4),
+        ],
+    ),
+];
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
@@ -833,12 +926,13 @@ proptest! {
         pick in any::<u64>(),
         cut in any::<u64>(),
         form in 0usize..4,
-        flags in prop::sample::subsequence(vec![0usize, 1, 2], 0..=2),
+        flags in prop::collection::vec(any::<usize>(), 0..3),
     ) {
         let (wrapper, flag_letters, value_letters, longs) = entry;
+        let flag_letters: Vec<char> = flag_letters.chars().collect();
         let flags: String = flags
             .into_iter()
-            .filter_map(|i| flag_letters.chars().nth(i))
+            .map(|i| flag_letters[i % flag_letters.len()])
             .collect();
         let letters: Vec<char> = value_letters.chars().collect();
         let letter = letters[pick as usize % letters.len()];

@@ -303,6 +303,12 @@ impl Walker {
                     ));
                 }
             }
+            // `run0` without a command opens a shell reading stdin; `systemd-run` without one
+            // does with `--shell`, and otherwise starts a unit named in its options.
+            "run0" | "systemd-run" if !only_describes(args) => self.opaque(format!(
+                "{} starts a shell or a unit whose command is not given",
+                q(source)
+            )),
             "tmux" | "screen" | "byobu" | "zellij" | "dtach" | "abduco" => {
                 self.multiplexer(name, args, source)
             }

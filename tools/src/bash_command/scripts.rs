@@ -884,10 +884,68 @@ impl Walker {
         self.joined_script(rest, source, "remote command", depth);
     }
 
+    /// `su -s SHELL` / `runuser --shell=SHELL`: su runs SHELL with `-c SCRIPT` (or reading
+    /// stdin) in place of the user's shell, and SHELL may be any program (`su -s
+    /// /usr/bin/gawk -c 'BEGIN{…}'` runs an awk program, not the script analysed as bash).
+    /// A SHELL that is not one of [`SHELLS`] is opaque, in every spelling util-linux su's
+    /// getopt_long reads (`-sX`, `-ls X`, `--sh=X`, `--shell X`).
+    fn su_shell(&mut self, args: &[Word], source: &str) {
+        const LONG_VALUES: &[&str] = &[
+            "--command",
+            "--session-command",
+            "--group",
+            "--supp-group",
+            "--shell",
+            "--whitelist-environment",
+            "--user",
+        ];
+        let mut i = 0usize;
+        while i < args.len() {
+            let w = &args[i];
+            let t = w.text();
+            i += 1;
+            if t == "--" {
+                break;
+            }
+            let shell = if t.starts_with("--") {
+                match long_word(LONG_VALUES, t) {
+                    Some(("--shell", Some(v))) => Some(w.part(v)),
+                    Some((o, None)) => {
+                        i += 1;
+                        args.get(i - 1).filter(|_| o == "--shell").cloned()
+                    }
+                    _ => None,
+                }
+            } else if t.len() > 1 && t.starts_with('-') {
+                match cluster_value(w, args, &mut i, |_| false, |c| "cgGswu".contains(c)) {
+                    Some(('s', v)) => v,
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            if let Some(sh) = shell
+                && !sh
+                    .lit
+                    .as_deref()
+                    .is_some_and(|l| SHELLS.contains(&basename(l).as_str()))
+            {
+                self.opaque(format!(
+                    "{} runs {} as its shell, which may read its script as another language",
+                    q(source),
+                    q(&sh.raw)
+                ));
+            }
+        }
+    }
+
     /// Commands that start a shell: `su -c SCRIPT`, `script -c SCRIPT`, `sg GROUP SCRIPT`,
     /// `nix-shell --run SCRIPT`; without a script (or `sudo -s`, `doas -s`) the shell reads
     /// stdin, which is opaque.
     pub(super) fn shell_runner(&mut self, name: &str, args: &[Word], source: &str, depth: usize) {
+        if matches!(name, "su" | "runuser") {
+            self.su_shell(args, source);
+        }
         let texts: Vec<&str> = args.iter().map(Word::text).collect();
         let script_at = texts.iter().position(|t| {
             matches!(

@@ -331,6 +331,7 @@ impl Walker {
         let (is_path, write) = match (wrapper, opt) {
             ("env", "-C" | "--chdir")
             | ("sudo", "-D" | "--chdir" | "-R" | "--chroot")
+            | ("run0", "-D" | "--chdir")
             | ("doas", "-C")
             | ("nsenter", "--wd" | "--root")
             | ("unshare", "-w" | "--wd" | "-R" | "--root")
@@ -343,6 +344,43 @@ impl Walker {
         };
         if is_path {
             self.path(v, write, source, true);
+        }
+        if matches!(wrapper, "systemd-run" | "run0") {
+            self.unit_value(opt, v, source);
+        }
+    }
+
+    /// A value `systemd-run` or `run0` gives the unit it starts: a variable it sets
+    /// (`-E NAME=VALUE`, `--setenv`) is checked like `env NAME=VALUE`, and a property (`-p
+    /// KEY=VALUE`, `--property`) other than a resource limit or a timeout is opaque: the
+    /// `Exec*` properties are command lines the unit runs (`-p ExecStartPre='rm -rf d'`),
+    /// others set its environment, root or program search path (systemd.exec(5),
+    /// systemd.service(5)).
+    fn unit_value(&mut self, opt: &str, v: &Word, source: &str) {
+        const SAFE_PROPERTIES: &[&str] = &[
+            "Memory",
+            "CPU",
+            "Tasks",
+            "IO",
+            "Nice",
+            "Runtime",
+            "Timeout",
+            "Limit",
+            "OOM",
+            "Description",
+        ];
+        let setenv = matches!(opt, "-E" | "--setenv");
+        if !setenv && !matches!(opt, "-p" | "--property") {
+            return;
+        }
+        match v.lit.as_deref() {
+            Some(l) if setenv => self.env_assignment(l, source),
+            Some(l) if SAFE_PROPERTIES.iter().any(|p| l.starts_with(p)) => {}
+            _ => self.opaque(format!(
+                "{} gives the unit it starts {} (`{opt}`), which can run other commands",
+                q(source),
+                q(&v.raw)
+            )),
         }
     }
 
