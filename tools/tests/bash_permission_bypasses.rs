@@ -564,6 +564,58 @@ const ROWS: &[Row] = &[
     ("issue", "systemd-run -p MemoryMax=1G ls", A, ""),
     ("issue", "su -s bash -c ls root", A, ""),
     ("issue", "sudo -u root ls", A, ""),
+    // ssh loads the PKCS#11 library of `-I LIB` and of `-o PKCS11Provider=`/
+    // `SecurityKeyProvider=`, runs `XAuthLocation` and `RemoteCommand` (on a host that may be
+    // this one), and writes `ControlPath` sockets and `-E` logs; only known-plain `-o` keys
+    // pass now, in every spelling. `ssh-keygen -D`/`-w` and `ssh-add -s`/`-S` load a
+    // library; `RSYNC_RSH`, `RSYNC_CONNECT_PROG` (rsync(1)) and `SSH_SK_PROVIDER` are
+    // commands and libraries given by variable.
+    ("issue", "ssh -I x.so h", K, OPAQUE),
+    ("issue", "ssh -vI x.so h", K, OPAQUE),
+    ("issue", "ssh -Ix.so h", K, OPAQUE),
+    ("issue", "ssh -o PKCS11Provider=x.so h", K, OPAQUE),
+    ("issue", "ssh -oPKCS11Provider=x.so h", K, OPAQUE),
+    ("issue", "ssh -vo 'pkcs11provider x.so' h", K, OPAQUE),
+    ("issue", "ssh -o SecurityKeyProvider=x.so h", K, OPAQUE),
+    (
+        "issue",
+        "ssh -o RemoteCommand='rm -rf d' localhost",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "ssh -o XAuthLocation=./x -X h", K, OPAQUE),
+    (
+        "issue",
+        "ssh -o ControlPath=a.txt -o ControlMaster=yes h",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "scp -o PKCS11Provider=x.so a.txt h:y", K, OPAQUE),
+    ("issue", "sftp -oPKCS11Provider=x.so h", K, OPAQUE),
+    ("issue", "ssh-keygen -D x.so", K, OPAQUE),
+    ("issue", "ssh-keygen -t ed25519-sk -w x.so", K, OPAQUE),
+    ("issue", "ssh-add -s x.so", K, OPAQUE),
+    ("issue", "ssh-add -S x.so", K, OPAQUE),
+    ("issue", "SSH_SK_PROVIDER=x.so ssh-add -K", K, OPAQUE),
+    (
+        "issue",
+        "RSYNC_CONNECT_PROG='rm -rf d %H' rsync rsync://h/x .",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "RSYNC_RSH='rm -rf d' rsync a.txt h:y", K, OPAQUE),
+    ("plan", "ssh -E a.txt h", D, PLAN_EDIT),
+    (
+        "issue",
+        "ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null h ls",
+        A,
+        "",
+    ),
+    ("issue", "ssh -p 2222 -o BatchMode=yes h uptime", A, ""),
+    ("issue", "ssh -i k h rm -rf d", D, RM),
+    ("issue", "ssh-keygen -t ed25519 -f k -N ''", A, ""),
+    ("issue", "ssh-add -l", A, ""),
+    ("issue", "scp -P 22 a.txt h:y", A, ""),
 ];
 
 #[tokio::test]
@@ -952,5 +1004,54 @@ proptest! {
             a.parts.iter().any(|p| p.patterns.iter().any(|x| x == "rm -rf d")),
             "{:?} does not find `rm -rf d`: {:?}", line, a.parts
         );
+    }
+}
+
+/// ssh_config(5) keywords that run a command, load a library or name a file ssh writes or
+/// reads, for `ssh_code_options_are_opaque_in_every_spelling`.
+const SSH_CODE_KEYS: &[&str] = &[
+    "ProxyCommand",
+    "LocalCommand",
+    "KnownHostsCommand",
+    "PKCS11Provider",
+    "SecurityKeyProvider",
+    "XAuthLocation",
+    "RemoteCommand",
+    "ControlPath",
+    "IdentityAgent",
+    "UserKnownHostsFile",
+    "IdentityFile",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// `-o KEY=VALUE` with a key that runs a command or loads a library is opaque for ssh,
+    /// scp and sftp in every spelling OpenSSH reads: the key in any case, `=` or a blank
+    /// before the value, the option alone, attached or after flags in a cluster.
+    #[test]
+    fn ssh_code_options_are_opaque_in_every_spelling(
+        prog in prop::sample::select(vec![
+            ("ssh", "46AaCfGgKkMNnqsTtVvXxYy", "h"),
+            ("scp", "346ABCpqrTv", "a.txt h:y"),
+            ("sftp", "246AafhNpqrvC", "h"),
+        ]),
+        key in prop::sample::select(SSH_CODE_KEYS.to_vec()),
+        upper in prop::collection::vec(any::<bool>(), 1..8),
+        form in 0usize..3,
+        blank in any::<bool>(),
+        flags in prop::collection::vec(any::<usize>(), 0..3),
+    ) {
+        let (name, flag_letters, operands) = prog;
+        let flag_letters: Vec<char> = flag_letters.chars().collect();
+        let flags: String = flags.into_iter().map(|i| flag_letters[i % flag_letters.len()]).collect();
+        let setting = format!("{}{}x.so", recase(key, &upper), if blank { " " } else { "=" });
+        let option = match form {
+            0 => format!("-o '{setting}'"),
+            1 => format!("'-o{setting}'"),
+            _ => format!("-{flags}o '{setting}'"),
+        };
+        let line = format!("{name} {option} {operands}");
+        prop_assert!(!troupe_tools::analyze(&line).opaque.is_empty(), "{:?} is not opaque", line);
     }
 }

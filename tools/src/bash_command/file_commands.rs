@@ -176,6 +176,7 @@ impl Walker {
                     )
                     | ("sort", "-o" | "--output")
                     | ("less", "-o" | "-O" | "--log-file" | "--LOG-FILE")
+                    | ("ssh", "-E")
                     | ("git", "-o" | "--output-directory")
                     | (
                         "gcc" | "g++" | "cc" | "c++" | "clang" | "clang++" | "ld" | "rustc" | "as"

@@ -184,6 +184,8 @@ pub(super) fn options_with_value(name: &str, args: &[Word]) -> &'static [&'stati
         "scp" => &["-P", "-i", "-o", "-F", "-c", "-l", "-S", "-J"],
         // `less -o FILE` copies a piped input to FILE (`-O` overwrites it unasked; less(1)).
         "less" => &["-o", "-O", "--log-file", "--LOG-FILE"],
+        // `ssh -E FILE` appends its log to FILE (ssh(1)).
+        "ssh" => &["-E"],
         "dd" => &[],
         "git" if args.first().map(Word::text) == Some("format-patch") => {
             &["-o", "--output-directory"]
@@ -349,6 +351,7 @@ pub(super) fn writes_short(name: &str, opt: &str) -> bool {
             | ("wget", "-O" | "-P" | "-o" | "-a")
             | ("sort", "-o")
             | ("less", "-o" | "-O")
+            | ("ssh", "-E")
             | ("git", "-o")
             | (
                 "gcc" | "g++" | "cc" | "c++" | "clang" | "clang++" | "ld" | "rustc" | "as" | "nasm",

@@ -65,6 +65,49 @@ pub(super) const CODE_OPTIONS: &[(&str, &[&str])] = &[
     ("gmake", &["--eval", "-E"]),
 ];
 
+/// ssh_config(5) keywords (lower case) that `-o` may set without asking: they tune
+/// authentication, algorithms, timeouts, logging and the terminal, and name no program,
+/// library or file.
+const SSH_PLAIN_OPTIONS: &[&str] = &[
+    "stricthostkeychecking",
+    "batchmode",
+    "connecttimeout",
+    "connectionattempts",
+    "serveraliveinterval",
+    "serveralivecountmax",
+    "tcpkeepalive",
+    "loglevel",
+    "port",
+    "user",
+    "identitiesonly",
+    "passwordauthentication",
+    "pubkeyauthentication",
+    "kbdinteractiveauthentication",
+    "challengeresponseauthentication",
+    "gssapiauthentication",
+    "preferredauthentications",
+    "numberofpasswordprompts",
+    "compression",
+    "requesttty",
+    "hostkeyalgorithms",
+    "pubkeyacceptedkeytypes",
+    "pubkeyacceptedalgorithms",
+    "kexalgorithms",
+    "ciphers",
+    "macs",
+    "addressfamily",
+    "checkhostip",
+    "hashknownhosts",
+    "updatehostkeys",
+    "visualhostkey",
+    "exitonforwardfailure",
+    "forwardagent",
+    "forwardx11",
+    "escapechar",
+    "hostname",
+    "hostkeyalias",
+];
+
 /// gawk's long options that take a value (`--file=F`, `--source TEXT`), matched in any
 /// abbreviation getopt_long accepts (source: gawk(1) "Command-Line Options").
 const AWK_LONG_VALUES: &[&str] = &[
@@ -116,6 +159,43 @@ fn make_files(args: &[Word]) -> Vec<String> {
         files.extend(value);
     }
     files
+}
+
+/// Whether every `-o KEY=VALUE` given to `ssh`, `scp` or `sftp` (alone, attached or
+/// ending a cluster: `-vo KEY=V`; the options end at the first operand, as OpenSSH's
+/// getopt reads them) sets a key of [`SSH_PLAIN_OPTIONS`]. Any other key may run a
+/// command or load a library (`ProxyCommand`, `LocalCommand`, `KnownHostsCommand`,
+/// `PKCS11Provider`, `SecurityKeyProvider`, `XAuthLocation`, `RemoteCommand` on a host
+/// that may be this one), name a file ssh writes (`ControlPath`, `UserKnownHostsFile`
+/// other than `/dev/null`) or one it reads (`IdentityFile`) (ssh_config(5)).
+fn ssh_options_plain(args: &[Word], code: &str, values: &str) -> bool {
+    let letters = format!("{code}{values}");
+    let mut i = 0usize;
+    while i < args.len() {
+        let w = &args[i];
+        let t = w.text();
+        i += 1;
+        if t == "--" || t.len() < 2 || !t.starts_with('-') {
+            break;
+        }
+        let Some(('o', value)) = cluster_value(w, args, &mut i, |_| false, |c| letters.contains(c))
+        else {
+            continue;
+        };
+        let Some(text) = value.as_ref().and_then(|v| v.lit.as_deref()) else {
+            return false;
+        };
+        let text = text.trim_start();
+        let at = text.find(['=', ' ', '\t']).unwrap_or(text.len());
+        let key = text[..at].to_ascii_lowercase();
+        let val = text[at..].trim_start_matches([' ', '\t', '=']).trim();
+        let plain = SSH_PLAIN_OPTIONS.contains(&key.as_str())
+            || (key.ends_with("knownhostsfile") && val == "/dev/null");
+        if !plain {
+            return false;
+        }
+    }
+    true
 }
 
 /// The first letter of the short-option cluster `w` (`-abcVALUE`, getopt's reading) that
@@ -418,34 +498,53 @@ impl Walker {
             "git" => self.git_runs(args, source, depth),
             "ssh" | "scp" | "sftp" | "rsync" => {
                 let texts: Vec<&str> = args.iter().map(Word::text).collect();
-                // Letters that name a program or a configuration that runs one, wherever
-                // they stand in a cluster (`rsync -avze CMD`, `scp -rS CMD`, `ssh -Fconf`,
-                // `sftp -D CMD`), and the letters taking a value, which end the cluster
-                // (ssh(1), scp(1), sftp(1), rsync(1)).
+                // Letters that name a program, a configuration that runs one or a library ssh
+                // loads (`-I PKCS11LIB`), wherever they stand in a cluster (`rsync -avze
+                // CMD`, `scp -rS CMD`, `ssh -Fconf`, `ssh -vI lib.so`, `sftp -D CMD`), and the
+                // letters taking a value, which end the cluster (ssh(1), scp(1), sftp(1),
+                // rsync(1)).
                 let (code, values) = match name {
-                    "ssh" => ("F", "BbcDEeIiJLlmOoPpQRSWw"),
+                    "ssh" => ("FI", "BbcDEeiJLlmOoPpQRSWw"),
                     "scp" => ("DFS", "ciJloPX"),
                     "sftp" => ("DFS", "BbcilJoPRs"),
                     _ => ("e", "BfMT@"),
                 };
-                let risky = texts.iter().enumerate().any(|(i, t)| {
-                    let lower = t.to_ascii_lowercase();
-                    lower.contains("proxycommand")
-                        || lower.contains("localcommand")
-                        || lower.contains("knownhostscommand")
-                        || (matches!(*t, "-S" | "-e" | "-F") && i + 1 < texts.len())
-                        || t.starts_with("--rsh")
-                        || t.starts_with("--rsync-path")
-                        || (name != "ssh" && t.starts_with("-S"))
-                        || short_cluster(&[t], code, values)
-                });
+                let risky = (name != "rsync" && !ssh_options_plain(args, code, values))
+                    || texts.iter().enumerate().any(|(i, t)| {
+                        let lower = t.to_ascii_lowercase();
+                        lower.contains("proxycommand")
+                            || lower.contains("localcommand")
+                            || lower.contains("knownhostscommand")
+                            || (matches!(*t, "-S" | "-e" | "-F") && i + 1 < texts.len())
+                            || t.starts_with("--rsh")
+                            || t.starts_with("--rsync-path")
+                            || (name != "ssh" && t.starts_with("-S"))
+                            || short_cluster(&[t], code, values)
+                    });
                 if risky {
                     self.opaque(format!(
-                        "{} runs a command given in its options (ssh `ProxyCommand`, `-e`, `-S`)",
+                        "{} runs a command or loads a library given in its options (ssh \
+                         `ProxyCommand`, `PKCS11Provider`, `-I`, `-e`, `-S`)",
                         q(source)
                     ));
                 } else if name == "ssh" {
                     self.ssh(args, source, depth);
+                }
+            }
+            // `ssh-keygen -D PKCS11LIB` and `-w PROVIDER` load the library into ssh-keygen;
+            // `ssh-add -s PKCS11LIB`/`-S PROVIDER` have the agent load it (ssh-keygen(1),
+            // ssh-add(1)).
+            "ssh-keygen" | "ssh-add" => {
+                let texts: Vec<&str> = args.iter().map(Word::text).collect();
+                let (code, values) = match name {
+                    "ssh-keygen" => ("Dw", "CEFIJMNOPRVZabfgjmnrstYz"),
+                    _ => ("sS", "eHhMmt"),
+                };
+                if short_cluster(&texts, code, values) {
+                    self.opaque(format!(
+                        "{} loads a library given in its options",
+                        q(source)
+                    ));
                 }
             }
 

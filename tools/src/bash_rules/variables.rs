@@ -31,6 +31,7 @@ const RISKY_VARS: &[&str] = &[
     "MANPAGER",
     "BROWSER",
     "SSH_ASKPASS",
+    "SSH_SK_PROVIDER",
     "SUDO_ASKPASS",
     "CC",
     "CXX",
@@ -105,9 +106,11 @@ const RISKY_VARS: &[&str] = &[
 /// files and texts `LESSKEY`, `LESSKEYIN`, `LESSKEY_CONTENT` and their `_SYSTEM` forms,
 /// `LESSEDIT` and `LESSGLOBALTAGS` (commands), `LESSHISTFILE` (a file it writes),
 /// `LESSMETACHARS`/`LESSMETAESCAPE` (how file names are quoted for the shell) (less(1)
-/// "ENVIRONMENT VARIABLES").
+/// "ENVIRONMENT VARIABLES"). `RSYNC_` covers `RSYNC_RSH` and `RSYNC_CONNECT_PROG`, commands
+/// rsync runs (rsync(1) "ENVIRONMENT VARIABLES").
 const RISKY_PREFIXES: &[&str] = &[
     "LESS",
+    "RSYNC_",
     "LD_",
     "DYLD_",
     "BASH_",
