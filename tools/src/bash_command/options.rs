@@ -307,6 +307,33 @@ pub(super) fn short_cluster(texts: &[&str], letters: &str, values: &str) -> bool
     })
 }
 
+/// The first letter of the short-option cluster `w` (`-abcVALUE`, getopt's reading) that
+/// `takes` a value, with that value: the rest of the word, or else the next word of `args`
+/// (`*i`, the index of the word after `w`, then moves past it). Letters from the first one
+/// that `stop`s the scan on (one whose optional value is only attached) are not looked at.
+/// `None` when no letter takes a value.
+pub(super) fn cluster_value(
+    w: &Word,
+    args: &[Word],
+    i: &mut usize,
+    stop: impl Fn(char) -> bool,
+    takes: impl Fn(char) -> bool,
+) -> Option<(char, Option<Word>)> {
+    let body = w.text().get(1..)?;
+    let (at, c) = body
+        .char_indices()
+        .take_while(|(_, c)| !stop(*c))
+        .find(|(_, c)| takes(*c))?;
+    let rest = &body[at + c.len_utf8()..];
+    let value = if rest.is_empty() {
+        *i += 1;
+        args.get(*i - 1).cloned()
+    } else {
+        Some(w.part(rest))
+    };
+    Some((c, value))
+}
+
 /// The splits of a short-option word `-LETTERS[VALUE]` that may carry an attached value, as
 /// (`-L`, value) pairs, best first.
 ///
