@@ -616,6 +616,51 @@ const ROWS: &[Row] = &[
     ("issue", "ssh-keygen -t ed25519 -f k -N ''", A, ""),
     ("issue", "ssh-add -l", A, ""),
     ("issue", "scp -P 22 a.txt h:y", A, ""),
+    // `git config --file=F`/`-f F` writes F when it changes anything (a key with a value,
+    // `set`, `unset`, `--add`, `--replace-all`, `--unset`, `--rename-section`,
+    // `--remove-section`; git-config(1)); it was checked as a read, so the plan agent could
+    // overwrite any file. `--global` writes `~/.gitconfig` and `--system` `/etc/gitconfig`
+    // (outside the project; they were not checked at all). Reading stays a read.
+    ("plan", "git config --file=a.txt user.name x", D, PLAN_EDIT),
+    ("plan", "git config --file a.txt user.name x", D, PLAN_EDIT),
+    ("plan", "git config -f a.txt user.name x", D, PLAN_EDIT),
+    ("plan", "git config -fa.txt user.name x", D, PLAN_EDIT),
+    ("plan", "git config -zf a.txt user.name x", D, PLAN_EDIT),
+    ("plan", "git config --fil a.txt user.name x", D, PLAN_EDIT),
+    (
+        "plan",
+        "git config -f a.txt --unset user.name",
+        D,
+        PLAN_EDIT,
+    ),
+    (
+        "plan",
+        "git config -f a.txt --add user.name x",
+        D,
+        PLAN_EDIT,
+    ),
+    (
+        "plan",
+        "git config -f a.txt --remove-section user",
+        D,
+        PLAN_EDIT,
+    ),
+    ("plan", "git config -f a.txt set user.name x", D, PLAN_EDIT),
+    ("plan", "git config set -f a.txt user.name x", D, PLAN_EDIT),
+    ("plan", "git config -f a.txt unset user.name", D, PLAN_EDIT),
+    ("plan", "git config --global user.name x", D, PLAN_EDIT),
+    (
+        "extdeny",
+        "git config --file=../outside/x user.name x",
+        D,
+        EXT,
+    ),
+    ("extdeny", "git config --global user.name x", D, EXT),
+    ("extdeny", "git config --system user.name x", D, EXT),
+    ("plan", "git config -f a.txt --get user.name", A, ""),
+    ("plan", "git config -f a.txt user.name", A, ""),
+    ("plan", "git config -f a.txt -l", A, ""),
+    ("plan", "git config --global --get user.name", A, ""),
 ];
 
 #[tokio::test]
@@ -1053,5 +1098,55 @@ proptest! {
         };
         let line = format!("{name} {option} {operands}");
         prop_assert!(!troupe_tools::analyze(&line).opaque.is_empty(), "{:?} is not opaque", line);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// `git config` writes the file of `--file`/`-f` whenever it changes something, in every
+    /// spelling parse-options reads (`-f F`, `-fF`, `-zf F`, `--file=F`, `--fil F`), for
+    /// every way of changing, with the file option before or after the change.
+    #[test]
+    fn git_config_file_is_written_in_every_spelling(
+        form in 0usize..5,
+        cut in any::<u64>(),
+        change in prop::sample::select(vec![
+            "user.name x",
+            "--add user.name x",
+            "--replace-all user.name x",
+            "--unset user.name",
+            "--unset-all user.name",
+            "--rename-section a b",
+            "--remove-section a",
+            "set user.name x",
+            "unset user.name",
+            "rename-section a b",
+            "remove-section a",
+        ]),
+        after in any::<bool>(),
+    ) {
+        let long = &"--file"[..5 + (cut as usize) % 2];
+        let file = match form {
+            0 => "-f a.txt".to_string(),
+            1 => "-fa.txt".to_string(),
+            2 => "-zf a.txt".to_string(),
+            3 => format!("{long}=a.txt"),
+            _ => format!("{long} a.txt"),
+        };
+        let subcommand = change.split(' ').next().is_some_and(|w| !w.starts_with('-') && !w.contains('.'));
+        let line = if after && !subcommand {
+            format!("git config {change} {file}")
+        } else if subcommand {
+            let (sub, rest) = change.split_once(' ').unwrap_or((change, ""));
+            if after { format!("git config {sub} {file} {rest}") } else { format!("git config {file} {sub} {rest}") }
+        } else {
+            format!("git config {file} {change}")
+        };
+        let a = troupe_tools::analyze(&line);
+        prop_assert!(
+            a.paths.iter().any(|p| p.write && p.path.ends_with("a.txt")),
+            "{:?} does not write a.txt: {:?}", line, a.paths
+        );
     }
 }
