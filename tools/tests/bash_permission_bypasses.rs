@@ -661,6 +661,56 @@ const ROWS: &[Row] = &[
     ("plan", "git config -f a.txt user.name", A, ""),
     ("plan", "git config -f a.txt -l", A, ""),
     ("plan", "git config --global --get user.name", A, ""),
+    // make's makefiles (scripts.rs `make_files`) were found by peeking at option clusters
+    // without skipping the values of the other options: `make -W -fx` reads the default
+    // makefile (`-fx` is the value of `-W`, getopt), but `x` was checked instead of the
+    // `Makefile` just written. Values are now skipped through `cluster_value` and make's
+    // long options; the makefiles are looked for in the `-C` directory make moves to first,
+    // and a makefile read from stdin (`-f -`) is opaque.
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > Makefile; make -W -fx",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > Makefile; make -sI -fx",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > Makefile; make --what-if -fx",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > Makefile; make --assume-o -fx",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > sub/Makefile; make -C sub",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > sub/e.mk; make -C sub -f e.mk",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "echo 'all:; rm -rf d' | make -f -", K, OPAQUE),
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > Makefile; make -j -f x",
+        A,
+        "",
+    ),
+    ("issue", "make -C sub -f x.mk test", A, ""),
 ];
 
 #[tokio::test]
@@ -1148,5 +1198,35 @@ proptest! {
             a.paths.iter().any(|p| p.write && p.path.ends_with("a.txt")),
             "{:?} does not write a.txt: {:?}", line, a.paths
         );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// A makefile written by the same command and then run is opaque whatever the options
+    /// around it: another option's value that looks like `-fFILE` (`-W -fx`: the default
+    /// makefile is read), every spelling of `-f`/`--file`/`--makefile`, and `-C DIR` in
+    /// front (make reads the makefiles there).
+    #[test]
+    fn a_written_makefile_is_opaque_in_every_spelling(
+        absorber in prop::sample::select(vec![
+            "-W", "-I", "-o", "-sW", "-kI", "-so", "--what-if", "--include-dir", "--old-file",
+            "--new-file", "--assume-old", "--assume-new", "--what", "--inc", "--old",
+        ]),
+        given in prop::sample::select(vec![
+            "-f e.mk", "-fe.mk", "-sf e.mk", "-ksfe.mk", "--file=e.mk", "--fi e.mk",
+            "--makefile=e.mk", "--mak e.mk", "-j -f e.mk", "-j4 -f e.mk",
+        ]),
+        named in any::<bool>(),
+        in_sub in any::<bool>(),
+    ) {
+        let (dir, cd) = if in_sub { ("sub/", "-C sub ") } else { ("", "") };
+        let line = if named {
+            format!("echo 'all:; rm -rf d' > {dir}e.mk; make {cd}{given}")
+        } else {
+            format!("echo 'all:; rm -rf d' > {dir}Makefile; make {cd}{absorber} -fx")
+        };
+        prop_assert!(!troupe_tools::analyze(&line).opaque.is_empty(), "{:?} is not opaque", line);
     }
 }

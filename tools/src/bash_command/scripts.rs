@@ -128,37 +128,76 @@ const AWK_SHORT_VALUES: &str = "fFveEilW";
 /// rest of their word is that value.
 const AWK_OPTIONAL_VALUES: &str = "dDLop";
 
+/// GNU make's long options that take the next word as their value when not given one with
+/// `=` (make(1); `--jobs`, `--load-average`, `--output-sync`, `--debug` and `--shuffle` take
+/// theirs only attached).
+const MAKE_LONG_VALUES: &[&str] = &[
+    "--file",
+    "--makefile",
+    "--directory",
+    "--include-dir",
+    "--old-file",
+    "--assume-old",
+    "--what-if",
+    "--new-file",
+    "--assume-new",
+    "--eval",
+    "--jobserver-style",
+    "--jobserver-auth",
+];
+
 /// The makefiles `make` is given (`-f F`, `-fF`, `-sf F`, `--file=F`, `--makefile F` and
-/// their abbreviations, GNU make's getopt_long), in order; empty when none is.
-fn make_files(args: &[Word]) -> Vec<String> {
+/// their abbreviations, GNU make's getopt_long), in order, and the directory `-C DIR` moves
+/// to before it reads them (a later `-C` is relative to an earlier one; `""` for none).
+///
+/// Every option's value is skipped as getopt skips it (`make -W -fx` reads the default
+/// makefiles: `-fx` is the value of `-W`), short ones through [`cluster_value`]: `j`, `l` and
+/// `O` take an optional value that is only attached.
+fn make_files(args: &[Word]) -> (String, Vec<Word>) {
     let mut files = Vec::new();
+    let mut dir = String::new();
     let mut i = 0usize;
     while i < args.len() {
-        let t = args[i].text();
+        let w = &args[i];
+        let t = w.text();
         i += 1;
-        let value = if t.starts_with("--") {
-            match long_word(&["--file", "--makefile"], t) {
-                Some((_, Some(v))) => Some(v.to_string()),
-                Some((_, None)) => args.get(i).map(|w| w.text().to_string()),
-                None => None,
+        if t == "--" {
+            break;
+        }
+        let (opt, value) = if t.starts_with("--") {
+            match long_word(MAKE_LONG_VALUES, t) {
+                Some((o, Some(v))) => (o, Some(w.part(v))),
+                Some((o, None)) => {
+                    i += 1;
+                    (o, args.get(i - 1).cloned())
+                }
+                None => continue,
             }
-        } else if let Some(body) = t.strip_prefix('-') {
-            // Letters up to one that takes a value (`-C DIR`, `-j[N]`); `f` takes the rest
-            // of the word or the next word.
-            let at = body
-                .char_indices()
-                .find(|(_, c)| "fCIjlWoO".contains(*c))
-                .filter(|(_, c)| *c == 'f');
-            at.and_then(|(at, _)| match &body[at + 1..] {
-                "" => args.get(i).map(|w| w.text().to_string()),
-                rest => Some(rest.to_string()),
-            })
+        } else if t.len() > 1 && t.starts_with('-') {
+            let stop = |c: char| "jlO".contains(c);
+            match cluster_value(w, args, &mut i, stop, |c| "fCIWoE".contains(c)) {
+                Some(('f', v)) => ("--file", v),
+                Some(('C', v)) => ("--directory", v),
+                _ => continue,
+            }
         } else {
-            None
+            continue;
         };
-        files.extend(value);
+        let Some(v) = value else { continue };
+        match opt {
+            "--file" | "--makefile" => files.push(v),
+            "--directory" => {
+                let d = v.text().trim_end_matches('/');
+                dir = if d.starts_with('/') || dir.is_empty() {
+                    d.to_string()
+                } else {
+                    format!("{dir}/{d}")
+                };
+            }
+            _ => {}
+        }
     }
-    files
+    (dir, files)
 }
 
 /// Whether every `-o KEY=VALUE` given to `ssh`, `scp` or `sftp` (alone, attached or
@@ -457,15 +496,33 @@ impl Walker {
                         q(&w.raw)
                     ));
                 }
-                let mut files = make_files(args);
-                if files.is_empty() {
-                    files = vec!["GNUmakefile".into(), "makefile".into(), "Makefile".into()];
-                }
-                if files.iter().any(|f| self.is_written(f)) {
+                // A makefile given is a script file (stdin with `-f -`, a computed name or
+                // one written by the same command is opaque); the default ones only matter
+                // when the command wrote one.
+                let (dir, given) = make_files(args);
+                let join = |f: &str| {
+                    if dir.is_empty() || f.starts_with('/') {
+                        f.to_string()
+                    } else {
+                        format!("{dir}/{f}")
+                    }
+                };
+                if given.is_empty()
+                    && ["GNUmakefile", "makefile", "Makefile"]
+                        .iter()
+                        .any(|f| self.is_written(&join(f)))
+                {
                     self.opaque(format!(
                         "{} runs a makefile written by the same command",
                         q(source)
                     ));
+                }
+                for w in given {
+                    let w = match w.lit.as_deref() {
+                        Some(l) if l != "-" => Word::plain(&join(l)),
+                        _ => w,
+                    };
+                    self.script_file(&w, source);
                 }
             }
             "git" => self.git_runs(args, source, depth),
