@@ -432,6 +432,7 @@ const ROWS: &[Row] = &[
     // `--remote-send`/`--remote-expr` run keys and expressions in a running vim, nvim's
     // `--embed` takes RPC calls from stdin and `--startuptime` writes the file it names.
     // Every long option but the plain ones is opaque, in any case; `-C` is `compatible`.
+    // `-W F`/`-w F` (keys typed), `-i F` (viminfo) and `-V20F` write F.
     ("issue", "vim --CMD '!rm -rf d' a.txt", K, OPAQUE),
     ("issue", "vim --Cmd '!rm -rf d' a.txt", K, OPAQUE),
     ("issue", "nvim --cMd '!rm -rf d' a.txt", K, OPAQUE),
@@ -446,6 +447,10 @@ const ROWS: &[Row] = &[
     ),
     ("issue", "nvim --embed", K, OPAQUE),
     ("extdeny", "vim --STARTUPTIME a.txt z.txt", K, OPAQUE),
+    ("plan", "vim -W a.txt z.txt", K, PLAN_UNKNOWN),
+    ("plan", "vim -i a.txt z.txt", K, PLAN_UNKNOWN),
+    ("extdeny", "vim -V20a.txt z.txt", K, OPAQUE),
+    ("issue", "vim -V20 z.txt", A, ""),
     ("issue", "vim -C a.txt", A, ""),
     ("issue", "vim --clean --noplugin a.txt", A, ""),
     ("issue", "vim --version", A, ""),

@@ -282,6 +282,9 @@ impl Walker {
                 "{} reads editor commands from stdin, where `!cmd` runs a shell",
                 q(source)
             )),
+            // vim runs editor commands from `+CMD`, `-c`, `-S`, `-s`, `-u`, `-e`/`-E` (Ex mode
+            // reading stdin) and writes the files of `-W`/`-w` (keys typed), `-i` (viminfo,
+            // on exit) and `-V20FILE` (vim(1)).
             "vi" | "vim" | "nvim" | "view" | "gvim" | "vimdiff" | "rvim" | "nvi" | "elvis"
             | "vile" | "rview" | "gview" | "evim" | "eview" | "gvimdiff" | "vimx" => {
                 if let Some(w) = args.iter().find(|w| {
@@ -291,7 +294,11 @@ impl Walker {
                         || (t.starts_with('-')
                             && !t.starts_with("--")
                             && t.len() > 1
-                            && t[1..].contains(['e', 'E', 's', 'u', 'U', 'c', 'S']))
+                            && t[1..].contains(['e', 'E', 's', 'u', 'U', 'c', 'S', 'W', 'w', 'i']))
+                        // `-V20FILE` writes its messages to FILE; `-V20` alone does not.
+                        || t.strip_prefix("-V").is_some_and(|v| {
+                            !v.trim_start_matches(|c: char| c.is_ascii_digit()).is_empty()
+                        })
                         || t.strip_prefix("--")
                             .is_some_and(|l| !l.is_empty() && !vim_plain_long(l))
                 }) {
