@@ -223,6 +223,7 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
         )
     },
     w("busybox", "", &[], 0),
+    w("toybox", "", &[], 0),
     w("pkexec", "", &["--user"], 0),
     w("fakeroot", "lsi", &["--lib", "--faked"], 0),
     w("strace", "oepsuEbIXPaS", &["--output"], 0),

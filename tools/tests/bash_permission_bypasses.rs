@@ -569,6 +569,15 @@ const ROWS: &[Row] = &[
     ("issue", "systemd-run -p MemoryMax=1G ls", A, ""),
     ("issue", "su -s bash -c ls root", A, ""),
     ("issue", "sudo -u root ls", A, ""),
+    // `sudo -e FILE` (`--edit`, `sudoedit`) edits and writes FILE back; toybox runs its
+    // applets like busybox; the dynamic loader runs the program it is given (ld.so(8)).
+    ("plan", "sudo -e a.txt", K, PLAN_UNKNOWN),
+    ("plan", "sudo -ne a.txt", K, PLAN_UNKNOWN),
+    ("plan", "sudo --edit a.txt", K, PLAN_UNKNOWN),
+    ("plan", "sudoedit a.txt", K, PLAN_UNKNOWN),
+    ("issue", "toybox rm -rf d", D, RM),
+    ("issue", "ld-linux-x86-64.so.2 ./rm -rf d", K, OPAQUE),
+    ("issue", "./ld.so rm -rf d", K, OPAQUE),
     // ssh loads the PKCS#11 library of `-I LIB` and of `-o PKCS11Provider=`/
     // `SecurityKeyProvider=`, runs `XAuthLocation` and `RemoteCommand` (on a host that may be
     // this one), and writes `ControlPath` sockets and `-E` logs; only known-plain `-o` keys

@@ -316,6 +316,7 @@ impl Walker {
                 "{} starts a shell or a unit whose command is not given",
                 q(source)
             )),
+            "sudoedit" => self.sudo_edit(source),
             "tmux" | "screen" | "byobu" | "zellij" | "dtach" | "abduco" => {
                 self.multiplexer(name, args, source)
             }
@@ -572,6 +573,16 @@ pub(super) fn runs_given_commands(name: &str, args: &[Word]) -> bool {
                 )
         }
         "ip" => any(&|t| t == "exec"),
+        // The dynamic loader runs the program it is given (`/lib64/ld-linux-x86-64.so.2
+        // /bin/rm -rf d`), with libraries of `--preload`/`--audit` and another argv0
+        // (ld.so(8)).
+        n if n == "ld.so"
+            || n.starts_with("ld-linux")
+            || n.starts_with("ld64.so")
+            || n.starts_with("ld-musl") =>
+        {
+            !args.is_empty()
+        }
         // `socat - EXEC:cmd`, `nc -e cmd`, `ncat --sh-exec cmd`.
         "socat" => any(&|t| {
             let up = t.to_ascii_uppercase();

@@ -169,6 +169,9 @@ impl Walker {
                         .copied()
                         .collect();
                     let opt = resolve_long(&known, &opt).map_or(opt, str::to_string);
+                    if spec.name == "sudo" && opt == "--edit" {
+                        self.sudo_edit(source);
+                    }
                     if spec.name == "env" && opt == "--split-string" {
                         self.opaque(format!(
                             "{} splits a string into a command (`env -S`), which is not analysed",
@@ -205,6 +208,9 @@ impl Walker {
                     let mut next_taken = false;
                     for (ci, c) in chars.iter().enumerate() {
                         let rest: String = chars[ci + 1..].iter().collect();
+                        if spec.name == "sudo" && *c == 'e' {
+                            self.sudo_edit(source);
+                        }
                         if spec.script_short.contains(*c) {
                             let v = if rest.is_empty() {
                                 next_taken = true;
@@ -382,6 +388,15 @@ impl Walker {
                 q(&v.raw)
             )),
         }
+    }
+
+    /// `sudo -e FILE…` (`--edit`, and `sudoedit`): the words after the options are files
+    /// sudo copies, opens in an editor and writes back, not a command (sudo(8)).
+    pub(super) fn sudo_edit(&mut self, source: &str) {
+        self.opaque(format!(
+            "{} opens files in an editor and writes them back (`sudo -e`)",
+            q(source)
+        ));
     }
 
     /// Whether a path (as written, relative to the current directory candidates) was
