@@ -54,10 +54,15 @@ const fn w(
 
 /// Wrappers skipped to find the command they run (`sudo -u root rm x` → `rm x`).
 pub(crate) const WRAPPERS: &[WrapperSpec] = &[
+    // sudo's getopt string `+Aa:BbC:c:D:Eeg:Hh::iKklNnPp:R:r:SsT:t:U:u:Vv` (parse_args.c):
+    // `-a TYPE` (BSD auth) and `-c CLASS` (login class) take a value where sudo is built
+    // with them; `-h` takes the next word as a host when it stands alone.
     w(
         "sudo",
-        "ughpCDrtUTR",
+        "ughpCDrtUTRac",
         &[
+            "--auth-type",
+            "--login-class",
             "--user",
             "--group",
             "--host",
@@ -72,8 +77,38 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
         ],
         0,
     ),
-    w("doas", "uC", &[], 0),
-    w("env", "uCS", &["--unset", "--chdir", "--split-string"], 0),
+    // OpenBSD doas(1): `-a STYLE`, `-C CONFIG`, `-u USER`.
+    w("doas", "uCa", &[], 0),
+    // systemd's run0(1): `-u`/`-g`/`-D` and the long options taking a value.
+    w(
+        "run0",
+        "ugD",
+        &[
+            "--user",
+            "--group",
+            "--chdir",
+            "--unit",
+            "--property",
+            "--description",
+            "--slice",
+            "--nice",
+            "--setenv",
+            "--background",
+            "--machine",
+            "--shell-prompt-prefix",
+            "--lightweight",
+            "--area",
+        ],
+        0,
+    ),
+    // GNU env (coreutils ≥ 9.2 `-a`/`--argv0`) and BSD env (`-P ALTPATH`, `-L`/`-U
+    // USER[/CLASS]`): letters that take a value, attached or the next word.
+    w(
+        "env",
+        "uCSaPLU",
+        &["--unset", "--chdir", "--split-string", "--argv0"],
+        0,
+    ),
     w("nohup", "", &[], 0),
     w("time", "fo", &["--format", "--output"], 0),
     w("command", "", &[], 0),
@@ -141,8 +176,9 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
     w("firejail", "", &[], 0),
     w(
         "systemd-run",
-        "pEuMHs",
+        "pEuMHsC",
         &[
+            "--capsule",
             "--property",
             "--setenv",
             "--unit",
@@ -187,6 +223,7 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
         )
     },
     w("busybox", "", &[], 0),
+    w("toybox", "", &[], 0),
     w("pkexec", "", &["--user"], 0),
     w("fakeroot", "lsi", &["--lib", "--faked"], 0),
     w("strace", "oepsuEbIXPaS", &["--output"], 0),
@@ -302,6 +339,28 @@ pub(crate) const WRAPPERS: &[WrapperSpec] = &[
 pub(crate) fn wrapper_other_longs(name: &str) -> &'static [&'static str] {
     match name {
         "xargs" => &["--replace", "--eof", "--max-lines"],
+        // sudo's long options without a value (parse_args.c), so that `--login` is not read
+        // as an abbreviation of `--login-class` and takes no word.
+        "sudo" => &[
+            "--background",
+            "--preserve-env",
+            "--edit",
+            "--set-home",
+            "--login",
+            "--remove-timestamp",
+            "--list",
+            "--preserve-groups",
+            "--shell",
+            "--validate",
+            "--askpass",
+            "--bell",
+            "--help",
+            "--reset-timestamp",
+            "--no-update",
+            "--non-interactive",
+            "--stdin",
+            "--version",
+        ],
         _ => &[],
     }
 }

@@ -77,6 +77,10 @@ fn risky_and_harmless_variables() {
         "CDPATH",
         "PS4",
         "PROMPT_COMMAND",
+        "LESSOPEN",
+        "LESSKEYIN",
+        "LESSKEY_CONTENT",
+        "LESSGLOBALTAGS",
     ] {
         assert!(risky_var(v), "{v}");
     }

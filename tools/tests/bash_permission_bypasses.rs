@@ -426,6 +426,305 @@ const ROWS: &[Row] = &[
     ("plan", "git reset HEAD~1", A, ""),
     ("plan", "git format-patch --stdout HEAD~1", A, ""),
     ("plan", "tar -tf a.tar", A, ""),
+    // 8. Leftovers of the seventh audit, each shown to run unasked (or be misread) first.
+    // vim and neovim compare long option names ignoring case and accept text after some
+    // (vim `main.c`: `STRNICMP(arg, "cmd", 3)`, so `--CMD` and `--Cmd` are `--cmd`);
+    // `--remote-send`/`--remote-expr` run keys and expressions in a running vim, nvim's
+    // `--embed` takes RPC calls from stdin and `--startuptime` writes the file it names.
+    // Every long option but the plain ones is opaque, in any case; `-C` is `compatible`.
+    // `-W F`/`-w F` (keys typed), `-i F` (viminfo) and `-V20F` write F.
+    ("issue", "vim --CMD '!rm -rf d' a.txt", K, OPAQUE),
+    ("issue", "vim --Cmd '!rm -rf d' a.txt", K, OPAQUE),
+    ("issue", "nvim --cMd '!rm -rf d' a.txt", K, OPAQUE),
+    ("issue", "view --CMD '!rm -rf d' a.txt", K, OPAQUE),
+    ("issue", "rview --CMD '!rm -rf d' a.txt", K, OPAQUE),
+    ("issue", "vim --remote-send ':!rm -rf d<CR>'", K, OPAQUE),
+    (
+        "issue",
+        "vim --REMOTE-EXPR 'system(\"rm -rf d\")'",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "nvim --embed", K, OPAQUE),
+    ("extdeny", "vim --STARTUPTIME a.txt z.txt", K, OPAQUE),
+    ("plan", "vim -W a.txt z.txt", K, PLAN_UNKNOWN),
+    ("plan", "vim -i a.txt z.txt", K, PLAN_UNKNOWN),
+    ("extdeny", "vim -V20a.txt z.txt", K, OPAQUE),
+    ("issue", "vim -V20 z.txt", A, ""),
+    ("issue", "vim -C a.txt", A, ""),
+    ("issue", "vim --clean --noplugin a.txt", A, ""),
+    ("issue", "vim --version", A, ""),
+    // less runs the commands of a lesskey file or text (`-k F`, `--lesskey-src=F`, less ≥
+    // 582; `--lesskey-content=TEXT`, less ≥ 643: keys bound to `!cmd`, and an `#env`
+    // section that sets `LESSOPEN`) and of `--cmd` (at the first prompt), with any
+    // unambiguous prefix of a long name and `k` anywhere in a cluster before a letter that
+    // takes a value (less(1), lesskey(1), option.c `findopt_name`). Every variable less
+    // reads is risky (`LESSKEYIN`, `LESSKEY_CONTENT`, `LESSEDIT`, `LESSGLOBALTAGS` were
+    // not; `LESSOPEN`/`LESSCLOSE` run a command on each file), and `-o F`/`-O F` write F.
+    ("issue", "less --lesskey-src=k a.txt", K, OPAQUE),
+    ("issue", "less --lesskey-s k a.txt", K, OPAQUE),
+    ("issue", "less --lesskey-file=k a.txt", K, OPAQUE),
+    ("issue", "less -k k a.txt", K, OPAQUE),
+    ("issue", "less -ikk a.txt", K, OPAQUE),
+    (
+        "issue",
+        "less --lesskey-content='#env\nLESSOPEN=|rm -rf d %s' a.txt",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "less --cmd='!rm -rf d' a.txt", K, OPAQUE),
+    ("issue", "LESSKEYIN=k less a.txt", K, OPAQUE),
+    ("issue", "LESSKEY_CONTENT=x less a.txt", K, OPAQUE),
+    ("issue", "env LESSKEYIN_SYSTEM=k less a.txt", K, OPAQUE),
+    ("issue", "export LESSEDIT='rm -rf d'; less a.txt", K, OPAQUE),
+    ("issue", "LESSGLOBALTAGS=x less -t x", K, OPAQUE),
+    ("issue", "LESSOPEN='|rm -rf d %s' less a.txt", K, OPAQUE),
+    ("issue", "env LESSOPEN='|rm -rf d %s' less a.txt", K, OPAQUE),
+    (
+        "issue",
+        "export LESSOPEN='|rm -rf d %s'; less a.txt",
+        K,
+        OPAQUE,
+    ),
+    ("plan", "cat z.txt | less -o a.txt", D, PLAN_EDIT),
+    ("plan", "cat z.txt | less -SOa.txt", D, PLAN_EDIT),
+    ("issue", "less -iN a.txt", A, ""),
+    ("issue", "less -Pkeep a.txt", A, ""),
+    // env's `-a NAME`/`--argv0=NAME` (coreutils ≥ 9.2) takes a value: `env -a ls rm -rf d`
+    // runs `rm` (it was read as `ls rm -rf d`), and the name is what multi-call programs
+    // run (`git-push` makes git push, `rm` makes busybox rm), so it is opaque, as are
+    // `exec -a` and BSD env's `-P DIR` (where the command is looked up). `-u`, `-C`, `-S`
+    // keep being read in every spelling.
+    ("issue", "env -a ls rm -rf d", D, RM),
+    ("issue", "env --argv0 ls rm -rf d", D, RM),
+    ("issue", "env --ar ls rm -rf d", D, RM),
+    ("issue", "env -ials rm -rf d", D, RM),
+    ("issue", "env -a git-push git origin main", K, OPAQUE),
+    ("issue", "env -a rm busybox -rf d", K, OPAQUE),
+    ("issue", "exec -a rm busybox -rf d", K, OPAQUE),
+    ("issue", "env -P sub ls", K, OPAQUE),
+    ("issue", "env -Psub ls", K, OPAQUE),
+    ("issue", "env -L me rm -rf d", D, RM),
+    ("issue", "env -iuX -C sub rm -rf d", D, RM),
+    ("issue", "env -iuX -S 'rm -rf d'", K, OPAQUE),
+    ("issue", "env --un=X --chd sub rm -rf d", D, RM),
+    ("extdeny", "env -iC ../outside cat x", D, EXT),
+    ("extdeny", "env -0C../outside cat x", D, EXT),
+    ("issue", "env -u HOME ls", A, ""),
+    ("issue", "env -i ls", A, ""),
+    // sudo's `-a TYPE` (BSD auth) and `-c CLASS` (login class) take a value (getopt string
+    // `+Aa:BbC:c:D:Eeg:Hh::iKklNnPp:R:r:SsT:t:U:u:Vv`, parse_args.c), as do
+    // `--auth-type`/`--login-class`: `sudo -a ls rm -rf d` runs `rm`. Its other long options
+    // are known too, so an exact `--login` is not `--login-class`. doas takes `-a STYLE`;
+    // run0 (systemd ≥ 256) is a wrapper like sudo; `systemd-run -C` (`--capsule`) takes a
+    // value; a unit's `-p Exec*=` property is a command it runs and its `-E`/`--setenv`
+    // variables are checked like `env`'s; `su -s SHELL` runs SHELL with `-c SCRIPT`.
+    ("issue", "sudo -a ls rm -rf d", D, RM),
+    ("issue", "sudo -c ls rm -rf d", D, RM),
+    ("issue", "sudo -Ealogin rm -rf d", D, RM),
+    ("issue", "sudo --auth-type x rm -rf d", D, RM),
+    ("issue", "sudo --au x rm -rf d", D, RM),
+    ("issue", "sudo --login-class x rm -rf d", D, RM),
+    ("issue", "sudo --login rm -rf d", D, RM),
+    ("issue", "sudo -unobody rm -rf d", D, RM),
+    ("issue", "sudo -Eu root rm -rf d", D, RM),
+    ("issue", "sudo -h host rm -rf d", D, RM),
+    ("issue", "sudo --pro x --close-from=5 rm -rf d", D, RM),
+    ("issue", "doas -a x rm -rf d", D, RM),
+    ("issue", "run0 rm -rf d", D, RM),
+    ("issue", "run0 -u x rm -rf d", D, RM),
+    ("issue", "run0 --chdir=sub -g g rm -rf d", D, RM),
+    ("extdeny", "run0 -D ../outside cat x", D, EXT),
+    ("issue", "run0", K, OPAQUE),
+    ("issue", "systemd-run -C x rm -rf d", D, RM),
+    (
+        "issue",
+        "systemd-run -p ExecStartPre='/bin/rm -rf d' true",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "systemd-run -E LESSOPEN='|rm -rf d %s' less a.txt",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "run0 --setenv=LESSOPEN='|rm -rf d %s' less a.txt",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "systemd-run --user --shell", K, OPAQUE),
+    (
+        "issue",
+        "su -s ./x -c 'BEGIN{\"rm -rf d\" | getline}' root",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "su --shell=./x -c ls root", K, OPAQUE),
+    ("issue", "su -ls./x -c ls root", K, OPAQUE),
+    ("issue", "runuser --sh ./x -c ls root", K, OPAQUE),
+    ("issue", "su -c 'rm -rf d' root", D, RM),
+    ("issue", "systemd-run -p MemoryMax=1G ls", A, ""),
+    ("issue", "su -s bash -c ls root", A, ""),
+    ("issue", "sudo -u root ls", A, ""),
+    // `sudo -e FILE` (`--edit`, `sudoedit`) edits and writes FILE back; toybox runs its
+    // applets like busybox; the dynamic loader runs the program it is given (ld.so(8)).
+    ("plan", "sudo -e a.txt", K, PLAN_UNKNOWN),
+    ("plan", "sudo -ne a.txt", K, PLAN_UNKNOWN),
+    ("plan", "sudo --edit a.txt", K, PLAN_UNKNOWN),
+    ("plan", "sudoedit a.txt", K, PLAN_UNKNOWN),
+    ("issue", "toybox rm -rf d", D, RM),
+    ("issue", "ld-linux-x86-64.so.2 ./rm -rf d", K, OPAQUE),
+    ("issue", "./ld.so rm -rf d", K, OPAQUE),
+    // ssh loads the PKCS#11 library of `-I LIB` and of `-o PKCS11Provider=`/
+    // `SecurityKeyProvider=`, runs `XAuthLocation` and `RemoteCommand` (on a host that may be
+    // this one), and writes `ControlPath` sockets and `-E` logs; only known-plain `-o` keys
+    // pass now, in every spelling. `ssh-keygen -D`/`-w` and `ssh-add -s`/`-S` load a
+    // library; `RSYNC_RSH`, `RSYNC_CONNECT_PROG` (rsync(1)) and `SSH_SK_PROVIDER` are
+    // commands and libraries given by variable.
+    ("issue", "ssh -I x.so h", K, OPAQUE),
+    ("issue", "ssh -vI x.so h", K, OPAQUE),
+    ("issue", "ssh -Ix.so h", K, OPAQUE),
+    ("issue", "ssh -o PKCS11Provider=x.so h", K, OPAQUE),
+    ("issue", "ssh -oPKCS11Provider=x.so h", K, OPAQUE),
+    ("issue", "ssh -vo 'pkcs11provider x.so' h", K, OPAQUE),
+    ("issue", "ssh -o SecurityKeyProvider=x.so h", K, OPAQUE),
+    (
+        "issue",
+        "ssh -o RemoteCommand='rm -rf d' localhost",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "ssh -o XAuthLocation=./x -X h", K, OPAQUE),
+    (
+        "issue",
+        "ssh -o ControlPath=a.txt -o ControlMaster=yes h",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "scp -o PKCS11Provider=x.so a.txt h:y", K, OPAQUE),
+    ("issue", "sftp -oPKCS11Provider=x.so h", K, OPAQUE),
+    ("issue", "ssh-keygen -D x.so", K, OPAQUE),
+    ("issue", "ssh-keygen -t ed25519-sk -w x.so", K, OPAQUE),
+    ("issue", "ssh-add -s x.so", K, OPAQUE),
+    ("issue", "ssh-add -S x.so", K, OPAQUE),
+    ("issue", "SSH_SK_PROVIDER=x.so ssh-add -K", K, OPAQUE),
+    (
+        "issue",
+        "RSYNC_CONNECT_PROG='rm -rf d %H' rsync rsync://h/x .",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "RSYNC_RSH='rm -rf d' rsync a.txt h:y", K, OPAQUE),
+    ("plan", "ssh -E a.txt h", D, PLAN_EDIT),
+    (
+        "issue",
+        "ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null h ls",
+        A,
+        "",
+    ),
+    ("issue", "ssh -p 2222 -o BatchMode=yes h uptime", A, ""),
+    ("issue", "ssh -i k h rm -rf d", D, RM),
+    ("issue", "ssh-keygen -t ed25519 -f k -N ''", A, ""),
+    ("issue", "ssh-add -l", A, ""),
+    ("issue", "scp -P 22 a.txt h:y", A, ""),
+    // `git config --file=F`/`-f F` writes F when it changes anything (a key with a value,
+    // `set`, `unset`, `--add`, `--replace-all`, `--unset`, `--rename-section`,
+    // `--remove-section`; git-config(1)); it was checked as a read, so the plan agent could
+    // overwrite any file. `--global` writes `~/.gitconfig` and `--system` `/etc/gitconfig`
+    // (outside the project; they were not checked at all). Reading stays a read.
+    ("plan", "git config --file=a.txt user.name x", D, PLAN_EDIT),
+    ("plan", "git config --file a.txt user.name x", D, PLAN_EDIT),
+    ("plan", "git config -f a.txt user.name x", D, PLAN_EDIT),
+    ("plan", "git config -fa.txt user.name x", D, PLAN_EDIT),
+    ("plan", "git config -zf a.txt user.name x", D, PLAN_EDIT),
+    ("plan", "git config --fil a.txt user.name x", D, PLAN_EDIT),
+    (
+        "plan",
+        "git config -f a.txt --unset user.name",
+        D,
+        PLAN_EDIT,
+    ),
+    (
+        "plan",
+        "git config -f a.txt --add user.name x",
+        D,
+        PLAN_EDIT,
+    ),
+    (
+        "plan",
+        "git config -f a.txt --remove-section user",
+        D,
+        PLAN_EDIT,
+    ),
+    ("plan", "git config -f a.txt set user.name x", D, PLAN_EDIT),
+    ("plan", "git config set -f a.txt user.name x", D, PLAN_EDIT),
+    ("plan", "git config -f a.txt unset user.name", D, PLAN_EDIT),
+    ("plan", "git config --global user.name x", D, PLAN_EDIT),
+    (
+        "extdeny",
+        "git config --file=../outside/x user.name x",
+        D,
+        EXT,
+    ),
+    ("extdeny", "git config --global user.name x", D, EXT),
+    ("extdeny", "git config --system user.name x", D, EXT),
+    ("plan", "git config -f a.txt --get user.name", A, ""),
+    ("plan", "git config -f a.txt user.name", A, ""),
+    ("plan", "git config -f a.txt -l", A, ""),
+    ("plan", "git config --global --get user.name", A, ""),
+    // make's makefiles (scripts.rs `make_files`) were found by peeking at option clusters
+    // without skipping the values of the other options: `make -W -fx` reads the default
+    // makefile (`-fx` is the value of `-W`, getopt), but `x` was checked instead of the
+    // `Makefile` just written. Values are now skipped through `cluster_value` and make's
+    // long options; the makefiles are looked for in the `-C` directory make moves to first,
+    // and a makefile read from stdin (`-f -`) is opaque.
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > Makefile; make -W -fx",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > Makefile; make -sI -fx",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > Makefile; make --what-if -fx",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > Makefile; make --assume-o -fx",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > sub/Makefile; make -C sub",
+        K,
+        OPAQUE,
+    ),
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > sub/e.mk; make -C sub -f e.mk",
+        K,
+        OPAQUE,
+    ),
+    ("issue", "echo 'all:; rm -rf d' | make -f -", K, OPAQUE),
+    (
+        "issue",
+        "echo 'all:; rm -rf d' > Makefile; make -j -f x",
+        A,
+        "",
+    ),
+    ("issue", "make -C sub -f x.mk test", A, ""),
 ];
 
 #[tokio::test]
@@ -640,5 +939,308 @@ proptest! {
         prop_assume!(!(not_path || (cmd == "awk" && before.contains('v'))));
         let line = format!("{cmd} -{before}{letter}{path} a.txt");
         prop_assert!(reports(&line, path.trim_start_matches("./")), "{:?} not reported", line);
+    }
+}
+
+/// vim's long options that run commands, name a file it writes or a server it drives (vim
+/// and neovim `main.c`), for `vim_long_options_are_opaque_in_any_case`.
+const VIM_CODE_LONGS: &[&str] = &[
+    "cmd",
+    "remote-send",
+    "remote-expr",
+    "remote",
+    "remote-silent",
+    "startuptime",
+    "servername",
+    "log",
+    "embed",
+    "listen",
+];
+
+/// `name` with the letters whose flag in `upper` is set made upper case (cycling the flags).
+fn recase(name: &str, upper: &[bool]) -> String {
+    name.chars()
+        .zip(upper.iter().cycle())
+        .map(|(c, u)| if *u { c.to_ascii_uppercase() } else { c })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// vim compares long option names ignoring case (`STRNICMP`): every case spelling of an
+    /// option that runs commands or names a file is opaque, for every name vim goes by.
+    #[test]
+    fn vim_long_options_are_opaque_in_any_case(
+        prog in prop::sample::select(vec![
+            "vim", "nvim", "vi", "view", "gvim", "vimdiff", "rvim", "rview", "evim", "gview",
+        ]),
+        name in prop::sample::select(VIM_CODE_LONGS.to_vec()),
+        upper in prop::collection::vec(any::<bool>(), 1..12),
+        before in prop::sample::select(vec!["", "-N ", "--noplugin ", "--CLEAN ", "a.txt "]),
+    ) {
+        let line = format!("{prog} {before}--{} '!rm -rf d' a.txt", recase(name, &upper));
+        prop_assert!(!troupe_tools::analyze(&line).opaque.is_empty(), "{:?} is not opaque", line);
+    }
+
+    /// A lesskey file or text given to less is opaque in every spelling less reads: a long
+    /// name cut to any unambiguous prefix with `=` or the next word, `k` after other flags
+    /// in a cluster with the file attached or next, or a variable naming one.
+    #[test]
+    fn less_lesskey_is_opaque_in_every_spelling(
+        form in 0usize..3,
+        name in prop::sample::select(vec!["--lesskey-file", "--lesskey-src", "--lesskey-content", "--cmd"]),
+        cut in any::<u64>(),
+        attached in any::<bool>(),
+        flags in prop::sample::subsequence(vec!['i', 'N', 'S', 'R', 'X', 'F', 'e'], 0..=3),
+        var in prop::sample::select(vec![
+            "LESSKEY", "LESSKEYIN", "LESSKEY_CONTENT", "LESSKEYIN_SYSTEM", "LESSOPEN",
+            "LESSCLOSE", "LESS", "LESSEDIT",
+        ]),
+    ) {
+        let flags: String = flags.into_iter().collect();
+        let option = match form {
+            0 => {
+                let unique = if name == "--cmd" { 4 } else { 11 };
+                let opt = &name[..unique + (cut as usize) % (name.len() - unique + 1)];
+                if attached { format!("{opt}=k.txt") } else { format!("{opt} k.txt") }
+            }
+            1 if attached => format!("-{flags}kk.txt"),
+            1 => format!("-{flags}k k.txt"),
+            _ => String::new(),
+        };
+        let line = if form == 2 {
+            format!("{var}=x less -{flags}i a.txt")
+        } else {
+            format!("less {option} a.txt")
+        };
+        prop_assert!(!troupe_tools::analyze(&line).opaque.is_empty(), "{:?} is not opaque", line);
+    }
+}
+
+/// A wrapper, letters of its flags, letters of its options taking a value, and its long
+/// options taking a value with the length of their shortest unambiguous prefix.
+type WrapperOptions = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [(&'static str, usize)],
+);
+
+/// Wrappers and the options that take a value, for
+/// `wrapped_commands_are_found_after_every_value_option`: (wrapper, letters of flags without
+/// a value that may come first in a cluster, letters taking a value, long options taking a
+/// value with the length of their shortest unambiguous prefix). Sources: env(1) (GNU
+/// coreutils 9.2+, BSD), sudo's parse_args.c, doas(1), run0(1).
+const WRAPPER_VALUE_OPTIONS: &[WrapperOptions] = &[
+    (
+        "env",
+        "i0v",
+        "uCaPLU",
+        &[("--unset", 3), ("--chdir", 3), ("--argv0", 3)],
+    ),
+    (
+        "sudo",
+        "ABbEHiknNPSs",
+        "aCcDgpRrTtUu",
+        &[
+            ("--auth-type", 4),
+            ("--close-from", 4),
+            ("--login-class", 8),
+            ("--chdir", 5),
+            ("--group", 3),
+            ("--host", 4),
+            ("--prompt", 5),
+            ("--chroot", 5),
+            ("--role", 4),
+            ("--command-timeout", 4),
+            ("--type", 3),
+            ("--other-user", 3),
+            ("--user", 3),
+        ],
+    ),
+    ("doas", "n", "ua", &[]),
+    (
+        "run0",
+        "i",
+        "ugD",
+        &[
+            ("--user", 5),
+            ("--unit", 5),
+            ("--group", 3),
+            ("--chdir", 3),
+            ("--nice", 4),
+            ("--machine", 4),
+        ],
+    ),
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// A wrapper's option that takes a value takes it in every spelling its parser reads (the
+    /// next word, attached, after flags in a cluster, a long name whole or cut to an
+    /// unambiguous prefix with `=` or the next word), so the command after it is found.
+    #[test]
+    fn wrapped_commands_are_found_after_every_value_option(
+        entry in prop::sample::select(WRAPPER_VALUE_OPTIONS.to_vec()),
+        pick in any::<u64>(),
+        cut in any::<u64>(),
+        form in 0usize..4,
+        flags in prop::collection::vec(any::<usize>(), 0..3),
+    ) {
+        let (wrapper, flag_letters, value_letters, longs) = entry;
+        let flag_letters: Vec<char> = flag_letters.chars().collect();
+        let flags: String = flags
+            .into_iter()
+            .map(|i| flag_letters[i % flag_letters.len()])
+            .collect();
+        let letters: Vec<char> = value_letters.chars().collect();
+        let letter = letters[pick as usize % letters.len()];
+        let option = match form {
+            0 => format!("-{flags}{letter} sub"),
+            1 => format!("-{flags}{letter}sub"),
+            _ if longs.is_empty() => format!("-{letter} sub"),
+            _ => {
+                let (name, unique) = longs[pick as usize % longs.len()];
+                let opt = &name[..unique + (cut as usize) % (name.len() - unique + 1)];
+                if form == 2 { format!("{opt}=sub") } else { format!("{opt} sub") }
+            }
+        };
+        let line = format!("{wrapper} {option} rm -rf d");
+        let a = troupe_tools::analyze(&line);
+        prop_assert!(
+            a.parts.iter().any(|p| p.patterns.iter().any(|x| x == "rm -rf d")),
+            "{:?} does not find `rm -rf d`: {:?}", line, a.parts
+        );
+    }
+}
+
+/// ssh_config(5) keywords that run a command, load a library or name a file ssh writes or
+/// reads, for `ssh_code_options_are_opaque_in_every_spelling`.
+const SSH_CODE_KEYS: &[&str] = &[
+    "ProxyCommand",
+    "LocalCommand",
+    "KnownHostsCommand",
+    "PKCS11Provider",
+    "SecurityKeyProvider",
+    "XAuthLocation",
+    "RemoteCommand",
+    "ControlPath",
+    "IdentityAgent",
+    "UserKnownHostsFile",
+    "IdentityFile",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// `-o KEY=VALUE` with a key that runs a command or loads a library is opaque for ssh,
+    /// scp and sftp in every spelling OpenSSH reads: the key in any case, `=` or a blank
+    /// before the value, the option alone, attached or after flags in a cluster.
+    #[test]
+    fn ssh_code_options_are_opaque_in_every_spelling(
+        prog in prop::sample::select(vec![
+            ("ssh", "46AaCfGgKkMNnqsTtVvXxYy", "h"),
+            ("scp", "346ABCpqrTv", "a.txt h:y"),
+            ("sftp", "246AafhNpqrvC", "h"),
+        ]),
+        key in prop::sample::select(SSH_CODE_KEYS.to_vec()),
+        upper in prop::collection::vec(any::<bool>(), 1..8),
+        form in 0usize..3,
+        blank in any::<bool>(),
+        flags in prop::collection::vec(any::<usize>(), 0..3),
+    ) {
+        let (name, flag_letters, operands) = prog;
+        let flag_letters: Vec<char> = flag_letters.chars().collect();
+        let flags: String = flags.into_iter().map(|i| flag_letters[i % flag_letters.len()]).collect();
+        let setting = format!("{}{}x.so", recase(key, &upper), if blank { " " } else { "=" });
+        let option = match form {
+            0 => format!("-o '{setting}'"),
+            1 => format!("'-o{setting}'"),
+            _ => format!("-{flags}o '{setting}'"),
+        };
+        let line = format!("{name} {option} {operands}");
+        prop_assert!(!troupe_tools::analyze(&line).opaque.is_empty(), "{:?} is not opaque", line);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// `git config` writes the file of `--file`/`-f` whenever it changes something, in every
+    /// spelling parse-options reads (`-f F`, `-fF`, `-zf F`, `--file=F`, `--fil F`), for
+    /// every way of changing, with the file option before or after the change.
+    #[test]
+    fn git_config_file_is_written_in_every_spelling(
+        form in 0usize..5,
+        cut in any::<u64>(),
+        change in prop::sample::select(vec![
+            "user.name x",
+            "--add user.name x",
+            "--replace-all user.name x",
+            "--unset user.name",
+            "--unset-all user.name",
+            "--rename-section a b",
+            "--remove-section a",
+            "set user.name x",
+            "unset user.name",
+            "rename-section a b",
+            "remove-section a",
+        ]),
+        after in any::<bool>(),
+    ) {
+        let long = &"--file"[..5 + (cut as usize) % 2];
+        let file = match form {
+            0 => "-f a.txt".to_string(),
+            1 => "-fa.txt".to_string(),
+            2 => "-zf a.txt".to_string(),
+            3 => format!("{long}=a.txt"),
+            _ => format!("{long} a.txt"),
+        };
+        let subcommand = change.split(' ').next().is_some_and(|w| !w.starts_with('-') && !w.contains('.'));
+        let line = if after && !subcommand {
+            format!("git config {change} {file}")
+        } else if subcommand {
+            let (sub, rest) = change.split_once(' ').unwrap_or((change, ""));
+            if after { format!("git config {sub} {file} {rest}") } else { format!("git config {file} {sub} {rest}") }
+        } else {
+            format!("git config {file} {change}")
+        };
+        let a = troupe_tools::analyze(&line);
+        prop_assert!(
+            a.paths.iter().any(|p| p.write && p.path.ends_with("a.txt")),
+            "{:?} does not write a.txt: {:?}", line, a.paths
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// A makefile written by the same command and then run is opaque whatever the options
+    /// around it: another option's value that looks like `-fFILE` (`-W -fx`: the default
+    /// makefile is read), every spelling of `-f`/`--file`/`--makefile`, and `-C DIR` in
+    /// front (make reads the makefiles there).
+    #[test]
+    fn a_written_makefile_is_opaque_in_every_spelling(
+        absorber in prop::sample::select(vec![
+            "-W", "-I", "-o", "-sW", "-kI", "-so", "--what-if", "--include-dir", "--old-file",
+            "--new-file", "--assume-old", "--assume-new", "--what", "--inc", "--old",
+        ]),
+        given in prop::sample::select(vec![
+            "-f e.mk", "-fe.mk", "-sf e.mk", "-ksfe.mk", "--file=e.mk", "--fi e.mk",
+            "--makefile=e.mk", "--mak e.mk", "-j -f e.mk", "-j4 -f e.mk",
+        ]),
+        named in any::<bool>(),
+        in_sub in any::<bool>(),
+    ) {
+        let (dir, cd) = if in_sub { ("sub/", "-C sub ") } else { ("", "") };
+        let line = if named {
+            format!("echo 'all:; rm -rf d' > {dir}e.mk; make {cd}{given}")
+        } else {
+            format!("echo 'all:; rm -rf d' > {dir}Makefile; make {cd}{absorber} -fx")
+        };
+        prop_assert!(!troupe_tools::analyze(&line).opaque.is_empty(), "{:?} is not opaque", line);
     }
 }

@@ -693,12 +693,9 @@ const CORPUS: &[Row] = &[
         K,
         "a git alias",
     ),
-    (
-        "issue",
-        "git config --global alias.p push",
-        K,
-        "a git alias",
-    ),
+    // `--global` writes `~/.gitconfig`, outside the project: denied before the alias asks.
+    ("issue", "git config --global alias.p push", D, EXT),
+    ("ask", "git config --global alias.p push", K, "a git alias"),
     ("issue", "git config set alias.p push", K, "a git alias"),
     ("issue", "git config --add core.pager x", K, "`core.pager`"),
     ("issue", "git config user.name x", A, ""),

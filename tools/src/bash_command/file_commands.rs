@@ -175,6 +175,8 @@ impl Walker {
                         | "--output-file" | "-a" | "--append-output",
                     )
                     | ("sort", "-o" | "--output")
+                    | ("less", "-o" | "-O" | "--log-file" | "--LOG-FILE")
+                    | ("ssh", "-E")
                     | ("git", "-o" | "--output-directory")
                     | (
                         "gcc" | "g++" | "cc" | "c++" | "clang" | "clang++" | "ld" | "rustc" | "as"

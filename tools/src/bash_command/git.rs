@@ -320,11 +320,16 @@ impl Walker {
 
     /// `git config …`: setting (not reading) a key whose value git runs or that defines an
     /// alias is opaque; so is a key only known when it runs and `--edit`.
+    ///
+    /// The file a change is written to is a written path: the `--file`/`-f` value (spelled
+    /// `-f F`, `-fF`, `-zf F`, `--file=F`, `--fil F`: parse-options reads clusters and
+    /// abbreviations), `~/.gitconfig` for `--global` and `/etc/gitconfig` for `--system`
+    /// (git-config(1) "FILES"). A change is anything but a read: `set`, `unset`,
+    /// `rename-section`, `remove-section`, `--add`, `--replace-all`, `--unset[-all]`, or a
+    /// key with a value. A `--file` that is only read is a read path.
     pub(super) fn git_config(&mut self, args: &[Word], source: &str) {
         let texts: Vec<&str> = args.iter().map(Word::text).collect();
         let with_value = [
-            "-f",
-            "-t",
             "--file",
             "--blob",
             "--type",
@@ -332,17 +337,19 @@ impl Walker {
             "--comment",
             "--value",
         ];
-        // The words that are options (not the value of one: `--comment --get`), and the
-        // operands.
+        // The words that are options (not the value of one: `--comment --get`), the
+        // operands, and the files named by `--file`.
         let mut options: Vec<&str> = Vec::new();
         let mut operands: Vec<&Word> = Vec::new();
+        let mut files: Vec<Word> = Vec::new();
         let mut i = 0usize;
         let mut opts_done = false;
         while i < args.len() {
+            let w = &args[i];
             let t = texts[i];
             i += 1;
-            if opts_done || !t.starts_with('-') {
-                operands.push(&args[i - 1]);
+            if opts_done || !t.starts_with('-') || t == "-" {
+                operands.push(w);
                 continue;
             }
             if t == "--" {
@@ -350,12 +357,24 @@ impl Walker {
                 continue;
             }
             options.push(t);
-            // `--comm user.name`: an abbreviation takes its value from the next word too
-            // (parse-options).
-            let takes = with_value.contains(&t)
-                || (!t.contains('=') && long_word(&with_value, t).is_some());
-            if takes {
-                i += 1;
+            if t.starts_with("--") {
+                // `--comm user.name`: an abbreviation takes its value from the next word
+                // too (parse-options).
+                let (opt, value) = match long_word(&with_value, t) {
+                    Some((o, Some(v))) => (o, Some(w.part(v))),
+                    Some((o, None)) => {
+                        i += 1;
+                        (o, args.get(i - 1).cloned())
+                    }
+                    None => continue,
+                };
+                if opt == "--file" {
+                    files.extend(value);
+                }
+            } else if let Some(('f', v)) =
+                cluster_value(w, args, &mut i, |_| false, |c| matches!(c, 'f' | 't'))
+            {
+                files.extend(v);
             }
         }
         // `git config get …` (a subcommand only as the first operand).
@@ -396,6 +415,34 @@ impl Walker {
         }
         if sub.is_some() {
             operands.remove(0);
+        }
+        let changes = match sub {
+            Some(s) => !matches!(s, "get" | "list"),
+            None => {
+                long_option(
+                    &options,
+                    &[
+                        "--add",
+                        "--replace-all",
+                        "--unset",
+                        "--unset-all",
+                        "--rename-section",
+                        "--remove-section",
+                    ],
+                ) || (!reading && operands.len() >= 2)
+            }
+        };
+        let mut written = files;
+        if changes && written.is_empty() {
+            if long_option(&options, &["--global"]) {
+                written.push(Word::plain("~/.gitconfig"));
+            }
+            if long_option(&options, &["--system"]) {
+                written.push(Word::plain("/etc/gitconfig"));
+            }
+        }
+        for f in &written {
+            self.path(f, changes, source, true);
         }
         if reading {
             return;

@@ -182,6 +182,10 @@ pub(super) fn options_with_value(name: &str, args: &[Word]) -> &'static [&'stati
             "--link-dest",
         ],
         "scp" => &["-P", "-i", "-o", "-F", "-c", "-l", "-S", "-J"],
+        // `less -o FILE` copies a piped input to FILE (`-O` overwrites it unasked; less(1)).
+        "less" => &["-o", "-O", "--log-file", "--LOG-FILE"],
+        // `ssh -E FILE` appends its log to FILE (ssh(1)).
+        "ssh" => &["-E"],
         "dd" => &[],
         "git" if args.first().map(Word::text) == Some("format-patch") => {
             &["-o", "--output-directory"]
@@ -303,6 +307,33 @@ pub(super) fn short_cluster(texts: &[&str], letters: &str, values: &str) -> bool
     })
 }
 
+/// The first letter of the short-option cluster `w` (`-abcVALUE`, getopt's reading) that
+/// `takes` a value, with that value: the rest of the word, or else the next word of `args`
+/// (`*i`, the index of the word after `w`, then moves past it). Letters from the first one
+/// that `stop`s the scan on (one whose optional value is only attached) are not looked at.
+/// `None` when no letter takes a value.
+pub(super) fn cluster_value(
+    w: &Word,
+    args: &[Word],
+    i: &mut usize,
+    stop: impl Fn(char) -> bool,
+    takes: impl Fn(char) -> bool,
+) -> Option<(char, Option<Word>)> {
+    let body = w.text().get(1..)?;
+    let (at, c) = body
+        .char_indices()
+        .take_while(|(_, c)| !stop(*c))
+        .find(|(_, c)| takes(*c))?;
+    let rest = &body[at + c.len_utf8()..];
+    let value = if rest.is_empty() {
+        *i += 1;
+        args.get(*i - 1).cloned()
+    } else {
+        Some(w.part(rest))
+    };
+    Some((c, value))
+}
+
 /// The splits of a short-option word `-LETTERS[VALUE]` that may carry an attached value, as
 /// (`-L`, value) pairs, best first.
 ///
@@ -346,6 +377,8 @@ pub(super) fn writes_short(name: &str, opt: &str) -> bool {
         ("curl", "-o" | "-c")
             | ("wget", "-O" | "-P" | "-o" | "-a")
             | ("sort", "-o")
+            | ("less", "-o" | "-O")
+            | ("ssh", "-E")
             | ("git", "-o")
             | (
                 "gcc" | "g++" | "cc" | "c++" | "clang" | "clang++" | "ld" | "rustc" | "as" | "nasm",

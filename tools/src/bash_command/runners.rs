@@ -52,6 +52,16 @@ const HYPERFINE_VALUES: &[&str] = &[
     "--reference",
 ];
 
+/// Long options of `less` (and `--init-command` of other pagers) whose value is commands the
+/// pager runs or a lesskey file or text defining them (less(1) "OPTIONS", lesskey(1)).
+const LESS_CODE_LONGS: &[&str] = &[
+    "--lesskey-file",
+    "--lesskey-src",
+    "--lesskey-content",
+    "--cmd",
+    "--init-command",
+];
+
 /// Flags of a shell (`SHELLS`, or fish) that `hyperfine --shell` may add without asking
 /// (none reads a file or takes a value).
 const HYPERFINE_SHELL_FLAGS: &[&str] = &["--norc", "--noprofile", "--posix", "-e", "-u", "-x"];
@@ -66,6 +76,20 @@ fn only_describes(args: &[Word]) -> bool {
                 "--version" | "-version" | "-V" | "--help" | "-help" | "-h"
             )
         })
+}
+
+/// Whether `name` (a vim long option without its `--`) is one that neither runs commands nor
+/// names a file or a server: vim and neovim compare long names ignoring case and accept any
+/// text after some of them (vim's `main.c`: `STRNICMP(arg, "cmd", 3)` reads `--CMD` and
+/// `--Cmd` as `--cmd`; `--remote-send`/`--remote-expr` run keys and expressions in another
+/// vim, `--startuptime`/`--log` write a file, nvim's `--embed` reads RPC calls from stdin), so
+/// every other long option is taken as one that runs commands.
+fn vim_plain_long(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    matches!(
+        lower.as_str(),
+        "help" | "version" | "clean" | "headless" | "nofork" | "ttyfail" | "not-a-term"
+    ) || ["literal", "noplugin"].iter().any(|p| lower.starts_with(p))
 }
 
 impl Walker {
@@ -258,8 +282,11 @@ impl Walker {
                 "{} reads editor commands from stdin, where `!cmd` runs a shell",
                 q(source)
             )),
+            // vim runs editor commands from `+CMD`, `-c`, `-S`, `-s`, `-u`, `-e`/`-E` (Ex mode
+            // reading stdin) and writes the files of `-W`/`-w` (keys typed), `-i` (viminfo,
+            // on exit) and `-V20FILE` (vim(1)).
             "vi" | "vim" | "nvim" | "view" | "gvim" | "vimdiff" | "rvim" | "nvi" | "elvis"
-            | "vile" => {
+            | "vile" | "rview" | "gview" | "evim" | "eview" | "gvimdiff" | "vimx" => {
                 if let Some(w) = args.iter().find(|w| {
                     let t = w.text();
                     t.starts_with('+')
@@ -267,24 +294,45 @@ impl Walker {
                         || (t.starts_with('-')
                             && !t.starts_with("--")
                             && t.len() > 1
-                            && t[1..].contains(['e', 'E', 's', 'u', 'U', 'c', 'S']))
+                            && t[1..].contains(['e', 'E', 's', 'u', 'U', 'c', 'S', 'W', 'w', 'i']))
+                        // `-V20FILE` writes its messages to FILE; `-V20` alone does not.
+                        || t.strip_prefix("-V").is_some_and(|v| {
+                            !v.trim_start_matches(|c: char| c.is_ascii_digit()).is_empty()
+                        })
+                        || t.strip_prefix("--")
+                            .is_some_and(|l| !l.is_empty() && !vim_plain_long(l))
                 }) {
                     self.opaque(format!(
-                        "{} runs editor commands ({}), where `!cmd` runs a shell",
+                        "{} runs editor commands or writes files given in its options ({}), \
+                         where `!cmd` runs a shell",
                         q(source),
                         q(&w.raw)
                     ));
                 }
             }
+            // `run0` without a command opens a shell reading stdin; `systemd-run` without one
+            // does with `--shell`, and otherwise starts a unit named in its options.
+            "run0" | "systemd-run" if !only_describes(args) => self.opaque(format!(
+                "{} starts a shell or a unit whose command is not given",
+                q(source)
+            )),
+            "sudoedit" => self.sudo_edit(source),
             "tmux" | "screen" | "byobu" | "zellij" | "dtach" | "abduco" => {
                 self.multiplexer(name, args, source)
             }
-            // `less +'!CMD'`, `more +…`: commands for the pager, which can run a shell.
+            // `less +'!CMD'`, `more +…`: commands for the pager, which can run a shell. less
+            // also runs the commands of a lesskey file or text (`-k F`, `--lesskey-src=F`,
+            // `--lesskey-content=TEXT`: key bindings to `!cmd` and an `#env` section that can
+            // set `LESSOPEN`, lesskey(1)) and of `--cmd` (run at the first prompt); it reads
+            // any unambiguous prefix of a long name and short options in clusters whose
+            // string or number option takes the rest (`-ikFILE`; less(1), option.c).
             "less" | "more" | "most" => {
-                if let Some(w) = args
-                    .iter()
-                    .find(|w| w.text().starts_with('+') || w.text().starts_with("--init-command"))
-                {
+                if let Some(w) = args.iter().find(|w| {
+                    let t = w.text();
+                    t.starts_with('+')
+                        || long_option(&[&t.to_ascii_lowercase()], LESS_CODE_LONGS)
+                        || (name == "less" && short_cluster(&[t], "k", "bDhjoOpPtTxyz#\""))
+                }) {
                     self.opaque(format!(
                         "{} gives the pager the commands {}, which can run a shell",
                         q(source),
@@ -525,6 +573,16 @@ pub(super) fn runs_given_commands(name: &str, args: &[Word]) -> bool {
                 )
         }
         "ip" => any(&|t| t == "exec"),
+        // The dynamic loader runs the program it is given (`/lib64/ld-linux-x86-64.so.2
+        // /bin/rm -rf d`), with libraries of `--preload`/`--audit` and another argv0
+        // (ld.so(8)).
+        n if n == "ld.so"
+            || n.starts_with("ld-linux")
+            || n.starts_with("ld64.so")
+            || n.starts_with("ld-musl") =>
+        {
+            !args.is_empty()
+        }
         // `socat - EXEC:cmd`, `nc -e cmd`, `ncat --sh-exec cmd`.
         "socat" => any(&|t| {
             let up = t.to_ascii_uppercase();

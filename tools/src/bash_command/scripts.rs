@@ -65,6 +65,49 @@ pub(super) const CODE_OPTIONS: &[(&str, &[&str])] = &[
     ("gmake", &["--eval", "-E"]),
 ];
 
+/// ssh_config(5) keywords (lower case) that `-o` may set without asking: they tune
+/// authentication, algorithms, timeouts, logging and the terminal, and name no program,
+/// library or file.
+const SSH_PLAIN_OPTIONS: &[&str] = &[
+    "stricthostkeychecking",
+    "batchmode",
+    "connecttimeout",
+    "connectionattempts",
+    "serveraliveinterval",
+    "serveralivecountmax",
+    "tcpkeepalive",
+    "loglevel",
+    "port",
+    "user",
+    "identitiesonly",
+    "passwordauthentication",
+    "pubkeyauthentication",
+    "kbdinteractiveauthentication",
+    "challengeresponseauthentication",
+    "gssapiauthentication",
+    "preferredauthentications",
+    "numberofpasswordprompts",
+    "compression",
+    "requesttty",
+    "hostkeyalgorithms",
+    "pubkeyacceptedkeytypes",
+    "pubkeyacceptedalgorithms",
+    "kexalgorithms",
+    "ciphers",
+    "macs",
+    "addressfamily",
+    "checkhostip",
+    "hashknownhosts",
+    "updatehostkeys",
+    "visualhostkey",
+    "exitonforwardfailure",
+    "forwardagent",
+    "forwardx11",
+    "escapechar",
+    "hostname",
+    "hostkeyalias",
+];
+
 /// gawk's long options that take a value (`--file=F`, `--source TEXT`), matched in any
 /// abbreviation getopt_long accepts (source: gawk(1) "Command-Line Options").
 const AWK_LONG_VALUES: &[&str] = &[
@@ -85,64 +128,113 @@ const AWK_SHORT_VALUES: &str = "fFveEilW";
 /// rest of their word is that value.
 const AWK_OPTIONAL_VALUES: &str = "dDLop";
 
+/// GNU make's long options that take the next word as their value when not given one with
+/// `=` (make(1); `--jobs`, `--load-average`, `--output-sync`, `--debug` and `--shuffle` take
+/// theirs only attached).
+const MAKE_LONG_VALUES: &[&str] = &[
+    "--file",
+    "--makefile",
+    "--directory",
+    "--include-dir",
+    "--old-file",
+    "--assume-old",
+    "--what-if",
+    "--new-file",
+    "--assume-new",
+    "--eval",
+    "--jobserver-style",
+    "--jobserver-auth",
+];
+
 /// The makefiles `make` is given (`-f F`, `-fF`, `-sf F`, `--file=F`, `--makefile F` and
-/// their abbreviations, GNU make's getopt_long), in order; empty when none is.
-fn make_files(args: &[Word]) -> Vec<String> {
+/// their abbreviations, GNU make's getopt_long), in order, and the directory `-C DIR` moves
+/// to before it reads them (a later `-C` is relative to an earlier one; `""` for none).
+///
+/// Every option's value is skipped as getopt skips it (`make -W -fx` reads the default
+/// makefiles: `-fx` is the value of `-W`), short ones through [`cluster_value`]: `j`, `l` and
+/// `O` take an optional value that is only attached.
+fn make_files(args: &[Word]) -> (String, Vec<Word>) {
     let mut files = Vec::new();
+    let mut dir = String::new();
     let mut i = 0usize;
     while i < args.len() {
-        let t = args[i].text();
+        let w = &args[i];
+        let t = w.text();
         i += 1;
-        let value = if t.starts_with("--") {
-            match long_word(&["--file", "--makefile"], t) {
-                Some((_, Some(v))) => Some(v.to_string()),
-                Some((_, None)) => args.get(i).map(|w| w.text().to_string()),
-                None => None,
+        if t == "--" {
+            break;
+        }
+        let (opt, value) = if t.starts_with("--") {
+            match long_word(MAKE_LONG_VALUES, t) {
+                Some((o, Some(v))) => (o, Some(w.part(v))),
+                Some((o, None)) => {
+                    i += 1;
+                    (o, args.get(i - 1).cloned())
+                }
+                None => continue,
             }
-        } else if let Some(body) = t.strip_prefix('-') {
-            // Letters up to one that takes a value (`-C DIR`, `-j[N]`); `f` takes the rest
-            // of the word or the next word.
-            let at = body
-                .char_indices()
-                .find(|(_, c)| "fCIjlWoO".contains(*c))
-                .filter(|(_, c)| *c == 'f');
-            at.and_then(|(at, _)| match &body[at + 1..] {
-                "" => args.get(i).map(|w| w.text().to_string()),
-                rest => Some(rest.to_string()),
-            })
+        } else if t.len() > 1 && t.starts_with('-') {
+            let stop = |c: char| "jlO".contains(c);
+            match cluster_value(w, args, &mut i, stop, |c| "fCIWoE".contains(c)) {
+                Some(('f', v)) => ("--file", v),
+                Some(('C', v)) => ("--directory", v),
+                _ => continue,
+            }
         } else {
-            None
+            continue;
         };
-        files.extend(value);
+        let Some(v) = value else { continue };
+        match opt {
+            "--file" | "--makefile" => files.push(v),
+            "--directory" => {
+                let d = v.text().trim_end_matches('/');
+                dir = if d.starts_with('/') || dir.is_empty() {
+                    d.to_string()
+                } else {
+                    format!("{dir}/{d}")
+                };
+            }
+            _ => {}
+        }
     }
-    files
+    (dir, files)
 }
 
-/// The first letter of the short-option cluster `w` (`-abcVALUE`, getopt's reading) that
-/// `takes` a value, with that value: the rest of the word, or else the next word of `args`
-/// (`*i`, the index of the word after `w`, then moves past it). Letters from the first one
-/// that `stop`s the scan on (one whose optional value is only attached) are not looked at.
-/// `None` when no letter takes a value.
-fn cluster_value(
-    w: &Word,
-    args: &[Word],
-    i: &mut usize,
-    stop: impl Fn(char) -> bool,
-    takes: impl Fn(char) -> bool,
-) -> Option<(char, Option<Word>)> {
-    let body = w.text().get(1..)?;
-    let (at, c) = body
-        .char_indices()
-        .take_while(|(_, c)| !stop(*c))
-        .find(|(_, c)| takes(*c))?;
-    let rest = &body[at + c.len_utf8()..];
-    let value = if rest.is_empty() {
-        *i += 1;
-        args.get(*i - 1).cloned()
-    } else {
-        Some(w.part(rest))
-    };
-    Some((c, value))
+/// Whether every `-o KEY=VALUE` given to `ssh`, `scp` or `sftp` (alone, attached or
+/// ending a cluster: `-vo KEY=V`; the options end at the first operand, as OpenSSH's
+/// getopt reads them) sets a key of [`SSH_PLAIN_OPTIONS`]. Any other key may run a
+/// command or load a library (`ProxyCommand`, `LocalCommand`, `KnownHostsCommand`,
+/// `PKCS11Provider`, `SecurityKeyProvider`, `XAuthLocation`, `RemoteCommand` on a host
+/// that may be this one), name a file ssh writes (`ControlPath`, `UserKnownHostsFile`
+/// other than `/dev/null`) or one it reads (`IdentityFile`) (ssh_config(5)).
+fn ssh_options_plain(args: &[Word], code: &str, values: &str) -> bool {
+    let letters = format!("{code}{values}");
+    let mut i = 0usize;
+    while i < args.len() {
+        let w = &args[i];
+        let t = w.text();
+        i += 1;
+        if t == "--" || t.len() < 2 || !t.starts_with('-') {
+            break;
+        }
+        let Some(('o', value)) = cluster_value(w, args, &mut i, |_| false, |c| letters.contains(c))
+        else {
+            continue;
+        };
+        let Some(text) = value.as_ref().and_then(|v| v.lit.as_deref()) else {
+            return false;
+        };
+        let text = text.trim_start();
+        let at = text.find(['=', ' ', '\t']).unwrap_or(text.len());
+        let key = text[..at].to_ascii_lowercase();
+        let val = text[at..].trim_start_matches([' ', '\t', '=']).trim();
+        let plain = SSH_PLAIN_OPTIONS.contains(&key.as_str())
+            || (key.ends_with("knownhostsfile") && val == "/dev/null");
+        if !plain {
+            return false;
+        }
+    }
+    true
 }
 
 /// Whether the `watch` option word `t` takes the next word as its value: `-n SECS`, `-q
@@ -404,48 +496,85 @@ impl Walker {
                         q(&w.raw)
                     ));
                 }
-                let mut files = make_files(args);
-                if files.is_empty() {
-                    files = vec!["GNUmakefile".into(), "makefile".into(), "Makefile".into()];
-                }
-                if files.iter().any(|f| self.is_written(f)) {
+                // A makefile given is a script file (stdin with `-f -`, a computed name or
+                // one written by the same command is opaque); the default ones only matter
+                // when the command wrote one.
+                let (dir, given) = make_files(args);
+                let join = |f: &str| {
+                    if dir.is_empty() || f.starts_with('/') {
+                        f.to_string()
+                    } else {
+                        format!("{dir}/{f}")
+                    }
+                };
+                if given.is_empty()
+                    && ["GNUmakefile", "makefile", "Makefile"]
+                        .iter()
+                        .any(|f| self.is_written(&join(f)))
+                {
                     self.opaque(format!(
                         "{} runs a makefile written by the same command",
                         q(source)
                     ));
                 }
+                for w in given {
+                    let w = match w.lit.as_deref() {
+                        Some(l) if l != "-" => Word::plain(&join(l)),
+                        _ => w,
+                    };
+                    self.script_file(&w, source);
+                }
             }
             "git" => self.git_runs(args, source, depth),
             "ssh" | "scp" | "sftp" | "rsync" => {
                 let texts: Vec<&str> = args.iter().map(Word::text).collect();
-                // Letters that name a program or a configuration that runs one, wherever
-                // they stand in a cluster (`rsync -avze CMD`, `scp -rS CMD`, `ssh -Fconf`,
-                // `sftp -D CMD`), and the letters taking a value, which end the cluster
-                // (ssh(1), scp(1), sftp(1), rsync(1)).
+                // Letters that name a program, a configuration that runs one or a library ssh
+                // loads (`-I PKCS11LIB`), wherever they stand in a cluster (`rsync -avze
+                // CMD`, `scp -rS CMD`, `ssh -Fconf`, `ssh -vI lib.so`, `sftp -D CMD`), and the
+                // letters taking a value, which end the cluster (ssh(1), scp(1), sftp(1),
+                // rsync(1)).
                 let (code, values) = match name {
-                    "ssh" => ("F", "BbcDEeIiJLlmOoPpQRSWw"),
+                    "ssh" => ("FI", "BbcDEeiJLlmOoPpQRSWw"),
                     "scp" => ("DFS", "ciJloPX"),
                     "sftp" => ("DFS", "BbcilJoPRs"),
                     _ => ("e", "BfMT@"),
                 };
-                let risky = texts.iter().enumerate().any(|(i, t)| {
-                    let lower = t.to_ascii_lowercase();
-                    lower.contains("proxycommand")
-                        || lower.contains("localcommand")
-                        || lower.contains("knownhostscommand")
-                        || (matches!(*t, "-S" | "-e" | "-F") && i + 1 < texts.len())
-                        || t.starts_with("--rsh")
-                        || t.starts_with("--rsync-path")
-                        || (name != "ssh" && t.starts_with("-S"))
-                        || short_cluster(&[t], code, values)
-                });
+                let risky = (name != "rsync" && !ssh_options_plain(args, code, values))
+                    || texts.iter().enumerate().any(|(i, t)| {
+                        let lower = t.to_ascii_lowercase();
+                        lower.contains("proxycommand")
+                            || lower.contains("localcommand")
+                            || lower.contains("knownhostscommand")
+                            || (matches!(*t, "-S" | "-e" | "-F") && i + 1 < texts.len())
+                            || t.starts_with("--rsh")
+                            || t.starts_with("--rsync-path")
+                            || (name != "ssh" && t.starts_with("-S"))
+                            || short_cluster(&[t], code, values)
+                    });
                 if risky {
                     self.opaque(format!(
-                        "{} runs a command given in its options (ssh `ProxyCommand`, `-e`, `-S`)",
+                        "{} runs a command or loads a library given in its options (ssh \
+                         `ProxyCommand`, `PKCS11Provider`, `-I`, `-e`, `-S`)",
                         q(source)
                     ));
                 } else if name == "ssh" {
                     self.ssh(args, source, depth);
+                }
+            }
+            // `ssh-keygen -D PKCS11LIB` and `-w PROVIDER` load the library into ssh-keygen;
+            // `ssh-add -s PKCS11LIB`/`-S PROVIDER` have the agent load it (ssh-keygen(1),
+            // ssh-add(1)).
+            "ssh-keygen" | "ssh-add" => {
+                let texts: Vec<&str> = args.iter().map(Word::text).collect();
+                let (code, values) = match name {
+                    "ssh-keygen" => ("Dw", "CEFIJMNOPRVZabfgjmnrstYz"),
+                    _ => ("sS", "eHhMmt"),
+                };
+                if short_cluster(&texts, code, values) {
+                    self.opaque(format!(
+                        "{} loads a library given in its options",
+                        q(source)
+                    ));
                 }
             }
 
@@ -884,10 +1013,68 @@ impl Walker {
         self.joined_script(rest, source, "remote command", depth);
     }
 
+    /// `su -s SHELL` / `runuser --shell=SHELL`: su runs SHELL with `-c SCRIPT` (or reading
+    /// stdin) in place of the user's shell, and SHELL may be any program (`su -s
+    /// /usr/bin/gawk -c 'BEGIN{…}'` runs an awk program, not the script analysed as bash).
+    /// A SHELL that is not one of [`SHELLS`] is opaque, in every spelling util-linux su's
+    /// getopt_long reads (`-sX`, `-ls X`, `--sh=X`, `--shell X`).
+    fn su_shell(&mut self, args: &[Word], source: &str) {
+        const LONG_VALUES: &[&str] = &[
+            "--command",
+            "--session-command",
+            "--group",
+            "--supp-group",
+            "--shell",
+            "--whitelist-environment",
+            "--user",
+        ];
+        let mut i = 0usize;
+        while i < args.len() {
+            let w = &args[i];
+            let t = w.text();
+            i += 1;
+            if t == "--" {
+                break;
+            }
+            let shell = if t.starts_with("--") {
+                match long_word(LONG_VALUES, t) {
+                    Some(("--shell", Some(v))) => Some(w.part(v)),
+                    Some((o, None)) => {
+                        i += 1;
+                        args.get(i - 1).filter(|_| o == "--shell").cloned()
+                    }
+                    _ => None,
+                }
+            } else if t.len() > 1 && t.starts_with('-') {
+                match cluster_value(w, args, &mut i, |_| false, |c| "cgGswu".contains(c)) {
+                    Some(('s', v)) => v,
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            if let Some(sh) = shell
+                && !sh
+                    .lit
+                    .as_deref()
+                    .is_some_and(|l| SHELLS.contains(&basename(l).as_str()))
+            {
+                self.opaque(format!(
+                    "{} runs {} as its shell, which may read its script as another language",
+                    q(source),
+                    q(&sh.raw)
+                ));
+            }
+        }
+    }
+
     /// Commands that start a shell: `su -c SCRIPT`, `script -c SCRIPT`, `sg GROUP SCRIPT`,
     /// `nix-shell --run SCRIPT`; without a script (or `sudo -s`, `doas -s`) the shell reads
     /// stdin, which is opaque.
     pub(super) fn shell_runner(&mut self, name: &str, args: &[Word], source: &str, depth: usize) {
+        if matches!(name, "su" | "runuser") {
+            self.su_shell(args, source);
+        }
         let texts: Vec<&str> = args.iter().map(Word::text).collect();
         let script_at = texts.iter().position(|t| {
             matches!(

@@ -169,6 +169,9 @@ impl Walker {
                         .copied()
                         .collect();
                     let opt = resolve_long(&known, &opt).map_or(opt, str::to_string);
+                    if spec.name == "sudo" && opt == "--edit" {
+                        self.sudo_edit(source);
+                    }
                     if spec.name == "env" && opt == "--split-string" {
                         self.opaque(format!(
                             "{} splits a string into a command (`env -S`), which is not analysed",
@@ -205,6 +208,9 @@ impl Walker {
                     let mut next_taken = false;
                     for (ci, c) in chars.iter().enumerate() {
                         let rest: String = chars[ci + 1..].iter().collect();
+                        if spec.name == "sudo" && *c == 'e' {
+                            self.sudo_edit(source);
+                        }
                         if spec.script_short.contains(*c) {
                             let v = if rest.is_empty() {
                                 next_taken = true;
@@ -311,11 +317,27 @@ impl Walker {
 
     /// An option value of a wrapper that is a path: the directory the command runs in
     /// (`env -C DIR`, `sudo -D DIR`), a file it reads (`xargs -a FILE`) or writes
-    /// (`strace -o FILE`).
+    /// (`strace -o FILE`). A value that changes which program the command's words run is
+    /// opaque: the name it runs under (`env -a NAME`, `exec -a NAME`, `chpst -b NAME`, read
+    /// as the program by multi-call binaries: `env -a git-push git origin` is `git push`,
+    /// `env -a rm busybox -rf d` runs `rm`) and the directories searched for it (BSD `env
+    /// -P DIR`).
     pub(super) fn wrapper_value(&mut self, wrapper: &str, opt: &str, v: &Word, source: &str) {
+        if matches!(
+            (wrapper, opt),
+            ("env", "-a" | "--argv0" | "-P") | ("exec", "-a") | ("chpst", "-b")
+        ) {
+            self.opaque(format!(
+                "{} runs its command under the name or from the directory {} (`{opt}`), so \
+                 which program runs is not what its words say",
+                q(source),
+                q(&v.raw)
+            ));
+        }
         let (is_path, write) = match (wrapper, opt) {
             ("env", "-C" | "--chdir")
             | ("sudo", "-D" | "--chdir" | "-R" | "--chroot")
+            | ("run0", "-D" | "--chdir")
             | ("doas", "-C")
             | ("nsenter", "--wd" | "--root")
             | ("unshare", "-w" | "--wd" | "-R" | "--root")
@@ -329,6 +351,52 @@ impl Walker {
         if is_path {
             self.path(v, write, source, true);
         }
+        if matches!(wrapper, "systemd-run" | "run0") {
+            self.unit_value(opt, v, source);
+        }
+    }
+
+    /// A value `systemd-run` or `run0` gives the unit it starts: a variable it sets
+    /// (`-E NAME=VALUE`, `--setenv`) is checked like `env NAME=VALUE`, and a property (`-p
+    /// KEY=VALUE`, `--property`) other than a resource limit or a timeout is opaque: the
+    /// `Exec*` properties are command lines the unit runs (`-p ExecStartPre='rm -rf d'`),
+    /// others set its environment, root or program search path (systemd.exec(5),
+    /// systemd.service(5)).
+    fn unit_value(&mut self, opt: &str, v: &Word, source: &str) {
+        const SAFE_PROPERTIES: &[&str] = &[
+            "Memory",
+            "CPU",
+            "Tasks",
+            "IO",
+            "Nice",
+            "Runtime",
+            "Timeout",
+            "Limit",
+            "OOM",
+            "Description",
+        ];
+        let setenv = matches!(opt, "-E" | "--setenv");
+        if !setenv && !matches!(opt, "-p" | "--property") {
+            return;
+        }
+        match v.lit.as_deref() {
+            Some(l) if setenv => self.env_assignment(l, source),
+            Some(l) if SAFE_PROPERTIES.iter().any(|p| l.starts_with(p)) => {}
+            _ => self.opaque(format!(
+                "{} gives the unit it starts {} (`{opt}`), which can run other commands",
+                q(source),
+                q(&v.raw)
+            )),
+        }
+    }
+
+    /// `sudo -e FILE…` (`--edit`, and `sudoedit`): the words after the options are files
+    /// sudo copies, opens in an editor and writes back, not a command (sudo(8)).
+    pub(super) fn sudo_edit(&mut self, source: &str) {
+        self.opaque(format!(
+            "{} opens files in an editor and writes them back (`sudo -e`)",
+            q(source)
+        ));
     }
 
     /// Whether a path (as written, relative to the current directory candidates) was

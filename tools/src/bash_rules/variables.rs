@@ -30,11 +30,8 @@ const RISKY_VARS: &[&str] = &[
     "PAGER",
     "MANPAGER",
     "BROWSER",
-    "LESS",
-    "LESSOPEN",
-    "LESSCLOSE",
-    "LESSKEY",
     "SSH_ASKPASS",
+    "SSH_SK_PROVIDER",
     "SUDO_ASKPASS",
     "CC",
     "CXX",
@@ -103,7 +100,17 @@ const RISKY_VARS: &[&str] = &[
 
 /// Prefixes of variables with the same risk (`LD_PRELOAD`, `GIT_SSH_COMMAND`,
 /// `BASH_FUNC_f%%`, `npm_config_script_shell`, `PYTHONSTARTUP`, `XDG_CONFIG_HOME`).
+///
+/// `LESS` covers every variable less reads: `LESS` (options, `-k FILE` among them),
+/// `LESSOPEN`/`LESSCLOSE` (commands run on each file: `LESSOPEN='|cmd %s'`), the lesskey
+/// files and texts `LESSKEY`, `LESSKEYIN`, `LESSKEY_CONTENT` and their `_SYSTEM` forms,
+/// `LESSEDIT` and `LESSGLOBALTAGS` (commands), `LESSHISTFILE` (a file it writes),
+/// `LESSMETACHARS`/`LESSMETAESCAPE` (how file names are quoted for the shell) (less(1)
+/// "ENVIRONMENT VARIABLES"). `RSYNC_` covers `RSYNC_RSH` and `RSYNC_CONNECT_PROG`, commands
+/// rsync runs (rsync(1) "ENVIRONMENT VARIABLES").
 const RISKY_PREFIXES: &[&str] = &[
+    "LESS",
+    "RSYNC_",
     "LD_",
     "DYLD_",
     "BASH_",
