@@ -528,6 +528,16 @@ mod tests {
         }
     }
 
+    /// The id of the oldest pending request, once one is pending.
+    async fn first_pending(b: &PermissionBroker) -> String {
+        loop {
+            if let Some(p) = b.pending().first() {
+                return p["id"].as_str().unwrap().to_string();
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
     struct Never;
     impl PermissionAsker for Never {
         fn ask(&self, _r: PermissionRequest) -> BoxFuture<'static, PermissionReply> {
@@ -579,12 +589,7 @@ mod tests {
             r.always = vec!["notes/*".into()];
             b2.ask(&"s".into(), "/p", r2, r, None).await
         });
-        let id = loop {
-            if let Some(p) = b.pending().first() {
-                break p["id"].as_str().unwrap().to_string();
-            }
-            tokio::task::yield_now().await;
-        };
+        let id = first_pending(&b).await;
         assert!(b.reply(&id, Reply::Always));
         assert_eq!(h.await.unwrap(), PermissionReply::AllowAlways);
 
@@ -637,12 +642,7 @@ mod tests {
             b2.ask(&"s".into(), "/p", r2, req("edit", "a.txt"), None)
                 .await
         });
-        let id = loop {
-            if let Some(p) = b.pending().first() {
-                break p["id"].as_str().unwrap().to_string();
-            }
-            tokio::task::yield_now().await;
-        };
+        let id = first_pending(&b).await;
         assert!(b.reply(&id, Reply::Always));
         assert_eq!(h.await.unwrap(), PermissionReply::AllowAlways);
         // Now covered by the approval: no ask.
@@ -663,12 +663,7 @@ mod tests {
             b2.ask(&"s".into(), "/p", r2, req("bash", "make"), None)
                 .await
         });
-        let id = loop {
-            if let Some(p) = b.pending().first() {
-                break p["id"].as_str().unwrap().to_string();
-            }
-            tokio::task::yield_now().await;
-        };
+        let id = first_pending(&b).await;
         b.reply(&id, Reply::Reject(Some("use cargo instead".into())));
         match h.await.unwrap() {
             PermissionReply::Deny(m) => assert!(m.contains("use cargo instead")),
