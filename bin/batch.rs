@@ -130,6 +130,10 @@ pub fn finished_line(r: &BatchResult) -> String {
         r.duration_ms as f64 / 1000.0,
         r.cost.round_dp(6).normalize()
     );
+    if r.error.is_none() && r.finish.as_deref() == Some("length") {
+        // Completed, but the text may be cut short: say so where the user looks.
+        line.push_str(": the answer stopped at the model's output limit (finish: length)");
+    }
     if let Some(e) = &r.error {
         let e: String = e.split_whitespace().collect::<Vec<_>>().join(" ");
         let cut: String = e.chars().take(200).collect();
@@ -603,6 +607,7 @@ async fn run_one_remote(
         cost,
         duration_ms: t0.elapsed().as_millis() as u64,
         error,
+        finish: reply["info"]["finish"].as_str().map(str::to_string),
         output: None,
     }
 }

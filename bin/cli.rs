@@ -338,7 +338,7 @@ pub(crate) struct RunArgs {
 )]
 pub(crate) struct BatchArgs {
     /// Tasks file: one JSON object per line, {"id", "prompt", "agent"?, "model"?, "dir"?,
-    /// "schema"?, "timeout"? (seconds)}.
+    /// "schema"?, "timeout"? (seconds), "maxSteps"? (the step limit of the task's turn)}.
     pub(crate) file: PathBuf,
     /// Sessions at once.
     #[arg(long, default_value_t = 4)]

@@ -139,6 +139,29 @@ pub(crate) fn open_store(db: Option<PathBuf>) -> Result<Store> {
     Store::open_target(target.as_os_str(), Bus::new()).map_err(|e| anyhow!("{e}"))
 }
 
+/// Open the store `db` names for a command that works on what is already stored (`session
+/// list|show|export|delete|compact|diff|revert|unrevert|fork`, `stats`, `db vacuum`): an
+/// SQLite file that does not exist is an error naming it, never a new empty store (and its
+/// directories) created as a side effect of a typo in `--db`. A PostgreSQL URL opens as in
+/// [`open_store`].
+pub(crate) fn open_existing_store(db: Option<PathBuf>) -> Result<Store> {
+    if let Some(path) = missing_store(db.clone()) {
+        bail!(
+            "no store at {}: nothing has run with this store yet (check --db or $TROUPE_DB)",
+            path.display()
+        );
+    }
+    open_store(db)
+}
+
+/// The SQLite file `db` names (see [`db_path`]) when it does not exist; `None` when it does
+/// or when `db` is a PostgreSQL URL.
+pub(crate) fn missing_store(db: Option<PathBuf>) -> Option<PathBuf> {
+    let target = db_path(db);
+    let is_url = target.to_str().is_some_and(troupe_session::pg::is_url);
+    (!is_url && !target.exists()).then_some(target)
+}
+
 async fn dispatch(cli: Cli) -> Result<ExitCode> {
     let Some(command) = cli.command else {
         let terminal = std::io::IsTerminal::is_terminal(&std::io::stdin())
@@ -176,12 +199,12 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             command: SessionCommand::List { format, limit, dir },
         } => {
             let dir = dir.map(filter_dir).transpose()?;
-            let store = open_store(cli.db)?;
+            let store = open_existing_store(cli.db)?;
             output::session_list(&store, format == Format::Json, limit, dir.as_deref()).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Session { command } => {
-            let store = open_store(cli.db)?;
+            let store = open_existing_store(cli.db)?;
             output::session_command(&store, command).await
         }
         Command::Agent { command } => {
@@ -221,7 +244,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Db {
             command: DbCommand::Vacuum,
         } => {
-            let store = open_store(cli.db)?;
+            let store = open_existing_store(cli.db)?;
             let r = store.vacuum().await.map_err(|e| anyhow!("{e}"))?;
             let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
             println!(
@@ -236,7 +259,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Stats { format, dir } => {
             let dir = dir.map(filter_dir).transpose()?;
-            let store = open_store(cli.db)?;
+            let store = open_existing_store(cli.db)?;
             output::stats(&store, format == Format::Json, dir.as_deref()).await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -434,7 +457,7 @@ async fn session_runtime(
     db: Option<PathBuf>,
     id: &str,
 ) -> Result<(Runtime, troupe_session::Session)> {
-    let store = open_store(db)?;
+    let store = open_existing_store(db)?;
     let session = output::find_session(&store, id).await?;
     let cwd = PathBuf::from(&session.directory);
     let cwd = if cwd.is_dir() {

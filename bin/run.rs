@@ -96,6 +96,22 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
     if let Some(a) = &args.opts.agent {
         agents.require_selectable(a).map_err(|e| anyhow!("{e}"))?;
     }
+    // The session `--session` names must exist before a model or a key is looked for: to
+    // a typo in its id, "session not found" is the answer, not a missing API key.
+    let named = match &args.session {
+        Some(id) => {
+            if let Some(path) = crate::missing_store(db.clone()) {
+                bail!(
+                    "session not found: {id} (nothing has run with the store at {} yet)",
+                    path.display()
+                );
+            }
+            let store = open_store(db.clone())?;
+            let session = output::find_session(&store, id).await?;
+            Some((store, session))
+        }
+        None => None,
+    };
     let chosen = choose_model(args.opts.model.clone(), &config).await?;
     if let Some(m) = &chosen {
         // Fail before touching the store when the model cannot be resolved.
@@ -141,7 +157,10 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
             .into_iter()
             .collect::<Vec<_>>(),
     );
-    let store = open_store(db)?;
+    let store = match &named {
+        Some((store, _)) => store.clone(),
+        None => open_store(db)?,
+    };
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin())
         && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let json = args.format == Format::Json;
@@ -180,8 +199,8 @@ async fn run_inner(db: Option<PathBuf>, args: RunArgs) -> Result<ExitCode> {
         runtime.set_question_asker(t);
     }
 
-    let session = if let Some(id) = &args.session {
-        output::find_session(&store, id).await?
+    let session = if let Some((_, session)) = named {
+        session
     } else if args.continue_ {
         let d = cwd.display().to_string();
         match store.read(move |r| r.latest_root(Some(&d))).await? {

@@ -118,7 +118,58 @@ async fn agent_errors_name_only_primary_agents() {
         "troupe: agent not found: nosuch. Available agents: build, explore, general, plan"
     );
     assert!(server.requests().is_empty(), "nothing was sent");
-    assert!(p.sessions().await.is_empty(), "no session was created");
+    assert!(p.nothing_stored().await, "no session was created");
+}
+
+/// A command that works on what is stored refuses a store that does not exist, in one line
+/// naming it, and creates nothing: not the file, not its directory (a typo in `--db` used to
+/// leave an empty store behind and list no sessions as if that were the answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_on_stored_sessions_refuse_a_missing_store() {
+    let server = mock(vec![Step::text("unused")]).await;
+    let p = CliProject::new(&server.base_url());
+    let dir = p.base().join("no-such-dir");
+    let db = dir.join("x.db");
+    let db_arg = db.to_str().expect("utf-8 path");
+    let expected = format!(
+        "troupe: no store at {}: nothing has run with this store yet (check --db or $TROUPE_DB)",
+        db.display()
+    );
+    for args in [
+        vec!["session", "list"],
+        vec!["session", "show", "ses_x"],
+        vec!["session", "export", "ses_x"],
+        vec!["session", "delete", "ses_x"],
+        vec!["session", "diff", "ses_x"],
+        vec!["session", "compact", "ses_x"],
+        vec!["stats"],
+        vec!["db", "vacuum"],
+    ] {
+        let mut full = vec!["--db", db_arg];
+        full.extend_from_slice(&args);
+        let out = p.troupe(&full, &[]).await;
+        let line = assert_one_line_failure(&out, &args.join(" "));
+        assert_eq!(line, expected, "{args:?}");
+        assert!(!dir.exists(), "{args:?} created {}", dir.display());
+    }
+    // The same through $TROUPE_DB (the project's own store has not been created either).
+    let out = p
+        .troupe(&["session", "list"], &[("TROUPE_DB", db_arg)])
+        .await;
+    assert_eq!(assert_one_line_failure(&out, "TROUPE_DB"), expected);
+    assert!(!dir.exists());
+    // Once something has run, the same store lists it.
+    let out = p.troupe(&["--db", db_arg, "run", "hello"], &[]).await;
+    assert_success(&out, "run with --db");
+    let out = p
+        .troupe(
+            &["--db", db_arg, "session", "list", "--format", "json"],
+            &[],
+        )
+        .await;
+    assert_success(&out, "session list");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v.as_array().map(Vec::len), Some(1), "{v}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -447,6 +498,37 @@ fn finished_lines(stderr: &str) -> Vec<String> {
         .collect();
     v.sort_by_key(|l| l.split(' ').nth(1).unwrap_or("").to_string());
     v
+}
+
+/// A task whose answer stopped at the model's output limit completes (the text is what the
+/// model gave) but says so: `finish: "length"` in its result line and on its `✓` line; a
+/// task that ended normally carries `finish: "stop"` and no note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_result_says_when_the_answer_was_cut_at_the_output_limit() {
+    for (finish, note) in [("length", true), ("stop", false)] {
+        let server = mock(vec![Step::text("the first half of").with_finish(finish)]).await;
+        let p = CliProject::new(&server.base_url());
+        write_tasks(&p, &[json!({"id": "cut", "prompt": "write a lot"})]);
+        let out = p
+            .troupe(&["batch", "tasks.jsonl", "--out", "results.jsonl"], &[])
+            .await;
+        assert_success(&out, "batch");
+        let stderr = text(&out.stderr);
+        let lines = finished_lines(&stderr);
+        assert_eq!(lines.len(), 1, "{stderr}");
+        assert!(lines[0].starts_with("✓ cut completed "), "{stderr}");
+        assert_eq!(
+            lines[0].ends_with(": the answer stopped at the model's output limit (finish: length)"),
+            note,
+            "{finish}: {stderr}"
+        );
+        let results = std::fs::read_to_string(p.root.join("results.jsonl")).expect("results");
+        let r: Value = serde_json::from_str(results.trim()).expect("one result line");
+        assert_eq!(r["status"], "completed", "{r}");
+        assert_eq!(r["finish"], finish, "{r}");
+        assert_eq!(r["text"], "the first half of", "{r}");
+        server.shutdown().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1015,7 +1097,7 @@ async fn run_f_images_go_to_models_that_take_them() {
         "{line}"
     );
     assert!(completions(&server).is_empty());
-    assert!(p.sessions().await.is_empty(), "nothing stored");
+    assert!(p.nothing_stored().await, "nothing stored");
 
     // OpenAI-compatible: text part, then an image_url part with a data URL.
     let out = p

@@ -766,6 +766,44 @@ async fn no_model_and_no_local_server_explains_how_to_configure() {
     }
 }
 
+/// `run --session` with an id nothing has: "session not found" comes first, before the
+/// missing model is reported (the id is what the user got wrong), with and without a store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_session_is_reported_before_a_missing_model() {
+    let project = Project::new("http://127.0.0.1:1/v1");
+    project.write_config(
+        &json!({"provider": {"local": {"options": {"baseURL": "http://127.0.0.1:1/v1"}}}})
+            .to_string(),
+    );
+    let out = project
+        .troupe(&["run", "--session", "ses_nope", "hi"], &[])
+        .await;
+    let line = assert_one_line_failure(&out, "--session with no store");
+    assert_eq!(
+        line,
+        format!(
+            "troupe: session not found: ses_nope (nothing has run with the store at {} yet)",
+            project.db().display()
+        )
+    );
+    // With a store holding another session, the id is not found.
+    let server = mock(vec![Step::text("first")]).await;
+    let seeded = Project::new(&server.base_url());
+    let out = seeded.troupe(&["run", "hi"], &[]).await;
+    assert_success(&out, "seed a session");
+    let db = seeded.db();
+    let db_arg = db.to_str().expect("utf-8");
+    let out = project
+        .troupe(&["--db", db_arg, "run", "--session", "ses_nope", "hi"], &[])
+        .await;
+    let line = assert_one_line_failure(&out, "--session unknown id");
+    assert!(
+        line.contains("ses_nope") && !line.contains("model"),
+        "{line}"
+    );
+    server.shutdown().await;
+}
+
 /// `firstStep` options steer only the first request of a turn: `tool_choice`/`stop` go into
 /// its body, `prefill` becomes a trailing assistant message, and `toolSchema` is merged into
 /// that request's tool schema as a JSON Merge Patch (here an `enum` of the one real path,

@@ -12,17 +12,18 @@ use troupe_testkit::{Conversation, Exhausted, Script, Step};
 mod common;
 use common::*;
 
+/// Sixteen `troupe run`s create the same new store (and its directory) at once: each sets
+/// up or finds the schema without an error, and the store then holds all sixteen sessions.
+/// (Commands that only read a store refuse one that does not exist, so a run creates it.)
 #[tokio::test]
 async fn sixteen_processes_open_a_new_store_at_once() {
-    let project = Project::empty();
+    let server = mock(vec![Step::text("done")]).await;
+    let project = Project::new(&server.base_url());
     let db = project.base().join("sub").join("new.db");
     let children: Vec<_> = (0..16)
         .map(|_| {
             let db = db.display().to_string();
-            project.spawn(
-                &["session", "list", "--format", "json"],
-                &[("TROUPE_DB", &db)],
-            )
+            project.spawn(&["run", "hi"], &[("TROUPE_DB", &db)])
         })
         .collect();
     let outs = tokio::time::timeout(
@@ -34,9 +35,19 @@ async fn sixteen_processes_open_a_new_store_at_once() {
     for (i, out) in outs.into_iter().enumerate() {
         let out = out.expect("wait");
         assert_success(&out, &format!("process {i} of 16"));
-        let v: Value = serde_json::from_slice(&out.stdout).expect("session list JSON");
-        assert_eq!(v, json!([]), "process {i}");
+        assert_eq!(text(&out.stdout).trim(), "done", "process {i}");
     }
+    let db_arg = db.display().to_string();
+    let out = project
+        .troupe(
+            &["session", "list", "--format", "json"],
+            &[("TROUPE_DB", &db_arg)],
+        )
+        .await;
+    assert_success(&out, "session list");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("session list JSON");
+    assert_eq!(v.as_array().map(Vec::len), Some(16), "{v}");
+    server.shutdown().await;
 }
 
 /// A running `troupe serve` on a free port in `project`.

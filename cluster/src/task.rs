@@ -82,6 +82,11 @@ pub struct BatchResult {
     /// Error message when failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The finish reason of the turn's last step (`stop`; `length` when the answer was cut at
+    /// the model's output limit, so a `completed` task's text may be cut short); absent when
+    /// no step finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish: Option<String>,
     /// The validated answer of a task with a `schema`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<serde_json::Value>,
@@ -99,6 +104,7 @@ impl BatchResult {
             cost: Decimal::ZERO,
             duration_ms: t0.elapsed().as_millis() as u64,
             error: Some(error),
+            finish: None,
             output: None,
         }
     }
@@ -324,6 +330,7 @@ pub async fn run_task(
             cost: turn.cost,
             duration_ms: t0.elapsed().as_millis() as u64,
             error: turn.error.map(|e| format!("{}: {}", e.name, e.message())),
+            finish: turn.message.and_then(|m| m.finish),
             output: turn.structured,
         },
         Err(e) => fail(session_id.clone(), e.to_string()),

@@ -234,6 +234,12 @@ impl Project {
         v.as_array().expect("session list is an array").clone()
     }
 
+    /// Whether nothing is stored: no store file at all (a command that failed before it
+    /// opened one), or a store with no session in it.
+    pub async fn nothing_stored(&self) -> bool {
+        !self.db().exists() || self.sessions().await.is_empty()
+    }
+
     /// `troupe session show ID --format json`, parsed.
     pub async fn show(&self, id: &str) -> Value {
         let out = self
