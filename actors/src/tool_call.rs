@@ -121,9 +121,11 @@ impl Actor for ToolCallActor {
                 if let Some((tool, args, mut ctx)) = state.pending.take() {
                     // Subagent sessions started by this call are supervised by this actor.
                     ctx.extra = Some(Arc::new(myself.get_cell()));
-                    let result = run_with_hooks(tool, args, ctx)
-                        .instrument(state.span.clone())
-                        .await;
+                    // Boxed: ractor moves this handler's future by value on every message
+                    // (bench README, tenth pass); the tool's run is most of its size.
+                    let result =
+                        Box::pin(run_with_hooks(tool, args, ctx).instrument(state.span.clone()))
+                            .await;
                     let outcome = match &result {
                         Ok(_) => "completed",
                         Err(ToolError::Aborted) => "aborted",

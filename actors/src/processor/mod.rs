@@ -424,6 +424,10 @@ impl Actor for ProcessorActor {
         Ok(())
     }
 
+    /// The awaits that spawn tool-call actors are boxed: ractor moves this handler's future
+    /// by value several times per message (into its signal `select!` and the loop's state),
+    /// so its size is copied on every message; unboxed, `spawn_linked`'s future made every
+    /// stream batch and timestamp pay for the rare spawn (bench README, tenth pass).
     async fn handle(
         &self,
         myself: ActorRef<ProcMsg>,
@@ -476,7 +480,7 @@ impl Actor for ProcessorActor {
                     state.tools_deferred = true;
                     return Ok(());
                 }
-                self.start_tools(&myself, state).await;
+                Box::pin(self.start_tools(&myself, state)).await;
                 self.maybe_finish(&myself, state);
             }
             ProcMsg::SnapshotStarted(tree) => {
@@ -492,7 +496,7 @@ impl Actor for ProcessorActor {
                     if state.cancel.is_cancelled() {
                         state.calls.clear();
                     }
-                    self.start_tools(&myself, state).await;
+                    Box::pin(self.start_tools(&myself, state)).await;
                 }
                 self.maybe_finish(&myself, state);
             }
@@ -581,7 +585,7 @@ impl Actor for ProcessorActor {
                     if state.cancel.is_cancelled() {
                         // Aborted during the backoff: the part ends as aborted below.
                     } else {
-                        self.spawn_tool(&myself, state, &call_id).await;
+                        Box::pin(self.spawn_tool(&myself, state, &call_id)).await;
                     }
                     self.maybe_finish(&myself, state);
                 }

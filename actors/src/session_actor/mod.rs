@@ -398,6 +398,9 @@ impl Actor for SessionActor {
         })
     }
 
+    /// Every await that may start a step, a turn or a child actor is boxed: ractor moves this
+    /// handler's future by value several times per message, so its size is copied on every
+    /// message (bench README, tenth pass).
     async fn handle(
         &self,
         myself: ActorRef<SessionMsg>,
@@ -419,7 +422,7 @@ impl Actor for SessionActor {
                 }
                 state.sync_waiting();
                 if state.turn.is_none() {
-                    self.start_next(&myself, state).await;
+                    Box::pin(self.start_next(&myself, state)).await;
                 }
             }
             msg @ (SessionMsg::Abort | SessionMsg::AbortTimedOut) => {
@@ -444,12 +447,11 @@ impl Actor for SessionActor {
                     waiting_retry = t.retry_timer.take().is_some() | t.params_wait.take().is_some();
                 }
                 if waiting_retry {
-                    self.finish_turn(&myself, state, Some(aborted_between_steps()))
-                        .await;
+                    Box::pin(self.finish_turn(&myself, state, Some(aborted_between_steps()))).await;
                 }
             }
             SessionMsg::StepParams(timer, out) => {
-                self.step_params(&myself, state, timer, out).await;
+                Box::pin(self.step_params(&myself, state, timer, out)).await;
             }
             SessionMsg::RetryStep(timer) => {
                 let Some(t) = state.turn.as_mut() else {
@@ -460,10 +462,9 @@ impl Actor for SessionActor {
                 }
                 t.retry_timer = None;
                 if t.cancel.is_cancelled() {
-                    self.finish_turn(&myself, state, Some(aborted_between_steps()))
-                        .await;
+                    Box::pin(self.finish_turn(&myself, state, Some(aborted_between_steps()))).await;
                 } else {
-                    self.start_step(&myself, state).await;
+                    Box::pin(self.start_step(&myself, state)).await;
                 }
             }
             SessionMsg::Update(patch, reply) => {
@@ -497,17 +498,22 @@ impl Actor for SessionActor {
                     Some(t) => {
                         t.cancel.cancel();
                         if t.retry_timer.take().is_some() | t.params_wait.take().is_some() {
-                            self.finish_turn(&myself, state, Some(aborted_between_steps()))
-                                .await;
+                            Box::pin(self.finish_turn(
+                                &myself,
+                                state,
+                                Some(aborted_between_steps()),
+                            ))
+                            .await;
                         }
                     }
-                    None => self.start_next(&myself, state).await,
+                    None => Box::pin(self.start_next(&myself, state)).await,
                 }
             }
         }
         Ok(())
     }
 
+    /// Boxed awaits as in `handle`, for the same reason.
     async fn handle_supervisor_evt(
         &self,
         myself: ActorRef<SessionMsg>,
@@ -561,7 +567,7 @@ impl Actor for SessionActor {
                     });
                 }
                 if state.turn.is_none() {
-                    self.start_next(&myself, state).await;
+                    Box::pin(self.start_next(&myself, state)).await;
                 }
             }
             (Child::Summary, ended) => {
@@ -583,13 +589,13 @@ impl Actor for SessionActor {
                         .write1(Write::Message(Message::User(u.clone())));
                 }
                 if state.turn.is_none() {
-                    self.start_next(&myself, state).await;
+                    Box::pin(self.start_next(&myself, state)).await;
                 }
             }
             (Child::Compaction, Ok(boxed)) => {
                 let done =
                     boxed.and_then(|mut b| b.take::<crate::compaction::CompactionState>().ok());
-                self.compaction_done(&myself, state, done).await;
+                Box::pin(self.compaction_done(&myself, state, done)).await;
             }
             (Child::Compaction, Err(cause)) => {
                 state.session.time.compacting = None;
@@ -597,7 +603,7 @@ impl Actor for SessionActor {
                     MessageErrorName::Unknown,
                     format!("the compaction worker crashed: {cause}"),
                 );
-                self.finish_turn(&myself, state, Some(e)).await;
+                Box::pin(self.finish_turn(&myself, state, Some(e))).await;
             }
             (Child::Processor, Ok(boxed)) => {
                 let outcome = boxed
@@ -608,18 +614,20 @@ impl Actor for SessionActor {
                     .faults
                     .check(crate::faults::FaultPoint::SessionStep, &state.session.id);
                 match outcome {
-                    Some(o) => self.step_done(&myself, state, o).await,
+                    Some(o) => Box::pin(self.step_done(&myself, state, o)).await,
                     None if state.turn.is_some() => {
                         let e = MessageError::new(
                             MessageErrorName::Unknown,
                             "the step was stopped before it finished",
                         );
-                        self.finish_turn(&myself, state, Some(e)).await;
+                        Box::pin(self.finish_turn(&myself, state, Some(e))).await;
                     }
                     None => {}
                 }
             }
-            (Child::Processor, Err(cause)) => self.step_crashed(&myself, state, cause).await,
+            (Child::Processor, Err(cause)) => {
+                Box::pin(self.step_crashed(&myself, state, cause)).await
+            }
         }
         Ok(())
     }
