@@ -194,6 +194,12 @@ impl ChatCache {
         self.body.body(model, req, &self.messages)
     }
 
+    /// The turn ended: drop what only the turn's steps reuse (the serialized system prompt,
+    /// [`BodyCache::forget_head`]), so an idle session holds its history's wire form only.
+    pub fn turn_ended(&mut self) {
+        self.body.forget_head();
+    }
+
     /// Forget everything (history was rewritten, e.g. by prune or compaction).
     pub fn reset(&mut self) {
         self.messages.clear();

@@ -286,6 +286,10 @@ pub struct BodyCache {
     /// same tools as the one before, almost always): the same shared list (pointer) or an
     /// equal one is not serialized again.
     tools: Option<(Arc<[ToolSpec]>, String)>,
+    /// OpenAI: the messages before the history's place (the system prompt, the same every
+    /// step of a turn), whether they were serialized with reasoning, and their wire JSON
+    /// joined with `,`: an equal head is not converted and escaped again.
+    head: Option<(Vec<ChatMessage>, bool, Vec<u8>)>,
 }
 
 impl BodyCache {
@@ -297,6 +301,12 @@ impl BodyCache {
     /// Forget the covered history (it was rewritten: compaction, prune, revert, reload).
     pub fn reset(&mut self) {
         *self = Self::default();
+    }
+
+    /// Drop the cached head (the messages before the history, serialized): the next body
+    /// serializes them again. For a cache kept while its session is idle.
+    pub fn forget_head(&mut self) {
+        self.head = None;
     }
 
     /// History messages covered so far.
@@ -343,12 +353,25 @@ impl BodyCache {
         // Its tools come from the cache: both wire formats put `tools` right after
         // `messages` (unless the options set `tools`, which then stays where they put it).
         let own_tools = !req.tools.is_empty() && !req.extra.contains_key("tools");
-        let without_tools;
-        let skeleton_req = if own_tools {
-            without_tools = ChatRequest {
+        let openai = wire.protocol == Protocol::OpenaiChat;
+        let slim;
+        let skeleton_req = if own_tools || openai {
+            slim = ChatRequest {
                 model: req.model.clone(),
-                messages: req.messages.clone(),
-                tools: Default::default(),
+                // OpenAI: the skeleton's `messages` only holds the key's place (the messages
+                // are written below), so the system prompt is not copied and converted for
+                // nothing. Anthropic's skeleton needs the system messages: they make its
+                // `system` key.
+                messages: if openai {
+                    Vec::new()
+                } else {
+                    req.messages.clone()
+                },
+                tools: if own_tools {
+                    Default::default()
+                } else {
+                    req.tools.clone()
+                },
                 temperature: req.temperature,
                 top_p: req.top_p,
                 max_tokens: req.max_tokens,
@@ -356,7 +379,7 @@ impl BodyCache {
                 headers: Vec::new(),
                 body: None,
             };
-            &without_tools
+            &slim
         } else {
             req
         };
@@ -457,9 +480,24 @@ impl BodyCache {
                 out.push(b',');
             }
         };
-        for m in &req.messages[..at] {
+        let head = &req.messages[..at];
+        if !head.is_empty() {
             sep(&mut out.cur);
-            write_json(&mut out.cur, &openai::message_json(m, send_reasoning));
+            let same =
+                matches!(&self.head, Some((h, r, _)) if *r == send_reasoning && h[..] == head[..]);
+            if !same {
+                let mut json = Vec::new();
+                for (i, m) in head.iter().enumerate() {
+                    if i > 0 {
+                        json.push(b',');
+                    }
+                    write_json(&mut json, &openai::message_json(m, send_reasoning));
+                }
+                self.head = Some((head.to_vec(), send_reasoning, json));
+            }
+            if let Some((_, _, json)) = &self.head {
+                out.cur.extend_from_slice(json);
+            }
         }
         if self.done_count > 0 {
             sep(&mut out.cur);

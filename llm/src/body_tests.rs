@@ -130,8 +130,15 @@ fn history(n: usize) -> Vec<ChatMessage> {
 /// A step request without its history: system prompt, tools, options, and (varying by
 /// `step`) the max-steps reminder and a prefill after the history's place.
 fn step_request(step: usize) -> ChatRequest {
+    // The system prompt changes now and then (a new instructions file, another agent): the
+    // cached head must follow it.
+    let system = if step % 8 == 7 {
+        "You are troupe.\nBe \"very\" brief."
+    } else {
+        "You are troupe.\nBe brief."
+    };
     let mut messages = vec![ChatMessage::System {
-        content: "You are troupe.\nBe brief.".into(),
+        content: system.into(),
     }];
     if step % 5 == 4 {
         messages.push(assistant_text("max steps reached"));
@@ -205,6 +212,10 @@ fn growing_history_is_byte_identical_to_a_full_build() {
             assert_same(&mut cache, &m, &step_request(step), &h);
             // A retry of the same step (same history) too.
             assert_same(&mut cache, &m, &step_request(step), &h);
+            if step % 10 == 9 {
+                // A turn ended in between: the head is serialized again.
+                cache.forget_head();
+            }
         }
         assert_eq!(cache.covered(), len);
     }

@@ -185,7 +185,12 @@ impl SseParser {
                 if self.has_data {
                     self.data.push('\n');
                 }
-                self.data.push_str(&String::from_utf8_lossy(value));
+                // Valid UTF-8 (every real stream) takes `from_utf8`'s word-at-a-time check;
+                // `from_utf8_lossy` walks byte by byte, and only invalid data needs it.
+                match std::str::from_utf8(value) {
+                    Ok(text) => self.data.push_str(text),
+                    Err(_) => self.data.push_str(&String::from_utf8_lossy(value)),
+                }
                 self.has_data = true;
             }
             b"event" => self.event = String::from_utf8_lossy(value).into_owned(),

@@ -71,14 +71,23 @@ pub fn ascending(prefix: Prefix) -> String {
     let mut out = String::with_capacity(4 + 26);
     out.push_str(prefix.as_str());
     out.push('_');
-    for b in &bytes[2..8] {
-        out.push_str(&format!("{b:02x}"));
-    }
+    push_hex(&mut out, &bytes[2..8]);
     let mut rng = rand::rng();
     for _ in 0..14 {
         out.push(BASE62[rng.random_range(0..BASE62.len())] as char);
     }
     out
+}
+
+/// Append two lowercase hex digits per byte of `bytes` to `out`, written directly (a
+/// `format!` per byte allocated six strings per id; ids are made for every part of every
+/// step).
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
 }
 
 /// New session id (`ses_…`, see [`SessionId`]).
@@ -108,6 +117,26 @@ mod tests {
         assert_eq!(ids, sorted);
         assert!(ids[0].starts_with("msg_"));
         assert_eq!(ids[0].len(), 4 + 26);
+    }
+
+    #[test]
+    fn hex_digits_are_what_format_writes_for_every_byte() {
+        for b in 0..=u8::MAX {
+            let mut out = String::new();
+            push_hex(&mut out, &[b]);
+            assert_eq!(out, format!("{b:02x}"));
+        }
+        let mut out = String::new();
+        push_hex(&mut out, &[0x00, 0x0f, 0xa0, 0xff]);
+        assert_eq!(out, "000fa0ff");
+        let id = ascending(Prefix::Part);
+        assert!(
+            id[4..16]
+                .bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)),
+            "{id}"
+        );
+        assert!(id[16..].bytes().all(|c| BASE62.contains(&c)), "{id}");
     }
 
     #[test]

@@ -37,7 +37,14 @@ pub trait ToolSource: Send + Sync {
 pub struct Registry {
     tools: BTreeMap<String, Arc<dyn Tool>>,
     sources: Vec<Arc<dyn ToolSource>>,
+    /// [`Registry::specs`] of the fixed tools, computed on first use: they change only
+    /// through `&mut self` ([`Registry::register`], [`Registry::remove`]), which resets it.
+    /// Building a schema is most of a turn's tool-list cost (bench README, tenth pass).
+    fixed_specs: Arc<std::sync::OnceLock<Vec<ToolSpecRow>>>,
 }
+
+/// One advertised tool: `(name, description, JSON Schema parameters)`.
+pub type ToolSpecRow = (String, String, Value);
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -99,6 +106,7 @@ impl Registry {
     /// Add or replace a tool (keyed by [`Tool::name`]).
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         self.tools.insert(tool.name().to_string(), tool);
+        self.fixed_specs = Default::default();
     }
 
     /// Add a source of tools that change at run time.
@@ -131,6 +139,7 @@ impl Registry {
 
     /// Remove a tool; returns it if present.
     pub fn remove(&mut self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.fixed_specs = Default::default();
         self.tools.remove(name)
     }
 
@@ -153,22 +162,42 @@ impl Registry {
     }
 
     /// `(name, description, JSON Schema parameters)` of every advertised tool, sorted by name;
-    /// `invalid` is excluded.
-    pub fn specs(&self) -> Vec<(String, String, Value)> {
-        self.all()
-            .iter()
-            .filter(|(n, _)| n.as_str() != INVALID_TOOL)
-            .map(|(n, t)| (n.clone(), t.description(), t.parameters()))
-            .collect()
+    /// `invalid` is excluded. The fixed tools' rows are built once and cloned after; the
+    /// sources' tools are asked every time (a fixed tool wins a name clash).
+    pub fn specs(&self) -> Vec<ToolSpecRow> {
+        let fixed = self.fixed_specs.get_or_init(|| {
+            self.tools
+                .iter()
+                .filter(|(n, _)| n.as_str() != INVALID_TOOL)
+                .map(|(n, t)| (n.clone(), t.description(), t.parameters()))
+                .collect()
+        });
+        let mut extra: BTreeMap<String, Arc<dyn Tool>> = BTreeMap::new();
+        for s in &self.sources {
+            extra.extend(s.tools());
+        }
+        extra.retain(|n, _| n.as_str() != INVALID_TOOL && !self.tools.contains_key(n));
+        if extra.is_empty() {
+            return fixed.clone();
+        }
+        let mut rows: Vec<ToolSpecRow> = fixed.clone();
+        rows.extend(
+            extra
+                .iter()
+                .map(|(n, t)| (n.clone(), t.description(), t.parameters())),
+        );
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows
     }
 
-    /// [`Registry::specs`] with each description for a turn (see [`Tool::description_in`]).
-    /// May read files: run it on the blocking pool.
-    pub fn specs_in(&self, cx: &crate::DescribeContext<'_>) -> Vec<(String, String, Value)> {
+    /// `(name, description)` of every fixed tool but `invalid`, each description as it reads
+    /// for a turn (see [`Tool::description_in`]), sorted by name. May read files: run it on
+    /// the blocking pool.
+    pub fn descriptions_in(&self, cx: &crate::DescribeContext<'_>) -> Vec<(String, String)> {
         self.tools
             .iter()
             .filter(|(n, _)| n.as_str() != INVALID_TOOL)
-            .map(|(n, t)| (n.clone(), t.description_in(cx), t.parameters()))
+            .map(|(n, t)| (n.clone(), t.description_in(cx)))
             .collect()
     }
 
@@ -177,6 +206,10 @@ impl Registry {
     /// means unknown: the caller routes the call to `invalid` with
     /// [`invalid_tool_message`]. Never repairs to `invalid` itself.
     pub fn repair(&self, name: &str) -> Option<String> {
+        // The usual case, an exact fixed tool's name, without merging the sources' tools.
+        if name != INVALID_TOOL && self.tools.contains_key(name) {
+            return Some(name.to_string());
+        }
         let all = self.all();
         if all.contains_key(name) && name != INVALID_TOOL {
             return Some(name.to_string());
@@ -327,6 +360,66 @@ mod tests {
         src.0.lock().unwrap().clear();
         assert!(r.get("s_x").is_none());
         assert!(!r.names().contains(&"s_x".to_string()));
+    }
+
+    /// What `specs` returned before its fixed rows were cached: every tool of the merged
+    /// map, asked each time.
+    fn specs_uncached(r: &Registry) -> Vec<ToolSpecRow> {
+        r.all()
+            .iter()
+            .filter(|(n, _)| n.as_str() != INVALID_TOOL)
+            .map(|(n, t)| (n.clone(), t.description(), t.parameters()))
+            .collect()
+    }
+
+    #[test]
+    fn cached_specs_equal_the_merged_tools_through_registers_removes_and_source_changes() {
+        let src = Arc::new(Dynamic(Default::default()));
+        let mut r = Registry::builtin();
+        r.add_source(src.clone());
+        assert_eq!(r.specs(), specs_uncached(&r));
+        // A source tool sorts among the fixed ones; one named like a fixed tool or
+        // `invalid` is not offered.
+        {
+            let mut m = src.0.lock().unwrap();
+            m.insert("m_tool".into(), Arc::new(crate::testing::SleepTool));
+            m.insert("read".into(), Arc::new(crate::testing::SleepTool));
+            m.insert("invalid".into(), Arc::new(crate::testing::SleepTool));
+            m.insert("aaa".into(), Arc::new(crate::testing::PanicTool));
+        }
+        let specs = r.specs();
+        assert_eq!(specs, specs_uncached(&r));
+        let names: Vec<&str> = specs.iter().map(|s| s.0.as_str()).collect();
+        assert_eq!(names.first(), Some(&"aaa"));
+        assert!(names.contains(&"m_tool") && !names.contains(&"invalid"));
+        // A clone that registers a tool sees it; the original keeps its own list.
+        let before = r.specs();
+        let mut c = r.clone();
+        c.register(Arc::new(crate::testing::GateTool));
+        assert_eq!(c.specs(), specs_uncached(&c));
+        assert!(c.specs().iter().any(|s| s.0 == "test_gate"));
+        assert_eq!(r.specs(), before);
+        c.remove("bash");
+        assert_eq!(c.specs(), specs_uncached(&c));
+        assert!(!c.specs().iter().any(|s| s.0 == "bash"));
+        src.0.lock().unwrap().clear();
+        assert_eq!(r.specs(), specs_uncached(&r));
+        assert_eq!(c.specs(), specs_uncached(&c));
+    }
+
+    #[test]
+    fn repair_prefers_the_fixed_tool_and_still_finds_source_tools() {
+        let src = Arc::new(Dynamic(Default::default()));
+        let mut r = Registry::builtin();
+        r.add_source(src.clone());
+        src.0
+            .lock()
+            .unwrap()
+            .insert("Mcp_Tool".into(), Arc::new(crate::testing::SleepTool));
+        assert_eq!(r.repair("read").as_deref(), Some("read"));
+        assert_eq!(r.repair("Mcp_Tool").as_deref(), Some("Mcp_Tool"));
+        assert_eq!(r.repair("mcp_tool").as_deref(), Some("Mcp_Tool"));
+        assert_eq!(r.repair("invalid"), None);
     }
 
     #[test]

@@ -266,13 +266,12 @@ impl SessionActor {
                     turn_rules.evaluate(permission, pattern) == troupe_agents::Action::Deny
                 };
                 registry
-                    .specs_in(&troupe_tools::DescribeContext {
+                    .descriptions_in(&troupe_tools::DescribeContext {
                         directory: &dir,
                         worktree: &wt,
                         denies: &denies,
                     })
                     .into_iter()
-                    .map(|(name, description, _)| (name, description))
                     .collect()
             })
             .await
@@ -430,6 +429,7 @@ impl SessionActor {
         let Some(turn) = state.turn.take() else {
             return;
         };
+        state.cache.turn_ended();
         // After the turn: prune old tool outputs (they are then sent as a short marker) and
         // refresh the session's file-change summary. Both are pure passes over the history.
         let now = now_ms();
