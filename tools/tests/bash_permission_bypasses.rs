@@ -671,6 +671,17 @@ const ROWS: &[Row] = &[
     ),
     ("extdeny", "git config --global user.name x", D, EXT),
     ("extdeny", "git config --system user.name x", D, EXT),
+    // Without a file, `--global` or `--system`, `git config` writes the repository's own
+    // `.git/config` (`--worktree`: `.git/config.worktree`): an edit, which plan may not make;
+    // it was checked as no write at all. Reading it stays a read.
+    ("plan", "git config user.name x", D, PLAN_EDIT),
+    ("plan", "git config --local user.name x", D, PLAN_EDIT),
+    ("plan", "git config set user.name x", D, PLAN_EDIT),
+    ("plan", "git config --unset user.name", D, PLAN_EDIT),
+    ("plan", "git config --worktree user.name x", D, PLAN_EDIT),
+    ("plan", "git config --get user.name", A, ""),
+    ("plan", "git config get user.name", A, ""),
+    ("plan", "git config -l", A, ""),
     ("plan", "git config -f a.txt --get user.name", A, ""),
     ("plan", "git config -f a.txt user.name", A, ""),
     ("plan", "git config -f a.txt -l", A, ""),

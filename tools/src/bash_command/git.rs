@@ -444,6 +444,19 @@ impl Walker {
         for f in &written {
             self.path(f, changes, source, true);
         }
+        if changes && written.is_empty() {
+            // No file, --global or --system: the repository's own configuration
+            // (`--worktree`: the worktree's), an edit of a file in the project. Its keys are
+            // checked below, so the write is not opaque (`own_git_config`).
+            let file = if long_option(&options, &["--worktree"]) {
+                ".git/config.worktree"
+            } else {
+                ".git/config"
+            };
+            self.own_git_config = true;
+            self.path(&Word::plain(file), true, source, true);
+            self.own_git_config = false;
+        }
         if reading {
             return;
         }

@@ -254,6 +254,7 @@ pub fn analyze(command: &str) -> Analysis {
         recursive: None,
         listing: false,
         naming: false,
+        own_git_config: false,
         cd_ok_set_by_cd: false,
         level: 0,
     };
@@ -380,6 +381,10 @@ struct Walker {
     /// The glob being recorded names each of its matches to the command (see
     /// [`PathUse::named`]).
     naming: bool,
+    /// The path being recorded is the repository's own configuration, written by `git
+    /// config` (whose keys are checked there): an edit under the edit rules, not the opaque
+    /// "writes git's configuration or hooks" of any other command.
+    own_git_config: bool,
     /// The command just analysed was a `cd` that set `cd_ok`.
     cd_ok_set_by_cd: bool,
     /// Current depth in the syntax tree (all scripts together), bounded by [`MAX_TREE_DEPTH`].

@@ -192,6 +192,7 @@ impl Walker {
                 continue;
             }
             if write
+                && !self.own_git_config
                 && (path
                     .split('/')
                     .rev()
