@@ -169,7 +169,7 @@ impl Registry {
             self.tools
                 .iter()
                 .filter(|(n, _)| n.as_str() != INVALID_TOOL)
-                .map(|(n, t)| (n.clone(), t.description(), t.parameters()))
+                .map(|(n, t)| spec_row(n, t))
                 .collect()
         });
         let mut extra: BTreeMap<String, Arc<dyn Tool>> = BTreeMap::new();
@@ -181,11 +181,7 @@ impl Registry {
             return fixed.clone();
         }
         let mut rows: Vec<ToolSpecRow> = fixed.clone();
-        rows.extend(
-            extra
-                .iter()
-                .map(|(n, t)| (n.clone(), t.description(), t.parameters())),
-        );
+        rows.extend(extra.iter().map(|(n, t)| spec_row(n, t)));
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         rows
     }
@@ -224,6 +220,11 @@ impl Registry {
         }
         Some(first.clone())
     }
+}
+
+/// The advertised row of tool `tool` registered as `name`.
+fn spec_row(name: &str, tool: &Arc<dyn Tool>) -> ToolSpecRow {
+    (name.to_string(), tool.description(), tool.parameters())
 }
 
 /// Whether model `model_id` is offered `apply_patch` instead of `edit` and `write`: the id
@@ -368,7 +369,7 @@ mod tests {
         r.all()
             .iter()
             .filter(|(n, _)| n.as_str() != INVALID_TOOL)
-            .map(|(n, t)| (n.clone(), t.description(), t.parameters()))
+            .map(|(n, t)| spec_row(n, t))
             .collect()
     }
 
