@@ -199,7 +199,7 @@ impl Prefix {
     }
 
     /// Append `v`'s JSON, after a `,` unless it is the first.
-    fn push_joined(&mut self, v: &Value) {
+    fn push_joined(&mut self, v: &impl serde::Serialize) {
         let before = self.open.len();
         if self.len > 0 {
             self.open.push(b',');
@@ -444,8 +444,10 @@ impl BodyCache {
         }
         match wire.protocol {
             Protocol::OpenaiChat => {
-                let v = openai::message_json(m, wire.send_reasoning);
-                self.done.push_joined(&v);
+                self.done.push_joined(&openai::WireMessage {
+                    m,
+                    send_reasoning: wire.send_reasoning,
+                });
                 self.done_count += 1;
             }
             Protocol::AnthropicMessages => {
@@ -491,7 +493,7 @@ impl BodyCache {
                     if i > 0 {
                         json.push(b',');
                     }
-                    write_json(&mut json, &openai::message_json(m, send_reasoning));
+                    write_json(&mut json, &openai::WireMessage { m, send_reasoning });
                 }
                 self.head = Some((head.to_vec(), send_reasoning, json));
             }
@@ -505,7 +507,7 @@ impl BodyCache {
         }
         for m in &req.messages[at..] {
             sep(&mut out.cur);
-            write_json(&mut out.cur, &openai::message_json(m, send_reasoning));
+            write_json(&mut out.cur, &openai::WireMessage { m, send_reasoning });
         }
         out.cur.push(b']');
     }
@@ -540,8 +542,8 @@ fn to_string(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
-fn write_json(out: &mut Vec<u8>, v: &Value) {
-    // Serializing a `Value` into a `Vec` cannot fail.
+fn write_json(out: &mut Vec<u8>, v: &impl serde::Serialize) {
+    // Serializing a `Value` or a wire message into a `Vec` cannot fail.
     let _ = serde_json::to_writer(&mut *out, v);
 }
 

@@ -2,11 +2,14 @@
 //! chunk assembly in `openai/stream.rs` (wire-formats.md §1 and §3; OpenAI-compatible servers:
 //! llama.cpp, vLLM, Ollama, OpenRouter, DeepSeek, Groq, Mistral, xAI).
 
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
 use troupe_config::model::ResolvedModel;
 
 use crate::error::{ErrorKind, LlmError};
-use crate::types::{ChatMessage, ChatRequest, FinishReason, StreamEvent, Usage};
+use crate::types::{
+    ChatMessage, ChatRequest, FinishReason, ImageInput, StreamEvent, ToolCallRequest, Usage,
+};
 
 mod stream;
 
@@ -102,64 +105,135 @@ pub(crate) fn tools_json(tools: &[crate::types::ToolSpec]) -> Value {
     )
 }
 
+/// [`WireMessage`] as a `Value` (whole-body builds).
 pub(crate) fn message_json(m: &ChatMessage, send_reasoning: bool) -> Value {
-    match m {
-        ChatMessage::System { content } => json!({"role": "system", "content": content}),
-        ChatMessage::User { content, images } if images.is_empty() => {
-            json!({"role": "user", "content": content})
-        }
-        // Chat Completions content parts: the text, then one `image_url` part per image and
-        // one `file` part (`file_data` as a data URL) per PDF.
-        ChatMessage::User { content, images } => {
-            let mut parts = vec![json!({"type": "text", "text": content})];
-            parts.extend(images.iter().map(|i| {
-                if i.mime == "application/pdf" {
-                    json!({"type": "file", "file": {"filename": "document.pdf", "file_data": i.data_url()}})
+    // Our own wire types always serialize (no non-string keys, no failing impls).
+    serde_json::to_value(WireMessage { m, send_reasoning }).unwrap_or(Value::Null)
+}
+
+/// One message in its Chat Completions wire form: `{role, content}` (system, plain user),
+/// `{role: "user", content: [text part, image_url / file parts…]}`, `{role: "assistant",
+/// content (null when only tool calls), reasoning_content (when sent back), tool_calls:
+/// [{id, type: "function", function: {name, arguments}}]}`, `{role: "tool", tool_call_id,
+/// content}`. The one definition of the form: [`crate::body::BodyCache`] serializes it
+/// straight into a body (no `Value` per message), [`message_json`] makes it a `Value` for
+/// whole-body builds, so both give the same bytes.
+pub(crate) struct WireMessage<'a> {
+    /// The message.
+    pub m: &'a ChatMessage,
+    /// Assistant messages carry `reasoning_content` ([`sends_reasoning`]).
+    pub send_reasoning: bool,
+}
+
+impl Serialize for WireMessage<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        match self.m {
+            ChatMessage::System { content } => {
+                map.serialize_entry("role", "system")?;
+                map.serialize_entry("content", content)?;
+            }
+            ChatMessage::User { content, images } => {
+                map.serialize_entry("role", "user")?;
+                if images.is_empty() {
+                    map.serialize_entry("content", content)?;
                 } else {
-                    json!({"type": "image_url", "image_url": {"url": i.data_url()}})
+                    map.serialize_entry("content", &user_parts(content, images))?;
                 }
-            }));
-            json!({"role": "user", "content": parts})
-        }
-        ChatMessage::Assistant {
-            content,
-            reasoning,
-            tool_calls,
-            ..
-        } => {
-            let mut o = Map::new();
-            o.insert("role".into(), json!("assistant"));
-            let content = match content {
-                Some(c) => Value::String(c.clone()),
-                None if !tool_calls.is_empty() => Value::Null,
-                None => Value::String(String::new()),
-            };
-            o.insert("content".into(), content);
-            if send_reasoning && let Some(r) = reasoning {
-                o.insert("reasoning_content".into(), Value::String(r.clone()));
             }
-            if !tool_calls.is_empty() {
-                let calls: Vec<Value> = tool_calls
-                    .iter()
-                    .map(|c| {
-                        let args = match &c.input {
-                            Value::String(s) => s.clone(),
-                            Value::Null => "{}".to_string(),
-                            other => other.to_string(),
-                        };
-                        json!({"id": c.id, "type": "function",
-                               "function": {"name": c.name, "arguments": args}})
-                    })
-                    .collect();
-                o.insert("tool_calls".into(), Value::Array(calls));
+            ChatMessage::Assistant {
+                content,
+                reasoning,
+                tool_calls,
+                ..
+            } => {
+                map.serialize_entry("role", "assistant")?;
+                match content {
+                    Some(c) => map.serialize_entry("content", c)?,
+                    None if !tool_calls.is_empty() => map.serialize_entry("content", &())?,
+                    None => map.serialize_entry("content", "")?,
+                }
+                if self.send_reasoning
+                    && let Some(r) = reasoning
+                {
+                    map.serialize_entry("reasoning_content", r)?;
+                }
+                if !tool_calls.is_empty() {
+                    map.serialize_entry("tool_calls", &WireCalls(tool_calls))?;
+                }
             }
-            Value::Object(o)
+            ChatMessage::Tool {
+                call_id, content, ..
+            } => {
+                map.serialize_entry("role", "tool")?;
+                map.serialize_entry("tool_call_id", call_id)?;
+                map.serialize_entry("content", content)?;
+            }
         }
-        ChatMessage::Tool {
-            call_id, content, ..
-        } => {
-            json!({"role": "tool", "tool_call_id": call_id, "content": content})
+        map.end()
+    }
+}
+
+/// Chat Completions content parts of a user message with images: the text, then one
+/// `image_url` part per image and one `file` part (`file_data` as a data URL) per PDF.
+fn user_parts(content: &str, images: &[ImageInput]) -> Value {
+    let mut parts = vec![json!({"type": "text", "text": content})];
+    parts.extend(images.iter().map(|i| {
+        if i.mime == "application/pdf" {
+            json!({"type": "file", "file": {"filename": "document.pdf", "file_data": i.data_url()}})
+        } else {
+            json!({"type": "image_url", "image_url": {"url": i.data_url()}})
         }
+    }));
+    Value::Array(parts)
+}
+
+/// An assistant message's `tool_calls`.
+struct WireCalls<'a>(&'a [ToolCallRequest]);
+
+impl Serialize for WireCalls<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for c in self.0 {
+            seq.serialize_element(&WireCall(c))?;
+        }
+        seq.end()
+    }
+}
+
+/// `{id, type: "function", function: {name, arguments}}`.
+struct WireCall<'a>(&'a ToolCallRequest);
+
+impl Serialize for WireCall<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("id", &self.0.id)?;
+        map.serialize_entry("type", "function")?;
+        map.serialize_entry("function", &WireFunction(self.0))?;
+        map.end()
+    }
+}
+
+/// `{name, arguments}`: `arguments` is a JSON string — the input's own text when it is a
+/// string (a model's unparsed arguments), `{}` for none, else the input's compact JSON.
+struct WireFunction<'a>(&'a ToolCallRequest);
+
+impl Serialize for WireFunction<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Arguments<'a>(&'a Value);
+        impl Serialize for Arguments<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self.0 {
+                    Value::String(text) => s.serialize_str(text),
+                    Value::Null => s.serialize_str("{}"),
+                    other => s.collect_str(other),
+                }
+            }
+        }
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("name", &self.0.name)?;
+        map.serialize_entry("arguments", &Arguments(&self.0.input))?;
+        map.end()
     }
 }
 

@@ -99,6 +99,95 @@ fn body_deepseek_reasoning_extra_override_and_no_tools() {
     );
 }
 
+/// The exact wire bytes of each message kind (key order included), written straight by
+/// `WireMessage` and through `message_json`'s `Value`: the body cache writes the first, a
+/// whole-body build the second.
+#[test]
+fn wire_messages_have_exact_bytes_both_ways() {
+    use crate::types::ImageInput;
+    let cases: Vec<(ChatMessage, bool, &str)> = vec![
+        (
+            ChatMessage::System {
+                content: "be \"brief\"\n".into(),
+            },
+            false,
+            r#"{"role":"system","content":"be \"brief\"\n"}"#,
+        ),
+        (
+            ChatMessage::User {
+                content: "see".into(),
+                images: vec![
+                    ImageInput {
+                        mime: "image/png".into(),
+                        data: "QQ==".into(),
+                    },
+                    ImageInput {
+                        mime: "application/pdf".into(),
+                        data: "Qg==".into(),
+                    },
+                ],
+            },
+            false,
+            r#"{"role":"user","content":[{"type":"text","text":"see"},{"type":"image_url","image_url":{"url":"data:image/png;base64,QQ=="}},{"type":"file","file":{"filename":"document.pdf","file_data":"data:application/pdf;base64,Qg=="}}]}"#,
+        ),
+        (
+            ChatMessage::Assistant {
+                content: None,
+                reasoning: Some("hm".into()),
+                reasoning_signature: None,
+                tool_calls: vec![
+                    ToolCallRequest {
+                        id: "c1".into(),
+                        name: "read".into(),
+                        input: json!({"filePath": "a\"b", "n": 2.5}),
+                    },
+                    ToolCallRequest {
+                        id: "c2".into(),
+                        name: "bash".into(),
+                        input: Value::String("{\"command\":".into()),
+                    },
+                    ToolCallRequest {
+                        id: "c3".into(),
+                        name: "glob".into(),
+                        input: Value::Null,
+                    },
+                ],
+            },
+            true,
+            r#"{"role":"assistant","content":null,"reasoning_content":"hm","tool_calls":[{"id":"c1","type":"function","function":{"name":"read","arguments":"{\"filePath\":\"a\\\"b\",\"n\":2.5}"}},{"id":"c2","type":"function","function":{"name":"bash","arguments":"{\"command\":"}},{"id":"c3","type":"function","function":{"name":"glob","arguments":"{}"}}]}"#,
+        ),
+        (
+            ChatMessage::Assistant {
+                content: None,
+                reasoning: Some("not sent".into()),
+                reasoning_signature: None,
+                tool_calls: Vec::new(),
+            },
+            false,
+            r#"{"role":"assistant","content":""}"#,
+        ),
+        (
+            ChatMessage::Tool {
+                call_id: "c1".into(),
+                content: "ok ✓".into(),
+                is_error: true,
+            },
+            false,
+            r#"{"role":"tool","tool_call_id":"c1","content":"ok ✓"}"#,
+        ),
+    ];
+    for (m, send_reasoning, want) in cases {
+        let direct = serde_json::to_string(&WireMessage {
+            m: &m,
+            send_reasoning,
+        })
+        .unwrap();
+        assert_eq!(direct, want, "{m:?}");
+        let via_value = serde_json::to_string(&message_json(&m, send_reasoning)).unwrap();
+        assert_eq!(via_value, want, "{m:?}");
+    }
+}
+
 fn run(provider: &str, chunks: &[&str]) -> Result<Vec<StreamEvent>, LlmError> {
     let mut a = ChunkAssembler::new(provider);
     let mut out = Vec::new();
