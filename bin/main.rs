@@ -38,6 +38,9 @@ use troupe_tools::Registry;
 
 pub(crate) use cli::*;
 
+// jemalloc with small thread caches, as every troupe binary (`troupe_actors::memory`).
+troupe_actors::troupe_allocator!();
+
 fn main() -> ExitCode {
     // First thing: a Ctrl-C or SIGTERM from here on ends with 130/143, never by the signal.
     signals::install();

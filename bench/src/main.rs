@@ -31,6 +31,9 @@ use clap::Parser;
 use crate::options::Args;
 use crate::run::run;
 
+// jemalloc with small thread caches, as every troupe binary (`troupe_actors::memory`).
+troupe_actors::troupe_allocator!();
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let (print_script, init_workspace) = (args.print_script, args.init_workspace.clone());

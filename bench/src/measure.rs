@@ -55,16 +55,6 @@ pub async fn current_rss_mib() -> Option<f64> {
     parse_vm_rss_mib(&text)
 }
 
-/// Return the heap's free memory to the kernel (glibc `malloc_trim(0)`), so the RSS read
-/// next counts live data, not the allocator's free lists.
-#[allow(unsafe_code)]
-pub fn trim_heap() {
-    // SAFETY: malloc_trim only releases free heap pages; it has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// Σ run-queue wait of the process's threads so far, ns: the second field of every
 /// `/proc/self/task/<tid>/schedstat` (time runnable but not running). `None` when it cannot
 /// be read (not Linux, or schedstats off). Threads that ended meanwhile drop out of the sum,

@@ -37,7 +37,7 @@ pub(crate) struct Measured {
     /// CPU of child processes that ended during the run, s.
     pub(crate) child_cpu_s: f64,
     /// RSS readings, MiB: runtime started (base), idle between turns 1 and 2, after the
-    /// first 10 % of sessions, after the run, after `malloc_trim`, after the page probe.
+    /// first 10 % of sessions, after the run, after the heap trim (`troupe_actors::memory::trim`: jemalloc purge, glibc `malloc_trim`), after the page probe.
     pub(crate) rss_base: Option<f64>,
     pub(crate) rss_idle: Option<f64>,
     /// The idle reading before the runtime's idle trim.
@@ -263,7 +263,7 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         "  mock records   taken out of the mock (freed) before the idle and at-rest readings; {mock_unfinished} read before their response ended\n", mock_unfinished = m.mock_unfinished
     ));
     h.push_str(&format!(
-        "  at rest        {} MiB before the sessions; after the run {} KiB per session ({} after malloc_trim){}\n",
+        "  at rest        {} MiB before the sessions; after the run {} KiB per session ({} after the heap trim){}\n",
         opt(m.rss_base),
         opt(per_session_kib(m.rss_after)),
         opt(per_session_kib(m.rss_after_trim)),

@@ -292,7 +292,7 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
     let rss_after = measure::current_rss_mib().await;
     // The same after handing freed heap memory back to the kernel: what is left is live
     // data (plus caches such as SQLite's pages), the rest was the allocator's free lists.
-    measure::trim_heap();
+    troupe_actors::memory::trim();
     let rss_after_trim = measure::current_rss_mib().await;
     if s.exit_at_rest {
         // For heap profilers: everything the run left is still allocated at exit.
