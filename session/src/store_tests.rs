@@ -733,6 +733,76 @@ async fn the_sequence_cache_follows_commits_of_another_store_on_the_file() {
     assert_eq!(seqs(&sid), vec![1, 2]);
 }
 
+/// Migration 3 turns the event log into a rowid table with a unique index on
+/// `(session_id, seq)`: a store written by the previous schema (version 2) keeps every
+/// event with its sequence, type, time and data, new events continue each session's
+/// sequence, and a duplicate `(session_id, seq)` is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_log_of_schema_2_is_kept_through_the_rowid_migration() {
+    let db = crate::store_suite::TestDb::sqlite();
+    let path = db.target();
+    let s = Session::new("/tmp", None);
+    let sid = s.id.to_string();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        for sql in &sqlite::MIGRATIONS[..2] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 2).unwrap();
+        conn.execute(
+            "INSERT INTO session (id, parent_id, directory, title, time_created, time_updated, data)
+             VALUES (?1, NULL, '/tmp', 't', 1, 1, ?2)",
+            rusqlite::params![sid, serde_json::to_string(&s).unwrap()],
+        )
+        .unwrap();
+        for (who, seq) in [(sid.as_str(), 1), ("ses_other", 1), (sid.as_str(), 2)] {
+            conn.execute(
+                "INSERT INTO event (session_id, seq, type, time, data) VALUES (?1, ?2, 'x', ?3, ?4)",
+                rusqlite::params![who, seq, 100 + seq, format!("{{\"n\":{seq}}}")],
+            )
+            .unwrap();
+        }
+    }
+    let store = db.open();
+    store.write1(Write::Message(user_message(&s.id, crate::id::message(), 1)));
+    store.flush().await.unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version as usize, sqlite::MIGRATIONS.len());
+    let rows: Vec<(String, i64, String, i64, String)> = conn
+        .prepare("SELECT session_id, seq, type, time, data FROM event ORDER BY session_id, seq")
+        .unwrap()
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let of = |who: &str| -> Vec<(i64, &str, i64, &str)> {
+        rows.iter()
+            .filter(|r| r.0 == who)
+            .map(|(_, seq, ty, time, data)| (*seq, ty.as_str(), *time, data.as_str()))
+            .collect()
+    };
+    assert_eq!(of("ses_other"), vec![(1, "x", 101, "{\"n\":1}")]);
+    let mine = of(&sid);
+    assert_eq!(
+        mine[..2],
+        [(1, "x", 101, "{\"n\":1}"), (2, "x", 102, "{\"n\":2}")]
+    );
+    assert_eq!(
+        (mine.len(), mine[2].0, mine[2].1),
+        (3, 3, "message.updated")
+    );
+    let duplicate = conn.execute(
+        "INSERT INTO event (session_id, seq, type, time, data) VALUES (?1, 3, 'y', 0, '{}')",
+        [&sid],
+    );
+    assert!(duplicate.is_err(), "(session_id, seq) stays unique");
+}
+
 #[test]
 fn the_busy_handler_sleeps_short_then_gives_up_after_the_busy_timeout() {
     assert_eq!(busy_delay_us(0), 50);
