@@ -37,7 +37,9 @@ pub(crate) struct Measured {
     /// CPU of child processes that ended during the run, s.
     pub(crate) child_cpu_s: f64,
     /// RSS readings, MiB: runtime started (base), idle between turns 1 and 2, after the
-    /// first 10 % of sessions, after the run, after the heap trim (`troupe_actors::memory::trim`: jemalloc purge, glibc `malloc_trim`), after the page probe.
+    /// first 10 % of sessions, after the run, after the heap trim
+    /// (`troupe_actors::memory::trim`: jemalloc purge, glibc `malloc_trim`), after the page
+    /// probe.
     pub(crate) rss_base: Option<f64>,
     pub(crate) rss_idle: Option<f64>,
     /// The idle reading before the runtime's idle trim.

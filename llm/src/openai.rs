@@ -2,7 +2,8 @@
 //! chunk assembly in `openai/stream.rs` (wire-formats.md §1 and §3; OpenAI-compatible servers:
 //! llama.cpp, vLLM, Ollama, OpenRouter, DeepSeek, Groq, Mistral, xAI).
 
-use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 use troupe_config::model::ResolvedModel;
 
@@ -193,47 +194,44 @@ struct WireCalls<'a>(&'a [ToolCallRequest]);
 
 impl Serialize for WireCalls<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for c in self.0 {
-            seq.serialize_element(&WireCall(c))?;
-        }
-        seq.end()
+        s.collect_seq(self.0.iter().map(|c| WireCall {
+            id: &c.id,
+            kind: "function",
+            function: WireFunction {
+                name: &c.name,
+                arguments: Arguments(&c.input),
+            },
+        }))
     }
 }
 
 /// `{id, type: "function", function: {name, arguments}}`.
-struct WireCall<'a>(&'a ToolCallRequest);
-
-impl Serialize for WireCall<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(3))?;
-        map.serialize_entry("id", &self.0.id)?;
-        map.serialize_entry("type", "function")?;
-        map.serialize_entry("function", &WireFunction(self.0))?;
-        map.end()
-    }
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
 }
 
-/// `{name, arguments}`: `arguments` is a JSON string — the input's own text when it is a
-/// string (a model's unparsed arguments), `{}` for none, else the input's compact JSON.
-struct WireFunction<'a>(&'a ToolCallRequest);
+/// `{name, arguments}`.
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    arguments: Arguments<'a>,
+}
 
-impl Serialize for WireFunction<'_> {
+/// A call's `arguments`, a JSON string: the input's own text when it is a string (a model's
+/// unparsed arguments), `{}` for none, else the input's compact JSON.
+struct Arguments<'a>(&'a Value);
+
+impl Serialize for Arguments<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        struct Arguments<'a>(&'a Value);
-        impl Serialize for Arguments<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                match self.0 {
-                    Value::String(text) => s.serialize_str(text),
-                    Value::Null => s.serialize_str("{}"),
-                    other => s.collect_str(other),
-                }
-            }
+        match self.0 {
+            Value::String(text) => s.serialize_str(text),
+            Value::Null => s.serialize_str("{}"),
+            other => s.collect_str(other),
         }
-        let mut map = s.serialize_map(Some(2))?;
-        map.serialize_entry("name", &self.0.name)?;
-        map.serialize_entry("arguments", &Arguments(&self.0.input))?;
-        map.end()
     }
 }
 
