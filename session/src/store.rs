@@ -154,6 +154,8 @@ enum Backend {
         /// Connection of the session-lease operations ([`crate::lease`]): they answer at
         /// once, so they do not queue behind the writer's batches.
         lease: Mutex<Connection>,
+        /// WAL checkpoint rounds finished ([`WalCheckpoints`]).
+        checkpoints: Arc<std::sync::atomic::AtomicU64>,
     },
     Postgres(crate::pg::Pool),
 }
@@ -172,16 +174,25 @@ impl Store {
         let mut writer = open_conn(&path)?;
         migrate(&path, &mut writer)?;
         let reader = open_conn(&path)?;
-        let lease = open_conn(&path)?;
+        let mut lease = open_conn(&path)?;
+        let checkpoints = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let wal = WalCheckpoints::start(&path, checkpoints.clone())?;
+        wal.attach(&path, &mut writer)?;
+        wal.attach(&path, &mut lease)?;
         let (tx, rx) = std_mpsc::channel::<Job>();
         let wpath = path.clone();
         let wbus = bus.clone();
         std::thread::Builder::new()
             .name("troupe-store".into())
             .spawn(move || {
-                let mut writer = writer;
+                let writer = std::cell::RefCell::new(writer);
                 let mut seqs = SeqCache::default();
-                writer_loop(rx, wbus, |w| apply(&wpath, &mut writer, &mut seqs, w))
+                writer_loop(
+                    rx,
+                    wbus,
+                    |w| apply(&wpath, &mut writer.borrow_mut(), &mut seqs, w),
+                    || wal.finish_round(&wpath, &writer.borrow()),
+                )
             })
             .map_err(|e| StoreError::Sqlite {
                 path: path.display().to_string(),
@@ -194,6 +205,7 @@ impl Store {
                 backend: Backend::Sqlite {
                     reader: Mutex::new(reader),
                     lease: Mutex::new(lease),
+                    checkpoints,
                 },
                 bus,
             }),
@@ -229,7 +241,8 @@ impl Store {
             .spawn(move || match crate::pg::Writer::open(wtarget) {
                 Ok(mut writer) => {
                     let _ = ready_tx.send(Ok(()));
-                    writer_loop(rx, wbus, |w| writer.apply(w));
+                    // PostgreSQL has no log of ours to checkpoint.
+                    writer_loop(rx, wbus, |w| writer.apply(w), || {});
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
@@ -268,6 +281,19 @@ impl Store {
         }
     }
 
+    /// WAL checkpoint rounds the store has finished since it opened (SQLite; always 0 for
+    /// PostgreSQL). Each copies the write-ahead log back into the database file once the log
+    /// holds [`CHECKPOINT_FRAMES`] frames: a checkpointer thread copies it while the writer
+    /// goes on, the writer copies the rest between batches ([`WalCheckpoints`]).
+    pub fn wal_checkpoints(&self) -> u64 {
+        match &self.inner.backend {
+            Backend::Sqlite { checkpoints, .. } => {
+                checkpoints.load(std::sync::atomic::Ordering::Relaxed)
+            }
+            Backend::Postgres(_) => 0,
+        }
+    }
+
     /// The bus committed writes are published on.
     pub fn bus(&self) -> &Bus {
         &self.inner.bus
@@ -290,26 +316,21 @@ impl Store {
     /// write error since the previous flush.
     pub async fn flush(&self) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
-        {
-            let guard = self.inner.tx.lock().unwrap_or_else(|e| e.into_inner());
-            match guard.as_ref() {
-                Some(s) => s.send(Job::Flush(tx)).map_err(|_| StoreError::Closed)?,
-                None => return Err(StoreError::Closed),
-            }
-        }
+        self.send_waited(Job::Flush(tx))?;
         rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Queue `job` (one its sender waits on). [`StoreError::Closed`] when the writer is gone.
+    fn send_waited(&self, job: Job) -> Result<(), StoreError> {
+        let guard = self.inner.tx.lock().unwrap_or_else(|e| e.into_inner());
+        let sender = guard.as_ref().ok_or(StoreError::Closed)?;
+        sender.send(job).map_err(|_| StoreError::Closed)
     }
 
     /// Blocking flush, for non-async callers (tests, shutdown).
     pub fn flush_blocking(&self) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
-        {
-            let guard = self.inner.tx.lock().unwrap_or_else(|e| e.into_inner());
-            match guard.as_ref() {
-                Some(s) => s.send(Job::Flush(tx)).map_err(|_| StoreError::Closed)?,
-                None => return Err(StoreError::Closed),
-            }
-        }
+        self.send_waited(Job::Flush(tx))?;
         rx.blocking_recv().map_err(|_| StoreError::Closed)?
     }
 
@@ -322,15 +343,8 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Reader<'_>) -> Result<T, StoreError> + Send + 'static,
     {
-        let barrier = {
-            let (tx, rx) = oneshot::channel();
-            let guard = self.inner.tx.lock().unwrap_or_else(|e| e.into_inner());
-            guard
-                .as_ref()
-                .and_then(|s| s.send(Job::Barrier(tx)).ok())
-                .map(|()| rx)
-        };
-        if let Some(rx) = barrier {
+        let (tx, rx) = oneshot::channel();
+        if self.send_waited(Job::Barrier(tx)).is_ok() {
             // A closed writer cannot commit anything more: read what is there.
             let _ = rx.await;
         }
@@ -422,8 +436,8 @@ mod sweep;
 mod writer;
 use reader::ReadConn;
 pub use reader::Reader;
-pub use sqlite::BUSY_TIMEOUT;
 use sqlite::*;
+pub use sqlite::{BUSY_TIMEOUT, CHECKPOINT_FRAMES};
 pub use sweep::{OUTCOME_UNKNOWN, READ_ONLY_TOOLS, SURVIVORS_KEY, sweep_interrupted};
 use writer::*;
 

@@ -842,3 +842,59 @@ fn a_connection_waits_for_another_connections_write_lock() {
         .unwrap();
     assert_eq!(n, 2);
 }
+
+/// Checkpoints run on the writer thread after a batch (`Store::wal_checkpoints` counts
+/// them), not inside its commits: once the WAL holds `CHECKPOINT_FRAMES` frames
+/// they are copied into the database file while the store stays open, and
+/// every row is still there.
+#[tokio::test]
+async fn a_long_wal_is_checkpointed_into_the_database_file_after_its_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ckpt.db");
+    let store = Store::open(&path, Bus::new()).unwrap();
+    let s = Session::new("/tmp", None);
+    store.write1(Write::Session {
+        info: s.clone(),
+        created: true,
+    });
+    let m = user_message(&s.id, crate::id::message(), 1);
+    store.write1(Write::Message(m.clone()));
+    store.flush().await.unwrap();
+    assert_eq!(store.wal_checkpoints(), 0);
+    let before = std::fs::metadata(&path).unwrap().len();
+    // ~2,000 rows of 3 KB (each stored twice: the part and its event): well over
+    // CHECKPOINT_FRAMES pages of 4 KiB.
+    for batch in 0..20 {
+        let writes = (0..100)
+            .map(|i| {
+                Write::Part(Part::new(
+                    &s.id,
+                    m.id(),
+                    PartKind::Text {
+                        text: format!("{batch}-{i} {}", "x".repeat(3000)),
+                        synthetic: false,
+                        time: None,
+                    },
+                ))
+            })
+            .collect();
+        store.write(writes);
+        store.flush().await.unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while store.wal_checkpoints() == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        store.wal_checkpoints() >= 1,
+        "no checkpoint after the batches"
+    );
+    let after = std::fs::metadata(&path).unwrap().len();
+    assert!(
+        after >= before + 4 * CHECKPOINT_FRAMES as u64 * 1024 / 2,
+        "the database file grew from {before} to only {after} bytes"
+    );
+    let sid = s.id.clone();
+    let msgs = store.read(move |r| r.messages(&sid)).await.unwrap();
+    assert_eq!(msgs[0].parts.len(), 2000);
+}

@@ -151,6 +151,130 @@ pub(super) fn open_conn(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// WAL frames (pages) after a commit from which the store copies the log back into the
+/// database file: 1,000, SQLite's own auto-checkpoint threshold
+/// (`SQLITE_DEFAULT_WAL_AUTOCHECKPOINT`).
+pub const CHECKPOINT_FRAMES: i32 = 1000;
+
+/// The store's WAL checkpoints, moved out of the commits that trigger them.
+///
+/// SQLite's auto-checkpoint runs inside the commit that crosses the threshold, and with
+/// `synchronous=NORMAL` a checkpoint is where the file system syncs happen (the WAL before
+/// copying, the database after). In the writer's commit it held up every flush of that batch
+/// — a turn's closing flush waited for two `fsync`s of megabytes, milliseconds on a disk
+/// (bench/README.md, twelfth pass); on the lease connection it held up a turn's start.
+///
+/// [`WalCheckpoints::attach`] turns a connection's auto-checkpoint off; its commits that
+/// leave [`CHECKPOINT_FRAMES`] or more frames wake a checkpointer thread with its own
+/// connection, which copies the log in a passive checkpoint (it waits for no reader or
+/// writer) while the writer goes on appending. What the writer appended meanwhile is not
+/// copied, and SQLite starts the log over only when every frame is, so on its own the log
+/// would grow without end under steady writes (measured: 121 MB). The writer thread finishes
+/// each round: after a batch, once its flushes are answered, a second passive checkpoint on
+/// its own connection copies the few frames left (small syncs), and the next write starts
+/// the log over ([`WalCheckpoints::finish_round`]).
+pub(super) struct WalCheckpoints {
+    wake: std_mpsc::SyncSender<()>,
+    /// Where the current round is: [`IDLE`], [`REQUESTED`] (a commit woke the checkpointer),
+    /// [`COPIED`] (its pass is done; the writer finishes the round).
+    round: Arc<std::sync::atomic::AtomicU8>,
+    /// Checkpoint rounds finished ([`Store::wal_checkpoints`]).
+    done: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// [`WalCheckpoints`] round: no checkpoint under way.
+const IDLE: u8 = 0;
+/// [`WalCheckpoints`] round: the checkpointer was woken and copies the log.
+const REQUESTED: u8 = 1;
+/// [`WalCheckpoints`] round: the checkpointer's pass is done; the writer copies the rest.
+const COPIED: u8 = 2;
+
+/// Runs `PRAGMA wal_checkpoint(PASSIVE)` on `conn`: whether it copied every frame of the
+/// log (its row: busy flag, frames in the log, frames copied).
+fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        let (busy, log, copied): (i64, i64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        Ok(busy == 0 && log == copied)
+    })
+}
+
+impl WalCheckpoints {
+    /// Opens the checkpointer's connection to `path` and starts its thread, which ends when
+    /// this value and every attached connection are dropped. `done` counts finished rounds.
+    pub(super) fn start(
+        path: &Path,
+        done: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Result<WalCheckpoints, StoreError> {
+        use std::sync::atomic::Ordering;
+        let conn = open_conn(path)?;
+        // A checkpoint copies frames without the page cache: keep its cache small.
+        conn.execute_batch("PRAGMA cache_size=-64;")
+            .map_err(|e| sql_err(path, e))?;
+        let (wake, requests) = std_mpsc::sync_channel::<()>(1);
+        let round = Arc::new(std::sync::atomic::AtomicU8::new(IDLE));
+        let (state, store_path) = (round.clone(), path.to_path_buf());
+        std::thread::Builder::new()
+            .name("troupe-store-ckpt".into())
+            .spawn(move || {
+                while requests.recv().is_ok() {
+                    let next = match passive_checkpoint(&conn) {
+                        Ok(_) => COPIED,
+                        // The next commit over the threshold asks again.
+                        Err(e) => {
+                            tracing::warn!("{}", sql_err(&store_path, e));
+                            IDLE
+                        }
+                    };
+                    state.store(next, Ordering::Release);
+                }
+            })
+            .map_err(|e| StoreError::Sqlite {
+                path: path.display().to_string(),
+                message: format!("cannot start the checkpointer thread: {e}"),
+            })?;
+        Ok(WalCheckpoints { wake, round, done })
+    }
+
+    /// Turns `conn`'s auto-checkpoint off (a WAL hook replaces it): a commit that leaves
+    /// [`CHECKPOINT_FRAMES`] or more frames in the log wakes the checkpointer, unless a
+    /// round is already under way.
+    pub(super) fn attach(&self, path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
+        use std::sync::atomic::Ordering;
+        let (wake, round) = (self.wake.clone(), self.round.clone());
+        conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, frames: i32| {
+            if frames >= CHECKPOINT_FRAMES
+                && round
+                    .compare_exchange(IDLE, REQUESTED, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+                && wake.try_send(()).is_err()
+            {
+                round.store(IDLE, Ordering::Release);
+            }
+            Ok(())
+        }))
+        .map_err(|e| sql_err(path, e))
+    }
+
+    /// On the writer thread, between batches: once the checkpointer has copied the log,
+    /// copy what was appended meanwhile, so the next write starts the log over. The round
+    /// ends when every frame is copied; otherwise (a reader still on an old snapshot, another
+    /// process's checkpoint, an error, logged) the next batch tries again.
+    pub(super) fn finish_round(&self, path: &Path, conn: &Connection) {
+        use std::sync::atomic::Ordering;
+        if self.round.load(Ordering::Acquire) != COPIED {
+            return;
+        }
+        match passive_checkpoint(conn) {
+            Ok(true) => {
+                self.round.store(IDLE, Ordering::Release);
+                self.done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!("{}", sql_err(path, e)),
+        }
+    }
+}
+
 pub(super) fn is_busy(e: &rusqlite::Error) -> bool {
     matches!(
         e.sqlite_error_code(),

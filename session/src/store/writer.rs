@@ -3,11 +3,14 @@
 
 use super::*;
 
-/// The writer thread of either backend: `apply` stores one batch in one transaction.
+/// The writer thread of either backend: `apply` stores one batch in one transaction;
+/// `maintain` runs after each batch, once its flushes and barriers are answered (SQLite's WAL
+/// checkpoint: nobody waits for it then).
 pub(super) fn writer_loop(
     rx: std_mpsc::Receiver<Job>,
     bus: Bus,
     mut apply: impl FnMut(&[Write]) -> Result<(), StoreError>,
+    mut maintain: impl FnMut(),
 ) {
     let mut pending_error: Option<StoreError> = None;
     while let Ok(first) = rx.recv() {
@@ -95,6 +98,7 @@ pub(super) fn writer_loop(
         for tx in barriers {
             let _ = tx.send(());
         }
+        maintain();
     }
 }
 
