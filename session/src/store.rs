@@ -176,7 +176,7 @@ impl Store {
         let reader = open_conn(&path)?;
         let mut lease = open_conn(&path)?;
         let checkpoints = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let wal = WalCheckpoints::start(&path, checkpoints.clone())?;
+        let mut wal = WalCheckpoints::start(&path, checkpoints.clone())?;
         wal.attach(&path, &mut writer)?;
         wal.attach(&path, &mut lease)?;
         let (tx, rx) = std_mpsc::channel::<Job>();
@@ -191,7 +191,7 @@ impl Store {
                     rx,
                     wbus,
                     |w| apply(&wpath, &mut writer.borrow_mut(), &mut seqs, w),
-                    || wal.finish_round(&wpath, &writer.borrow()),
+                    || wal.finish_round(&wpath, &writer.borrow(), std::time::Instant::now()),
                 )
             })
             .map_err(|e| StoreError::Sqlite {

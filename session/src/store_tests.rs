@@ -898,3 +898,53 @@ async fn a_long_wal_is_checkpointed_into_the_database_file_after_its_batch() {
     let msgs = store.read(move |r| r.messages(&sid)).await.unwrap();
     assert_eq!(msgs[0].parts.len(), 2000);
 }
+
+/// A reader on an old snapshot keeps the writer's finishing pass from copying every frame:
+/// the round stays open and the writer waits `CHECKPOINT_RETRY` before its next pass instead
+/// of trying after every batch (each pass sorts every frame not yet copied: a busy loop).
+#[test]
+fn an_incomplete_finishing_pass_waits_before_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("retry.db");
+    let mut writer = open_conn(&path).unwrap();
+    writer
+        .execute_batch("CREATE TABLE t (x BLOB); INSERT INTO t VALUES (zeroblob(10000));")
+        .unwrap();
+    let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut wal = WalCheckpoints::start(&path, done.clone()).unwrap();
+    wal.attach(&path, &mut writer).unwrap();
+    // The reader's snapshot ends before the next insert's frames.
+    let reader = open_conn(&path).unwrap();
+    reader.execute_batch("BEGIN").unwrap();
+    let n: i64 = reader
+        .query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
+    writer
+        .execute_batch("INSERT INTO t VALUES (zeroblob(10000));")
+        .unwrap();
+    wal.set_copied();
+    let t0 = std::time::Instant::now();
+    wal.finish_round(&path, &writer, t0);
+    assert_eq!(
+        (
+            wal.passes(),
+            done.load(std::sync::atomic::Ordering::Relaxed)
+        ),
+        (1, 0)
+    );
+    wal.finish_round(&path, &writer, t0 + CHECKPOINT_RETRY / 2);
+    assert_eq!(wal.passes(), 1, "a second pass before CHECKPOINT_RETRY");
+    reader.execute_batch("COMMIT").unwrap();
+    wal.finish_round(&path, &writer, t0 + CHECKPOINT_RETRY);
+    assert_eq!(
+        (
+            wal.passes(),
+            done.load(std::sync::atomic::Ordering::Relaxed)
+        ),
+        (2, 1)
+    );
+    // The round is over: nothing more until the checkpointer copies again.
+    wal.finish_round(&path, &writer, t0 + 3 * CHECKPOINT_RETRY);
+    assert_eq!(wal.passes(), 2);
+}
