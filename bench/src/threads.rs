@@ -114,9 +114,10 @@ pub fn parse_schedstat_run_ns(line: &str) -> Option<u64> {
 }
 
 /// The group a thread's name puts it in: `mock` (the in-process mock, `bench-mock`),
-/// `store_writer` (`troupe-store`), `tokio` (the runtime's workers and its blocking pool, which
-/// share a name: `tokio-rt-worker`, `tokio-runtime-w` in older tokio), `other` (the main
-/// thread and anything else).
+/// `store_writer` (`troupe-store` and its WAL checkpointer `troupe-store-ckpt`, which the
+/// kernel shortens to `troupe-store-ck`), `tokio` (the runtime's workers and its blocking
+/// pool, which share a name: `tokio-rt-worker`, `tokio-runtime-w` in older tokio), `other`
+/// (the main thread and anything else).
 pub fn group(name: &str) -> &'static str {
     match name {
         "bench-mock" => "mock",
@@ -195,6 +196,7 @@ mod tests {
     fn groups_by_name() {
         assert_eq!(group("bench-mock"), "mock");
         assert_eq!(group("troupe-store"), "store_writer");
+        assert_eq!(group("troupe-store-ck"), "store_writer");
         assert_eq!(group("tokio-runtime-w"), "tokio");
         assert_eq!(group("tokio-rt-worker"), "tokio");
         assert_eq!(group("troupe-bench"), "other");
