@@ -301,10 +301,8 @@ impl Store {
 
     /// Queue writes (fire-and-forget, ordered). Errors surface at the next [`Store::flush`].
     pub fn write(&self, writes: Vec<Write>) {
-        let guard = self.inner.tx.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(tx) = guard.as_ref() {
-            let _ = tx.send(Job::Writes(writes));
-        }
+        // A closed store drops them; the next flush reports it closed.
+        let _ = self.send_job(Job::Writes(writes));
     }
 
     /// Queue one write.
@@ -316,12 +314,12 @@ impl Store {
     /// write error since the previous flush.
     pub async fn flush(&self) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
-        self.send_waited(Job::Flush(tx))?;
+        self.send_job(Job::Flush(tx))?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// Queue `job` (one its sender waits on). [`StoreError::Closed`] when the writer is gone.
-    fn send_waited(&self, job: Job) -> Result<(), StoreError> {
+    /// Queue `job` for the writer thread. [`StoreError::Closed`] when the writer is gone.
+    fn send_job(&self, job: Job) -> Result<(), StoreError> {
         let guard = self.inner.tx.lock().unwrap_or_else(|e| e.into_inner());
         let sender = guard.as_ref().ok_or(StoreError::Closed)?;
         sender.send(job).map_err(|_| StoreError::Closed)
@@ -330,7 +328,7 @@ impl Store {
     /// Blocking flush, for non-async callers (tests, shutdown).
     pub fn flush_blocking(&self) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
-        self.send_waited(Job::Flush(tx))?;
+        self.send_job(Job::Flush(tx))?;
         rx.blocking_recv().map_err(|_| StoreError::Closed)?
     }
 
@@ -344,7 +342,7 @@ impl Store {
         F: FnOnce(&Reader<'_>) -> Result<T, StoreError> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        if self.send_waited(Job::Barrier(tx)).is_ok() {
+        if self.send_job(Job::Barrier(tx)).is_ok() {
             // A closed writer cannot commit anything more: read what is there.
             let _ = rx.await;
         }

@@ -2,6 +2,7 @@
 //! stores one batch of writes in one transaction.
 
 use super::*;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 pub(super) const MIGRATIONS: &[&str] = &[
     // 1: core tables
@@ -177,9 +178,9 @@ pub(super) struct WalCheckpoints {
     wake: std_mpsc::SyncSender<()>,
     /// Where the current round is: [`IDLE`], [`REQUESTED`] (a commit woke the checkpointer),
     /// [`COPIED`] (its pass is done; the writer finishes the round).
-    round: Arc<std::sync::atomic::AtomicU8>,
+    round: Arc<AtomicU8>,
     /// Checkpoint rounds finished ([`Store::wal_checkpoints`]).
-    done: Arc<std::sync::atomic::AtomicU64>,
+    done: Arc<AtomicU64>,
     /// After a finishing pass that could not copy every frame: no new pass before this.
     retry_at: Option<std::time::Instant>,
     /// Finishing passes run by the writer (complete or not).
@@ -212,17 +213,13 @@ fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<bool> {
 impl WalCheckpoints {
     /// Opens the checkpointer's connection to `path` and starts its thread, which ends when
     /// this value and every attached connection are dropped. `done` counts finished rounds.
-    pub(super) fn start(
-        path: &Path,
-        done: Arc<std::sync::atomic::AtomicU64>,
-    ) -> Result<WalCheckpoints, StoreError> {
-        use std::sync::atomic::Ordering;
+    pub(super) fn start(path: &Path, done: Arc<AtomicU64>) -> Result<WalCheckpoints, StoreError> {
         let conn = open_conn(path)?;
         // A checkpoint copies frames without the page cache: keep its cache small.
         conn.execute_batch("PRAGMA cache_size=-64;")
             .map_err(|e| sql_err(path, e))?;
         let (wake, requests) = std_mpsc::sync_channel::<()>(1);
-        let round = Arc::new(std::sync::atomic::AtomicU8::new(IDLE));
+        let round = Arc::new(AtomicU8::new(IDLE));
         let (state, store_path) = (round.clone(), path.to_path_buf());
         std::thread::Builder::new()
             .name("troupe-store-ckpt".into())
@@ -256,7 +253,6 @@ impl WalCheckpoints {
     /// [`CHECKPOINT_FRAMES`] or more frames in the log wakes the checkpointer, unless a
     /// round is already under way.
     pub(super) fn attach(&self, path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
-        use std::sync::atomic::Ordering;
         let (wake, round) = (self.wake.clone(), self.round.clone());
         conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, frames: i32| {
             if frames >= CHECKPOINT_FRAMES
@@ -278,7 +274,6 @@ impl WalCheckpoints {
     /// still on an old snapshot, another process's checkpoint, an error, logged) the round
     /// stays open and the writer tries again after [`CHECKPOINT_RETRY`].
     pub(super) fn finish_round(&mut self, path: &Path, conn: &Connection, now: std::time::Instant) {
-        use std::sync::atomic::Ordering;
         if self.round.load(Ordering::Acquire) != COPIED || self.retry_at.is_some_and(|t| now < t) {
             return;
         }
@@ -306,8 +301,7 @@ impl WalCheckpoints {
     /// Marks the checkpointer's pass done (tests drive a round by hand).
     #[cfg(test)]
     pub(super) fn set_copied(&self) {
-        self.round
-            .store(COPIED, std::sync::atomic::Ordering::Release);
+        self.round.store(COPIED, Ordering::Release);
     }
 }
 
