@@ -17,8 +17,10 @@
 //! process plus an OS file lock between processes), and `git gc --prune=7.days` runs at most
 //! every [`GC_INTERVAL`].
 //!
-//! All git work runs in child processes (`tokio::process`); nothing here blocks a tokio
-//! worker thread except `stat` calls batched into one `spawn_blocking`.
+//! All git work runs in child processes (`tokio::process`); file-system reads (the size walk
+//! of the work tree, `stat` calls, the index's checksum) run in `spawn_blocking` tasks, so
+//! nothing here blocks a tokio worker thread. A track asks git as little as it can: a step
+//! whose tools changed nothing costs one `git add` (see [`Snapshot::track`]).
 //!
 //! This file holds the public types and operations; `git` holds the shadow repository's
 //! plumbing (locking, init, excludes, gc, running git and parsing its output).
@@ -164,6 +166,14 @@ struct Inner {
     /// Extra exclude lines (troupe's data directory when it lies inside the project).
     extra_excludes: Vec<String>,
     state: Arc<Mutex<RepoState>>,
+    /// Git processes run on the shadow repository through this handle (and its clones).
+    git_runs: std::sync::atomic::AtomicU64,
+}
+
+/// Git processes run on shadow repositories by this process (every [`Snapshot`]), for
+/// measurements (`troupe-bench` reports them per step).
+pub fn git_processes() -> u64 {
+    git::GIT_RUNS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// 64-bit FNV-1a of the bytes, as 16 hex digits: a stable name for a work tree's shadow
@@ -263,6 +273,7 @@ impl Snapshot {
                 work_tree,
                 extra_excludes,
                 state,
+                git_runs: Default::default(),
             }),
         })
     }
@@ -277,44 +288,47 @@ impl Snapshot {
         &self.inner.git_dir
     }
 
-    /// Snapshots the work tree now and returns the tree hash. Three git processes:
-    /// `ls-files --others` (to leave out untracked files over 2 MiB), `add -A`, `write-tree`.
+    /// Git processes this handle and its clones have run on the shadow repository (`init`
+    /// and the `rev-parse` of [`open`](Self::open) not counted).
+    pub fn git_runs(&self) -> u64 {
+        self.inner
+            .git_runs
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Snapshots the work tree now and returns the tree hash: `git add --all` and `git
+    /// write-tree`, each only when needed. `git ls-files --others` (to leave out untracked
+    /// files over 2 MiB) runs only when a walk of the work tree finds a file that large, and
+    /// `write-tree` only when the index's entries differ from those the last tree came from
+    /// (see `add_and_write_tree`); a step that changed nothing costs one git process.
     pub async fn track(&self) -> Result<String, SnapshotError> {
         let mut held = self.lock().await?;
         self.ensure_init(&mut held).await?;
         self.sync_exclude(&mut held).await?;
-        let untracked = self
-            .git(&["ls-files", "--others", "--exclude-standard", "-z"], None)
-            .await?;
-        let untracked: Vec<String> = split_nul(&untracked).collect();
-        let big = self.large_files(untracked).await?;
-        if big.is_empty() {
-            self.git(&["add", "--all", "--", "."], None).await?;
+        let big = if self.may_hold_large_files(&mut held).await {
+            let untracked = self
+                .git(&["ls-files", "--others", "--exclude-standard", "-z"], None)
+                .await?;
+            self.large_files(split_nul(&untracked).collect()).await?
+        } else {
+            Vec::new()
+        };
+        let tree = if big.is_empty() {
+            self.add_and_write_tree(&mut held, &["--", "."], None)
+                .await?
         } else {
             let mut spec = b".\0".to_vec();
             for rel in &big {
                 spec.extend_from_slice(format!(":(exclude,literal,top){rel}\0").as_bytes());
             }
-            self.git(
-                &[
-                    "add",
-                    "--all",
-                    "--pathspec-from-file=-",
-                    "--pathspec-file-nul",
-                ],
+            self.add_and_write_tree(
+                &mut held,
+                &["--pathspec-from-file=-", "--pathspec-file-nul"],
                 Some(spec),
             )
-            .await?;
-        }
-        let tree = self.git(&["write-tree"], None).await?;
-        let tree = String::from_utf8_lossy(&tree).trim().to_string();
+            .await?
+        };
         drop(held);
-        if !is_hash(&tree) {
-            return Err(SnapshotError::Git {
-                command: "write-tree".into(),
-                message: format!("unexpected output {tree:?}"),
-            });
-        }
         self.maybe_gc().await;
         Ok(tree)
     }
@@ -514,6 +528,7 @@ impl Snapshot {
     pub async fn gc(&self) -> Result<(), SnapshotError> {
         let mut held = self.lock().await?;
         self.ensure_init(&mut held).await?;
+        Self::forget_tree(&mut held);
         self.git(&["gc", "--quiet", &format!("--prune={GC_PRUNE}")], None)
             .await?;
         Ok(())

@@ -418,3 +418,261 @@ fn raw_numstat_parsing() {
     assert_eq!(c[1].status, ChangeStatus::Added);
     assert!(c[1].binary);
 }
+
+/// The tree a shadow repository made from scratch gives for the project now (no reuse: a
+/// fresh data directory). Tree hashes depend only on content, so it must equal `track`'s.
+async fn fresh_tree(f: &Fixture) -> String {
+    let data = tempfile::tempdir().unwrap();
+    let s = Snapshot::open(data.path(), &f.project, &[]).await.unwrap();
+    s.track().await.unwrap()
+}
+
+/// Tracks again at once, asserting the tree is the same and only `git add` ran (also right
+/// after a write, while git still re-checks the entries of files changed in the index's own
+/// second and rewrites the index).
+async fn unchanged(s: &Snapshot, tree: &str) {
+    for _ in 0..3 {
+        let runs = s.git_runs();
+        assert_eq!(s.track().await.unwrap(), tree, "nothing changed, same tree");
+        assert_eq!(s.git_runs() - runs, 1, "git add only");
+    }
+}
+
+#[tokio::test]
+async fn a_track_that_finds_nothing_changed_runs_only_git_add() {
+    let f = fixture();
+    write(&f.project, ".gitignore", "build/\n");
+    write(&f.project, "a.txt", "a\n");
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    unchanged(&s, &t1).await;
+    // A change: add, then write-tree.
+    write(&f.project, "a.txt", "b\n");
+    let runs = s.git_runs();
+    let t2 = s.track().await.unwrap();
+    assert_ne!(t2, t1);
+    assert_eq!(s.git_runs() - runs, 2, "git add and write-tree");
+    unchanged(&s, &t2).await;
+    // A large file git ignores, or inside the project's own .git, needs no ls-files.
+    let big = "x".repeat(MAX_UNTRACKED_BYTES as usize + 1);
+    write(&f.project, "build/huge.bin", &big);
+    write(&f.project, ".git/huge.pack", &big);
+    let runs = s.git_runs();
+    assert_eq!(s.track().await.unwrap(), t2);
+    assert_eq!(s.git_runs() - runs, 1);
+    // A large file git would see: ls-files finds it untracked, it stays out.
+    write(&f.project, "data/huge.bin", &big);
+    let runs = s.git_runs();
+    assert_eq!(
+        s.track().await.unwrap(),
+        t2,
+        "over 2 MiB and untracked: left out"
+    );
+    assert_eq!(s.git_runs() - runs, 2, "ls-files and git add");
+    assert_eq!(fresh_tree(&f).await, t2);
+}
+
+#[tokio::test]
+async fn a_reused_tree_always_equals_a_tree_made_from_scratch() {
+    // Same-size rewrites right after a track (within one file-system timestamp tick),
+    // creations, deletions, mode changes, reverts: after each, the tree `track` returns
+    // (reused or written) is the one a new shadow repository computes.
+    let f = fixture();
+    write(&f.project, "a.txt", "0000\n");
+    let s = open(&f).await;
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut trees = Vec::new();
+    for round in 0..40 {
+        let r = next();
+        let name = format!("f{}.txt", r % 4);
+        match (r >> 8) % 5 {
+            0 | 1 => write(&f.project, &name, &format!("{:04}\n", (r >> 16) % 10_000)),
+            2 => {
+                let _ = std::fs::remove_file(f.project.join(&name));
+            }
+            3 => {
+                use std::os::unix::fs::PermissionsExt;
+                if let Ok(m) = std::fs::metadata(f.project.join(&name)) {
+                    let mode = m.permissions().mode() ^ 0o111;
+                    std::fs::set_permissions(
+                        f.project.join(&name),
+                        std::fs::Permissions::from_mode(mode),
+                    )
+                    .unwrap();
+                }
+            }
+            _ => {
+                if let Some(old) = trees.get((r >> 20) as usize % trees.len().max(1)) {
+                    let old: &String = old;
+                    let files = (0..4)
+                        .map(|i| f.project.join(format!("f{i}.txt")))
+                        .collect();
+                    s.revert(&[Patch {
+                        hash: old.clone(),
+                        files,
+                    }])
+                    .await
+                    .unwrap();
+                }
+            }
+        }
+        let tree = s.track().await.unwrap();
+        assert_eq!(tree, fresh_tree(&f).await, "round {round}");
+        trees.push(tree);
+    }
+}
+
+#[tokio::test]
+async fn an_index_without_checksum_is_never_reused() {
+    // A user's `index.skipHash` (set by `feature.manyFiles`) is overridden for the shadow
+    // index, so reuse still works; an index written without checksum anyway (zeros: git's
+    // "no checksum") is never taken as unchanged.
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let s = open(&f).await;
+    s.track().await.unwrap();
+    git_in(
+        &f.project,
+        &[
+            "--git-dir",
+            s.git_dir().to_str().unwrap(),
+            "config",
+            "feature.manyFiles",
+            "true",
+        ],
+    );
+    write(&f.project, "a.txt", "b\n");
+    let t = s.track().await.unwrap();
+    unchanged(&s, &t).await;
+    let index = s.git_dir().join("index");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let n = bytes.len();
+    bytes[n - 20..].fill(0);
+    assert!(s.index_stamp().await.is_some());
+    std::fs::write(&index, &bytes).unwrap();
+    assert!(s.index_stamp().await.is_none(), "no checksum, no stamp");
+    assert_eq!(s.track().await.unwrap(), t);
+    write(&f.project, "a.txt", "c\n");
+    assert_eq!(s.track().await.unwrap(), fresh_tree(&f).await);
+}
+
+#[tokio::test]
+async fn an_index_another_process_changed_gets_a_new_tree() {
+    // Another troupe process on the same project stages a change in the shared shadow
+    // index; this process's `git add` then has nothing to add, yet its tree must change.
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    write(&f.project, "a.txt", "changed elsewhere\n");
+    let dir = s.git_dir().to_str().unwrap().to_string();
+    let tree = f.project.to_str().unwrap().to_string();
+    git_in(
+        &f.project,
+        &[
+            "--git-dir",
+            &dir,
+            "--work-tree",
+            &tree,
+            "add",
+            "--all",
+            "--",
+            ".",
+        ],
+    );
+    let t2 = s.track().await.unwrap();
+    assert_ne!(t2, t1);
+    assert_eq!(t2, fresh_tree(&f).await);
+}
+
+#[tokio::test]
+async fn a_project_too_large_to_walk_asks_git_for_large_files() {
+    let f = fixture();
+    for i in 0..=git::WALK_LIMIT {
+        write(&f.project, &format!("d{}/f{i}.txt", i / 500), "x\n");
+    }
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    for _ in 0..2 {
+        let runs = s.git_runs();
+        assert_eq!(s.track().await.unwrap(), t1);
+        assert_eq!(s.git_runs() - runs, 2, "ls-files and git add");
+    }
+    let big = "x".repeat(MAX_UNTRACKED_BYTES as usize + 1);
+    write(&f.project, "d0/huge.bin", &big);
+    assert_eq!(s.track().await.unwrap(), t1, "still left out");
+}
+
+/// Paths in a snapshot tree (via the shadow repository).
+fn tree_paths(s: &Snapshot, f: &Fixture, tree: &str) -> Vec<String> {
+    git_in(
+        &f.project,
+        &[
+            "--git-dir",
+            s.git_dir().to_str().unwrap(),
+            "ls-tree",
+            "-r",
+            "--name-only",
+            tree,
+        ],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+#[tokio::test]
+async fn a_large_file_only_a_symlinked_gitignore_names_stays_out() {
+    // git (>= 2.32) does not follow a symlinked `.gitignore` in the work tree, so it does
+    // not ignore big.bin: big.bin is untracked and over 2 MiB, and must be left out. The
+    // `ignore` crate follows the link, its walk finds no large file, ls-files is skipped.
+    let f = fixture();
+    write(&f.project, "conf/rules", "big.bin\n");
+    std::os::unix::fs::symlink("conf/rules", f.project.join(".gitignore")).unwrap();
+    write(
+        &f.project,
+        "big.bin",
+        &"x".repeat(MAX_UNTRACKED_BYTES as usize + 1),
+    );
+    let s = open(&f).await;
+    let tree = s.track().await.unwrap();
+    let paths = tree_paths(&s, &f, &tree);
+    assert!(!paths.contains(&"big.bin".to_string()), "{paths:?}");
+}
+
+#[tokio::test]
+async fn a_large_file_in_a_subdirectory_named_like_an_anchored_exclude_stays_out() {
+    // `ignore::WalkBuilder::add_ignore` matches the shadow `info/exclude` relative to the
+    // process's current directory, git relative to the work tree. Run from a subdirectory
+    // (as when troupe starts in `project/app`), the walk applies `/out/` to `app/out/`.
+    struct Cwd(PathBuf);
+    impl Drop for Cwd {
+        fn drop(&mut self) {
+            let _ = std::env::set_current_dir(&self.0);
+        }
+    }
+    let f = fixture();
+    write(&f.project, ".git/info/exclude", "/out/\n");
+    write(&f.project, "app/main.rs", "fn main() {}\n");
+    write(
+        &f.project,
+        "app/out/huge.bin",
+        &"x".repeat(MAX_UNTRACKED_BYTES as usize + 1),
+    );
+    let s = open(&f).await;
+    let _cwd = Cwd(std::env::current_dir().unwrap());
+    std::env::set_current_dir(f.project.join("app")).unwrap();
+    let tree = s.track().await.unwrap();
+    let paths = tree_paths(&s, &f, &tree);
+    assert!(paths.contains(&"app/main.rs".to_string()), "{paths:?}");
+    assert!(
+        !paths.contains(&"app/out/huge.bin".to_string()),
+        "{paths:?}"
+    );
+}
