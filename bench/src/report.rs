@@ -36,6 +36,9 @@ pub(crate) struct Measured {
     pub(crate) mock_cpu_s: f64,
     /// CPU of child processes that ended during the run, s.
     pub(crate) child_cpu_s: f64,
+    /// Git processes the snapshots ran on shadow repositories during the run
+    /// (`troupe_snapshot::git_processes`).
+    pub(crate) git_processes: u64,
     /// RSS readings, MiB: runtime started (base), idle between turns 1 and 2, after the
     /// first 10 % of sessions, after the run, after the heap trim
     /// (`troupe_actors::memory::trim`: jemalloc purge, glibc `malloc_trim`), after the page
@@ -189,6 +192,7 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         "extra_files": s.files,
         "child_cpu_s": round3(m.child_cpu_s),
         "child_cpu_ms_per_step": round3(child_cpu_ms_per_step),
+        "git_processes_per_step": round3(per_step_count(m.git_processes, m.total_steps)),
         "steps_per_s": round3(steps_per_s),
         "peak_rss_mib": round3(m.peak_rss_mib),
         "mock_recorded_body_mib": round3(m.mock_body_mib),
@@ -240,9 +244,11 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         per_step(troupe_cpu_s), mock_cpu_s = m.mock_cpu_s
     ));
     h.push_str(&format!(
-        "  child cpu      {child_cpu_s:.3} s   ({child_cpu_ms_per_step:.3} ms/step; snapshots {}, {} extra files)\n",
+        "  child cpu      {child_cpu_s:.3} s   ({child_cpu_ms_per_step:.3} ms/step; snapshots {}, {} extra files; {:.2} git processes/step)\n",
         if s.snapshots { "on" } else { "off" },
-        s.files, child_cpu_s = m.child_cpu_s
+        s.files,
+        per_step_count(m.git_processes, m.total_steps),
+        child_cpu_s = m.child_cpu_s
     ));
     if s.record_bodies {
         h.push_str(&format!(
@@ -413,4 +419,13 @@ fn fmt_dist(v: &Value) -> String {
         f("max"),
         f("mean")
     )
+}
+
+/// `count` / `steps` (0 without steps).
+fn per_step_count(count: u64, steps: u64) -> f64 {
+    if steps == 0 {
+        0.0
+    } else {
+        count as f64 / steps as f64
+    }
 }

@@ -161,6 +161,7 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
     let usage0 = measure::usage().unwrap_or_default();
     let mock_cpu0 = mock.cpu_s();
     let children0 = measure::children_usage().unwrap_or_default();
+    let git0 = troupe_snapshot::git_processes();
     let t0 = Instant::now();
     let mut probe_time = Duration::ZERO;
     let mut rss_idle: Option<f64> = None;
@@ -270,6 +271,7 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
     let usage1 = measure::usage().unwrap_or_default();
     let mock_cpu1 = mock.cpu_s();
     let children1 = measure::children_usage().unwrap_or_default();
+    let git_processes = troupe_snapshot::git_processes() - git0;
     let step_collected = match step_cpu {
         Some(h) => h.stop().await,
         None => step_cpu::Collected::default(),
@@ -418,6 +420,7 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
             cpu_s,
             mock_cpu_s,
             child_cpu_s: children1.cpu_s - children0.cpu_s,
+            git_processes,
             rss_base,
             rss_idle,
             rss_idle_untrimmed,
