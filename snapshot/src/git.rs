@@ -370,13 +370,27 @@ impl Snapshot {
         args: &[&str],
         stdin: Option<Vec<u8>>,
     ) -> Result<String, SnapshotError> {
-        let before = self.index_stamp().await;
+        // With no tree to reuse (the first track, or the one after a change) the index is
+        // not read: write-tree runs anyway.
+        let reusable = held
+            .state
+            .last_tree
+            .as_ref()
+            .is_some_and(|last| last.at.elapsed() < TREE_REUSE);
+        let before = if reusable {
+            self.index_stamp().await
+        } else {
+            None
+        };
         let mut add = vec!["add", "--all", "--verbose"];
         add.extend_from_slice(args);
         let added = self.git(&add, stdin).await?;
-        let now = self.index_stamp().await;
+        let now = if reusable {
+            self.index_stamp().await
+        } else {
+            None
+        };
         if let (Some(now), Some(last)) = (now.as_ref(), held.state.last_tree.as_mut())
-            && last.at.elapsed() < TREE_REUSE
             && (last.index == *now || (before.as_ref() == Some(&last.index) && added.is_empty()))
         {
             last.index = now.clone();

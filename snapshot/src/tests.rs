@@ -419,6 +419,18 @@ fn raw_numstat_parsing() {
     assert!(c[1].binary);
 }
 
+/// Runs git on `s`'s shadow repository (and `f`'s project as its work tree).
+fn shadow_git(s: &Snapshot, f: &Fixture, args: &[&str]) -> String {
+    let mut all = vec![
+        "--git-dir",
+        s.git_dir().to_str().unwrap(),
+        "--work-tree",
+        f.project.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    git_in(&f.project, &all)
+}
+
 /// The tree a shadow repository made from scratch gives for the project now (no reuse: a
 /// fresh data directory). Tree hashes depend only on content, so it must equal `track`'s.
 async fn fresh_tree(f: &Fixture) -> String {
@@ -537,16 +549,7 @@ async fn an_index_without_checksum_is_never_reused() {
     write(&f.project, "a.txt", "a\n");
     let s = open(&f).await;
     s.track().await.unwrap();
-    git_in(
-        &f.project,
-        &[
-            "--git-dir",
-            s.git_dir().to_str().unwrap(),
-            "config",
-            "feature.manyFiles",
-            "true",
-        ],
-    );
+    shadow_git(&s, &f, &["config", "feature.manyFiles", "true"]);
     write(&f.project, "a.txt", "b\n");
     let t = s.track().await.unwrap();
     unchanged(&s, &t).await;
@@ -571,21 +574,7 @@ async fn an_index_another_process_changed_gets_a_new_tree() {
     let s = open(&f).await;
     let t1 = s.track().await.unwrap();
     write(&f.project, "a.txt", "changed elsewhere\n");
-    let dir = s.git_dir().to_str().unwrap().to_string();
-    let tree = f.project.to_str().unwrap().to_string();
-    git_in(
-        &f.project,
-        &[
-            "--git-dir",
-            &dir,
-            "--work-tree",
-            &tree,
-            "add",
-            "--all",
-            "--",
-            ".",
-        ],
-    );
+    shadow_git(&s, &f, &["add", "--all", "--", "."]);
     let t2 = s.track().await.unwrap();
     assert_ne!(t2, t1);
     assert_eq!(t2, fresh_tree(&f).await);
@@ -611,20 +600,10 @@ async fn a_project_too_large_to_walk_asks_git_for_large_files() {
 
 /// Paths in a snapshot tree (via the shadow repository).
 fn tree_paths(s: &Snapshot, f: &Fixture, tree: &str) -> Vec<String> {
-    git_in(
-        &f.project,
-        &[
-            "--git-dir",
-            s.git_dir().to_str().unwrap(),
-            "ls-tree",
-            "-r",
-            "--name-only",
-            tree,
-        ],
-    )
-    .lines()
-    .map(str::to_string)
-    .collect()
+    shadow_git(s, f, &["ls-tree", "-r", "--name-only", tree])
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 #[tokio::test]
