@@ -15,6 +15,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+use crate::fingerprint::{Fingerprint, Ignored, NoFingerprint};
 use crate::{ChangeStatus, FileChange, GC_INTERVAL, MAX_UNTRACKED_BYTES, Snapshot, SnapshotError};
 
 /// Configuration passed to every git call on a shadow repository (OpenCode sets the same four
@@ -69,9 +70,16 @@ pub(crate) struct RepoState {
     /// Last content written to the shadow `info/exclude`.
     exclude_written: Option<String>,
     /// The last tree `git write-tree` wrote here and the index it was written from.
-    last_tree: Option<WrittenTree>,
+    pub(crate) last_tree: Option<WrittenTree>,
     /// A size walk of the work tree met more than [`WALK_LIMIT`] files: ask git instead.
     too_many_to_walk: bool,
+    /// What git's rules ignore, and whether git listed it under the rule files' current
+    /// stat (`false`: only a hint of which directories not to walk).
+    pub(crate) ignored: Option<(Ignored, bool)>,
+    /// Why this work tree gets no fingerprints, when that lasts.
+    pub(crate) no_fingerprint: Option<NoFingerprint>,
+    /// The work tree is on a local file system with trustworthy timestamps (checked once).
+    pub(crate) local_fs: Option<bool>,
 }
 
 /// Most files a size walk of the work tree stats before giving up for git's `ls-files`
@@ -91,10 +99,12 @@ enum Walked {
 
 /// A tree written from the shadow index, with the index's fingerprint at that moment.
 #[derive(Debug)]
-struct WrittenTree {
+pub(crate) struct WrittenTree {
     index: IndexStamp,
     tree: String,
     at: Instant,
+    /// What the work tree looked like just before the `git add` this tree came from.
+    fingerprint: Option<Arc<Fingerprint>>,
 }
 
 /// An index file's length and its last 32 bytes. A git index ends with the hash of all its
@@ -133,7 +143,7 @@ pub(crate) fn repo_state(git_dir: &Path) -> Arc<Mutex<RepoState>> {
 /// Held while git runs on a shadow repository: the in-process mutex and the cross-process
 /// file lock (`<git dir>/troupe.lock`, released when the file closes).
 pub(crate) struct Held {
-    state: OwnedMutexGuard<RepoState>,
+    pub(crate) state: OwnedMutexGuard<RepoState>,
     _file: std::fs::File,
 }
 
@@ -154,6 +164,24 @@ pub(crate) fn exclude_line(rel: &str) -> String {
         out.push(c);
     }
     out
+}
+
+/// The [`IndexStamp`] of the index file at `path` (blocking); `None` when it cannot be read,
+/// is too short, or carries no checksum (`index.skipHash` writes zeros), so nothing is reused.
+fn read_index_stamp(path: &Path) -> Option<IndexStamp> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    if len < 64 {
+        return None;
+    }
+    file.seek(SeekFrom::Start(len - 32)).ok()?;
+    let mut tail = [0u8; 32];
+    file.read_exact(&mut tail).ok()?;
+    if tail[12..].iter().all(|b| *b == 0) {
+        return None;
+    }
+    Some(IndexStamp { len, tail })
 }
 
 /// The non-empty fields of git's `-z` output (lossy UTF-8).
@@ -364,12 +392,17 @@ impl Snapshot {
     /// whose files changed in the index's own second and stores their new stat data, which
     /// is not in trees). Any other process's write to the index shows as a changed stamp.
     /// Errors: git's, or `write-tree` output that is not a hash.
+    ///
+    /// `fingerprint`, recorded before this `add`, is kept with the tree for
+    /// [`unchanged_tree`](Self::unchanged_tree).
     pub(crate) async fn add_and_write_tree(
         &self,
         held: &mut Held,
         args: &[&str],
         stdin: Option<Vec<u8>>,
+        fingerprint: Option<Fingerprint>,
     ) -> Result<String, SnapshotError> {
+        let fingerprint = fingerprint.map(Arc::new);
         // With no tree to reuse (the first track, or the one after a change) the index is
         // not read: write-tree runs anyway.
         let reusable = held
@@ -394,6 +427,7 @@ impl Snapshot {
             && (last.index == *now || (before.as_ref() == Some(&last.index) && added.is_empty()))
         {
             last.index = now.clone();
+            last.fingerprint = fingerprint;
             return Ok(last.tree.clone());
         }
         held.state.last_tree = None;
@@ -411,33 +445,41 @@ impl Snapshot {
                 index,
                 tree: tree.clone(),
                 at: Instant::now(),
+                fingerprint,
             });
         }
         Ok(tree)
     }
 
-    /// The shadow index's [`IndexStamp`]; `None` when it cannot be read, is too short, or
-    /// carries no checksum (`index.skipHash` writes zeros), so nothing is reused.
+    /// The shadow index's [`IndexStamp`] (see [`read_index_stamp`]).
     pub(crate) async fn index_stamp(&self) -> Option<IndexStamp> {
         let path = self.inner.git_dir.join("index");
-        tokio::task::spawn_blocking(move || {
-            use std::io::{Read, Seek, SeekFrom};
-            let mut file = std::fs::File::open(&path).ok()?;
-            let len = file.metadata().ok()?.len();
-            if len < 64 {
-                return None;
-            }
-            file.seek(SeekFrom::Start(len - 32)).ok()?;
-            let mut tail = [0u8; 32];
-            file.read_exact(&mut tail).ok()?;
-            if tail[12..].iter().all(|b| *b == 0) {
-                return None;
-            }
-            Some(IndexStamp { len, tail })
+        tokio::task::spawn_blocking(move || read_index_stamp(&path))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// The last tree, when nothing `git add --all` reads changed since the `git add` it came
+    /// from: the index is byte for byte the one left after it, the tree is under
+    /// [`TREE_REUSE`] old, and the work tree matches the fingerprint recorded before that
+    /// `add` (one blocking task; see `fingerprint`). `None`: git must look.
+    pub(crate) async fn unchanged_tree(&self, held: &Held) -> Option<String> {
+        let last = held.state.last_tree.as_ref()?;
+        if last.at.elapsed() >= TREE_REUSE {
+            return None;
+        }
+        let fingerprint = last.fingerprint.clone()?;
+        if fingerprint.extra_excludes != self.inner.extra_excludes {
+            return None;
+        }
+        let (index, path) = (last.index.clone(), self.inner.git_dir.join("index"));
+        let same = tokio::task::spawn_blocking(move || {
+            read_index_stamp(&path).is_some_and(|now| now == index) && fingerprint.matches()
         })
         .await
-        .ok()
-        .flatten()
+        .unwrap_or(false);
+        same.then(|| last.tree.clone())
     }
 
     /// Forgets the last written tree (after `git gc`, which may have collected objects).
@@ -491,6 +533,18 @@ impl Snapshot {
         args: &[&str],
         stdin: Option<Vec<u8>>,
     ) -> Result<Vec<u8>, SnapshotError> {
+        self.run_git_status(literal, args, stdin, &[0]).await
+    }
+
+    /// [`run_git`](Self::run_git), accepting the exit codes in `ok` (`git check-ignore`
+    /// exits 1 when no path is ignored).
+    pub(crate) async fn run_git_status(
+        &self,
+        literal: bool,
+        args: &[&str],
+        stdin: Option<Vec<u8>>,
+        ok: &[i32],
+    ) -> Result<Vec<u8>, SnapshotError> {
         let mut cmd = Command::new("git");
         cmd.arg("--git-dir")
             .arg(&self.inner.git_dir)
@@ -531,7 +585,7 @@ impl Snapshot {
             // A write error (git closed stdin early) shows up as git's own failure below.
             let _ = w.await;
         }
-        if !out.status.success() {
+        if !out.status.code().is_some_and(|c| ok.contains(&c)) {
             let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
             return Err(SnapshotError::Git {
                 command: args.join(" "),
@@ -582,10 +636,18 @@ pub(crate) fn parse_raw_numstat(out: &[u8]) -> Vec<FileChange> {
     while i < fields.len() {
         let field = &fields[i];
         if let Some(raw) = field.strip_prefix(':') {
-            let status = match raw.split(' ').nth(4).and_then(|s| s.chars().next()) {
+            // `<old mode> <new mode> <old id> <new id> <status>`
+            let raw: Vec<&str> = raw.split(' ').collect();
+            let status = match raw.get(4).and_then(|s| s.chars().next()) {
                 Some('A') => ChangeStatus::Added,
                 Some('D') => ChangeStatus::Deleted,
                 _ => ChangeStatus::Modified,
+            };
+            let after = match (status, raw.get(1), raw.get(3)) {
+                (ChangeStatus::Deleted, _, _) => None,
+                (_, Some(mode), Some(id)) => Some(format!("{mode} {id}")),
+                // Unparsable: `files_between` counts the file as changed.
+                _ => Some("?".to_string()),
             };
             let Some(path) = fields.get(i + 1) else { break };
             index.insert(path.clone(), changes.len());
@@ -596,6 +658,7 @@ pub(crate) fn parse_raw_numstat(out: &[u8]) -> Vec<FileChange> {
                 deletions: 0,
                 binary: false,
                 patch: String::new(),
+                after,
             });
             i += 2;
             continue;

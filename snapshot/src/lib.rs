@@ -19,11 +19,14 @@
 //!
 //! All git work runs in child processes (`tokio::process`); file-system reads (the size walk
 //! of the work tree, `stat` calls, the index's checksum) run in `spawn_blocking` tasks, so
-//! nothing here blocks a tokio worker thread. A track asks git as little as it can: a step
-//! whose tools changed nothing costs one `git add` (see [`Snapshot::track`]).
+//! nothing here blocks a tokio worker thread. A track asks git as little as it can: when a
+//! stat fingerprint of everything `git add` reads is unchanged since the last `git add`
+//! (`fingerprint`, Linux on local file systems), it runs no git process at all (see
+//! [`Snapshot::track`]).
 //!
 //! This file holds the public types and operations; `git` holds the shadow repository's
-//! plumbing (locking, init, excludes, gc, running git and parsing its output).
+//! plumbing (locking, init, excludes, gc, running git and parsing its output); `fingerprint`
+//! the stat fingerprint.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -35,6 +38,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
+mod fingerprint;
 mod git;
 
 use git::{
@@ -149,6 +153,38 @@ pub struct FileChange {
     /// This file's part of the unified diff (filled by [`Snapshot::diff_full`] only).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub patch: String,
+    /// The file in the later snapshot as `"<mode> <object id>"` (git's raw diff output),
+    /// `None` when deleted: two diffs from one snapshot agree on a file when this is equal
+    /// (see [`files_between`]). Not serialized.
+    #[serde(skip)]
+    pub after: Option<String>,
+}
+
+/// Relative paths of the files that differ between snapshots `a` and `b`, from the diffs
+/// ([`Snapshot::diff`]) of one common snapshot to each: a file only one diff lists differs
+/// from the common snapshot on that side only; one both list differs when its mode or
+/// content there do. Sorted by path bytes, git's order. No git process: a step's changed
+/// files come from the session diff it computes anyway (`first → before the step` was the
+/// previous step's).
+pub fn files_between(to_a: &[FileChange], to_b: &[FileChange]) -> Vec<String> {
+    let mut state: std::collections::BTreeMap<&str, (Option<&FileChange>, Option<&FileChange>)> =
+        std::collections::BTreeMap::new();
+    for c in to_a {
+        state.entry(&c.file).or_default().0 = Some(c);
+    }
+    for c in to_b {
+        state.entry(&c.file).or_default().1 = Some(c);
+    }
+    state
+        .into_iter()
+        .filter(|(_, sides)| match sides {
+            (Some(a), Some(b)) => {
+                a.after != b.after || a.after.as_deref().is_some_and(|s| s.starts_with('?'))
+            }
+            _ => true,
+        })
+        .map(|(file, _)| file.to_string())
+        .collect()
 }
 
 /// The shadow repository of one project (cheap to clone).
@@ -297,15 +333,29 @@ impl Snapshot {
     }
 
     /// Snapshots the work tree now and returns the tree hash: `git add --all` and `git
-    /// write-tree`, each only when needed. `git ls-files --others` (to leave out untracked
-    /// files over 2 MiB) runs only when a walk of the work tree finds a file that large, and
-    /// `write-tree` only when the index's entries differ from those the last tree came from
-    /// (see `add_and_write_tree`); a step that changed nothing costs one git process.
+    /// write-tree`, each only when needed. No git runs when the work tree, the rule and
+    /// configuration files and the shadow index match the fingerprint recorded before the
+    /// last `git add` (see `fingerprint`: every `lstat` equal, none too recent to trust).
+    /// Otherwise `git ls-files --others` (to leave out untracked files over 2 MiB) runs only
+    /// when a walk of the work tree finds a file that large, and `write-tree` only when the
+    /// index's entries differ from those the last tree came from (see
+    /// `add_and_write_tree`).
     pub async fn track(&self) -> Result<String, SnapshotError> {
         let mut held = self.lock().await?;
         self.ensure_init(&mut held).await?;
+        if let Some(tree) = self.unchanged_tree(&held).await {
+            drop(held);
+            self.maybe_gc().await;
+            return Ok(tree);
+        }
         self.sync_exclude(&mut held).await?;
-        let big = if self.may_hold_large_files(&mut held).await {
+        let walked = self.fingerprint_walk(&mut held).await;
+        let may_hold_large = match &walked {
+            Some(w) => w.largest > MAX_UNTRACKED_BYTES,
+            None => self.may_hold_large_files(&mut held).await,
+        };
+        let fingerprint = walked.filter(|w| !w.racy).map(|w| w.fingerprint);
+        let big = if may_hold_large {
             let untracked = self
                 .git(&["ls-files", "--others", "--exclude-standard", "-z"], None)
                 .await?;
@@ -314,7 +364,7 @@ impl Snapshot {
             Vec::new()
         };
         let tree = if big.is_empty() {
-            self.add_and_write_tree(&mut held, &["--", "."], None)
+            self.add_and_write_tree(&mut held, &["--", "."], None, fingerprint)
                 .await?
         } else {
             let mut spec = b".\0".to_vec();
@@ -325,6 +375,7 @@ impl Snapshot {
                 &mut held,
                 &["--pathspec-from-file=-", "--pathspec-file-nul"],
                 Some(spec),
+                fingerprint,
             )
             .await?
         };

@@ -417,6 +417,42 @@ fn raw_numstat_parsing() {
     assert_eq!((c[0].additions, c[0].deletions), (2, 1));
     assert_eq!(c[1].status, ChangeStatus::Added);
     assert!(c[1].binary);
+    assert_eq!(c[0].after.as_deref(), Some("100644 bbbb"));
+    assert_eq!(c[1].after.as_deref(), Some("100644 cccc"));
+    let d = parse_raw_numstat(b":100755 000000 aaaa 0000 D\0gone\0");
+    assert_eq!(d[0].after, None);
+    let odd = parse_raw_numstat(b":100644\0odd\0");
+    assert_eq!(files_between(&odd, &odd), ["odd"], "unparsable: changed");
+}
+
+#[tokio::test]
+async fn files_between_two_snapshots_agree_with_git() {
+    // Changed files derived from the diffs of a common first snapshot (no git process)
+    // equal `git diff-tree --name-only` between the two, for every pair of a random history.
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let s = open(&f).await;
+    let first = s.track().await.unwrap();
+    let mut trees = vec![first.clone()];
+    let mut seed: u64 = 0x0123_4567_89ab_cdef;
+    for _ in 0..14 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        random_change(&f.project, seed);
+        trees.push(s.track().await.unwrap());
+    }
+    for a in &trees {
+        let to_a = s.diff(&first, a).await.unwrap();
+        for b in &trees {
+            let to_b = s.diff(&first, b).await.unwrap();
+            let derived: Vec<PathBuf> = files_between(&to_a, &to_b)
+                .iter()
+                .map(|rel| f.project.join(rel))
+                .collect();
+            assert_eq!(derived, s.changed_files(a, b).await.unwrap(), "{a} -> {b}");
+        }
+    }
 }
 
 /// Runs git on `s`'s shadow repository (and `f`'s project as its work tree).
@@ -452,10 +488,12 @@ async fn unchanged(s: &Snapshot, tree: &str) {
 
 #[tokio::test]
 async fn a_track_that_finds_nothing_changed_runs_only_git_add() {
+    // Without fingerprints (a file system they do not trust, or too many files).
     let f = fixture();
     write(&f.project, ".gitignore", "build/\n");
     write(&f.project, "a.txt", "a\n");
     let s = open(&f).await;
+    s.without_fingerprints().await;
     let t1 = s.track().await.unwrap();
     unchanged(&s, &t1).await;
     // A change: add, then write-tree.
@@ -548,6 +586,7 @@ async fn an_index_without_checksum_is_never_reused() {
     let f = fixture();
     write(&f.project, "a.txt", "a\n");
     let s = open(&f).await;
+    s.without_fingerprints().await;
     s.track().await.unwrap();
     shadow_git(&s, &f, &["config", "feature.manyFiles", "true"]);
     write(&f.project, "a.txt", "b\n");
@@ -587,6 +626,7 @@ async fn a_project_too_large_to_walk_asks_git_for_large_files() {
         write(&f.project, &format!("d{}/f{i}.txt", i / 500), "x\n");
     }
     let s = open(&f).await;
+    s.without_fingerprints().await;
     let t1 = s.track().await.unwrap();
     for _ in 0..2 {
         let runs = s.git_runs();
@@ -619,10 +659,16 @@ async fn a_large_file_only_a_symlinked_gitignore_names_stays_out() {
         "big.bin",
         &"x".repeat(MAX_UNTRACKED_BYTES as usize + 1),
     );
-    let s = open(&f).await;
-    let tree = s.track().await.unwrap();
-    let paths = tree_paths(&s, &f, &tree);
-    assert!(!paths.contains(&"big.bin".to_string()), "{paths:?}");
+    for fingerprints in [true, false] {
+        let data = tempfile::tempdir().unwrap();
+        let s = Snapshot::open(data.path(), &f.project, &[]).await.unwrap();
+        if !fingerprints {
+            s.without_fingerprints().await;
+        }
+        let tree = s.track().await.unwrap();
+        let paths = tree_paths(&s, &f, &tree);
+        assert!(!paths.contains(&"big.bin".to_string()), "{paths:?}");
+    }
 }
 
 #[tokio::test]
@@ -644,14 +690,333 @@ async fn a_large_file_in_a_subdirectory_named_like_an_anchored_exclude_stays_out
         "app/out/huge.bin",
         &"x".repeat(MAX_UNTRACKED_BYTES as usize + 1),
     );
-    let s = open(&f).await;
     let _cwd = Cwd(std::env::current_dir().unwrap());
     std::env::set_current_dir(f.project.join("app")).unwrap();
-    let tree = s.track().await.unwrap();
-    let paths = tree_paths(&s, &f, &tree);
-    assert!(paths.contains(&"app/main.rs".to_string()), "{paths:?}");
-    assert!(
-        !paths.contains(&"app/out/huge.bin".to_string()),
-        "{paths:?}"
+    for fingerprints in [true, false] {
+        let data = tempfile::tempdir().unwrap();
+        let s = Snapshot::open(data.path(), &f.project, &[]).await.unwrap();
+        if !fingerprints {
+            s.without_fingerprints().await;
+        }
+        let tree = s.track().await.unwrap();
+        let paths = tree_paths(&s, &f, &tree);
+        assert!(paths.contains(&"app/main.rs".to_string()), "{paths:?}");
+        assert!(
+            !paths.contains(&"app/out/huge.bin".to_string()),
+            "{paths:?}"
+        );
+    }
+}
+
+/// Waits until every timestamp written so far is past the fingerprint's racy margin.
+async fn settle() {
+    tokio::time::sleep(fingerprint::RACY_MARGIN * 2).await;
+}
+
+/// The tree `git add --all` and `git write-tree` give now on a copy of `s`'s shadow
+/// repository: what a track that ran git would have returned.
+fn oracle_tree(s: &Snapshot, f: &Fixture) -> String {
+    let copy = tempfile::tempdir().unwrap();
+    let status = StdCommand::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", s.git_dir().display()))
+        .arg(copy.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let git = |args: &[&str]| {
+        let mut all = vec![
+            "--git-dir",
+            copy.path().to_str().unwrap(),
+            "--work-tree",
+            f.project.to_str().unwrap(),
+        ];
+        all.extend_from_slice(args);
+        git_in(&f.project, &all)
+    };
+    git(&["add", "--all", "--", "."]);
+    git(&["write-tree"]).trim().to_string()
+}
+
+/// Tracks until the fingerprint is trusted (the first track writes the shadow repository's
+/// own files, too recent for its own fingerprint), asserting that a track then runs no git;
+/// returns the tree.
+async fn trusted_tree(s: &Snapshot) -> String {
+    settle().await;
+    let t = s.track().await.unwrap();
+    settle().await;
+    assert_eq!(s.track().await.unwrap(), t);
+    settle().await;
+    let runs = s.git_runs();
+    assert_eq!(s.track().await.unwrap(), t);
+    assert_eq!(s.git_runs(), runs, "fingerprint trusted: no git");
+    t
+}
+
+#[tokio::test]
+async fn a_track_that_finds_nothing_changed_runs_no_git() {
+    let f = fixture();
+    write(&f.project, ".gitignore", "build/\n*.log\n");
+    write(&f.project, "a.txt", "a\n");
+    write(&f.project, "src/lib.rs", "//\n");
+    write(&f.project, "build/out.o", "o");
+    write(&f.project, "x.log", "log");
+    let s = open(&f).await;
+    let t1 = trusted_tree(&s).await;
+    for _ in 0..3 {
+        let runs = s.git_runs();
+        assert_eq!(s.track().await.unwrap(), t1);
+        assert_eq!(s.git_runs() - runs, 0, "nothing changed: no git");
+    }
+    // What git ignores changes freely.
+    write(&f.project, "build/out.o", "o2");
+    write(&f.project, "build/new/deep.o", "o");
+    write(&f.project, "x.log", "log2");
+    settle().await;
+    let runs = s.git_runs();
+    assert_eq!(s.track().await.unwrap(), t1);
+    assert_eq!(s.git_runs() - runs, 0, "only ignored files changed");
+    // A change is seen, and the next unchanged track is free again.
+    write(&f.project, "src/lib.rs", "//2\n");
+    settle().await;
+    let t2 = s.track().await.unwrap();
+    assert_ne!(t2, t1);
+    assert_eq!(t2, oracle_tree(&s, &f));
+    settle().await;
+    let runs = s.git_runs();
+    assert_eq!(s.track().await.unwrap(), t2);
+    assert_eq!(s.git_runs() - runs, 0);
+}
+
+#[tokio::test]
+async fn a_rewrite_that_restores_size_and_mtime_is_still_seen() {
+    let f = fixture();
+    write(&f.project, "a.txt", "aaaa\n");
+    let s = open(&f).await;
+    let t1 = trusted_tree(&s).await;
+    let mtime = std::fs::metadata(f.project.join("a.txt"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    write(&f.project, "a.txt", "bbbb\n");
+    std::fs::File::options()
+        .write(true)
+        .open(f.project.join("a.txt"))
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    settle().await;
+    let t2 = s.track().await.unwrap();
+    assert_ne!(t2, t1, "ctime changed");
+    assert_eq!(t2, oracle_tree(&s, &f));
+}
+
+#[tokio::test]
+async fn a_file_added_where_every_file_was_ignored_is_seen() {
+    // git lists `logs/` as an ignored directory (all it holds is ignored) but still walks
+    // it: it is not skipped, and a new file there is snapshotted.
+    let f = fixture();
+    write(&f.project, ".gitignore", "*.log\n");
+    write(&f.project, "logs/a.log", "x");
+    write(&f.project, "logs/deeper/b.log", "x");
+    write(&f.project, "a.txt", "a\n");
+    let s = open(&f).await;
+    let t1 = trusted_tree(&s).await;
+    assert!(!tree_paths(&s, &f, &t1).contains(&"logs/a.log".to_string()));
+    write(&f.project, "logs/deeper/notes.txt", "n\n");
+    settle().await;
+    let t2 = s.track().await.unwrap();
+    assert!(tree_paths(&s, &f, &t2).contains(&"logs/deeper/notes.txt".to_string()));
+}
+
+#[tokio::test]
+async fn a_nested_repository_is_always_asked_of_git() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    write(&f.project, "vendor/lib/x.txt", "x\n");
+    let nested = f.project.join("vendor/lib");
+    git_in(&nested, &["init", "-q"]);
+    git_in(
+        &nested,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
     );
+    let s = open(&f).await;
+    settle().await;
+    let t1 = s.track().await.unwrap();
+    settle().await;
+    let runs = s.git_runs();
+    assert_eq!(s.track().await.unwrap(), t1);
+    assert!(
+        s.git_runs() > runs,
+        "git reads a nested repository's state from inside it"
+    );
+}
+
+/// One random change to a small project (a seeded xorshift draw `r`).
+fn random_change(p: &Path, r: u64) {
+    use std::os::unix::fs::PermissionsExt;
+    let dirs = ["", "src/", "logs/", "gen/", "src/deep/"];
+    let dir = dirs[(r % 5) as usize];
+    let name = format!(
+        "{dir}f{}.{}",
+        (r >> 4) % 3,
+        ["txt", "log", "rs"][((r >> 6) % 3) as usize]
+    );
+    let path = p.join(&name);
+    match (r >> 8) % 12 {
+        0..=2 => write(p, &name, &format!("{:04}\n", (r >> 16) % 10_000)),
+        3 => {
+            let _ = std::fs::remove_file(&path);
+        }
+        4 => {
+            if let Ok(m) = std::fs::metadata(&path) {
+                let mode = m.permissions().mode() ^ 0o111;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            }
+        }
+        5 => {
+            let rules = [
+                "*.log\n",
+                "gen/\n",
+                "*.log\n!logs/f1.log\n",
+                "",
+                "src/deep/\n",
+            ];
+            write(p, ".gitignore", rules[((r >> 16) % 5) as usize]);
+        }
+        6 => {
+            let rules = ["", "*.rs\n", "/gen/\n"];
+            write(p, ".git/info/exclude", rules[((r >> 16) % 3) as usize]);
+        }
+        7 => {
+            let _ = std::fs::remove_file(p.join("link"));
+            let target = ["a.txt", "src", "missing"][((r >> 16) % 3) as usize];
+            std::os::unix::fs::symlink(target, p.join("link")).unwrap();
+        }
+        8 => {
+            let to = p.join(format!("{dir}renamed{}.txt", (r >> 16) % 2));
+            let _ = std::fs::rename(&path, to);
+        }
+        9 => {
+            let _ = std::fs::remove_dir_all(p.join(dir));
+        }
+        10 => write(p, &format!("{dir}sub{}/n.txt", (r >> 16) % 2), "n\n"),
+        _ => write(
+            p,
+            "src/.gitignore",
+            ["f0.txt\n", "", "deep\n"][((r >> 16) % 3) as usize],
+        ),
+    }
+}
+
+#[tokio::test]
+async fn a_tree_from_a_fingerprint_always_equals_the_one_git_gives() {
+    // Creations, deletions, renames, mode flips, symlinks, rule changes in `.gitignore`
+    // files and in the project's `info/exclude`, whole directories removed: after each, the
+    // tree `track` returns (with git, or from the fingerprint without it) is the one `git
+    // add --all` and `write-tree` give on a copy of the shadow repository.
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    write(&f.project, "src/lib.rs", "//\n");
+    let s = open(&f).await;
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut without_git = 0;
+    for round in 0..80 {
+        let r = next();
+        if r % 4 != 0 {
+            random_change(&f.project, r >> 2);
+        }
+        // Mostly past the racy margin (the fingerprint is trusted), sometimes at once.
+        if (r >> 40) % 4 != 0 {
+            settle().await;
+        }
+        let runs = s.git_runs();
+        let tree = s.track().await.unwrap();
+        if s.git_runs() == runs {
+            without_git += 1;
+        }
+        assert_eq!(tree, oracle_tree(&s, &f), "round {round}");
+    }
+    assert!(
+        without_git >= 10,
+        "the fingerprint answered {without_git} times of 80"
+    );
+}
+
+#[tokio::test]
+async fn a_fingerprint_is_not_trusted_once_the_index_changed() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let s = open(&f).await;
+    let t = trusted_tree(&s).await;
+    // Another process wrote the index (here: without checksum): git looks again.
+    let index = s.git_dir().join("index");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let n = bytes.len();
+    bytes[n - 20..].fill(0);
+    std::fs::write(&index, &bytes).unwrap();
+    let runs = s.git_runs();
+    assert_eq!(s.track().await.unwrap(), t);
+    assert!(s.git_runs() > runs, "index changed: git ran");
+}
+
+#[tokio::test]
+async fn a_handle_with_other_exclusions_does_not_take_anothers_fingerprint() {
+    // Two handles on one shadow repository (one process, two runtimes): the first keeps its
+    // store file out; the second does not, so the first one's tree is not its answer.
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    write(&f.project, "own.db", "store\n");
+    let with_own = Snapshot::open(&f.data, &f.project, &[f.project.join("own.db")])
+        .await
+        .unwrap();
+    let t = trusted_tree(&with_own).await;
+    assert!(!tree_paths(&with_own, &f, &t).contains(&"own.db".to_string()));
+    let plain = open(&f).await;
+    let tree = plain.track().await.unwrap();
+    assert!(tree_paths(&plain, &f, &tree).contains(&"own.db".to_string()));
+}
+
+#[tokio::test]
+async fn a_large_ignored_directory_is_skipped_by_the_fingerprint() {
+    // More entries than a fingerprint records, all in a directory git ignores: git's list
+    // of ignored directories keeps the walk out of it, and unchanged tracks run no git.
+    let f = fixture();
+    write(&f.project, ".gitignore", "node_modules/\n");
+    write(&f.project, "src/main.rs", "fn main() {}\n");
+    for i in 0..=fingerprint::FINGERPRINT_LIMIT {
+        write(
+            &f.project,
+            &format!("node_modules/p{}/f{i}.js", i / 1000),
+            "x",
+        );
+    }
+    let s = open(&f).await;
+    let t = trusted_tree(&s).await;
+    assert!(
+        !tree_paths(&s, &f, &t)
+            .iter()
+            .any(|p| p.starts_with("node_modules"))
+    );
+    write(&f.project, "src/lib.rs", "\n");
+    settle().await;
+    let t2 = s.track().await.unwrap();
+    assert_eq!(t2, oracle_tree(&s, &f));
+    assert!(tree_paths(&s, &f, &t2).contains(&"src/lib.rs".to_string()));
 }
