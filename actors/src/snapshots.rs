@@ -39,8 +39,9 @@ pub struct Snapshots {
     by_dir: DashMap<String, Result<Snapshot, Unavailable>>,
     /// Per session: its first snapshot (where the session diff starts).
     first: DashMap<SessionId, String>,
-    /// Per session: the summary computed after its last step, with the trees it spans.
-    summaries: DashMap<SessionId, (String, String, SessionSummary)>,
+    /// Per session: the summary computed after its last step, with the trees it spans and
+    /// the per-file changes it came from.
+    summaries: DashMap<SessionId, Summarized>,
 }
 
 impl Snapshots {
@@ -115,8 +116,17 @@ impl Snapshots {
 
     /// The summary computed after the session's last step, if snapshots are on for it.
     pub fn summary(&self, session_id: &SessionId) -> Option<SessionSummary> {
-        self.summaries.get(session_id).map(|s| s.2.clone())
+        self.summaries.get(session_id).map(|s| s.summary.clone())
     }
+}
+
+/// A session's file-change summary from its first snapshot to `last`.
+#[derive(Debug, Clone)]
+struct Summarized {
+    first: String,
+    last: String,
+    summary: SessionSummary,
+    changes: Arc<Vec<FileChange>>,
 }
 
 /// Where a step's snapshots are.
@@ -230,72 +240,103 @@ async fn after_step(
             };
         }
     };
-    let files = match s.changed_files(start, &tree).await {
-        Ok(f) => f,
-        Err(e) => {
-            tracing::warn!(session = %sid, "files changed by the step unknown: {e}");
-            Vec::new()
-        }
+    let first = first_of(shared, sid, start).await;
+    // The session diff up to this step's start, when the previous step left it there (or
+    // the session starts here): then this step's files come from the two session diffs,
+    // without a git process of their own.
+    let before = if first == start {
+        Some(Arc::new(Vec::new()))
+    } else {
+        shared
+            .snapshots
+            .summaries
+            .get(sid)
+            .filter(|p| p.first == first && p.last == start)
+            .map(|p| p.changes.clone())
+    };
+    let after = refresh_summary(shared, s, sid, &first, &tree).await;
+    let files = match (before, after) {
+        _ if tree == start => Vec::new(),
+        (Some(before), Some(after)) => troupe_snapshot::files_between(&before, &after)
+            .iter()
+            .map(|rel| s.work_tree().join(rel))
+            .collect(),
+        _ => match s.changed_files(start, &tree).await {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(session = %sid, "files changed by the step unknown: {e}");
+                Vec::new()
+            }
+        },
     };
     let patch = (!files.is_empty()).then(|| PartKind::Patch {
         hash: start.to_string(),
         files: files.iter().map(|f| f.display().to_string()).collect(),
     });
-    refresh_summary(shared, s, sid, start, &tree).await;
     Finished {
         tree: Some(tree),
         patch,
     }
 }
 
-/// Recomputes the session's summary from its first snapshot to `last` (skipped when neither
-/// end moved: the trees are content hashes, so the diff would be the same).
+/// The session's first snapshot (where its diff starts): once per session and process, the
+/// earliest step-start snapshot in the store, or `start` (this step's) when it has none.
+async fn first_of(shared: &RuntimeShared, sid: &SessionId, start: &str) -> String {
+    if let Some(f) = shared.snapshots.first.get(sid) {
+        return f.clone();
+    }
+    let id = sid.clone();
+    let stored = shared
+        .store
+        .read(move |r| r.messages(&id))
+        .await
+        .ok()
+        .and_then(|h| first_snapshot(&h));
+    let f = stored.unwrap_or_else(|| start.to_string());
+    shared.snapshots.first.insert(sid.clone(), f.clone());
+    f
+}
+
+/// Recomputes the session's summary from `first` to `last` and publishes it (skipped when
+/// neither end moved: the trees are content hashes, so the diff would be the same). Returns
+/// the per-file changes from `first` to `last`; `None` when the diff failed.
 async fn refresh_summary(
     shared: &RuntimeShared,
     s: &Snapshot,
     sid: &SessionId,
-    start: &str,
+    first: &str,
     last: &str,
-) {
-    let first = match shared.snapshots.first.get(sid).map(|f| f.clone()) {
-        Some(f) => f,
-        None => {
-            // Once per session and process: the earliest step-start snapshot in the store
-            // (this step's own start when the session has no earlier one).
-            let id = sid.clone();
-            let stored = shared
-                .store
-                .read(move |r| r.messages(&id))
-                .await
-                .ok()
-                .and_then(|h| first_snapshot(&h));
-            let f = stored.unwrap_or_else(|| start.to_string());
-            shared.snapshots.first.insert(sid.clone(), f.clone());
-            f
-        }
-    };
+) -> Option<Arc<Vec<FileChange>>> {
     if let Some(prev) = shared.snapshots.summaries.get(sid)
-        && prev.0 == first
-        && prev.1 == last
+        && prev.first == first
+        && prev.last == last
     {
-        return;
+        return Some(prev.changes.clone());
     }
-    let changes = match s.diff(&first, last).await {
+    let changes = match s.diff(first, last).await {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(session = %sid, "session diff failed: {e}");
-            return;
+            return None;
         }
     };
     let summary = summary_of(&changes);
+    let diff = serde_json::to_value(&changes).unwrap_or_default();
+    let changes = Arc::new(changes);
     shared.snapshots.summaries.insert(
         sid.clone(),
-        (first.clone(), last.to_string(), summary.clone()),
+        Summarized {
+            first: first.to_string(),
+            last: last.to_string(),
+            summary,
+            changes: changes.clone(),
+        },
     );
     shared.store.write1(Write::Publish(Event::SessionDiff {
         session_id: sid.clone(),
-        diff: serde_json::to_value(&changes).unwrap_or_default(),
+        diff,
     }));
+    Some(changes)
 }
 
 /// The first `step-start` snapshot of a history, if any.
