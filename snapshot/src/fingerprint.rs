@@ -555,8 +555,11 @@ impl Snapshot {
             .ok()?;
             let mut walked = match walked {
                 Ok(w) => w,
-                Err(NoFingerprint::TooMany) if !trusted && !hinted => {
-                    // The walk may have gone into directories git ignores: take git's list
+                Err(NoFingerprint::TooMany | NoFingerprint::Nested | NoFingerprint::Mount)
+                    if !trusted && !hinted =>
+                {
+                    // The walk may have gone into directories git ignores (a dependency
+                    // directory with thousands of files, or its own `.git`): take git's list
                     // as a hint for the next walk (untrusted: no rule stat vouches for it).
                     hinted = true;
                     let hint = self.ignored_by_git().await.ok()?;
@@ -564,7 +567,10 @@ impl Snapshot {
                     continue;
                 }
                 Err(why) => {
-                    if matches!(why, NoFingerprint::TooMany | NoFingerprint::FileSystem) {
+                    // Too many entries, a nested repository, a mount point where git walks:
+                    // there for good, in practice; walking again only to meet them would
+                    // cost a walk per track.
+                    if why != NoFingerprint::Unreadable {
                         held.state.no_fingerprint = Some(why);
                     }
                     held.state.ignored = Some((ignored, trusted));

@@ -830,7 +830,7 @@ async fn a_file_added_where_every_file_was_ignored_is_seen() {
 }
 
 #[tokio::test]
-async fn a_nested_repository_is_always_asked_of_git() {
+async fn a_nested_repository_is_asked_of_git_unless_ignored() {
     let f = fixture();
     write(&f.project, "a.txt", "a\n");
     write(&f.project, "vendor/lib/x.txt", "x\n");
@@ -860,6 +860,16 @@ async fn a_nested_repository_is_always_asked_of_git() {
         s.git_runs() > runs,
         "git reads a nested repository's state from inside it"
     );
+    // One in a directory git ignores (a dependency checked out with its history) is not
+    // walked: the fingerprint works.
+    let g = fixture();
+    write(&g.project, ".gitignore", "deps/\n");
+    write(&g.project, "a.txt", "a\n");
+    write(&g.project, "deps/lib/x.txt", "x\n");
+    git_in(&g.project.join("deps/lib"), &["init", "-q"]);
+    let s = open(&g).await;
+    let t = trusted_tree(&s).await;
+    assert_eq!(tree_paths(&s, &g, &t), [".gitignore", "a.txt"]);
 }
 
 /// One random change to a small project (a seeded xorshift draw `r`).
