@@ -23,8 +23,13 @@
 //! [`RACY_MARGIN`] of the moment the recording began (within [`COARSE_RACY_MARGIN`] when its
 //! nanoseconds are zero, the mark of a file system keeping whole seconds) could be shared by
 //! a later change in the same clock tick, so such a fingerprint is not kept (git's "racy
-//! clean" rule, gitformat-index(5) / Documentation/technical/racy-git.txt, applied against
-//! the kernel clock, with a margin for its coarse tick).
+//! clean" rule, gitformat-index(5) / Documentation/technical/racy-git.txt). The moment is
+//! read from the clock the kernel stamps files with (`CLOCK_REALTIME_COARSE`), so a coarse
+//! clock that lags (a descheduled virtual CPU) lags on both sides of the comparison.
+//!
+//! What git ignores also depends on the index (a tracked file is never ignored): the list
+//! git gave is only trusted while the shadow index is the one this process's last `git add`
+//! left; a revert's checkout or another process's write means asking git again.
 //!
 //! Only on Linux, and only for work trees on a local file system whose timestamps have
 //! nanoseconds and follow the kernel clock (ext4, xfs, btrfs, tmpfs, f2fs, zfs, overlayfs,
@@ -36,15 +41,15 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use crate::git::{Held, split_nul};
+use crate::git::{Held, read_index_stamp, split_nul};
 use crate::{Snapshot, SnapshotError};
 
-/// Age below which a recorded timestamp is not trusted: the kernel stamps files from its
-/// coarse clock, which lags the real one by up to a tick (10 ms at HZ=100, the slowest
-/// common setting; kernels since 6.13 stamp finer when asked), so a change after the walk
-/// began gets a timestamp no more than a tick before that moment. Two ticks.
+/// Age below which a recorded timestamp is not trusted, measured on the kernel's coarse
+/// clock, which stamps files: a change after the walk began gets a timestamp at least that
+/// clock's reading then (kernels since 6.13 stamp finer, never earlier). The margin covers
+/// a file system's own rounding and leaves two ticks at HZ=100 (10 ms each) to spare.
 pub(crate) const RACY_MARGIN: Duration = Duration::from_millis(20);
 
 /// [`RACY_MARGIN`] for a timestamp with zero nanoseconds (a file system keeping whole
@@ -110,37 +115,68 @@ impl Stat {
 /// `lstat` of `path`: `Ok(None)` when it does not exist.
 #[cfg(unix)]
 fn lstat(path: &Path) -> std::io::Result<Option<Stat>> {
-    match std::fs::symlink_metadata(path) {
+    found(std::fs::symlink_metadata(path))
+}
+
+/// `stat` of `path`, through symlinks (git follows them for configuration, excludes and
+/// attributes files outside the work tree): `Ok(None)` when it does not exist.
+#[cfg(unix)]
+fn stat_through(path: &Path) -> std::io::Result<Option<Stat>> {
+    found(std::fs::metadata(path))
+}
+
+#[cfg(unix)]
+fn found(m: std::io::Result<std::fs::Metadata>) -> std::io::Result<Option<Stat>> {
+    match m {
         Ok(m) => Ok(Some(Stat::of(&m))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-fn now_ns() -> i128 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i128)
-        .unwrap_or(0)
+/// Now on the clock files are stamped from, in ns since the epoch: the kernel's coarse
+/// realtime clock on Linux (`clock_gettime(CLOCK_REALTIME_COARSE)`), the system time
+/// elsewhere.
+fn fs_clock_ns() -> i128 {
+    #[cfg(target_os = "linux")]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+        i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i128)
+            .unwrap_or(0)
+    }
 }
 
 /// Recorded `lstat`s (`None`: the path did not exist) of everything a `git add` read.
 #[derive(Debug, Default)]
 pub(crate) struct Fingerprint {
     entries: Vec<(PathBuf, Option<Stat>)>,
+    /// The first this many entries are files outside the work tree, stat'ed through
+    /// symlinks as git reads them; the rest with `lstat`.
+    followed: usize,
     /// The exclusions of the [`Snapshot`] handle that recorded it (its data directory and
     /// own files): another handle's `git add` would leave out other files.
     pub(crate) extra_excludes: Vec<String>,
 }
 
 impl Fingerprint {
-    /// Whether every recorded path still has the recorded `lstat` (blocking: one `lstat` per
-    /// entry). Any error answers `false`.
+    /// Whether every recorded path still has the recorded stat (blocking: one `stat` or
+    /// `lstat` per entry). Any error answers `false`.
     #[cfg(unix)]
     pub(crate) fn matches(&self) -> bool {
-        self.entries
-            .iter()
-            .all(|(path, then)| lstat(path).is_ok_and(|now| now == *then))
+        self.entries.iter().enumerate().all(|(i, (path, then))| {
+            let now = if i < self.followed {
+                stat_through(path)
+            } else {
+                lstat(path)
+            };
+            now.is_ok_and(|now| now == *then)
+        })
     }
 
     #[cfg(not(unix))]
@@ -213,7 +249,7 @@ pub(crate) fn walk(
     outside: &[PathBuf],
 ) -> Result<Walk, NoFingerprint> {
     use std::os::unix::fs::MetadataExt;
-    let taken = now_ns();
+    let taken = fs_clock_ns();
     let mut w = Walk::default();
     let record = |w: &mut Walk, path: PathBuf, stat: Option<Stat>| {
         if stat.is_some_and(|s| s.racy(taken)) {
@@ -222,11 +258,12 @@ pub(crate) fn walk(
         w.fingerprint.entries.push((path, stat));
     };
     for path in outside {
-        let stat = lstat(path).map_err(|_| NoFingerprint::Unreadable)?;
+        let stat = stat_through(path).map_err(|_| NoFingerprint::Unreadable)?;
         w.rules.insert(path.clone(), stat);
         w.rules_racy |= stat.is_some_and(|s| s.racy(taken));
         record(&mut w, path.clone(), stat);
     }
+    w.fingerprint.followed = w.fingerprint.entries.len();
     let top = std::fs::symlink_metadata(root).map_err(|_| NoFingerprint::Unreadable)?;
     if !top.is_dir() {
         return Err(NoFingerprint::Unreadable);
@@ -420,7 +457,7 @@ impl Snapshot {
             }
             let stat = {
                 let file = file.clone();
-                tokio::task::spawn_blocking(move || lstat(&file))
+                tokio::task::spawn_blocking(move || stat_through(&file))
                     .await
                     .ok()?
                     .ok()?
@@ -438,6 +475,10 @@ impl Snapshot {
                 .await
                 .ok()?;
             for record in split_nul(&out) {
+                if record.contains('\u{FFFD}') {
+                    // Not UTF-8: the path git reads is not one this could name.
+                    return None;
+                }
                 let (key, value) = record.split_once('\n').unwrap_or((&record, ""));
                 let key = key.to_ascii_lowercase();
                 if key == "core.excludesfile" {
@@ -483,14 +524,17 @@ impl Snapshot {
             .await?;
         let mut ignored = Ignored::default();
         let mut candidates = Vec::new();
-        for name in split_nul(&out) {
-            match name.strip_suffix('/') {
+        for name in names(&out) {
+            match name.strip_suffix(b"/") {
                 Some(dir) => {
-                    candidates.extend_from_slice(dir.as_bytes());
+                    // `./`: a leading `:` would start pathspec magic (`:foo` is `foo`), and
+                    // check-ignore refuses `--literal-pathspecs`.
+                    candidates.extend_from_slice(b"./");
+                    candidates.extend_from_slice(dir);
                     candidates.push(0);
                 }
                 None => {
-                    ignored.files.insert(PathBuf::from(name));
+                    ignored.files.insert(path_of(name));
                 }
             }
         }
@@ -503,8 +547,9 @@ impl Snapshot {
                     &[0, 1],
                 )
                 .await?;
-            ignored.dirs = split_nul(&out)
-                .map(|d| PathBuf::from(d.trim_end_matches('/')))
+            ignored.dirs = names(&out)
+                .map(|d| d.strip_prefix(b"./").unwrap_or(d))
+                .map(|d| path_of(d.strip_suffix(b"/").unwrap_or(d)))
                 .collect();
         }
         Ok(ignored)
@@ -544,15 +589,20 @@ impl Snapshot {
         // At most: a walk into everything, one with git's list as a hint, one after asking
         // git under known rules.
         for _ in 0..3 {
-            // `trusted`: git listed what its rules ignore under `ignored.rules`.
+            // `trusted`: git listed what its rules ignore under `ignored.rules`, and the index
+            // is still the one this process's last `git add` left (a tracked file is never
+            // ignored: a revert's checkout can track one the list names).
             let (ignored, trusted) = held.state.ignored.take().unwrap_or_default();
-            let (r, o) = (root.clone(), outside.clone());
-            let (ignored, walked) = tokio::task::spawn_blocking(move || {
+            let (r, o, i) = (root.clone(), outside.clone(), git_dir.join("index"));
+            let (ignored, walked, index) = tokio::task::spawn_blocking(move || {
+                let index = read_index_stamp(&i);
                 let w = walk(&r, &ignored, &o);
-                (ignored, w)
+                (ignored, w, index)
             })
             .await
             .ok()?;
+            let trusted = trusted
+                && matches!((&index, &held.state.index_written), (Some(a), Some(b)) if a == b);
             let mut walked = match walked {
                 Ok(w) => w,
                 Err(NoFingerprint::TooMany | NoFingerprint::Nested | NoFingerprint::Mount)
@@ -646,6 +696,26 @@ impl Snapshot {
             held.state.ignored = Some((fresh, true));
         }
         None
+    }
+}
+
+/// The non-empty names of git's `-z` output, as bytes (a lossy conversion could turn a
+/// name git ignores into the name of a file it does not).
+fn names(out: &[u8]) -> impl Iterator<Item = &[u8]> {
+    out.split(|b| *b == 0).filter(|n| !n.is_empty())
+}
+
+/// The relative path git printed as `name` (bytes on Unix; lossy UTF-8 elsewhere, where no
+/// fingerprint is kept).
+fn path_of(name: &[u8]) -> PathBuf {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        PathBuf::from(std::ffi::OsStr::from_bytes(name))
+    }
+    #[cfg(not(unix))]
+    {
+        PathBuf::from(String::from_utf8_lossy(name).into_owned())
     }
 }
 

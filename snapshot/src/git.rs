@@ -80,6 +80,9 @@ pub(crate) struct RepoState {
     pub(crate) no_fingerprint: Option<NoFingerprint>,
     /// The work tree is on a local file system with trustworthy timestamps (checked once).
     pub(crate) local_fs: Option<bool>,
+    /// The index's stamp after this process's last `git add` (and `write-tree`): any other
+    /// stamp means another writer (a revert's checkout, another process).
+    pub(crate) index_written: Option<IndexStamp>,
 }
 
 /// Most files a size walk of the work tree stats before giving up for git's `ls-files`
@@ -168,7 +171,7 @@ pub(crate) fn exclude_line(rel: &str) -> String {
 
 /// The [`IndexStamp`] of the index file at `path` (blocking); `None` when it cannot be read,
 /// is too short, or carries no checksum (`index.skipHash` writes zeros), so nothing is reused.
-fn read_index_stamp(path: &Path) -> Option<IndexStamp> {
+pub(crate) fn read_index_stamp(path: &Path) -> Option<IndexStamp> {
     use std::io::{Read, Seek, SeekFrom};
     let mut file = std::fs::File::open(path).ok()?;
     let len = file.metadata().ok()?.len();
@@ -428,7 +431,9 @@ impl Snapshot {
         {
             last.index = now.clone();
             last.fingerprint = fingerprint;
-            return Ok(last.tree.clone());
+            let tree = last.tree.clone();
+            held.state.index_written = Some(now.clone());
+            return Ok(tree);
         }
         held.state.last_tree = None;
         let tree = self.git(&["write-tree"], None).await?;
@@ -440,7 +445,9 @@ impl Snapshot {
             });
         }
         // write-tree may rewrite the index (it stores the trees it computed in it).
-        if let Some(index) = self.index_stamp().await {
+        let index = self.index_stamp().await;
+        held.state.index_written = index.clone();
+        if let Some(index) = index {
             held.state.last_tree = Some(WrittenTree {
                 index,
                 tree: tree.clone(),

@@ -1030,3 +1030,601 @@ async fn a_large_ignored_directory_is_skipped_by_the_fingerprint() {
     assert_eq!(t2, oracle_tree(&s, &f));
     assert!(tree_paths(&s, &f, &t2).contains(&"src/lib.rs".to_string()));
 }
+
+// Hostile cases, from a reviewing helper's attack on the fingerprint. The first five were
+// real defects: an index made to track ignored files by a revert (file and directory),
+// symlinked rule files outside the tree, non-UTF-8 names, pathspec magic in directory names.
+
+/// `oracle_tree` with the 2 MiB rule: untracked files over [`MAX_UNTRACKED_BYTES`] (as
+/// `git ls-files --others --exclude-standard` lists them on the copy) are left out.
+fn oracle_tree_limited(s: &Snapshot, f: &Fixture) -> String {
+    let copy = tempfile::tempdir().unwrap();
+    let status = StdCommand::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", s.git_dir().display()))
+        .arg(copy.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let git = |args: &[&str], stdin: Option<Vec<u8>>| -> Vec<u8> {
+        use std::io::Write;
+        let mut cmd = StdCommand::new("git");
+        cmd.arg("--git-dir")
+            .arg(copy.path())
+            .arg("--work-tree")
+            .arg(&f.project)
+            .args(args)
+            .current_dir(&f.project)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut pipe = child.stdin.take().unwrap();
+        if let Some(b) = stdin {
+            pipe.write_all(&b).unwrap();
+        }
+        drop(pipe);
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let others = git(&["ls-files", "--others", "--exclude-standard", "-z"], None);
+    let mut spec = b".\0".to_vec();
+    for rel in others.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+        use std::os::unix::ffi::OsStrExt;
+        let path = f.project.join(std::ffi::OsStr::from_bytes(rel));
+        if std::fs::symlink_metadata(&path)
+            .is_ok_and(|m| m.is_file() && m.len() > MAX_UNTRACKED_BYTES)
+        {
+            spec.extend_from_slice(b":(exclude,literal,top)");
+            spec.extend_from_slice(rel);
+            spec.push(0);
+        }
+    }
+    git(
+        &[
+            "add",
+            "--all",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+        ],
+        Some(spec),
+    );
+    String::from_utf8_lossy(&git(&["write-tree"], None))
+        .trim()
+        .to_string()
+}
+
+/// Paths in a tree, read with `-z` (names as UTF-8, lossy).
+fn tree_paths_z(s: &Snapshot, f: &Fixture, tree: &str) -> Vec<String> {
+    shadow_git(s, f, &["ls-tree", "-r", "-z", "--name-only", tree])
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Settles, tracks, and asserts the tree is the oracle's; returns (tree, git ran).
+async fn hostile_check(s: &Snapshot, f: &Fixture, label: &str) -> (String, bool) {
+    settle().await;
+    let runs = s.git_runs();
+    let tree = s.track().await.unwrap();
+    let ran = s.git_runs() != runs;
+    assert_eq!(tree, oracle_tree_limited(s, f), "{label} (git ran: {ran})");
+    (tree, ran)
+}
+
+/// After a change: settle + track (checked against the oracle), then a second settled track
+/// that must answer from the fingerprint with the same tree.
+async fn hostile_step(s: &Snapshot, f: &Fixture, label: &str) -> String {
+    let (t, _) = hostile_check(s, f, label).await;
+    // A second one may still be needed (the first git run's own racy files).
+    let (t2, _) = hostile_check(s, f, &format!("{label} / again")).await;
+    assert_eq!(t2, t, "{label}: unchanged");
+    let (t3, ran) = hostile_check(s, f, &format!("{label} / third")).await;
+    assert_eq!(t3, t, "{label}: unchanged");
+    assert!(!ran, "{label}: the fingerprint should answer once settled");
+    t
+}
+
+#[tokio::test]
+async fn hostile_revert_puts_an_ignored_file_back_into_the_index() {
+    // `*.log` is ignored and git listed `debug.log` as an ignored (untracked) file. A revert
+    // to a tree from before the rule checks `debug.log` out *into the shadow index*: it is
+    // tracked now, so `git add --all` stages its changes although it matches `*.log`.
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    write(&f.project, "debug.log", "one\n");
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    assert!(tree_paths(&s, &f, &t1).contains(&"debug.log".to_string()));
+    write(&f.project, ".gitignore", "*.log\n");
+    std::fs::remove_file(f.project.join("debug.log")).unwrap();
+    hostile_step(&s, &f, "ignored and deleted").await;
+    write(&f.project, "debug.log", "two\n");
+    hostile_step(&s, &f, "recreated, ignored").await;
+    // Any rule change makes the track ask git again, which now lists debug.log as ignored.
+    write(&f.project, ".gitignore", "*.log\n# touched\n");
+    hostile_step(&s, &f, "rules touched").await;
+    s.revert(&[Patch {
+        hash: t1.clone(),
+        files: vec![f.project.join("debug.log")],
+    }])
+    .await
+    .unwrap();
+    let t3 = hostile_step(&s, &f, "reverted: debug.log tracked again").await;
+    assert!(tree_paths(&s, &f, &t3).contains(&"debug.log".to_string()));
+    // The user edits the (tracked) log file.
+    write(&f.project, "debug.log", "three: edited after the revert\n");
+    let (t4, ran) = hostile_check(&s, &f, "tracked ignored file edited").await;
+    assert!(ran, "{t4}");
+}
+
+#[tokio::test]
+async fn hostile_revert_puts_a_file_of_an_ignored_directory_back_into_the_index() {
+    // Same with a directory git wholly ignores (`build/`): the walk skips it entirely.
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    write(&f.project, "build/out.o", "one\n");
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    write(&f.project, ".gitignore", "build/\n");
+    std::fs::remove_file(f.project.join("build/out.o")).unwrap();
+    write(&f.project, "build/other.o", "x\n");
+    hostile_step(&s, &f, "build/ ignored").await;
+    // Asked again after the index dropped build/out.o: git lists build/ as ignored.
+    write(&f.project, ".gitignore", "build/\n# touched\n");
+    hostile_step(&s, &f, "rules touched").await;
+    s.revert(&[Patch {
+        hash: t1.clone(),
+        files: vec![f.project.join("build/out.o")],
+    }])
+    .await
+    .unwrap();
+    let t3 = hostile_step(&s, &f, "reverted: build/out.o tracked again").await;
+    assert!(tree_paths(&s, &f, &t3).contains(&"build/out.o".to_string()));
+    write(&f.project, "build/out.o", "two: edited after the revert\n");
+    hostile_check(&s, &f, "tracked file in an ignored directory edited").await;
+}
+
+#[tokio::test]
+async fn hostile_symlinked_info_exclude_target_changes() {
+    // The project's `.git/info/exclude` is a symlink (dotfile managers do this); the
+    // fingerprint records its lstat, which does not change when the target does. git reads
+    // the target (sync_exclude copies it). Compare with a track that runs git.
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    write(&f.project, "secret.txt", "s\n");
+    let rules = f.project.parent().unwrap().join("exclude-rules");
+    std::fs::write(&rules, "secret.txt\n").unwrap();
+    let exclude = f.project.join(".git/info/exclude");
+    let _ = std::fs::remove_file(&exclude);
+    std::fs::create_dir_all(exclude.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&rules, &exclude).unwrap();
+    let s = open(&f).await;
+    let t1 = trusted_tree(&s).await;
+    assert!(!tree_paths(&s, &f, &t1).contains(&"secret.txt".to_string()));
+    // The user un-excludes secret.txt.
+    std::fs::write(&rules, "# nothing\n").unwrap();
+    settle().await;
+    let runs = s.git_runs();
+    let t2 = s.track().await.unwrap();
+    let ran = s.git_runs() != runs;
+    let expected = fresh_tree(&f).await;
+    assert_eq!(
+        t2, expected,
+        "stale tree from the fingerprint (git ran: {ran})"
+    );
+}
+
+#[tokio::test]
+async fn hostile_non_utf8_ignored_name_hides_a_real_file() {
+    // git lists the ignored file `\xff.txt`; read lossily it becomes `\u{FFFD}.txt`, the
+    // name of a real, not ignored file, which the walk then skips.
+    use std::os::unix::ffi::OsStrExt;
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    std::fs::write(f.project.join(".gitignore"), b"\xff.txt\n").unwrap();
+    std::fs::write(
+        f.project.join(std::ffi::OsStr::from_bytes(b"\xff.txt")),
+        "ignored\n",
+    )
+    .unwrap();
+    write(&f.project, "\u{FFFD}.txt", "kept one\n");
+    let s = open(&f).await;
+    let t1 = hostile_step(&s, &f, "initial").await;
+    assert!(tree_paths_z(&s, &f, &t1).contains(&"\u{FFFD}.txt".to_string()));
+    // Any change makes the next track walk again, now with git's list of ignored files.
+    write(&f.project, "a.txt", "a2\n");
+    hostile_step(&s, &f, "a.txt edited").await;
+    write(&f.project, "\u{FFFD}.txt", "kept two, edited\n");
+    let (_, ran) = hostile_check(&s, &f, "edited the real U+FFFD file").await;
+    assert!(ran, "the fingerprint answered and was right?");
+}
+
+#[tokio::test]
+async fn hostile_directory_shapes() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    let p = f.project.clone();
+    write(&p, "a.txt", "a\n");
+    write(&p, "dir1/x.txt", "x\n");
+    write(&p, "dir1/sub/y.txt", "y\n");
+    write(&p, "other/z.txt", "z\n");
+    let s = open(&f).await;
+    hostile_step(&s, &f, "initial").await;
+    std::fs::rename(p.join("dir1"), p.join("dir2")).unwrap();
+    hostile_step(&s, &f, "mv dir1 dir2").await;
+    // Swap two directories through a temporary name.
+    std::fs::rename(p.join("dir2"), p.join("tmp")).unwrap();
+    std::fs::rename(p.join("other"), p.join("dir2")).unwrap();
+    std::fs::rename(p.join("tmp"), p.join("other")).unwrap();
+    hostile_step(&s, &f, "swap dir2 <-> other").await;
+    // Swap two same-size files.
+    write(&p, "s1.txt", "AAAA\n");
+    write(&p, "s2.txt", "BBBB\n");
+    hostile_step(&s, &f, "two files").await;
+    std::fs::rename(p.join("s1.txt"), p.join("t.txt")).unwrap();
+    std::fs::rename(p.join("s2.txt"), p.join("s1.txt")).unwrap();
+    std::fs::rename(p.join("t.txt"), p.join("s2.txt")).unwrap();
+    hostile_step(&s, &f, "swap s1 <-> s2").await;
+    // A file replaced by a directory of the same name, and back.
+    std::fs::remove_file(p.join("a.txt")).unwrap();
+    write(&p, "a.txt/inner.txt", "i\n");
+    hostile_step(&s, &f, "file -> dir").await;
+    std::fs::remove_dir_all(p.join("a.txt")).unwrap();
+    write(&p, "a.txt", "a\n");
+    hostile_step(&s, &f, "dir -> file").await;
+    // Symlinked directories.
+    std::os::unix::fs::symlink("other", p.join("link")).unwrap();
+    hostile_step(&s, &f, "symlink to a dir").await;
+    write(&p, "other/new.txt", "through the target\n");
+    hostile_step(&s, &f, "file added in the symlink's target").await;
+    std::fs::remove_file(p.join("link")).unwrap();
+    std::os::unix::fs::symlink("dir2", p.join("link")).unwrap();
+    hostile_step(&s, &f, "symlink retargeted (same length)").await;
+    std::fs::remove_file(p.join("link")).unwrap();
+    std::fs::create_dir(p.join("link")).unwrap();
+    write(&p, "link/f.txt", "f\n");
+    hostile_step(&s, &f, "symlink -> real dir").await;
+    // chmod on a directory, then on the files.
+    std::fs::set_permissions(p.join("other"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    hostile_step(&s, &f, "chmod dir").await;
+    std::fs::set_permissions(
+        p.join("other/x.txt"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    hostile_step(&s, &f, "chmod +x file").await;
+    // Empty directories, deep trees.
+    std::fs::create_dir_all(p.join("empty/deeper/still")).unwrap();
+    hostile_step(&s, &f, "empty dirs").await;
+    let deep: String = (0..40).map(|i| format!("d{i}/")).collect();
+    write(&p, &format!("{deep}leaf.txt"), "leaf\n");
+    hostile_step(&s, &f, "deep tree").await;
+    write(&p, &format!("{deep}leaf.txt"), "LEAF\n");
+    hostile_step(&s, &f, "deep leaf same size").await;
+    write(&p, "empty/deeper/still/now.txt", "n\n");
+    hostile_step(&s, &f, "file in a former empty dir").await;
+    // Moving a file between two directories.
+    std::fs::rename(p.join("other/x.txt"), p.join("dir2/x.txt")).unwrap();
+    hostile_step(&s, &f, "move between dirs").await;
+    // Whole subtree moved under another one.
+    std::fs::rename(p.join("dir2"), p.join("other/dir2")).unwrap();
+    hostile_step(&s, &f, "subtree moved").await;
+}
+
+#[tokio::test]
+async fn hostile_file_rewrites() {
+    use std::os::unix::fs::MetadataExt;
+    let f = fixture();
+    let p = f.project.clone();
+    write(&p, "a.txt", "aaaa\n");
+    write(&p, "b.txt", "bbbb\n");
+    let s = open(&f).await;
+    hostile_step(&s, &f, "initial").await;
+    // set_times restores mtime and atime.
+    let m = std::fs::metadata(p.join("a.txt")).unwrap();
+    let (mt, at) = (m.modified().unwrap(), m.accessed().unwrap());
+    write(&p, "a.txt", "AAAA\n");
+    std::fs::File::options()
+        .write(true)
+        .open(p.join("a.txt"))
+        .unwrap()
+        .set_times(std::fs::FileTimes::new().set_modified(mt).set_accessed(at))
+        .unwrap();
+    hostile_step(&s, &f, "set_times restore").await;
+    // Truncation to the same size (zeroes).
+    let file = std::fs::File::options()
+        .write(true)
+        .open(p.join("b.txt"))
+        .unwrap();
+    file.set_len(0).unwrap();
+    file.set_len(5).unwrap();
+    drop(file);
+    hostile_step(&s, &f, "truncate to same size").await;
+    // Rewrite via rename of a temp file (new inode), mtime copied.
+    let old = std::fs::metadata(p.join("a.txt")).unwrap();
+    std::fs::write(p.join(".a.tmp"), "ZZZZ\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(p.join(".a.tmp"))
+        .unwrap()
+        .set_modified(old.modified().unwrap())
+        .unwrap();
+    std::fs::rename(p.join(".a.tmp"), p.join("a.txt")).unwrap();
+    hostile_step(&s, &f, "atomic rename rewrite").await;
+    // Hard links, modified through the other name (also from outside the project).
+    std::fs::hard_link(p.join("a.txt"), p.join("a-link.txt")).unwrap();
+    hostile_step(&s, &f, "hard link").await;
+    write(&p, "a-link.txt", "YYYY\n");
+    hostile_step(&s, &f, "written through the link").await;
+    let outside = p.parent().unwrap().join("outside-link");
+    std::fs::hard_link(p.join("b.txt"), &outside).unwrap();
+    hostile_step(&s, &f, "outside hard link made").await;
+    std::fs::write(&outside, "QQQQ\n").unwrap();
+    hostile_step(&s, &f, "written from outside the project").await;
+    // Delete and recreate at the same path with same size and the old mtime (the inode
+    // number may be reused).
+    let old = std::fs::metadata(p.join("b.txt")).unwrap();
+    std::fs::remove_file(p.join("b.txt")).unwrap();
+    std::fs::remove_file(&outside).unwrap();
+    write(&p, "b.txt", "RRRR\n");
+    std::fs::File::options()
+        .write(true)
+        .open(p.join("b.txt"))
+        .unwrap()
+        .set_modified(old.modified().unwrap())
+        .unwrap();
+    let new = std::fs::metadata(p.join("b.txt")).unwrap();
+    eprintln!("inode old {} new {}", old.ino(), new.ino());
+    hostile_step(&s, &f, "recreated with old mtime").await;
+    // Writes right after a track (same tick), then one settled track.
+    for i in 0..5 {
+        let t = s.track().await.unwrap();
+        write(&p, "a.txt", &format!("{i:04}\n"));
+        let _ = t;
+    }
+    hostile_step(&s, &f, "writes right after tracks").await;
+    // Names: newline, backslash, non-UTF-8, leading dash, spaces, glob characters.
+    use std::os::unix::ffi::OsStrExt;
+    write(&p, "new\nline.txt", "n\n");
+    write(&p, "back\\slash.txt", "b\n");
+    write(&p, "-dash *?[x].txt", "d\n");
+    std::fs::write(
+        p.join(std::ffi::OsStr::from_bytes(b"bin\xfe\xff.txt")),
+        "x\n",
+    )
+    .unwrap();
+    hostile_step(&s, &f, "odd names").await;
+    write(&p, "new\nline.txt", "N\n");
+    std::fs::write(
+        p.join(std::ffi::OsStr::from_bytes(b"bin\xfe\xff.txt")),
+        "y\n",
+    )
+    .unwrap();
+    hostile_step(&s, &f, "odd names edited").await;
+}
+
+#[tokio::test]
+async fn hostile_large_files_across_the_limit() {
+    let f = fixture();
+    let p = f.project.clone();
+    write(&p, "a.txt", "a\n");
+    let limit = MAX_UNTRACKED_BYTES as usize;
+    write(&p, "big.bin", &"x".repeat(limit + 1));
+    let s = open(&f).await;
+    let t = hostile_step(&s, &f, "big untracked").await;
+    assert!(!tree_paths(&s, &f, &t).contains(&"big.bin".to_string()));
+    // Shrinks to the limit: now it is added.
+    std::fs::File::options()
+        .write(true)
+        .open(p.join("big.bin"))
+        .unwrap()
+        .set_len(limit as u64)
+        .unwrap();
+    let t = hostile_step(&s, &f, "shrunk to the limit").await;
+    assert!(tree_paths(&s, &f, &t).contains(&"big.bin".to_string()));
+    // Tracked now: growing past the limit keeps it.
+    write(&p, "big.bin", &"y".repeat(limit + 10));
+    let t = hostile_step(&s, &f, "tracked, grown").await;
+    assert!(tree_paths(&s, &f, &t).contains(&"big.bin".to_string()));
+    // Deleted, then back big: untracked again, left out.
+    std::fs::remove_file(p.join("big.bin")).unwrap();
+    hostile_step(&s, &f, "deleted").await;
+    write(&p, "sub/big.bin", &"z".repeat(limit + 1));
+    write(&p, "big.bin", &"z".repeat(limit + 1));
+    let t = hostile_step(&s, &f, "big again").await;
+    assert!(!tree_paths(&s, &f, &t).contains(&"big.bin".to_string()));
+    // Same size, new content, and a small one next to it.
+    write(&p, "big.bin", &"w".repeat(limit + 1));
+    write(&p, "sub/small.txt", "s\n");
+    hostile_step(&s, &f, "big rewritten, small added").await;
+    // Big in an ignored dir, then the dir un-ignored.
+    write(&p, ".gitignore", "out/\n");
+    write(&p, "out/huge.bin", &"h".repeat(limit + 1));
+    write(&p, "out/small.txt", "s\n");
+    hostile_step(&s, &f, "big in ignored dir").await;
+    write(&p, ".gitignore", "\n");
+    hostile_step(&s, &f, "dir un-ignored").await;
+}
+
+#[tokio::test]
+async fn hostile_ignore_rules() {
+    let f = fixture();
+    let p = f.project.clone();
+    write(&p, "a.txt", "a\n");
+    write(&p, "logs/a.log", "l\n");
+    write(&p, "logs/keep.log", "k\n");
+    write(&p, "gen/out.txt", "g\n");
+    write(&p, "gen/.gitignore", "*.tmp\n");
+    write(&p, "gen/x.tmp", "t\n");
+    let s = open(&f).await;
+    hostile_step(&s, &f, "initial").await;
+    write(&p, ".gitignore", "*.log\n!keep.log\n");
+    hostile_step(&s, &f, "negation").await;
+    write(&p, "logs/keep.log", "K2\n");
+    write(&p, "logs/a.log", "L2\n");
+    hostile_step(&s, &f, "negated file edited").await;
+    write(&p, ".gitignore", "*.log\n!keep.log\n.gitignore\n");
+    hostile_step(&s, &f, ".gitignore ignores itself").await;
+    write(&p, ".gitignore", "*.log\n!keep.log\n.gitignore\ngen/\n");
+    hostile_step(&s, &f, "gen/ ignored").await;
+    write(&p, "gen/.gitignore", "\n");
+    write(&p, "gen/new.txt", "n\n");
+    hostile_step(&s, &f, "inside the ignored dir").await;
+    write(&p, ".gitignore", "*.log\n!keep.log\n");
+    hostile_step(&s, &f, "gen/ un-ignored (its .gitignore changed meanwhile)").await;
+    write(&p, "gen/.gitignore", "*.txt\n");
+    hostile_step(&s, &f, "gen/.gitignore ignores *.txt").await;
+    write(&p, "gen/another.txt", "x\n");
+    hostile_step(&s, &f, "ignored new txt").await;
+    // The project's info/exclude.
+    write(&p, ".git/info/exclude", "a.txt\n/logs/\n");
+    hostile_step(&s, &f, "info/exclude").await;
+    write(&p, "logs/new.log", "n\n");
+    write(&p, "logs/new.txt", "n\n");
+    hostile_step(&s, &f, "under excluded logs").await;
+    write(&p, ".git/info/exclude", "");
+    hostile_step(&s, &f, "info/exclude emptied").await;
+    std::fs::remove_file(p.join(".git/info/exclude")).unwrap();
+    hostile_step(&s, &f, "info/exclude removed").await;
+    // Ignore everything but directories and a few names.
+    write(&p, ".gitignore", "*\n!*/\n!.gitignore\n!*.txt\n");
+    hostile_step(&s, &f, "whitelist").await;
+    write(&p, "logs/w.txt", "w\n");
+    write(&p, "logs/w.dat", "w\n");
+    hostile_step(&s, &f, "whitelist new files").await;
+    // A file ignored by name becomes a dir, and a dir ignored by `x/` becomes a file.
+    write(&p, ".gitignore", "thing\nonlydir/\n");
+    write(&p, "thing", "t\n");
+    write(&p, "onlydir/f.txt", "o\n");
+    hostile_step(&s, &f, "thing / onlydir").await;
+    std::fs::remove_file(p.join("thing")).unwrap();
+    write(&p, "thing/in.txt", "i\n");
+    std::fs::remove_dir_all(p.join("onlydir")).unwrap();
+    write(&p, "onlydir", "now a file\n");
+    hostile_step(&s, &f, "thing -> dir, onlydir -> file").await;
+    std::fs::remove_file(p.join("onlydir")).unwrap();
+    std::os::unix::fs::symlink("logs", p.join("onlydir")).unwrap();
+    hostile_step(&s, &f, "onlydir -> symlink to dir").await;
+    // Attributes.
+    write(&p, "crlf.txt", "one\ntwo\n");
+    hostile_step(&s, &f, "crlf.txt").await;
+    write(&p, ".gitattributes", "*.txt text eol=crlf\n");
+    hostile_step(&s, &f, "eol=crlf").await;
+    write(&p, "crlf.txt", "one\r\ntwo\r\n");
+    hostile_step(&s, &f, "crlf content").await;
+    write(&p, ".gitattributes", "*.txt filter=up\n");
+    hostile_step(&s, &f, "filter attribute without driver").await;
+    shadow_git(&s, &f, &["config", "filter.up.clean", "tr a-z A-Z"]);
+    hostile_step(&s, &f, "filter driver configured in the shadow config").await;
+    write(&p, "f.txt", "lower\n");
+    hostile_step(&s, &f, "filtered file").await;
+    write(&p, ".gitignore", "\n");
+    hostile_step(&s, &f, "no rules").await;
+}
+
+#[tokio::test]
+async fn hostile_concurrent_writer() {
+    // A thread rewrites files (same size, new ones, renames, deletions) while tracks run;
+    // after it stops, a settled track must equal the oracle.
+    let f = fixture();
+    let p = f.project.clone();
+    write(&p, "a.txt", "0000\n");
+    write(&p, "d/b.txt", "0000\n");
+    let s = open(&f).await;
+    hostile_step(&s, &f, "initial").await;
+    for round in 0..6u64 {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (stop2, p2) = (stop.clone(), p.clone());
+        let writer = std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                i += 1;
+                let _ = std::fs::write(p2.join("a.txt"), format!("{:04}\n", i % 10_000));
+                let _ = std::fs::write(p2.join("d/b.txt"), format!("{:04}\n", (i * 7) % 10_000));
+                match i % 4 {
+                    0 => {
+                        let _ = std::fs::write(p2.join(format!("d/n{}.txt", i % 3)), "n\n");
+                    }
+                    1 => {
+                        let _ = std::fs::remove_file(p2.join(format!("d/n{}.txt", i % 3)));
+                    }
+                    2 => {
+                        let _ = std::fs::rename(p2.join("d/n0.txt"), p2.join("d/m.txt"));
+                    }
+                    _ => {}
+                }
+                if round % 2 == 0 {
+                    std::thread::sleep(Duration::from_micros(300 * (i % 7)));
+                }
+            }
+        });
+        for _ in 0..15 {
+            // git itself may fail on a file deleted under it ("unable to stat").
+            let _ = s.track().await;
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
+        hostile_step(&s, &f, &format!("after concurrent writes, round {round}")).await;
+    }
+}
+
+#[tokio::test]
+async fn hostile_writes_racing_one_track() {
+    // A few writes spaced around one track (so the last one lands during the walk or
+    // between the walk and `git add`), then a settled track checked against the oracle.
+    let f = fixture();
+    let p = f.project.clone();
+    write(&p, "a.txt", "0000\n");
+    write(&p, "d/b.txt", "0000\n");
+    let s = open(&f).await;
+    hostile_step(&s, &f, "initial").await;
+    let mut fast = 0;
+    for round in 0..30u64 {
+        let p2 = p.clone();
+        let writer = std::thread::spawn(move || {
+            for i in 0..(round % 5 + 1) {
+                std::thread::sleep(Duration::from_micros(700 * ((round + i) % 6)));
+                let v = round * 10 + i;
+                let _ = std::fs::write(p2.join("a.txt"), format!("{:04}\n", v % 10_000));
+                if v % 3 == 0 {
+                    let _ = std::fs::write(p2.join(format!("d/n{}.txt", v % 4)), "n\n");
+                }
+                if v % 5 == 0 {
+                    let _ = std::fs::remove_file(p2.join(format!("d/n{}.txt", (v / 5) % 4)));
+                }
+            }
+        });
+        settle().await;
+        s.track().await.unwrap();
+        writer.join().unwrap();
+        let (_, ran) = hostile_check(&s, &f, &format!("round {round}")).await;
+        if !ran {
+            fast += 1;
+        }
+    }
+    eprintln!("fast answers after a race: {fast}/30");
+}
+
+#[tokio::test]
+async fn hostile_directory_name_with_pathspec_magic() {
+    // git lists `:foo/` (all it holds is ignored); `git check-ignore` reads its input as
+    // pathspecs, so `:foo` is the path `foo`, which the rule `foo` ignores: `:foo` is taken
+    // for a directory git never walks. git add does walk it.
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    write(&f.project, ".gitignore", "foo\n*.log\n");
+    write(&f.project, ":foo/a.log", "x\n");
+    let s = open(&f).await;
+    hostile_step(&s, &f, "initial").await;
+    write(&f.project, ":foo/new.txt", "not ignored\n");
+    let (t, _) = hostile_check(&s, &f, "a file added in :foo/").await;
+    assert!(tree_paths(&s, &f, &t).contains(&":foo/new.txt".to_string()));
+}
