@@ -606,11 +606,12 @@ impl Snapshot {
             let mut walked = match walked {
                 Ok(w) => w,
                 Err(NoFingerprint::TooMany | NoFingerprint::Nested | NoFingerprint::Mount)
-                    if !trusted && !hinted =>
+                    if !hinted =>
                 {
                     // The walk may have gone into directories git ignores (a dependency
-                    // directory with thousands of files, or its own `.git`): take git's list
-                    // as a hint for the next walk (untrusted: no rule stat vouches for it).
+                    // directory with thousands of files, or its own `.git`, perhaps new
+                    // since git was last asked): take git's list now as a hint for the next
+                    // walk (untrusted: no rule stat vouches for it).
                     hinted = true;
                     let hint = self.ignored_by_git().await.ok()?;
                     held.state.ignored = Some((hint, false));
@@ -633,10 +634,11 @@ impl Snapshot {
                 .iter()
                 .any(|(p, s)| walked.rules.get(p).is_none_or(|now| now != s))
             {
+                // The walk skipped by a list made under other rules: its largest file is
+                // no answer either (a large file it skipped may be git's now).
                 *GIT_FILES.lock().await = None;
                 held.state.ignored = Some((ignored, false));
-                walked.racy = true;
-                return Some(walked);
+                return None;
             }
             if trusted && walked.rules == ignored.rules {
                 // The rules are those git was asked under: the walk skipped only what git
@@ -654,10 +656,10 @@ impl Snapshot {
             }
             if walked.rules_racy {
                 // A rule file changed too recently for its stat to vouch for what git would
-                // list: git alone this time.
+                // list: git alone this time (and not this walk's largest file: it skipped
+                // by a list that may be stale).
                 held.state.ignored = Some((ignored, false));
-                walked.racy = true;
-                return Some(walked);
+                return None;
             }
             let (d, ex) = (git_dir.clone(), files.excludes.clone());
             let has_rules = walked

@@ -1038,65 +1038,8 @@ async fn a_large_ignored_directory_is_skipped_by_the_fingerprint() {
 /// `oracle_tree` with the 2 MiB rule: untracked files over [`MAX_UNTRACKED_BYTES`] (as
 /// `git ls-files --others --exclude-standard` lists them on the copy) are left out.
 fn oracle_tree_limited(s: &Snapshot, f: &Fixture) -> String {
-    let copy = tempfile::tempdir().unwrap();
-    let status = StdCommand::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", s.git_dir().display()))
-        .arg(copy.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let git = |args: &[&str], stdin: Option<Vec<u8>>| -> Vec<u8> {
-        use std::io::Write;
-        let mut cmd = StdCommand::new("git");
-        cmd.arg("--git-dir")
-            .arg(copy.path())
-            .arg("--work-tree")
-            .arg(&f.project)
-            .args(args)
-            .current_dir(&f.project)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        let mut pipe = child.stdin.take().unwrap();
-        if let Some(b) = stdin {
-            pipe.write_all(&b).unwrap();
-        }
-        drop(pipe);
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out.stdout
-    };
-    let others = git(&["ls-files", "--others", "--exclude-standard", "-z"], None);
-    let mut spec = b".\0".to_vec();
-    for rel in others.split(|b| *b == 0).filter(|r| !r.is_empty()) {
-        use std::os::unix::ffi::OsStrExt;
-        let path = f.project.join(std::ffi::OsStr::from_bytes(rel));
-        if std::fs::symlink_metadata(&path)
-            .is_ok_and(|m| m.is_file() && m.len() > MAX_UNTRACKED_BYTES)
-        {
-            spec.extend_from_slice(b":(exclude,literal,top)");
-            spec.extend_from_slice(rel);
-            spec.push(0);
-        }
-    }
-    git(
-        &[
-            "add",
-            "--all",
-            "--pathspec-from-file=-",
-            "--pathspec-file-nul",
-        ],
-        Some(spec),
-    );
-    String::from_utf8_lossy(&git(&["write-tree"], None))
-        .trim()
-        .to_string()
+    let copy = shadow_copy(s);
+    oracle_on(copy.path(), f)
 }
 
 /// Paths in a tree, read with `-z` (names as UTF-8, lossy).
@@ -1627,4 +1570,185 @@ async fn hostile_directory_name_with_pathspec_magic() {
     write(&f.project, ":foo/new.txt", "not ignored\n");
     let (t, _) = hostile_check(&s, &f, "a file added in :foo/").await;
     assert!(tree_paths(&s, &f, &t).contains(&":foo/new.txt".to_string()));
+}
+
+// Second hostile review: a walk made under a stale ignored list let an untracked file over
+// 2 MiB into the snapshot (its largest-file answer skipped it), and a new large ignored
+// directory turned fingerprints off for good. The oracle's copy is taken *before* the track
+// (one taken after would already hold what the track wrongly added).
+
+/// A copy of the shadow repository now; `oracle_on` gives what git would give on it.
+fn shadow_copy(s: &Snapshot) -> tempfile::TempDir {
+    let copy = tempfile::tempdir().unwrap();
+    let status = StdCommand::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", s.git_dir().display()))
+        .arg(copy.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    copy
+}
+
+fn oracle_on(copy: &Path, f: &Fixture) -> String {
+    let git = |args: &[&str], stdin: Option<Vec<u8>>| -> Vec<u8> {
+        use std::io::Write;
+        let mut cmd = StdCommand::new("git");
+        cmd.arg("--git-dir")
+            .arg(copy)
+            .arg("--work-tree")
+            .arg(&f.project)
+            .args(args)
+            .current_dir(&f.project)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut pipe = child.stdin.take().unwrap();
+        if let Some(b) = stdin {
+            pipe.write_all(&b).unwrap();
+        }
+        drop(pipe);
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let others = git(&["ls-files", "--others", "--exclude-standard", "-z"], None);
+    let mut spec = b".\0".to_vec();
+    for rel in others.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+        use std::os::unix::ffi::OsStrExt;
+        let path = f.project.join(std::ffi::OsStr::from_bytes(rel));
+        if std::fs::symlink_metadata(&path)
+            .is_ok_and(|m| m.is_file() && m.len() > MAX_UNTRACKED_BYTES)
+        {
+            spec.extend_from_slice(b":(exclude,literal,top)");
+            spec.extend_from_slice(rel);
+            spec.push(0);
+        }
+    }
+    git(
+        &[
+            "add",
+            "--all",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+        ],
+        Some(spec),
+    );
+    String::from_utf8_lossy(&git(&["write-tree"], None))
+        .trim()
+        .to_string()
+}
+
+/// Track right now (no settle), compared with git on a copy taken just before.
+async fn quick_check(s: &Snapshot, f: &Fixture, label: &str) -> String {
+    let copy = shadow_copy(s);
+    let runs = s.git_runs();
+    let t = s.track().await.unwrap();
+    let ran = s.git_runs() != runs;
+    assert_eq!(t, oracle_on(copy.path(), f), "{label} (git ran: {ran})");
+    t
+}
+
+#[tokio::test]
+async fn hostile_large_file_in_a_directory_unignored_just_now() {
+    // `big/` is ignored (git's list names it, trusted); it holds a 3 MiB file. The rule is
+    // removed and a track runs at once: the rule file is racy, the walk still skips big/
+    // (old list), finds no large file, and git add --all takes the huge untracked file.
+    let f = fixture();
+    let p = f.project.clone();
+    write(&p, "a.txt", "a\n");
+    write(&p, ".gitignore", "big/\n");
+    write(
+        &p,
+        "big/huge.bin",
+        &"h".repeat(MAX_UNTRACKED_BYTES as usize + 1),
+    );
+    let s = open(&f).await;
+    hostile_step(&s, &f, "initial").await;
+    let copy = shadow_copy(&s);
+    std::fs::write(p.join(".gitignore"), "# none\n").unwrap();
+    let t = s.track().await.unwrap();
+    assert_eq!(t, oracle_on(copy.path(), &f));
+    assert!(!tree_paths(&s, &f, &t).contains(&"big/huge.bin".to_string()));
+}
+
+#[tokio::test]
+async fn hostile_large_file_in_a_directory_unignored_by_a_future_dated_rule_file() {
+    // Same, with a .gitignore whose mtime is in the future (unpacked from an archive made on
+    // a machine whose clock is ahead): racy on every track; settled tracks still go wrong.
+    let f = fixture();
+    let p = f.project.clone();
+    write(&p, "a.txt", "a\n");
+    write(&p, ".gitignore", "big/\n");
+    write(
+        &p,
+        "big/huge.bin",
+        &"h".repeat(MAX_UNTRACKED_BYTES as usize + 1),
+    );
+    let s = open(&f).await;
+    hostile_step(&s, &f, "initial").await;
+    std::fs::write(p.join(".gitignore"), "# none\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(p.join(".gitignore"))
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + Duration::from_secs(3600))
+        .unwrap();
+    settle().await;
+    let t = quick_check(&s, &f, "future-dated rule file, settled").await;
+    assert!(!tree_paths(&s, &f, &t).contains(&"big/huge.bin".to_string()));
+}
+
+#[tokio::test]
+async fn hostile_large_ignored_file_unignored_just_now_and_revert_variant() {
+    let f = fixture();
+    let p = f.project.clone();
+    write(&p, "a.txt", "a\n");
+    write(&p, ".gitignore", "*.bin\n");
+    write(
+        &p,
+        "huge.bin",
+        &"h".repeat(MAX_UNTRACKED_BYTES as usize + 1),
+    );
+    let s = open(&f).await;
+    hostile_step(&s, &f, "initial").await;
+    let copy = shadow_copy(&s);
+    std::fs::write(p.join(".gitignore"), "*.bim\n").unwrap();
+    let t = s.track().await.unwrap();
+    assert_eq!(
+        t,
+        oracle_on(copy.path(), &f),
+        "file rule removed, tracked at once"
+    );
+    assert!(!tree_paths(&s, &f, &t).contains(&"huge.bin".to_string()));
+}
+
+#[tokio::test]
+async fn hostile_npm_install_turns_fingerprints_off_for_good() {
+    let f = fixture();
+    let p = f.project.clone();
+    write(&p, ".gitignore", "node_modules/\n");
+    write(&p, "src/main.rs", "fn main() {}\n");
+    let s = open(&f).await;
+    trusted_tree(&s).await;
+    for i in 0..=fingerprint::FINGERPRINT_LIMIT {
+        write(&p, &format!("node_modules/p{}/f{i}.js", i / 1000), "x");
+    }
+    for _ in 0..4 {
+        settle().await;
+        s.track().await.unwrap();
+    }
+    settle().await;
+    let runs = s.git_runs();
+    s.track().await.unwrap();
+    assert_eq!(
+        s.git_runs(),
+        runs,
+        "fingerprint answers again after npm install"
+    );
 }
