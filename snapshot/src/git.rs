@@ -68,7 +68,7 @@ pub(crate) struct RepoState {
     /// `git init` done (or found done) in this process.
     initialized: bool,
     /// Last content written to the shadow `info/exclude`.
-    exclude_written: Option<String>,
+    exclude_written: Option<Vec<u8>>,
     /// The last tree `git write-tree` wrote here and the index it was written from.
     pub(crate) last_tree: Option<WrittenTree>,
     /// A size walk of the work tree met more than [`WALK_LIMIT`] files: ask git instead.
@@ -156,6 +156,37 @@ pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) 
     move |source| SnapshotError::Io { context, source }
 }
 
+/// The two NUL-terminated `git add` pathspecs that leave `rel` (a path relative to the top
+/// level) and everything under it out, whatever the ignore rules say: `:(exclude,top,glob)`
+/// with every byte matched literally. The last byte goes in a bracket expression (`[\c]`)
+/// because git reports an ignored path that a pathspec names *exactly* (no wildcard before
+/// the path's end) as an error of `git add` ("The following paths are ignored…"), exclude
+/// magic or not (`exclude_matches_pathspec` in git's dir.c).
+pub(crate) fn own_pathspecs(rel: &str) -> Vec<u8> {
+    let bytes = rel.as_bytes();
+    let Some((last, head)) = bytes.split_last() else {
+        return Vec::new();
+    };
+    let mut pattern = Vec::with_capacity(2 * bytes.len() + 4);
+    for b in head {
+        if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
+            pattern.push(b'\\');
+        }
+        pattern.push(*b);
+    }
+    pattern.extend_from_slice(b"[\\");
+    pattern.push(*last);
+    pattern.push(b']');
+    let mut out = Vec::with_capacity(2 * pattern.len() + 48);
+    for suffix in [&b""[..], b"/**"] {
+        out.extend_from_slice(b":(exclude,top,glob)");
+        out.extend_from_slice(&pattern);
+        out.extend_from_slice(suffix);
+        out.push(0);
+    }
+    out
+}
+
 /// Escapes a relative path as one literal, anchored gitignore line.
 pub(crate) fn exclude_line(rel: &str) -> String {
     let mut out = String::with_capacity(rel.len() + 2);
@@ -197,11 +228,15 @@ pub(crate) fn split_nul(bytes: &[u8]) -> impl Iterator<Item = String> + '_ {
 
 impl Snapshot {
     /// Takes the repository's in-process mutex, then its file lock (created with the git
-    /// directory when missing). Errors: the git directory or lock file cannot be made or locked.
+    /// directory when missing). A repository deleted since it was initialised here forgets
+    /// its state, so the next track makes it again. Errors: the git directory or lock file cannot be made or locked.
     pub(crate) async fn lock(&self) -> Result<Held, SnapshotError> {
         let state = self.inner.state.clone().lock_owned().await;
         let dir = self.inner.git_dir.clone();
-        let file = tokio::task::spawn_blocking(move || -> Result<std::fs::File, SnapshotError> {
+        let (file, present) = tokio::task::spawn_blocking(move || -> Result<_, SnapshotError> {
+            // Whether the repository is still there (someone may have deleted it since this
+            // process initialised it): same blocking hop, one stat.
+            let present = std::fs::symlink_metadata(dir.join("HEAD")).is_ok();
             std::fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
             let path = dir.join("troupe.lock");
             let file = std::fs::OpenOptions::new()
@@ -212,14 +247,21 @@ impl Snapshot {
                 .map_err(io_err(format!("opening {}", path.display())))?;
             file.lock()
                 .map_err(io_err(format!("locking {}", path.display())))?;
-            Ok(file)
+            Ok((file, present))
         })
         .await
         .map_err(|e| SnapshotError::Io {
             context: "waiting for the snapshot lock".into(),
             source: std::io::Error::other(e.to_string()),
         })??;
-        Ok(Held { state, _file: file })
+        let mut held = Held { state, _file: file };
+        if !present && held.state.initialized {
+            // Deleted under us: everything known about it is void; the next
+            // `ensure_init` makes it again.
+            tracing::warn!(git_dir = %self.inner.git_dir.display(), "shadow repository gone; made again");
+            *held.state = RepoState::default();
+        }
+        Ok(held)
     }
 
     /// `git init` the shadow repository when it has no `HEAD` yet (stamping it as freshly
@@ -260,17 +302,19 @@ impl Snapshot {
     /// Copies the source repository's `info/exclude` (plus troupe's own exclusions) into the
     /// shadow repository when it changed.
     pub(crate) async fn sync_exclude(&self, held: &mut Held) -> Result<(), SnapshotError> {
-        let mut content: String = tokio::fs::read_to_string(&self.inner.source_exclude)
+        // Bytes, not text: git reads rule files as bytes, and one Latin-1 byte must not drop
+        // every rule of the file.
+        let mut content: Vec<u8> = tokio::fs::read(&self.inner.source_exclude)
             .await
             .unwrap_or_default();
-        if !content.is_empty() && !content.ends_with('\n') {
-            content.push('\n');
+        if !content.is_empty() && !content.ends_with(b"\n") {
+            content.push(b'\n');
         }
         for line in &self.inner.extra_excludes {
-            content.push_str(line);
-            content.push('\n');
+            content.extend_from_slice(line.as_bytes());
+            content.push(b'\n');
         }
-        if held.state.exclude_written.as_deref() == Some(content.as_str()) {
+        if held.state.exclude_written.as_deref() == Some(content.as_slice()) {
             return Ok(());
         }
         let info = self.inner.git_dir.join("info");
@@ -278,9 +322,9 @@ impl Snapshot {
             .await
             .map_err(io_err(format!("creating {}", info.display())))?;
         let path = info.join("exclude");
-        let current = tokio::fs::read_to_string(&path).await.ok();
-        if current.as_deref() != Some(content.as_str()) {
-            tokio::fs::write(&path, content.as_bytes())
+        let current = tokio::fs::read(&path).await.ok();
+        if current.as_deref() != Some(content.as_slice()) {
+            tokio::fs::write(&path, &content)
                 .await
                 .map_err(io_err(format!("writing {}", path.display())))?;
         }

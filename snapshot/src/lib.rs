@@ -42,8 +42,8 @@ mod fingerprint;
 mod git;
 
 use git::{
-    RepoState, bare_git, exclude_line, io_err, parse_raw_numstat, repo_state, split_nul,
-    split_unified,
+    RepoState, bare_git, exclude_line, io_err, own_pathspecs, parse_raw_numstat, repo_state,
+    split_nul, split_unified,
 };
 
 #[cfg(test)]
@@ -201,6 +201,10 @@ struct Inner {
     source_exclude: PathBuf,
     /// Extra exclude lines (troupe's data directory when it lies inside the project).
     extra_excludes: Vec<String>,
+    /// The same paths relative to the work tree, given to every `git add` as exclude
+    /// pathspecs (`own_pathspecs`): a `.gitignore` negation (`!*.db`) outranks the
+    /// shadow `info/exclude` (git's lowest precedence), a pathspec exclude outranks every rule.
+    own_paths: Vec<String>,
     state: Arc<Mutex<RepoState>>,
     /// Git processes run on the shadow repository through this handle (and its clones).
     git_runs: std::sync::atomic::AtomicU64,
@@ -279,11 +283,13 @@ impl Snapshot {
         // Troupe's own files (the store, the shadow repositories) must never be snapshotted
         // or reverted when the data directory lies inside the project.
         let mut extra_excludes = Vec::new();
+        let mut own_paths = Vec::new();
         let data_abs = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
         if let Ok(rel) = data_abs.strip_prefix(&work_tree)
             && !rel.as_os_str().is_empty()
         {
             extra_excludes.push(format!("{}/", exclude_line(&rel.to_string_lossy())));
+            own_paths.push(rel.to_string_lossy().into_owned());
         }
         for file in own_files {
             // Where the file really is: its directory resolved (the file may not exist yet).
@@ -299,6 +305,7 @@ impl Snapshot {
                 && !rel.as_os_str().is_empty()
             {
                 extra_excludes.push(exclude_line(&rel.to_string_lossy()));
+                own_paths.push(rel.to_string_lossy().into_owned());
             }
         }
         let state = repo_state(&git_dir);
@@ -308,6 +315,7 @@ impl Snapshot {
                 git_dir,
                 work_tree,
                 extra_excludes,
+                own_paths,
                 state,
                 git_runs: Default::default(),
             }),
@@ -363,13 +371,16 @@ impl Snapshot {
         } else {
             Vec::new()
         };
-        let tree = if big.is_empty() {
+        let tree = if big.is_empty() && self.inner.own_paths.is_empty() {
             self.add_and_write_tree(&mut held, &["--", "."], None, fingerprint)
                 .await?
         } else {
             let mut spec = b".\0".to_vec();
             for rel in &big {
                 spec.extend_from_slice(format!(":(exclude,literal,top){rel}\0").as_bytes());
+            }
+            for rel in &self.inner.own_paths {
+                spec.extend_from_slice(&own_pathspecs(rel));
             }
             self.add_and_write_tree(
                 &mut held,
@@ -488,7 +499,11 @@ impl Snapshot {
 
     /// Puts files back as the patches' trees had them: for each file the *first* patch that
     /// lists it decides (OpenCode `revert`); a file the tree did not have is deleted. Files
-    /// outside the work tree are skipped. Returns the relative paths touched.
+    /// outside the work tree are skipped, and so are names holding U+FFFD (a name that was not
+    /// UTF-8 is recorded lossily; acting on it could touch another file). A deletion never
+    /// goes through a symbolic link: a file whose directory is now a link (or not a
+    /// directory) is left alone, as git's own checkout would. Returns the relative paths
+    /// touched.
     pub async fn revert(&self, patches: &[Patch]) -> Result<Vec<String>, SnapshotError> {
         let mut seen = HashSet::new();
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();
@@ -499,6 +514,12 @@ impl Snapshot {
                     tracing::warn!(file = %file.display(), "revert: file outside the work tree skipped");
                     continue;
                 };
+                if rel.contains(char::REPLACEMENT_CHARACTER) {
+                    // Names are recorded as text: U+FFFD may stand for bytes that were not
+                    // UTF-8, and the file it names may be another one (the user's).
+                    tracing::warn!(file = %file.display(), "revert: a name that may not be the recorded one skipped");
+                    continue;
+                }
                 if !seen.insert(rel.clone()) {
                     continue;
                 }
@@ -539,21 +560,17 @@ impl Snapshot {
                 )
                 .await?;
             }
-            for rel in &delete {
-                let path = self.inner.work_tree.join(rel);
-                match tokio::fs::symlink_metadata(&path).await {
-                    Ok(meta) if !meta.is_dir() => {
-                        tokio::fs::remove_file(&path)
-                            .await
-                            .map_err(io_err(format!("deleting {}", path.display())))?;
-                    }
-                    Ok(_) => tracing::warn!(
-                        path = %path.display(),
-                        "revert: a directory is where a file to delete was; left alone"
-                    ),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(io_err(format!("reading {}", path.display()))(e)),
-                }
+            if !delete.is_empty() {
+                let root = self.inner.work_tree.clone();
+                let names = delete.clone();
+                tokio::task::spawn_blocking(move || {
+                    names.iter().try_for_each(|rel| delete_inside(&root, rel))
+                })
+                .await
+                .map_err(|e| SnapshotError::Io {
+                    context: "deleting files a revert removes".into(),
+                    source: std::io::Error::other(e.to_string()),
+                })??;
             }
             touched.extend(restore);
             touched.extend(delete);
@@ -599,5 +616,77 @@ impl Snapshot {
             })
             .collect::<Option<_>>()?;
         Some(parts.join("/"))
+    }
+}
+
+/// Deletes `rel` (a `/`-separated path inside `root`) when it is a file or symbolic link,
+/// walking its directories without following symbolic links (`openat` with `O_NOFOLLOW` from
+/// `root` down, then `unlinkat`), so a directory swapped for a link to elsewhere never has
+/// anything deleted through it. A missing file, a link or non-directory on the way, or a
+/// directory in the file's place: nothing deleted (logged). Blocking.
+///
+/// Errors: any other I/O error, with the path.
+fn delete_inside(root: &Path, rel: &str) -> Result<(), SnapshotError> {
+    let path = root.join(rel);
+    let fail = |e: std::io::Error| io_err(format!("deleting {}", path.display()))(e);
+    let skip = |why: &str| {
+        tracing::warn!(path = %path.display(), "revert: {why}; left alone");
+        Ok(())
+    };
+    let mut parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    let Some(name) = parts.pop() else {
+        return Ok(());
+    };
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+        use rustix::io::Errno;
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        // The work tree itself may be reached through a link; below it nothing is followed.
+        let mut dir = rustix::fs::open(root, flags - OFlags::NOFOLLOW, Mode::empty())
+            .map_err(|e| fail(e.into()))?;
+        for part in parts {
+            dir = match rustix::fs::openat(&dir, part, flags, Mode::empty()) {
+                Ok(d) => d,
+                Err(Errno::NOENT) => return Ok(()),
+                Err(Errno::LOOP | Errno::NOTDIR) => {
+                    return skip("a symbolic link or file is where a directory was");
+                }
+                Err(e) => return Err(fail(e.into())),
+            };
+        }
+        match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                skip("a directory is where a file to delete was")
+            }
+            Ok(_) => match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
+                Ok(()) | Err(Errno::NOENT) => Ok(()),
+                Err(e) => Err(fail(e.into())),
+            },
+            Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(fail(e.into())),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let mut dir = root.to_path_buf();
+        for part in parts {
+            dir.push(part);
+            match std::fs::symlink_metadata(&dir) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => return skip("a symbolic link or file is where a directory was"),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(fail(e)),
+            }
+        }
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => skip("a directory is where a file to delete was"),
+            Ok(_) => match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(fail(e)),
+                _ => Ok(()),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(fail(e)),
+        }
     }
 }

@@ -402,6 +402,15 @@ fn exclude_lines_are_literal() {
 }
 
 #[test]
+fn own_pathspecs_match_only_the_path() {
+    assert_eq!(
+        own_pathspecs("d/a*b"),
+        b":(exclude,top,glob)d/a\\*[\\b]\0:(exclude,top,glob)d/a\\*[\\b]/**\0".to_vec()
+    );
+    assert!(own_pathspecs("").is_empty());
+}
+
+#[test]
 fn path_hash_is_stable() {
     assert_eq!(path_hash(Path::new("")), "cbf29ce484222325");
     assert_eq!(path_hash(Path::new("/a")), path_hash(Path::new("/a")));
@@ -1751,4 +1760,149 @@ async fn hostile_npm_install_turns_fingerprints_off_for_good() {
         runs,
         "fingerprint answers again after npm install"
     );
+}
+
+/// A step that created `d/x`; `d` is then swapped for a link to a directory outside the
+/// project holding its own `x`. The revert leaves the outside file alone (git's checkout
+/// would not write through the link either).
+#[tokio::test]
+async fn a_revert_never_deletes_through_a_symlinked_directory() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    write(&f.project, "d/x", "made by the step\n");
+    write(&f.project, "e/y", "made by the step\n");
+    let t2 = s.track().await.unwrap();
+    let files = s.changed_files(&t1, &t2).await.unwrap();
+    assert_eq!(files.len(), 2);
+    let outside = f.project.parent().unwrap().join("outside");
+    write(&outside, "x", "the user's\n");
+    std::fs::remove_dir_all(f.project.join("d")).unwrap();
+    std::os::unix::fs::symlink(&outside, f.project.join("d")).unwrap();
+    // `e` becomes a file: nothing under it to delete.
+    std::fs::remove_dir_all(f.project.join("e")).unwrap();
+    write(&f.project, "e", "now a file\n");
+    s.revert(&[Patch {
+        hash: t1.clone(),
+        files: files.clone(),
+    }])
+    .await
+    .unwrap();
+    assert_eq!(read(&outside, "x").as_deref(), Some("the user's\n"));
+    assert_eq!(read(&f.project, "e").as_deref(), Some("now a file\n"));
+    // Without the link, the step's file is deleted as before.
+    std::fs::remove_file(f.project.join("d")).unwrap();
+    write(&f.project, "d/x", "made by the step\n");
+    s.revert(&[Patch { hash: t1, files }]).await.unwrap();
+    assert_eq!(read(&f.project, "d/x"), None);
+}
+
+/// A step created `\xff.txt` (not UTF-8); its name is recorded lossily as `\u{FFFD}.txt`,
+/// which is also the name of a file the user keeps (ignored). Reverting must not delete the
+/// user's file; the unidentifiable name is skipped.
+#[tokio::test]
+async fn a_revert_skips_a_name_that_was_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let f = fixture();
+    write(&f.project, ".gitignore", "\u{FFFD}.txt\n");
+    write(&f.project, "\u{FFFD}.txt", "the user's\n");
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    let odd = f.project.join(std::ffi::OsStr::from_bytes(b"\xff.txt"));
+    std::fs::write(&odd, "made by the step\n").unwrap();
+    write(&f.project, "plain.txt", "made by the step\n");
+    let t2 = s.track().await.unwrap();
+    let files = s.changed_files(&t1, &t2).await.unwrap();
+    assert_eq!(files.len(), 2, "{files:?}");
+    // As the patch part stores them: text.
+    let stored: Vec<PathBuf> = files
+        .iter()
+        .map(|p| PathBuf::from(p.display().to_string()))
+        .collect();
+    let touched = s
+        .revert(&[Patch {
+            hash: t1,
+            files: stored,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(touched, vec!["plain.txt".to_string()]);
+    assert_eq!(
+        read(&f.project, "\u{FFFD}.txt").as_deref(),
+        Some("the user's\n")
+    );
+    assert_eq!(read(&f.project, "plain.txt"), None);
+    assert!(odd.exists(), "left alone, not guessed at");
+}
+
+/// `.gitignore` negations outrank the shadow `info/exclude`; troupe's data directory and
+/// own files still never enter a snapshot.
+#[tokio::test]
+async fn a_gitignore_negation_does_not_bring_own_files_back() {
+    let f = fixture();
+    let data = f.project.join(".troupe-data");
+    write(
+        &f.project,
+        ".gitignore",
+        "*\n!*/\n!*.db\n!*.jsonl\n!*.sqlite\n!a.txt\n!.gitignore\n",
+    );
+    write(&f.project, "a.txt", "a\n");
+    // Glob characters in an own file's name match only themselves.
+    let own = vec![
+        f.project.join("out.jsonl"),
+        f.project.join("we[i]rd*.sqlite"),
+    ];
+    let s = Snapshot::open(&data, &f.project, &own).await.unwrap();
+    let t1 = s.track().await.unwrap();
+    write(&data, "troupe.db", "db\n");
+    write(&f.project, "out.jsonl", "{}\n");
+    write(&f.project, "kept.db", "the project's\n");
+    write(&f.project, "we[i]rd*.sqlite", "own\n");
+    write(&f.project, "weird.sqlite", "the project's\n");
+    settle().await;
+    let t2 = s.track().await.unwrap();
+    let files: Vec<String> = s
+        .diff(&t1, &t2)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.file)
+        .collect();
+    assert_eq!(files, vec!["kept.db", "weird.sqlite"]);
+    assert_eq!(
+        tree_paths(&s, &f, &t2),
+        vec![".gitignore", "a.txt", "kept.db", "weird.sqlite"]
+    );
+}
+
+/// One Latin-1 byte in the project's `.git/info/exclude` keeps every rule of the file.
+#[tokio::test]
+async fn a_latin1_byte_in_the_projects_info_exclude_keeps_its_rules() {
+    let f = fixture();
+    let exclude = f.project.join(".git/info/exclude");
+    std::fs::create_dir_all(exclude.parent().unwrap()).unwrap();
+    std::fs::write(&exclude, b"caf\xe9.txt\n*.secret\n").unwrap();
+    write(&f.project, "a.txt", "a\n");
+    write(&f.project, "k.secret", "s\n");
+    let s = open(&f).await;
+    let t = s.track().await.unwrap();
+    assert_eq!(tree_paths(&s, &f, &t), vec!["a.txt"]);
+}
+
+/// The shadow repository deleted while the process runs (a user cleaning the data
+/// directory): the next track makes it again instead of failing until a restart.
+#[tokio::test]
+async fn a_deleted_shadow_repository_is_made_again() {
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    std::fs::remove_dir_all(s.git_dir()).unwrap();
+    let again = s.track().await.unwrap();
+    assert_eq!(again, t1, "same content, same tree");
+    write(&f.project, "b.txt", "b\n");
+    let t2 = s.track().await.unwrap();
+    let files = s.changed_files(&t1, &t2).await.unwrap();
+    assert_eq!(files, vec![f.project.join("b.txt")]);
 }
