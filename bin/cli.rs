@@ -177,6 +177,13 @@ pub(crate) enum SessionCommand {
         id: String,
     },
     /// Show a session with its messages and parts.
+    ///
+    /// After a revert, the messages (or the parts of a message) it undid are not printed: the
+    /// header says from where on they are hidden and how many there are. `--format json` gives
+    /// `{info, messages, reverted, todos}`: `messages` is what the session shows, `reverted` what
+    /// the revert hides (a message reverted from a part is split: its earlier parts in
+    /// `messages`, the rest in `reverted`), empty without a pending revert. `session export`
+    /// keeps everything in `messages`.
     Show {
         /// Session id (or a unique prefix).
         id: String,
@@ -214,18 +221,39 @@ pub(crate) enum SessionCommand {
         #[arg(long, value_enum, default_value_t = Format::Default)]
         format: Format,
     },
-    /// Undo the file changes made after a message (or a part of it) and hide the later
-    /// messages until the next prompt deletes them.
+    /// Undo a session from a message on: the files its steps changed are restored and the
+    /// messages are hidden until the next prompt deletes them (`unrevert` brings them back).
+    ///
+    /// A revert always goes back to a user message and undoes everything from it on (OpenCode's
+    /// rule). Given a user message, that is the message itself: its whole turn and every later
+    /// one are undone. Given an assistant message, it is the user message that started that
+    /// message's turn: the whole turn is undone, not only the steps from the given message on.
+    /// The output names the message the revert really went back to.
+    ///
+    /// With `--part`, the revert goes to that part of the message instead: the parts before it
+    /// stay, the part and everything after it are undone (a part with no text or tool part
+    /// before it goes back to the start of the turn, as above). File changes are undone per
+    /// step, not per tool call: a step's changes are recorded together in its `patch` part, at
+    /// the step's end, so reverting to a tool call also undoes what an earlier tool call of the
+    /// same step changed.
+    ///
+    /// Each file goes back to how it was before the first undone step that changed it (a file
+    /// created since is deleted); nothing else is touched. A hand edit made between two steps
+    /// stays; one made while an undone step ran (the model answering, a tool running) is part
+    /// of that step's changes and is undone with it.
     Revert {
         /// Session id (or a unique prefix).
         id: String,
-        /// Message id to revert to.
+        /// Message id to revert to (an assistant message: the user message of its turn).
         message: String,
         /// Part id in that message to revert to (the parts before it stay).
         #[arg(long)]
         part: Option<String>,
     },
-    /// Undo the last revert: the files come back as they were before it.
+    /// Undo the pending revert: the files come back as they were before it and the hidden
+    /// messages show again.
+    ///
+    /// With no pending revert there is nothing to undo: it says so on stderr and exits 1.
     Unrevert {
         /// Session id (or a unique prefix).
         id: String,

@@ -258,9 +258,10 @@ async fn patches_diff_revert_unrevert_and_cleanup() {
     );
     let reverted = show(&p, &sid).await;
     assert_eq!(reverted["info"]["revert"]["messageID"], first_user.as_str());
-    // Hidden, not deleted yet.
+    // Hidden, not deleted yet: `session show` lists them apart, under `reverted`.
+    assert!(reverted["messages"].as_array().unwrap().is_empty());
     assert_eq!(
-        reverted["messages"].as_array().unwrap().len(),
+        reverted["reverted"].as_array().unwrap().len(),
         messages.len()
     );
 
@@ -670,5 +671,306 @@ async fn own_files_in_the_project_are_not_snapshotted() {
         .filter_map(|f| f["file"].as_str())
         .collect();
     assert_eq!(files, vec!["a.txt"], "{diff:#}");
+    server.shutdown().await;
+}
+
+fn ids_of(messages: &Value) -> Vec<String> {
+    messages
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["info"]["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `session revert` to an assistant message goes back to the user message of its turn
+/// (OpenCode's rule) and says so, naming that user message rather than the one given; with
+/// `--part`, file changes go per step, and the output says that too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revert_output_names_the_message_it_really_went_back_to() {
+    let p = git_project("http://127.0.0.1:1/v1");
+    let root = p.root.clone();
+    let at = |f: &str| root.join(f).display().to_string();
+    let script = Script::new(vec![
+        // Turn 1: two steps, each writing a file, then the answer.
+        Conversation::new(vec![
+            Step::tool("write", json!({"filePath": at("a.txt"), "content": "a\n"})),
+            Step::tool("write", json!({"filePath": at("b.txt"), "content": "b\n"})),
+            Step::text("two files"),
+        ])
+        .matching("two steps"),
+        // Turn 2 (own session): one step with two tool calls.
+        Conversation::new(vec![
+            Step::tool("write", json!({"filePath": at("c.txt"), "content": "c\n"}))
+                .with_tool("write", json!({"filePath": at("d.txt"), "content": "d\n"})),
+            Step::text("one step"),
+        ])
+        .matching("one step"),
+    ]);
+    let server = start_mock(script).await;
+    set_url(&p, &server.base_url());
+
+    let (_, events) = run_json(&p, &["run", "--format", "json", "two steps"]).await;
+    let sid = session_id_of(&events);
+    let doc = show(&p, &sid).await;
+    let user = user_ids(&doc)[0].clone();
+    let assistants: Vec<String> = doc["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| role(m) == "assistant")
+        .map(|m| m["info"]["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(assistants.len(), 3, "{doc:#}");
+    // The second step's message: the revert still undoes the first step's write.
+    let second = &assistants[1];
+    let out = p.troupe(&["session", "revert", &sid, second], &[]).await;
+    assert_success(&out, "revert to an assistant message");
+    let said = text(&out.stdout);
+    assert!(
+        said.contains(&format!(
+            "reverted session {sid} to user message {user}: {second} is an assistant message"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("the whole turn from {user} on is undone")),
+        "{said}"
+    );
+    assert!(said.contains("2 files restored"), "{said}");
+    assert!(!said.contains(&format!("to {second}")), "{said}");
+    assert!(!root.join("a.txt").exists() && !root.join("b.txt").exists());
+    assert_eq!(
+        show(&p, &sid).await["info"]["revert"]["messageID"],
+        user.as_str()
+    );
+
+    // --part at the second tool call of a step: the first one's write is undone too.
+    let (_, events) = run_json(&p, &["run", "--format", "json", "one step"]).await;
+    let sid = session_id_of(&events);
+    let doc = show(&p, &sid).await;
+    let messages = doc["messages"].as_array().unwrap();
+    let step = messages
+        .iter()
+        .find(|m| role(m) == "assistant" && parts_of_type(m, "tool").len() == 2)
+        .expect("the step with two tool calls");
+    let mid = step["info"]["id"].as_str().unwrap();
+    let second_tool = parts_of_type(step, "tool")[1]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(root.join("c.txt").exists() && root.join("d.txt").exists());
+    let out = p
+        .troupe(
+            &["session", "revert", &sid, mid, "--part", &second_tool],
+            &[],
+        )
+        .await;
+    assert_success(&out, "revert to a part");
+    let said = text(&out.stdout);
+    assert!(
+        said.contains(&format!(
+            "reverted session {sid} to part {second_tool} of message {mid}"
+        )),
+        "{said}"
+    );
+    assert!(said.contains("file changes are undone per step"), "{said}");
+    assert!(said.contains("2 files restored"), "{said}");
+    assert!(
+        !root.join("c.txt").exists() && !root.join("d.txt").exists(),
+        "the whole step's changes are undone"
+    );
+
+    // The help says both rules.
+    let out = p.troupe(&["session", "revert", "--help"], &[]).await;
+    assert_success(&out, "revert --help");
+    let help = text(&out.stdout);
+    assert!(help.contains("the whole turn is undone"), "{help}");
+    assert!(help.contains("File changes are undone per"), "{help}");
+    server.shutdown().await;
+}
+
+/// After a revert, `session show` leaves out what it hides (whole messages, and a message's
+/// parts from the reverted part on), says so in its header, and `--format json` keeps them
+/// apart under `reverted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_show_leaves_out_what_a_revert_hides() {
+    let p = git_project("http://127.0.0.1:1/v1");
+    let at = |f: &str| p.root.join(f).display().to_string();
+    let script = Script::single(vec![
+        Step::text("ANSWER-ONE"),
+        Step::tool("write", json!({"filePath": at("x.txt"), "content": "x\n"}))
+            .with_text("WRITING-NOW"),
+        Step::text("ANSWER-TWO"),
+    ]);
+    let server = start_mock(script).await;
+    set_url(&p, &server.base_url());
+    let (_, events) = run_json(&p, &["run", "--format", "json", "PROMPT-ONE"]).await;
+    let sid = session_id_of(&events);
+    run_json(&p, &["run", "--format", "json", "-s", &sid, "PROMPT-TWO"]).await;
+    let doc = show(&p, &sid).await;
+    assert!(doc["reverted"].as_array().unwrap().is_empty(), "{doc:#}");
+    let all = ids_of(&doc["messages"]);
+    assert_eq!(all.len(), 5, "{doc:#}");
+
+    // Whole messages: revert the second turn.
+    let second_user = user_ids(&doc)[1].clone();
+    let out = p
+        .troupe(&["session", "revert", &sid, &second_user], &[])
+        .await;
+    assert_success(&out, "revert");
+    let out = p.troupe(&["session", "show", &sid], &[]).await;
+    assert_success(&out, "session show");
+    let shown = text(&out.stdout);
+    assert!(shown.contains("ANSWER-ONE"), "{shown}");
+    for hidden in ["PROMPT-TWO", "WRITING-NOW", "ANSWER-TWO", "[tool write"] {
+        assert!(!shown.contains(hidden), "{hidden} is reverted: {shown}");
+    }
+    assert!(
+        shown.contains(&format!(
+            "reverted: message {second_user} and the 2 messages after it are undone and not shown below"
+        )),
+        "{shown}"
+    );
+    let json = show(&p, &sid).await;
+    assert_eq!(ids_of(&json["messages"]), all[..2]);
+    assert_eq!(ids_of(&json["reverted"]), all[2..]);
+
+    // A part: its message is split between `messages` and `reverted`.
+    let out = p.troupe(&["session", "unrevert", &sid], &[]).await;
+    assert_success(&out, "unrevert");
+    let step = &doc["messages"][3];
+    let mid = step["info"]["id"].as_str().unwrap();
+    let tool = parts_of_type(step, "tool")[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = p
+        .troupe(&["session", "revert", &sid, mid, "--part", &tool], &[])
+        .await;
+    assert_success(&out, "revert to a part");
+    let out = p.troupe(&["session", "show", &sid], &[]).await;
+    assert_success(&out, "session show");
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("PROMPT-TWO") && shown.contains("WRITING-NOW"),
+        "{shown}"
+    );
+    for hidden in ["ANSWER-TWO", "[tool write", "[patch]"] {
+        assert!(!shown.contains(hidden), "{hidden} is reverted: {shown}");
+    }
+    assert!(
+        shown.contains(&format!(
+            "reverted: part {tool} of message {mid}, the parts after it and the 1 message after it are undone"
+        )),
+        "{shown}"
+    );
+    let json = show(&p, &sid).await;
+    assert_eq!(ids_of(&json["messages"]), all[..4]);
+    assert_eq!(ids_of(&json["reverted"]), all[3..]);
+    let kept = &json["messages"][3];
+    assert!(parts_of_type(kept, "tool").is_empty(), "{kept:#}");
+    assert_eq!(parts_of_type(kept, "text").len(), 1, "{kept:#}");
+    let split = &json["reverted"][0];
+    assert_eq!(split["parts"][0]["id"], tool.as_str(), "{split:#}");
+    server.shutdown().await;
+}
+
+/// `session unrevert` with no pending revert fails like the other "nothing to do" and
+/// not-found errors: one `troupe: …` line on stderr, nothing on stdout, exit 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unrevert_with_nothing_pending_says_so_and_fails() {
+    let p = git_project("http://127.0.0.1:1/v1");
+    let at = |f: &str| p.root.join(f).display().to_string();
+    let script = Script::single(vec![
+        Step::tool("write", json!({"filePath": at("u.txt"), "content": "u\n"})),
+        Step::text("written"),
+    ]);
+    let server = start_mock(script).await;
+    set_url(&p, &server.base_url());
+    let (_, events) = run_json(&p, &["run", "--format", "json", "write"]).await;
+    let sid = session_id_of(&events);
+
+    let out = p.troupe(&["session", "unrevert", &sid], &[]).await;
+    let line = assert_one_line_failure(&out, "unrevert with no revert");
+    assert_eq!(
+        line,
+        format!("troupe: nothing to unrevert: session {sid} has no pending revert")
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).is_empty(), "{}", text(&out.stdout));
+    // The same exit code as a session that does not exist.
+    let missing = p.troupe(&["session", "unrevert", "ses_nope"], &[]).await;
+    assert_one_line_failure(&missing, "unrevert of no session");
+    assert_eq!(missing.status.code(), out.status.code());
+
+    // A revert, its unrevert, and then nothing is left to unrevert.
+    let user = user_ids(&show(&p, &sid).await)[0].clone();
+    assert_success(
+        &p.troupe(&["session", "revert", &sid, &user], &[]).await,
+        "revert",
+    );
+    let out = p.troupe(&["session", "unrevert", &sid], &[]).await;
+    assert_success(&out, "unrevert");
+    assert!(text(&out.stdout).starts_with(&format!("unreverted session {sid}")));
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("u.txt")).unwrap(),
+        "u\n"
+    );
+    let out = p.troupe(&["session", "unrevert", &sid], &[]).await;
+    let line = assert_one_line_failure(&out, "second unrevert");
+    assert!(line.contains("nothing to unrevert"), "{line}");
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("u.txt")).unwrap(),
+        "u\n"
+    );
+    server.shutdown().await;
+}
+
+/// A hand edit made while a step runs (here: while its tool runs) lands in that step's patch,
+/// and reverting the step undoes it — unlike an edit between two steps (above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_edit_while_a_step_runs_is_undone_with_it() {
+    let p = git_project("http://127.0.0.1:1/v1");
+    let root = p.root.clone();
+    std::fs::write(root.join("user.txt"), "mine\n").unwrap();
+    let script = Script::single(vec![
+        Step::tool(
+            "bash",
+            json!({"command": "touch started; while [ ! -f go ]; do sleep 0.05; done; rm -f go started",
+                   "description": "wait for the test"}),
+        ),
+        Step::text("done"),
+    ]);
+    let server = start_mock(script).await;
+    set_url(&p, &server.base_url());
+    let child = p.spawn(&["run", "--format", "json", "wait"], &[]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !root.join("started").exists() {
+        assert!(std::time::Instant::now() < deadline, "the tool never ran");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The user edits a file while the step's tool runs.
+    std::fs::write(root.join("user.txt"), "edited during the step\n").unwrap();
+    std::fs::write(root.join("go"), "").unwrap();
+    let out = child.wait_with_output().await.expect("run finishes");
+    assert_success(&out, "run");
+    let sid = session_id_of(&parse_events(&out.stdout));
+    let doc = show(&p, &sid).await;
+    assert_eq!(
+        patch_files(&doc),
+        vec![vec![root.join("user.txt").display().to_string()]],
+        "the edit is in the step's patch"
+    );
+    let user = user_ids(&doc)[0].clone();
+    assert_success(
+        &p.troupe(&["session", "revert", &sid, &user], &[]).await,
+        "revert",
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("user.txt")).unwrap(),
+        "mine\n",
+        "reverting the step undoes the edit made while it ran"
+    );
     server.shutdown().await;
 }

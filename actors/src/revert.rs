@@ -316,13 +316,28 @@ impl Runtime {
     }
 
     /// Undoes a pending revert: the files it changed go back to how they were just before
-    /// it, and the hidden messages show again. No pending revert: nothing to do.
+    /// it, and the hidden messages show again. No pending revert: nothing to do, and the
+    /// session is returned unchanged (OpenCode's `session.unrevert`; [`Self::unrevert_pending`]
+    /// tells the two cases apart).
     pub async fn unrevert(&self, session_id: &SessionId) -> Result<Session, RuntimeError> {
+        match self.unrevert_pending(session_id).await? {
+            Some(session) => Ok(session),
+            None => Ok(self.load(session_id).await?.0),
+        }
+    }
+
+    /// [`Self::unrevert`] that says whether there was anything to undo: `Ok(None)` when the
+    /// session has no pending revert (checked under the session's lease, so a revert or
+    /// unrevert of another process cannot slip in between), else the session without it.
+    pub async fn unrevert_pending(
+        &self,
+        session_id: &SessionId,
+    ) -> Result<Option<Session>, RuntimeError> {
         let (session, _) = self.load(session_id).await?;
         let _lease = self.exclusive(&session, "unreverted").await?;
         let (mut session, _) = self.load(&session.id).await?;
         let Some(rev) = session.revert.take() else {
-            return Ok(session);
+            return Ok(None);
         };
         if let Some(hash) = &rev.snapshot
             && !rev.files.is_empty()
@@ -335,7 +350,7 @@ impl Runtime {
                 .await
                 .map_err(|e| RuntimeError::Turn(format!("unrevert: {e}")))?;
         }
-        self.save_reverted(session).await
+        self.save_reverted(session).await.map(Some)
     }
 
     /// Store `session` after its revert changed (set or undone), updated now, and publish

@@ -39,12 +39,19 @@ pub async fn session_command(store: &Store, cmd: SessionCommand) -> Result<ExitC
                 .read(move |r| r.todos(&sid))
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
+            // A pending revert hides the messages (and parts) from its point on: they are not
+            // the session's history any more, only what `unrevert` would bring back.
+            let (shown, reverted) = split_reverted(&session, messages);
             if format == crate::Format::Json {
-                let doc =
-                    serde_json::json!({"info": session, "messages": messages, "todos": todos});
+                let doc = serde_json::json!({
+                    "info": session,
+                    "messages": shown,
+                    "reverted": reverted,
+                    "todos": todos
+                });
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {
-                print_session(&session, &messages);
+                print_session(&session, &shown, &reverted);
                 print_todos(&todos);
             }
         }
@@ -260,7 +267,39 @@ pub(super) fn print_todos(todos: &[troupe_session::Todo]) {
     }
 }
 
-pub(super) fn print_session(s: &Session, messages: &[MessageWithParts]) {
+/// Splits a session's history at its pending revert: the messages it shows, and what the
+/// revert hides (whole messages, and for a revert to a part the parts of that message from
+/// the part on, under their message). Without a revert nothing is hidden.
+pub fn split_reverted(
+    session: &Session,
+    messages: Vec<MessageWithParts>,
+) -> (Vec<MessageWithParts>, Vec<MessageWithParts>) {
+    if session.revert.is_none() {
+        return (messages, Vec::new());
+    }
+    let shown = troupe_actors::revert::visible(session, &messages);
+    let mut hidden = Vec::new();
+    for mut m in messages {
+        match shown.iter().find(|k| k.info.id() == m.info.id()) {
+            None => hidden.push(m),
+            Some(k) => {
+                m.parts.retain(|p| !k.parts.iter().any(|q| q.id == p.id));
+                if !m.parts.is_empty() {
+                    hidden.push(m);
+                }
+            }
+        }
+    }
+    (shown, hidden)
+}
+
+/// The human-readable `session show`: the session's header and the messages it shows.
+/// `reverted` (what a pending revert hides) is not printed, only counted in the header.
+pub(super) fn print_session(
+    s: &Session,
+    messages: &[MessageWithParts],
+    reverted: &[MessageWithParts],
+) {
     println!("session {}  {}", s.id, s.title);
     println!("  directory: {}", s.directory);
     if let Some(p) = &s.parent_id {
@@ -286,13 +325,24 @@ pub(super) fn print_session(s: &Session, messages: &[MessageWithParts]) {
         );
     }
     if let Some(rev) = &s.revert {
+        // The messages after the revert point (the point's own message is counted apart).
+        let later = reverted
+            .iter()
+            .filter(|m| *m.info.id() > rev.message_id)
+            .count();
+        let later = format!(
+            "the {later} message{} after it",
+            if later == 1 { "" } else { "s" }
+        );
+        let what = match &rev.part_id {
+            Some(p) => format!(
+                "part {p} of message {}, the parts after it and {later}",
+                rev.message_id
+            ),
+            None => format!("message {} and {later}", rev.message_id),
+        };
         println!(
-            "  reverted to {}{}: the later messages are hidden until the next prompt deletes them (`troupe session unrevert {}` undoes it)",
-            rev.message_id,
-            rev.part_id
-                .as_deref()
-                .map(|p| format!(" part {p}"))
-                .unwrap_or_default(),
+            "  reverted: {what} are undone and not shown below (`--format json` lists them under `reverted`); the next prompt deletes them, `troupe session unrevert {}` brings them back",
             s.id
         );
     }
