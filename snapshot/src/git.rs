@@ -148,6 +148,8 @@ pub(crate) fn repo_state(git_dir: &Path) -> Arc<Mutex<RepoState>> {
 pub(crate) struct Held {
     pub(crate) state: OwnedMutexGuard<RepoState>,
     _file: std::fs::File,
+    /// The `troupe-gc` stamp was [`GC_INTERVAL`] old (or missing) when the lock was taken.
+    pub(crate) gc_due: bool,
 }
 
 /// Maps an I/O error to [`SnapshotError::Io`] with `context` (what was done, with the path).
@@ -158,25 +160,27 @@ pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) 
 
 /// The two NUL-terminated `git add` pathspecs that leave `rel` (a path relative to the top
 /// level) and everything under it out, whatever the ignore rules say: `:(exclude,top,glob)`
-/// with every byte matched literally. The last byte goes in a bracket expression (`[\c]`)
-/// because git reports an ignored path that a pathspec names *exactly* (no wildcard before
-/// the path's end) as an error of `git add` ("The following paths are ignored…"), exclude
-/// magic or not (`exclude_matches_pathspec` in git's dir.c).
+/// with every byte matched literally. The *first* byte goes in a bracket expression
+/// (`[\c]`): git reports an ignored path as an error of `git add` ("The following paths are
+/// ignored…") when a pathspec's part before its first wildcard names that path or runs
+/// through it (`exclude_matches_pathspec` in git's dir.c), exclude magic or not; with the
+/// wildcard first, that part is empty (an own file inside an ignored `build/` broke every
+/// track while the last byte was the bracketed one).
 pub(crate) fn own_pathspecs(rel: &str) -> Vec<u8> {
     let bytes = rel.as_bytes();
-    let Some((last, head)) = bytes.split_last() else {
+    let Some((first, rest)) = bytes.split_first() else {
         return Vec::new();
     };
     let mut pattern = Vec::with_capacity(2 * bytes.len() + 4);
-    for b in head {
+    pattern.extend_from_slice(b"[\\");
+    pattern.push(*first);
+    pattern.push(b']');
+    for b in rest {
         if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
             pattern.push(b'\\');
         }
         pattern.push(*b);
     }
-    pattern.extend_from_slice(b"[\\");
-    pattern.push(*last);
-    pattern.push(b']');
     let mut out = Vec::with_capacity(2 * pattern.len() + 48);
     for suffix in [&b""[..], b"/**"] {
         out.extend_from_slice(b":(exclude,top,glob)");
@@ -233,28 +237,42 @@ impl Snapshot {
     pub(crate) async fn lock(&self) -> Result<Held, SnapshotError> {
         let state = self.inner.state.clone().lock_owned().await;
         let dir = self.inner.git_dir.clone();
-        let (file, present) = tokio::task::spawn_blocking(move || -> Result<_, SnapshotError> {
-            // Whether the repository is still there (someone may have deleted it since this
-            // process initialised it): same blocking hop, one stat.
-            let present = std::fs::symlink_metadata(dir.join("HEAD")).is_ok();
-            std::fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
-            let path = dir.join("troupe.lock");
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map_err(io_err(format!("opening {}", path.display())))?;
-            file.lock()
-                .map_err(io_err(format!("locking {}", path.display())))?;
-            Ok((file, present))
-        })
-        .await
-        .map_err(|e| SnapshotError::Io {
-            context: "waiting for the snapshot lock".into(),
-            source: std::io::Error::other(e.to_string()),
-        })??;
-        let mut held = Held { state, _file: file };
+        let (file, present, gc_due) =
+            tokio::task::spawn_blocking(move || -> Result<_, SnapshotError> {
+                // Whether the repository is still there (someone may have deleted it since this
+                // process initialised it): same blocking hop, one stat.
+                let present = std::fs::symlink_metadata(dir.join("HEAD")).is_ok();
+                // And whether a gc is due (the stamp's age), for `maybe_gc` after the track.
+                let gc_due = present
+                    && match std::fs::metadata(dir.join("troupe-gc")).and_then(|m| m.modified()) {
+                        Ok(t) => SystemTime::now()
+                            .duration_since(t)
+                            .is_ok_and(|age| age >= GC_INTERVAL),
+                        Err(_) => true,
+                    };
+                std::fs::create_dir_all(&dir)
+                    .map_err(io_err(format!("creating {}", dir.display())))?;
+                let path = dir.join("troupe.lock");
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(&path)
+                    .map_err(io_err(format!("opening {}", path.display())))?;
+                file.lock()
+                    .map_err(io_err(format!("locking {}", path.display())))?;
+                Ok((file, present, gc_due))
+            })
+            .await
+            .map_err(|e| SnapshotError::Io {
+                context: "waiting for the snapshot lock".into(),
+                source: std::io::Error::other(e.to_string()),
+            })??;
+        let mut held = Held {
+            state,
+            _file: file,
+            gc_due,
+        };
         if !present && held.state.initialized {
             // Deleted under us: everything known about it is void; the next
             // `ensure_init` makes it again.
@@ -538,19 +556,14 @@ impl Snapshot {
         held.state.last_tree = None;
     }
 
-    /// Starts a background [`gc`](Snapshot::gc) when the last one is [`GC_INTERVAL`] old
-    /// (the `troupe-gc` stamp's modification time); failures are only logged.
-    pub(crate) async fn maybe_gc(&self) {
-        let stamp = self.inner.git_dir.join("troupe-gc");
-        let due = match tokio::fs::metadata(&stamp).await.and_then(|m| m.modified()) {
-            Ok(t) => SystemTime::now()
-                .duration_since(t)
-                .is_ok_and(|age| age >= GC_INTERVAL),
-            Err(_) => true,
-        };
+    /// Starts a background [`gc`](Snapshot::gc) when `due` ([`Held::gc_due`]: the last one
+    /// is [`GC_INTERVAL`] old by the `troupe-gc` stamp's modification time, read in the
+    /// lock's blocking trip); failures are only logged.
+    pub(crate) async fn maybe_gc(&self, due: bool) {
         if !due {
             return;
         }
+        let stamp = self.inner.git_dir.join("troupe-gc");
         // Touch first so concurrent steps do not all start a gc.
         if let Err(e) = tokio::fs::write(&stamp, b"").await {
             tracing::warn!(error = %e, "snapshot gc stamp not written; gc skipped");

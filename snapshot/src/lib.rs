@@ -47,6 +47,8 @@ use git::{
 };
 
 #[cfg(test)]
+mod revert_hostile_tests;
+#[cfg(test)]
 mod tests;
 
 /// Untracked files larger than this many bytes (2 MiB) are left out of snapshots, so they are
@@ -284,29 +286,46 @@ impl Snapshot {
         // or reverted when the data directory lies inside the project.
         let mut extra_excludes = Vec::new();
         let mut own_paths = Vec::new();
-        let data_abs = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
-        if let Ok(rel) = data_abs.strip_prefix(&work_tree)
-            && !rel.as_os_str().is_empty()
-        {
-            extra_excludes.push(format!("{}/", exclude_line(&rel.to_string_lossy())));
-            own_paths.push(rel.to_string_lossy().into_owned());
-        }
+        // Where each path really is (symbolic links and `..` resolved as far as the path
+        // exists), so it compares with git's resolved top level; an own file that is a link
+        // counts with its target.
+        let data_real = resolved(data_dir.to_path_buf()).await;
+        let mut own: Vec<(PathBuf, bool)> = vec![(data_real, true)];
         for file in own_files {
-            // Where the file really is: its directory resolved (the file may not exist yet).
+            // The file itself may be a link: its directory resolved, its name kept.
             let abs = std::path::absolute(file).unwrap_or_else(|_| file.clone());
             let real = match (abs.parent(), abs.file_name()) {
-                (Some(dir), Some(name)) => tokio::fs::canonicalize(dir)
-                    .await
-                    .map(|d| d.join(name))
-                    .unwrap_or(abs.clone()),
-                _ => abs.clone(),
+                (Some(dir), Some(name)) => resolved(dir.to_path_buf()).await.join(name),
+                _ => resolved(abs).await,
             };
-            if let Ok(rel) = real.strip_prefix(&work_tree)
-                && !rel.as_os_str().is_empty()
+            if let Ok(target) = tokio::fs::canonicalize(&real).await
+                && target != real
             {
-                extra_excludes.push(exclude_line(&rel.to_string_lossy()));
-                own_paths.push(rel.to_string_lossy().into_owned());
+                own.push((target, false));
             }
+            own.push((real, false));
+        }
+        for (real, is_dir) in own {
+            let Ok(rel) = real.strip_prefix(&work_tree) else {
+                continue;
+            };
+            let rel = if rel.as_os_str().is_empty() {
+                if !is_dir {
+                    continue;
+                }
+                // The data directory *is* the work tree: at least the shadow repositories
+                // stay out (the store file comes as an own file).
+                "snapshot".to_string()
+            } else {
+                rel.to_string_lossy().into_owned()
+            };
+            // gitignore has no escape for a line break: such a name gets no exclude line
+            // (it would add a rule of its own); the pathspec still leaves it out.
+            if !rel.contains(['\n', '\r']) {
+                let line = exclude_line(&rel);
+                extra_excludes.push(if is_dir { format!("{line}/") } else { line });
+            }
+            own_paths.push(rel);
         }
         let state = repo_state(&git_dir);
         Ok(Snapshot {
@@ -352,8 +371,9 @@ impl Snapshot {
         let mut held = self.lock().await?;
         self.ensure_init(&mut held).await?;
         if let Some(tree) = self.unchanged_tree(&held).await {
+            let due = held.gc_due;
             drop(held);
-            self.maybe_gc().await;
+            self.maybe_gc(due).await;
             return Ok(tree);
         }
         self.sync_exclude(&mut held).await?;
@@ -390,8 +410,9 @@ impl Snapshot {
             )
             .await?
         };
+        let due = held.gc_due;
         drop(held);
-        self.maybe_gc().await;
+        self.maybe_gc(due).await;
         Ok(tree)
     }
 
@@ -514,6 +535,13 @@ impl Snapshot {
                     tracing::warn!(file = %file.display(), "revert: file outside the work tree skipped");
                     continue;
                 };
+                if self.is_own(&rel) || rel.split('/').any(|c| c.eq_ignore_ascii_case(".git")) {
+                    // Troupe's own files and data directory, and anything in a `.git`
+                    // directory (git's `verify_path` refuses those too): never a project file
+                    // to rewind, whatever a patch says.
+                    tracing::warn!(file = %file.display(), "revert: not a project file; skipped");
+                    continue;
+                }
                 if rel.contains(char::REPLACEMENT_CHARACTER) {
                     // Names are recorded as text: U+FFFD may stand for bytes that were not
                     // UTF-8, and the file it names may be another one (the user's).
@@ -600,6 +628,14 @@ impl Snapshot {
         self.git(&["gc", "--quiet", &format!("--prune={GC_PRUNE}")], None)
             .await?;
         Ok(())
+    }
+
+    /// Whether `rel` (relative, `/`-separated) is one of troupe's own paths or lies under one.
+    fn is_own(&self, rel: &str) -> bool {
+        self.inner.own_paths.iter().any(|own| {
+            rel.strip_prefix(own.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
     }
 
     /// Relative `/`-separated path of an absolute path inside the work tree.
@@ -689,4 +725,35 @@ fn delete_inside(root: &Path, rel: &str) -> Result<(), SnapshotError> {
             Err(e) => Err(fail(e)),
         }
     }
+}
+
+/// `path` made absolute with symbolic links and `..` resolved as far as it exists: the
+/// deepest existing ancestor canonicalized, the rest appended (a `..` there drops the
+/// component before it: nothing below a missing directory can be a link).
+async fn resolved(path: PathBuf) -> PathBuf {
+    let abs = std::path::absolute(&path).unwrap_or(path);
+    let mut rest = Vec::new();
+    let mut at = abs.as_path();
+    let base = loop {
+        if let Ok(real) = tokio::fs::canonicalize(at).await {
+            break real;
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                at = parent;
+            }
+            // `..` as the last component, or the root: keep the path as written.
+            _ => return abs.clone(),
+        }
+    };
+    let mut out = base;
+    for name in rest.into_iter().rev() {
+        if name == ".." {
+            out.pop();
+        } else if name != "." {
+            out.push(name);
+        }
+    }
+    out
 }
