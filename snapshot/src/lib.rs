@@ -520,10 +520,13 @@ impl Snapshot {
 
     /// Puts files back as the patches' trees had them: for each file the *first* patch that
     /// lists it decides (OpenCode `revert`); a file the tree did not have is deleted. Files
-    /// outside the work tree are skipped, and so are names holding U+FFFD (a name that was not
-    /// UTF-8 is recorded lossily; acting on it could touch another file). A deletion never
+    /// outside the work tree are skipped, and so are troupe's own files and data directory,
+    /// paths with a `.git` component, and names holding U+FFFD (a name that was not UTF-8 is
+    /// recorded lossily; acting on it could touch another file). A deletion never
     /// goes through a symbolic link: a file whose directory is now a link (or not a
-    /// directory) is left alone, as git's own checkout would. Returns the relative paths
+    /// directory) is left alone. Deletions run first; then a file is restored only where that
+    /// destroys nothing the user made since ([`clear_for_restore`]: no file or link where a
+    /// directory was, no non-empty directory where the file was). Returns the relative paths
     /// touched.
     pub async fn revert(&self, patches: &[Patch]) -> Result<Vec<String>, SnapshotError> {
         let mut seen = HashSet::new();
@@ -559,7 +562,14 @@ impl Snapshot {
         }
         let mut held = self.lock().await?;
         self.ensure_init(&mut held).await?;
-        let mut touched = Vec::new();
+        let blocking = |context: &'static str| {
+            move |e: tokio::task::JoinError| SnapshotError::Io {
+                context: context.into(),
+                source: std::io::Error::other(e.to_string()),
+            }
+        };
+        let mut restores = Vec::new();
+        let mut deletes = Vec::new();
         for (hash, files) in groups {
             let listing = self
                 .git(
@@ -570,39 +580,51 @@ impl Snapshot {
             let in_tree: HashSet<String> = split_nul(&listing).collect();
             let (restore, delete): (Vec<String>, Vec<String>) =
                 files.into_iter().partition(|f| in_tree.contains(f));
-            if !restore.is_empty() {
-                let mut spec = Vec::new();
-                for rel in &restore {
-                    spec.extend_from_slice(rel.as_bytes());
-                    spec.push(0);
-                }
-                self.run_git(
-                    true,
-                    &[
-                        "checkout",
-                        &hash,
-                        "--pathspec-from-file=-",
-                        "--pathspec-file-nul",
-                    ],
-                    Some(spec),
-                )
-                .await?;
-            }
-            if !delete.is_empty() {
-                let root = self.inner.work_tree.clone();
-                let names = delete.clone();
-                tokio::task::spawn_blocking(move || {
-                    names.iter().try_for_each(|rel| delete_inside(&root, rel))
-                })
-                .await
-                .map_err(|e| SnapshotError::Io {
-                    context: "deleting files a revert removes".into(),
-                    source: std::io::Error::other(e.to_string()),
-                })??;
-            }
-            touched.extend(restore);
-            touched.extend(delete);
+            deletes.extend(delete);
+            restores.push((hash, restore));
         }
+        // Deletions first: they clear the way for restores (a step that turned the file `x`
+        // into a directory `x/` with `x/y`).
+        let root = self.inner.work_tree.clone();
+        let names = deletes.clone();
+        tokio::task::spawn_blocking(move || {
+            names.iter().try_for_each(|rel| delete_inside(&root, rel))
+        })
+        .await
+        .map_err(blocking("deleting files a revert removes"))??;
+        let mut touched = Vec::new();
+        for (hash, restore) in restores {
+            let root = self.inner.work_tree.clone();
+            let restore: Vec<String> = tokio::task::spawn_blocking(move || {
+                restore
+                    .into_iter()
+                    .filter(|rel| clear_for_restore(&root, rel))
+                    .collect()
+            })
+            .await
+            .map_err(blocking("checking where a revert restores"))?;
+            if restore.is_empty() {
+                continue;
+            }
+            let mut spec = Vec::new();
+            for rel in &restore {
+                spec.extend_from_slice(rel.as_bytes());
+                spec.push(0);
+            }
+            self.run_git(
+                true,
+                &[
+                    "checkout",
+                    &hash,
+                    "--pathspec-from-file=-",
+                    "--pathspec-file-nul",
+                ],
+                Some(spec),
+            )
+            .await?;
+            touched.extend(restore);
+        }
+        touched.extend(deletes);
         Ok(touched)
     }
 
@@ -652,6 +674,37 @@ impl Snapshot {
             })
             .collect::<Option<_>>()?;
         Some(parts.join("/"))
+    }
+}
+
+/// Whether `git checkout` may put `rel` back under `root` without destroying something the
+/// user made since: every directory on the way is a directory or missing (git makes it), and
+/// `rel` itself is missing, a file or a link (replaced; a link's target is never written).
+/// A file or link where a directory was, or a non-empty directory where the file was: `false`
+/// (logged; git's checkout would remove them, with whatever ignored files they hold). An
+/// empty directory in the file's place is removed. Blocking.
+fn clear_for_restore(root: &Path, rel: &str) -> bool {
+    let path = root.join(rel);
+    let blocked = |why: &str| {
+        tracing::warn!(path = %path.display(), "revert: {why}; not restored");
+        false
+    };
+    let mut dir = root.to_path_buf();
+    let mut parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    parts.pop();
+    for part in parts {
+        dir.push(part);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return blocked("a file or symbolic link is where a directory was"),
+            Err(_) => return true,
+        }
+    }
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.is_dir() => {
+            std::fs::remove_dir(&path).is_ok() || blocked("a directory is where the file was")
+        }
+        _ => true,
     }
 }
 

@@ -254,8 +254,7 @@ async fn known_defect_revert_deletes_a_users_file_the_step_only_unignored() {
 /// reverting the step deletes the user's directory and everything in it. (`delete_inside`
 /// refuses the analogous deletion.)
 #[tokio::test]
-#[ignore = "known defect, not fixed yet: git checkout's forced removal of what stands in a restored file's way (needs the no-follow walk before the checkout)"]
-async fn known_defect_restore_removes_a_users_directory_standing_where_the_file_was() {
+async fn hostile_restore_removes_a_users_directory_standing_where_the_file_was() {
     let f = fixture();
     write(&f.project, "notes", "old notes\n");
     let s = Snapshot::open(&f.data, &f.project, &[]).await.unwrap();
@@ -284,8 +283,7 @@ async fn known_defect_restore_removes_a_users_directory_standing_where_the_file_
 /// `create_directories`, forced). The revert doc says such a file is "left alone, as git's own
 /// checkout would" — git's checkout does not.
 #[tokio::test]
-#[ignore = "known defect, not fixed yet: git checkout's forced removal of what stands in a restored file's way (needs the no-follow walk before the checkout)"]
-async fn known_defect_restore_unlinks_a_users_file_standing_where_a_directory_was() {
+async fn hostile_restore_unlinks_a_users_file_standing_where_a_directory_was() {
     let f = fixture();
     write(&f.project, "d/x", "x\n");
     let s = Snapshot::open(&f.data, &f.project, &[]).await.unwrap();

@@ -1904,3 +1904,32 @@ async fn a_track_starts_a_gc_when_the_stamp_is_old() {
     }
     panic!("no gc ran within 10 s");
 }
+
+/// A step that turned a file into a directory (and one that turned a directory into a file)
+/// is reverted whole: deletions run before restores, so each clears the other's way.
+#[tokio::test]
+async fn a_revert_undoes_a_file_turned_into_a_directory_and_back() {
+    let f = fixture();
+    write(&f.project, "x", "file x\n");
+    write(&f.project, "d/y", "file d/y\n");
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    std::fs::remove_file(f.project.join("x")).unwrap();
+    write(&f.project, "x/inner", "now a directory\n");
+    std::fs::remove_dir_all(f.project.join("d")).unwrap();
+    write(&f.project, "d", "now a file\n");
+    let t2 = s.track().await.unwrap();
+    let files = s.changed_files(&t1, &t2).await.unwrap();
+    assert_eq!(files.len(), 4, "{files:?}");
+    let touched = s
+        .revert(&[Patch {
+            hash: t1.clone(),
+            files,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(touched.len(), 4, "{touched:?}");
+    assert_eq!(read(&f.project, "x").as_deref(), Some("file x\n"));
+    assert_eq!(read(&f.project, "d/y").as_deref(), Some("file d/y\n"));
+    assert_eq!(s.track().await.unwrap(), t1);
+}
