@@ -40,6 +40,10 @@ const GIT_CONFIG: &[&str] = &[
     "maintenance.auto=false",
     "-c",
     "index.skipHash=false",
+    // No hook of the user's (a global `core.hooksPath`) runs on the shadow repository: a
+    // failing `post-checkout` made a revert fail half done.
+    "-c",
+    "core.hooksPath=/dev/null",
 ];
 
 /// Environment variables that would redirect git away from the shadow repository (set, for

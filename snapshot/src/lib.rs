@@ -781,32 +781,26 @@ fn delete_inside(root: &Path, rel: &str) -> Result<(), SnapshotError> {
 }
 
 /// `path` made absolute with symbolic links and `..` resolved as far as it exists: the
-/// deepest existing ancestor canonicalized, the rest appended (a `..` there drops the
-/// component before it: nothing below a missing directory can be a link).
+/// longest existing prefix canonicalized, the rest appended with `.` dropped and `..`
+/// dropping the component before it (nothing below a missing directory can be a link).
 async fn resolved(path: PathBuf) -> PathBuf {
+    use std::path::Component;
     let abs = std::path::absolute(&path).unwrap_or(path);
-    let mut rest = Vec::new();
-    let mut at = abs.as_path();
-    let base = loop {
-        if let Ok(real) = tokio::fs::canonicalize(at).await {
-            break real;
-        }
-        match (at.parent(), at.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_os_string());
-                at = parent;
+    let parts: Vec<Component> = abs.components().collect();
+    for k in (1..=parts.len()).rev() {
+        let prefix: PathBuf = parts[..k].iter().collect();
+        if let Ok(mut out) = tokio::fs::canonicalize(&prefix).await {
+            for part in &parts[k..] {
+                match part {
+                    Component::ParentDir => {
+                        out.pop();
+                    }
+                    Component::Normal(name) => out.push(name),
+                    _ => {}
+                }
             }
-            // `..` as the last component, or the root: keep the path as written.
-            _ => return abs.clone(),
-        }
-    };
-    let mut out = base;
-    for name in rest.into_iter().rev() {
-        if name == ".." {
-            out.pop();
-        } else if name != "." {
-            out.push(name);
+            return out;
         }
     }
-    out
+    abs
 }

@@ -97,6 +97,17 @@ async fn hostile_data_dir_with_dotdot_enters_snapshots() {
     let t = s.track().await.unwrap();
     let paths = tree_paths(&s, &t);
     assert_eq!(paths, vec!["a.txt"], "{} paths", paths.len());
+    // A `..` after a directory that does not exist (yet).
+    let data = f.project.join("missing/../.troupe2");
+    let s = Snapshot::open(&data, &f.project, &[]).await.unwrap();
+    write(&f.project, ".troupe2/troupe.db", "db\n");
+    let t = s.track().await.unwrap();
+    let paths = tree_paths(&s, &t);
+    assert!(
+        !paths.iter().any(|p| p.starts_with(".troupe2")),
+        "{} paths",
+        paths.len()
+    );
 }
 
 /// The data directory equal to the work tree (`rel` empty) is not excluded at all: the

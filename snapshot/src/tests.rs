@@ -1933,3 +1933,40 @@ async fn a_revert_undoes_a_file_turned_into_a_directory_and_back() {
     assert_eq!(read(&f.project, "d/y").as_deref(), Some("file d/y\n"));
     assert_eq!(s.track().await.unwrap(), t1);
 }
+
+/// A hook of the user's (`core.hooksPath` in any config git reads; here the shadow
+/// repository's own) never runs on the shadow repository: a failing `post-checkout` made a
+/// revert fail after its deletions, with half the files restored.
+#[tokio::test]
+async fn a_users_hook_never_runs_on_the_shadow_repository() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    write(&f.project, "a.txt", "a\n");
+    let s = open(&f).await;
+    let t1 = s.track().await.unwrap();
+    let hooks = f.root.join("hooks");
+    let marker = f.root.join("hook-ran");
+    write(
+        &hooks,
+        "post-checkout",
+        &format!("#!/bin/sh\ntouch '{}'\nexit 3\n", marker.display()),
+    );
+    std::fs::set_permissions(
+        hooks.join("post-checkout"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    shadow_git(
+        &s,
+        &f,
+        &["config", "core.hooksPath", hooks.to_str().unwrap()],
+    );
+    write(&f.project, "a.txt", "edited\n");
+    write(&f.project, "b.txt", "new\n");
+    let t2 = s.track().await.unwrap();
+    let files = s.changed_files(&t1, &t2).await.unwrap();
+    s.revert(&[Patch { hash: t1, files }]).await.unwrap();
+    assert_eq!(read(&f.project, "a.txt").as_deref(), Some("a\n"));
+    assert_eq!(read(&f.project, "b.txt"), None);
+    assert!(!marker.exists(), "the hook ran");
+}
