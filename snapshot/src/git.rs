@@ -162,6 +162,17 @@ pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) 
     move |source| SnapshotError::Io { context, source }
 }
 
+/// Maps a failed blocking task (it panicked or was cancelled) to [`SnapshotError::Io`] with
+/// `context` (what the task was doing).
+pub(crate) fn join_err(
+    context: &'static str,
+) -> impl FnOnce(tokio::task::JoinError) -> SnapshotError {
+    move |e| SnapshotError::Io {
+        context: context.into(),
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
 /// The two NUL-terminated `git add` pathspecs that leave `rel` (a path relative to the top
 /// level) and everything under it out, whatever the ignore rules say: `:(exclude,top,glob)`
 /// with every byte matched literally. The *first* byte goes in a bracket expression
@@ -237,7 +248,8 @@ pub(crate) fn split_nul(bytes: &[u8]) -> impl Iterator<Item = String> + '_ {
 impl Snapshot {
     /// Takes the repository's in-process mutex, then its file lock (created with the git
     /// directory when missing). A repository deleted since it was initialised here forgets
-    /// its state, so the next track makes it again. Errors: the git directory or lock file cannot be made or locked.
+    /// its state, so the next track makes it again. Errors: the git directory or lock file
+    /// cannot be made or locked.
     pub(crate) async fn lock(&self) -> Result<Held, SnapshotError> {
         let state = self.inner.state.clone().lock_owned().await;
         let dir = self.inner.git_dir.clone();
@@ -268,10 +280,7 @@ impl Snapshot {
                 Ok((file, present, gc_due))
             })
             .await
-            .map_err(|e| SnapshotError::Io {
-                context: "waiting for the snapshot lock".into(),
-                source: std::io::Error::other(e.to_string()),
-            })??;
+            .map_err(join_err("waiting for the snapshot lock"))??;
         let mut held = Held {
             state,
             _file: file,
@@ -375,10 +384,7 @@ impl Snapshot {
                 .collect()
         })
         .await
-        .map_err(|e| SnapshotError::Io {
-            context: "checking untracked file sizes".into(),
-            source: std::io::Error::other(e.to_string()),
-        })
+        .map_err(join_err("checking untracked file sizes"))
     }
 
     /// Whether the work tree may hold a file over [`MAX_UNTRACKED_BYTES`] that git does not

@@ -42,8 +42,8 @@ mod fingerprint;
 mod git;
 
 use git::{
-    RepoState, bare_git, exclude_line, io_err, own_pathspecs, parse_raw_numstat, repo_state,
-    split_nul, split_unified,
+    RepoState, bare_git, exclude_line, io_err, join_err, own_pathspecs, parse_raw_numstat,
+    repo_state, split_nul, split_unified,
 };
 
 #[cfg(test)]
@@ -562,12 +562,6 @@ impl Snapshot {
         }
         let mut held = self.lock().await?;
         self.ensure_init(&mut held).await?;
-        let blocking = |context: &'static str| {
-            move |e: tokio::task::JoinError| SnapshotError::Io {
-                context: context.into(),
-                source: std::io::Error::other(e.to_string()),
-            }
-        };
         let mut restores = Vec::new();
         let mut deletes = Vec::new();
         for (hash, files) in groups {
@@ -591,7 +585,7 @@ impl Snapshot {
             names.iter().try_for_each(|rel| delete_inside(&root, rel))
         })
         .await
-        .map_err(blocking("deleting files a revert removes"))??;
+        .map_err(join_err("deleting files a revert removes"))??;
         let mut touched = Vec::new();
         for (hash, restore) in restores {
             let root = self.inner.work_tree.clone();
@@ -602,7 +596,7 @@ impl Snapshot {
                     .collect()
             })
             .await
-            .map_err(blocking("checking where a revert restores"))?;
+            .map_err(join_err("checking where a revert restores"))?;
             if restore.is_empty() {
                 continue;
             }
