@@ -100,7 +100,7 @@ impl Stat {
 
     /// Whether a later change could leave these timestamps as they are: either is within
     /// the margin of `taken` (nanoseconds since the epoch, read before this stat) or after it.
-    fn racy(&self, taken: i128) -> bool {
+    pub(crate) fn racy(&self, taken: i128) -> bool {
         [self.mtime, self.ctime].into_iter().any(|(s, ns)| {
             let margin = if ns == 0 {
                 COARSE_RACY_MARGIN
@@ -109,6 +109,16 @@ impl Stat {
             };
             i128::from(s) * 1_000_000_000 + i128::from(ns) + margin.as_nanos() as i128 >= taken
         })
+    }
+
+    /// `st_mode`: file type and permission bits.
+    pub(crate) fn mode(&self) -> u32 {
+        self.mode
+    }
+
+    /// Size in bytes.
+    pub(crate) fn size(&self) -> u64 {
+        self.size
     }
 }
 
@@ -188,6 +198,20 @@ impl Fingerprint {
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
+
+    /// Everything recorded inside the work tree `root` that is not a directory (files,
+    /// symbolic links, anything else the walk met), with its path relative to `root`.
+    pub(crate) fn files<'a>(&'a self, root: &'a Path) -> impl Iterator<Item = (&'a Path, Stat)> {
+        // The outside files come first, then `root` itself.
+        self.entries
+            .iter()
+            .skip(self.followed + 1)
+            .filter_map(move |(path, stat)| {
+                let stat = (*stat)?;
+                let rel = path.strip_prefix(root).ok()?;
+                (stat.mode & 0o170000 != 0o040000).then_some((rel, stat))
+            })
+    }
 }
 
 /// What git's own ignore rules leave out of the work tree, as git reported it, and the rule
@@ -204,6 +228,10 @@ pub(crate) struct Ignored {
     /// Directories walked after git was asked; a walk meeting another one marks the set for
     /// asking again (a new directory may be a large ignored one, walked until then).
     pub(crate) known_dirs: Option<HashSet<PathBuf>>,
+    /// No rule anywhere (no `.gitignore`, no pattern in any excludes file) and a shadow
+    /// configuration that stores file content and modes as they are (see `repo_rules`):
+    /// everything the walk records is what `git add --all` stages.
+    pub(crate) rule_free: bool,
 }
 
 /// One walk of the work tree for a fingerprint.
@@ -221,6 +249,14 @@ pub(crate) struct Walk {
     pub(crate) largest: u64,
     /// Directories walked (relative).
     pub(crate) dirs: HashSet<PathBuf>,
+    /// When the walk began, on the clock files are stamped from (ns since the epoch).
+    pub(crate) taken: i128,
+    /// A `.gitattributes` file was met.
+    pub(crate) attributes: bool,
+    /// Every file the walk recorded is one `git add --all` stages as it is: no ignore rule
+    /// anywhere, no attributes file (inside or outside the work tree), a plain shadow
+    /// configuration (set by `fingerprint_walk`; what `stage` requires).
+    pub(crate) stageable: bool,
 }
 
 /// Why a work tree gets no fingerprint.
@@ -250,7 +286,10 @@ pub(crate) fn walk(
 ) -> Result<Walk, NoFingerprint> {
     use std::os::unix::fs::MetadataExt;
     let taken = fs_clock_ns();
-    let mut w = Walk::default();
+    let mut w = Walk {
+        taken,
+        ..Walk::default()
+    };
     let record = |w: &mut Walk, path: PathBuf, stat: Option<Stat>| {
         if stat.is_some_and(|s| s.racy(taken)) {
             w.racy = true;
@@ -299,6 +338,7 @@ pub(crate) fn walk(
                 stack.push(child);
             } else {
                 let rules = name == ".gitignore";
+                w.attributes |= name == ".gitattributes";
                 if rules {
                     w.rules.insert(child.clone(), Some(stat));
                     w.rules_racy |= stat.racy(taken);
@@ -415,6 +455,11 @@ pub(crate) struct GitFiles {
     pub(crate) paths: Vec<PathBuf>,
     /// The excludes files among them.
     pub(crate) excludes: Vec<PathBuf>,
+    /// The attributes files among them.
+    pub(crate) attributes: Vec<PathBuf>,
+    /// None of the configuration files turns `core.fileMode` off or `core.ignoreCase` /
+    /// `core.precomposeUnicode` on (see [`plain_config`]).
+    pub(crate) plain: bool,
     /// The configuration files among them, with their `lstat` before they were read: any
     /// change means reading them again.
     pub(crate) config: Vec<(PathBuf, Option<Stat>)>,
@@ -448,6 +493,7 @@ impl Snapshot {
         }
         let mut excludes = vec![default_excludes_file()?];
         let mut config: Vec<(PathBuf, Option<Stat>)> = Vec::new();
+        let mut plain = true;
         while let Some(file) = queue.pop() {
             if file.as_os_str().is_empty() || config.iter().any(|(p, _)| *p == file) {
                 continue;
@@ -481,6 +527,13 @@ impl Snapshot {
                 }
                 let (key, value) = record.split_once('\n').unwrap_or((&record, ""));
                 let key = key.to_ascii_lowercase();
+                let value_lc = value.trim().to_ascii_lowercase();
+                let off = matches!(value_lc.as_str(), "false" | "no" | "off" | "0");
+                plain &= match key.as_str() {
+                    "core.filemode" => !off,
+                    "core.ignorecase" | "core.precomposeunicode" => off,
+                    _ => true,
+                };
                 if key == "core.excludesfile" {
                     excludes.push(config_path(value, None)?);
                 } else if key == "core.attributesfile" {
@@ -494,10 +547,16 @@ impl Snapshot {
         }
         let mut paths: Vec<PathBuf> = config.iter().map(|(p, _)| p.clone()).collect();
         paths.extend(excludes.iter().cloned());
-        paths.extend(attributes.into_iter().filter(|p| !p.as_os_str().is_empty()));
+        let attributes: Vec<PathBuf> = attributes
+            .into_iter()
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect();
+        paths.extend(attributes.iter().cloned());
         let files = Arc::new(GitFiles {
             paths,
             excludes,
+            attributes,
+            plain,
             config,
         });
         *cached = Some(files.clone());
@@ -585,6 +644,14 @@ impl Snapshot {
             self.inner.source_exclude.clone(),
         ]);
         let outside = Arc::new(outside);
+        // Attributes files outside the work tree (any present: no in-process staging).
+        let mut attribute_files = files.attributes.clone();
+        attribute_files.push(git_dir.join("info").join("attributes"));
+        let attributes_outside = |w: &Walk| {
+            attribute_files
+                .iter()
+                .any(|p| w.rules.get(p).is_none_or(|s| s.is_some()))
+        };
         let mut hinted = false;
         // At most: a walk into everything, one with git's list as a hint, one after asking
         // git under known rules.
@@ -613,6 +680,7 @@ impl Snapshot {
                     // since git was last asked): take git's list now as a hint for the next
                     // walk (untrusted: no rule stat vouches for it).
                     hinted = true;
+                    self.flush_index(held).await.ok()?;
                     let hint = self.ignored_by_git().await.ok()?;
                     held.state.ignored = Some((hint, false));
                     continue;
@@ -650,11 +718,14 @@ impl Snapshot {
                     .is_some_and(|k| !walked.dirs.is_subset(k));
                 let mut kept = ignored;
                 kept.known_dirs.get_or_insert_with(|| walked.dirs.clone());
+                walked.stageable =
+                    kept.rule_free && !walked.attributes && !attributes_outside(&walked);
                 held.state.ignored = Some((kept, !stale));
                 walked.fingerprint.extra_excludes = self.inner.extra_excludes.clone();
                 return Some(walked);
             }
-            if walked.rules_racy {
+            let skipped_nothing = ignored.dirs.is_empty() && ignored.files.is_empty();
+            if walked.rules_racy && !skipped_nothing {
                 // A rule file changed too recently for its stat to vouch for what git would
                 // list: git alone this time (and not this walk's largest file: it skipped
                 // by a list that may be stale).
@@ -666,9 +737,26 @@ impl Snapshot {
                 .rules
                 .keys()
                 .any(|p| p.is_relative() && p.file_name().is_some_and(|n| n == ".gitignore"));
-            let (config_ok, no_rules) = tokio::task::spawn_blocking(move || repo_rules(&d, &ex))
-                .await
-                .ok()?;
+            let (config_ok, no_rules, plain) =
+                tokio::task::spawn_blocking(move || repo_rules(&d, &ex))
+                    .await
+                    .ok()?;
+            if walked.rules_racy {
+                // The walk skipped nothing, so it lists every file; the rule files as read
+                // just now decide whether that is what git would stage (a new shadow
+                // repository's own files are always this young on its first track). Their
+                // stat vouches for nothing later: no fingerprint, no list kept.
+                held.state.ignored = Some((ignored, false));
+                walked.racy = true;
+                walked.stageable = config_ok
+                    && no_rules
+                    && !has_rules
+                    && plain
+                    && files.plain
+                    && !walked.attributes
+                    && !attributes_outside(&walked);
+                return walked.stageable.then_some(walked);
+            }
             if !config_ok {
                 held.state.ignored = Some((ignored, false));
                 return None;
@@ -676,6 +764,10 @@ impl Snapshot {
             let mut fresh = if no_rules && !has_rules {
                 Ignored::default()
             } else {
+                if self.flush_index(held).await.is_err() {
+                    held.state.ignored = Some((ignored, false));
+                    return None;
+                }
                 match self.ignored_by_git().await {
                     Ok(i) => i,
                     Err(_) => {
@@ -684,6 +776,7 @@ impl Snapshot {
                     }
                 }
             };
+            fresh.rule_free = no_rules && !has_rules && plain && files.plain;
             fresh.rules = std::mem::take(&mut walked.rules);
             if ignored.dirs.is_empty() && ignored.files.is_empty() && fresh.dirs.is_empty() {
                 // Nothing was skipped, and git skips no directory: this walk already is the
@@ -691,6 +784,8 @@ impl Snapshot {
                 // costs a needless `git add` when one changes).
                 walked.rules = fresh.rules.clone();
                 fresh.known_dirs = Some(walked.dirs.clone());
+                walked.stageable =
+                    fresh.rule_free && !walked.attributes && !attributes_outside(&walked);
                 held.state.ignored = Some((fresh, true));
                 walked.fingerprint.extra_excludes = self.inner.extra_excludes.clone();
                 return Some(walked);
@@ -723,22 +818,63 @@ fn path_of(name: &[u8]) -> PathBuf {
 
 /// Whether the shadow repository's own configuration leaves the excludes, attributes and
 /// included files as the process-wide ones say (no `include`, `excludesFile` or
-/// `attributesFile` in it), and whether the shadow `info/exclude` and the `excludes` files
-/// hold no pattern (blocking; unreadable answers no).
-fn repo_rules(git_dir: &Path, excludes: &[PathBuf]) -> (bool, bool) {
+/// `attributesFile` in it), whether the shadow `info/exclude` and the `excludes` files
+/// hold no pattern, and whether that configuration stores content and modes as they are
+/// (`plain_config`) (blocking; unreadable answers no).
+fn repo_rules(git_dir: &Path, excludes: &[PathBuf]) -> (bool, bool, bool) {
     let config = std::fs::read_to_string(git_dir.join("config"))
         .unwrap_or_default()
         .to_ascii_lowercase();
     let config_ok = !["include", "excludesfile", "attributesfile"]
         .iter()
         .any(|k| config.contains(k));
+    let plain = plain_config(&config);
     let empty = |p: &Path| match std::fs::read(p) {
         Ok(bytes) => no_patterns(&String::from_utf8_lossy(&bytes)),
         Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     };
     let no_rules =
         empty(&git_dir.join("info").join("exclude")) && excludes.iter().all(|p| empty(p));
-    (config_ok, no_rules)
+    (config_ok, no_rules, plain)
+}
+
+/// Whether a shadow repository's configuration (lower-cased text) leaves what `git add`
+/// stores for a file to the file alone: SHA-1 objects, `core.fileMode` not off (else the
+/// executable bit comes from the index), `core.ignoreCase` and `core.precomposeUnicode` not
+/// on (they rename entries). `core.autocrlf` and `core.symlinks` are fixed on every shadow
+/// git call (`GIT_CONFIG`); the system and global files are checked the same way
+/// ([`GitFiles::plain`]). A malformed section header answers no.
+pub(crate) fn plain_config(config: &str) -> bool {
+    let mut section = String::new();
+    for line in config.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with(['#', ';']) {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let Some((name, _)) = rest.split_once(']') else {
+                return false;
+            };
+            section = name.trim().to_string();
+            continue;
+        }
+        let (key, value) = match line.split_once('=') {
+            Some((k, v)) => (k.trim(), v.trim()),
+            None => (line, "true"),
+        };
+        let off = matches!(value, "false" | "no" | "off" | "0");
+        let plain = match (section.as_str(), key) {
+            ("core", "filemode") => !off,
+            ("core", "ignorecase" | "precomposeunicode") => off,
+            ("extensions", "objectformat") => value == "sha1",
+            ("extensions", _) | ("core", "worktree" | "sparsecheckout") => false,
+            _ => true,
+        };
+        if !plain {
+            return false;
+        }
+    }
+    true
 }
 
 #[cfg(test)]

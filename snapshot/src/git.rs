@@ -16,6 +16,7 @@ use tokio::process::Command;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::fingerprint::{Fingerprint, Ignored, NoFingerprint};
+use crate::stage::{Known, Staged};
 use crate::{ChangeStatus, FileChange, GC_INTERVAL, MAX_UNTRACKED_BYTES, Snapshot, SnapshotError};
 
 /// Configuration passed to every git call on a shadow repository (OpenCode sets the same four
@@ -87,6 +88,11 @@ pub(crate) struct RepoState {
     /// The index's stamp after this process's last `git add` (and `write-tree`): any other
     /// stamp means another writer (a revert's checkout, another process).
     pub(crate) index_written: Option<IndexStamp>,
+    /// What the last in-process stage saw (`stage`), reused by the next.
+    pub(crate) staged: Option<Staged>,
+    /// The tree the index must hold before git reads it: the last one staged in process,
+    /// which the index fell behind (see [`Snapshot::flush_index`]).
+    pub(crate) index_due: Option<gix_hash::ObjectId>,
 }
 
 /// Most files a size walk of the work tree stats before giving up for git's `ls-files`
@@ -104,14 +110,15 @@ enum Walked {
     TooMany,
 }
 
-/// A tree written from the shadow index, with the index's fingerprint at that moment.
+/// A tree written from the shadow index (or staged in process, the index untouched), with
+/// the index's fingerprint at that moment.
 #[derive(Debug)]
 pub(crate) struct WrittenTree {
-    index: IndexStamp,
-    tree: String,
-    at: Instant,
+    pub(crate) index: IndexStamp,
+    pub(crate) tree: String,
+    pub(crate) at: Instant,
     /// What the work tree looked like just before the `git add` this tree came from.
-    fingerprint: Option<Arc<Fingerprint>>,
+    pub(crate) fingerprint: Option<Arc<Fingerprint>>,
 }
 
 /// An index file's length and its last 32 bytes. A git index ends with the hash of all its
@@ -129,6 +136,23 @@ pub(crate) struct IndexStamp {
 const TREE_REUSE: Duration = Duration::from_secs(3600);
 
 type Locks = HashMap<PathBuf, Weak<Mutex<RepoState>>>;
+
+/// Per shadow git dir, what this process knows of its staged trees (`stage::Known`), behind
+/// a std mutex: a diff reads it without taking the repository's lock.
+static KNOWN: LazyLock<StdMutex<HashMap<PathBuf, Weak<StdMutex<Known>>>>> =
+    LazyLock::new(|| StdMutex::new(HashMap::new()));
+
+/// The [`Known`] of the shadow repository at `git_dir`, created on first use.
+pub(crate) fn repo_known(git_dir: &Path) -> Arc<StdMutex<Known>> {
+    let mut map = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(known) = map.get(git_dir).and_then(Weak::upgrade) {
+        return known;
+    }
+    map.retain(|_, w| w.strong_count() > 0);
+    let known = Arc::new(StdMutex::new(Known::default()));
+    map.insert(git_dir.to_path_buf(), Arc::downgrade(&known));
+    known
+}
 
 /// One async mutex per shadow git dir, so two sessions in one project never run git on the
 /// same index at once. Weak entries: a repository nobody uses any more frees its state.
@@ -219,11 +243,21 @@ pub(crate) fn exclude_line(rel: &str) -> String {
     out
 }
 
-/// The [`IndexStamp`] of the index file at `path` (blocking); `None` when it cannot be read,
-/// is too short, or carries no checksum (`index.skipHash` writes zeros), so nothing is reused.
+/// The [`IndexStamp`] of the index file at `path` (blocking): length 0 and zeros when there
+/// is no index yet; `None` when it cannot be read, is too short, or carries no checksum
+/// (`index.skipHash` writes zeros), so nothing is reused.
 pub(crate) fn read_index_stamp(path: &Path) -> Option<IndexStamp> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut file = std::fs::File::open(path).ok()?;
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Some(IndexStamp {
+                len: 0,
+                tail: [0; 32],
+            });
+        }
+        Err(_) => return None,
+    };
     let len = file.metadata().ok()?.len();
     if len < 64 {
         return None;
@@ -561,9 +595,29 @@ impl Snapshot {
         same.then(|| last.tree.clone())
     }
 
-    /// Forgets the last written tree (after `git gc`, which may have collected objects).
+    /// Forgets the last written tree and the staged blob ids (after `git gc`, which may have
+    /// collected objects).
     pub(crate) fn forget_tree(held: &mut Held) {
         held.state.last_tree = None;
+        held.state.staged = None;
+    }
+
+    /// Makes the shadow index hold the last tree staged in process when it fell behind
+    /// (`git read-tree <tree>`), before a git command that reads the index: `add`,
+    /// `ls-files`, `check-ignore`, `checkout`. The entries come without stat data, so the next
+    /// `git add` hashes their files again. Errors: git's.
+    pub(crate) async fn flush_index(&self, held: &mut Held) -> Result<(), SnapshotError> {
+        let Some(tree) = held.state.index_due else {
+            return Ok(());
+        };
+        self.git(&["read-tree", &tree.to_string()], None).await?;
+        held.state.index_due = None;
+        let stamp = self.index_stamp().await;
+        held.state.index_written = stamp.clone();
+        if let (Some(stamp), Some(last)) = (stamp, held.state.last_tree.as_mut()) {
+            last.index = stamp;
+        }
+        Ok(())
     }
 
     /// Starts a background [`gc`](Snapshot::gc) when `due` ([`Held::gc_due`]: the last one

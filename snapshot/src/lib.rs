@@ -40,14 +40,19 @@ use tokio::sync::Mutex;
 
 mod fingerprint;
 mod git;
+mod stage;
 
 use git::{
-    RepoState, bare_git, exclude_line, io_err, join_err, own_pathspecs, parse_raw_numstat,
-    repo_state, split_nul, split_unified,
+    RepoState, WrittenTree, bare_git, exclude_line, io_err, join_err, own_pathspecs,
+    parse_raw_numstat, repo_known, repo_state, split_nul, split_unified,
 };
 
 #[cfg(test)]
 mod revert_hostile_tests;
+#[cfg(test)]
+mod stage_hostile_tests;
+#[cfg(test)]
+mod stage_tests;
 #[cfg(test)]
 mod tests;
 
@@ -208,6 +213,8 @@ struct Inner {
     /// shadow `info/exclude` (git's lowest precedence), a pathspec exclude outranks every rule.
     own_paths: Vec<String>,
     state: Arc<Mutex<RepoState>>,
+    /// Staged trees' listings, for diffs without git (shared per git dir).
+    known: Arc<std::sync::Mutex<stage::Known>>,
     /// Git processes run on the shadow repository through this handle (and its clones).
     git_runs: std::sync::atomic::AtomicU64,
 }
@@ -328,9 +335,11 @@ impl Snapshot {
             own_paths.push(rel);
         }
         let state = repo_state(&git_dir);
+        let known = repo_known(&git_dir);
         Ok(Snapshot {
             inner: Arc::new(Inner {
                 source_exclude: common.join("info").join("exclude"),
+                known,
                 git_dir,
                 work_tree,
                 extra_excludes,
@@ -378,6 +387,22 @@ impl Snapshot {
         }
         self.sync_exclude(&mut held).await?;
         let walked = self.fingerprint_walk(&mut held).await;
+        let walked = match walked {
+            Some(w) if w.stageable && w.largest <= MAX_UNTRACKED_BYTES => {
+                match self.stage_in_process(&mut held, w).await {
+                    Ok(tree) => {
+                        let due = held.gc_due;
+                        drop(held);
+                        self.maybe_gc(due).await;
+                        return Ok(tree);
+                    }
+                    Err(w) => w,
+                }
+            }
+            w => w,
+        };
+        // Git reads the index from here on: it must hold what the last stage left.
+        self.flush_index(&mut held).await?;
         let may_hold_large = match &walked {
             Some(w) => w.largest > MAX_UNTRACKED_BYTES,
             None => self.may_hold_large_files(&mut held).await,
@@ -416,8 +441,76 @@ impl Snapshot {
         Ok(tree)
     }
 
-    /// Absolute paths of the files that differ between two snapshots (one `git diff-tree`).
+    /// Stages the walked work tree in this process (see `stage`) and records the tree as the
+    /// last one, with the walk's fingerprint unless it was racy. `Err` gives the walk back when
+    /// staging gave up (a name git may refuse, a file too large, an I/O error): git decides.
+    async fn stage_in_process(
+        &self,
+        held: &mut git::Held,
+        walk: fingerprint::Walk,
+    ) -> Result<String, Option<fingerprint::Walk>> {
+        let previous = held.state.staged.take();
+        let (root, git_dir) = (self.inner.work_tree.clone(), self.inner.git_dir.clone());
+        let known = self.inner.known.clone();
+        let (walk, result, index) = tokio::task::spawn_blocking(move || {
+            // Objects of trees staged in this process exist (written then, not collected:
+            // `STAGED_REUSE` < `GC_PRUNE`).
+            let exists = |id: &gix_hash::ObjectId| known.lock().is_ok_and(|k| k.has(id));
+            let result = stage::stage(&root, &git_dir, &walk, previous, &exists);
+            let index = git::read_index_stamp(&git_dir.join("index"));
+            (walk, result, index)
+        })
+        .await
+        .map_err(|_| None)?;
+        let staged = match result {
+            Ok(s) => s,
+            Err(why) => {
+                tracing::debug!(git_dir = %self.inner.git_dir.display(), %why, "staged by git instead");
+                return Err(Some(walk));
+            }
+        };
+        let Some(index) = index else {
+            return Err(Some(walk));
+        };
+        if let Ok(mut known) = self.inner.known.lock() {
+            known.add(staged.tree, staged.listing, staged.blobs);
+        }
+        let tree = staged.tree.to_string();
+        held.state.staged = Some(staged.staged);
+        held.state.index_due = Some(staged.tree);
+        let fingerprint = (!walk.racy).then(|| {
+            let mut f = walk.fingerprint;
+            f.extra_excludes = self.inner.extra_excludes.clone();
+            Arc::new(f)
+        });
+        held.state.last_tree = Some(WrittenTree {
+            index,
+            tree: tree.clone(),
+            at: std::time::Instant::now(),
+            fingerprint,
+        });
+        Ok(tree)
+    }
+
+    /// The diff between two trees staged in this process, when it needs no git (see
+    /// `stage::Known::diff`).
+    fn known_diff(&self, from: &str, to: &str) -> Option<Vec<FileChange>> {
+        let from = gix_hash::ObjectId::from_hex(from.as_bytes()).ok()?;
+        let to = gix_hash::ObjectId::from_hex(to.as_bytes()).ok()?;
+        self.inner.known.lock().ok()?.diff(&from, &to)
+    }
+
+    /// Absolute paths of the files that differ between two snapshots (one `git diff-tree`,
+    /// none when both were staged in this process and differ only in whole files).
     pub async fn changed_files(&self, from: &str, to: &str) -> Result<Vec<PathBuf>, SnapshotError> {
+        check_hash(from)?;
+        check_hash(to)?;
+        if let Some(changes) = self.known_diff(from, to) {
+            return Ok(changes
+                .into_iter()
+                .map(|c| self.inner.work_tree.join(c.file))
+                .collect());
+        }
         let Some(out) = self
             .compare(
                 from,
@@ -434,8 +527,14 @@ impl Snapshot {
     }
 
     /// Per-file status and line counts between two snapshots (one `git diff-tree --raw
-    /// --numstat`), sorted by path. `patch` is left empty.
+    /// --numstat`; none when both were staged in this process and no file changed in place),
+    /// sorted by path. `patch` is left empty.
     pub async fn diff(&self, from: &str, to: &str) -> Result<Vec<FileChange>, SnapshotError> {
+        check_hash(from)?;
+        check_hash(to)?;
+        if let Some(changes) = self.known_diff(from, to) {
+            return Ok(changes);
+        }
         let Some(out) = self
             .compare(
                 from,
@@ -562,6 +661,8 @@ impl Snapshot {
         }
         let mut held = self.lock().await?;
         self.ensure_init(&mut held).await?;
+        // `checkout` reads and writes the index.
+        self.flush_index(&mut held).await?;
         let mut restores = Vec::new();
         let mut deletes = Vec::new();
         for (hash, files) in groups {
@@ -641,6 +742,9 @@ impl Snapshot {
         let mut held = self.lock().await?;
         self.ensure_init(&mut held).await?;
         Self::forget_tree(&mut held);
+        if let Ok(mut known) = self.inner.known.lock() {
+            known.gc_ran();
+        }
         self.git(&["gc", "--quiet", &format!("--prune={GC_PRUNE}")], None)
             .await?;
         Ok(())

@@ -51,7 +51,7 @@ pub(super) fn read(p: &Path, rel: &str) -> Option<String> {
     std::fs::read_to_string(p.join(rel)).ok()
 }
 
-async fn open(f: &Fixture) -> Snapshot {
+pub(super) async fn open(f: &Fixture) -> Snapshot {
     Snapshot::open(&f.data, &f.project, &[])
         .await
         .expect("git repo")
@@ -468,7 +468,7 @@ async fn files_between_two_snapshots_agree_with_git() {
 }
 
 /// Runs git on `s`'s shadow repository (and `f`'s project as its work tree).
-fn shadow_git(s: &Snapshot, f: &Fixture, args: &[&str]) -> String {
+pub(super) fn shadow_git(s: &Snapshot, f: &Fixture, args: &[&str]) -> String {
     let mut all = vec![
         "--git-dir",
         s.git_dir().to_str().unwrap(),
@@ -966,7 +966,9 @@ async fn a_tree_from_a_fingerprint_always_equals_the_one_git_gives() {
 
 #[tokio::test]
 async fn a_fingerprint_is_not_trusted_once_the_index_changed() {
+    // With an ignore rule, so git stages (without, staging in process reads no index).
     let f = fixture();
+    write(&f.project, ".gitignore", "*.log\n");
     write(&f.project, "a.txt", "a\n");
     let s = open(&f).await;
     let t = trusted_tree(&s).await;
@@ -1566,7 +1568,7 @@ async fn hostile_directory_name_with_pathspec_magic() {
 // (one taken after would already hold what the track wrongly added).
 
 /// A copy of the shadow repository now; `oracle_on` gives what git would give on it.
-fn shadow_copy(s: &Snapshot) -> tempfile::TempDir {
+pub(super) fn shadow_copy(s: &Snapshot) -> tempfile::TempDir {
     let copy = tempfile::tempdir().unwrap();
     let status = StdCommand::new("cp")
         .arg("-a")
@@ -1581,7 +1583,7 @@ fn shadow_copy(s: &Snapshot) -> tempfile::TempDir {
 /// The tree git gives on `copy` (a copy of a shadow repository, see [`shadow_copy`]) for
 /// `f`'s work tree: `add --all` leaving out untracked files over [`MAX_UNTRACKED_BYTES`],
 /// then `write-tree`, as a track that runs git does.
-fn oracle_on(copy: &Path, f: &Fixture) -> String {
+pub(super) fn oracle_on(copy: &Path, f: &Fixture) -> String {
     let git = |args: &[&str], stdin: Option<Vec<u8>>| -> Vec<u8> {
         use std::io::Write;
         let mut cmd = StdCommand::new("git");
