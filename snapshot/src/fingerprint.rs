@@ -72,14 +72,14 @@ const LOCAL_FS: &[&str] = &[
 /// nanosecond.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stat {
-    dev: u64,
-    ino: u64,
-    mode: u32,
-    uid: u32,
-    gid: u32,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) mode: u32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) size: u64,
+    pub(crate) mtime: (i64, i64),
+    pub(crate) ctime: (i64, i64),
 }
 
 #[cfg(unix)]
@@ -228,10 +228,12 @@ pub(crate) struct Ignored {
     /// Directories walked after git was asked; a walk meeting another one marks the set for
     /// asking again (a new directory may be a large ignored one, walked until then).
     pub(crate) known_dirs: Option<HashSet<PathBuf>>,
-    /// No rule anywhere (no `.gitignore`, no pattern in any excludes file) and a shadow
-    /// configuration that stores file content and modes as they are (see `repo_rules`):
-    /// everything the walk records is what `git add --all` stages.
+    /// No rule anywhere (no `.gitignore`, no pattern in any excludes file): git ignores
+    /// nothing.
     pub(crate) rule_free: bool,
+    /// The shadow configuration and the process-wide one store file content and modes as
+    /// they are (`plain_config`), and include nothing the fingerprint does not know of.
+    pub(crate) plain: bool,
 }
 
 /// One walk of the work tree for a fingerprint.
@@ -253,10 +255,14 @@ pub(crate) struct Walk {
     pub(crate) taken: i128,
     /// A `.gitattributes` file was met.
     pub(crate) attributes: bool,
-    /// Every file the walk recorded is one `git add --all` stages as it is: no ignore rule
-    /// anywhere, no attributes file (inside or outside the work tree), a plain shadow
-    /// configuration (set by `fingerprint_walk`; what `stage` requires).
+    /// What `git add --all` stores for each file the walk recorded is the file as it is: no
+    /// attributes file (inside or outside the work tree), a plain configuration; and the
+    /// walk skipped only what git ignores (set by `fingerprint_walk`; what `stage`
+    /// requires).
     pub(crate) stageable: bool,
+    /// No ignore rule anywhere: git stages every file the walk recorded (else `stage` asks
+    /// `git check-ignore` about the files it has not staged before).
+    pub(crate) rule_free: bool,
 }
 
 /// Why a work tree gets no fingerprint.
@@ -457,8 +463,9 @@ pub(crate) struct GitFiles {
     pub(crate) excludes: Vec<PathBuf>,
     /// The attributes files among them.
     pub(crate) attributes: Vec<PathBuf>,
-    /// None of the configuration files turns `core.fileMode` off or `core.ignoreCase` /
-    /// `core.precomposeUnicode` on (see [`plain_config`]).
+    /// None of the configuration files turns `core.fileMode` or `core.trustCtime` off,
+    /// `core.ignoreCase`, `core.precomposeUnicode` or `core.protectHFS` on, or sets
+    /// `core.checkStat` to anything but `default` (see [`plain_config`]).
     pub(crate) plain: bool,
     /// The configuration files among them, with their `lstat` before they were read: any
     /// change means reading them again.
@@ -525,13 +532,22 @@ impl Snapshot {
                     // Not UTF-8: the path git reads is not one this could name.
                     return None;
                 }
-                let (key, value) = record.split_once('\n').unwrap_or((&record, ""));
+                // `key` alone is a boolean true; `key\n` with nothing after it is an empty
+                // value, which git reads as false.
+                let (key, value, implicit) = match record.split_once('\n') {
+                    Some((k, v)) => (k, v, false),
+                    None => (record.as_str(), "", true),
+                };
                 let key = key.to_ascii_lowercase();
                 let value_lc = value.trim().to_ascii_lowercase();
-                let off = matches!(value_lc.as_str(), "false" | "no" | "off" | "0");
+                let off =
+                    !implicit && matches!(value_lc.as_str(), "false" | "no" | "off" | "0" | "");
                 plain &= match key.as_str() {
                     "core.filemode" => !off,
-                    "core.ignorecase" | "core.precomposeunicode" => off,
+                    "core.ignorecase" | "core.precomposeunicode" | "core.protecthfs" => off,
+                    // How git compares an index entry's stat data (`seed` relies on it).
+                    "core.trustctime" => !off,
+                    "core.checkstat" => value_lc == "default",
                     _ => true,
                 };
                 if key == "core.excludesfile" {
@@ -718,8 +734,8 @@ impl Snapshot {
                     .is_some_and(|k| !walked.dirs.is_subset(k));
                 let mut kept = ignored;
                 kept.known_dirs.get_or_insert_with(|| walked.dirs.clone());
-                walked.stageable =
-                    kept.rule_free && !walked.attributes && !attributes_outside(&walked);
+                walked.stageable = kept.plain && !walked.attributes && !attributes_outside(&walked);
+                walked.rule_free = kept.rule_free;
                 held.state.ignored = Some((kept, !stale));
                 walked.fingerprint.extra_excludes = self.inner.extra_excludes.clone();
                 return Some(walked);
@@ -749,12 +765,11 @@ impl Snapshot {
                 held.state.ignored = Some((ignored, false));
                 walked.racy = true;
                 walked.stageable = config_ok
-                    && no_rules
-                    && !has_rules
                     && plain
                     && files.plain
                     && !walked.attributes
                     && !attributes_outside(&walked);
+                walked.rule_free = no_rules && !has_rules;
                 return walked.stageable.then_some(walked);
             }
             if !config_ok {
@@ -776,7 +791,8 @@ impl Snapshot {
                     }
                 }
             };
-            fresh.rule_free = no_rules && !has_rules && plain && files.plain;
+            fresh.rule_free = no_rules && !has_rules;
+            fresh.plain = plain && files.plain;
             fresh.rules = std::mem::take(&mut walked.rules);
             if ignored.dirs.is_empty() && ignored.files.is_empty() && fresh.dirs.is_empty() {
                 // Nothing was skipped, and git skips no directory: this walk already is the
@@ -785,7 +801,8 @@ impl Snapshot {
                 walked.rules = fresh.rules.clone();
                 fresh.known_dirs = Some(walked.dirs.clone());
                 walked.stageable =
-                    fresh.rule_free && !walked.attributes && !attributes_outside(&walked);
+                    fresh.plain && !walked.attributes && !attributes_outside(&walked);
+                walked.rule_free = fresh.rule_free;
                 held.state.ignored = Some((fresh, true));
                 walked.fingerprint.extra_excludes = self.inner.extra_excludes.clone();
                 return Some(walked);
@@ -838,39 +855,43 @@ fn repo_rules(git_dir: &Path, excludes: &[PathBuf]) -> (bool, bool, bool) {
     (config_ok, no_rules, plain)
 }
 
-/// Whether a shadow repository's configuration (lower-cased text) leaves what `git add`
-/// stores for a file to the file alone: SHA-1 objects, `core.fileMode` not off (else the
-/// executable bit comes from the index), `core.ignoreCase` and `core.precomposeUnicode` not
-/// on (they rename entries). `core.autocrlf` and `core.symlinks` are fixed on every shadow
-/// git call (`GIT_CONFIG`); the system and global files are checked the same way
-/// ([`GitFiles::plain`]). A malformed section header answers no.
+/// Whether a shadow repository's configuration (lower-cased text) is one `git init` writes,
+/// which leaves what `git add` stores for a file to the file alone: only a `[core]` section,
+/// only `key = value` lines of the keys and values below, nothing else (no quotes, comments
+/// after a value, continuation lines or other keys: git's own syntax is richer than this
+/// check, so whatever it does not know answers no and git stages). Refused in particular:
+/// `core.fileMode` off (the executable bit would come from the index), `core.ignoreCase`
+/// and `core.precomposeUnicode` on (they rename entries), `core.protectHFS` (refuses more
+/// names), any `extensions` (SHA-256 objects). `core.autocrlf` and `core.symlinks` are fixed
+/// on every shadow git call (`GIT_CONFIG`); the system and global files are checked by
+/// [`GitFiles::plain`].
 pub(crate) fn plain_config(config: &str) -> bool {
-    let mut section = String::new();
+    let mut in_core = false;
     for line in config.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with(['#', ';']) {
             continue;
         }
-        if let Some(rest) = line.strip_prefix('[') {
-            let Some((name, _)) = rest.split_once(']') else {
+        if line.starts_with('[') {
+            in_core = line == "[core]";
+            if !in_core {
                 return false;
-            };
-            section = name.trim().to_string();
+            }
             continue;
         }
-        let (key, value) = match line.split_once('=') {
-            Some((k, v)) => (k.trim(), v.trim()),
-            None => (line, "true"),
+        let Some((key, value)) = line.split_once('=') else {
+            return false;
         };
-        let off = matches!(value, "false" | "no" | "off" | "0");
-        let plain = match (section.as_str(), key) {
-            ("core", "filemode") => !off,
-            ("core", "ignorecase" | "precomposeunicode") => off,
-            ("extensions", "objectformat") => value == "sha1",
-            ("extensions", _) | ("core", "worktree" | "sparsecheckout") => false,
-            _ => true,
+        let allowed: &[&str] = match key.trim() {
+            "repositoryformatversion" => &["0", "1"],
+            "filemode" => &["true"],
+            // `git init` with `GIT_DIR` set writes `bare = true`; every shadow git call names
+            // the work tree.
+            "bare" | "logallrefupdates" | "symlinks" => &["true", "false"],
+            "ignorecase" | "precomposeunicode" => &["false"],
+            _ => &[],
         };
-        if !plain {
+        if !in_core || !allowed.contains(&value.trim()) {
             return false;
         }
     }

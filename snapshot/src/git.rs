@@ -64,6 +64,10 @@ const GIT_ENV_REMOVED: &[&str] = &[
     "GIT_ICASE_PATHSPECS",
 ];
 
+/// File in a shadow git dir naming the last tree staged in process while the index has not
+/// caught up (`flush_index`), so a later process brings the index up before git reads it.
+pub(crate) const STAGED_FILE: &str = "troupe-staged";
+
 /// Git processes run by [`Snapshot::run_git`] in this process ([`crate::git_processes`]).
 pub(crate) static GIT_RUNS: AtomicU64 = AtomicU64::new(0);
 
@@ -128,6 +132,13 @@ pub(crate) struct WrittenTree {
 pub(crate) struct IndexStamp {
     len: u64,
     tail: [u8; 32],
+}
+
+impl IndexStamp {
+    /// The index file's length in bytes (0: no index yet).
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
 }
 
 /// How long a written tree is reused for an unchanged index without asking git again: well
@@ -360,6 +371,13 @@ impl Snapshot {
         // A git process killed mid-write leaves its lock file behind; under our own lock
         // nobody else can be using this index, so it is stale.
         let _ = tokio::fs::remove_file(git_dir.join("index.lock")).await;
+        // A process that staged in process and ended before git read the index left the
+        // tree the index is behind (see `flush_index`).
+        if let Ok(text) = tokio::fs::read_to_string(git_dir.join(STAGED_FILE)).await
+            && let Ok(tree) = gix_hash::ObjectId::from_hex(text.trim().as_bytes())
+        {
+            held.state.index_due = Some(tree);
+        }
         held.state.initialized = true;
         Ok(())
     }
@@ -612,10 +630,18 @@ impl Snapshot {
         };
         self.git(&["read-tree", &tree.to_string()], None).await?;
         held.state.index_due = None;
+        let _ = tokio::fs::remove_file(self.inner.git_dir.join(STAGED_FILE)).await;
         let stamp = self.index_stamp().await;
         held.state.index_written = stamp.clone();
-        if let (Some(stamp), Some(last)) = (stamp, held.state.last_tree.as_mut()) {
-            last.index = stamp;
+        if let Some(stamp) = stamp {
+            // The index now holds exactly the last staged tree: that stage still tells
+            // which files are tracked.
+            if let Some(staged) = held.state.staged.as_mut() {
+                staged.index = stamp.clone();
+            }
+            if let Some(last) = held.state.last_tree.as_mut() {
+                last.index = stamp;
+            }
         }
         Ok(())
     }
@@ -757,14 +783,17 @@ impl EnvsRemoved for Command {
 /// (`:<mode> <mode> <sha> <sha> <status>\0<path>\0`), then one numstat record per file
 /// (`<added>\t<deleted>\t<path>\0`, `-\t-\t` for binary files).
 pub(crate) fn parse_raw_numstat(out: &[u8]) -> Vec<FileChange> {
-    let fields: Vec<String> = split_nul(out).collect();
+    // Names stay bytes until the end: two names that are not UTF-8 can read the same once
+    // converted, and each must get its own counts.
+    let fields: Vec<&[u8]> = out.split(|b| *b == 0).filter(|f| !f.is_empty()).collect();
     let mut changes: Vec<FileChange> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut index: HashMap<&[u8], usize> = HashMap::new();
     let mut i = 0;
     while i < fields.len() {
-        let field = &fields[i];
-        if let Some(raw) = field.strip_prefix(':') {
+        let field = fields[i];
+        if let Some(raw) = field.strip_prefix(b":") {
             // `<old mode> <new mode> <old id> <new id> <status>`
+            let raw = String::from_utf8_lossy(raw);
             let raw: Vec<&str> = raw.split(' ').collect();
             let status = match raw.get(4).and_then(|s| s.chars().next()) {
                 Some('A') => ChangeStatus::Added,
@@ -778,9 +807,9 @@ pub(crate) fn parse_raw_numstat(out: &[u8]) -> Vec<FileChange> {
                 _ => Some("?".to_string()),
             };
             let Some(path) = fields.get(i + 1) else { break };
-            index.insert(path.clone(), changes.len());
+            index.insert(path, changes.len());
             changes.push(FileChange {
-                file: path.clone(),
+                file: String::from_utf8_lossy(path).into_owned(),
                 status,
                 additions: 0,
                 deletions: 0,
@@ -791,13 +820,14 @@ pub(crate) fn parse_raw_numstat(out: &[u8]) -> Vec<FileChange> {
             i += 2;
             continue;
         }
-        let mut parts = field.splitn(3, '\t');
+        let mut parts = field.splitn(3, |b| *b == b'\t');
         if let (Some(a), Some(d), Some(path)) = (parts.next(), parts.next(), parts.next())
             && let Some(&at) = index.get(path)
         {
             let c = &mut changes[at];
-            match (a.parse::<u64>(), d.parse::<u64>()) {
-                (Ok(a), Ok(d)) => {
+            let number = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u64>().ok();
+            match (number(a), number(d)) {
+                (Some(a), Some(d)) => {
                     c.additions = a;
                     c.deletions = d;
                 }

@@ -17,16 +17,18 @@
 //! process plus an OS file lock between processes), and `git gc --prune=7.days` runs at most
 //! every [`GC_INTERVAL`].
 //!
-//! All git work runs in child processes (`tokio::process`); file-system reads (the size walk
-//! of the work tree, `stat` calls, the index's checksum) run in `spawn_blocking` tasks, so
-//! nothing here blocks a tokio worker thread. A track asks git as little as it can: when a
-//! stat fingerprint of everything `git add` reads is unchanged since the last `git add`
-//! (`fingerprint`, Linux on local file systems), it runs no git process at all (see
+//! Git work runs in child processes (`tokio::process`); file-system work (the walk of the
+//! work tree, `stat` calls, the index's checksum, staging) runs in `spawn_blocking` tasks,
+//! so nothing here blocks a tokio worker thread. A track asks git as little as it can: when
+//! a stat fingerprint of everything `git add` reads is unchanged since the last track
+//! (`fingerprint`, Linux on local file systems), it runs no git process at all; when files
+//! changed and the walk lists what git would stage, the blobs and trees are written in
+//! this process (`stage`), asking git at most which new files its rules ignore (see
 //! [`Snapshot::track`]).
 //!
 //! This file holds the public types and operations; `git` holds the shadow repository's
 //! plumbing (locking, init, excludes, gc, running git and parsing its output); `fingerprint`
-//! the stat fingerprint.
+//! the stat fingerprint; `stage` staging in process.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -368,14 +370,16 @@ impl Snapshot {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Snapshots the work tree now and returns the tree hash: `git add --all` and `git
-    /// write-tree`, each only when needed. No git runs when the work tree, the rule and
-    /// configuration files and the shadow index match the fingerprint recorded before the
-    /// last `git add` (see `fingerprint`: every `lstat` equal, none too recent to trust).
-    /// Otherwise `git ls-files --others` (to leave out untracked files over 2 MiB) runs only
-    /// when a walk of the work tree finds a file that large, and `write-tree` only when the
-    /// index's entries differ from those the last tree came from (see
-    /// `add_and_write_tree`).
+    /// Snapshots the work tree now and returns the tree hash: the tree `git add --all` and
+    /// `git write-tree` give. No git runs when the work tree, the rule and configuration
+    /// files and the shadow index match the fingerprint recorded before the last track (see
+    /// `fingerprint`: every `lstat` equal, none too recent to trust). Else, when the walk
+    /// lists what git would stage, the changed files are hashed and the trees written in
+    /// this process (see `stage`; with ignore rules, `git check-ignore` about new files).
+    /// Else git: `git ls-files --others` (to leave out untracked files over 2 MiB) only when
+    /// a walk of the work tree finds a file that large, `add`, and `write-tree` only when
+    /// the index's entries differ from those the last tree came from (see
+    /// `add_and_write_tree`). Errors: git's, or the shadow repository cannot be written.
     pub async fn track(&self) -> Result<String, SnapshotError> {
         let mut held = self.lock().await?;
         self.ensure_init(&mut held).await?;
@@ -442,8 +446,10 @@ impl Snapshot {
     }
 
     /// Stages the walked work tree in this process (see `stage`) and records the tree as the
-    /// last one, with the walk's fingerprint unless it was racy. `Err` gives the walk back when
-    /// staging gave up (a name git may refuse, a file too large, an I/O error): git decides.
+    /// last one, with the walk's fingerprint unless it was racy. With ignore rules, the files
+    /// new to the tree are first put to `git check-ignore` (one process, only when there are
+    /// any). `Err` gives the walk back when staging gave up (a name git may refuse, a file
+    /// too large, an I/O error, git failing): git's own path decides.
     async fn stage_in_process(
         &self,
         held: &mut git::Held,
@@ -451,14 +457,129 @@ impl Snapshot {
     ) -> Result<String, Option<fingerprint::Walk>> {
         let previous = held.state.staged.take();
         let (root, git_dir) = (self.inner.work_tree.clone(), self.inner.git_dir.clone());
-        let known = self.inner.known.clone();
-        let (walk, result, index) = tokio::task::spawn_blocking(move || {
-            // Objects of trees staged in this process exist (written then, not collected:
-            // `STAGED_REUSE` < `GC_PRUNE`).
-            let exists = |id: &gix_hash::ObjectId| known.lock().is_ok_and(|k| k.has(id));
-            let result = stage::stage(&root, &git_dir, &walk, previous, &exists);
-            let index = git::read_index_stamp(&git_dir.join("index"));
-            (walk, result, index)
+        let own = Arc::new(self.inner.own_paths.clone());
+        // The index stamp, which files are new to the tree (with rules), in one hop.
+        let rule_free = walk.rule_free;
+        let (walk, previous, index, new, mut ignored) = {
+            let (root, git_dir, own) = (root.clone(), git_dir.clone(), own.clone());
+            tokio::task::spawn_blocking(move || {
+                let index = git::read_index_stamp(&git_dir.join("index"));
+                // The last stage's files are the tracked ones while the index is as it left
+                // it; else git wrote the index since and says what is tracked.
+                let tracked = previous.filter(|p| Some(&p.index) == index.as_ref());
+                // What git said it ignores, under the same rules, is not asked again.
+                let known_ignored = tracked
+                    .as_ref()
+                    .and_then(|p| p.ignored_under(&walk.rules))
+                    .cloned()
+                    .unwrap_or_default();
+                let new = (!rule_free).then(|| {
+                    stage::new_files(&root, &walk, tracked.as_ref(), Some(&known_ignored), &own)
+                });
+                (walk, tracked, index, new, known_ignored)
+            })
+            .await
+            .map_err(|_| None)?
+        };
+        let Some(mut index) = index else {
+            return Err(Some(walk));
+        };
+        let mut seed = None;
+        if previous.is_none() && held.state.index_due.is_none() && index.len() > 0 {
+            // Git wrote the index last: its entries seed the stage (ids git keeps for files
+            // it finds clean), and one staging cannot make (a submodule's commit, kept by
+            // git after its `.git` went) leaves the track to git.
+            let path = self.inner.git_dir.join("index");
+            let mtime = tokio::task::spawn_blocking(move || {
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::MetadataExt;
+                    std::fs::metadata(path).map(|m| (m.mtime(), m.mtime_nsec()))
+                }
+                #[cfg(not(unix))]
+                {
+                    // No walk, so no stage, outside Unix.
+                    Err::<(i64, i64), _>(std::io::Error::other(format!("{}", path.display())))
+                }
+            })
+            .await;
+            let Ok(Ok(mtime)) = mtime else {
+                return Err(Some(walk));
+            };
+            match self
+                .git(&["ls-files", "--stage", "--debug", "-z"], None)
+                .await
+            {
+                Ok(out) => match stage::Seed::parse(&out, mtime) {
+                    Some(s) => seed = Some(s),
+                    None => return Err(Some(walk)),
+                },
+                Err(_) => return Err(Some(walk)),
+            }
+        }
+        if let Some(new) = new.filter(|n| !n.is_empty()) {
+            // A file new to the tree is untracked: git's rules alone decide (`--no-index`)
+            // when the last stage's files are the tracked ones; else the index says too.
+            let mut input = Vec::new();
+            for key in &new {
+                // `./`: a leading `:` would start pathspec magic.
+                input.extend_from_slice(b"./");
+                input.extend_from_slice(key);
+                input.push(0);
+            }
+            let mut args = vec!["check-ignore", "--stdin", "-z"];
+            if previous.is_some() {
+                args.push("--no-index");
+            } else if held.state.index_due.is_some() {
+                // The index is behind the last stage, whose files are tracked: bring it up.
+                match self.flush_index(held).await {
+                    Ok(()) => match self.index_stamp().await {
+                        Some(now) => index = now,
+                        None => return Err(Some(walk)),
+                    },
+                    Err(_) => return Err(Some(walk)),
+                }
+            }
+            match self
+                .run_git_status(false, &args, Some(input), &[0, 1])
+                .await
+            {
+                Ok(out) => ignored.extend(
+                    out.split(|b| *b == 0)
+                        .filter(|n| !n.is_empty())
+                        .map(|n| n.strip_prefix(b"./").unwrap_or(n).to_vec()),
+                ),
+                Err(e) => {
+                    tracing::debug!(error = %e, "check-ignore failed; staged by git instead");
+                    return Err(Some(walk));
+                }
+            }
+        }
+        let stamp = index.clone();
+        let due = held.state.index_due;
+        let (walk, result) = tokio::task::spawn_blocking(move || {
+            let leave = stage::Leave {
+                own: &own,
+                ignored: &ignored,
+                seed: seed.as_ref(),
+            };
+            let result =
+                stage::stage(&root, &git_dir, &walk, previous, &leave, stamp).and_then(|staged| {
+                    if due != Some(staged.tree) {
+                        // Recorded before the tree is returned: a process ending now leaves
+                        // the next one the tree to bring the index up to (renamed into
+                        // place, so never half a name). Without the record the index must
+                        // not fall behind: git stages instead.
+                        let tmp = git_dir.join(format!("{}.tmp", git::STAGED_FILE));
+                        std::fs::write(&tmp, format!("{}\n", staged.tree))
+                            .and_then(|()| std::fs::rename(&tmp, git_dir.join(git::STAGED_FILE)))
+                            .map_err(|e| {
+                                stage::NotStaged::Io(format!("recording the staged tree: {e}"))
+                            })?;
+                    }
+                    Ok(staged)
+                });
+            (walk, result)
         })
         .await
         .map_err(|_| None)?;
@@ -468,9 +589,6 @@ impl Snapshot {
                 tracing::debug!(git_dir = %self.inner.git_dir.display(), %why, "staged by git instead");
                 return Err(Some(walk));
             }
-        };
-        let Some(index) = index else {
-            return Err(Some(walk));
         };
         if let Ok(mut known) = self.inner.known.lock() {
             known.add(staged.tree, staged.listing, staged.blobs);
@@ -624,7 +742,7 @@ impl Snapshot {
     /// recorded lossily; acting on it could touch another file). A deletion never
     /// goes through a symbolic link: a file whose directory is now a link (or not a
     /// directory) is left alone. Deletions run first; then a file is restored only where that
-    /// destroys nothing the user made since ([`clear_for_restore`]: no file or link where a
+    /// destroys nothing the user made since (`clear_for_restore`: no file or link where a
     /// directory was, no non-empty directory where the file was). Returns the relative paths
     /// touched.
     pub async fn revert(&self, patches: &[Patch]) -> Result<Vec<String>, SnapshotError> {
@@ -742,9 +860,6 @@ impl Snapshot {
         let mut held = self.lock().await?;
         self.ensure_init(&mut held).await?;
         Self::forget_tree(&mut held);
-        if let Ok(mut known) = self.inner.known.lock() {
-            known.gc_ran();
-        }
         self.git(&["gc", "--quiet", &format!("--prune={GC_PRUNE}")], None)
             .await?;
         Ok(())

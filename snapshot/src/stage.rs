@@ -4,12 +4,11 @@
 //!
 //! Each git process costs ~1.5–2 ms of CPU on a small VM, most of it starting the process;
 //! a step that writes a file used to run `add`, `write-tree` and `diff-tree`. Staging runs
-//! only when the fingerprint walk (`fingerprint`) already lists exactly what `git add --all`
-//! would stage ([`Walk::stageable`]): no ignore rule anywhere (no `.gitignore`, no pattern in
-//! any excludes file, so no own file inside the work tree either), no attributes file (no
-//! filter, no end-of-line conversion), a plain configuration (`plain_config`), no file over
-//! [`MAX_UNTRACKED_BYTES`], and names git takes as they are ([`plain_name`]). Anything else,
-//! and any error, leaves the track to git as before.
+//! when the fingerprint walk (`fingerprint`) lists every file `git add --all` would look at
+//! and skipped only what git's rules ignore ([`Walk::stageable`]), with no attributes file
+//! (no filter, no end-of-line conversion), a plain configuration (`plain_config`), no file
+//! over [`MAX_UNTRACKED_BYTES`], and names git takes as they are ([`plain_name`]). Anything
+//! else, and any error, leaves the track to git as before.
 //!
 //! What git would store, per walked entry (git's `ce_mode_from_stat` and `treat_path`): a
 //! regular file is a blob of its bytes, mode `100755` when its owner may execute it and
@@ -17,18 +16,28 @@
 //! (FIFOs, sockets, devices) is left out; directories holding no file are left out. Trees
 //! are git's tree objects of those entries (sorted as git sorts them: `gix_object`).
 //!
+//! Which files: with no ignore rule anywhere, all of them (troupe's own paths aside). With
+//! rules, a file already in the last staged tree is tracked and stays, as git keeps tracked
+//! files whatever the rules say; a file new to the tree is put to `git check-ignore` (one
+//! process for all of them, `--no-index` while the last stage's files are the tracked
+//! ones), and git's answer is kept until a rule file changes.
+//!
 //! A file is hashed again only when its `lstat` differs from the one recorded when it was
-//! last hashed, or when that one was racy (within [`RACY_MARGIN`](crate::fingerprint) of
-//! its walk: a change in the same clock tick could keep it); the stat is taken before the
-//! content is read, so a change in between shows next time.
+//! last hashed, or when that one was racy (within `RACY_MARGIN` of its walk: a change in the
+//! same clock tick could keep it); the stat is taken before the content is read, so a
+//! change in between shows next time. A stage with nothing before it (a new process, or
+//! after git wrote the index) takes over the ids of the index git wrote where git would
+//! find the entry clean ([`Seed`]): content a filter converted stays converted until the
+//! file changes, as with git.
 //!
 //! The shadow index is not written: it falls behind the trees staged here. Before any git
-//! command that reads the index runs, [`Snapshot::flush_index`] makes it hold the last
-//! staged tree (`git read-tree`), so git's own path starts from exactly what staging left
-//! (its entries carry no stat data, so the next `git add` hashes those files again).
+//! command that reads the index runs, `Snapshot::flush_index` makes it hold the last
+//! staged tree (`git read-tree`), so git's own path starts from exactly what staging left;
+//! the tree is also recorded in the shadow git dir (`troupe-staged`), so a process that
+//! ends first leaves it to the next.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,6 +46,7 @@ use gix_object::tree::{Entry, EntryKind};
 use gix_object::{Kind, Tree, WriteTo};
 
 use crate::fingerprint::{Stat, Walk};
+use crate::git::IndexStamp;
 use crate::{ChangeStatus, FileChange, MAX_UNTRACKED_BYTES};
 
 /// Bytes a stage reads at most when it starts without a previous one (a new process, or
@@ -71,10 +81,58 @@ pub(crate) struct StagedFile {
 /// What the last stage of a shadow repository saw, reused by the next one.
 #[derive(Debug)]
 pub(crate) struct Staged {
-    /// Per relative path (bytes, `/`-separated, sorted as git sorts paths).
+    /// Per relative path (bytes, `/`-separated, sorted as git sorts paths): the files of
+    /// the last staged tree, so also what git would now count as tracked.
     files: BTreeMap<Vec<u8>, StagedFile>,
     /// When the first of these files was hashed (see [`STAGED_REUSE`]).
     since: Instant,
+    /// The shadow index's stamp then: any other stamp means git wrote the index since
+    /// (git's own track, a revert's checkout, another process), so which files are tracked
+    /// is git's to say again.
+    pub(crate) index: IndexStamp,
+    /// Files git said it ignores (untracked: not in `files`), and the rule files' stats it
+    /// said so under (`None`: a rule file was too recent to vouch for it). Asked again
+    /// when any rule file changes.
+    ignored: HashSet<Vec<u8>>,
+    ignored_under: Option<HashMap<PathBuf, Option<Stat>>>,
+}
+
+impl Staged {
+    /// The files git said it ignores, while the rule files are as they were then.
+    pub(crate) fn ignored_under(
+        &self,
+        rules: &HashMap<PathBuf, Option<Stat>>,
+    ) -> Option<&HashSet<Vec<u8>>> {
+        (self.ignored_under.as_ref() == Some(rules)).then_some(&self.ignored)
+    }
+}
+
+/// The files of `walk` (relative path bytes) that a stage seeded by `previous` would hash
+/// as new to the tree (all of them without one), leaving out troupe's own paths and those
+/// `known_ignored`: with ignore rules, git says which of them it ignores (`git
+/// check-ignore`) before staging.
+pub(crate) fn new_files(
+    root: &Path,
+    walk: &Walk,
+    previous: Option<&Staged>,
+    known_ignored: Option<&HashSet<Vec<u8>>>,
+    own: &[String],
+) -> Vec<Vec<u8>> {
+    walk.fingerprint
+        .files(root)
+        .map(|(rel, _)| path_bytes(rel))
+        .filter(|key| previous.is_none_or(|p| !p.files.contains_key(key)))
+        .filter(|key| known_ignored.is_none_or(|k| !k.contains(key)))
+        .filter(|key| !is_own(key, own))
+        .collect()
+}
+
+/// Whether `key` is one of `own` (relative paths) or lies under one.
+fn is_own(key: &[u8], own: &[String]) -> bool {
+    own.iter().any(|o| {
+        key.strip_prefix(o.as_bytes())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
+    })
 }
 
 /// One tree's files, sorted by path bytes: path, mode, blob id.
@@ -103,18 +161,14 @@ impl BlobInfo {
 /// What this process knows of a shadow repository's staged trees, for diffs without git.
 #[derive(Debug, Default)]
 pub(crate) struct Known {
-    /// Newest first: tree, its listing, when it was last staged (`None` once a gc ran since:
-    /// its objects may be gone).
-    listings: VecDeque<(ObjectId, Arc<Listing>, Option<Instant>)>,
+    /// Newest first: tree and its listing.
+    listings: VecDeque<(ObjectId, Arc<Listing>)>,
     blobs: HashMap<ObjectId, BlobInfo>,
 }
 
 impl Known {
     fn listing(&self, id: &ObjectId) -> Option<&Arc<Listing>> {
-        self.listings
-            .iter()
-            .find(|(t, _, _)| t == id)
-            .map(|(_, l, _)| l)
+        self.listings.iter().find(|(t, _)| t == id).map(|(_, l)| l)
     }
 
     /// Records a staged tree's listing and the summaries of the blobs hashed for it.
@@ -128,26 +182,9 @@ impl Known {
             self.blobs.clear();
         }
         self.blobs.extend(blobs);
-        self.listings.retain(|(t, _, _)| *t != tree);
-        self.listings
-            .push_front((tree, listing, Some(Instant::now())));
+        self.listings.retain(|(t, _)| *t != tree);
+        self.listings.push_front((tree, listing));
         self.listings.truncate(LISTINGS_KEPT);
-    }
-
-    /// Whether `tree` was staged (so written) less than [`STAGED_REUSE`] ago: its objects
-    /// are still in the store.
-    pub(crate) fn has(&self, tree: &ObjectId) -> bool {
-        self.listings
-            .iter()
-            .any(|(t, _, at)| t == tree && at.is_some_and(|at| at.elapsed() < STAGED_REUSE))
-    }
-
-    /// A gc ran: no staged tree's objects are known to exist any more (the listings still
-    /// serve diffs, which read no object).
-    pub(crate) fn gc_ran(&mut self) {
-        for (_, _, at) in &mut self.listings {
-            *at = None;
-        }
     }
 
     /// `git diff-tree -r --raw --numstat from to` computed from the listings, when both are
@@ -272,7 +309,9 @@ pub(crate) struct Stage {
 /// check refuses (git's `verify_path`, `core.protectNTFS` on by default: `.git` followed
 /// only by dots or spaces, any case, and `git~1`), no backslash, colon or control byte
 /// (refused or rewritten on some systems), and, for a symbolic link, none of the names
-/// git refuses as links (`.gitmodules`, `.gitattributes`, `.gitignore`, `.mailmap`, any case).
+/// git refuses as links (`.gitmodules`, `.gitattributes`, `.gitignore`, `.mailmap`, any case,
+/// and their NTFS short names: no `~` at all). `core.protectHFS` (off on Linux) is a
+/// configuration `plain_config` refuses.
 pub(crate) fn plain_name(component: &[u8], link: bool) -> bool {
     let lower = component.to_ascii_lowercase();
     if component.is_empty()
@@ -290,23 +329,157 @@ pub(crate) fn plain_name(component: &[u8], link: bool) -> bool {
     {
         return false;
     }
-    if link && (lower.starts_with(b".git") || lower.starts_with(b".mailmap")) {
+    // Links: git also refuses the NTFS short names of those files (`gitmod~1`, `gi7eba~2`,
+    // `gi250a~1`…): any `~` leaves the name to git.
+    if link
+        && (lower.starts_with(b".git") || lower.starts_with(b".mailmap") || lower.contains(&b'~'))
+    {
         return false;
     }
     true
 }
 
+/// An entry of an index git wrote, with the stat data git compares (gitformat-index(5):
+/// 32-bit fields, times to the nanosecond).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SeedEntry {
+    mode: u32,
+    id: ObjectId,
+    ctime: (u32, u32),
+    mtime: (u32, u32),
+    ino: u32,
+    uid: u32,
+    gid: u32,
+    size: u32,
+}
+
+/// The entries of an index git wrote (`git ls-files --stage --debug -z`), by path, and the
+/// index file's mtime (s, ns): what a stage without a previous one takes over where git
+/// would (see [`SeedEntry::clean`]).
+#[derive(Debug, Default)]
+pub(crate) struct Seed {
+    entries: HashMap<Vec<u8>, SeedEntry>,
+    /// The index file's modification time: an entry modified at or after it is "racily
+    /// clean" and git reads the file (racy-git.txt).
+    pub(crate) index_mtime: (i64, i64),
+}
+
+impl SeedEntry {
+    /// Whether git takes this entry's id for a file with `stat` without reading it
+    /// (read-cache.c `ie_match_stat` with Linux defaults, `core.trustCtime` and
+    /// `core.checkStat` as `plain` requires): same type and owner-executable bit, mtime and
+    /// ctime to the nanosecond, inode, owner, group and size (all as 32-bit), and not
+    /// modified in or after the second the index was written (`index_mtime`). Anything
+    /// else is hashed as it is, which is what git then does too.
+    fn clean(&self, stat: &Stat, index_mtime: (i64, i64)) -> bool {
+        let kind_matches = match stat.mode & 0o170000 {
+            0o100000 => self.mode & 0o170000 == 0o100000 && (self.mode ^ stat.mode) & 0o100 == 0,
+            0o120000 => self.mode == 0o120000,
+            _ => false,
+        };
+        let time = |t: (i64, i64)| (t.0 as u32, t.1 as u32);
+        // Racy by whole seconds: git built without `USE_NSEC` (the default) compares only
+        // those; one built with it would find some of these clean and keep the id (a
+        // difference only for content a removed filter had converted, within a second).
+        let racy = i64::from(self.mtime.0) >= index_mtime.0;
+        kind_matches
+            && self.mtime == time(stat.mtime)
+            && self.ctime == time(stat.ctime)
+            && self.ino == stat.ino as u32
+            && self.uid == stat.uid
+            && self.gid == stat.gid
+            && self.size == stat.size as u32
+            && !racy
+    }
+}
+
+impl Seed {
+    /// Parses `git ls-files --stage --debug -z`: per entry `<mode> <id> <stage>\t<path>\0`,
+    /// then indented `ctime: s:ns`, `mtime: s:ns`, `dev: n\tino: n`, `uid: n\tgid: n`,
+    /// `size: n\tflags: x` lines. `None` when anything is not that shape, or an entry is
+    /// one staging cannot make or keep (a submodule's commit, a conflict stage, any flag:
+    /// assume-unchanged, skip-worktree, intent-to-add): git stages.
+    pub(crate) fn parse(out: &[u8], index_mtime: (i64, i64)) -> Option<Seed> {
+        let mut entries = HashMap::new();
+        let mut rest = out;
+        while !rest.is_empty() {
+            let nul = rest.iter().position(|b| *b == 0)?;
+            let (head, after) = (&rest[..nul], &rest[nul + 1..]);
+            let tab = head.iter().position(|b| *b == b'\t')?;
+            let (meta, path) = (std::str::from_utf8(&head[..tab]).ok()?, &head[tab + 1..]);
+            let mut meta = meta.split(' ');
+            let mode = u32::from_str_radix(meta.next()?, 8).ok()?;
+            let id = ObjectId::from_hex(meta.next()?.as_bytes()).ok()?;
+            if meta.next()? != "0" || !matches!(mode, 0o100644 | 0o100755 | 0o120000) {
+                return None;
+            }
+            // Six indented lines of stat data, up to the next entry.
+            let mut fields: HashMap<&str, &str> = HashMap::new();
+            let mut taken = 0;
+            for _ in 0..5 {
+                let end = after[taken..].iter().position(|b| *b == b'\n')? + taken;
+                let line = std::str::from_utf8(&after[taken..end]).ok()?;
+                for field in line.trim().split('\t') {
+                    let (k, v) = field.split_once(": ")?;
+                    fields.insert(k, v);
+                }
+                taken = end + 1;
+            }
+            rest = &after[taken..];
+            let pair = |v: &str| -> Option<(u32, u32)> {
+                let (a, b) = v.split_once(':')?;
+                Some((a.parse().ok()?, b.parse().ok()?))
+            };
+            let number = |k: &str| -> Option<u32> { fields.get(k)?.parse().ok() };
+            if u32::from_str_radix(fields.get("flags")?, 16).ok()? != 0 {
+                return None;
+            }
+            entries.insert(
+                path.to_vec(),
+                SeedEntry {
+                    mode,
+                    id,
+                    ctime: pair(fields.get("ctime")?)?,
+                    mtime: pair(fields.get("mtime")?)?,
+                    ino: number("ino")?,
+                    uid: number("uid")?,
+                    gid: number("gid")?,
+                    size: number("size")?,
+                },
+            );
+        }
+        Some(Seed {
+            entries,
+            index_mtime,
+        })
+    }
+}
+
+/// What a stage leaves out besides what the walk skipped.
+pub(crate) struct Leave<'a> {
+    /// Troupe's own paths (relative; everything under them too).
+    pub(crate) own: &'a [String],
+    /// Files git said it ignores (relative path bytes; from [`new_files`]).
+    pub(crate) ignored: &'a HashSet<Vec<u8>>,
+    /// The index git wrote, for a stage without a previous one: a file whose stat data
+    /// git would find clean keeps the entry's id, as `git add` keeps it (content that a
+    /// filter since removed had converted stays converted until the file changes).
+    pub(crate) seed: Option<&'a Seed>,
+}
+
 /// Stages the files `walk` recorded under `root` into the loose object store of `git_dir`
 /// (blocking): hashes each file whose stat is not the one `previous` hashed it under, writes
-/// the blobs and trees the store lacks, and returns the root tree. `known` names objects
-/// known to exist (skips a `stat` of the object file each).
+/// the blobs and trees the store lacks (one `stat` of the object file each), and returns the
+/// root tree. `leave` is left out; `index` is the shadow index's stamp now.
 pub(crate) fn stage(
     root: &Path,
     git_dir: &Path,
     walk: &Walk,
     previous: Option<Staged>,
-    known: &dyn Fn(&ObjectId) -> bool,
+    leave: &Leave<'_>,
+    index: IndexStamp,
 ) -> Result<Stage, NotStaged> {
+    // Hashes older than `STAGED_REUSE` are not trusted (their objects may be collected).
     let previous = previous.filter(|p| p.since.elapsed() < STAGED_REUSE);
     let fresh = previous.is_none();
     let since = previous.as_ref().map_or_else(Instant::now, |p| p.since);
@@ -314,7 +487,7 @@ pub(crate) fn stage(
     let store =
         gix_odb::loose::Store::at(git_dir.join("objects"), gix_odb::loose::Options::default());
     let ensure = |kind: Kind, bytes: &[u8], id: ObjectId| -> Result<(), NotStaged> {
-        if known(&id) || store.contains(&id) {
+        if store.contains(&id) {
             return Ok(());
         }
         gix_object::Write::write_buf_with_known_id(&store, kind, bytes, id)
@@ -322,6 +495,7 @@ pub(crate) fn stage(
             .map_err(|e| NotStaged::Io(format!("writing object {id}: {e}")))
     };
     let mut files = BTreeMap::new();
+    let mut ignored = HashSet::new();
     let mut blobs = Vec::new();
     let mut read_bytes: u64 = 0;
     for (rel, stat) in walk.fingerprint.files(root) {
@@ -332,6 +506,13 @@ pub(crate) fn stage(
             _ => continue,
         };
         let key = path_bytes(rel);
+        if leave.ignored.contains(&key) {
+            ignored.insert(key);
+            continue;
+        }
+        if is_own(&key, leave.own) {
+            continue;
+        }
         let link = kind == EntryKind::Link;
         let components = key.split(|b| *b == b'/').collect::<Vec<_>>();
         let last = components.len() - 1;
@@ -349,6 +530,21 @@ pub(crate) fn stage(
             && !prev.racy
         {
             files.insert(key, *prev);
+            continue;
+        }
+        if let Some(seed) = leave.seed
+            && let Some(entry) = seed.entries.get(&key)
+            && entry.clean(&stat, seed.index_mtime)
+        {
+            files.insert(
+                key,
+                StagedFile {
+                    stat,
+                    kind,
+                    id: entry.id,
+                    racy: stat.racy(walk.taken),
+                },
+            );
             continue;
         }
         if kind != EntryKind::Link && stat.size() > MAX_UNTRACKED_BYTES {
@@ -431,18 +627,24 @@ pub(crate) fn stage(
     let tree = write_tree(entries, &ensure)?;
     Ok(Stage {
         tree,
-        staged: Staged { files, since },
+        staged: Staged {
+            files,
+            since,
+            index,
+            ignored,
+            ignored_under: (!walk.rules_racy).then(|| walk.rules.clone()),
+        },
         listing: Arc::new(listing),
         blobs,
     })
 }
 
+/// Makes sure the store has an object (kind, encoded bytes, id).
+type Ensure<'a> = dyn Fn(Kind, &[u8], ObjectId) -> Result<(), NotStaged> + 'a;
+
 /// Encodes a tree of `entries` (sorted here as git sorts them), hashes it and makes sure the
 /// store has it.
-fn write_tree(
-    mut entries: Vec<Entry>,
-    ensure: &dyn Fn(Kind, &[u8], ObjectId) -> Result<(), NotStaged>,
-) -> Result<ObjectId, NotStaged> {
+fn write_tree(mut entries: Vec<Entry>, ensure: &Ensure<'_>) -> Result<ObjectId, NotStaged> {
     entries.sort();
     let tree = Tree { entries };
     let mut bytes = Vec::with_capacity(tree.size() as usize);
@@ -546,6 +748,8 @@ mod unit {
         }
         assert!(!plain_name(b".gitmodules", true));
         assert!(!plain_name(b".Mailmap", true));
+        assert!(!plain_name(b"gitmod~1", true));
+        assert!(!plain_name(b"GI7EBA~3", true));
         assert!(plain_name(b"link", true));
     }
 }
