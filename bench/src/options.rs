@@ -62,6 +62,11 @@ pub(crate) struct Args {
     /// stated for).
     #[arg(long, default_value_t = 0)]
     files: usize,
+    /// With `--snapshots`: give every workspace a `.gitignore` (`target/`, `*.log`,
+    /// `node_modules/`), as most projects have: snapshots then ask git which new files its
+    /// rules ignore.
+    #[arg(long, requires = "snapshots")]
+    gitignore: bool,
     /// After the run, read the first session's messages N times a page at a time (`limit`
     /// 50, `before` spread over the whole session, each page encoded to JSON as `GET
     /// /session/{id}/message?limit=50&before=` does) and report the time per page in µs.
@@ -107,6 +112,7 @@ pub(crate) struct Settings {
     pub(crate) record_bodies: bool,
     pub(crate) snapshots: bool,
     pub(crate) files: usize,
+    pub(crate) gitignore: bool,
     pub(crate) page_probe: usize,
     pub(crate) turns: usize,
     pub(crate) step_cpu: bool,
@@ -158,6 +164,7 @@ impl Args {
             record_bodies: self.record_bodies,
             snapshots: self.snapshots,
             files: self.files,
+            gitignore: self.gitignore,
             page_probe: self.page_probe,
             turns: self.turns,
             step_cpu: self.step_cpu,

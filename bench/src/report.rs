@@ -190,6 +190,7 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
         })),
         "snapshots": s.snapshots,
         "extra_files": s.files,
+        "gitignore": s.gitignore,
         "child_cpu_s": round3(m.child_cpu_s),
         "child_cpu_ms_per_step": round3(child_cpu_ms_per_step),
         "git_processes_per_step": round3(per_step_count(m.git_processes, m.total_steps)),
@@ -245,7 +246,11 @@ pub(crate) fn build(s: &Settings, m: Measured) -> Report {
     ));
     h.push_str(&format!(
         "  child cpu      {child_cpu_s:.3} s   ({child_cpu_ms_per_step:.3} ms/step; snapshots {}, {} extra files; {:.2} git processes/step)\n",
-        if s.snapshots { "on" } else { "off" },
+        match (s.snapshots, s.gitignore) {
+            (false, _) => "off",
+            (true, false) => "on",
+            (true, true) => "on (.gitignore)",
+        },
         s.files,
         per_step_count(m.git_processes, m.total_steps),
         child_cpu_s = m.child_cpu_s

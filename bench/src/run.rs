@@ -90,11 +90,14 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
         .collect();
     {
         let dirs = workspaces.clone();
-        let (files, git) = (s.files, s.snapshots);
+        let (files, git, gitignore) = (s.files, s.snapshots, s.gitignore);
         tokio::task::spawn_blocking(move || {
             dirs.iter().try_for_each(|d| {
                 script::create_workspace(d)?;
                 script::add_files(d, files)?;
+                if gitignore {
+                    std::fs::write(d.join(".gitignore"), script::GITIGNORE)?;
+                }
                 if git {
                     script::git_init(d)?;
                 }

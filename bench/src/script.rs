@@ -20,6 +20,10 @@ pub const READ_FILE: &str = "notes.md";
 /// The word `grep` looks for (present in [`READ_FILE`] and `src/lib.rs`).
 pub const GREP_WORD: &str = "troupe";
 
+/// The `.gitignore` of `--gitignore` workspaces: rules as most projects have (the bench's
+/// own files match none of them).
+pub const GITIGNORE: &str = "target/\n*.log\nnode_modules/\n";
+
 /// Text of the final step of every conversation.
 pub const FINAL_TEXT: &str = "Done: listed, read, wrote, globbed and grepped the workspace.";
 

@@ -65,8 +65,34 @@ const GIT_ENV_REMOVED: &[&str] = &[
 ];
 
 /// File in a shadow git dir naming the last tree staged in process while the index has not
-/// caught up (`flush_index`), so a later process brings the index up before git reads it.
+/// caught up (`flush_index`), with the index's stamp then: `<tree> <length> <tail>` (hex).
+/// Shared by every process on the repository (read under its lock), so one that ends, or
+/// another that stages meanwhile, leaves the next the tree the index is behind.
 pub(crate) const STAGED_FILE: &str = "troupe-staged";
+
+/// The record of [`STAGED_FILE`] for `tree` staged against the index `stamp`.
+pub(crate) fn staged_record(tree: &gix_hash::ObjectId, stamp: &IndexStamp) -> String {
+    let tail: String = stamp.tail.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{tree} {} {tail}\n", stamp.len)
+}
+
+/// The tree the index at `git_dir` is behind (blocking): the [`STAGED_FILE`] record when it
+/// was written against the index as it is now (`now`); a record the index has moved past
+/// (git wrote it since) is stale and removed.
+pub(crate) fn index_due(git_dir: &Path, now: &IndexStamp) -> Option<gix_hash::ObjectId> {
+    let path = git_dir.join(STAGED_FILE);
+    let text = std::fs::read_to_string(&path).ok()?;
+    let mut fields = text.split_whitespace();
+    let tree = gix_hash::ObjectId::from_hex(fields.next()?.as_bytes()).ok();
+    if let Some(tree) = tree
+        && fields.next().and_then(|l| l.parse::<u64>().ok()) == Some(now.len)
+        && fields.next() == Some(staged_record(&tree, now).split(' ').nth(2)?.trim())
+    {
+        return Some(tree);
+    }
+    let _ = std::fs::remove_file(path);
+    None
+}
 
 /// Git processes run by [`Snapshot::run_git`] in this process ([`crate::git_processes`]).
 pub(crate) static GIT_RUNS: AtomicU64 = AtomicU64::new(0);
@@ -94,9 +120,6 @@ pub(crate) struct RepoState {
     pub(crate) index_written: Option<IndexStamp>,
     /// What the last in-process stage saw (`stage`), reused by the next.
     pub(crate) staged: Option<Staged>,
-    /// The tree the index must hold before git reads it: the last one staged in process,
-    /// which the index fell behind (see [`Snapshot::flush_index`]).
-    pub(crate) index_due: Option<gix_hash::ObjectId>,
 }
 
 /// Most files a size walk of the work tree stats before giving up for git's `ls-files`
@@ -371,13 +394,6 @@ impl Snapshot {
         // A git process killed mid-write leaves its lock file behind; under our own lock
         // nobody else can be using this index, so it is stale.
         let _ = tokio::fs::remove_file(git_dir.join("index.lock")).await;
-        // A process that staged in process and ended before git read the index left the
-        // tree the index is behind (see `flush_index`).
-        if let Ok(text) = tokio::fs::read_to_string(git_dir.join(STAGED_FILE)).await
-            && let Ok(tree) = gix_hash::ObjectId::from_hex(text.trim().as_bytes())
-        {
-            held.state.index_due = Some(tree);
-        }
         held.state.initialized = true;
         Ok(())
     }
@@ -621,23 +637,41 @@ impl Snapshot {
     }
 
     /// Makes the shadow index hold the last tree staged in process when it fell behind
-    /// (`git read-tree <tree>`), before a git command that reads the index: `add`,
-    /// `ls-files`, `check-ignore`, `checkout`. The entries come without stat data, so the next
-    /// `git add` hashes their files again. Errors: git's.
+    /// (`git read-tree <tree>`, the tree named by [`STAGED_FILE`]), before a git command that
+    /// reads the index: `add`, `ls-files`, `check-ignore`, `checkout`, `gc`. The entries come
+    /// without stat data, so the next `git add` hashes their files again. A tree git cannot
+    /// read (collected by an outside prune) is given up with a warning: the index stays as
+    /// git left it, and git's own path goes on from there. Errors: the record could not be
+    /// read.
     pub(crate) async fn flush_index(&self, held: &mut Held) -> Result<(), SnapshotError> {
-        let Some(tree) = held.state.index_due else {
+        let dir = self.inner.git_dir.clone();
+        let due = tokio::task::spawn_blocking(move || {
+            let now = read_index_stamp(&dir.join("index"))?;
+            index_due(&dir, &now)
+        })
+        .await
+        .map_err(join_err("reading the staged tree record"))?;
+        let Some(tree) = due else {
             return Ok(());
         };
-        self.git(&["read-tree", &tree.to_string()], None).await?;
-        held.state.index_due = None;
+        let taken = match self.git(&["read-tree", &tree.to_string()], None).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "the index could not take the last staged tree; git stages from its own");
+                held.state.staged = None;
+                false
+            }
+        };
         let _ = tokio::fs::remove_file(self.inner.git_dir.join(STAGED_FILE)).await;
         let stamp = self.index_stamp().await;
         held.state.index_written = stamp.clone();
-        if let Some(stamp) = stamp {
-            // The index now holds exactly the last staged tree: that stage still tells
-            // which files are tracked.
-            if let Some(staged) = held.state.staged.as_mut() {
-                staged.index = stamp.clone();
+        if let Some(stamp) = stamp.filter(|_| taken) {
+            // The index now holds exactly the staged tree: when it is this process's last
+            // stage, that stage still tells which files are tracked; another process's
+            // stage makes it stale.
+            match held.state.staged.as_mut() {
+                Some(staged) if staged.tree == tree => staged.index = stamp.clone(),
+                _ => held.state.staged = None,
             }
             if let Some(last) = held.state.last_tree.as_mut() {
                 last.index = stamp;

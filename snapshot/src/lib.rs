@@ -54,6 +54,8 @@ mod revert_hostile_tests;
 #[cfg(test)]
 mod stage_hostile_tests;
 #[cfg(test)]
+mod stage_rules_hostile_tests;
+#[cfg(test)]
 mod stage_tests;
 #[cfg(test)]
 mod tests;
@@ -460,13 +462,18 @@ impl Snapshot {
         let own = Arc::new(self.inner.own_paths.clone());
         // The index stamp, which files are new to the tree (with rules), in one hop.
         let rule_free = walk.rule_free;
-        let (walk, previous, index, new, mut ignored) = {
+        let (walk, previous, index, due, new, mut ignored) = {
             let (root, git_dir, own) = (root.clone(), git_dir.clone(), own.clone());
             tokio::task::spawn_blocking(move || {
                 let index = git::read_index_stamp(&git_dir.join("index"));
+                // The tree the index is behind, by the record every process shares.
+                let due = index.as_ref().and_then(|now| git::index_due(&git_dir, now));
                 // The last stage's files are the tracked ones while the index is as it left
-                // it; else git wrote the index since and says what is tracked.
-                let tracked = previous.filter(|p| Some(&p.index) == index.as_ref());
+                // it and no other process staged since; else the index (brought up to the
+                // other stage) says what is tracked.
+                let tracked = previous.filter(|p| {
+                    Some(&p.index) == index.as_ref() && due.is_none_or(|d| d == p.tree)
+                });
                 // What git said it ignores, under the same rules, is not asked again.
                 let known_ignored = tracked
                     .as_ref()
@@ -476,7 +483,7 @@ impl Snapshot {
                 let new = (!rule_free).then(|| {
                     stage::new_files(&root, &walk, tracked.as_ref(), Some(&known_ignored), &own)
                 });
-                (walk, tracked, index, new, known_ignored)
+                (walk, tracked, index, due, new, known_ignored)
             })
             .await
             .map_err(|_| None)?
@@ -484,8 +491,21 @@ impl Snapshot {
         let Some(mut index) = index else {
             return Err(Some(walk));
         };
+        let mut due = due;
+        if previous.is_none() && due.is_some() {
+            // Another stage (another process's, or one this process cannot vouch for) left
+            // the index behind: bring it up, so it says what is tracked.
+            if self.flush_index(held).await.is_err() {
+                return Err(Some(walk));
+            }
+            match self.index_stamp().await {
+                Some(now) => index = now,
+                None => return Err(Some(walk)),
+            }
+            due = None;
+        }
         let mut seed = None;
-        if previous.is_none() && held.state.index_due.is_none() && index.len() > 0 {
+        if previous.is_none() && index.len() > 0 {
             // Git wrote the index last: its entries seed the stage (ids git keeps for files
             // it finds clean), and one staging cannot make (a submodule's commit, kept by
             // git after its `.git` went) leaves the track to git.
@@ -530,15 +550,6 @@ impl Snapshot {
             let mut args = vec!["check-ignore", "--stdin", "-z"];
             if previous.is_some() {
                 args.push("--no-index");
-            } else if held.state.index_due.is_some() {
-                // The index is behind the last stage, whose files are tracked: bring it up.
-                match self.flush_index(held).await {
-                    Ok(()) => match self.index_stamp().await {
-                        Some(now) => index = now,
-                        None => return Err(Some(walk)),
-                    },
-                    Err(_) => return Err(Some(walk)),
-                }
             }
             match self
                 .run_git_status(false, &args, Some(input), &[0, 1])
@@ -555,8 +566,7 @@ impl Snapshot {
                 }
             }
         }
-        let stamp = index.clone();
-        let due = held.state.index_due;
+        let (stamp, record_stamp) = (index.clone(), index.clone());
         let (walk, result) = tokio::task::spawn_blocking(move || {
             let leave = stage::Leave {
                 own: &own,
@@ -571,7 +581,7 @@ impl Snapshot {
                         // place, so never half a name). Without the record the index must
                         // not fall behind: git stages instead.
                         let tmp = git_dir.join(format!("{}.tmp", git::STAGED_FILE));
-                        std::fs::write(&tmp, format!("{}\n", staged.tree))
+                        std::fs::write(&tmp, git::staged_record(&staged.tree, &record_stamp))
                             .and_then(|()| std::fs::rename(&tmp, git_dir.join(git::STAGED_FILE)))
                             .map_err(|e| {
                                 stage::NotStaged::Io(format!("recording the staged tree: {e}"))
@@ -595,7 +605,6 @@ impl Snapshot {
         }
         let tree = staged.tree.to_string();
         held.state.staged = Some(staged.staged);
-        held.state.index_due = Some(staged.tree);
         let fingerprint = (!walk.racy).then(|| {
             let mut f = walk.fingerprint;
             f.extra_excludes = self.inner.extra_excludes.clone();
@@ -859,6 +868,8 @@ impl Snapshot {
     pub async fn gc(&self) -> Result<(), SnapshotError> {
         let mut held = self.lock().await?;
         self.ensure_init(&mut held).await?;
+        // The index then holds the last staged tree: its objects are reachable.
+        self.flush_index(&mut held).await?;
         Self::forget_tree(&mut held);
         self.git(&["gc", "--quiet", &format!("--prune={GC_PRUNE}")], None)
             .await?;

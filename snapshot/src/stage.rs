@@ -90,6 +90,9 @@ pub(crate) struct Staged {
     /// (git's own track, a revert's checkout, another process), so which files are tracked
     /// is git's to say again.
     pub(crate) index: IndexStamp,
+    /// The tree staged: the index is behind it until `flush_index`, or another process
+    /// staged since when the record names another.
+    pub(crate) tree: ObjectId,
     /// Files git said it ignores (untracked: not in `files`), and the rule files' stats it
     /// said so under (`None`: a rule file was too recent to vouch for it). Asked again
     /// when any rule file changes.
@@ -488,6 +491,11 @@ pub(crate) fn stage(
         gix_odb::loose::Store::at(git_dir.join("objects"), gix_odb::loose::Options::default());
     let ensure = |kind: Kind, bytes: &[u8], id: ObjectId| -> Result<(), NotStaged> {
         if store.contains(&id) {
+            // As git's `write_object_file` does: an object written again is fresh, so a gc
+            // (`--prune=7.days`) never takes one a track has just returned.
+            // (Loose objects are read-only files; the owner may still set their times.)
+            let _ = std::fs::File::open(store.object_path(&id))
+                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
             return Ok(());
         }
         gix_object::Write::write_buf_with_known_id(&store, kind, bytes, id)
@@ -631,6 +639,7 @@ pub(crate) fn stage(
             files,
             since,
             index,
+            tree,
             ignored,
             ignored_under: (!walk.rules_racy).then(|| walk.rules.clone()),
         },

@@ -59,6 +59,31 @@ pub(super) fn git_diff(s: &Snapshot, f: &Fixture, a: &str, b: &str) -> Vec<FileC
     git::parse_raw_numstat(&out.stdout)
 }
 
+/// Asserts that `diff` and `changed_files` from every tree of `history` to `tree` are
+/// `git diff-tree`'s.
+pub(super) async fn diffs_match_git(
+    s: &Snapshot,
+    f: &Fixture,
+    history: &[String],
+    tree: &str,
+    what: &str,
+) {
+    for from in history {
+        let expected = git_diff(s, f, from, tree);
+        assert_eq!(
+            s.diff(from, tree).await.unwrap(),
+            expected,
+            "{what}: diff {from}..{tree}"
+        );
+        let files: Vec<PathBuf> = expected.iter().map(|c| f.project.join(&c.file)).collect();
+        assert_eq!(
+            s.changed_files(from, tree).await.unwrap(),
+            files,
+            "{what}: changed_files {from}..{tree}"
+        );
+    }
+}
+
 /// One random change to a project without ignore rules (a seeded draw `r`): content written
 /// or appended, files deleted, renamed, made executable, turned into directories and back,
 /// symbolic links, FIFOs, empty directories, names with spaces and non-UTF-8 bytes, whole

@@ -733,14 +733,10 @@ pub(super) async fn settle() {
 /// (`git read-tree`, as `flush_index` would do before git reads the index): the files of
 /// the last tree are the tracked ones. `stage_tests` checks that assumption against a
 /// repository only git ever ran on.
-fn oracle_tree(s: &Snapshot, f: &Fixture) -> String {
+pub(super) fn oracle_tree(s: &Snapshot, f: &Fixture) -> String {
     let copy = shadow_copy(s);
-    let due = s
-        .inner
-        .state
-        .try_lock()
-        .expect("no track running")
-        .index_due;
+    let due = git::read_index_stamp(&s.git_dir().join("index"))
+        .and_then(|now| git::index_due(s.git_dir(), &now));
     if let Some(tree) = due {
         git_in(
             &f.project,
