@@ -229,6 +229,23 @@ pub fn git_processes() -> u64 {
     git::GIT_RUNS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The index file's modification time (s, ns), blocking; `None` when it cannot be read (or
+/// outside Unix, where nothing is staged).
+fn index_mtime(path: &Path) -> Option<(i64, i64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| (m.mtime(), m.mtime_nsec()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
 /// 64-bit FNV-1a of the bytes, as 16 hex digits: a stable name for a work tree's shadow
 /// repository (the same path gives the same directory across runs and builds).
 pub fn path_hash(path: &Path) -> String {
@@ -462,10 +479,11 @@ impl Snapshot {
         let own = Arc::new(self.inner.own_paths.clone());
         // The index stamp, which files are new to the tree (with rules), in one hop.
         let rule_free = walk.rule_free;
-        let (walk, previous, index, due, new, mut ignored) = {
+        let (walk, previous, index, index_mtime, due, new, mut ignored) = {
             let (root, git_dir, own) = (root.clone(), git_dir.clone(), own.clone());
             tokio::task::spawn_blocking(move || {
                 let index = git::read_index_stamp(&git_dir.join("index"));
+                let index_mtime = index_mtime(&git_dir.join("index"));
                 // The tree the index is behind, by the record every process shares.
                 let due = index.as_ref().and_then(|now| git::index_due(&git_dir, now));
                 // The last stage's files are the tracked ones while the index is as it left
@@ -481,9 +499,9 @@ impl Snapshot {
                     .cloned()
                     .unwrap_or_default();
                 let new = (!rule_free).then(|| {
-                    stage::new_files(&root, &walk, tracked.as_ref(), Some(&known_ignored), &own)
+                    stage::new_files(&root, &walk, tracked.as_ref(), &known_ignored, &own)
                 });
-                (walk, tracked, index, due, new, known_ignored)
+                (walk, tracked, index, index_mtime, due, new, known_ignored)
             })
             .await
             .map_err(|_| None)?
@@ -491,10 +509,11 @@ impl Snapshot {
         let Some(mut index) = index else {
             return Err(Some(walk));
         };
-        let mut due = due;
+        let (mut seed, mut due) = (None, due);
         if previous.is_none() && due.is_some() {
             // Another stage (another process's, or one this process cannot vouch for) left
-            // the index behind: bring it up, so it says what is tracked.
+            // the index behind: bring it up, so it says what is tracked. Its entries carry
+            // no stat data then: nothing to seed from.
             if self.flush_index(held).await.is_err() {
                 return Err(Some(walk));
             }
@@ -503,27 +522,11 @@ impl Snapshot {
                 None => return Err(Some(walk)),
             }
             due = None;
-        }
-        let mut seed = None;
-        if previous.is_none() && index.len() > 0 {
+        } else if previous.is_none() && index.len() > 0 {
             // Git wrote the index last: its entries seed the stage (ids git keeps for files
             // it finds clean), and one staging cannot make (a submodule's commit, kept by
             // git after its `.git` went) leaves the track to git.
-            let path = self.inner.git_dir.join("index");
-            let mtime = tokio::task::spawn_blocking(move || {
-                #[cfg(unix)]
-                {
-                    use std::os::unix::fs::MetadataExt;
-                    std::fs::metadata(path).map(|m| (m.mtime(), m.mtime_nsec()))
-                }
-                #[cfg(not(unix))]
-                {
-                    // No walk, so no stage, outside Unix.
-                    Err::<(i64, i64), _>(std::io::Error::other(format!("{}", path.display())))
-                }
-            })
-            .await;
-            let Ok(Ok(mtime)) = mtime else {
+            let Some(mtime) = index_mtime else {
                 return Err(Some(walk));
             };
             match self
@@ -566,7 +569,7 @@ impl Snapshot {
                 }
             }
         }
-        let (stamp, record_stamp) = (index.clone(), index.clone());
+        let stamp = index.clone();
         let (walk, result) = tokio::task::spawn_blocking(move || {
             let leave = stage::Leave {
                 own: &own,
@@ -581,11 +584,14 @@ impl Snapshot {
                         // place, so never half a name). Without the record the index must
                         // not fall behind: git stages instead.
                         let tmp = git_dir.join(format!("{}.tmp", git::STAGED_FILE));
-                        std::fs::write(&tmp, git::staged_record(&staged.tree, &record_stamp))
-                            .and_then(|()| std::fs::rename(&tmp, git_dir.join(git::STAGED_FILE)))
-                            .map_err(|e| {
-                                stage::NotStaged::Io(format!("recording the staged tree: {e}"))
-                            })?;
+                        std::fs::write(
+                            &tmp,
+                            git::staged_record(&staged.tree, &staged.staged.index),
+                        )
+                        .and_then(|()| std::fs::rename(&tmp, git_dir.join(git::STAGED_FILE)))
+                        .map_err(|e| {
+                            stage::NotStaged::Io(format!("recording the staged tree: {e}"))
+                        })?;
                     }
                     Ok(staged)
                 });
@@ -878,10 +884,7 @@ impl Snapshot {
 
     /// Whether `rel` (relative, `/`-separated) is one of troupe's own paths or lies under one.
     fn is_own(&self, rel: &str) -> bool {
-        self.inner.own_paths.iter().any(|own| {
-            rel.strip_prefix(own.as_str())
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-        })
+        stage::is_own(rel.as_bytes(), &self.inner.own_paths)
     }
 
     /// Relative `/`-separated path of an absolute path inside the work tree.

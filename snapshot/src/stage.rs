@@ -118,20 +118,20 @@ pub(crate) fn new_files(
     root: &Path,
     walk: &Walk,
     previous: Option<&Staged>,
-    known_ignored: Option<&HashSet<Vec<u8>>>,
+    known_ignored: &HashSet<Vec<u8>>,
     own: &[String],
 ) -> Vec<Vec<u8>> {
     walk.fingerprint
         .files(root)
         .map(|(rel, _)| path_bytes(rel))
         .filter(|key| previous.is_none_or(|p| !p.files.contains_key(key)))
-        .filter(|key| known_ignored.is_none_or(|k| !k.contains(key)))
+        .filter(|key| !known_ignored.contains(key))
         .filter(|key| !is_own(key, own))
         .collect()
 }
 
 /// Whether `key` is one of `own` (relative paths) or lies under one.
-fn is_own(key: &[u8], own: &[String]) -> bool {
+pub(crate) fn is_own(key: &[u8], own: &[String]) -> bool {
     own.iter().any(|o| {
         key.strip_prefix(o.as_bytes())
             .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
@@ -522,23 +522,22 @@ pub(crate) fn stage(
             continue;
         }
         let link = kind == EntryKind::Link;
-        let components = key.split(|b| *b == b'/').collect::<Vec<_>>();
-        let last = components.len() - 1;
-        if let Some((i, bad)) = components
-            .iter()
-            .enumerate()
-            .find(|(i, c)| !plain_name(c, link && *i == last))
-        {
-            let _ = i;
-            return Err(NotStaged::Name(String::from_utf8_lossy(bad).into_owned()));
-        }
         if let Some(prev) = old.get(&key)
             && prev.stat == stat
             && prev.kind == kind
             && !prev.racy
         {
+            // Its name passed when it was first staged.
             files.insert(key, *prev);
             continue;
+        }
+        let mut components = key.split(|b| *b == b'/').peekable();
+        while let Some(component) = components.next() {
+            if !plain_name(component, link && components.peek().is_none()) {
+                return Err(NotStaged::Name(
+                    String::from_utf8_lossy(component).into_owned(),
+                ));
+            }
         }
         if let Some(seed) = leave.seed
             && let Some(entry) = seed.entries.get(&key)
