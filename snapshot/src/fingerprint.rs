@@ -27,6 +27,11 @@
 //! read from the clock the kernel stamps files with (`CLOCK_REALTIME_COARSE`), so a coarse
 //! clock that lags (a descheduled virtual CPU) lags on both sides of the comparison.
 //!
+//! Which directories and files git ignores is decided in this process when it can be
+//! (`rules`: git's patterns matched with gix-ignore, what is tracked known from the last
+//! in-process stage, or nothing tracked before any index): the walk then skips exactly
+//! what git leaves out and no git runs. Else git is asked: `ls-files --ignored` as above.
+//!
 //! What git ignores also depends on the index (a tracked file is never ignored): the list
 //! git gave is only trusted while the shadow index is the one this process's last `git add`
 //! left; a revert's checkout or another process's write means asking git again.
@@ -43,7 +48,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::git::{Held, read_index_stamp, split_nul};
+use crate::git::{Held, index_due, read_index_stamp, split_nul};
+use crate::rules::{Matcher, Refused, excluded as excluded_by};
+use crate::stage::path_bytes;
 use crate::{Snapshot, SnapshotError};
 
 /// Age below which a recorded timestamp is not trusted, measured on the kernel's coarse
@@ -263,6 +270,12 @@ pub(crate) struct Walk {
     /// No ignore rule anywhere: git stages every file the walk recorded (else `stage` asks
     /// `git check-ignore` about the files it has not staged before).
     pub(crate) rule_free: bool,
+    /// The walk matched the ignore rules itself (`rules`), taking the files of the stage
+    /// with this tree as the tracked ones (`Some(None)`: none, an empty index): it skipped
+    /// exactly what git leaves out while that holds, so `stage` asks git nothing.
+    pub(crate) matched: Option<Option<gix_hash::ObjectId>>,
+    /// Files recorded (rule files the walk read) that git's rules ignore: not staged.
+    pub(crate) unstaged: HashSet<Vec<u8>>,
 }
 
 /// Why a work tree gets no fingerprint.
@@ -278,17 +291,27 @@ pub(crate) enum NoFingerprint {
     TooMany,
     /// An error reading the tree or a rule file.
     Unreadable,
+    /// Ignore rules this process does not read as git does (`rules::Refused`): the walk
+    /// with a matcher gave up; one with git's list can still be taken.
+    Rules,
 }
 
 /// Walks `root` (blocking): records the `lstat` of `outside` (absolute rule and config
 /// files), of every directory not in `ignored.dirs`, and of every file except those in
 /// `ignored.files` (`.gitignore` and `.gitattributes` always). The project's own `.git` at
 /// the top is skipped.
+///
+/// With a `matcher`, `ignored` is not consulted: the walk matches git's ignore rules itself
+/// (`rules`), reading each directory's `.gitignore` before its entries, and skips what git
+/// leaves out: excluded directories without tracked files, and untracked files the rules
+/// exclude. Rule files it read but git ignores are recorded and listed in
+/// [`Walk::unstaged`]. Rules it cannot read as git does: [`NoFingerprint::Rules`].
 #[cfg(unix)]
 pub(crate) fn walk(
     root: &Path,
     ignored: &Ignored,
     outside: &[PathBuf],
+    mut matcher: Option<&mut Matcher<'_>>,
 ) -> Result<Walk, NoFingerprint> {
     use std::os::unix::fs::MetadataExt;
     let taken = fs_clock_ns();
@@ -309,17 +332,27 @@ pub(crate) fn walk(
         record(&mut w, path.clone(), stat);
     }
     w.fingerprint.followed = w.fingerprint.entries.len();
+    let refused = |why: Refused| {
+        tracing::debug!(root = %root.display(), why = %why.0, "ignore rules left to git");
+        NoFingerprint::Rules
+    };
+    if let Some(m) = matcher.as_deref_mut() {
+        m.prepare(&w.rules, taken).map_err(refused)?;
+    }
     let top = std::fs::symlink_metadata(root).map_err(|_| NoFingerprint::Unreadable)?;
     if !top.is_dir() {
         return Err(NoFingerprint::Unreadable);
     }
     let device = top.dev();
     record(&mut w, root.to_path_buf(), Some(Stat::of(&top)));
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
+    // Per directory to walk: its path, and with a matcher the rule lists above it
+    // (outermost first) and whether the rules exclude it.
+    let outer = matcher.as_deref().map(|m| (m.outside.clone(), false));
+    let mut stack = vec![(PathBuf::new(), outer)];
+    while let Some((rel, frame)) = stack.pop() {
         let dir = root.join(&rel);
-        let entries = std::fs::read_dir(&dir).map_err(|_| NoFingerprint::Unreadable)?;
-        for entry in entries {
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(|_| NoFingerprint::Unreadable)? {
             let entry = entry.map_err(|_| NoFingerprint::Unreadable)?;
             let name = entry.file_name();
             if name == ".git" {
@@ -328,28 +361,84 @@ pub(crate) fn walk(
                 }
                 return Err(NoFingerprint::Nested);
             }
-            let child = rel.join(&name);
             // `DirEntry::metadata` does not follow symlinks (lstat), as git does not.
             let meta = entry.metadata().map_err(|_| NoFingerprint::Unreadable)?;
-            let stat = Stat::of(&meta);
-            if meta.is_dir() {
-                if ignored.dirs.contains(&child) {
-                    continue;
+            entries.push((name, meta));
+        }
+        // Git reads a directory's `.gitignore` before matching anything in it, and none
+        // below an excluded directory.
+        let frame = match (frame, matcher.as_deref_mut()) {
+            (Some((mut lists, excluded)), Some(m)) => {
+                if !excluded
+                    && let Some((_, meta)) = entries.iter().find(|(n, _)| n == ".gitignore")
+                {
+                    if !meta.is_file() {
+                        return Err(refused(Refused(format!(
+                            "{}: a .gitignore that is not a regular file",
+                            dir.display()
+                        ))));
+                    }
+                    let mut base = path_bytes(&rel);
+                    if !base.is_empty() {
+                        base.push(b'/');
+                    }
+                    let list = m
+                        .load(&dir.join(".gitignore"), Stat::of(meta), &base, taken)
+                        .map_err(refused)?;
+                    lists.push(list);
                 }
+                Some((lists, excluded))
+            }
+            _ => None,
+        };
+        for (name, meta) in entries {
+            let child = rel.join(&name);
+            let stat = Stat::of(&meta);
+            // With a matcher: whether git leaves this entry out.
+            let left_out = |is_dir: bool| -> Option<(bool, bool)> {
+                let (lists, excluded) = frame.as_ref()?;
+                let m = matcher.as_deref()?;
+                let key = path_bytes(&child);
+                let ex = *excluded || excluded_by(lists, &key, is_dir);
+                let keep = if is_dir {
+                    m.tracked_under(&key)
+                } else {
+                    m.tracked(&key)
+                };
+                Some((ex, ex && !keep))
+            };
+            if meta.is_dir() {
+                let child_frame = match left_out(true) {
+                    Some((_, true)) => continue,
+                    Some((ex, false)) => frame.as_ref().map(|(l, _)| (l.clone(), ex)),
+                    None if ignored.dirs.contains(&child) => continue,
+                    None => None,
+                };
                 if meta.dev() != device {
                     return Err(NoFingerprint::Mount);
                 }
                 record(&mut w, dir.join(&name), Some(stat));
                 w.dirs.insert(child.clone());
-                stack.push(child);
+                stack.push((child, child_frame));
             } else {
                 let rules = name == ".gitignore";
-                w.attributes |= name == ".gitattributes";
+                let attributes = name == ".gitattributes";
+                // Rule files of a directory git reads rules in are recorded even when
+                // ignored: their content decides the rest.
+                let read_here = frame.as_ref().is_none_or(|(_, ex)| !ex);
+                match left_out(false) {
+                    Some((_, true)) if (rules || attributes) && read_here => {
+                        w.unstaged.insert(path_bytes(&child));
+                    }
+                    Some((_, true)) => continue,
+                    Some((_, false)) => {}
+                    None if !rules && !attributes && ignored.files.contains(&child) => continue,
+                    None => {}
+                }
+                w.attributes |= attributes;
                 if rules {
                     w.rules.insert(child.clone(), Some(stat));
                     w.rules_racy |= stat.racy(taken);
-                } else if name != ".gitattributes" && ignored.files.contains(&child) {
-                    continue;
                 }
                 if meta.is_file() {
                     w.largest = w.largest.max(meta.len());
@@ -369,6 +458,7 @@ pub(crate) fn walk(
     _root: &Path,
     _ignored: &Ignored,
     _outside: &[PathBuf],
+    _matcher: Option<&mut Matcher<'_>>,
 ) -> Result<Walk, NoFingerprint> {
     Err(NoFingerprint::FileSystem)
 }
@@ -668,6 +758,29 @@ impl Snapshot {
                 .iter()
                 .any(|p| w.rules.get(p).is_none_or(|s| s.is_some()))
         };
+        match self.matched_walk(held, &files, outside.clone()).await {
+            Ok(mut walked) => {
+                if files
+                    .config
+                    .iter()
+                    .any(|(p, s)| walked.rules.get(p).is_none_or(|now| now != s))
+                {
+                    // A configuration file changed: find the files again next time.
+                    *GIT_FILES.lock().await = None;
+                    return None;
+                }
+                walked.stageable = !walked.attributes && !attributes_outside(&walked);
+                walked.fingerprint.extra_excludes = self.inner.extra_excludes.clone();
+                return Some(walked);
+            }
+            Err(NoFingerprint::Rules) => {}
+            Err(why @ (NoFingerprint::TooMany | NoFingerprint::Nested | NoFingerprint::Mount)) => {
+                // Where git walks too: there for good, in practice (as below).
+                held.state.no_fingerprint = Some(why);
+                return None;
+            }
+            Err(_) => return None,
+        }
         let mut hinted = false;
         // At most: a walk into everything, one with git's list as a hint, one after asking
         // git under known rules.
@@ -679,7 +792,7 @@ impl Snapshot {
             let (r, o, i) = (root.clone(), outside.clone(), git_dir.join("index"));
             let (ignored, walked, index) = tokio::task::spawn_blocking(move || {
                 let index = read_index_stamp(&i);
-                let w = walk(&r, &ignored, &o);
+                let w = walk(&r, &ignored, &o, None);
                 (ignored, w, index)
             })
             .await
@@ -810,6 +923,64 @@ impl Snapshot {
             held.state.ignored = Some((fresh, true));
         }
         None
+    }
+}
+
+impl Snapshot {
+    /// A walk that matches git's ignore rules itself (see `rules`), when what is tracked is
+    /// known in this process: the files of the last stage while the index is as that stage
+    /// found it, or none while there is no index and no other process staged. Else, or when
+    /// the rules are not ones it reads as git does: [`NoFingerprint::Rules`] (the walk with
+    /// git's list decides).
+    async fn matched_walk(
+        &self,
+        held: &mut Held,
+        files: &GitFiles,
+        outside: Arc<Vec<PathBuf>>,
+    ) -> Result<Walk, NoFingerprint> {
+        let staged = held.state.staged.take();
+        let mut cache = std::mem::take(&mut held.state.rule_cache);
+        let root = self.inner.work_tree.clone();
+        let git_dir = self.inner.git_dir.clone();
+        let globals = files.excludes.clone();
+        let global_plain = files.plain;
+        let joined = tokio::task::spawn_blocking(move || {
+            let index = read_index_stamp(&git_dir.join("index"));
+            let due = index.as_ref().and_then(|now| index_due(&git_dir, now));
+            let assumed = match (&staged, &index) {
+                (Some(p), Some(now)) if p.index == *now && due.is_none_or(|d| d == p.tree) => {
+                    Some(Some(p.tree))
+                }
+                (_, Some(now)) if now.len() == 0 && due.is_none() => Some(None),
+                _ => None,
+            };
+            let result = match assumed {
+                None => Err(NoFingerprint::Rules),
+                Some(assumed) => {
+                    let mut matcher = Matcher {
+                        info_exclude: git_dir.join("info").join("exclude"),
+                        config: git_dir.join("config"),
+                        global_excludes: &globals,
+                        global_plain,
+                        tracked: assumed.and(staged.as_ref()),
+                        cache: &mut cache,
+                        outside: Vec::new(),
+                    };
+                    walk(&root, &Ignored::default(), &outside, Some(&mut matcher)).map(|mut w| {
+                        w.matched = Some(assumed);
+                        w
+                    })
+                }
+            };
+            (staged, cache, result)
+        })
+        .await;
+        let Ok((staged, cache, result)) = joined else {
+            return Err(NoFingerprint::Unreadable);
+        };
+        held.state.staged = staged;
+        held.state.rule_cache = cache;
+        result
     }
 }
 
@@ -946,18 +1117,18 @@ mod unit {
         let root = tmp.path();
         std::fs::create_dir_all(root.join("src")).unwrap();
         std::fs::write(root.join("src/a.txt"), "a").unwrap();
-        let w = walk(root, &Ignored::default(), &[]).unwrap();
+        let w = walk(root, &Ignored::default(), &[], None).unwrap();
         assert!(w.racy, "written just now");
         assert_eq!(w.fingerprint.len(), 3, "top, src, src/a.txt");
         std::thread::sleep(RACY_MARGIN * 2);
-        let w = walk(root, &Ignored::default(), &[]).unwrap();
+        let w = walk(root, &Ignored::default(), &[], None).unwrap();
         assert!(!w.racy);
         assert!(w.fingerprint.matches());
         std::fs::write(root.join("src/a.txt"), "b").unwrap();
         assert!(!w.fingerprint.matches(), "same size, new ctime");
         // A rule file written now makes the rules racy too.
         std::fs::write(root.join(".gitignore"), "x\n").unwrap();
-        let w = walk(root, &Ignored::default(), &[]).unwrap();
+        let w = walk(root, &Ignored::default(), &[], None).unwrap();
         assert!(w.rules_racy);
     }
 
@@ -966,12 +1137,12 @@ mod unit {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(tmp.path().join(".git")).unwrap();
         std::fs::create_dir_all(tmp.path().join("vendor/x/.git")).unwrap();
-        let err = walk(tmp.path(), &Ignored::default(), &[]).unwrap_err();
+        let err = walk(tmp.path(), &Ignored::default(), &[], None).unwrap_err();
         assert_eq!(err, NoFingerprint::Nested);
         // A `.git` file (a worktree or submodule link) counts too.
         std::fs::remove_dir_all(tmp.path().join("vendor/x/.git")).unwrap();
         std::fs::write(tmp.path().join("vendor/x/.git"), "gitdir: /elsewhere\n").unwrap();
-        let err = walk(tmp.path(), &Ignored::default(), &[]).unwrap_err();
+        let err = walk(tmp.path(), &Ignored::default(), &[], None).unwrap_err();
         assert_eq!(err, NoFingerprint::Nested);
     }
 

@@ -16,6 +16,7 @@ use tokio::process::Command;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::fingerprint::{Fingerprint, Ignored, NoFingerprint};
+use crate::rules::RuleCache;
 use crate::stage::{Known, Staged};
 use crate::{ChangeStatus, FileChange, GC_INTERVAL, MAX_UNTRACKED_BYTES, Snapshot, SnapshotError};
 
@@ -120,6 +121,8 @@ pub(crate) struct RepoState {
     pub(crate) index_written: Option<IndexStamp>,
     /// What the last in-process stage saw (`stage`), reused by the next.
     pub(crate) staged: Option<Staged>,
+    /// Rule files parsed by walks that match git's ignore rules in process (`rules`).
+    pub(crate) rule_cache: RuleCache,
 }
 
 /// Most files a size walk of the work tree stats before giving up for git's `ls-files`

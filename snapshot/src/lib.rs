@@ -42,6 +42,7 @@ use tokio::sync::Mutex;
 
 mod fingerprint;
 mod git;
+mod rules;
 mod stage;
 
 use git::{
@@ -51,6 +52,8 @@ use git::{
 
 #[cfg(test)]
 mod revert_hostile_tests;
+#[cfg(test)]
+mod rules_tests;
 #[cfg(test)]
 mod stage_hostile_tests;
 #[cfg(test)]
@@ -394,7 +397,8 @@ impl Snapshot {
     /// files and the shadow index match the fingerprint recorded before the last track (see
     /// `fingerprint`: every `lstat` equal, none too recent to trust). Else, when the walk
     /// lists what git would stage, the changed files are hashed and the trees written in
-    /// this process (see `stage`; with ignore rules, `git check-ignore` about new files).
+    /// this process (see `stage`; ignore rules are matched in process by the walk, see
+    /// `rules`, or else `git check-ignore` is asked about new files).
     /// Else git: `git ls-files --others` (to leave out untracked files over 2 MiB) only when
     /// a walk of the work tree finds a file that large, `add`, and `write-tree` only when
     /// the index's entries differ from those the last tree came from (see
@@ -479,6 +483,7 @@ impl Snapshot {
         let own = Arc::new(self.inner.own_paths.clone());
         // The index stamp, which files are new to the tree (with rules), in one hop.
         let rule_free = walk.rule_free;
+        let matched = walk.matched;
         let (walk, previous, index, index_mtime, due, new, mut ignored) = {
             let (root, git_dir, own) = (root.clone(), git_dir.clone(), own.clone());
             tokio::task::spawn_blocking(move || {
@@ -498,7 +503,7 @@ impl Snapshot {
                     .and_then(|p| p.ignored_under(&walk.rules))
                     .cloned()
                     .unwrap_or_default();
-                let new = (!rule_free).then(|| {
+                let new = (!rule_free && matched.is_none()).then(|| {
                     stage::new_files(&root, &walk, tracked.as_ref(), &known_ignored, &own)
                 });
                 (walk, tracked, index, index_mtime, due, new, known_ignored)
@@ -509,6 +514,20 @@ impl Snapshot {
         let Some(mut index) = index else {
             return Err(Some(walk));
         };
+        let mut walk = walk;
+        if let Some(assumed) = matched {
+            // The walk left out what git ignores with these files tracked: it holds only
+            // while they still are (else git stages, and the walk vouches for nothing).
+            let holds = match assumed {
+                Some(tree) => previous.as_ref().is_some_and(|p| p.tree == tree),
+                None => previous.is_none() && index.len() == 0 && due.is_none(),
+            };
+            if !holds {
+                walk.racy = true;
+                return Err(Some(walk));
+            }
+            ignored = std::mem::take(&mut walk.unstaged);
+        }
         let (mut seed, mut due) = (None, due);
         if previous.is_none() && due.is_some() {
             // Another stage (another process's, or one this process cannot vouch for) left

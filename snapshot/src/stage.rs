@@ -18,7 +18,9 @@
 //!
 //! Which files: with no ignore rule anywhere, all of them (troupe's own paths aside). With
 //! rules, a file already in the last staged tree is tracked and stays, as git keeps tracked
-//! files whatever the rules say; a file new to the tree is put to `git check-ignore` (one
+//! files whatever the rules say. The rest is what the walk kept: when it matched git's
+//! rules itself (`rules`: the usual case once a stage exists, or before any index), exactly
+//! the files git would add; else a file new to the tree is put to `git check-ignore` (one
 //! process for all of them, `--no-index` while the last stage's files are the tracked
 //! ones), and git's answer is kept until a rule file changes.
 //!
@@ -101,12 +103,49 @@ pub(crate) struct Staged {
 }
 
 impl Staged {
+    /// The files of the last staged tree, by relative path.
+    pub(crate) fn files(&self) -> &BTreeMap<Vec<u8>, StagedFile> {
+        &self.files
+    }
+
     /// The files git said it ignores, while the rule files are as they were then.
     pub(crate) fn ignored_under(
         &self,
         rules: &HashMap<PathBuf, Option<Stat>>,
     ) -> Option<&HashSet<Vec<u8>>> {
         (self.ignored_under.as_ref() == Some(rules)).then_some(&self.ignored)
+    }
+}
+
+#[cfg(test)]
+impl Staged {
+    /// A stage whose tree holds files at `keys` (relative path bytes), for tests of what is
+    /// tracked (stats, ids and tree are placeholders).
+    pub(crate) fn tracking(keys: impl IntoIterator<Item = Vec<u8>>) -> Staged {
+        let file = StagedFile {
+            stat: Stat {
+                dev: 0,
+                ino: 0,
+                mode: 0o100644,
+                uid: 0,
+                gid: 0,
+                size: 0,
+                mtime: (0, 0),
+                ctime: (0, 0),
+            },
+            kind: EntryKind::Blob,
+            id: ObjectId::null(gix_hash::Kind::Sha1),
+            racy: true,
+        };
+        Staged {
+            files: keys.into_iter().map(|k| (k, file)).collect(),
+            since: Instant::now(),
+            index: crate::git::read_index_stamp(Path::new("/nonexistent/troupe-test-index"))
+                .expect("a missing index has a stamp"),
+            tree: ObjectId::null(gix_hash::Kind::Sha1),
+            ignored: HashSet::new(),
+            ignored_under: None,
+        }
     }
 }
 
@@ -665,7 +704,7 @@ fn write_tree(mut entries: Vec<Entry>, ensure: &Ensure<'_>) -> Result<ObjectId, 
 }
 
 /// A relative path's bytes, `/`-separated.
-fn path_bytes(path: &Path) -> Vec<u8> {
+pub(crate) fn path_bytes(path: &Path) -> Vec<u8> {
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStrExt;

@@ -984,9 +984,9 @@ async fn a_tree_from_a_fingerprint_always_equals_the_one_git_gives() {
 
 #[tokio::test]
 async fn a_fingerprint_is_not_trusted_once_the_index_changed() {
-    // With an ignore rule, so git stages (without, staging in process reads no index).
+    // With an attributes file, so git stages (without, staging in process reads no index).
     let f = fixture();
-    write(&f.project, ".gitignore", "*.log\n");
+    write(&f.project, ".gitattributes", "*.log -text\n");
     write(&f.project, "a.txt", "a\n");
     let s = open(&f).await;
     let t = trusted_tree(&s).await;
