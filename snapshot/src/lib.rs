@@ -53,6 +53,8 @@ use git::{
 #[cfg(test)]
 mod revert_hostile_tests;
 #[cfg(test)]
+mod rules_hostile_tests;
+#[cfg(test)]
 mod rules_tests;
 #[cfg(test)]
 mod stage_hostile_tests;

@@ -20,7 +20,10 @@
 //! not before a line feed (git drops only the one before `\n`), a `.gitignore` that is not
 //! a regular file (git does not follow a symlinked one), a global excludes file with any
 //! pattern (which of several git reads depends on configuration order), a shadow
-//! configuration `git init` would not write (`plain_config`), or any `core.ignoreCase`.
+//! configuration `git init` would not write (`plain_config`), or any `core.ignoreCase`;
+//! and patterns where gix-glob 0.27's wildmatch is known to differ from git's ([`risky`],
+//! found by a hostile review: character classes, `**` that is not a whole path component,
+//! patterns of only tabs or form feeds, more stars than its recursion limit allows).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -41,7 +44,9 @@ pub(crate) type RuleList = List<Ignore>;
 /// read under: a file whose stat is unchanged and was not racy then is not read again.
 #[derive(Debug, Default)]
 pub(crate) struct RuleCache {
-    lists: HashMap<PathBuf, (Stat, Arc<RuleList>)>,
+    /// Per file: its stat when read, whether that stat was racy then (within the margin of
+    /// the walk that read it: a rewrite in the same clock tick may keep it), the list.
+    lists: HashMap<PathBuf, (Stat, bool, Arc<RuleList>)>,
 }
 
 /// Why the rules could not be matched in process (git decides instead).
@@ -68,6 +73,13 @@ pub(crate) fn parse(text: &[u8], source: &Path, base: &[u8]) -> Result<RuleList,
             source.display()
         )));
     }
+    if let Some(line) = text.split(|b| *b == b'\n').find(|l| risky(l)) {
+        return Err(Refused(format!(
+            "{}: a pattern git and gix may match differently: {:?}",
+            source.display(),
+            String::from_utf8_lossy(line)
+        )));
+    }
     // gix skips any byte order mark it recognizes (UTF-16, UTF-7, ...), git only UTF-8's:
     // a leading empty line leaves gix none to find. A last line gets its `\n`, so a `\r`
     // there is dropped as git drops it.
@@ -80,6 +92,62 @@ pub(crate) fn parse(text: &[u8], source: &Path, base: &[u8]) -> Result<RuleList,
     let mut list = List::from_bytes(&buf, source.to_path_buf(), None, Ignore::default());
     list.base = (!base.is_empty()).then(|| base.into());
     Ok(list)
+}
+
+/// Most `*` in one pattern matched in process: gix-glob's wildmatch answers "no match" past
+/// 64 levels of recursion (`RECURSION_LIMIT`), one per star at most; git has no such limit.
+const MAX_STARS: usize = 20;
+
+/// Whether a rule file line (as git splits them, `\r` before `\n` included) is one gix-glob
+/// may match otherwise than git (each found by the hostile review, `rules_hostile_tests`):
+/// - `[:` anywhere: gix's `[[:blank:]]` takes line breaks, its `[[:space:]]` only a space,
+///   and a `[:` that opens no class drops members of the set;
+/// - `**` that is not a whole path component (`ab**/c`): git matches the literal prefix,
+///   then the rest as a pattern starting with `**`, which crosses directories;
+/// - a pattern of only whitespace that is not all spaces (`\t`, form feed): gix drops it,
+///   git matches names of those bytes;
+/// - more than [`MAX_STARS`] stars.
+fn risky(line: &[u8]) -> bool {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.first().is_none_or(|b| *b == b'#') {
+        return false;
+    }
+    let core = line.strip_prefix(b"!").unwrap_or(line);
+    if !core.is_empty()
+        && core.iter().all(u8::is_ascii_whitespace)
+        && core.iter().any(|b| *b != b' ')
+    {
+        return true;
+    }
+    if line.windows(2).any(|w| w == b"[:") {
+        return true;
+    }
+    if line.iter().filter(|b| **b == b'*').count() > MAX_STARS {
+        return true;
+    }
+    // Every run of two or more stars must be exactly `**` between slashes (or the ends).
+    let mut i = 0;
+    while i < line.len() {
+        if line[i] != b'*' {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < line.len() && line[i] == b'*' {
+            i += 1;
+        }
+        let run = i - start;
+        if run >= 2 {
+            let before_ok =
+                start == 0 || line[start - 1] == b'/' || (start == 1 && line[0] == b'!');
+            let after_ok =
+                i == line.len() || line[i] == b'/' || line[i..].iter().all(|b| *b == b' ');
+            if run != 2 || !before_ok || !after_ok {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// Whether the rule lists `lists` (outermost first) exclude `key` (a path relative to the
@@ -163,7 +231,8 @@ impl Matcher<'_> {
     }
 
     /// The rule list of the file at `path` (blocking), read again unless the cache holds it
-    /// under `stat` (not racy at `taken`). `base` as in [`parse`].
+    /// under `stat`, which was not racy when it was read nor is at `taken` (the walk's
+    /// start). `base` as in [`parse`].
     pub(crate) fn load(
         &mut self,
         path: &Path,
@@ -171,8 +240,9 @@ impl Matcher<'_> {
         base: &[u8],
         taken: i128,
     ) -> Result<Arc<RuleList>, Refused> {
-        if let Some((then, list)) = self.cache.lists.get(path)
+        if let Some((then, racy, list)) = self.cache.lists.get(path)
             && *then == stat
+            && !racy
             && !then.racy(taken)
         {
             return Ok(list.clone());
@@ -181,7 +251,7 @@ impl Matcher<'_> {
         let list = Arc::new(parse(&text, path, base)?);
         self.cache
             .lists
-            .insert(path.to_path_buf(), (stat, list.clone()));
+            .insert(path.to_path_buf(), (stat, stat.racy(taken), list.clone()));
         Ok(list)
     }
 

@@ -72,8 +72,39 @@ const PIECES: &[&str] = &[
     "\\",
 ];
 
+/// What a walk of the repository at `root` (its git dir `.git`) that matches the rules in
+/// process keeps, with `tracked` (relative path bytes) as the tracked files: every file it
+/// recorded but the rule files it read that git ignores. `None`: it refused the rules.
+pub(super) fn walk_keeps(root: &Path, tracked: Vec<Vec<u8>>) -> Option<Paths> {
+    let staged = Staged::tracking(tracked);
+    let mut cache = RuleCache::default();
+    let git_dir = root.join(".git");
+    let mut matcher = Matcher {
+        info_exclude: git_dir.join("info/exclude"),
+        config: git_dir.join("config"),
+        global_excludes: &[],
+        global_plain: true,
+        tracked: Some(&staged),
+        cache: &mut cache,
+        outside: Vec::new(),
+    };
+    let outside = [git_dir.join("config"), git_dir.join("info/exclude")];
+    let w = match walk(root, &Ignored::default(), &outside, Some(&mut matcher)) {
+        Ok(w) => w,
+        Err(NoFingerprint::Rules) => return None,
+        Err(e) => panic!("walk: {e:?}"),
+    };
+    Some(
+        w.fingerprint
+            .files(root)
+            .map(|(rel, _)| rel.as_os_str().as_bytes().to_vec())
+            .filter(|k| !w.unstaged.contains(k))
+            .collect(),
+    )
+}
+
 /// Runs git hermetically in `dir` (no global or system configuration).
-fn git(dir: &Path, home: &Path, args: &[&str]) -> Vec<u8> {
+pub(super) fn git(dir: &Path, home: &Path, args: &[&str]) -> Vec<u8> {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)
@@ -190,7 +221,7 @@ fn make_dirs(root: &Path, rel: &Path) -> bool {
 }
 
 /// Relative paths, as bytes.
-type Paths = BTreeSet<Vec<u8>>;
+pub(super) type Paths = BTreeSet<Vec<u8>>;
 
 /// Builds the case in a fresh repository and returns (what git keeps, what the walk kept),
 /// or `None` when the walk refused the rules.
@@ -255,30 +286,7 @@ fn run(c: &Case) -> Option<(Paths, Paths)> {
         .collect();
     expected.extend(tracked.iter().cloned());
 
-    let staged = Staged::tracking(tracked);
-    let mut cache = RuleCache::default();
-    let git_dir = root.join(".git");
-    let mut matcher = Matcher {
-        info_exclude: git_dir.join("info/exclude"),
-        config: git_dir.join("config"),
-        global_excludes: &[],
-        global_plain: true,
-        tracked: Some(&staged),
-        cache: &mut cache,
-        outside: Vec::new(),
-    };
-    let outside = [git_dir.join("config"), git_dir.join("info/exclude")];
-    let w = match walk(root, &Ignored::default(), &outside, Some(&mut matcher)) {
-        Ok(w) => w,
-        Err(NoFingerprint::Rules) => return None,
-        Err(e) => panic!("walk: {e:?}"),
-    };
-    let kept: BTreeSet<Vec<u8>> = w
-        .fingerprint
-        .files(root)
-        .map(|(rel, _)| rel.as_os_str().as_bytes().to_vec())
-        .filter(|k| !w.unstaged.contains(k))
-        .collect();
+    let kept = walk_keeps(root, tracked)?;
     Some((expected, kept))
 }
 
