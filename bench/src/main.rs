@@ -56,7 +56,12 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Some(dir) = init_workspace {
-        return match script::create_workspace(&dir) {
+        return match script::prepare_workspace(
+            &dir,
+            settings.files,
+            settings.gitignore,
+            settings.snapshots,
+        ) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!(

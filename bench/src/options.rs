@@ -43,7 +43,9 @@ pub(crate) struct Args {
     /// --script FILE`) and exit.
     #[arg(long)]
     pub(crate) print_script: bool,
-    /// Create one session workspace (the files the tool steps use) in DIR and exit.
+    /// Create one session workspace (the files the tool steps use; with `--files`,
+    /// `--gitignore` and `--snapshots` as a run makes it: extra files, a `.gitignore`, a git
+    /// repository) in DIR and exit.
     #[arg(long, value_name = "DIR")]
     pub(crate) init_workspace: Option<PathBuf>,
     /// Mock delay between SSE events, ms (0 = stream as fast as possible).

@@ -92,17 +92,8 @@ pub(crate) async fn run(s: &Settings) -> Result<Report> {
         let dirs = workspaces.clone();
         let (files, git, gitignore) = (s.files, s.snapshots, s.gitignore);
         tokio::task::spawn_blocking(move || {
-            dirs.iter().try_for_each(|d| {
-                script::create_workspace(d)?;
-                script::add_files(d, files)?;
-                if gitignore {
-                    std::fs::write(d.join(".gitignore"), script::GITIGNORE)?;
-                }
-                if git {
-                    script::git_init(d)?;
-                }
-                Ok::<(), std::io::Error>(())
-            })
+            dirs.iter()
+                .try_for_each(|d| script::prepare_workspace(d, files, gitignore, git))
         })
         .await
         .context("workspace setup task failed")?

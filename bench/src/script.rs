@@ -129,6 +129,26 @@ pub fn add_files(dir: &Path, n: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A session workspace as a run uses it (blocking): [`create_workspace`], `files` extra
+/// files ([`add_files`]), a [`GITIGNORE`] when `gitignore`, a git repository with one
+/// commit when `git` ([`git_init`]).
+pub fn prepare_workspace(
+    dir: &Path,
+    files: usize,
+    gitignore: bool,
+    git: bool,
+) -> std::io::Result<()> {
+    create_workspace(dir)?;
+    add_files(dir, files)?;
+    if gitignore {
+        std::fs::write(dir.join(".gitignore"), GITIGNORE)?;
+    }
+    if git {
+        git_init(dir)?;
+    }
+    Ok(())
+}
+
 /// Makes a workspace a git repository with one commit (as a user's project would be), so
 /// snapshots are on for it.
 pub fn git_init(dir: &Path) -> std::io::Result<()> {

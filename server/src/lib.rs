@@ -453,7 +453,8 @@ impl Server {
         // Connect info gives the model guard ([`peer`]) each request's client address.
         axum::serve(
             self.listener,
-            self.app.into_make_service_with_connect_info::<SocketAddr>(),
+            self.app
+                .into_make_service_with_connect_info::<peer::Connection>(),
         )
         .with_graceful_shutdown(async move { token.cancelled().await })
         .await?;

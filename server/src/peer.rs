@@ -37,6 +37,13 @@
 //! (fail closed). A local socket of *another* uid whose owner cannot be read (a server not
 //! running as root) is that user's process, not a tool's, and goes on to the password.
 //!
+//! A connection is traced once per kind of request: the client socket's uid and owner do
+//! not change while it is open (a socket is `O_CLOEXEC`, so no child of its owner inherits
+//! it), so once a state-changing request (or, without a password, a read) of a connection
+//! passed, the next ones of that connection pass without reading `/proc` again
+//! ([`Connection`]). A read that passed does not vouch for a state-changing request. What is
+//! refused is traced again (a socket not yet visible may be found next time).
+//!
 //! Limits: a process the model gets another daemon to start (an already running `tmux`
 //! server, `ssh localhost`, `systemd-run --user`, `at`) has no troupe ancestry; only an OS
 //! sandbox around the `bash` tool closes that.
@@ -44,7 +51,10 @@
 use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
+use axum::extract::connect_info::Connected;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
@@ -108,9 +118,66 @@ impl Refusal {
     }
 }
 
+/// The connect info the server is served with: one per accepted connection, shared by all
+/// its requests. It carries the client address and which kinds of request of this
+/// connection already passed the guard (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// The client's address (the remote end of the accepted socket).
+    pub addr: SocketAddr,
+    /// [`PASSED_READS`] or [`PASSED_CHANGES`] once such a request passed; 0 before.
+    passed: Arc<AtomicU8>,
+}
+
+/// A read of the connection passed (only traced without a password).
+const PASSED_READS: u8 = 1;
+/// A state-changing request of the connection passed (which vouches for reads too: the
+/// same uid check and more).
+const PASSED_CHANGES: u8 = 2;
+
+impl Connection {
+    /// A connection from `addr` that nothing passed yet.
+    pub fn new(addr: SocketAddr) -> Self {
+        Connection {
+            addr,
+            passed: Arc::new(AtomicU8::new(0)),
+        }
+    }
+
+    /// Whether a request of this kind passed already on this connection.
+    pub fn passed(&self, state_changing: bool) -> bool {
+        self.passed.load(Ordering::Acquire) >= needed(state_changing)
+    }
+
+    /// Records that a request of this kind passed.
+    fn pass(&self, state_changing: bool) {
+        self.passed
+            .fetch_max(needed(state_changing), Ordering::AcqRel);
+    }
+}
+
+/// The pass level a request of this kind needs.
+fn needed(state_changing: bool) -> u8 {
+    if state_changing {
+        PASSED_CHANGES
+    } else {
+        PASSED_READS
+    }
+}
+
+impl Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>> for Connection {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Self {
+        Connection::new(*stream.remote_addr())
+    }
+}
+
+/// Client sockets traced in this process (each reads `/proc/net/tcp{,6}` and, for a
+/// state-changing request, the owner's `/proc/PID/fd`), for tests and measurements.
+pub static TRACES: AtomicU64 = AtomicU64::new(0);
+
 /// Axum middleware: refuse a request per [`verdict`] (see the module docs); `password_set`:
-/// whether the server has a password. Needs the server to be served with connect info;
-/// without it (in-process tests) the request passes.
+/// whether the server has a password. Needs the server to be served with connect info
+/// ([`Connection`]); without it (in-process tests) the request passes.
 pub async fn guard(
     State((password_set, server)): State<(bool, SocketAddr)>,
     request: Request,
@@ -123,13 +190,18 @@ pub async fn guard(
     if password_set && !state_changing {
         return next.run(request).await;
     }
-    let Some(ConnectInfo(peer)) = request
+    let Some(ConnectInfo(connection)) = request
         .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .copied()
+        .get::<ConnectInfo<Connection>>()
+        .cloned()
     else {
         return next.run(request).await;
     };
+    if connection.passed(state_changing) {
+        return next.run(request).await;
+    }
+    TRACES.fetch_add(1, Ordering::Relaxed);
+    let peer = connection.addr;
     let found = tokio::task::spawn_blocking(move || {
         verdict_to(peer, Some(server), state_changing, password_set, &Procfs)
     })
@@ -137,7 +209,10 @@ pub async fn guard(
     .unwrap_or(Some(Refusal::Unknown));
     match found {
         Some(r) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", r.message()).into_response(),
-        None => next.run(request).await,
+        None => {
+            connection.pass(state_changing);
+            next.run(request).await
+        }
     }
 }
 

@@ -471,3 +471,62 @@ proptest! {
         prop_assert_eq!(verdict(peer, state_changing, password_set, &t), want);
     }
 }
+
+#[test]
+fn a_pass_covers_its_kind_of_request_and_only_on_its_connection() {
+    let addr: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+    let c = Connection::new(addr);
+    assert!(!c.passed(false) && !c.passed(true));
+    // A read that passed (the uid check) does not vouch for a state-changing request (the
+    // owner's ancestry is not looked at for reads).
+    c.pass(false);
+    assert!(c.passed(false));
+    assert!(!c.passed(true));
+    // A state-changing request that passed vouches for both, on every clone (the requests
+    // of one connection share it) and not on another connection.
+    c.clone().pass(true);
+    assert!(c.passed(true) && c.passed(false));
+    c.pass(false);
+    assert!(c.passed(true), "a later read pass does not lower it");
+    let other = Connection::new(addr);
+    assert!(!other.passed(false) && !other.passed(true));
+}
+
+/// Serves a router behind the real guard with [`Connection`] connect info, as `Server::run`
+/// does; `/who` answers the identity of the request's connection state.
+async fn guarded_server() -> SocketAddr {
+    use axum::routing::get;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let who = |ConnectInfo(c): ConnectInfo<Connection>| async move {
+        format!("{:p}", Arc::as_ptr(&c.passed))
+    };
+    let app = axum::Router::new()
+        .route("/who", get(who).post(who))
+        .layer(axum::middleware::from_fn_with_state((false, addr), guard));
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<Connection>(),
+        )
+        .await
+        .unwrap();
+    });
+    addr
+}
+
+#[tokio::test]
+async fn every_connection_gets_its_own_pass_and_keeps_it_across_requests() {
+    let addr = guarded_server().await;
+    let url = format!("http://{addr}/who");
+    let one = reqwest::Client::new();
+    // This test process is the user's own client: traced, and it passes.
+    let a = one.post(&url).send().await.unwrap();
+    assert_eq!(a.status(), 200);
+    let a = a.text().await.unwrap();
+    let b = one.get(&url).send().await.unwrap().text().await.unwrap();
+    assert_eq!(a, b, "one keep-alive connection, one state");
+    let other = reqwest::Client::new();
+    let c = other.post(&url).send().await.unwrap().text().await.unwrap();
+    assert_ne!(a, c, "another connection starts with nothing passed");
+}
