@@ -5,7 +5,8 @@
 # that of the child processes it waited for (git), read from /proc/PID/stat around the batch.
 # The client (`troupe batch`) and the mock are not counted.
 # Usage: bench/serve-compare.sh [SESSIONS=200] [STEPS=10] [PARALLEL=50] [--gitignore] [--no-snapshots]
-# (SERVE_PERF=FILE: also `perf record -g` the server during the batch into FILE.)
+# (SERVE_PERF=FILE: also `perf record -g` the server during the batch into FILE;
+#  SERVE_BIN=PATH: serve with another troupe binary, e.g. an older build to compare.)
 # Needs: cargo build --release -p troupe -p troupe-testkit -p troupe-bench
 set -euo pipefail
 POS=()
@@ -57,7 +58,8 @@ export XDG_CONFIG_HOME="$WORK/config" XDG_DATA_HOME="$WORK/data" XDG_STATE_HOME=
   TROUPE_CONFIG_DIR="$WORK/config" TROUPE_NO_STDIN=1 TROUPE_TITLE=0 TROUPE_SUMMARY=0
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-( cd "$WORK" && exec "$REL/troupe" --db "$WORK/serve.sqlite" serve --port "$PORT" ) > "$WORK/serve.out" 2> "$WORK/serve.err" &
+SERVE_BIN=${SERVE_BIN:-$REL/troupe}
+( cd "$WORK" && exec "$SERVE_BIN" --db "$WORK/serve.sqlite" serve --port "$PORT" ) > "$WORK/serve.out" 2> "$WORK/serve.err" &
 SERVE_PID=$!
 for _ in $(seq 1 100); do
   curl -fsS "http://127.0.0.1:$PORT/session" > /dev/null 2>&1 && break
