@@ -84,12 +84,16 @@ fn raw(method: &str, path: &str, port: &str, auth: Option<&str>, close: bool) ->
 
 /// A bash process carrying the tool mark opens ONE connection to `port` (bash's
 /// `/dev/tcp`), writes each of `parts` (`pause` apart; a part may hold several pipelined
-/// requests) and reads until the server closes; the status codes of the answers, in order.
+/// requests) while reading until the server closes; the status codes of the answers, in
+/// order. hyper may close a connection after refusing a request whose body it did not read,
+/// so the answers can stop short: callers compare a prefix ([`assert_prefix`]).
 fn tool_exchange(port: &str, parts: &[String], pause: Duration) -> Vec<String> {
     let script = format!(
         "exec 3<>/dev/tcp/127.0.0.1/{port} || exit 9\n\
-         for p in \"$@\"; do printf '%s' \"$p\" >&3; sleep {}; done\n\
-         timeout 10 cat <&3",
+         trap '' PIPE\n\
+         timeout 10 cat <&3 &\n\
+         for p in \"$@\"; do printf '%s' \"$p\" >&3 || break; sleep {}; done\n\
+         wait",
         pause.as_secs_f64()
     );
     let out = std::process::Command::new("bash")
@@ -100,14 +104,29 @@ fn tool_exchange(port: &str, parts: &[String], pause: Duration) -> Vec<String> {
         .env(TOOL_MARK.0, TOOL_MARK.1)
         .output()
         .expect("run bash");
-    statuses(&String::from_utf8_lossy(&out.stdout))
+    let text = String::from_utf8_lossy(&out.stdout);
+    let got = statuses(&text);
+    if got.is_empty() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        eprintln!("tool exchange {:?}:\n{text}\n{err}", out.status);
+    }
+    got
 }
 
-/// The status codes of the HTTP/1.1 status lines in `text`.
+/// `got` is `want` or a prefix of it (at least the first answer: the read that passed).
+fn assert_prefix(got: &[String], want: &[&str]) {
+    assert!(
+        !got.is_empty() && got.len() <= want.len() && got.iter().zip(want).all(|(g, w)| g == w),
+        "answers {got:?}, want (a prefix of) {want:?}"
+    );
+}
+
+/// The status codes of the HTTP/1.1 status lines in `text` (a body has no newline at its
+/// end, so the next status line follows it on the same line).
 fn statuses(text: &str) -> Vec<String> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix("HTTP/1.1 "))
-        .map(|l| l[..3].to_string())
+    text.split("HTTP/1.1 ")
+        .skip(1)
+        .map(|l| l.chars().take(3).collect())
         .collect()
 }
 
@@ -125,7 +144,7 @@ async fn held_pipelined_changes_behind_a_passed_read_of_a_tool_are_refused() {
     ]
     .concat();
     let got = tool_exchange(port, &[one_write], Duration::from_millis(0));
-    assert_eq!(got, ["200", "403", "200", "403"]);
+    assert_prefix(&got, &["200", "403", "200", "403"]);
     assert_eq!(srv.session_count().await, 0);
 }
 
@@ -142,7 +161,7 @@ async fn held_a_change_after_a_passed_read_on_a_tool_s_keep_alive_connection_is_
         raw("POST", "/session", port, None, true),
     ];
     let got = tool_exchange(port, &parts, Duration::from_millis(300));
-    assert_eq!(got, ["200", "200", "403", "403"]);
+    assert_prefix(&got, &["200", "200", "403", "403"]);
     assert_eq!(srv.session_count().await, 0);
 }
 
@@ -159,7 +178,7 @@ async fn held_with_a_password_untraced_reads_do_not_vouch_for_a_change() {
         raw("POST", "/session", port, pw, true),
     ];
     let got = tool_exchange(port, &parts, Duration::from_millis(200));
-    assert_eq!(got, ["200", "403", "403"]);
+    assert_prefix(&got, &["200", "403", "403"]);
     assert_eq!(srv.session_count().await, 0);
     // The user's own client still changes state.
     assert_eq!(srv.api.post("/session", json!({})).await.0, 200);
@@ -207,11 +226,14 @@ fn cloexec(pid: u32, fd: &str) -> Option<bool> {
 /// a POST, is refused the POST.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_no_socket_of_the_server_reaches_a_tool_and_its_reused_connection_is_traced() {
-    let cmd = "U=$(cat url.txt); \
-               curl -s -o /dev/null -w 'codes=%{http_code}:%{num_connects}' \"$U/session\" \
-               --next -s -o /dev/null -w ',%{http_code}:%{num_connects}\\n' -X POST \
-               -H 'content-type: application/json' -d '{}' \"$U/session\"; \
-               for f in /proc/$$/fd/*; do echo \"fd $f $(readlink $f)\"; done";
+    // A script file: paths only known when it runs would make the bash tool ask first.
+    const PROBE: &str = "U=$(cat url.txt)
+curl -s -o /dev/null -w 'codes=%{http_code}:%{num_connects}' \"$U/session\" \\
+  --next -s -o /dev/null -w ',%{http_code}:%{num_connects}\\n' -X POST \\
+  -H 'content-type: application/json' -d '{}' \"$U/session\"
+for f in /proc/$$/fd/*; do echo \"fd $f $(readlink $f)\"; done
+";
+    let cmd = "bash probe.sh";
     let (_mock, srv) = Served::start(
         vec![
             Step::tool("bash", json!({"command": cmd, "description": "probe"})),
@@ -244,6 +266,7 @@ async fn held_no_socket_of_the_server_reaches_a_tool_and_its_reused_connection_i
     }
     assert!(sockets >= 2, "the listener and the user's connection");
     srv.project.write_file("url.txt", &srv.api.base);
+    srv.project.write_file("probe.sh", PROBE);
     let (status, reply) = srv
         .api
         .post(&format!("/session/{sid}/message"), json!({"text": "probe"}))
@@ -257,19 +280,14 @@ async fn held_no_socket_of_the_server_reaches_a_tool_and_its_reused_connection_i
     assert_eq!(srv.session_count().await, 1, "only the user's session");
 }
 
-/// bash's `/dev/tcp` connections are NOT close-on-exec. A user's script drives the server
-/// over one (its POST passes: the script is the user's), then runs `troupe run` from the same
-/// shell (`exec`, as a wrapper script does); that run's bash tool inherits the connection and
-/// writes a state-changing request on it. The module docs' premise ("a socket is
-/// `O_CLOEXEC`, so no child of its owner inherits it") does not hold for it. NOT a regression
-/// of f7075df: the old per-request trace judged only the first process `socket_owner` finds
-/// holding the socket (lowest pid: the script, now `troupe run`, not a tool), so it passed
-/// too.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect (pre-existing, not of f7075df): a tool that inherits a non-CLOEXEC \
-            connection of the user's script changes the server's state; the guard judges \
-            one holder of a shared socket"]
-async fn defect_a_tool_writing_on_a_connection_inherited_from_the_user_s_script_changes_state() {
+/// The attack of the `defect_*_inherited_*` tests: a user's script opens a connection to the
+/// server with bash's `/dev/tcp` (NOT close-on-exec), sends `first` (`POST /session` or
+/// `GET /session`, which passes: the script is the user's) and reads its status line, then
+/// becomes `troupe run` (`exec`, as a wrapper script does; fd 3 stays open). That run's bash
+/// tool (a tool process of ANOTHER troupe, which the guard must refuse) inherits fd 3 and
+/// writes `POST /session` on it. Returns how many sessions the server then holds beyond the
+/// script's own, and the tool's output.
+async fn inherited_connection_attack(first: &str) -> (usize, String) {
     let (_mock_a, srv) = Served::start(vec![], &[]).await;
     let port = srv.port().to_string();
     let tool_cmd = format!(
@@ -285,11 +303,10 @@ async fn defect_a_tool_writing_on_a_connection_inherited_from_the_user_s_script_
     .await;
     let project_b = Project::with_config(&mock_config(&mock_b.base_url()));
     let run = project_b.std_command(&["run", "go"]);
-    // The user's script: open a connection, create one session over it, read the status
-    // line, then become `troupe run` (fd 3 stays open across the exec).
+    let first_request = raw(first, "/session", &port, None, false).replace("\r\n", "\\r\\n");
     let script = format!(
         "exec 3<>/dev/tcp/127.0.0.1/{port} || exit 9\n\
-         printf 'POST /session HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\nContent-Type: application/json\\r\\nContent-Length: 2\\r\\n\\r\\n{{}}' >&3\n\
+         printf '{first_request}' >&3\n\
          IFS= read -r status <&3; echo \"script: $status\" >&2\n\
          exec \"$@\""
     );
@@ -315,11 +332,33 @@ async fn defect_a_tool_writing_on_a_connection_inherited_from_the_user_s_script_
         .as_str()
         .unwrap_or_default()
         .to_string();
-    eprintln!("tool output: {output}");
-    let count = srv.session_count().await;
-    assert_eq!(
-        count, 1,
-        "the tool of another troupe run created a session over the inherited connection \
-         ({output})"
-    );
+    eprintln!("{first} first; the tool got: {output}");
+    let own = usize::from(first == "POST");
+    (srv.session_count().await - own, output)
+}
+
+/// The inherited-connection attack ([`inherited_connection_attack`]) after the script's
+/// POST passed: the tool's POST is not traced at all (the connection's pass, f7075df) and
+/// creates a session. The module docs' premise ("a socket is `O_CLOEXEC`, so no child of its
+/// owner inherits it") is false for bash's `/dev/tcp`, Python sockets made inheritable,
+/// `pass_fds`, and any fork without exec.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect (pre-existing, see the GET-first twin): a tool of another troupe run that \
+            inherits a non-CLOEXEC connection of the user's script changes the server's state"]
+async fn defect_a_tool_on_an_inherited_connection_whose_change_passed_changes_state() {
+    let (created, output) = inherited_connection_attack("POST").await;
+    assert_eq!(created, 0, "the tool created a session: {output}");
+}
+
+/// The same attack when the script only read first: the tool's POST IS traced (as the old
+/// per-request trace traced every state-changing request) and still passes, because
+/// `socket_owner` (server/src/peer.rs) judges the first process found holding the socket,
+/// the lowest pid: the script, now `troupe run`, which is no tool. So the old code accepted
+/// it too: not a regression of f7075df.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect (pre-existing, not of f7075df): the guard judges only the lowest-pid \
+            holder of a shared client socket, so a tool sharing its ancestor's connection passes"]
+async fn defect_a_tool_on_an_inherited_connection_is_traced_to_its_ancestor_and_passes() {
+    let (created, output) = inherited_connection_attack("GET").await;
+    assert_eq!(created, 0, "the tool created a session: {output}");
 }

@@ -37,12 +37,18 @@
 //! (fail closed). A local socket of *another* uid whose owner cannot be read (a server not
 //! running as root) is that user's process, not a tool's, and goes on to the password.
 //!
-//! A connection is traced once per kind of request: the client socket's uid and owner do
-//! not change while it is open (a socket is `O_CLOEXEC`, so no child of its owner inherits
-//! it), so once a state-changing request (or, without a password, a read) of a connection
-//! passed, the next ones of that connection pass without reading `/proc` again
-//! ([`Connection`]). A read that passed does not vouch for a state-changing request. What is
-//! refused is traced again (a socket not yet visible may be found next time).
+//! A connection is traced once per kind of request: the client socket's uid does not change
+//! while it is open, nor, in practice, who holds it (sockets troupe and the usual clients
+//! open are `O_CLOEXEC`, and no socket of the server reaches a tool), so once a
+//! state-changing request (or, without a password, a read) of a connection passed, the next
+//! ones of that connection pass without reading `/proc` again ([`Connection`]). A read that
+//! passed does not vouch for a state-changing request. What is refused is traced again (a
+//! socket not yet visible may be found next time). Known limit, older than this pass (a
+//! hostile review, `tests/serve_peer_hostile_e2e.rs`): a connection the user's own process
+//! keeps open across `exec` (bash's `exec 3<>/dev/tcp/…`, then `exec troupe run`) is
+//! inherited by that troupe's tools; the trace finds the lowest-pid holder, the user's, so a
+//! tool's request on it passed before as now. Judging every holder, or closing inherited fds
+//! when tools start, would close it.
 //!
 //! Limits: a process the model gets another daemon to start (an already running `tmux`
 //! server, `ssh localhost`, `systemd-run --user`, `at`) has no troupe ancestry; only an OS
