@@ -4,7 +4,7 @@
 //! get a state-changing request of a tool process accepted through that pass: keep-alive
 //! connections whose first request is a read, pipelined requests, `--next` reuse by curl, the
 //! password mode, fds of the server reaching a tool, and a connection a tool inherits from
-//! the user's script. `held_*`: the guard held; `defect_*` (ignored): it did not.
+//! the user's script. `held_*`: the guard held; `fixed_*`: it did not, fixed since.
 
 use std::time::Duration;
 
@@ -280,7 +280,7 @@ for f in /proc/$$/fd/*; do echo \"fd $f $(readlink $f)\"; done
     assert_eq!(srv.session_count().await, 1, "only the user's session");
 }
 
-/// The attack of the `defect_*_inherited_*` tests: a user's script opens a connection to the
+/// The attack of the `fixed_*_inherited_*` tests: a user's script opens a connection to the
 /// server with bash's `/dev/tcp` (NOT close-on-exec), sends `first` (`POST /session` or
 /// `GET /session`, which passes: the script is the user's) and reads its status line, then
 /// becomes `troupe run` (`exec`, as a wrapper script does; fd 3 stays open). That run's bash
@@ -337,28 +337,35 @@ async fn inherited_connection_attack(first: &str) -> (usize, String) {
     (srv.session_count().await - own, output)
 }
 
+/// Fixed (the bash tool's shell now starts without inherited fds,
+/// `troupe_tools::procs::close_inherited_fds`): the tool finds no fd 3.
 /// The inherited-connection attack ([`inherited_connection_attack`]) after the script's
-/// POST passed: the tool's POST is not traced at all (the connection's pass, f7075df) and
+/// POST passed: the tool's POST was not traced at all (the connection's pass, f7075df) and
 /// creates a session. The module docs' premise ("a socket is `O_CLOEXEC`, so no child of its
 /// owner inherits it") is false for bash's `/dev/tcp`, Python sockets made inheritable,
 /// `pass_fds`, and any fork without exec.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect (pre-existing, see the GET-first twin): a tool of another troupe run that \
-            inherits a non-CLOEXEC connection of the user's script changes the server's state"]
-async fn defect_a_tool_on_an_inherited_connection_whose_change_passed_changes_state() {
+async fn fixed_a_tool_on_an_inherited_connection_whose_change_passed_changes_state() {
     let (created, output) = inherited_connection_attack("POST").await;
     assert_eq!(created, 0, "the tool created a session: {output}");
+    assert!(
+        output.contains("no fd 3"),
+        "the tool still holds fd 3: {output}"
+    );
 }
 
+/// Fixed as its twin above.
 /// The same attack when the script only read first: the tool's POST IS traced (as the old
 /// per-request trace traced every state-changing request) and still passes, because
 /// `socket_owner` (server/src/peer.rs) judges the first process found holding the socket,
 /// the lowest pid: the script, now `troupe run`, which is no tool. So the old code accepted
 /// it too: not a regression of f7075df.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect (pre-existing, not of f7075df): the guard judges only the lowest-pid \
-            holder of a shared client socket, so a tool sharing its ancestor's connection passes"]
-async fn defect_a_tool_on_an_inherited_connection_is_traced_to_its_ancestor_and_passes() {
+async fn fixed_a_tool_on_an_inherited_connection_is_traced_to_its_ancestor_and_passes() {
     let (created, output) = inherited_connection_attack("GET").await;
     assert_eq!(created, 0, "the tool created a session: {output}");
+    assert!(
+        output.contains("no fd 3"),
+        "the tool still holds fd 3: {output}"
+    );
 }

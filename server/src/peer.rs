@@ -43,12 +43,12 @@
 //! state-changing request (or, without a password, a read) of a connection passed, the next
 //! ones of that connection pass without reading `/proc` again ([`Connection`]). A read that
 //! passed does not vouch for a state-changing request. What is refused is traced again (a
-//! socket not yet visible may be found next time). Known limit, older than this pass (a
-//! hostile review, `tests/serve_peer_hostile_e2e.rs`): a connection the user's own process
-//! keeps open across `exec` (bash's `exec 3<>/dev/tcp/…`, then `exec troupe run`) is
-//! inherited by that troupe's tools; the trace finds the lowest-pid holder, the user's, so a
-//! tool's request on it passed before as now. Judging every holder, or closing inherited fds
-//! when tools start, would close it.
+//! socket not yet visible may be found next time). A connection the user's own process keeps
+//! open across `exec` (bash's `exec 3<>/dev/tcp/…`, then `exec troupe run`) would be
+//! inherited by that troupe's tools, and the trace finds its lowest-pid holder, the user's:
+//! so the bash tool's shell starts without inherited fds
+//! (`troupe_tools::procs::close_inherited_fds`; a hostile review,
+//! `tests/serve_peer_hostile_e2e.rs`).
 //!
 //! Limits: a process the model gets another daemon to start (an already running `tmux`
 //! server, `ssh localhost`, `systemd-run --user`, `at`) has no troupe ancestry; only an OS

@@ -329,6 +329,39 @@ pub fn kill_call(tag: &str, pgid: i32) -> usize {
     killed.len()
 }
 
+/// Makes the child `cmd` starts exec without any fd above 2 that this process inherited
+/// open: its own parent may have left one (a user's script that opened a connection to a
+/// `troupe serve` with bash's `exec 3<>/dev/tcp/…`, not close-on-exec, then ran troupe),
+/// and a tool's processes holding it could speak as the user on it (the server's model guard
+/// traces a connection to its lowest-pid holder, the user's process). Each such fd is marked
+/// close-on-exec in the child after fork (`close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`, Linux
+/// 5.11+; before, `fcntl(FD_CLOEXEC)` on fds 3 to 1,023), so the fd Rust reports a failed exec
+/// on stays usable until the exec. Linux only; elsewhere nothing changes.
+pub fn close_inherited_fds(cmd: &mut tokio::process::Command) {
+    #[cfg(target_os = "linux")]
+    #[allow(unsafe_code)]
+    // SAFETY: the hook runs in the forked child before exec; it only makes system calls
+    // (async-signal-safe) and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            let done = libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            );
+            if done != 0 {
+                for fd in 3..1024 {
+                    libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+                }
+            }
+            Ok(())
+        });
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
+}
+
 #[allow(unsafe_code)]
 fn signal(pid: i32, sig: i32) {
     if pid > 1 {

@@ -484,6 +484,7 @@ fn spawn_shell(
             .stdout(Stdio::from(writer))
             .stderr(Stdio::from(writer_err))
             .process_group(0);
+        procs::close_inherited_fds(&mut cmd);
         cmd.spawn()?
     };
     let reader = match reader {
