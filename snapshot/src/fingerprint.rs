@@ -948,9 +948,7 @@ impl Snapshot {
             let index = read_index_stamp(&git_dir.join("index"));
             let due = index.as_ref().and_then(|now| index_due(&git_dir, now));
             let assumed = match (&staged, &index) {
-                (Some(p), Some(now)) if p.index == *now && due.is_none_or(|d| d == p.tree) => {
-                    Some(Some(p.tree))
-                }
+                (Some(p), Some(_)) if p.tracks_now(index.as_ref(), due) => Some(Some(p.tree)),
                 (_, Some(now)) if now.len() == 0 && due.is_none() => Some(None),
                 _ => None,
             };

@@ -496,9 +496,7 @@ impl Snapshot {
                 // The last stage's files are the tracked ones while the index is as it left
                 // it and no other process staged since; else the index (brought up to the
                 // other stage) says what is tracked.
-                let tracked = previous.filter(|p| {
-                    Some(&p.index) == index.as_ref() && due.is_none_or(|d| d == p.tree)
-                });
+                let tracked = previous.filter(|p| p.tracks_now(index.as_ref(), due));
                 // What git said it ignores, under the same rules, is not asked again.
                 let known_ignored = tracked
                     .as_ref()

@@ -103,6 +103,13 @@ pub(crate) struct Staged {
 }
 
 impl Staged {
+    /// Whether this stage's files are what git counts as tracked now: the index (`index`,
+    /// its stamp read now) is the one the stage found, and the record of a tree the index is
+    /// behind (`due`) names none or this stage's.
+    pub(crate) fn tracks_now(&self, index: Option<&IndexStamp>, due: Option<ObjectId>) -> bool {
+        Some(&self.index) == index && due.is_none_or(|d| d == self.tree)
+    }
+
     /// The files of the last staged tree, by relative path.
     pub(crate) fn files(&self) -> &BTreeMap<Vec<u8>, StagedFile> {
         &self.files
